@@ -1,0 +1,62 @@
+//! # gda-hal — the hardware-abstraction core of gda
+//!
+//! gda lets accelerator code, and CPU threads standing in for it, drive RDMA NICs directly:
+//! build a work-queue entry (WQE) in ring memory, publish the doorbell record, ring the doorbell
+//! and parse completion-queue entries (CQEs), with no CPU proxy and no `ibv_post_send`.
+//!
+//! This crate is the part every NIC shares. It is `#![no_std]` (std only behind the `std`
+//! feature) so the same code builds for a GPU target.
+//!
+//! | module | what it holds |
+//! |---|---|
+//! | [`provider`] | the [`Provider`] trait: geometry consts + device functions, static dispatch only |
+//! | [`handle`] | `#[repr(C)]` queue handles ([`WqHandle`], [`CqHandle`]) and [`WorkCompletion`] |
+//! | [`op`] | request descriptors in `ibv_send_wr` terms; marker types for compile-time choices |
+//! | [`mmio`] | **the only** volatile/atomic access to device-visible memory, with ordering notes |
+//! | [`endian`] | `Be32`/`Le32`/… field types that keep native alignment |
+//! | [`bits`] | named sub-word bit fields |
+//! | [`index`] | wrapping ring indices (16-, 24-, 32-bit) and power-of-two rings |
+//! | [`progress`] | window-checked completion progress for collapsed CQs (DESIGN.md §7.1) |
+//! | [`status`] | [`WcStatus`]/[`WcOpcode`], numbered as rdma-core's `ibv_wc_*` |
+//! | [`error`] | [`ErrorKind`] and the [`Error`] trait every gda error implements |
+//!
+//! Design choices: providers are zero-sized marker types (as wgpu-hal's backends); sizes known
+//! at compile time are const generics or marker types so each (provider, operation) pair is
+//! straight-line stores; posting returns no `Result` (preconditions are documented, and
+//! [`Provider::check`] validates them off the hot path); completions carry a status enum.
+//!
+//! Validation: layouts are asserted at compile time in each provider; the mlx5 provider is
+//! compared byte for byte with rdma-core's own `mlx5_post_send` (crate `gda-rdma-ref`).
+#![no_std]
+#![deny(unsafe_op_in_unsafe_fn)]
+
+#[cfg(feature = "std")]
+extern crate std;
+
+pub mod bits;
+pub mod endian;
+pub mod error;
+pub mod handle;
+pub mod index;
+pub mod mmio;
+pub mod op;
+pub mod progress;
+pub mod provider;
+pub mod status;
+
+pub use endian::{Be16, Be32, Be64, Le16, Le32, Le64};
+pub use error::{Error, ErrorKind};
+pub use handle::{CqHandle, Posted, WorkCompletion, WqHandle};
+pub use index::{ProdIdx, Ring, WrapIdx16, WrapIdx24};
+pub use op::{
+    AtomicOp, AtomicWidth, Completion, Payload, Remote, SendFlags, Sge, Signaled, Unsignaled, W32,
+    W64, WorkRequest,
+};
+pub use progress::{CollapsedProgress, OutOfWindow};
+pub use provider::{PostError, Provider};
+pub use status::{WcOpcode, WcStatus};
+
+#[cfg(feature = "std")]
+impl std::error::Error for PostError {}
+#[cfg(feature = "std")]
+impl std::error::Error for OutOfWindow {}

@@ -1,0 +1,215 @@
+//! The `Provider` seam: one zero-sized marker type per NIC family.
+//!
+//! A provider is a bundle of associated consts (queue geometry) and associated functions
+//! (device functions), used by static dispatch only — no `self`, no vtables — so
+//! `post_write::<Signaled, 1>` on `Mlx5` compiles to the handful of stores an mlx5 WQE is.
+//! Device functions are `#[inline(always)]`, allocation-free and panic-free; they are `unsafe`
+//! because handles carry raw device addresses. Preconditions are documented and not checked on
+//! the hot path ([`Provider::check`] checks them for tools and tests).
+
+use crate::handle::{CqHandle, Posted, WorkCompletion, WqHandle};
+use crate::index::ProdIdx;
+use crate::op::{AtomicOp, AtomicWidth, Completion, Remote, SendFlags, Sge, WorkRequest};
+use crate::progress::{CollapsedProgress, OutOfWindow};
+
+/// Why a work request cannot be posted on a queue (found by [`Provider::check`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PostError {
+    /// Inline payload longer than the QP's (or the format's) maximum.
+    InlineTooLong {
+        /// Requested bytes.
+        len: usize,
+        /// Maximum allowed.
+        max: u32,
+    },
+    /// More gather entries than the QP allows.
+    TooManySges {
+        /// Requested entries.
+        n: usize,
+        /// Maximum allowed.
+        max: u32,
+    },
+    /// The WQE is larger than the format or the ring can hold.
+    WqeTooLarge {
+        /// Units the WQE needs.
+        units: u32,
+        /// Units available.
+        max: u32,
+    },
+    /// Ring size not a power of two (or zero).
+    BadRing,
+    /// Atomic width other than 4 or 8, or a width the operation does not support.
+    BadAtomicWidth(u32),
+    /// The operation is not supported by this provider.
+    Unsupported,
+}
+
+impl core::fmt::Display for PostError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match *self {
+            Self::InlineTooLong { len, max } => {
+                write!(f, "inline payload of {len} bytes exceeds the maximum of {max}")
+            }
+            Self::TooManySges { n, max } => write!(f, "{n} gather entries exceed the maximum of {max}"),
+            Self::WqeTooLarge { units, max } => {
+                write!(f, "WQE needs {units} queue units but at most {max} fit")
+            }
+            Self::BadRing => f.write_str("ring size must be a non-zero power of two"),
+            Self::BadAtomicWidth(w) => write!(f, "atomic width {w} is not supported (use 4 or 8)"),
+            Self::Unsupported => f.write_str("operation not supported by this provider"),
+        }
+    }
+}
+
+impl crate::error::Error for PostError {
+    fn kind(&self) -> crate::error::ErrorKind {
+        use crate::error::ErrorKind;
+        match self {
+            Self::InlineTooLong { .. } | Self::TooManySges { .. } | Self::WqeTooLarge { .. } => {
+                ErrorKind::TooLarge
+            }
+            Self::BadRing | Self::BadAtomicWidth(_) => ErrorKind::InvalidArgument,
+            Self::Unsupported => ErrorKind::Unsupported,
+        }
+    }
+}
+
+/// A NIC family's data path.
+pub trait Provider: Copy + 'static {
+    /// Short name (`"mlx5"`, `"bnxt"`, `"sim"`).
+    const NAME: &'static str;
+    /// Bytes in one send-queue unit (mlx5: 64-byte WQEBB).
+    const SQ_UNIT_BYTES: u32;
+    /// Bytes in one CQE (as the device model writes it).
+    const CQE_BYTES: u32;
+    /// Largest inline payload the format can express in one WQE.
+    const MAX_INLINE_BYTES: u32;
+    /// Most units one WQE may span.
+    const MAX_WQE_UNITS: u32;
+    /// Whether the queue has a doorbell record in host memory.
+    const HAS_DOORBELL_RECORD: bool;
+    /// Width in bits of the WQE counter the hardware reports in completions.
+    const WQE_COUNTER_BITS: u32;
+    /// Width in bits of the CQ consumer index the hardware tracks.
+    const CQ_INDEX_BITS: u32;
+
+    /// Queue units `wr` occupies (what a producer reserves before writing).
+    fn units_for(wr: &WorkRequest<'_>) -> u32;
+
+    /// Checks `wr` against the queue's limits; `Ok` means `post` may be called.
+    fn check(wq: &WqHandle, wr: &WorkRequest<'_>) -> Result<u32, PostError>;
+
+    /// Writes the WQE for `wr` at producer position `at` and returns what its doorbell needs.
+    ///
+    /// # Safety
+    /// `wq.buf` must address a ring of `wq.entries` units that the caller may write; the units
+    /// `[at, at + units_for(wr))` must be reserved by the caller and free; [`Provider::check`]
+    /// must accept `wr`; inline and gather sources must be readable.
+    unsafe fn post(wq: &WqHandle, at: ProdIdx, wr: &WorkRequest<'_>, flags: SendFlags) -> Posted;
+
+    /// RDMA WRITE of `N` gather entries (`N` known at compile time).
+    ///
+    /// # Safety
+    /// As [`Provider::post`].
+    unsafe fn post_write<C: Completion, const N: usize>(
+        wq: &WqHandle,
+        at: ProdIdx,
+        remote: Remote,
+        sges: &[Sge; N],
+    ) -> Posted;
+
+    /// RDMA WRITE of `LEN` inline bytes (`LEN` known at compile time).
+    ///
+    /// # Safety
+    /// As [`Provider::post`]; `LEN <= wq.max_inline`.
+    unsafe fn post_write_inline<C: Completion, const LEN: usize>(
+        wq: &WqHandle,
+        at: ProdIdx,
+        remote: Remote,
+        data: &[u8; LEN],
+    ) -> Posted;
+
+    /// RDMA READ into `N` local gather entries.
+    ///
+    /// # Safety
+    /// As [`Provider::post`].
+    unsafe fn post_read<C: Completion, const N: usize>(
+        wq: &WqHandle,
+        at: ProdIdx,
+        remote: Remote,
+        sges: &[Sge; N],
+    ) -> Posted;
+
+    /// SEND of `N` gather entries, with an immediate if `imm` is set.
+    ///
+    /// # Safety
+    /// As [`Provider::post`].
+    unsafe fn post_send<C: Completion, const N: usize>(
+        wq: &WqHandle,
+        at: ProdIdx,
+        sges: &[Sge; N],
+        imm: Option<u32>,
+    ) -> Posted;
+
+    /// An atomic of width `W`; the old value is written to `local`.
+    ///
+    /// # Safety
+    /// As [`Provider::post`]; `remote.addr` aligned to `W::BYTES`.
+    unsafe fn post_atomic<C: Completion, W: AtomicWidth>(
+        wq: &WqHandle,
+        at: ProdIdx,
+        remote: Remote,
+        local: Sge,
+        op: AtomicOp,
+    ) -> Posted;
+
+    /// A NOP (one unit; completes in order, useful as a signalled marker).
+    ///
+    /// # Safety
+    /// As [`Provider::post`].
+    unsafe fn post_nop<C: Completion>(wq: &WqHandle, at: ProdIdx) -> Posted;
+
+    /// Publishes the WQEs up to `posted.next` and rings the doorbell: release fence, doorbell
+    /// record, doorbell register. Callers ring in producer order (one producer at a time per QP).
+    ///
+    /// # Safety
+    /// `wq.dbrec` and `wq.db` must be valid for the provider's stores.
+    unsafe fn ring_sq(wq: &WqHandle, posted: &Posted);
+
+    /// Writes a receive WQE of `N` entries at receive position `at`.
+    ///
+    /// # Safety
+    /// `rq.buf` must address a receive ring of `rq.entries` WQEs of `rq.stride` bytes; slot `at`
+    /// must be free; `N <= rq.max_sge`.
+    unsafe fn post_recv<const N: usize>(rq: &WqHandle, at: ProdIdx, sges: &[Sge; N]);
+
+    /// Publishes receive WQEs up to `next` (exclusive).
+    ///
+    /// # Safety
+    /// `rq.dbrec` must be valid.
+    unsafe fn ring_rq(rq: &WqHandle, next: ProdIdx);
+
+    /// Returns the completion at consumer index `ci` if software owns it.
+    ///
+    /// # Safety
+    /// `cq.buf` must address `cq.entries` CQEs of `cq.cqe_bytes` bytes.
+    unsafe fn poll_cq(cq: &CqHandle, ci: u32) -> Option<WorkCompletion>;
+
+    /// Tells the device that CQEs below `ci` are consumed.
+    ///
+    /// # Safety
+    /// `cq.dbrec` must be valid.
+    unsafe fn update_cq_ci(cq: &CqHandle, ci: u32);
+
+    /// Reads a collapsed CQ's slot and folds it into `progress`, window-checked against `rung`
+    /// (the producer position covered by rung doorbells). `Ok(None)` means nothing new yet.
+    ///
+    /// # Safety
+    /// `cq.buf` must address one CQE of `cq.cqe_bytes` bytes.
+    unsafe fn poll_collapsed(
+        cq: &CqHandle,
+        progress: &mut CollapsedProgress,
+        rung: u64,
+    ) -> Result<Option<WorkCompletion>, OutOfWindow>;
+}
