@@ -1,1 +1,38 @@
-//! gda
+//! # gda — device-initiated RDMA
+//!
+//! Accelerator code, and CPU threads standing in for it, builds NIC work-queue entries itself,
+//! rings the NIC doorbell itself and polls completions itself, with no CPU proxy. This facade
+//! re-exports the hardware-abstraction core ([`hal`]) and the providers compiled in by features,
+//! and hosts the `gda` command-line tool's library parts ([`wire`]).
+//!
+//! | feature | default | what |
+//! |---|---|---|
+//! | `sim` | yes | the software NIC (default device; arrives with its own issue) |
+//! | `mlx5` | yes | NVIDIA/Mellanox ConnectX formats and device functions ([`mlx5`]) |
+//!
+//! ```
+//! use gda::hal::{Provider, WorkRequest, Payload, Remote, WqHandle, ProdIdx, SendFlags};
+//! # #[cfg(feature = "mlx5")] {
+//! use gda::mlx5::Mlx5;
+//! let mut ring = vec![[0u64; 8]; 8];                  // 8 WQEBBs of ordinary memory
+//! let (mut dbrec, mut db) = ([0u32; 2], [0u64; 1]);
+//! let wq = WqHandle { buf: ring.as_mut_ptr() as u64, dbrec: dbrec.as_mut_ptr() as u64,
+//!     db: db.as_mut_ptr() as u64, entries: 8, qpn: 0x1234, max_inline: 64, max_sge: 4,
+//!     ..Default::default() };
+//! let wr = WorkRequest::Write { remote: Remote { addr: 0x1000, rkey: 7 },
+//!     payload: Payload::Inline(b"hello"), imm: None };
+//! assert_eq!(Mlx5::check(&wq, &wr), Ok(1));
+//! // SAFETY: the ring, record and doorbell are ordinary memory owned here.
+//! let posted = unsafe { Mlx5::post(&wq, ProdIdx(0), &wr, SendFlags::SIGNALED) };
+//! unsafe { Mlx5::ring_sq(&wq, &posted) };
+//! assert_eq!(u32::from_be(dbrec[1]), 1);              // one WQEBB posted
+//! assert_eq!(db[0].to_ne_bytes(), posted.doorbell);   // first 8 bytes of the ctrl segment
+//! # }
+//! ```
+#![deny(unsafe_op_in_unsafe_fn)]
+
+pub use gda_hal as hal;
+#[cfg(feature = "mlx5")]
+pub use gda_mlx5 as mlx5;
+
+pub mod wire;

@@ -50,7 +50,10 @@ fn main() {
     // `mlx5_post_send`/`mlx5dv_*` and the aborting stubs can never interpose on a real libmlx5.
     let merged = out.join("mlx5ref.o");
     run(Command::new("ld").arg("-r").args(&objects).arg("-o").arg(&merged));
-    run(Command::new("objcopy").arg("--keep-global-symbol=ref_mlx5_post_send").arg(&merged));
+    run(Command::new("objcopy")
+        .arg("--keep-global-symbol=ref_mlx5_post_send")
+        .arg("--keep-global-symbol=ref_mlx5_post_loop")
+        .arg(&merged));
     let lib = out.join("libmlx5ref.a");
     let _ = std::fs::remove_file(&lib);
     run(Command::new("ar").arg("rcs").arg(&lib).arg(&merged));

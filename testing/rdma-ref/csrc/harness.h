@@ -44,4 +44,9 @@ struct ref_out {
 int ref_mlx5_post_send(const struct ref_qp_cfg *cfg, const struct ref_wr *wr,
 		       uint8_t *sq_buf, struct ref_out *out);
 
+/* Benchmark: posts the same request `iters` times on one QP (completions are
+ * simulated by advancing the tail), returns how many posts succeeded. */
+uint64_t ref_mlx5_post_loop(const struct ref_qp_cfg *cfg, const struct ref_wr *wr,
+			    uint8_t *sq_buf, uint32_t *dbrec, uint64_t iters);
+
 #endif

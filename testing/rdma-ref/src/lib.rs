@@ -94,6 +94,20 @@ impl Default for RefOut {
 
 unsafe extern "C" {
     fn ref_mlx5_post_send(cfg: *const RefQpCfg, wr: *const RefWr, sq_buf: *mut u8, out: *mut RefOut) -> c_int;
+    fn ref_mlx5_post_loop(cfg: *const RefQpCfg, wr: *const RefWr, sq_buf: *mut u8, dbrec: *mut u32, iters: u64) -> u64;
+}
+
+/// Posts `wr` `iters` times on one rdma-core QP (completions simulated), for benchmarks.
+/// Returns how many posts rdma-core accepted.
+///
+/// # Panics
+/// If `sq` is shorter than the configured ring or not 8-byte aligned.
+pub fn mlx5_post_loop(cfg: &RefQpCfg, wr: &RefWr, sq: &mut [u8], iters: u64) -> u64 {
+    assert!(sq.len() >= cfg.sq_wqe_cnt as usize * 64, "send queue buffer too small");
+    assert_eq!(sq.as_ptr() as usize % 8, 0, "send queue buffer must be 8-byte aligned");
+    let mut dbrec = [0u32; 2];
+    // SAFETY: as in `mlx5_post_send`; `dbrec` outlives the call.
+    unsafe { ref_mlx5_post_loop(cfg, wr, sq.as_mut_ptr(), dbrec.as_mut_ptr(), iters) }
 }
 
 /// Runs rdma-core's `mlx5_post_send` for one work request on a fresh QP whose send queue is
