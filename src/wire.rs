@@ -46,7 +46,11 @@ impl gda_hal::Error for WireError {
 }
 
 /// Providers `gda wire` can speak in this build.
-pub const PROVIDERS: &str = if cfg!(feature = "mlx5") { "mlx5" } else { "none" };
+pub const PROVIDERS: &str = if cfg!(feature = "mlx5") {
+    "mlx5"
+} else {
+    "none"
+};
 
 /// `struct ibv_sge`.
 #[derive(Debug, Clone, Copy, Deserialize, Serialize)]
@@ -157,7 +161,10 @@ pub enum Kind {
 /// Decodes hex bytes of a WQE or CQE; returns the JSON report.
 pub fn decode(provider: &str, kind: Kind, input: &str) -> Result<Value, WireError> {
     provider_check(provider)?;
-    let clean: String = input.chars().filter(|c| !c.is_whitespace() && *c != ':').collect();
+    let clean: String = input
+        .chars()
+        .filter(|c| !c.is_whitespace() && *c != ':')
+        .collect();
     let clean = clean.strip_prefix("0x").unwrap_or(&clean);
     let bytes = hex::decode(clean)?;
     #[cfg(feature = "mlx5")]
@@ -177,7 +184,9 @@ pub fn decode(provider: &str, kind: Kind, input: &str) -> Result<Value, WireErro
 #[cfg(feature = "mlx5")]
 mod mlx5 {
     use super::*;
-    use gda_hal::{AtomicOp, Payload, ProdIdx, Provider, Remote, SendFlags, Sge, WorkRequest, WqHandle};
+    use gda_hal::{
+        AtomicOp, Payload, ProdIdx, Provider, Remote, SendFlags, Sge, WorkRequest, WqHandle,
+    };
     use gda_mlx5::Mlx5;
     use gda_mlx5::wire::{CqeRepr, PayloadRepr, WqeRepr};
 
@@ -189,7 +198,11 @@ mod mlx5 {
                 "FENCE" => SendFlags::FENCE,
                 "SOLICITED" => SendFlags::SOLICITED,
                 "INLINE" => SendFlags::INLINE,
-                other => return Err(WireError::Invalid(format!("unknown send flag {other:?} (SIGNALED, FENCE, SOLICITED, INLINE)"))),
+                other => {
+                    return Err(WireError::Invalid(format!(
+                        "unknown send flag {other:?} (SIGNALED, FENCE, SOLICITED, INLINE)"
+                    )));
+                }
             };
         }
         Ok(f)
@@ -197,13 +210,22 @@ mod mlx5 {
 
     pub(super) fn encode(wr: &WrJson) -> Result<Value, WireError> {
         if !wr.sq_wqe_cnt.is_power_of_two() {
-            return Err(WireError::Invalid(format!("sq_wqe_cnt {} is not a power of two", wr.sq_wqe_cnt)));
+            return Err(WireError::Invalid(format!(
+                "sq_wqe_cnt {} is not a power of two",
+                wr.sq_wqe_cnt
+            )));
         }
         if wr.sq_wqe_cnt > 1 << 20 {
-            return Err(WireError::Invalid(format!("sq_wqe_cnt {} is larger than any mlx5 send queue", wr.sq_wqe_cnt)));
+            return Err(WireError::Invalid(format!(
+                "sq_wqe_cnt {} is larger than any mlx5 send queue",
+                wr.sq_wqe_cnt
+            )));
         }
         if wr.qp_num > 0x00ff_ffff {
-            return Err(WireError::Invalid(format!("qp_num {:#x} does not fit in 24 bits", wr.qp_num)));
+            return Err(WireError::Invalid(format!(
+                "qp_num {:#x} does not fit in 24 bits",
+                wr.qp_num
+            )));
         }
         let mut fl = flags(&wr.send_flags)?;
         let inline = match &wr.inline_data {
@@ -214,10 +236,24 @@ mod mlx5 {
             None => None,
         };
         if fl.contains(SendFlags::INLINE) && inline.is_none() {
-            return Err(WireError::Invalid("INLINE needs \"inline_data\" (hex) — this tool cannot read sg_list addresses".into()));
+            return Err(WireError::Invalid(
+                "INLINE needs \"inline_data\" (hex) — this tool cannot read sg_list addresses"
+                    .into(),
+            ));
         }
-        let sges: Vec<Sge> = wr.sg_list.iter().map(|s| Sge { addr: s.addr, length: s.length, lkey: s.lkey }).collect();
-        let remote = Remote { addr: wr.remote_addr, rkey: wr.rkey };
+        let sges: Vec<Sge> = wr
+            .sg_list
+            .iter()
+            .map(|s| Sge {
+                addr: s.addr,
+                length: s.length,
+                lkey: s.lkey,
+            })
+            .collect();
+        let remote = Remote {
+            addr: wr.remote_addr,
+            rkey: wr.rkey,
+        };
         let payload = match &inline {
             Some(d) => Payload::Inline(d),
             None => Payload::Sges(&sges),
@@ -226,28 +262,64 @@ mod mlx5 {
         let one_sge = || -> Result<Sge, WireError> {
             match sges.as_slice() {
                 [s] => Ok(*s),
-                _ => Err(WireError::Invalid(format!("{} needs exactly one sg_list entry for the result", wr.opcode))),
+                _ => Err(WireError::Invalid(format!(
+                    "{} needs exactly one sg_list entry for the result",
+                    wr.opcode
+                ))),
             }
         };
         let no_inline = |what: &str| -> Result<(), WireError> {
-            if inline.is_some() { Err(WireError::Invalid(format!("{what} has no inline form"))) } else { Ok(()) }
+            if inline.is_some() {
+                Err(WireError::Invalid(format!("{what} has no inline form")))
+            } else {
+                Ok(())
+            }
         };
         let req = match wr.opcode.trim_start_matches("IBV_WR_") {
-            "RDMA_WRITE" => WorkRequest::Write { remote, payload, imm: None },
-            "RDMA_WRITE_WITH_IMM" => WorkRequest::Write { remote, payload, imm: Some(imm) },
+            "RDMA_WRITE" => WorkRequest::Write {
+                remote,
+                payload,
+                imm: None,
+            },
+            "RDMA_WRITE_WITH_IMM" => WorkRequest::Write {
+                remote,
+                payload,
+                imm: Some(imm),
+            },
             "SEND" => WorkRequest::Send { payload, imm: None },
-            "SEND_WITH_IMM" => WorkRequest::Send { payload, imm: Some(imm) },
+            "SEND_WITH_IMM" => WorkRequest::Send {
+                payload,
+                imm: Some(imm),
+            },
             "RDMA_READ" => {
                 no_inline("RDMA_READ")?;
-                WorkRequest::Read { remote, sges: &sges }
+                WorkRequest::Read {
+                    remote,
+                    sges: &sges,
+                }
             }
             "ATOMIC_CMP_AND_SWP" => {
                 no_inline("an atomic")?;
-                WorkRequest::Atomic { remote, local: one_sge()?, op: AtomicOp::CompareSwap { compare: wr.compare_add, swap: wr.swap }, bytes: 8 }
+                WorkRequest::Atomic {
+                    remote,
+                    local: one_sge()?,
+                    op: AtomicOp::CompareSwap {
+                        compare: wr.compare_add,
+                        swap: wr.swap,
+                    },
+                    bytes: 8,
+                }
             }
             "ATOMIC_FETCH_AND_ADD" => {
                 no_inline("an atomic")?;
-                WorkRequest::Atomic { remote, local: one_sge()?, op: AtomicOp::FetchAdd { add: wr.compare_add }, bytes: 8 }
+                WorkRequest::Atomic {
+                    remote,
+                    local: one_sge()?,
+                    op: AtomicOp::FetchAdd {
+                        add: wr.compare_add,
+                    },
+                    bytes: 8,
+                }
             }
             "MASKED_CMP_AND_SWP" => {
                 no_inline("an atomic")?;
@@ -257,15 +329,32 @@ mod mlx5 {
                     swap: wr.swap,
                     swap_mask: wr.swap_mask.unwrap_or(u64::MAX),
                 };
-                WorkRequest::Atomic { remote, local: one_sge()?, op, bytes: wr.atomic_bytes.unwrap_or(8) }
+                WorkRequest::Atomic {
+                    remote,
+                    local: one_sge()?,
+                    op,
+                    bytes: wr.atomic_bytes.unwrap_or(8),
+                }
             }
             "MASKED_FETCH_AND_ADD" => {
                 no_inline("an atomic")?;
-                let op = AtomicOp::MaskedFetchAdd { add: wr.compare_add, field_boundary: wr.swap_mask.unwrap_or(0) };
-                WorkRequest::Atomic { remote, local: one_sge()?, op, bytes: wr.atomic_bytes.unwrap_or(8) }
+                let op = AtomicOp::MaskedFetchAdd {
+                    add: wr.compare_add,
+                    field_boundary: wr.swap_mask.unwrap_or(0),
+                };
+                WorkRequest::Atomic {
+                    remote,
+                    local: one_sge()?,
+                    op,
+                    bytes: wr.atomic_bytes.unwrap_or(8),
+                }
             }
             "NOP" => WorkRequest::Nop,
-            other => return Err(WireError::Invalid(format!("unknown opcode {other:?}; known: {OPCODES}"))),
+            other => {
+                return Err(WireError::Invalid(format!(
+                    "unknown opcode {other:?}; known: {OPCODES}"
+                )));
+            }
         };
         let mut ring = vec![[0u64; 8]; wr.sq_wqe_cnt as usize];
         let mut dbrec = [0u32; 2];
@@ -315,9 +404,16 @@ mod mlx5 {
         let payload = match w.payload {
             PayloadRepr::None => Value::Null,
             PayloadRepr::Inline(d) => json!({ "inline_data": hex::encode(d), "length": d.len() }),
-            PayloadRepr::Sges(l) => json!(l.as_slice().iter().map(|s| json!({"addr": s.addr, "length": s.length, "lkey": s.lkey})).collect::<Vec<_>>()),
+            PayloadRepr::Sges(l) => json!(
+                l.as_slice()
+                    .iter()
+                    .map(|s| json!({"addr": s.addr, "length": s.length, "lkey": s.lkey}))
+                    .collect::<Vec<_>>()
+            ),
         };
-        let atomic = w.atomic.map(|a| json!({ "op": format!("{:?}", a.op), "bytes": a.bytes }));
+        let atomic = w
+            .atomic
+            .map(|a| json!({ "op": format!("{:?}", a.op), "bytes": a.bytes }));
         Ok(json!({
             "opcode": format!("{:?}", w.ctrl.opcode),
             "opcode_raw": w.ctrl.opcode.raw(),
@@ -343,7 +439,11 @@ mod mlx5 {
         let raw = match bytes.len() {
             64 => bytes,
             128 => &bytes[64..],
-            n => return Err(WireError::Decode(format!("a CQE is 64 or 128 bytes, got {n}"))),
+            n => {
+                return Err(WireError::Decode(format!(
+                    "a CQE is 64 or 128 bytes, got {n}"
+                )));
+            }
         };
         let c: gda_mlx5::wire::Cqe64 = bytemuck::pod_read_unaligned(raw);
         let r = CqeRepr::parse(&c).map_err(|e| WireError::Decode(e.to_string()))?;

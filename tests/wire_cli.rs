@@ -12,9 +12,18 @@ fn gda(args: &[&str], stdin: &str) -> (i32, String, String) {
         .stderr(Stdio::piped())
         .spawn()
         .expect("run gda");
-    child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
     let out = child.wait_with_output().unwrap();
-    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
 }
 
 fn json(s: &str) -> serde_json::Value {
@@ -42,18 +51,33 @@ fn encode_matches_the_rdma_core_golden_vector() {
 #[test]
 fn inline_wraps_and_decodes_back() {
     let data = "ab".repeat(150);
-    let wr = format!(r#"{{"opcode":"SEND_WITH_IMM","imm_data":305419896,"qp_num":7,"sq_wqe_cnt":4,"cur_post":3,"inline_data":"{data}"}}"#);
+    let wr = format!(
+        r#"{{"opcode":"SEND_WITH_IMM","imm_data":305419896,"qp_num":7,"sq_wqe_cnt":4,"cur_post":3,"inline_data":"{data}"}}"#
+    );
     let (code, out, err) = gda(&["wire", "encode"], &wr);
     assert_eq!(code, 0, "{err}");
     let v = json(&out);
     // ds = ctrl + ceil((4 + 150) / 16) = 11 → 3 WQEBBs at slots 3, 0, 1 of a 4-WQEBB ring.
-    assert_eq!((v["wqebbs"].as_u64(), v["cur_post"].as_u64(), v["slot"].as_u64()), (Some(3), Some(6), Some(3)));
-    let (code, out, err) = gda(&["wire", "decode", "--kind", "wqe"], v["wqe"].as_str().unwrap());
+    assert_eq!(
+        (
+            v["wqebbs"].as_u64(),
+            v["cur_post"].as_u64(),
+            v["slot"].as_u64()
+        ),
+        (Some(3), Some(6), Some(3))
+    );
+    let (code, out, err) = gda(
+        &["wire", "decode", "--kind", "wqe"],
+        v["wqe"].as_str().unwrap(),
+    );
     assert_eq!(code, 0, "{err}");
     let d = json(&out);
     assert_eq!(d["opcode"], "SendImm");
     assert_eq!(d["payload"]["inline_data"], data);
-    assert_eq!(d["imm"], 0x7856_3412, "imm_data is taken as ibv_send_wr holds it (network order)");
+    assert_eq!(
+        d["imm"], 0x7856_3412,
+        "imm_data is taken as ibv_send_wr holds it (network order)"
+    );
 }
 
 #[test]
@@ -64,7 +88,11 @@ fn masked_atomic_and_cqe_decode() {
     assert_eq!(code, 0, "{err}");
     let v = json(&out);
     let wqe = v["wqe"].as_str().unwrap();
-    assert_eq!(&wqe[..8], "08000014", "opmod 0x08 (4-byte extended), opcode 0x14");
+    assert_eq!(
+        &wqe[..8],
+        "08000014",
+        "opmod 0x08 (4-byte extended), opcode 0x14"
+    );
     let (code, out, _) = gda(&["wire", "decode", "--kind", "wqe"], wqe);
     assert_eq!(code, 0);
     assert_eq!(json(&out)["atomic"]["bytes"], 4);
@@ -83,21 +111,77 @@ fn masked_atomic_and_cqe_decode() {
 #[test]
 fn bad_input_is_a_clear_error_not_a_panic() {
     let cases: &[(&[&str], &str, &str)] = &[
-        (&["wire", "encode"], "{not json", "invalid work request JSON"),
-        (&["wire", "encode"], r#"{"opcode":"FROB","qp_num":1,"sq_wqe_cnt":4}"#, "unknown opcode"),
-        (&["wire", "encode"], r#"{"opcode":"SEND","qp_num":1,"sq_wqe_cnt":3}"#, "power of two"),
-        (&["wire", "encode"], r#"{"opcode":"SEND","qp_num":1,"sq_wqe_cnt":4,"bogus":1}"#, "unknown field"),
-        (&["wire", "encode"], r#"{"opcode":"SEND","qp_num":1,"sq_wqe_cnt":2,"inline_data":"00"}"#, ""),
-        (&["wire", "encode"], r#"{"opcode":"SEND","qp_num":1,"sq_wqe_cnt":1024,"inline_data":"zz"}"#, "not hex"),
-        (&["wire", "encode"], r#"{"opcode":"SEND","qp_num":1,"sq_wqe_cnt":4,"inline_data":"00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000"}"#, "at most 4 fit"),
-        (&["wire", "encode"], r#"{"opcode":"SEND","qp_num":1,"sq_wqe_cnt":4,"inline_data":"00","max_inline_data":0}"#, "exceeds the maximum"),
-        (&["wire", "encode"], r#"{"opcode":"ATOMIC_FETCH_AND_ADD","qp_num":1,"sq_wqe_cnt":4}"#, "exactly one sg_list"),
-        (&["wire", "encode"], r#"{"opcode":"MASKED_FETCH_AND_ADD","atomic_bytes":2,"qp_num":1,"sq_wqe_cnt":4,"sg_list":[{"addr":0,"length":4,"lkey":0}]}"#, "atomic width 2"),
-        (&["wire", "encode", "--provider", "bnxt"], "{}", "not available"),
+        (
+            &["wire", "encode"],
+            "{not json",
+            "invalid work request JSON",
+        ),
+        (
+            &["wire", "encode"],
+            r#"{"opcode":"FROB","qp_num":1,"sq_wqe_cnt":4}"#,
+            "unknown opcode",
+        ),
+        (
+            &["wire", "encode"],
+            r#"{"opcode":"SEND","qp_num":1,"sq_wqe_cnt":3}"#,
+            "power of two",
+        ),
+        (
+            &["wire", "encode"],
+            r#"{"opcode":"SEND","qp_num":1,"sq_wqe_cnt":4,"bogus":1}"#,
+            "unknown field",
+        ),
+        (
+            &["wire", "encode"],
+            r#"{"opcode":"SEND","qp_num":1,"sq_wqe_cnt":2,"inline_data":"00"}"#,
+            "",
+        ),
+        (
+            &["wire", "encode"],
+            r#"{"opcode":"SEND","qp_num":1,"sq_wqe_cnt":1024,"inline_data":"zz"}"#,
+            "not hex",
+        ),
+        (
+            &["wire", "encode"],
+            r#"{"opcode":"SEND","qp_num":1,"sq_wqe_cnt":4,"inline_data":"00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000"}"#,
+            "at most 4 fit",
+        ),
+        (
+            &["wire", "encode"],
+            r#"{"opcode":"SEND","qp_num":1,"sq_wqe_cnt":4,"inline_data":"00","max_inline_data":0}"#,
+            "exceeds the maximum",
+        ),
+        (
+            &["wire", "encode"],
+            r#"{"opcode":"ATOMIC_FETCH_AND_ADD","qp_num":1,"sq_wqe_cnt":4}"#,
+            "exactly one sg_list",
+        ),
+        (
+            &["wire", "encode"],
+            r#"{"opcode":"MASKED_FETCH_AND_ADD","atomic_bytes":2,"qp_num":1,"sq_wqe_cnt":4,"sg_list":[{"addr":0,"length":4,"lkey":0}]}"#,
+            "atomic width 2",
+        ),
+        (
+            &["wire", "encode", "--provider", "bnxt"],
+            "{}",
+            "not available",
+        ),
         (&["wire", "decode", "--kind", "wqe"], "00112", "not hex"),
-        (&["wire", "decode", "--kind", "wqe"], "0000000000000003", "need"),
-        (&["wire", "decode", "--kind", "wqe"], "000000ee00000001000000000000000000", "unknown or unsupported WQE opcode"),
-        (&["wire", "decode", "--kind", "cqe"], "00", "64 or 128 bytes"),
+        (
+            &["wire", "decode", "--kind", "wqe"],
+            "0000000000000003",
+            "need",
+        ),
+        (
+            &["wire", "decode", "--kind", "wqe"],
+            "000000ee00000001000000000000000000",
+            "unknown or unsupported WQE opcode",
+        ),
+        (
+            &["wire", "decode", "--kind", "cqe"],
+            "00",
+            "64 or 128 bytes",
+        ),
     ];
     for (args, input, want) in cases {
         let (code, out, err) = gda(args, input);
@@ -105,8 +189,14 @@ fn bad_input_is_a_clear_error_not_a_panic() {
         if ok_small_ring {
             continue; // a 1-byte inline SEND fits a 2-WQEBB ring: not an error
         }
-        assert_eq!(code, 1, "{args:?} {input}: expected failure, got stdout {out}");
-        assert!(err.contains(want), "{args:?}: stderr {err:?} should mention {want:?}");
+        assert_eq!(
+            code, 1,
+            "{args:?} {input}: expected failure, got stdout {out}"
+        );
+        assert!(
+            err.contains(want),
+            "{args:?}: stderr {err:?} should mention {want:?}"
+        );
         assert!(!err.contains("panicked"), "{err}");
     }
 }

@@ -17,7 +17,10 @@ impl BitField {
     /// Declares a field. Fails to compile (in const context) if it does not fit in 32 bits.
     #[must_use]
     pub const fn new(shift: u32, width: u32) -> Self {
-        assert!(width > 0 && shift + width <= 32, "bit field outside a 32-bit word");
+        assert!(
+            width > 0 && shift + width <= 32,
+            "bit field outside a 32-bit word"
+        );
         Self { shift, width }
     }
 
@@ -25,7 +28,11 @@ impl BitField {
     #[inline(always)]
     #[must_use]
     pub const fn max(self) -> u32 {
-        if self.width == 32 { u32::MAX } else { (1u32 << self.width) - 1 }
+        if self.width == 32 {
+            u32::MAX
+        } else {
+            (1u32 << self.width) - 1
+        }
     }
 
     /// The mask of the field in place.

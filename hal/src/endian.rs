@@ -104,7 +104,10 @@ mod tests {
     fn byte_order_in_memory() {
         assert_eq!(Be32::new(0x0102_0304).to_bytes(), [1, 2, 3, 4]);
         assert_eq!(Le32::new(0x0102_0304).to_bytes(), [4, 3, 2, 1]);
-        assert_eq!(Be64::new(0x0102_0304_0506_0708).to_bytes(), [1, 2, 3, 4, 5, 6, 7, 8]);
+        assert_eq!(
+            Be64::new(0x0102_0304_0506_0708).to_bytes(),
+            [1, 2, 3, 4, 5, 6, 7, 8]
+        );
         assert_eq!(Be16::from_bytes([0xab, 0xcd]).get(), 0xabcd);
         assert_eq!(core::mem::align_of::<Be64>(), core::mem::align_of::<u64>());
     }

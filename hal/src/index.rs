@@ -15,13 +15,21 @@ impl Ring {
     /// A ring of `entries` slots, if `entries` is a non-zero power of two.
     #[must_use]
     pub const fn new(entries: u32) -> Option<Self> {
-        if entries.is_power_of_two() { Some(Self { log2: entries.trailing_zeros() }) } else { None }
+        if entries.is_power_of_two() {
+            Some(Self {
+                log2: entries.trailing_zeros(),
+            })
+        } else {
+            None
+        }
     }
 
     /// A ring of `1 << log2` slots. `log2` is clamped to 31.
     #[must_use]
     pub const fn from_log2(log2: u32) -> Self {
-        Self { log2: if log2 > 31 { 31 } else { log2 } }
+        Self {
+            log2: if log2 > 31 { 31 } else { log2 },
+        }
     }
 
     /// Number of slots.
@@ -130,7 +138,11 @@ impl WrapIdx24 {
     #[inline(always)]
     #[must_use]
     pub const fn try_new(value: u32) -> Option<Self> {
-        if value <= Self::MASK { Some(Self(value)) } else { None }
+        if value <= Self::MASK {
+            Some(Self(value))
+        } else {
+            None
+        }
     }
 
     /// The raw 24-bit value.
@@ -164,7 +176,10 @@ mod tests {
     fn ring_geometry() {
         assert!(Ring::new(0).is_none() && Ring::new(3).is_none());
         let r = Ring::new(8).unwrap();
-        assert_eq!((r.mask(), r.slot(13), r.pass_parity(7), r.pass_parity(8)), (7, 5, 0, 1));
+        assert_eq!(
+            (r.mask(), r.slot(13), r.pass_parity(7), r.pass_parity(8)),
+            (7, 5, 0, 1)
+        );
     }
 
     proptest! {

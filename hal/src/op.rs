@@ -125,28 +125,47 @@ impl AtomicOp {
     /// Whether this is one of the masked (extended) forms.
     #[must_use]
     pub const fn is_masked(&self) -> bool {
-        matches!(self, Self::MaskedCompareSwap { .. } | Self::MaskedFetchAdd { .. })
+        matches!(
+            self,
+            Self::MaskedCompareSwap { .. } | Self::MaskedFetchAdd { .. }
+        )
     }
 
     /// Applies the operation to `old` at `bytes` width (4 or 8) and returns the new value — the
     /// reference semantics a device model and tests use.
     #[must_use]
     pub const fn apply(&self, old: u64, bytes: u32) -> u64 {
-        let mask = if bytes >= 8 { u64::MAX } else { (1u64 << (bytes * 8)) - 1 };
+        let mask = if bytes >= 8 {
+            u64::MAX
+        } else {
+            (1u64 << (bytes * 8)) - 1
+        };
         let old = old & mask;
         let new = match *self {
             Self::CompareSwap { compare, swap } => {
-                if old == compare & mask { swap } else { old }
+                if old == compare & mask {
+                    swap
+                } else {
+                    old
+                }
             }
             Self::FetchAdd { add } => old.wrapping_add(add),
-            Self::MaskedCompareSwap { compare, compare_mask, swap, swap_mask } => {
+            Self::MaskedCompareSwap {
+                compare,
+                compare_mask,
+                swap,
+                swap_mask,
+            } => {
                 if (old ^ compare) & compare_mask & mask == 0 {
                     (old & !swap_mask) | (swap & swap_mask)
                 } else {
                     old
                 }
             }
-            Self::MaskedFetchAdd { add, field_boundary } => {
+            Self::MaskedFetchAdd {
+                add,
+                field_boundary,
+            } => {
                 // Add bit by bit, dropping the carry out of every boundary bit.
                 let mut out = 0u64;
                 let mut carry = 0u64;
@@ -156,7 +175,11 @@ impl AtomicOp {
                     let b = (add >> bit) & 1;
                     let s = a + b + carry;
                     out |= (s & 1) << bit;
-                    carry = if (field_boundary >> bit) & 1 == 1 { 0 } else { s >> 1 };
+                    carry = if (field_boundary >> bit) & 1 == 1 {
+                        0
+                    } else {
+                        s >> 1
+                    };
                     bit += 1;
                 }
                 out
@@ -225,20 +248,43 @@ mod tests {
 
     #[test]
     fn atomic_reference_semantics() {
-        let cs = AtomicOp::CompareSwap { compare: 5, swap: 9 };
+        let cs = AtomicOp::CompareSwap {
+            compare: 5,
+            swap: 9,
+        };
         assert_eq!((cs.apply(5, 8), cs.apply(6, 8)), (9, 6));
-        assert_eq!(AtomicOp::FetchAdd { add: 1 }.apply(0xffff_ffff, 4), 0, "wraps at 4 bytes");
+        assert_eq!(
+            AtomicOp::FetchAdd { add: 1 }.apply(0xffff_ffff, 4),
+            0,
+            "wraps at 4 bytes"
+        );
         // AND with 0x0f via masked CS: always swap zeros into the bits outside 0x0f.
-        let and = AtomicOp::MaskedCompareSwap { compare: 0, compare_mask: 0, swap: 0, swap_mask: !0x0f };
+        let and = AtomicOp::MaskedCompareSwap {
+            compare: 0,
+            compare_mask: 0,
+            swap: 0,
+            swap_mask: !0x0f,
+        };
         assert_eq!(and.apply(0xabcd, 8), 0xd);
         // OR 0xf0: swap ones into 0xf0.
-        let or = AtomicOp::MaskedCompareSwap { compare: 0, compare_mask: 0, swap: 0xf0, swap_mask: 0xf0 };
+        let or = AtomicOp::MaskedCompareSwap {
+            compare: 0,
+            compare_mask: 0,
+            swap: 0xf0,
+            swap_mask: 0xf0,
+        };
         assert_eq!(or.apply(0x0f, 4), 0xff);
         // XOR via masked FA with every bit a boundary.
-        let xor = AtomicOp::MaskedFetchAdd { add: 0b1010, field_boundary: u64::MAX };
+        let xor = AtomicOp::MaskedFetchAdd {
+            add: 0b1010,
+            field_boundary: u64::MAX,
+        };
         assert_eq!(xor.apply(0b0110, 8), 0b1100);
         // Two 16-bit fields in a 32-bit word: no carry from the low field into the high one.
-        let fa = AtomicOp::MaskedFetchAdd { add: 0x0001_0001, field_boundary: 0x8000_8000 };
+        let fa = AtomicOp::MaskedFetchAdd {
+            add: 0x0001_0001,
+            field_boundary: 0x8000_8000,
+        };
         assert_eq!(fa.apply(0x0001_ffff, 4), 0x0002_0000);
         assert!(fa.is_masked() && !cs.is_masked());
     }

@@ -59,8 +59,18 @@ impl CollapsedProgress {
     /// Starts tracking a queue whose first WQE starts at `first` (a queue resumed mid-stream).
     #[must_use]
     pub const fn starting_at(bits: u32, first: u64) -> Self {
-        let bits = if bits == 0 { 1 } else if bits > 32 { 32 } else { bits };
-        Self { newest: first, seen: false, mask: (1u64 << bits) - 1 }
+        let bits = if bits == 0 {
+            1
+        } else if bits > 32 {
+            32
+        } else {
+            bits
+        };
+        Self {
+            newest: first,
+            seen: false,
+            mask: (1u64 << bits) - 1,
+        }
     }
 
     /// Folds in a raw counter read from the collapsed CQE.
@@ -79,7 +89,12 @@ impl CollapsedProgress {
         let widened = base.wrapping_add(delta);
         let window_ok = rung.wrapping_sub(base) <= self.mask + 1;
         if widened < base || widened >= rung || !window_ok {
-            return Err(OutOfWindow { raw, widened, newest_done: base, rung });
+            return Err(OutOfWindow {
+                raw,
+                widened,
+                newest_done: base,
+                rung,
+            });
         }
         self.newest = widened;
         self.seen = true;
@@ -90,7 +105,11 @@ impl CollapsedProgress {
     #[inline(always)]
     #[must_use]
     pub const fn complete_below(&self) -> u64 {
-        if self.seen { self.newest + 1 } else { self.newest }
+        if self.seen {
+            self.newest + 1
+        } else {
+            self.newest
+        }
     }
 
     /// Whether the WQE starting at `start` is known complete.
@@ -106,15 +125,20 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    struct P16;
-    impl P16 {
-        fn new() -> CollapsedProgress { CollapsedProgress::new(16) }
-        fn starting_at(x: u64) -> CollapsedProgress { CollapsedProgress::starting_at(16, x) }
+    /// Progress over a 16-bit counter (mlx5's `wqe_counter`).
+    mod p16 {
+        use super::CollapsedProgress;
+        pub fn fresh() -> CollapsedProgress {
+            CollapsedProgress::new(16)
+        }
+        pub fn starting_at(x: u64) -> CollapsedProgress {
+            CollapsedProgress::starting_at(16, x)
+        }
     }
 
     #[test]
     fn stale_and_wrapped_values_are_rejected() {
-        let mut p = P16::new();
+        let mut p = p16::fresh();
         assert!(!p.is_complete(0));
         assert_eq!(p.observe(0, 1), Ok(0));
         assert!(p.is_complete(0));
@@ -124,16 +148,20 @@ mod tests {
         assert!(p.observe(7, 5).is_err());
         assert_eq!(p.complete_below(), 1, "rejected value changed nothing");
         // Move near the 16-bit wrap.
-        let mut p = P16::starting_at(0xfff0);
+        let mut p = p16::starting_at(0xfff0);
         assert_eq!(p.observe(0xfffe, 0x1_0004), Ok(0xfffe));
-        assert_eq!(p.observe(0x0002, 0x1_0004), Ok(0x1_0002), "wrap widened correctly");
+        assert_eq!(
+            p.observe(0x0002, 0x1_0004),
+            Ok(0x1_0002),
+            "wrap widened correctly"
+        );
         // An older value (before newest) widens a whole lap ahead: rejected, not "progress".
         let err = p.observe(0xfffe, 0x1_0004).unwrap_err();
         assert_eq!(err.widened, 0x1_fffe);
         assert_eq!(p.complete_below(), 0x1_0003);
         // A window of 2^16 or more is ambiguous.
-        assert!(P16::new().observe(5, 0x1_0000).is_ok());
-        assert!(P16::new().observe(5, 0x1_0001).is_err());
+        assert!(p16::fresh().observe(5, 0x1_0000).is_ok());
+        assert!(p16::fresh().observe(5, 0x1_0001).is_err());
     }
 
     proptest! {
@@ -141,7 +169,7 @@ mod tests {
         // widened exactly; any other raw value is rejected without changing state.
         #[test]
         fn widening_matches_u64_model(start in 0u64..(1 << 40), steps in proptest::collection::vec((1u64..3000, 0u64..3000, any::<u16>()), 1..60)) {
-            let mut p = P16::starting_at(start);
+            let mut p = p16::starting_at(start);
             let mut newest = start;
             let mut rung = start + 1;
             let mut first = true;

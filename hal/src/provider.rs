@@ -49,9 +49,14 @@ impl core::fmt::Display for PostError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match *self {
             Self::InlineTooLong { len, max } => {
-                write!(f, "inline payload of {len} bytes exceeds the maximum of {max}")
+                write!(
+                    f,
+                    "inline payload of {len} bytes exceeds the maximum of {max}"
+                )
             }
-            Self::TooManySges { n, max } => write!(f, "{n} gather entries exceed the maximum of {max}"),
+            Self::TooManySges { n, max } => {
+                write!(f, "{n} gather entries exceed the maximum of {max}")
+            }
             Self::WqeTooLarge { units, max } => {
                 write!(f, "WQE needs {units} queue units but at most {max} fit")
             }

@@ -64,7 +64,11 @@ impl WcStatus {
     /// The status with this `ibv_wc_status` number, if there is one.
     #[must_use]
     pub const fn from_raw(raw: u32) -> Option<Self> {
-        if (raw as usize) < Self::ALL.len() { Some(Self::ALL[raw as usize]) } else { None }
+        if (raw as usize) < Self::ALL.len() {
+            Some(Self::ALL[raw as usize])
+        } else {
+            None
+        }
     }
 
     /// The `ibv_wc_status` number.

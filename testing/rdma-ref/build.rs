@@ -9,13 +9,16 @@ use std::path::PathBuf;
 use std::process::Command;
 
 fn run(cmd: &mut Command) {
-    let status = cmd.status().unwrap_or_else(|e| panic!("failed to start {cmd:?}: {e}"));
+    let status = cmd
+        .status()
+        .unwrap_or_else(|e| panic!("failed to start {cmd:?}: {e}"));
     assert!(status.success(), "{cmd:?} failed with {status}");
 }
 
 fn main() {
     // ibverbs-sys prints `cargo:include=<crate>/vendor/rdma-core/build/include`.
-    let include = env::var("DEP_IBVERBS_INCLUDE").expect("ibverbs-sys did not report its include dir");
+    let include =
+        env::var("DEP_IBVERBS_INCLUDE").expect("ibverbs-sys did not report its include dir");
     let vendor = PathBuf::from(include)
         .parent()
         .and_then(|p| p.parent())
@@ -31,13 +34,19 @@ fn main() {
     let here = PathBuf::from(env::var("CARGO_MANIFEST_DIR").unwrap());
 
     println!("cargo:rerun-if-changed=csrc");
-    run(Command::new("sh").arg(here.join("csrc/gen_headers.sh")).arg(&vendor).arg(&gen_dir));
+    run(Command::new("sh")
+        .arg(here.join("csrc/gen_headers.sh"))
+        .arg(&vendor)
+        .arg(&gen_dir));
 
     let objects = cc::Build::new()
         .file(here.join("csrc/harness.c"))
         .file(here.join("csrc/stubs.c"))
         .include(&gen_dir)
-        .flag(format!("-iquote{}", vendor.join("providers/mlx5").display()))
+        .flag(format!(
+            "-iquote{}",
+            vendor.join("providers/mlx5").display()
+        ))
         .flag("-std=gnu11")
         .define("_GNU_SOURCE", None)
         .flag("-fno-strict-aliasing")
@@ -49,7 +58,11 @@ fn main() {
     // One relocatable object with every symbol but the entry point made local, so qp.c's
     // `mlx5_post_send`/`mlx5dv_*` and the aborting stubs can never interpose on a real libmlx5.
     let merged = out.join("mlx5ref.o");
-    run(Command::new("ld").arg("-r").args(&objects).arg("-o").arg(&merged));
+    run(Command::new("ld")
+        .arg("-r")
+        .args(&objects)
+        .arg("-o")
+        .arg(&merged));
     run(Command::new("objcopy")
         .arg("--keep-global-symbol=ref_mlx5_post_send")
         .arg("--keep-global-symbol=ref_mlx5_post_loop")

@@ -20,7 +20,7 @@ use gda_hal::{
 
 use crate::wire::ctrl_seg::fm_ce_se;
 use crate::wire::{
-    CtrlRepr, Cqe64, CqeRepr, DataSeg, Opcode, RaddrSeg, WQEBB_BYTES, atomic_seg, cqe64, dbrec,
+    Cqe64, CqeRepr, CtrlRepr, DataSeg, Opcode, RaddrSeg, WQEBB_BYTES, atomic_seg, cqe64, dbrec,
     inline_seg, wqe::MAX_DS,
 };
 
@@ -183,7 +183,15 @@ unsafe fn put_payload(wq: &WqHandle, at: ProdIdx, k: u32, payload: &Payload<'_>)
 /// As [`ring_copy`].
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-unsafe fn put_ctrl(wq: &WqHandle, at: ProdIdx, opcode: Opcode, opmod: u8, ds: u32, fm: u8, imm: u32) -> Posted {
+unsafe fn put_ctrl(
+    wq: &WqHandle,
+    at: ProdIdx,
+    opcode: Opcode,
+    opmod: u8,
+    ds: u32,
+    fm: u8,
+    imm: u32,
+) -> Posted {
     let ctrl = CtrlRepr {
         opcode,
         opmod,
@@ -201,7 +209,11 @@ unsafe fn put_ctrl(wq: &WqHandle, at: ProdIdx, opcode: Opcode, opmod: u8, ds: u3
     let b = bytemuck::bytes_of(&ctrl);
     let mut doorbell = [0u8; 8];
     doorbell.copy_from_slice(b.get(..8).unwrap_or(&[0; 8]));
-    Posted { start: at, next: at.add(wqebbs_for_ds(ds)), doorbell }
+    Posted {
+        start: at,
+        next: at.add(wqebbs_for_ds(ds)),
+        doorbell,
+    }
 }
 
 /// RDMA WRITE/SEND family with any payload.
@@ -235,11 +247,21 @@ unsafe fn post_rdma_like(
 /// # Safety
 /// As [`ring_copy`].
 #[inline(always)]
-unsafe fn post_atomic_any(wq: &WqHandle, at: ProdIdx, remote: Remote, local: Sge, op: &AtomicOp, bytes: u32, fm: u8) -> Posted {
+unsafe fn post_atomic_any(
+    wq: &WqHandle,
+    at: ProdIdx,
+    remote: Remote,
+    local: Sge,
+    op: &AtomicOp,
+    bytes: u32,
+    fm: u8,
+) -> Posted {
     let (opcode, opmod) = match op {
         AtomicOp::CompareSwap { .. } => (Opcode::AtomicCs, 0),
         AtomicOp::FetchAdd { .. } => (Opcode::AtomicFa, 0),
-        AtomicOp::MaskedCompareSwap { .. } => (Opcode::AtomicMaskedCs, atomic_seg::ext_opmod(bytes)),
+        AtomicOp::MaskedCompareSwap { .. } => {
+            (Opcode::AtomicMaskedCs, atomic_seg::ext_opmod(bytes))
+        }
         AtomicOp::MaskedFetchAdd { .. } => (Opcode::AtomicMaskedFa, atomic_seg::ext_opmod(bytes)),
     };
     // SAFETY: forwarded from the caller.
@@ -250,7 +272,11 @@ unsafe fn post_atomic_any(wq: &WqHandle, at: ProdIdx, remote: Remote, local: Sge
         unsafe { put(wq, at, k, *unit) };
         k += 1;
     }
-    let data = Sge { addr: local.addr, length: if op.is_masked() { bytes } else { 8 }, lkey: local.lkey };
+    let data = Sge {
+        addr: local.addr,
+        length: if op.is_masked() { bytes } else { 8 },
+        lkey: local.lkey,
+    };
     // SAFETY: forwarded from the caller.
     unsafe { put(wq, at, k, DataSeg::emit(&data)) };
     // SAFETY: forwarded from the caller.
@@ -269,7 +295,12 @@ impl Mlx5 {
     /// As [`Provider::ring_sq`]; with `blueflame`, `wq.db + bf_offset` must be valid for the
     /// WQE's size rounded up to 64 bytes, and the WQE must not wrap past `posted.next`.
     #[inline(always)]
-    pub unsafe fn ring_sq_bf(wq: &WqHandle, posted: &Posted, bf_offset: u32, blueflame: bool) -> u32 {
+    pub unsafe fn ring_sq_bf(
+        wq: &WqHandle,
+        posted: &Posted,
+        bf_offset: u32,
+        blueflame: bool,
+    ) -> u32 {
         mmio::wqe_to_dbrec_fence();
         // SAFETY: `wq.dbrec` is a valid doorbell record (caller); word 1 is the send counter.
         unsafe {
@@ -307,25 +338,51 @@ impl Mlx5 {
     /// # Safety
     /// As [`Provider::post`].
     #[inline(always)]
-    pub unsafe fn post_wr(wq: &WqHandle, at: ProdIdx, wr: &WorkRequest<'_>, flags: SendFlags) -> Posted {
+    pub unsafe fn post_wr(
+        wq: &WqHandle,
+        at: ProdIdx,
+        wr: &WorkRequest<'_>,
+        flags: SendFlags,
+    ) -> Posted {
         let fm = ctrl_flags(flags, false);
         // SAFETY: forwarded from the caller.
         unsafe {
             match *wr {
-                WorkRequest::Write { remote, payload, imm } => {
-                    let op = if imm.is_some() { Opcode::RdmaWriteImm } else { Opcode::RdmaWrite };
+                WorkRequest::Write {
+                    remote,
+                    payload,
+                    imm,
+                } => {
+                    let op = if imm.is_some() {
+                        Opcode::RdmaWriteImm
+                    } else {
+                        Opcode::RdmaWrite
+                    };
                     post_rdma_like(wq, at, op, Some(remote), &payload, imm, fm)
                 }
                 WorkRequest::Send { payload, imm } => {
-                    let op = if imm.is_some() { Opcode::SendImm } else { Opcode::Send };
+                    let op = if imm.is_some() {
+                        Opcode::SendImm
+                    } else {
+                        Opcode::Send
+                    };
                     post_rdma_like(wq, at, op, None, &payload, imm, fm)
                 }
-                WorkRequest::Read { remote, sges } => {
-                    post_rdma_like(wq, at, Opcode::RdmaRead, Some(remote), &Payload::Sges(sges), None, fm)
-                }
-                WorkRequest::Atomic { remote, local, op, bytes } => {
-                    post_atomic_any(wq, at, remote, local, &op, bytes, fm)
-                }
+                WorkRequest::Read { remote, sges } => post_rdma_like(
+                    wq,
+                    at,
+                    Opcode::RdmaRead,
+                    Some(remote),
+                    &Payload::Sges(sges),
+                    None,
+                    fm,
+                ),
+                WorkRequest::Atomic {
+                    remote,
+                    local,
+                    op,
+                    bytes,
+                } => post_atomic_any(wq, at, remote, local, &op, bytes, fm),
                 WorkRequest::Nop => put_ctrl(wq, at, Opcode::Nop, 0, 1, fm, 0),
             }
         }
@@ -354,15 +411,30 @@ impl Provider for Mlx5 {
         }
         let max_inline = wq.max_inline.min(Self::MAX_INLINE_BYTES);
         let sges = match wr {
-            WorkRequest::Write { payload: Payload::Inline(d), .. }
-            | WorkRequest::Send { payload: Payload::Inline(d), .. } => {
+            WorkRequest::Write {
+                payload: Payload::Inline(d),
+                ..
+            }
+            | WorkRequest::Send {
+                payload: Payload::Inline(d),
+                ..
+            } => {
                 if d.len() > max_inline as usize {
-                    return Err(PostError::InlineTooLong { len: d.len(), max: max_inline });
+                    return Err(PostError::InlineTooLong {
+                        len: d.len(),
+                        max: max_inline,
+                    });
                 }
                 0
             }
-            WorkRequest::Write { payload: Payload::Sges(s), .. }
-            | WorkRequest::Send { payload: Payload::Sges(s), .. }
+            WorkRequest::Write {
+                payload: Payload::Sges(s),
+                ..
+            }
+            | WorkRequest::Send {
+                payload: Payload::Sges(s),
+                ..
+            }
             | WorkRequest::Read { sges: s, .. } => s.len(),
             WorkRequest::Atomic { op, bytes, .. } => {
                 let ok = match op {
@@ -377,12 +449,18 @@ impl Provider for Mlx5 {
             WorkRequest::Nop => 0,
         };
         if sges > wq.max_sge as usize {
-            return Err(PostError::TooManySges { n: sges, max: wq.max_sge });
+            return Err(PostError::TooManySges {
+                n: sges,
+                max: wq.max_sge,
+            });
         }
         let ds = ds_for(wr);
         let units = wqebbs_for_ds(ds);
         if ds > MAX_DS || units > wq.entries {
-            return Err(PostError::WqeTooLarge { units, max: wq.entries.min(Self::MAX_WQE_UNITS) });
+            return Err(PostError::WqeTooLarge {
+                units,
+                max: wq.entries.min(Self::MAX_WQE_UNITS),
+            });
         }
         Ok(units)
     }
@@ -394,46 +472,130 @@ impl Provider for Mlx5 {
     }
 
     #[inline(always)]
-    unsafe fn post_write<C: Completion, const N: usize>(wq: &WqHandle, at: ProdIdx, remote: Remote, sges: &[Sge; N]) -> Posted {
+    unsafe fn post_write<C: Completion, const N: usize>(
+        wq: &WqHandle,
+        at: ProdIdx,
+        remote: Remote,
+        sges: &[Sge; N],
+    ) -> Posted {
         // SAFETY: forwarded from the caller.
         unsafe {
-            post_rdma_like(wq, at, Opcode::RdmaWrite, Some(remote), &Payload::Sges(sges), None, ctrl_flags(SendFlags::empty(), C::SIGNALED))
+            post_rdma_like(
+                wq,
+                at,
+                Opcode::RdmaWrite,
+                Some(remote),
+                &Payload::Sges(sges),
+                None,
+                ctrl_flags(SendFlags::empty(), C::SIGNALED),
+            )
         }
     }
 
     #[inline(always)]
-    unsafe fn post_write_inline<C: Completion, const LEN: usize>(wq: &WqHandle, at: ProdIdx, remote: Remote, data: &[u8; LEN]) -> Posted {
+    unsafe fn post_write_inline<C: Completion, const LEN: usize>(
+        wq: &WqHandle,
+        at: ProdIdx,
+        remote: Remote,
+        data: &[u8; LEN],
+    ) -> Posted {
         // SAFETY: forwarded from the caller.
         unsafe {
-            post_rdma_like(wq, at, Opcode::RdmaWrite, Some(remote), &Payload::Inline(data), None, ctrl_flags(SendFlags::empty(), C::SIGNALED))
+            post_rdma_like(
+                wq,
+                at,
+                Opcode::RdmaWrite,
+                Some(remote),
+                &Payload::Inline(data),
+                None,
+                ctrl_flags(SendFlags::empty(), C::SIGNALED),
+            )
         }
     }
 
     #[inline(always)]
-    unsafe fn post_read<C: Completion, const N: usize>(wq: &WqHandle, at: ProdIdx, remote: Remote, sges: &[Sge; N]) -> Posted {
+    unsafe fn post_read<C: Completion, const N: usize>(
+        wq: &WqHandle,
+        at: ProdIdx,
+        remote: Remote,
+        sges: &[Sge; N],
+    ) -> Posted {
         // SAFETY: forwarded from the caller.
         unsafe {
-            post_rdma_like(wq, at, Opcode::RdmaRead, Some(remote), &Payload::Sges(sges), None, ctrl_flags(SendFlags::empty(), C::SIGNALED))
+            post_rdma_like(
+                wq,
+                at,
+                Opcode::RdmaRead,
+                Some(remote),
+                &Payload::Sges(sges),
+                None,
+                ctrl_flags(SendFlags::empty(), C::SIGNALED),
+            )
         }
     }
 
     #[inline(always)]
-    unsafe fn post_send<C: Completion, const N: usize>(wq: &WqHandle, at: ProdIdx, sges: &[Sge; N], imm: Option<u32>) -> Posted {
-        let op = if imm.is_some() { Opcode::SendImm } else { Opcode::Send };
+    unsafe fn post_send<C: Completion, const N: usize>(
+        wq: &WqHandle,
+        at: ProdIdx,
+        sges: &[Sge; N],
+        imm: Option<u32>,
+    ) -> Posted {
+        let op = if imm.is_some() {
+            Opcode::SendImm
+        } else {
+            Opcode::Send
+        };
         // SAFETY: forwarded from the caller.
-        unsafe { post_rdma_like(wq, at, op, None, &Payload::Sges(sges), imm, ctrl_flags(SendFlags::empty(), C::SIGNALED)) }
+        unsafe {
+            post_rdma_like(
+                wq,
+                at,
+                op,
+                None,
+                &Payload::Sges(sges),
+                imm,
+                ctrl_flags(SendFlags::empty(), C::SIGNALED),
+            )
+        }
     }
 
     #[inline(always)]
-    unsafe fn post_atomic<C: Completion, W: AtomicWidth>(wq: &WqHandle, at: ProdIdx, remote: Remote, local: Sge, op: AtomicOp) -> Posted {
+    unsafe fn post_atomic<C: Completion, W: AtomicWidth>(
+        wq: &WqHandle,
+        at: ProdIdx,
+        remote: Remote,
+        local: Sge,
+        op: AtomicOp,
+    ) -> Posted {
         // SAFETY: forwarded from the caller.
-        unsafe { post_atomic_any(wq, at, remote, local, &op, W::BYTES, ctrl_flags(SendFlags::empty(), C::SIGNALED)) }
+        unsafe {
+            post_atomic_any(
+                wq,
+                at,
+                remote,
+                local,
+                &op,
+                W::BYTES,
+                ctrl_flags(SendFlags::empty(), C::SIGNALED),
+            )
+        }
     }
 
     #[inline(always)]
     unsafe fn post_nop<C: Completion>(wq: &WqHandle, at: ProdIdx) -> Posted {
         // SAFETY: forwarded from the caller.
-        unsafe { put_ctrl(wq, at, Opcode::Nop, 0, 1, ctrl_flags(SendFlags::empty(), C::SIGNALED), 0) }
+        unsafe {
+            put_ctrl(
+                wq,
+                at,
+                Opcode::Nop,
+                0,
+                1,
+                ctrl_flags(SendFlags::empty(), C::SIGNALED),
+                0,
+            )
+        }
     }
 
     /// NVSHMEM-style minimal doorbell: always at `wq.db` (no BlueFlame-half toggling); see
@@ -453,13 +615,20 @@ impl Provider for Mlx5 {
         for s in sges {
             if s.length != 0 && k < cap {
                 // SAFETY: the caller owns slot `at`; `k < stride / 16` keeps the store inside it.
-                unsafe { mmio::write_seg((base + u64::from(k) * 16) as *mut DataSeg, DataSeg::emit(s)) };
+                unsafe {
+                    mmio::write_seg((base + u64::from(k) * 16) as *mut DataSeg, DataSeg::emit(s))
+                };
                 k += 1;
             }
         }
         if k < rq.max_sge && k < cap {
             // SAFETY: as above.
-            unsafe { mmio::write_seg((base + u64::from(k) * 16) as *mut DataSeg, DataSeg::TERMINATOR) };
+            unsafe {
+                mmio::write_seg(
+                    (base + u64::from(k) * 16) as *mut DataSeg,
+                    DataSeg::TERMINATOR,
+                )
+            };
         }
     }
 
@@ -480,7 +649,8 @@ impl Provider for Mlx5 {
         let ring = cq.ring()?;
         let addr = cqe_addr(cq, ring.slot(ci));
         // SAFETY: `addr` is inside the CQ buffer the caller vouched for.
-        let op_own = unsafe { mmio::load_u8_acquire((addr + cqe64::field::OP_OWN as u64) as *const u8) };
+        let op_own =
+            unsafe { mmio::load_u8_acquire((addr + cqe64::field::OP_OWN as u64) as *const u8) };
         if !Cqe64::sw_owned(op_own, ci, ring.log2()) {
             return None;
         }
@@ -502,10 +672,15 @@ impl Provider for Mlx5 {
     }
 
     #[inline(always)]
-    unsafe fn poll_collapsed(cq: &CqHandle, progress: &mut CollapsedProgress, rung: u64) -> Result<Option<WorkCompletion>, OutOfWindow> {
+    unsafe fn poll_collapsed(
+        cq: &CqHandle,
+        progress: &mut CollapsedProgress,
+        rung: u64,
+    ) -> Result<Option<WorkCompletion>, OutOfWindow> {
         let addr = cqe_addr(cq, 0);
         // SAFETY: slot 0 is inside the CQ buffer the caller vouched for.
-        let op_own = unsafe { mmio::load_u8_acquire((addr + cqe64::field::OP_OWN as u64) as *const u8) };
+        let op_own =
+            unsafe { mmio::load_u8_acquire((addr + cqe64::field::OP_OWN as u64) as *const u8) };
         if op_own >> cqe64::op_own::OPCODE_SHIFT == crate::wire::CqeOpcode::Invalid.raw() {
             return Ok(None);
         }
@@ -532,7 +707,9 @@ impl CqRing for CqHandle {
 #[inline(always)]
 fn cqe_addr(cq: &CqHandle, slot: u32) -> u64 {
     let stride = u64::from(cq.cqe_bytes.max(64));
-    cq.buf.wrapping_add(u64::from(slot) * stride).wrapping_add(stride - 64)
+    cq.buf
+        .wrapping_add(u64::from(slot) * stride)
+        .wrapping_add(stride - 64)
 }
 
 /// The work completion for a CQE; a CQE gda cannot decode (compressed) becomes a general error.

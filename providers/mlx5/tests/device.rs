@@ -19,7 +19,12 @@ impl Ring {
     fn new(entries: u32, fill: u8) -> Self {
         let mut mem = vec![0u128; entries as usize * 4];
         bytemuck::cast_slice_mut::<u128, u8>(&mut mem).fill(fill);
-        Self { mem, dbrec: Box::new([0; 2]), db: Box::new([0; 64]), entries }
+        Self {
+            mem,
+            dbrec: Box::new([0; 2]),
+            db: Box::new([0; 64]),
+            entries,
+        }
     }
     fn wq(&mut self, qpn: u32) -> WqHandle {
         WqHandle {
@@ -50,7 +55,9 @@ impl Ring {
 }
 
 fn hex(s: &str) -> Vec<u8> {
-    s.split_whitespace().map(|b| u8::from_str_radix(b, 16).unwrap()).collect()
+    s.split_whitespace()
+        .map(|b| u8::from_str_radix(b, 16).unwrap())
+        .collect()
 }
 
 #[test]
@@ -58,15 +65,20 @@ fn golden_rdma_write_and_atomic() {
     // nic-formats.md §A.11, produced by rdma-core's own mlx5_post_send.
     let mut r = Ring::new(4, 0);
     let wq = r.wq(0x1234);
-    let sge = [Sge { addr: 0x7f00_0000_2000, length: 4096, lkey: 0x5678 }];
-    let remote = Remote { addr: 0x7f00_0000_1000, rkey: 0xabcd };
+    let sge = [Sge {
+        addr: 0x7f00_0000_2000,
+        length: 4096,
+        lkey: 0x5678,
+    }];
+    let remote = Remote {
+        addr: 0x7f00_0000_1000,
+        rkey: 0xabcd,
+    };
     // SAFETY: the ring is owned by this test and large enough.
     let p = unsafe { Mlx5::post_write::<Signaled, 1>(&wq, ProdIdx(0xfffe), remote, &sge) };
-    let want = hex(
-        "00 ff fe 08 00 12 34 03 00 00 00 08 00 00 00 00
+    let want = hex("00 ff fe 08 00 12 34 03 00 00 00 08 00 00 00 00
          00 00 7f 00 00 00 10 00 00 00 ab cd 00 00 00 00
-         00 00 10 00 00 00 56 78 00 00 7f 00 00 00 20 00",
-    );
+         00 00 10 00 00 00 56 78 00 00 7f 00 00 00 20 00");
     assert_eq!(&r.unwrapped(&p)[..48], &want[..]);
     assert_eq!(p.next, ProdIdx(0xffff));
     assert_eq!(&p.doorbell, &want[..8]);
@@ -75,18 +87,32 @@ fn golden_rdma_write_and_atomic() {
     assert_eq!(r.dbrec[1].to_ne_bytes(), [0, 0, 0xff, 0xff]);
     assert_eq!(r.db[0].to_ne_bytes(), p.doorbell);
 
-    let local = Sge { addr: 0x7f00_0000_4000, length: 8, lkey: 0x5678 };
-    let remote = Remote { addr: 0x7f00_0000_3000, rkey: 0xabcd };
+    let local = Sge {
+        addr: 0x7f00_0000_4000,
+        length: 8,
+        lkey: 0x5678,
+    };
+    let remote = Remote {
+        addr: 0x7f00_0000_3000,
+        rkey: 0xabcd,
+    };
     // SAFETY: as above.
     let p = unsafe {
-        Mlx5::post_atomic::<Unsignaled, W64>(&wq, ProdIdx(0x1_0000), remote, local, AtomicOp::CompareSwap { compare: 0x1111, swap: 0x2222 })
+        Mlx5::post_atomic::<Unsignaled, W64>(
+            &wq,
+            ProdIdx(0x1_0000),
+            remote,
+            local,
+            AtomicOp::CompareSwap {
+                compare: 0x1111,
+                swap: 0x2222,
+            },
+        )
     };
-    let want = hex(
-        "00 00 00 11 00 12 34 04 00 00 00 08 00 00 00 00
+    let want = hex("00 00 00 11 00 12 34 04 00 00 00 08 00 00 00 00
          00 00 7f 00 00 00 30 00 00 00 ab cd 00 00 00 00
          00 00 00 00 00 00 22 22 00 00 00 00 00 00 11 11
-         00 00 00 08 00 00 56 78 00 00 7f 00 00 00 40 00",
-    );
+         00 00 00 08 00 00 56 78 00 00 7f 00 00 00 40 00");
     // The fact-sheet vector was signalled (sq_sig_all); fm_ce_se differs only there.
     let mut got = r.unwrapped(&p);
     assert_eq!(got[11], 0x00);
@@ -99,7 +125,14 @@ fn inline_spans_wqebbs_and_wraps() {
     let mut r = Ring::new(4, 0xa5);
     let wq = r.wq(7);
     let data: Vec<u8> = (0..200u8).collect();
-    let wr = WorkRequest::Write { remote: Remote { addr: 0x1000, rkey: 9 }, payload: Payload::Inline(&data), imm: None };
+    let wr = WorkRequest::Write {
+        remote: Remote {
+            addr: 0x1000,
+            rkey: 9,
+        },
+        payload: Payload::Inline(&data),
+        imm: None,
+    };
     assert_eq!(Mlx5::check(&wq, &wr), Ok(4));
     // SAFETY: ring owned by the test; `check` accepted the request.
     let p = unsafe { Mlx5::post(&wq, ProdIdx(3), &wr, SendFlags::SIGNALED) };
@@ -109,14 +142,26 @@ fn inline_spans_wqebbs_and_wraps() {
     assert_eq!(bytes[7] as usize, ds);
     assert_eq!(&bytes[32..36], &[0x80, 0, 0, 200]);
     assert_eq!(&bytes[36..236], &data[..]);
-    assert!(bytes[236..ds * 16].iter().all(|&b| b == 0), "inline padding zeroed");
+    assert!(
+        bytes[236..ds * 16].iter().all(|&b| b == 0),
+        "inline padding zeroed"
+    );
     let w = WqeRepr::parse(&bytes).unwrap();
     assert_eq!(w.payload, PayloadRepr::Inline(&data[..]));
     // Too long for the QP: a clear error, nothing written.
-    let wq_small = WqHandle { max_inline: 64, ..wq };
-    assert_eq!(Mlx5::check(&wq_small, &wr), Err(PostError::InlineTooLong { len: 200, max: 64 }));
+    let wq_small = WqHandle {
+        max_inline: 64,
+        ..wq
+    };
+    assert_eq!(
+        Mlx5::check(&wq_small, &wr),
+        Err(PostError::InlineTooLong { len: 200, max: 64 })
+    );
     let huge = vec![0u8; 2000];
-    let big = WorkRequest::Send { payload: Payload::Inline(&huge), imm: None };
+    let big = WorkRequest::Send {
+        payload: Payload::Inline(&huge),
+        imm: None,
+    };
     assert!(Mlx5::check(&wq, &big).is_err());
 }
 
@@ -125,7 +170,10 @@ fn blueflame_copy_and_offset_toggle() {
     let mut r = Ring::new(8, 0);
     let wq = r.wq(1);
     let data = [0x5au8; 60];
-    let wr = WorkRequest::Send { payload: Payload::Inline(&data), imm: Some(0x1234_5678) };
+    let wr = WorkRequest::Send {
+        payload: Payload::Inline(&data),
+        imm: Some(0x1234_5678),
+    };
     // SAFETY: test-owned memory.
     let p = unsafe { Mlx5::post(&wq, ProdIdx(7), &wr, SendFlags::empty()) };
     // SAFETY: test-owned memory; 2 WQEBBs fit in the 512-byte stand-in register.
@@ -145,16 +193,41 @@ fn blueflame_copy_and_offset_toggle() {
 fn recv_wqe_and_terminator() {
     let mut mem = vec![0xa5u8; 4 * 64];
     let mut rec = [0u32; 2];
-    let rq = WqHandle { buf: mem.as_mut_ptr() as u64, dbrec: rec.as_mut_ptr() as u64, entries: 4, stride: 64, max_sge: 4, ..Default::default() };
-    let sges = [Sge { addr: 0x10, length: 8, lkey: 1 }, Sge { addr: 0, length: 0, lkey: 0 }];
+    let rq = WqHandle {
+        buf: mem.as_mut_ptr() as u64,
+        dbrec: rec.as_mut_ptr() as u64,
+        entries: 4,
+        stride: 64,
+        max_sge: 4,
+        ..Default::default()
+    };
+    let sges = [
+        Sge {
+            addr: 0x10,
+            length: 8,
+            lkey: 1,
+        },
+        Sge {
+            addr: 0,
+            length: 0,
+            lkey: 0,
+        },
+    ];
     // SAFETY: test-owned memory.
     unsafe {
         Mlx5::post_recv(&rq, ProdIdx(5), &sges);
         Mlx5::ring_rq(&rq, ProdIdx(6));
     }
     let slot = &mem[64..128];
-    assert_eq!(&slot[..16], bytemuck::bytes_of(&wire::DataSeg::emit(&sges[0])));
-    assert_eq!(&slot[16..32], &hex("00 00 00 00 00 00 01 00 00 00 00 00 00 00 00 00")[..], "zero-length skipped, terminator");
+    assert_eq!(
+        &slot[..16],
+        bytemuck::bytes_of(&wire::DataSeg::emit(&sges[0]))
+    );
+    assert_eq!(
+        &slot[16..32],
+        &hex("00 00 00 00 00 00 01 00 00 00 00 00 00 00 00 00")[..],
+        "zero-length skipped, terminator"
+    );
     assert_eq!(rec[0].to_ne_bytes(), [0, 0, 0, 6]);
 }
 
@@ -162,7 +235,13 @@ fn recv_wqe_and_terminator() {
 fn poll_normal_cq_across_passes() {
     let mut cqes = vec![wire::Cqe64::default(); 4];
     let mut rec = [0u32; 2];
-    let cq = CqHandle { buf: cqes.as_mut_ptr() as u64, dbrec: rec.as_mut_ptr() as u64, entries: 4, cqe_bytes: 64, ..Default::default() };
+    let cq = CqHandle {
+        buf: cqes.as_mut_ptr() as u64,
+        dbrec: rec.as_mut_ptr() as u64,
+        entries: 4,
+        cqe_bytes: 64,
+        ..Default::default()
+    };
     // SAFETY: test-owned memory throughout.
     unsafe {
         assert!(Mlx5::poll_cq(&cq, 0).is_none(), "INVALID slot not owned");
@@ -183,9 +262,15 @@ fn poll_normal_cq_across_passes() {
             };
             cqes[(ci & 3) as usize] = r.emit();
             let wc = Mlx5::poll_cq(&cq, ci).unwrap();
-            assert_eq!((wc.status, wc.opcode, wc.wqe_counter), (WcStatus::Success, WcOpcode::RdmaWrite, ci));
+            assert_eq!(
+                (wc.status, wc.opcode, wc.wqe_counter),
+                (WcStatus::Success, WcOpcode::RdmaWrite, ci)
+            );
             // The next index still holds last pass's CQE: not owned.
-            assert!(Mlx5::poll_cq(&cq, ci + 4).is_none() || ci + 4 < 4);
+            assert!(
+                Mlx5::poll_cq(&cq, ci + 4).is_none(),
+                "next pass expects the other owner bit"
+            );
             Mlx5::update_cq_ci(&cq, ci + 1);
             assert_eq!(rec[0], (ci + 1).to_be());
         }
@@ -195,11 +280,21 @@ fn poll_normal_cq_across_passes() {
 #[test]
 fn collapsed_cq_rejects_stale_and_out_of_window() {
     let mut cqe = [wire::Cqe64::default(); 1];
-    let cq = CqHandle { buf: cqe.as_mut_ptr() as u64, entries: 1, cqe_bytes: 64, collapsed: 1, ..Default::default() };
+    let cq = CqHandle {
+        buf: cqe.as_mut_ptr() as u64,
+        entries: 1,
+        cqe_bytes: 64,
+        collapsed: 1,
+        ..Default::default()
+    };
     let mut prog = CollapsedProgress::starting_at(16, 0xfff0);
     let set = |c: &mut [wire::Cqe64; 1], counter: u16, err: bool| {
         c[0] = CqeRepr {
-            opcode: if err { CqeOpcode::ReqErr } else { CqeOpcode::Req },
+            opcode: if err {
+                CqeOpcode::ReqErr
+            } else {
+                CqeOpcode::Req
+            },
             owner: 0,
             format: 0,
             se: false,
@@ -215,27 +310,54 @@ fn collapsed_cq_rejects_stale_and_out_of_window() {
     };
     // SAFETY: test-owned memory throughout.
     unsafe {
-        assert_eq!(Mlx5::poll_collapsed(&cq, &mut prog, 0x1_0000), Ok(None), "nothing written yet");
+        assert_eq!(
+            Mlx5::poll_collapsed(&cq, &mut prog, 0x1_0000),
+            Ok(None),
+            "nothing written yet"
+        );
         set(&mut cqe, 0xfff4, false);
-        assert!(Mlx5::poll_collapsed(&cq, &mut prog, 0x1_0000).unwrap().is_some());
+        assert!(
+            Mlx5::poll_collapsed(&cq, &mut prog, 0x1_0000)
+                .unwrap()
+                .is_some()
+        );
         assert_eq!(prog.complete_below(), 0xfff5);
-        assert_eq!(Mlx5::poll_collapsed(&cq, &mut prog, 0x1_0000), Ok(None), "same value: no progress");
+        assert_eq!(
+            Mlx5::poll_collapsed(&cq, &mut prog, 0x1_0000),
+            Ok(None),
+            "same value: no progress"
+        );
         // Wrapped counter 0x0003 while only up to 0x1_0000 was rung: out of window, rejected.
         set(&mut cqe, 0x0003, false);
         assert!(Mlx5::poll_collapsed(&cq, &mut prog, 0x1_0000).is_err());
-        assert_eq!(prog.complete_below(), 0xfff5, "a bad read never moves progress");
+        assert_eq!(
+            prog.complete_below(),
+            0xfff5,
+            "a bad read never moves progress"
+        );
         // Once 0x1_0004 has been rung it is legitimate progress across the 16-bit wrap.
-        let wc = Mlx5::poll_collapsed(&cq, &mut prog, 0x1_0004).unwrap().unwrap();
+        let wc = Mlx5::poll_collapsed(&cq, &mut prog, 0x1_0004)
+            .unwrap()
+            .unwrap();
         assert_eq!(wc.wqe_counter, 3);
         assert_eq!(prog.complete_below(), 0x1_0004);
         set(&mut cqe, 0x0003 + 1, true);
-        let wc = Mlx5::poll_collapsed(&cq, &mut prog, 0x1_0008).unwrap().unwrap();
+        let wc = Mlx5::poll_collapsed(&cq, &mut prog, 0x1_0008)
+            .unwrap()
+            .unwrap();
         assert_eq!(wc.status, WcStatus::RemAccessErr);
     }
 }
 
 fn arb_sges(max: usize) -> impl Strategy<Value = Vec<Sge>> {
-    proptest::collection::vec((any::<u64>(), 0u32..0x8000_0000, any::<u32>()).prop_map(|(a, l, k)| Sge { addr: a, length: l, lkey: k }), 0..max)
+    proptest::collection::vec(
+        (any::<u64>(), 0u32..0x8000_0000, any::<u32>()).prop_map(|(a, l, k)| Sge {
+            addr: a,
+            length: l,
+            lkey: k,
+        }),
+        0..max,
+    )
 }
 
 #[derive(Debug, Clone)]
@@ -253,26 +375,55 @@ fn arb_req() -> impl Strategy<Value = Req> {
     let remote = (any::<u64>(), any::<u32>()).prop_map(|(addr, rkey)| Remote { addr, rkey });
     let imm = proptest::option::of(any::<u32>());
     let atom = prop_oneof![
-        (any::<u64>(), any::<u64>()).prop_map(|(compare, swap)| (AtomicOp::CompareSwap { compare, swap }, 8)),
+        (any::<u64>(), any::<u64>())
+            .prop_map(|(compare, swap)| (AtomicOp::CompareSwap { compare, swap }, 8)),
         any::<u64>().prop_map(|add| (AtomicOp::FetchAdd { add }, 8)),
         (any::<[u64; 4]>(), prop::bool::ANY).prop_map(|(v, w)| {
             let bytes = if w { 8 } else { 4 };
             let m = if w { u64::MAX } else { 0xffff_ffff };
-            (AtomicOp::MaskedCompareSwap { compare: v[0] & m, compare_mask: v[1] & m, swap: v[2] & m, swap_mask: v[3] & m }, bytes)
+            (
+                AtomicOp::MaskedCompareSwap {
+                    compare: v[0] & m,
+                    compare_mask: v[1] & m,
+                    swap: v[2] & m,
+                    swap_mask: v[3] & m,
+                },
+                bytes,
+            )
         }),
         (any::<[u64; 2]>(), prop::bool::ANY).prop_map(|(v, w)| {
             let bytes = if w { 8 } else { 4 };
             let m = if w { u64::MAX } else { 0xffff_ffff };
-            (AtomicOp::MaskedFetchAdd { add: v[0] & m, field_boundary: v[1] & m }, bytes)
+            (
+                AtomicOp::MaskedFetchAdd {
+                    add: v[0] & m,
+                    field_boundary: v[1] & m,
+                },
+                bytes,
+            )
         }),
     ];
     prop_oneof![
         (remote.clone(), arb_sges(20), imm.clone()).prop_map(|(r, s, i)| Req::Write(r, s, i)),
-        (remote.clone(), proptest::collection::vec(any::<u8>(), 0..900), imm.clone()).prop_map(|(r, d, i)| Req::WriteInl(r, d, i)),
+        (
+            remote.clone(),
+            proptest::collection::vec(any::<u8>(), 0..900),
+            imm.clone()
+        )
+            .prop_map(|(r, d, i)| Req::WriteInl(r, d, i)),
         (arb_sges(20), imm.clone()).prop_map(|(s, i)| Req::Send(s, i)),
         (proptest::collection::vec(any::<u8>(), 0..900), imm).prop_map(|(d, i)| Req::SendInl(d, i)),
         (remote.clone(), arb_sges(20)).prop_map(|(r, s)| Req::Read(r, s)),
-        (remote, any::<(u64, u32)>(), atom).prop_map(|(r, (a, k), (op, b))| Req::Atomic(r, Sge { addr: a, length: b, lkey: k }, op, b)),
+        (remote, any::<(u64, u32)>(), atom).prop_map(|(r, (a, k), (op, b))| Req::Atomic(
+            r,
+            Sge {
+                addr: a,
+                length: b,
+                lkey: k
+            },
+            op,
+            b
+        )),
         Just(Req::Nop),
     ]
 }
@@ -280,12 +431,34 @@ fn arb_req() -> impl Strategy<Value = Req> {
 impl Req {
     fn wr(&self) -> WorkRequest<'_> {
         match self {
-            Req::Write(r, s, i) => WorkRequest::Write { remote: *r, payload: Payload::Sges(s), imm: *i },
-            Req::WriteInl(r, d, i) => WorkRequest::Write { remote: *r, payload: Payload::Inline(d), imm: *i },
-            Req::Send(s, i) => WorkRequest::Send { payload: Payload::Sges(s), imm: *i },
-            Req::SendInl(d, i) => WorkRequest::Send { payload: Payload::Inline(d), imm: *i },
-            Req::Read(r, s) => WorkRequest::Read { remote: *r, sges: s },
-            Req::Atomic(r, l, op, b) => WorkRequest::Atomic { remote: *r, local: *l, op: *op, bytes: *b },
+            Req::Write(r, s, i) => WorkRequest::Write {
+                remote: *r,
+                payload: Payload::Sges(s),
+                imm: *i,
+            },
+            Req::WriteInl(r, d, i) => WorkRequest::Write {
+                remote: *r,
+                payload: Payload::Inline(d),
+                imm: *i,
+            },
+            Req::Send(s, i) => WorkRequest::Send {
+                payload: Payload::Sges(s),
+                imm: *i,
+            },
+            Req::SendInl(d, i) => WorkRequest::Send {
+                payload: Payload::Inline(d),
+                imm: *i,
+            },
+            Req::Read(r, s) => WorkRequest::Read {
+                remote: *r,
+                sges: s,
+            },
+            Req::Atomic(r, l, op, b) => WorkRequest::Atomic {
+                remote: *r,
+                local: *l,
+                op: *op,
+                bytes: *b,
+            },
             Req::Nop => WorkRequest::Nop,
         }
     }

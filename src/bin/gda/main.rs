@@ -7,7 +7,11 @@ use clap::{Parser, Subcommand};
 use gda::wire::{self, Kind};
 
 #[derive(Parser)]
-#[command(name = "gda", version, about = "Device-initiated RDMA: inspect NIC formats and run the data path")]
+#[command(
+    name = "gda",
+    version,
+    about = "Device-initiated RDMA: inspect NIC formats and run the data path"
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -81,7 +85,10 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(v) => {
-            println!("{}", serde_json::to_string_pretty(&v).unwrap_or_else(|_| v.to_string()));
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&v).unwrap_or_else(|_| v.to_string())
+            );
             ExitCode::SUCCESS
         }
         Err(e) => {

@@ -5,6 +5,8 @@
 //!
 //! Run: `cargo bench -p gda-rdma-ref --bench wqe_encode`
 
+#![allow(missing_docs)] // criterion_group! generates undocumented items
+
 use std::hint::black_box;
 use std::time::Instant;
 
@@ -31,10 +33,25 @@ fn bench(c: &mut Criterion) {
         max_sge: 4,
         bf_size: 0,
     };
-    let remote = Remote { addr: 0x7f00_0000_1000, rkey: 0xabcd };
-    let sge = [Sge { addr: 0x7f00_0000_2000, length: 8, lkey: 0x5678 }];
+    let remote = Remote {
+        addr: 0x7f00_0000_1000,
+        rkey: 0xabcd,
+    };
+    let sge = [Sge {
+        addr: 0x7f00_0000_2000,
+        length: 8,
+        lkey: 0x5678,
+    }];
     let payload = [0x5au8; 64];
-    let cfg = RefQpCfg { qp_num: 0x1234, sq_wqe_cnt: RING, cur_post: 0, max_inline: 256, max_sge: 4, bf_size: 0, sig_all: 0 };
+    let cfg = RefQpCfg {
+        qp_num: 0x1234,
+        sq_wqe_cnt: RING,
+        cur_post: 0,
+        max_inline: 256,
+        max_sge: 4,
+        bf_size: 0,
+        sig_all: 0,
+    };
     let mut g = c.benchmark_group("wqe_encode");
 
     let mut at = ProdIdx(0);
@@ -42,7 +59,8 @@ fn bench(c: &mut Criterion) {
         b.iter(|| {
             // SAFETY: the ring, record and register are owned by this benchmark.
             unsafe {
-                let p = Mlx5::post_write::<Signaled, 1>(&wq, at, black_box(remote), black_box(&sge));
+                let p =
+                    Mlx5::post_write::<Signaled, 1>(&wq, at, black_box(remote), black_box(&sge));
                 Mlx5::ring_sq(&wq, &p);
                 at = p.next;
             }
@@ -52,7 +70,12 @@ fn bench(c: &mut Criterion) {
         b.iter(|| {
             // SAFETY: as above.
             unsafe {
-                let p = Mlx5::post_write_inline::<Signaled, 64>(&wq, at, black_box(remote), black_box(&payload));
+                let p = Mlx5::post_write_inline::<Signaled, 64>(
+                    &wq,
+                    at,
+                    black_box(remote),
+                    black_box(&payload),
+                );
                 Mlx5::ring_sq(&wq, &p);
                 at = p.next;
             }
@@ -62,7 +85,13 @@ fn bench(c: &mut Criterion) {
         b.iter(|| {
             // SAFETY: as above.
             unsafe {
-                let p = Mlx5::post_atomic::<Signaled, W64>(&wq, at, black_box(remote), sge[0], AtomicOp::FetchAdd { add: 1 });
+                let p = Mlx5::post_atomic::<Signaled, W64>(
+                    &wq,
+                    at,
+                    black_box(remote),
+                    sge[0],
+                    AtomicOp::FetchAdd { add: 1 },
+                );
                 Mlx5::ring_sq(&wq, &p);
                 at = p.next;
             }
@@ -70,23 +99,41 @@ fn bench(c: &mut Criterion) {
     });
 
     let mut ref_ring = case::ring(RING);
-    let mut rdma_core = |name: &str, wr: RefWr, g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>| {
-        g.bench_function(name, |b| {
-            b.iter_custom(|iters| {
-                let t = Instant::now();
-                let ok = mlx5_post_loop(&cfg, &wr, case::bytes_mut(&mut ref_ring), iters);
-                let e = t.elapsed();
-                assert_eq!(ok, iters, "rdma-core refused a post");
-                e
-            })
-        });
+    let mut rdma_core =
+        |name: &str,
+         wr: RefWr,
+         g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>| {
+            g.bench_function(name, |b| {
+                b.iter_custom(|iters| {
+                    let t = Instant::now();
+                    let ok = mlx5_post_loop(&cfg, &wr, case::bytes_mut(&mut ref_ring), iters);
+                    let e = t.elapsed();
+                    assert_eq!(ok, iters, "rdma-core refused a post");
+                    e
+                })
+            });
+        };
+    let mut wr = RefWr {
+        opcode: ibv_wr::RDMA_WRITE,
+        send_flags: 2,
+        rkey: remote.rkey,
+        remote_addr: remote.addr,
+        num_sge: 1,
+        ..Default::default()
     };
-    let mut wr = RefWr { opcode: ibv_wr::RDMA_WRITE, send_flags: 2, rkey: remote.rkey, remote_addr: remote.addr, num_sge: 1, ..Default::default() };
-    wr.sg_list[0] = RefSge { addr: sge[0].addr, length: 8, lkey: sge[0].lkey };
+    wr.sg_list[0] = RefSge {
+        addr: sge[0].addr,
+        length: 8,
+        lkey: sge[0].lkey,
+    };
     rdma_core("rdma-core/write_8B", wr, &mut g);
     let mut inl = wr;
     inl.send_flags = 2 | IBV_SEND_INLINE;
-    inl.sg_list[0] = RefSge { addr: payload.as_ptr() as u64, length: 64, lkey: 0 };
+    inl.sg_list[0] = RefSge {
+        addr: payload.as_ptr() as u64,
+        length: 64,
+        lkey: 0,
+    };
     rdma_core("rdma-core/write_inline_64B", inl, &mut g);
     let mut fa = wr;
     fa.opcode = ibv_wr::ATOMIC_FETCH_AND_ADD;

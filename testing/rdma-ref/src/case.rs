@@ -1,7 +1,9 @@
 //! One work request expressed both ways: as the `ibv_send_wr` rdma-core receives and as the
 //! [`WorkRequest`] gda's device functions take, plus helpers that run each side on a fresh ring.
 
-use gda_hal::{AtomicOp, Payload, Posted, ProdIdx, Provider, Remote, SendFlags, Sge, WorkRequest, WqHandle};
+use gda_hal::{
+    AtomicOp, Payload, Posted, ProdIdx, Provider, Remote, SendFlags, Sge, WorkRequest, WqHandle,
+};
 use gda_mlx5::Mlx5;
 
 use crate::{RefOut, RefQpCfg, RefSge, RefWr};
@@ -86,9 +88,17 @@ impl Case {
         for (i, s) in self.sges.iter().enumerate().take(16) {
             wr.sg_list[i] = if self.send_flags & IBV_SEND_INLINE != 0 {
                 let piece = &self.inline[i];
-                RefSge { addr: piece.as_ptr() as u64, length: piece.len() as u32, lkey: s.lkey }
+                RefSge {
+                    addr: piece.as_ptr() as u64,
+                    length: piece.len() as u32,
+                    lkey: s.lkey,
+                }
             } else {
-                RefSge { addr: s.addr, length: s.length, lkey: s.lkey }
+                RefSge {
+                    addr: s.addr,
+                    length: s.length,
+                    lkey: s.lkey,
+                }
             };
         }
         wr
@@ -99,24 +109,46 @@ impl Case {
     pub fn to_gda<'a>(&'a self, inline: &'a [u8]) -> WorkRequest<'a> {
         // verbs hands imm_data over already in network order; gda takes the host-order value.
         let imm = u32::from_be(self.imm_data);
-        let payload =
-            if self.send_flags & IBV_SEND_INLINE != 0 { Payload::Inline(inline) } else { Payload::Sges(&self.sges) };
+        let payload = if self.send_flags & IBV_SEND_INLINE != 0 {
+            Payload::Inline(inline)
+        } else {
+            Payload::Sges(&self.sges)
+        };
         match self.opcode {
-            ibv_wr::RDMA_WRITE => WorkRequest::Write { remote: self.remote, payload, imm: None },
-            ibv_wr::RDMA_WRITE_WITH_IMM => WorkRequest::Write { remote: self.remote, payload, imm: Some(imm) },
+            ibv_wr::RDMA_WRITE => WorkRequest::Write {
+                remote: self.remote,
+                payload,
+                imm: None,
+            },
+            ibv_wr::RDMA_WRITE_WITH_IMM => WorkRequest::Write {
+                remote: self.remote,
+                payload,
+                imm: Some(imm),
+            },
             ibv_wr::SEND => WorkRequest::Send { payload, imm: None },
-            ibv_wr::SEND_WITH_IMM => WorkRequest::Send { payload, imm: Some(imm) },
-            ibv_wr::RDMA_READ => WorkRequest::Read { remote: self.remote, sges: &self.sges },
+            ibv_wr::SEND_WITH_IMM => WorkRequest::Send {
+                payload,
+                imm: Some(imm),
+            },
+            ibv_wr::RDMA_READ => WorkRequest::Read {
+                remote: self.remote,
+                sges: &self.sges,
+            },
             ibv_wr::ATOMIC_CMP_AND_SWP => WorkRequest::Atomic {
                 remote: self.remote,
                 local: self.sges.first().copied().unwrap_or_default(),
-                op: AtomicOp::CompareSwap { compare: self.compare_add, swap: self.swap },
+                op: AtomicOp::CompareSwap {
+                    compare: self.compare_add,
+                    swap: self.swap,
+                },
                 bytes: 8,
             },
             _ => WorkRequest::Atomic {
                 remote: self.remote,
                 local: self.sges.first().copied().unwrap_or_default(),
-                op: AtomicOp::FetchAdd { add: self.compare_add },
+                op: AtomicOp::FetchAdd {
+                    add: self.compare_add,
+                },
                 bytes: 8,
             },
         }
@@ -178,7 +210,12 @@ impl Case {
         };
         let mut reg = [0u8; 1024];
         reg.copy_from_slice(bytes_mut(&mut uar));
-        Ok(GdaOut { posted, dbrec, uar: reg, bf_offset_after: next_off })
+        Ok(GdaOut {
+            posted,
+            dbrec,
+            uar: reg,
+            bf_offset_after: next_off,
+        })
     }
 }
 

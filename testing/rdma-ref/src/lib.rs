@@ -88,13 +88,31 @@ pub struct RefOut {
 
 impl Default for RefOut {
     fn default() -> Self {
-        Self { dbrec: [0; 2], uar: [0; 1024], bf_offset_before: 0, bf_offset_after: 0, cur_post_after: 0, ret: 0 }
+        Self {
+            dbrec: [0; 2],
+            uar: [0; 1024],
+            bf_offset_before: 0,
+            bf_offset_after: 0,
+            cur_post_after: 0,
+            ret: 0,
+        }
     }
 }
 
 unsafe extern "C" {
-    fn ref_mlx5_post_send(cfg: *const RefQpCfg, wr: *const RefWr, sq_buf: *mut u8, out: *mut RefOut) -> c_int;
-    fn ref_mlx5_post_loop(cfg: *const RefQpCfg, wr: *const RefWr, sq_buf: *mut u8, dbrec: *mut u32, iters: u64) -> u64;
+    fn ref_mlx5_post_send(
+        cfg: *const RefQpCfg,
+        wr: *const RefWr,
+        sq_buf: *mut u8,
+        out: *mut RefOut,
+    ) -> c_int;
+    fn ref_mlx5_post_loop(
+        cfg: *const RefQpCfg,
+        wr: *const RefWr,
+        sq_buf: *mut u8,
+        dbrec: *mut u32,
+        iters: u64,
+    ) -> u64;
 }
 
 /// Posts `wr` `iters` times on one rdma-core QP (completions simulated), for benchmarks.
@@ -103,8 +121,15 @@ unsafe extern "C" {
 /// # Panics
 /// If `sq` is shorter than the configured ring or not 8-byte aligned.
 pub fn mlx5_post_loop(cfg: &RefQpCfg, wr: &RefWr, sq: &mut [u8], iters: u64) -> u64 {
-    assert!(sq.len() >= cfg.sq_wqe_cnt as usize * 64, "send queue buffer too small");
-    assert_eq!(sq.as_ptr() as usize % 8, 0, "send queue buffer must be 8-byte aligned");
+    assert!(
+        sq.len() >= cfg.sq_wqe_cnt as usize * 64,
+        "send queue buffer too small"
+    );
+    assert_eq!(
+        sq.as_ptr() as usize % 8,
+        0,
+        "send queue buffer must be 8-byte aligned"
+    );
     let mut dbrec = [0u32; 2];
     // SAFETY: as in `mlx5_post_send`; `dbrec` outlives the call.
     unsafe { ref_mlx5_post_loop(cfg, wr, sq.as_mut_ptr(), dbrec.as_mut_ptr(), iters) }
@@ -116,8 +141,15 @@ pub fn mlx5_post_loop(cfg: &RefQpCfg, wr: &RefWr, sq: &mut [u8], iters: u64) -> 
 /// # Panics
 /// If `sq` is shorter than the configured ring or not 8-byte aligned.
 pub fn mlx5_post_send(cfg: &RefQpCfg, wr: &RefWr, sq: &mut [u8]) -> RefOut {
-    assert!(sq.len() >= cfg.sq_wqe_cnt as usize * 64, "send queue buffer too small");
-    assert_eq!(sq.as_ptr() as usize % 8, 0, "send queue buffer must be 8-byte aligned");
+    assert!(
+        sq.len() >= cfg.sq_wqe_cnt as usize * 64,
+        "send queue buffer too small"
+    );
+    assert_eq!(
+        sq.as_ptr() as usize % 8,
+        0,
+        "send queue buffer must be 8-byte aligned"
+    );
     let mut out = RefOut::default();
     // SAFETY: all pointers are valid for the sizes the harness uses (checked above; `RefOut` and
     // `RefWr` are the C structs' layouts), and inline `sg_list` addresses are the caller's
@@ -132,15 +164,37 @@ mod tests {
 
     #[test]
     fn golden_vector_from_the_fact_sheet() {
-        let cfg = RefQpCfg { qp_num: 0x1234, sq_wqe_cnt: 4, cur_post: 0xfffe, max_inline: 64, max_sge: 4, bf_size: 0, sig_all: 0 };
-        let mut wr = RefWr { opcode: 0, send_flags: 2, rkey: 0xabcd, remote_addr: 0x7f00_0000_1000, num_sge: 1, ..Default::default() };
-        wr.sg_list[0] = RefSge { addr: 0x7f00_0000_2000, length: 4096, lkey: 0x5678 };
+        let cfg = RefQpCfg {
+            qp_num: 0x1234,
+            sq_wqe_cnt: 4,
+            cur_post: 0xfffe,
+            max_inline: 64,
+            max_sge: 4,
+            bf_size: 0,
+            sig_all: 0,
+        };
+        let mut wr = RefWr {
+            opcode: 0,
+            send_flags: 2,
+            rkey: 0xabcd,
+            remote_addr: 0x7f00_0000_1000,
+            num_sge: 1,
+            ..Default::default()
+        };
+        wr.sg_list[0] = RefSge {
+            addr: 0x7f00_0000_2000,
+            length: 4096,
+            lkey: 0x5678,
+        };
         let mut sq = vec![0u64; 4 * 8];
         let out = mlx5_post_send(&cfg, &wr, bytemuck_bytes(&mut sq));
         assert_eq!(out.ret, 0);
         let b = bytemuck_bytes(&mut sq);
         let slot = (0xfffe & 3) * 64;
-        assert_eq!(&b[slot..slot + 8], &[0x00, 0xff, 0xfe, 0x08, 0x00, 0x12, 0x34, 0x03]);
+        assert_eq!(
+            &b[slot..slot + 8],
+            &[0x00, 0xff, 0xfe, 0x08, 0x00, 0x12, 0x34, 0x03]
+        );
         assert_eq!(out.dbrec[1].to_ne_bytes(), [0, 0, 0xff, 0xff]);
         assert_eq!(&out.uar[..8], &b[slot..slot + 8]);
     }

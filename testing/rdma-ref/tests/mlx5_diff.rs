@@ -8,30 +8,71 @@
 //! larger than the whole ring, which rdma-core writes over itself, gda refuses.
 
 use gda_hal::{Remote, Sge};
-use gda_rdma_ref::case::{self, Case, IBV_SEND_INLINE, ibv_wr};
 use gda_rdma_ref::RefQpCfg;
+use gda_rdma_ref::case::{self, Case, IBV_SEND_INLINE, ibv_wr};
 use proptest::prelude::*;
 
 fn arb_case() -> impl Strategy<Value = Case> {
-    let geometry = (2u32..9, prop_oneof![0xfff0u32..=0xffff, 0u32..16, any::<u32>()], any::<u32>(), prop_oneof![3 => Just(16u32), 1 => 1u32..17], prop_oneof![Just(0u32), Just(256)], any::<bool>(), prop_oneof![Just(64u32), Just(256), Just(512), Just(972), 0u32..=972]);
-    let common = (0u32..7, 0u32..16, any::<u32>(), any::<u64>(), any::<u32>(), any::<u64>(), any::<u64>());
-    let sges = proptest::collection::vec((any::<u64>(), prop_oneof![Just(0u32), 1u32..64, any::<u32>().prop_map(|l| l & 0x7fff_ffff)], any::<u32>()), 0..18);
+    let geometry = (
+        2u32..9,
+        prop_oneof![0xfff0u32..=0xffff, 0u32..16, any::<u32>()],
+        any::<u32>(),
+        prop_oneof![3 => Just(16u32), 1 => 1u32..17],
+        prop_oneof![Just(0u32), Just(256)],
+        any::<bool>(),
+        prop_oneof![Just(64u32), Just(256), Just(512), Just(972), 0u32..=972],
+    );
+    let common = (
+        0u32..7,
+        0u32..16,
+        any::<u32>(),
+        any::<u64>(),
+        any::<u32>(),
+        any::<u64>(),
+        any::<u64>(),
+    );
+    let sges = proptest::collection::vec(
+        (
+            any::<u64>(),
+            prop_oneof![
+                Just(0u32),
+                1u32..64,
+                any::<u32>().prop_map(|l| l & 0x7fff_ffff)
+            ],
+            any::<u32>(),
+        ),
+        0..18,
+    );
     // max_inline stays within what a real QP reports (a WQE is at most 63 DS, so 972 bytes).
     let inline = proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..300), 0..5);
     (geometry, common, sges, inline).prop_map(|(g, c, sges, inline)| {
         let (log2, cur_post, qpn, max_sge, bf_size, sig_all, max_inline) = g;
         let (opcode, mut flags, imm, raddr, rkey, compare_add, swap) = c;
-        let mut sges: Vec<Sge> = sges.into_iter().map(|(addr, length, lkey)| Sge { addr, length, lkey }).collect();
-        let is_atomic = opcode == ibv_wr::ATOMIC_CMP_AND_SWP || opcode == ibv_wr::ATOMIC_FETCH_AND_ADD;
+        let mut sges: Vec<Sge> = sges
+            .into_iter()
+            .map(|(addr, length, lkey)| Sge { addr, length, lkey })
+            .collect();
+        let is_atomic =
+            opcode == ibv_wr::ATOMIC_CMP_AND_SWP || opcode == ibv_wr::ATOMIC_FETCH_AND_ADD;
         // INLINE applies to WRITE and SEND; rdma-core gathers the pieces.
-        let inline_ok = matches!(opcode, ibv_wr::RDMA_WRITE | ibv_wr::RDMA_WRITE_WITH_IMM | ibv_wr::SEND | ibv_wr::SEND_WITH_IMM);
+        let inline_ok = matches!(
+            opcode,
+            ibv_wr::RDMA_WRITE | ibv_wr::RDMA_WRITE_WITH_IMM | ibv_wr::SEND | ibv_wr::SEND_WITH_IMM
+        );
         let mut pieces = Vec::new();
         if inline_ok && flags & IBV_SEND_INLINE != 0 {
             // gda's inline payload is one slice; rdma-core counts its gather pieces against
             // max_sge, so keep within it.
             pieces = inline;
             pieces.truncate(max_sge as usize);
-            sges = pieces.iter().map(|p| Sge { addr: 0, length: p.len() as u32, lkey: 0 }).collect();
+            sges = pieces
+                .iter()
+                .map(|p| Sge {
+                    addr: 0,
+                    length: p.len() as u32,
+                    lkey: 0,
+                })
+                .collect();
         } else {
             flags &= !IBV_SEND_INLINE;
         }
@@ -39,16 +80,33 @@ fn arb_case() -> impl Strategy<Value = Case> {
             // An atomic always has a result buffer in gda; rdma-core would drop a zero-length
             // one (and write byte_count 8 for any other length).
             sges.truncate(1);
-            if sges.is_empty() { sges.push(Sge { addr: 0x1000, length: 8, lkey: 1 }); }
+            if sges.is_empty() {
+                sges.push(Sge {
+                    addr: 0x1000,
+                    length: 8,
+                    lkey: 1,
+                });
+            }
             sges[0].length = sges[0].length.max(1);
         }
         sges.truncate(16);
         Case {
-            cfg: RefQpCfg { qp_num: qpn & 0x00ff_ffff, sq_wqe_cnt: 1 << log2, cur_post, max_inline, max_sge, bf_size, sig_all: u32::from(sig_all) },
+            cfg: RefQpCfg {
+                qp_num: qpn & 0x00ff_ffff,
+                sq_wqe_cnt: 1 << log2,
+                cur_post,
+                max_inline,
+                max_sge,
+                bf_size,
+                sig_all: u32::from(sig_all),
+            },
             opcode,
             send_flags: flags,
             imm_data: imm,
-            remote: Remote { addr: if is_atomic { raddr & !7 } else { raddr }, rkey },
+            remote: Remote {
+                addr: if is_atomic { raddr & !7 } else { raddr },
+                rkey,
+            },
             compare_add,
             swap,
             sges,
@@ -89,11 +147,27 @@ fn check(case: &Case) -> Result<Outcome, TestCaseError> {
         }
         Ok(g) => {
             prop_assert_eq!(r.ret, 0, "rdma-core refused but gda posted");
-            prop_assert_eq!(case::bytes_mut(&mut ref_sq), case::bytes_mut(&mut gda_sq), "WQE bytes differ");
+            prop_assert_eq!(
+                case::bytes_mut(&mut ref_sq),
+                case::bytes_mut(&mut gda_sq),
+                "WQE bytes differ"
+            );
             prop_assert_eq!(r.dbrec, g.dbrec, "doorbell record differs");
-            prop_assert_eq!(r.cur_post_after, g.posted.next.0, "producer counter differs");
-            prop_assert_eq!(&r.uar[..], &g.uar[..], "doorbell / BlueFlame register bytes differ");
-            prop_assert_eq!(r.bf_offset_after, g.bf_offset_after, "BlueFlame offset toggle differs");
+            prop_assert_eq!(
+                r.cur_post_after,
+                g.posted.next.0,
+                "producer counter differs"
+            );
+            prop_assert_eq!(
+                &r.uar[..],
+                &g.uar[..],
+                "doorbell / BlueFlame register bytes differ"
+            );
+            prop_assert_eq!(
+                r.bf_offset_after,
+                g.bf_offset_after,
+                "BlueFlame offset toggle differs"
+            );
         }
     }
     Ok(Outcome::Identical)
@@ -105,7 +179,11 @@ fn check(case: &Case) -> Result<Outcome, TestCaseError> {
 #[test]
 fn mlx5_post_send_matches_rdma_core() {
     use proptest::test_runner::{Config, TestRunner};
-    let mut runner = TestRunner::new(Config { cases: 5000, failure_persistence: None, ..Config::default() });
+    let mut runner = TestRunner::new(Config {
+        cases: 5000,
+        failure_persistence: None,
+        ..Config::default()
+    });
     let counts = std::cell::RefCell::new(std::collections::HashMap::<(u32, bool), [u32; 3]>::new());
     runner
         .run(&arb_case(), |case| {
@@ -113,7 +191,11 @@ fn mlx5_post_send_matches_rdma_core() {
             let key = (case.opcode, case.send_flags & IBV_SEND_INLINE != 0);
             let mut c = counts.borrow_mut();
             let e = c.entry(key).or_default();
-            e[match o { Outcome::Identical => 0, Outcome::BothRefused => 1, Outcome::TooLargeForRing => 2 }] += 1;
+            e[match o {
+                Outcome::Identical => 0,
+                Outcome::BothRefused => 1,
+                Outcome::TooLargeForRing => 2,
+            }] += 1;
             Ok(())
         })
         .unwrap();
@@ -121,12 +203,26 @@ fn mlx5_post_send_matches_rdma_core() {
     let identical: u32 = counts.values().map(|c| c[0]).sum();
     let total: u32 = counts.values().map(|c| c.iter().sum::<u32>()).sum();
     eprintln!("(opcode, inline) -> [identical, both refused, too large for ring]: {counts:?}");
-    assert!(identical * 10 >= total * 7, "only {identical} of {total} cases were posted and compared");
+    assert!(
+        identical * 10 >= total * 7,
+        "only {identical} of {total} cases were posted and compared"
+    );
     for op in 0..7 {
-        assert!(counts.get(&(op, false)).is_some_and(|c| c[0] >= 100), "opcode {op} barely exercised");
+        assert!(
+            counts.get(&(op, false)).is_some_and(|c| c[0] >= 100),
+            "opcode {op} barely exercised"
+        );
     }
-    for op in [ibv_wr::RDMA_WRITE, ibv_wr::RDMA_WRITE_WITH_IMM, ibv_wr::SEND, ibv_wr::SEND_WITH_IMM] {
-        assert!(counts.get(&(op, true)).is_some_and(|c| c[0] >= 50), "inline opcode {op} barely exercised");
+    for op in [
+        ibv_wr::RDMA_WRITE,
+        ibv_wr::RDMA_WRITE_WITH_IMM,
+        ibv_wr::SEND,
+        ibv_wr::SEND_WITH_IMM,
+    ] {
+        assert!(
+            counts.get(&(op, true)).is_some_and(|c| c[0] >= 50),
+            "inline opcode {op} barely exercised"
+        );
     }
 }
 
@@ -138,20 +234,45 @@ fn inline_boundaries_and_ring_wrap() {
             for cur_post in [0u32, 1, 2, 3, 0xfffd, 0xfffe, 0xffff] {
                 let piece: Vec<u8> = (0..len).map(|i| i as u8 ^ 0x5a).collect();
                 let case = Case {
-                    cfg: RefQpCfg { qp_num: 0xabcdef, sq_wqe_cnt: 4, cur_post, max_inline: 256, max_sge: 4, bf_size: 256, sig_all: 0 },
+                    cfg: RefQpCfg {
+                        qp_num: 0xabcdef,
+                        sq_wqe_cnt: 4,
+                        cur_post,
+                        max_inline: 256,
+                        max_sge: 4,
+                        bf_size: 256,
+                        sig_all: 0,
+                    },
                     opcode,
                     send_flags: IBV_SEND_INLINE | 2,
                     imm_data: 0x1122_3344,
-                    remote: Remote { addr: 0x7f00_dead_beef, rkey: 0x77 },
+                    remote: Remote {
+                        addr: 0x7f00_dead_beef,
+                        rkey: 0x77,
+                    },
                     compare_add: 0,
                     swap: 0,
-                    sges: vec![Sge { addr: 0, length: len, lkey: 0 }],
+                    sges: vec![Sge {
+                        addr: 0,
+                        length: len,
+                        lkey: 0,
+                    }],
                     inline: vec![piece],
                 };
-                let o = check(&case).unwrap_or_else(|e| panic!("opcode {opcode} len {len} cur_post {cur_post:#x}: {e}"));
+                let o = check(&case).unwrap_or_else(|e| {
+                    panic!("opcode {opcode} len {len} cur_post {cur_post:#x}: {e}")
+                });
                 let base = if opcode == ibv_wr::RDMA_WRITE { 2 } else { 1 };
                 let ds = base + if len == 0 { 0 } else { (4 + len).div_ceil(16) };
-                assert_eq!(o, if ds <= 16 { Outcome::Identical } else { Outcome::TooLargeForRing }, "len {len}");
+                assert_eq!(
+                    o,
+                    if ds <= 16 {
+                        Outcome::Identical
+                    } else {
+                        Outcome::TooLargeForRing
+                    },
+                    "len {len}"
+                );
             }
         }
     }
@@ -163,17 +284,50 @@ fn numbering_matches_verbs() {
     use gda_hal::{SendFlags, WcStatus};
     use ibverbs_sys as v;
     assert_eq!(WcStatus::Success.as_raw(), v::ibv_wc_status::IBV_WC_SUCCESS);
-    assert_eq!(WcStatus::WrFlushErr.as_raw(), v::ibv_wc_status::IBV_WC_WR_FLUSH_ERR);
-    assert_eq!(WcStatus::RemAccessErr.as_raw(), v::ibv_wc_status::IBV_WC_REM_ACCESS_ERR);
-    assert_eq!(WcStatus::RnrRetryExcErr.as_raw(), v::ibv_wc_status::IBV_WC_RNR_RETRY_EXC_ERR);
-    assert_eq!(WcStatus::GeneralErr.as_raw(), v::ibv_wc_status::IBV_WC_GENERAL_ERR);
-    assert_eq!(WcStatus::TmRndvIncomplete.as_raw(), v::ibv_wc_status::IBV_WC_TM_RNDV_INCOMPLETE);
-    assert_eq!(gda_hal::WcOpcode::Recv as u32, v::ibv_wc_opcode::IBV_WC_RECV);
-    assert_eq!(gda_hal::WcOpcode::FetchAdd as u32, v::ibv_wc_opcode::IBV_WC_FETCH_ADD);
-    assert_eq!(SendFlags::INLINE.bits(), v::ibv_send_flags::IBV_SEND_INLINE.0);
+    assert_eq!(
+        WcStatus::WrFlushErr.as_raw(),
+        v::ibv_wc_status::IBV_WC_WR_FLUSH_ERR
+    );
+    assert_eq!(
+        WcStatus::RemAccessErr.as_raw(),
+        v::ibv_wc_status::IBV_WC_REM_ACCESS_ERR
+    );
+    assert_eq!(
+        WcStatus::RnrRetryExcErr.as_raw(),
+        v::ibv_wc_status::IBV_WC_RNR_RETRY_EXC_ERR
+    );
+    assert_eq!(
+        WcStatus::GeneralErr.as_raw(),
+        v::ibv_wc_status::IBV_WC_GENERAL_ERR
+    );
+    assert_eq!(
+        WcStatus::TmRndvIncomplete.as_raw(),
+        v::ibv_wc_status::IBV_WC_TM_RNDV_INCOMPLETE
+    );
+    assert_eq!(
+        gda_hal::WcOpcode::Recv as u32,
+        v::ibv_wc_opcode::IBV_WC_RECV
+    );
+    assert_eq!(
+        gda_hal::WcOpcode::FetchAdd as u32,
+        v::ibv_wc_opcode::IBV_WC_FETCH_ADD
+    );
+    assert_eq!(
+        SendFlags::INLINE.bits(),
+        v::ibv_send_flags::IBV_SEND_INLINE.0
+    );
     assert_eq!(SendFlags::FENCE.bits(), v::ibv_send_flags::IBV_SEND_FENCE.0);
-    assert_eq!(SendFlags::SIGNALED.bits(), v::ibv_send_flags::IBV_SEND_SIGNALED.0);
-    assert_eq!(SendFlags::SOLICITED.bits(), v::ibv_send_flags::IBV_SEND_SOLICITED.0);
-    assert_eq!(ibv_wr::ATOMIC_FETCH_AND_ADD, v::ibv_wr_opcode::IBV_WR_ATOMIC_FETCH_AND_ADD);
+    assert_eq!(
+        SendFlags::SIGNALED.bits(),
+        v::ibv_send_flags::IBV_SEND_SIGNALED.0
+    );
+    assert_eq!(
+        SendFlags::SOLICITED.bits(),
+        v::ibv_send_flags::IBV_SEND_SOLICITED.0
+    );
+    assert_eq!(
+        ibv_wr::ATOMIC_FETCH_AND_ADD,
+        v::ibv_wr_opcode::IBV_WR_ATOMIC_FETCH_AND_ADD
+    );
     assert_eq!(ibv_wr::RDMA_READ, v::ibv_wr_opcode::IBV_WR_RDMA_READ);
 }

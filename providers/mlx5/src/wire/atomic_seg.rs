@@ -25,7 +25,11 @@ pub const OPMOD_EXT_8B: u8 = 0x09;
 #[inline(always)]
 #[must_use]
 pub const fn ext_opmod(bytes: u32) -> u8 {
-    if bytes == 4 { OPMOD_EXT_4B } else { OPMOD_EXT_8B }
+    if bytes == 4 {
+        OPMOD_EXT_4B
+    } else {
+        OPMOD_EXT_8B
+    }
 }
 
 /// Operand bytes of a masked-atomic opmod, if valid.
@@ -104,10 +108,14 @@ const _: () = {
     assert!(offset_of!(AtomicSeg, swap_add) == 0 && offset_of!(AtomicSeg, compare) == 8);
     assert!(size_of::<MaskedCs32Seg>() == 16);
     assert!(offset_of!(MaskedCs32Seg, swap) == 0 && offset_of!(MaskedCs32Seg, compare) == 4);
-    assert!(offset_of!(MaskedCs32Seg, swap_mask) == 8 && offset_of!(MaskedCs32Seg, compare_mask) == 12);
+    assert!(
+        offset_of!(MaskedCs32Seg, swap_mask) == 8 && offset_of!(MaskedCs32Seg, compare_mask) == 12
+    );
     assert!(size_of::<MaskedCs64Seg>() == 32);
     assert!(offset_of!(MaskedCs64Seg, swap) == 0 && offset_of!(MaskedCs64Seg, compare) == 8);
-    assert!(offset_of!(MaskedCs64Seg, swap_mask) == 16 && offset_of!(MaskedCs64Seg, compare_mask) == 24);
+    assert!(
+        offset_of!(MaskedCs64Seg, swap_mask) == 16 && offset_of!(MaskedCs64Seg, compare_mask) == 24
+    );
     assert!(size_of::<MaskedFa32Seg>() == 16);
     assert!(offset_of!(MaskedFa32Seg, add) == 0 && offset_of!(MaskedFa32Seg, field_boundary) == 4);
     assert!(offset_of!(MaskedFa32Seg, reserved_8) == 8);
@@ -143,23 +151,54 @@ pub fn encode(op: &AtomicOp, bytes: u32) -> AtomicUnits {
     };
     match (*op, bytes) {
         (AtomicOp::CompareSwap { compare, swap }, _) => {
-            let s = AtomicSeg { swap_add: Be64::new(swap), compare: Be64::new(compare) };
-            AtomicUnits { units: [one(bytemuck::bytes_of(&s)), [0; 16]], n: 1 }
+            let s = AtomicSeg {
+                swap_add: Be64::new(swap),
+                compare: Be64::new(compare),
+            };
+            AtomicUnits {
+                units: [one(bytemuck::bytes_of(&s)), [0; 16]],
+                n: 1,
+            }
         }
         (AtomicOp::FetchAdd { add }, _) => {
-            let s = AtomicSeg { swap_add: Be64::new(add), compare: Be64::ZERO };
-            AtomicUnits { units: [one(bytemuck::bytes_of(&s)), [0; 16]], n: 1 }
+            let s = AtomicSeg {
+                swap_add: Be64::new(add),
+                compare: Be64::ZERO,
+            };
+            AtomicUnits {
+                units: [one(bytemuck::bytes_of(&s)), [0; 16]],
+                n: 1,
+            }
         }
-        (AtomicOp::MaskedCompareSwap { compare, compare_mask, swap, swap_mask }, 4) => {
+        (
+            AtomicOp::MaskedCompareSwap {
+                compare,
+                compare_mask,
+                swap,
+                swap_mask,
+            },
+            4,
+        ) => {
             let s = MaskedCs32Seg {
                 swap: Be32::new(swap as u32),
                 compare: Be32::new(compare as u32),
                 swap_mask: Be32::new(swap_mask as u32),
                 compare_mask: Be32::new(compare_mask as u32),
             };
-            AtomicUnits { units: [one(bytemuck::bytes_of(&s)), [0; 16]], n: 1 }
+            AtomicUnits {
+                units: [one(bytemuck::bytes_of(&s)), [0; 16]],
+                n: 1,
+            }
         }
-        (AtomicOp::MaskedCompareSwap { compare, compare_mask, swap, swap_mask }, _) => {
+        (
+            AtomicOp::MaskedCompareSwap {
+                compare,
+                compare_mask,
+                swap,
+                swap_mask,
+            },
+            _,
+        ) => {
             let s = MaskedCs64Seg {
                 swap: Be64::new(swap),
                 compare: Be64::new(compare),
@@ -167,19 +206,43 @@ pub fn encode(op: &AtomicOp, bytes: u32) -> AtomicUnits {
                 compare_mask: Be64::new(compare_mask),
             };
             let b = bytemuck::bytes_of(&s);
-            AtomicUnits { units: [one(&b[..16]), one(&b[16..])], n: 2 }
+            AtomicUnits {
+                units: [one(&b[..16]), one(&b[16..])],
+                n: 2,
+            }
         }
-        (AtomicOp::MaskedFetchAdd { add, field_boundary }, 4) => {
+        (
+            AtomicOp::MaskedFetchAdd {
+                add,
+                field_boundary,
+            },
+            4,
+        ) => {
             let s = MaskedFa32Seg {
                 add: Be32::new(add as u32),
                 field_boundary: Be32::new(field_boundary as u32),
                 reserved_8: Be64::ZERO,
             };
-            AtomicUnits { units: [one(bytemuck::bytes_of(&s)), [0; 16]], n: 1 }
+            AtomicUnits {
+                units: [one(bytemuck::bytes_of(&s)), [0; 16]],
+                n: 1,
+            }
         }
-        (AtomicOp::MaskedFetchAdd { add, field_boundary }, _) => {
-            let s = MaskedFa64Seg { add: Be64::new(add), field_boundary: Be64::new(field_boundary) };
-            AtomicUnits { units: [one(bytemuck::bytes_of(&s)), [0; 16]], n: 1 }
+        (
+            AtomicOp::MaskedFetchAdd {
+                add,
+                field_boundary,
+            },
+            _,
+        ) => {
+            let s = MaskedFa64Seg {
+                add: Be64::new(add),
+                field_boundary: Be64::new(field_boundary),
+            };
+            AtomicUnits {
+                units: [one(bytemuck::bytes_of(&s)), [0; 16]],
+                n: 1,
+            }
         }
     }
 }
@@ -191,11 +254,17 @@ mod tests {
     #[test]
     fn golden_cs_segment() {
         // nic-formats.md §A.11: swap 0x2222 then compare 0x1111.
-        let s = AtomicSeg { swap_add: Be64::new(0x2222), compare: Be64::new(0x1111) };
+        let s = AtomicSeg {
+            swap_add: Be64::new(0x2222),
+            compare: Be64::new(0x1111),
+        };
         assert_eq!(
             bytemuck::bytes_of(&s),
             &[0, 0, 0, 0, 0, 0, 0x22, 0x22, 0, 0, 0, 0, 0, 0, 0x11, 0x11]
         );
-        assert_eq!((ext_opmod(4), ext_opmod(8), ext_bytes(0x09), ext_bytes(0)), (0x08, 0x09, Some(8), None));
+        assert_eq!(
+            (ext_opmod(4), ext_opmod(8), ext_bytes(0x09), ext_bytes(0)),
+            (0x08, 0x09, Some(8), None)
+        );
     }
 }

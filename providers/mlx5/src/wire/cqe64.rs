@@ -191,7 +191,9 @@ impl CqeRepr {
         let opcode = c.opcode();
         let format = (c.op_own >> op_own::FORMAT_SHIFT) & op_own::FORMAT_MASK;
         if format == 3 {
-            return Err(ParseError::Unsupported { what: "compressed CQE session (mini-CQEs)" });
+            return Err(ParseError::Unsupported {
+                what: "compressed CQE session (mini-CQEs)",
+            });
         }
         let sop = c.sop_drop_qpn.get();
         let is_err = matches!(opcode, CqeOpcode::ReqErr | CqeOpcode::RespErr);
@@ -206,7 +208,11 @@ impl CqeRepr {
             byte_cnt: if is_err { 0 } else { c.byte_cnt.get() },
             imm: c.imm_inval_pkey.get(),
             srqn: c.srqn_uidx.get() & 0x00ff_ffff,
-            error: if is_err { Some((c.syndrome(), c.vendor_err_synd())) } else { None },
+            error: if is_err {
+                Some((c.syndrome(), c.vendor_err_synd()))
+            } else {
+                None
+            },
         })
     }
 
@@ -218,7 +224,8 @@ impl CqeRepr {
             | ((self.format & op_own::FORMAT_MASK) << op_own::FORMAT_SHIFT)
             | if self.se { op_own::SE } else { 0 }
             | (self.owner & op_own::OWNER);
-        c.sop_drop_qpn = Be32::new((u32::from(self.wqe_opcode.raw()) << 24) | (self.qpn & 0x00ff_ffff));
+        c.sop_drop_qpn =
+            Be32::new((u32::from(self.wqe_opcode.raw()) << 24) | (self.qpn & 0x00ff_ffff));
         c.wqe_counter = Be16::new(self.wqe_counter);
         c.imm_inval_pkey = Be32::new(self.imm);
         c.srqn_uidx = Be32::new(self.srqn & 0x00ff_ffff);
@@ -259,7 +266,9 @@ impl CqeRepr {
                     _ => WcOpcode::Other,
                 };
                 wc.byte_len = match self.wqe_opcode {
-                    Opcode::RdmaRead | Opcode::AtomicMaskedCs | Opcode::AtomicMaskedFa => self.byte_cnt,
+                    Opcode::RdmaRead | Opcode::AtomicMaskedCs | Opcode::AtomicMaskedFa => {
+                        self.byte_cnt
+                    }
                     Opcode::AtomicCs | Opcode::AtomicFa => 8,
                     _ => 0,
                 };
@@ -304,7 +313,10 @@ mod tests {
         assert!(Cqe64::sw_owned(0x00, 3, 3));
         assert!(!Cqe64::sw_owned(0x01, 3, 3));
         assert!(Cqe64::sw_owned(0x01, 8 + 3, 3));
-        assert!(!Cqe64::sw_owned(OP_OWN_INVALID, 0, 3), "INVALID opcode is never owned");
+        assert!(
+            !Cqe64::sw_owned(OP_OWN_INVALID, 0, 3),
+            "INVALID opcode is never owned"
+        );
         assert!(!Cqe64::sw_owned(0xf1, 8, 3));
     }
 
@@ -327,13 +339,22 @@ mod tests {
             let wc = CqeRepr::parse(&c.emit()).unwrap().completion();
             let want = match op {
                 0 => (WcStatus::Success, WcOpcode::RdmaRead, 4096, None),
-                1 => (WcStatus::Success, WcOpcode::RecvRdmaWithImm, 4096, Some(0xdead_beef)),
+                1 => (
+                    WcStatus::Success,
+                    WcOpcode::RecvRdmaWithImm,
+                    4096,
+                    Some(0xdead_beef),
+                ),
                 2 | 4 => (WcStatus::Success, WcOpcode::Recv, 4096, None),
                 3 => (WcStatus::Success, WcOpcode::Recv, 4096, Some(0xdead_beef)),
                 13 | 14 => (WcStatus::RemAccessErr, WcOpcode::Other, 0, None),
                 _ => (WcStatus::GeneralErr, WcOpcode::Other, 0, None),
             };
-            assert_eq!((wc.status, wc.opcode, wc.byte_len, wc.imm), want, "cqe opcode {op}");
+            assert_eq!(
+                (wc.status, wc.opcode, wc.byte_len, wc.imm),
+                want,
+                "cqe opcode {op}"
+            );
             assert_eq!(wc.wqe_counter, 7);
         }
         for s in 0..=255u8 {
@@ -366,7 +387,10 @@ mod tests {
         raw[63] = 0xd1; // REQ_ERR, owner 1
         let c: Cqe64 = bytemuck::cast(raw);
         let r = CqeRepr::parse(&c).unwrap();
-        assert_eq!((r.opcode, r.owner, r.qpn, r.wqe_counter), (CqeOpcode::ReqErr, 1, 0x1234, 0xfffe));
+        assert_eq!(
+            (r.opcode, r.owner, r.qpn, r.wqe_counter),
+            (CqeOpcode::ReqErr, 1, 0x1234, 0xfffe)
+        );
         assert_eq!(r.error, Some((Syndrome::WrFlushErr, 0x42)));
         assert_eq!(r.completion().status, WcStatus::WrFlushErr);
     }

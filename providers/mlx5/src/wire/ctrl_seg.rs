@@ -131,11 +131,16 @@ impl CtrlRepr {
         let w0 = seg.opmod_idx_opcode.get();
         let w1 = seg.qpn_ds.get();
         if QPN_DS_RSVD.get(w1) != 0 {
-            return Err(ParseError::Reserved { field: "ctrl.qpn_ds[7:6]" });
+            return Err(ParseError::Reserved {
+                field: "ctrl.qpn_ds[7:6]",
+            });
         }
         let ds = DS.get(w1) as u8;
         if ds == 0 {
-            return Err(ParseError::Range { field: "ctrl.ds", value: 0 });
+            return Err(ParseError::Range {
+                field: "ctrl.ds",
+                value: 0,
+            });
         }
         Ok(Self {
             opcode: Opcode::from_raw(OPCODE.get(w0) as u8),
@@ -177,7 +182,11 @@ impl<T: AsRef<[u8]>> CtrlView<T> {
     /// Wraps `buf` after checking it holds 16 bytes.
     pub fn new_checked(buf: T) -> Result<Self, ParseError> {
         if buf.as_ref().len() < 16 {
-            return Err(ParseError::Truncated { what: "ctrl segment", need: 16, have: buf.as_ref().len() });
+            return Err(ParseError::Truncated {
+                what: "ctrl segment",
+                need: 16,
+                have: buf.as_ref().len(),
+            });
         }
         Ok(Self(buf))
     }
@@ -252,13 +261,25 @@ mod tests {
         };
         assert_eq!(
             bytemuck::bytes_of(&r.emit()),
-            &[0x00, 0xff, 0xfe, 0x08, 0x00, 0x12, 0x34, 0x03, 0, 0, 0, 0x08, 0, 0, 0, 0]
+            &[
+                0x00, 0xff, 0xfe, 0x08, 0x00, 0x12, 0x34, 0x03, 0, 0, 0, 0x08, 0, 0, 0, 0
+            ]
         );
         assert!(r.signaled() && !r.fenced());
     }
 
     fn arb_repr() -> impl Strategy<Value = CtrlRepr> {
-        (any::<u8>(), any::<u8>(), any::<u16>(), 0u32..1 << 24, 1u8..64, any::<u8>(), any::<u16>(), any::<u8>(), any::<u32>())
+        (
+            any::<u8>(),
+            any::<u8>(),
+            any::<u16>(),
+            0u32..1 << 24,
+            1u8..64,
+            any::<u8>(),
+            any::<u16>(),
+            any::<u8>(),
+            any::<u32>(),
+        )
             .prop_map(|(op, opmod, idx, qpn, ds, sig, dci, f, imm)| CtrlRepr {
                 opcode: Opcode::from_raw(op),
                 opmod,

@@ -37,20 +37,34 @@ impl DataSeg {
     #[inline(always)]
     #[must_use]
     pub const fn emit(sge: &Sge) -> Self {
-        Self { byte_count: Be32::new(sge.length), lkey: Be32::new(sge.lkey), addr: Be64::new(sge.addr) }
+        Self {
+            byte_count: Be32::new(sge.length),
+            lkey: Be32::new(sge.lkey),
+            addr: Be64::new(sge.addr),
+        }
     }
 
     /// The receive-queue terminator (byte count 0, invalid lkey, address 0).
-    pub const TERMINATOR: Self =
-        Self { byte_count: Be32::ZERO, lkey: Be32::new(INVALID_LKEY), addr: Be64::ZERO };
+    pub const TERMINATOR: Self = Self {
+        byte_count: Be32::ZERO,
+        lkey: Be32::new(INVALID_LKEY),
+        addr: Be64::ZERO,
+    };
 
     /// Decodes, rejecting an inline-flagged byte count.
     pub fn parse(&self) -> Result<Sge, ParseError> {
         let n = self.byte_count.get();
         if n & INLINE_FLAG != 0 {
-            return Err(ParseError::Range { field: "data.byte_count", value: u64::from(n) });
+            return Err(ParseError::Range {
+                field: "data.byte_count",
+                value: u64::from(n),
+            });
         }
-        Ok(Sge { addr: self.addr.get(), length: n, lkey: self.lkey.get() })
+        Ok(Sge {
+            addr: self.addr.get(),
+            length: n,
+            lkey: self.lkey.get(),
+        })
     }
 
     /// Whether this is the receive-queue terminator.

@@ -61,6 +61,9 @@ mod tests {
         assert_eq!(sq_word(0x2_0000).to_bytes(), [0, 0, 0, 0]);
         assert_eq!(cq_ci_word(0x0123_4567).to_bytes(), [0, 0x23, 0x45, 0x67]);
         // nic-formats.md §C.5: sn=1, ci=0x10 → `10 00 00 10`.
-        assert_eq!(Be32::new(cq_arm_word(1, false, 0x10)).to_bytes(), [0x10, 0, 0, 0x10]);
+        assert_eq!(
+            Be32::new(cq_arm_word(1, false, 0x10)).to_bytes(),
+            [0x10, 0, 0, 0x10]
+        );
     }
 }

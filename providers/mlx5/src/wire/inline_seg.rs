@@ -21,7 +21,11 @@ pub const fn header(len: u32) -> Be32 {
 #[inline(always)]
 #[must_use]
 pub const fn ds_for(len: u32) -> u32 {
-    if len == 0 { 0 } else { (HEADER_BYTES + len).div_ceil(16) }
+    if len == 0 {
+        0
+    } else {
+        (HEADER_BYTES + len).div_ceil(16)
+    }
 }
 
 /// Decodes a header word: `Some(len)` if the inline flag is set.
@@ -29,7 +33,11 @@ pub const fn ds_for(len: u32) -> u32 {
 #[must_use]
 pub const fn parse_header(word: Be32) -> Option<u32> {
     let v = word.get();
-    if v & INLINE_FLAG != 0 { Some(v & !INLINE_FLAG) } else { None }
+    if v & INLINE_FLAG != 0 {
+        Some(v & !INLINE_FLAG)
+    } else {
+        None
+    }
 }
 
 #[cfg(test)]
@@ -39,7 +47,17 @@ mod tests {
     #[test]
     fn sizes() {
         assert_eq!(header(5).to_bytes(), [0x80, 0, 0, 5]);
-        assert_eq!((ds_for(0), ds_for(1), ds_for(12), ds_for(13), ds_for(28), ds_for(29)), (0, 1, 1, 2, 2, 3));
+        assert_eq!(
+            (
+                ds_for(0),
+                ds_for(1),
+                ds_for(12),
+                ds_for(13),
+                ds_for(28),
+                ds_for(29)
+            ),
+            (0, 1, 1, 2, 2, 3)
+        );
         assert_eq!(parse_header(header(300)), Some(300));
         assert_eq!(parse_header(Be32::new(300)), None);
     }

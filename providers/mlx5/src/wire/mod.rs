@@ -73,7 +73,10 @@ impl ParseError {
     #[must_use]
     pub fn syndrome(&self) -> Syndrome {
         match self {
-            Self::Range { field: "inline.byte_count", .. } => Syndrome::LocalLengthErr,
+            Self::Range {
+                field: "inline.byte_count",
+                ..
+            } => Syndrome::LocalLengthErr,
             _ => Syndrome::LocalQpOpErr,
         }
     }
@@ -82,7 +85,9 @@ impl ParseError {
 impl core::fmt::Display for ParseError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self {
-            Self::Truncated { what, need, have } => write!(f, "{what}: need {need} bytes, have {have}"),
+            Self::Truncated { what, need, have } => {
+                write!(f, "{what}: need {need} bytes, have {have}")
+            }
             Self::Range { field, value } => write!(f, "{field}: value {value:#x} out of range"),
             Self::Reserved { field } => write!(f, "{field}: reserved bits set"),
             Self::UnknownOpcode(op) => write!(f, "unknown or unsupported WQE opcode {op:#04x}"),

@@ -28,13 +28,20 @@ impl RaddrSeg {
     #[inline(always)]
     #[must_use]
     pub const fn emit(remote: Remote) -> Self {
-        Self { raddr: Be64::new(remote.addr), rkey: Be32::new(remote.rkey), reserved_12: Be32::ZERO }
+        Self {
+            raddr: Be64::new(remote.addr),
+            rkey: Be32::new(remote.rkey),
+            reserved_12: Be32::ZERO,
+        }
     }
 
     /// Decodes (reserved bytes are ignored, as hardware does).
     #[inline(always)]
     #[must_use]
     pub const fn parse(&self) -> Remote {
-        Remote { addr: self.raddr.get(), rkey: self.rkey.get() }
+        Remote {
+            addr: self.raddr.get(),
+            rkey: self.rkey.get(),
+        }
     }
 }

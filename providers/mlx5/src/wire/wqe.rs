@@ -8,7 +8,9 @@
 
 use gda_hal::{AtomicOp, Remote, Sge};
 
-use super::atomic_seg::{self, AtomicSeg, MaskedCs32Seg, MaskedCs64Seg, MaskedFa32Seg, MaskedFa64Seg};
+use super::atomic_seg::{
+    self, AtomicSeg, MaskedCs32Seg, MaskedCs64Seg, MaskedFa32Seg, MaskedFa64Seg,
+};
 use super::{CtrlRepr, CtrlSeg, DataSeg, Opcode, ParseError, RaddrSeg, inline_seg};
 
 /// Most 16-byte units in one WQE (6-bit DS field).
@@ -27,7 +29,14 @@ impl SgeList {
     /// Empty list.
     #[must_use]
     pub const fn new() -> Self {
-        Self { items: [Sge { addr: 0, length: 0, lkey: 0 }; MAX_DATA_SEGS], len: 0 }
+        Self {
+            items: [Sge {
+                addr: 0,
+                length: 0,
+                lkey: 0,
+            }; MAX_DATA_SEGS],
+            len: 0,
+        }
     }
 
     /// Appends; `false` if full.
@@ -71,6 +80,9 @@ pub struct AtomicRepr {
 }
 
 /// The payload of a WQE.
+// The gather list is stored inline (62 entries) because this crate is `no_std` without an
+// allocator; the decoder serves tools and the software NIC, not the posting hot path.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PayloadRepr<'a> {
     /// No payload segments.
@@ -100,35 +112,54 @@ fn seg<T: bytemuck::Pod>(bytes: &[u8], ds: usize, what: &'static str) -> Result<
     bytes
         .get(start..start + size)
         .map(bytemuck::pod_read_unaligned)
-        .ok_or(ParseError::Truncated { what, need: start + size, have: bytes.len() })
+        .ok_or(ParseError::Truncated {
+            what,
+            need: start + size,
+            have: bytes.len(),
+        })
 }
 
-fn parse_payload(bytes: &[u8], from_ds: usize, ds: usize, allow_inline: bool) -> Result<PayloadRepr<'_>, ParseError> {
+fn parse_payload(
+    bytes: &[u8],
+    from_ds: usize,
+    ds: usize,
+    allow_inline: bool,
+) -> Result<PayloadRepr<'_>, ParseError> {
     if from_ds >= ds {
         return Ok(PayloadRepr::None);
     }
     let first: DataSeg = seg(bytes, from_ds, "payload segment")?;
     if let Some(len) = inline_seg::parse_header(first.byte_count) {
         if !allow_inline {
-            return Err(ParseError::Layout { what: "inline data on an opcode that has no inline form" });
+            return Err(ParseError::Layout {
+                what: "inline data on an opcode that has no inline form",
+            });
         }
         let need_ds = inline_seg::ds_for(len) as usize;
         if need_ds == 0 || from_ds + need_ds != ds {
-            return Err(ParseError::Range { field: "inline.byte_count", value: u64::from(len) });
+            return Err(ParseError::Range {
+                field: "inline.byte_count",
+                value: u64::from(len),
+            });
         }
         let start = from_ds * 16 + inline_seg::HEADER_BYTES as usize;
-        let data = bytes.get(start..start + len as usize).ok_or(ParseError::Truncated {
-            what: "inline payload",
-            need: start + len as usize,
-            have: bytes.len(),
-        })?;
+        let data = bytes
+            .get(start..start + len as usize)
+            .ok_or(ParseError::Truncated {
+                what: "inline payload",
+                need: start + len as usize,
+                have: bytes.len(),
+            })?;
         return Ok(PayloadRepr::Inline(data));
     }
     let mut list = SgeList::new();
     for k in from_ds..ds {
         let d: DataSeg = seg(bytes, k, "data segment")?;
         if !list.push(d.parse()?) {
-            return Err(ParseError::Range { field: "ctrl.ds", value: ds as u64 });
+            return Err(ParseError::Range {
+                field: "ctrl.ds",
+                value: ds as u64,
+            });
         }
     }
     Ok(PayloadRepr::Sges(list))
@@ -141,10 +172,25 @@ impl<'a> WqeRepr<'a> {
         let ctrl = CtrlRepr::parse(&ctrl_seg)?;
         let ds = usize::from(ctrl.ds);
         if bytes.len() < ds * 16 {
-            return Err(ParseError::Truncated { what: "WQE (ctrl.ds)", need: ds * 16, have: bytes.len() });
+            return Err(ParseError::Truncated {
+                what: "WQE (ctrl.ds)",
+                need: ds * 16,
+                have: bytes.len(),
+            });
         }
-        let mut w = WqeRepr { ctrl, raddr: None, atomic: None, payload: PayloadRepr::None };
-        let need = |ok: bool, what: &'static str| if ok { Ok(()) } else { Err(ParseError::Layout { what }) };
+        let mut w = WqeRepr {
+            ctrl,
+            raddr: None,
+            atomic: None,
+            payload: PayloadRepr::None,
+        };
+        let need = |ok: bool, what: &'static str| {
+            if ok {
+                Ok(())
+            } else {
+                Err(ParseError::Layout { what })
+            }
+        };
         match ctrl.opcode {
             Opcode::Nop => need(ds == 1, "NOP must be exactly 1 DS")?,
             Opcode::RdmaWrite | Opcode::RdmaWriteImm => {
@@ -166,16 +212,23 @@ impl<'a> WqeRepr<'a> {
                 w.raddr = Some(seg::<RaddrSeg>(bytes, 1, "raddr")?.parse());
                 let a: AtomicSeg = seg(bytes, 2, "atomic")?;
                 let op = if ctrl.opcode == Opcode::AtomicCs {
-                    AtomicOp::CompareSwap { compare: a.compare.get(), swap: a.swap_add.get() }
+                    AtomicOp::CompareSwap {
+                        compare: a.compare.get(),
+                        swap: a.swap_add.get(),
+                    }
                 } else {
-                    AtomicOp::FetchAdd { add: a.swap_add.get() }
+                    AtomicOp::FetchAdd {
+                        add: a.swap_add.get(),
+                    }
                 };
                 w.atomic = Some(AtomicRepr { op, bytes: 8 });
                 w.payload = parse_payload(bytes, 3, ds, false)?;
             }
             Opcode::AtomicMaskedCs | Opcode::AtomicMaskedFa => {
-                let width = atomic_seg::ext_bytes(ctrl.opmod)
-                    .ok_or(ParseError::Range { field: "ctrl.opmod", value: u64::from(ctrl.opmod) })?;
+                let width = atomic_seg::ext_bytes(ctrl.opmod).ok_or(ParseError::Range {
+                    field: "ctrl.opmod",
+                    value: u64::from(ctrl.opmod),
+                })?;
                 w.raddr = Some(seg::<RaddrSeg>(bytes, 1, "raddr")?.parse());
                 let (op, data_ds) = match (ctrl.opcode, width) {
                     (Opcode::AtomicMaskedCs, 4) => {
@@ -208,11 +261,17 @@ impl<'a> WqeRepr<'a> {
                     }
                     _ => {
                         let s: MaskedFa64Seg = seg(bytes, 2, "masked FA")?;
-                        let op = AtomicOp::MaskedFetchAdd { add: s.add.get(), field_boundary: s.field_boundary.get() };
+                        let op = AtomicOp::MaskedFetchAdd {
+                            add: s.add.get(),
+                            field_boundary: s.field_boundary.get(),
+                        };
                         (op, 3)
                     }
                 };
-                need(ds == data_ds + 1, "masked atomic DS count does not match its width")?;
+                need(
+                    ds == data_ds + 1,
+                    "masked atomic DS count does not match its width",
+                )?;
                 w.atomic = Some(AtomicRepr { op, bytes: width });
                 w.payload = parse_payload(bytes, data_ds, ds, false)?;
             }
@@ -229,14 +288,19 @@ impl<'a> WqeRepr<'a> {
     /// Bytes of the last 16-byte unit past the inline payload are written as zero.
     pub fn emit(&self, out: &mut [u8]) -> Result<usize, ParseError> {
         let total = usize::from(self.ctrl.ds) * 16;
-        let out = out
-            .get_mut(..total)
-            .ok_or(ParseError::Truncated { what: "output buffer", need: total, have: 0 })?;
+        let out = out.get_mut(..total).ok_or(ParseError::Truncated {
+            what: "output buffer",
+            need: total,
+            have: 0,
+        })?;
         out.fill(0);
         let mut put = |ds: usize, bytes: &[u8]| -> Result<(), ParseError> {
             let dst = out
                 .get_mut(ds * 16..ds * 16 + bytes.len())
-                .ok_or(ParseError::Range { field: "ctrl.ds", value: total as u64 / 16 })?;
+                .ok_or(ParseError::Range {
+                    field: "ctrl.ds",
+                    value: total as u64 / 16,
+                })?;
             dst.copy_from_slice(bytes);
             Ok(())
         };
@@ -256,14 +320,20 @@ impl<'a> WqeRepr<'a> {
         match self.payload {
             PayloadRepr::None => {}
             PayloadRepr::Inline(data) => {
-                let len = u32::try_from(data.len()).map_err(|_| ParseError::Range { field: "inline", value: u64::MAX })?;
+                let len = u32::try_from(data.len()).map_err(|_| ParseError::Range {
+                    field: "inline",
+                    value: u64::MAX,
+                })?;
                 let mut hdr = [0u8; 4];
                 hdr.copy_from_slice(&inline_seg::header(len).to_bytes());
                 put(k, &hdr)?;
                 let start = k * 16 + 4;
                 let dst = out
                     .get_mut(start..start + data.len())
-                    .ok_or(ParseError::Range { field: "ctrl.ds", value: total as u64 / 16 })?;
+                    .ok_or(ParseError::Range {
+                        field: "ctrl.ds",
+                        value: total as u64 / 16,
+                    })?;
                 dst.copy_from_slice(data);
             }
             PayloadRepr::Sges(list) => {
