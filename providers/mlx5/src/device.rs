@@ -4,7 +4,7 @@
 //! Every function is `#[inline(always)]`, allocation-free and has no panicking path: ring math is
 //! power-of-two masking, slices are reached with `get`, and the only memory access is through
 //! [`gda_hal::mmio`]. Functions are `unsafe` because handles carry raw addresses; the caller's
-//! obligations are listed on [`Provider`](gda_hal::Provider).
+//! obligations are listed on [`Provider`].
 //!
 //! Sequence of a post (nic-formats.md §B.3): write the WQE at the reserved WQEBBs
 //! ([`Mlx5::post`] and friends return a [`Posted`]) → [`Mlx5::ring_sq`] (release fence →

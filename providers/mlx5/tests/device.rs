@@ -581,7 +581,7 @@ fn fuzz_seed_corpora() {
             wqe_opcode: Opcode::from_raw(op.wrapping_mul(7)),
             qpn: u32::from(op) << 8,
             wqe_counter: u16::from(op) * 1000,
-            byte_cnt: 64,
+            byte_cnt: if matches!(op, 13 | 14) { 0 } else { 64 },
             imm: 0x1234,
             srqn: 0,
             error: matches!(op, 13 | 14).then_some((Syndrome::from_raw(op + 3), op)),
