@@ -66,6 +66,10 @@ fn main() {
     run(Command::new("objcopy")
         .arg("--keep-global-symbol=ref_mlx5_post_send")
         .arg("--keep-global-symbol=ref_mlx5_post_loop")
+        .arg("--keep-global-symbol=ref_mlx5dv_set_ctrl_seg")
+        .arg("--keep-global-symbol=ref_mlx5dv_set_data_seg")
+        .arg("--keep-global-symbol=ref_mlx5dv_cqe_fields")
+        .arg("--keep-global-symbol=ref_mlx5_layout")
         .arg(&merged));
     let lib = out.join("libmlx5ref.a");
     let _ = std::fs::remove_file(&lib);

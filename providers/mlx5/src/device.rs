@@ -116,10 +116,10 @@ unsafe fn ring_copy(wq: &WqHandle, at: ProdIdx, off: u32, src: &[u8]) {
     let ring_bytes = wq.entries.wrapping_mul(WQEBB_BYTES);
     let mask = ring_bytes.wrapping_sub(1);
     let pos = at.0.wrapping_mul(WQEBB_BYTES).wrapping_add(off) & mask;
-    let first = (ring_bytes - pos).min(src.len() as u32) as usize;
+    let first = ring_bytes.wrapping_sub(pos).min(src.len() as u32) as usize;
     let (a, b) = src.split_at(first.min(src.len()));
     // SAFETY: `pos + a.len() <= ring_bytes`, inside the ring the caller owns.
-    unsafe { mmio::copy_bytes((wq.buf + u64::from(pos)) as *mut u8, a) };
+    unsafe { mmio::copy_bytes(wq.buf.wrapping_add(u64::from(pos)) as *mut u8, a) };
     if !b.is_empty() {
         // SAFETY: the remainder starts at ring offset 0; it is shorter than one WQE (≤ 1008
         // bytes), which fits in the caller's reserved WQEBBs.
@@ -169,7 +169,7 @@ unsafe fn put_payload(wq: &WqHandle, at: ProdIdx, k: u32, payload: &Payload<'_>)
                 ring_copy(wq, at, off, &inline_seg::header(len).to_bytes());
                 ring_copy(wq, at, off + inline_seg::HEADER_BYTES, data);
                 let used = inline_seg::HEADER_BYTES + len;
-                let pad = (units * 16 - used) as usize;
+                let pad = (units * 16).saturating_sub(used) as usize;
                 ring_copy(wq, at, off + used, [0u8; 16].get(..pad).unwrap_or(&[]));
             }
             units
@@ -320,7 +320,10 @@ impl Mlx5 {
                 // the destination range was vouched for by the caller.
                 unsafe {
                     let chunk = &*(src as *const [u8; 64]);
-                    mmio::copy_blueflame_chunk((reg + u64::from(i) * 64) as *mut u64, chunk);
+                    mmio::copy_blueflame_chunk(
+                        reg.wrapping_add(u64::from(i) * 64) as *mut u64,
+                        chunk,
+                    );
                 }
                 i += 1;
             }
@@ -616,7 +619,10 @@ impl Provider for Mlx5 {
             if s.length != 0 && k < cap {
                 // SAFETY: the caller owns slot `at`; `k < stride / 16` keeps the store inside it.
                 unsafe {
-                    mmio::write_seg((base + u64::from(k) * 16) as *mut DataSeg, DataSeg::emit(s))
+                    mmio::write_seg(
+                        base.wrapping_add(u64::from(k) * 16) as *mut DataSeg,
+                        DataSeg::emit(s),
+                    )
                 };
                 k += 1;
             }
@@ -625,7 +631,7 @@ impl Provider for Mlx5 {
             // SAFETY: as above.
             unsafe {
                 mmio::write_seg(
-                    (base + u64::from(k) * 16) as *mut DataSeg,
+                    base.wrapping_add(u64::from(k) * 16) as *mut DataSeg,
                     DataSeg::TERMINATOR,
                 )
             };
@@ -649,8 +655,9 @@ impl Provider for Mlx5 {
         let ring = cq.ring()?;
         let addr = cqe_addr(cq, ring.slot(ci));
         // SAFETY: `addr` is inside the CQ buffer the caller vouched for.
-        let op_own =
-            unsafe { mmio::load_u8_acquire((addr + cqe64::field::OP_OWN as u64) as *const u8) };
+        let op_own = unsafe {
+            mmio::load_u8_acquire(addr.wrapping_add(cqe64::field::OP_OWN as u64) as *const u8)
+        };
         if !Cqe64::sw_owned(op_own, ci, ring.log2()) {
             return None;
         }
@@ -679,8 +686,9 @@ impl Provider for Mlx5 {
     ) -> Result<Option<WorkCompletion>, OutOfWindow> {
         let addr = cqe_addr(cq, 0);
         // SAFETY: slot 0 is inside the CQ buffer the caller vouched for.
-        let op_own =
-            unsafe { mmio::load_u8_acquire((addr + cqe64::field::OP_OWN as u64) as *const u8) };
+        let op_own = unsafe {
+            mmio::load_u8_acquire(addr.wrapping_add(cqe64::field::OP_OWN as u64) as *const u8)
+        };
         if op_own >> cqe64::op_own::OPCODE_SHIFT == crate::wire::CqeOpcode::Invalid.raw() {
             return Ok(None);
         }

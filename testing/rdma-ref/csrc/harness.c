@@ -193,3 +193,71 @@ uint64_t ref_mlx5_post_loop(const struct ref_qp_cfg *cfg, const struct ref_wr *r
 	ref_free(st);
 	return ok;
 }
+
+/* ---- mlx5dv.h public inline helpers and struct layouts, for cross-checks ---- */
+
+void ref_mlx5dv_set_ctrl_seg(uint8_t *seg, uint16_t pi, uint8_t opcode, uint8_t opmod,
+			     uint32_t qp_num, uint8_t fm_ce_se, uint8_t ds, uint8_t signature,
+			     uint32_t imm)
+{
+	mlx5dv_set_ctrl_seg((struct mlx5_wqe_ctrl_seg *)seg, pi, opcode, opmod, qp_num,
+			    fm_ce_se, ds, signature, imm);
+}
+
+void ref_mlx5dv_set_data_seg(uint8_t *seg, uint32_t length, uint32_t lkey, uint64_t address)
+{
+	mlx5dv_set_data_seg((struct mlx5_wqe_data_seg *)seg, length, lkey, (uintptr_t)address);
+}
+
+/* owner, opcode, solicited, format as the mlx5dv.h getters decode them */
+void ref_mlx5dv_cqe_fields(uint8_t *cqe, uint8_t out[4])
+{
+	struct mlx5_cqe64 *c = (struct mlx5_cqe64 *)cqe;
+
+	out[0] = mlx5dv_get_cqe_owner(c);
+	out[1] = mlx5dv_get_cqe_opcode(c);
+	out[2] = mlx5dv_get_cqe_se(c);
+	out[3] = mlx5dv_get_cqe_format(c);
+}
+
+#define L(s, f) offsetof(struct s, f)
+/* sizeof/offsetof of every structure gda encodes, in a fixed order (see src/lib.rs). */
+uint32_t ref_mlx5_layout(uint32_t *out, uint32_t cap)
+{
+	const uint32_t v[] = {
+		sizeof(struct mlx5_wqe_ctrl_seg), L(mlx5_wqe_ctrl_seg, opmod_idx_opcode),
+		L(mlx5_wqe_ctrl_seg, qpn_ds), L(mlx5_wqe_ctrl_seg, signature),
+		L(mlx5_wqe_ctrl_seg, fm_ce_se), L(mlx5_wqe_ctrl_seg, imm),
+		sizeof(struct mlx5_wqe_raddr_seg), L(mlx5_wqe_raddr_seg, raddr),
+		L(mlx5_wqe_raddr_seg, rkey),
+		sizeof(struct mlx5_wqe_data_seg), L(mlx5_wqe_data_seg, byte_count),
+		L(mlx5_wqe_data_seg, lkey), L(mlx5_wqe_data_seg, addr),
+		sizeof(struct mlx5_wqe_atomic_seg), L(mlx5_wqe_atomic_seg, swap_add),
+		L(mlx5_wqe_atomic_seg, compare),
+		sizeof(struct mlx5_wqe_masked_atomic_seg), L(mlx5_wqe_masked_atomic_seg, swap_add),
+		L(mlx5_wqe_masked_atomic_seg, compare), L(mlx5_wqe_masked_atomic_seg, swap_add_mask),
+		L(mlx5_wqe_masked_atomic_seg, compare_mask),
+		sizeof(struct mlx5_cqe64), L(mlx5_cqe64, srqn_uidx), L(mlx5_cqe64, imm_inval_pkey),
+		L(mlx5_cqe64, byte_cnt), L(mlx5_cqe64, sop_drop_qpn), L(mlx5_cqe64, wqe_counter),
+		L(mlx5_cqe64, signature), L(mlx5_cqe64, op_own),
+		sizeof(struct mlx5_err_cqe), L(mlx5_err_cqe, vendor_err_synd),
+		L(mlx5_err_cqe, syndrome), L(mlx5_err_cqe, s_wqe_opcode_qpn),
+		L(mlx5_err_cqe, wqe_counter), L(mlx5_err_cqe, op_own),
+		MLX5_OPCODE_NOP, MLX5_OPCODE_RDMA_WRITE, MLX5_OPCODE_RDMA_WRITE_IMM, MLX5_OPCODE_SEND,
+		MLX5_OPCODE_SEND_IMM, MLX5_OPCODE_RDMA_READ, MLX5_OPCODE_ATOMIC_CS,
+		MLX5_OPCODE_ATOMIC_FA, MLX5_OPCODE_ATOMIC_MASKED_CS, MLX5_OPCODE_ATOMIC_MASKED_FA,
+		MLX5_WQE_CTRL_CQ_UPDATE, MLX5_WQE_CTRL_SOLICITED, MLX5_WQE_CTRL_FENCE,
+		MLX5_INLINE_SEG, MLX5_INVALID_LKEY, MLX5_SND_DBR, MLX5_RCV_DBR,
+		MLX5_CQE_REQ, MLX5_CQE_RESP_WR_IMM, MLX5_CQE_RESP_SEND, MLX5_CQE_RESP_SEND_IMM,
+		MLX5_CQE_RESP_SEND_INV, MLX5_CQE_REQ_ERR, MLX5_CQE_RESP_ERR, MLX5_CQE_INVALID,
+		MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR, MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR,
+		MLX5_CQE_SYNDROME_LOCAL_PROT_ERR, MLX5_CQE_SYNDROME_WR_FLUSH_ERR,
+		MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR, MLX5_CQE_SYNDROME_REMOTE_OP_ERR,
+		MLX5_CQE_SYNDROME_RNR_RETRY_EXC_ERR,
+	};
+	uint32_t i, n = sizeof(v) / sizeof(v[0]);
+
+	for (i = 0; i < n && i < cap; i++)
+		out[i] = v[i];
+	return n;
+}

@@ -106,6 +106,20 @@ unsafe extern "C" {
         sq_buf: *mut u8,
         out: *mut RefOut,
     ) -> c_int;
+    fn ref_mlx5dv_set_ctrl_seg(
+        seg: *mut u8,
+        pi: u16,
+        opcode: u8,
+        opmod: u8,
+        qp_num: u32,
+        fm_ce_se: u8,
+        ds: u8,
+        signature: u8,
+        imm: u32,
+    );
+    fn ref_mlx5dv_set_data_seg(seg: *mut u8, length: u32, lkey: u32, address: u64);
+    fn ref_mlx5dv_cqe_fields(cqe: *mut u8, out: *mut u8);
+    fn ref_mlx5_layout(out: *mut u32, cap: u32) -> u32;
     fn ref_mlx5_post_loop(
         cfg: *const RefQpCfg,
         wr: *const RefWr,
@@ -115,12 +129,63 @@ unsafe extern "C" {
     ) -> u64;
 }
 
-/// Posts `wr` `iters` times on one rdma-core QP (completions simulated), for benchmarks.
-/// Returns how many posts rdma-core accepted.
-///
-/// # Panics
-/// If `sq` is shorter than the configured ring or not 8-byte aligned.
-pub fn mlx5_post_loop(cfg: &RefQpCfg, wr: &RefWr, sq: &mut [u8], iters: u64) -> u64 {
+/// `mlx5dv_set_ctrl_seg` (mlx5dv.h) into `seg`; bytes 9–10 are left as they were.
+#[allow(clippy::too_many_arguments)]
+pub fn mlx5dv_set_ctrl_seg(
+    seg: &mut [u8; 16],
+    pi: u16,
+    opcode: u8,
+    opmod: u8,
+    qp_num: u32,
+    fm_ce_se: u8,
+    ds: u8,
+    signature: u8,
+    imm: u32,
+) {
+    // SAFETY: `seg` is 16 writable bytes; the helper writes only within them.
+    unsafe {
+        ref_mlx5dv_set_ctrl_seg(
+            seg.as_mut_ptr(),
+            pi,
+            opcode,
+            opmod,
+            qp_num,
+            fm_ce_se,
+            ds,
+            signature,
+            imm,
+        )
+    }
+}
+
+/// `mlx5dv_set_data_seg` (mlx5dv.h) into `seg`.
+pub fn mlx5dv_set_data_seg(seg: &mut [u8; 16], length: u32, lkey: u32, address: u64) {
+    // SAFETY: `seg` is 16 writable bytes.
+    unsafe { ref_mlx5dv_set_data_seg(seg.as_mut_ptr(), length, lkey, address) }
+}
+
+/// `[owner, opcode, se, format]` as `mlx5dv_get_cqe_{owner,opcode,se,format}` decode `cqe`.
+#[must_use]
+pub fn mlx5dv_cqe_fields(cqe: &[u8; 64]) -> [u8; 4] {
+    let mut copy = *cqe;
+    let mut out = [0u8; 4];
+    // SAFETY: 64 readable bytes in, 4 writable bytes out.
+    unsafe { ref_mlx5dv_cqe_fields(copy.as_mut_ptr(), out.as_mut_ptr()) };
+    out
+}
+
+/// Sizes, offsets and constants of rdma-core's mlx5 structures, in the order of
+/// `ref_mlx5_layout` in `csrc/harness.c`.
+#[must_use]
+pub fn mlx5_layout() -> Vec<u32> {
+    let mut v = vec![0u32; 128];
+    // SAFETY: `v` has room for `cap` values.
+    let n = unsafe { ref_mlx5_layout(v.as_mut_ptr(), v.len() as u32) };
+    v.truncate(n as usize);
+    v
+}
+
+fn check_sq(cfg: &RefQpCfg, sq: &[u8]) {
     assert!(
         sq.len() >= cfg.sq_wqe_cnt as usize * 64,
         "send queue buffer too small"
@@ -130,6 +195,15 @@ pub fn mlx5_post_loop(cfg: &RefQpCfg, wr: &RefWr, sq: &mut [u8], iters: u64) -> 
         0,
         "send queue buffer must be 8-byte aligned"
     );
+}
+
+/// Posts `wr` `iters` times on one rdma-core QP (completions simulated), for benchmarks.
+/// Returns how many posts rdma-core accepted.
+///
+/// # Panics
+/// If `sq` is shorter than the configured ring or not 8-byte aligned.
+pub fn mlx5_post_loop(cfg: &RefQpCfg, wr: &RefWr, sq: &mut [u8], iters: u64) -> u64 {
+    check_sq(cfg, sq);
     let mut dbrec = [0u32; 2];
     // SAFETY: as in `mlx5_post_send`; `dbrec` outlives the call.
     unsafe { ref_mlx5_post_loop(cfg, wr, sq.as_mut_ptr(), dbrec.as_mut_ptr(), iters) }
@@ -141,15 +215,7 @@ pub fn mlx5_post_loop(cfg: &RefQpCfg, wr: &RefWr, sq: &mut [u8], iters: u64) -> 
 /// # Panics
 /// If `sq` is shorter than the configured ring or not 8-byte aligned.
 pub fn mlx5_post_send(cfg: &RefQpCfg, wr: &RefWr, sq: &mut [u8]) -> RefOut {
-    assert!(
-        sq.len() >= cfg.sq_wqe_cnt as usize * 64,
-        "send queue buffer too small"
-    );
-    assert_eq!(
-        sq.as_ptr() as usize % 8,
-        0,
-        "send queue buffer must be 8-byte aligned"
-    );
+    check_sq(cfg, sq);
     let mut out = RefOut::default();
     // SAFETY: all pointers are valid for the sizes the harness uses (checked above; `RefOut` and
     // `RefWr` are the C structs' layouts), and inline `sg_list` addresses are the caller's
