@@ -7,7 +7,7 @@
 //!
 //! | feature | default | what |
 //! |---|---|---|
-//! | `sim` | yes | the software NIC (default device; arrives with its own issue) |
+//! | `sim` | yes | the software NIC ([`sim`]): native and mlx5 device models, fabrics, chaos mode |
 //! | `mlx5` | yes | NVIDIA/Mellanox ConnectX formats and device functions ([`mlx5`]) |
 //!
 //! ```
@@ -34,5 +34,7 @@
 pub use gda_hal as hal;
 #[cfg(feature = "mlx5")]
 pub use gda_mlx5 as mlx5;
+#[cfg(feature = "sim")]
+pub use gda_sim as sim;
 
 pub mod wire;

@@ -16,6 +16,7 @@
 //! | [`endian`] | `Be32`/`Le32`/… field types that keep native alignment |
 //! | [`bits`] | named sub-word bit fields |
 //! | [`index`] | wrapping ring indices (16-, 24-, 32-bit) and power-of-two rings |
+//! | [`sq`] | the multi-producer posting protocol (reserve, ring in order, two quiets), loom-checked |
 //! | [`progress`] | window-checked completion progress for collapsed CQs (DESIGN.md §7.1) |
 //! | [`status`] | [`WcStatus`]/[`WcOpcode`], numbered as rdma-core's `ibv_wc_*` |
 //! | [`error`] | [`ErrorKind`] and the [`Error`] trait every gda error implements |
@@ -42,7 +43,9 @@ pub mod mmio;
 pub mod op;
 pub mod progress;
 pub mod provider;
+pub mod sq;
 pub mod status;
+mod sync;
 
 pub use endian::{Be16, Be32, Be64, Le16, Le32, Le64};
 pub use error::{Error, ErrorKind};
@@ -54,6 +57,7 @@ pub use op::{
 };
 pub use progress::{CollapsedProgress, OutOfWindow};
 pub use provider::{PostError, Provider};
+pub use sq::{Counters, SendQueue, SqError};
 pub use status::{WcOpcode, WcStatus};
 
 #[cfg(feature = "std")]

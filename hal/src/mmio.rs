@@ -224,3 +224,100 @@ mod tests {
         assert_eq!(bytemuck::cast_slice::<u64, u8>(&bf), &chunk[..]);
     }
 }
+
+/// A software device reading or writing host memory by "DMA": copies `len` bytes from `src` to
+/// `dst` (the ranges may overlap, as a loopback transfer within one region can).
+///
+/// # Safety
+/// Both ranges must be valid for `len` bytes (the device model has checked them against a
+/// registered memory region).
+#[inline(always)]
+pub unsafe fn dma_copy(dst: *mut u8, src: *const u8, len: usize) {
+    // SAFETY: the caller guarantees both ranges are valid; `copy` tolerates overlap.
+    // ORDERING: plain stores; the device publishes them with `dma_publish` before the
+    // completion that reports them.
+    unsafe { core::ptr::copy(src, dst, len) }
+}
+
+/// Orders a software device's data stores before the completion (or doorbell-record) store
+/// that announces them ("remote writes visible before the completion").
+///
+/// ORDERING: pairs with the consumer's Acquire load of the CQE ownership byte.
+#[inline(always)]
+pub fn dma_publish() {
+    fence(Ordering::Release);
+}
+
+/// Orders a software device's read of a doorbell/record before its reads of the WQEs it covers.
+///
+/// ORDERING: pairs with the producer's `wqe_to_dbrec_fence` + Release doorbell-record store.
+#[inline(always)]
+pub fn dma_acquire() {
+    fence(Ordering::Acquire);
+}
+
+/// Loads a 64-bit word that another agent stores atomically (a software NIC's doorbell
+/// register stand-in).
+///
+/// # Safety
+/// `src` must be valid and 8-byte aligned; concurrent writers must store whole words.
+#[inline(always)]
+pub unsafe fn load_u64_acquire(src: *const u64) -> u64 {
+    // SAFETY: the caller guarantees a valid, aligned location accessed by whole-word stores.
+    let cell = unsafe { core::sync::atomic::AtomicU64::from_ptr(src.cast_mut()) };
+    // ORDERING: Acquire pairs with the producer's doorbell store after its Release fence.
+    cell.load(Ordering::Acquire)
+}
+
+/// Stores a 64-bit word with release ordering (the native doorbell).
+///
+/// # Safety
+/// `dst` must be valid and 8-byte aligned; concurrent accessors must use atomic operations.
+#[inline(always)]
+pub unsafe fn store_u64_release(dst: *mut u64, value: u64) {
+    // SAFETY: the caller guarantees a valid, aligned location.
+    let cell = unsafe { core::sync::atomic::AtomicU64::from_ptr(dst) };
+    // ORDERING: Release publishes the WQE stores before it to the device's Acquire load.
+    cell.store(value, Ordering::Release);
+}
+
+/// Takes (reads and clears) a 64-bit doorbell word, so a software NIC notices every doorbell
+/// store even when two carry the same value.
+///
+/// # Safety
+/// `addr` must be valid and 8-byte aligned; writers must store whole words.
+#[inline(always)]
+pub unsafe fn take_u64(addr: *mut u64) -> u64 {
+    // SAFETY: the caller guarantees a valid, aligned location.
+    let cell = unsafe { core::sync::atomic::AtomicU64::from_ptr(addr) };
+    // ORDERING: AcqRel — Acquire pairs with the producer's fenced doorbell store.
+    cell.swap(0, Ordering::AcqRel)
+}
+
+/// Atomically applies `f` to the naturally aligned 4- or 8-byte integer at `addr` (a NIC
+/// executing a remote atomic) and returns the old value; other width → `None`.
+///
+/// # Safety
+/// `addr` must be valid for `bytes` bytes and aligned to `bytes`; every concurrent access to it
+/// must be atomic.
+#[inline]
+pub unsafe fn dma_atomic_rmw(addr: u64, bytes: u32, f: impl Fn(u64) -> u64) -> Option<u64> {
+    use core::sync::atomic::{AtomicU32, AtomicU64};
+    match bytes {
+        8 => {
+            // SAFETY: valid, 8-byte aligned, atomically accessed (caller).
+            let cell = unsafe { AtomicU64::from_ptr(addr as *mut u64) };
+            // ORDERING: AcqRel — the RMW is a synchronisation point between initiators.
+            cell.fetch_update(Ordering::AcqRel, Ordering::Acquire, |v| Some(f(v))).ok()
+        }
+        4 => {
+            // SAFETY: valid, 4-byte aligned, atomically accessed (caller).
+            let cell = unsafe { AtomicU32::from_ptr(addr as *mut u32) };
+            // ORDERING: as above.
+            cell.fetch_update(Ordering::AcqRel, Ordering::Acquire, |v| Some(f(u64::from(v)) as u32))
+                .ok()
+                .map(u64::from)
+        }
+        _ => None,
+    }
+}

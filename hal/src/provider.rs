@@ -98,6 +98,10 @@ pub trait Provider: Copy + 'static {
     const WQE_COUNTER_BITS: u32;
     /// Width in bits of the CQ consumer index the hardware tracks.
     const CQ_INDEX_BITS: u32;
+    /// Whether the NIC writes an atomic's fetched (old) value to the local buffer big-endian
+    /// (ConnectX does by default: `atomic_req_8B_endianness_mode` 0, verbs'
+    /// `ATOMIC_HCA_REPLY_BE`) rather than in host order. Readers of fetch results convert.
+    const ATOMIC_RESULT_BIG_ENDIAN: bool;
 
     /// Queue units `wr` occupies (what a producer reserves before writing).
     fn units_for(wr: &WorkRequest<'_>) -> u32;

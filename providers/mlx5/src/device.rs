@@ -402,6 +402,7 @@ impl Provider for Mlx5 {
     const HAS_DOORBELL_RECORD: bool = true;
     const WQE_COUNTER_BITS: u32 = 16;
     const CQ_INDEX_BITS: u32 = 24;
+    const ATOMIC_RESULT_BIG_ENDIAN: bool = true;
 
     #[inline(always)]
     fn units_for(wr: &WorkRequest<'_>) -> u32 {

@@ -1,0 +1,381 @@
+//! The multi-producer posting protocol (DESIGN.md §2): many threads share one send queue.
+//!
+//! | step | mechanism |
+//! |---|---|
+//! | reserve | one atomic add on the producer position (`reserved`) claims `units` |
+//! | wait for room | until `position + units - complete_below <= entries`, polling the CQ |
+//! | write | the provider's device function at the reserved position |
+//! | ring in order | wait until `rung == position` (a ticket), ring, then `rung = position + units` |
+//! | complete | one poller at a time widens CQE counters (window-checked) into `complete_below` |
+//! | quiet (rung) | wait until every WQE **rung so far** is complete — recycles slots |
+//! | quiet (all) | wait until every WQE **reserved so far** is rung, then complete — the user's quiet |
+//!
+//! Doorbells are rung by one producer at a time, in reservation order (lost doorbells on real
+//! hardware came from concurrent doorbell stores, DESIGN.md §7.3). A producer never waits on its
+//! own unrung reservation: `post` writes and rings before returning, and the quiets only wait for
+//! positions other producers have already reserved (DESIGN.md §7.2).
+//!
+//! [`Counters`] is the provider-independent core (model-checked with loom in `tests/loom.rs`);
+//! [`SendQueue`] binds it to a [`Provider`]'s device functions and a CQ.
+
+use core::marker::PhantomData;
+use core::sync::atomic::Ordering;
+
+use crate::handle::{CqHandle, Posted, WqHandle};
+use crate::index::ProdIdx;
+use crate::op::{SendFlags, WorkRequest};
+use crate::progress::{CollapsedProgress, OutOfWindow};
+use crate::provider::{PostError, Provider};
+use crate::status::WcStatus;
+pub use crate::sync::{TimedOut, Waiter};
+use crate::sync::{AtomicBool, AtomicU32, AtomicU64};
+
+/// Why a posting-protocol call failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SqError {
+    /// The request does not fit the queue.
+    Post(PostError),
+    /// A wait ran out of time (`what` names it). The queue is poisoned if a reservation was
+    /// left unwritten.
+    Timeout {
+        /// What was being waited for.
+        what: &'static str,
+    },
+    /// A completion reported an error (the first one seen; later work is flushed).
+    Completion {
+        /// Its status.
+        status: WcStatus,
+        /// The hardware WQE counter it carried.
+        wqe_counter: u32,
+    },
+    /// A CQE counter outside the rung window (a device or software bug, never progress).
+    Window(OutOfWindow),
+    /// An earlier producer timed out holding a reservation; the queue cannot make progress.
+    Poisoned,
+}
+
+impl core::fmt::Display for SqError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Self::Post(e) => write!(f, "cannot post: {e}"),
+            Self::Timeout { what } => write!(f, "timed out waiting for {what}"),
+            Self::Completion { status, wqe_counter } => {
+                write!(f, "work request {wqe_counter:#x} completed with error: {status}")
+            }
+            Self::Window(e) => write!(f, "{e}"),
+            Self::Poisoned => f.write_str("send queue poisoned: a producer timed out holding a reservation"),
+        }
+    }
+}
+
+impl crate::error::Error for SqError {
+    fn kind(&self) -> crate::error::ErrorKind {
+        use crate::error::ErrorKind;
+        match self {
+            Self::Post(e) => crate::error::Error::kind(e),
+            Self::Timeout { .. } => ErrorKind::Timeout,
+            Self::Completion { .. } => ErrorKind::Io,
+            Self::Window(_) => ErrorKind::Device,
+            Self::Poisoned => ErrorKind::InvalidState,
+        }
+    }
+}
+
+#[cfg(feature = "std")]
+impl std::error::Error for SqError {}
+
+impl From<PostError> for SqError {
+    fn from(e: PostError) -> Self {
+        Self::Post(e)
+    }
+}
+
+/// The shared counters of one send queue (positions are free-running 64-bit queue units).
+#[derive(Debug)]
+pub struct Counters {
+    entries: u64,
+    /// Next unreserved position.
+    reserved: AtomicU64,
+    /// Every position below is written and rung.
+    rung: AtomicU64,
+    /// Start of the last rung WQE, plus one (0: none).
+    last_rung_end_marker: AtomicU64,
+    /// Every WQE starting below is complete.
+    complete_below: AtomicU64,
+    poisoned: AtomicBool,
+}
+
+impl Counters {
+    /// Counters for a ring of `entries` units, starting at position 0.
+    #[must_use]
+    pub fn new(entries: u32) -> Self {
+        Self {
+            entries: u64::from(entries),
+            reserved: AtomicU64::new(0),
+            rung: AtomicU64::new(0),
+            last_rung_end_marker: AtomicU64::new(0),
+            complete_below: AtomicU64::new(0),
+            poisoned: AtomicBool::new(false),
+        }
+    }
+
+    /// Claims `units` and returns the start position. Never fails: the caller must then
+    /// [`Counters::wait_room`], write, and [`Counters::ring_in_order`] — or [`Counters::poison`].
+    pub fn reserve(&self, units: u32) -> u64 {
+        // ORDERING: Relaxed — the reservation only has to be unique; publication of the WQE
+        // happens through `rung` (Release) below.
+        self.reserved.fetch_add(u64::from(units), Ordering::Relaxed)
+    }
+
+    /// Waits until `[start, start + units)` is free, calling `progress` (a CQ poll) between
+    /// checks.
+    pub fn wait_room(
+        &self,
+        start: u64,
+        units: u32,
+        waiter: &mut Waiter,
+        mut progress: impl FnMut() -> Result<(), SqError>,
+    ) -> Result<(), SqError> {
+        let end = start + u64::from(units);
+        loop {
+            // ORDERING: Acquire pairs with the poller's Release store: the NIC is done reading
+            // the slots below `complete_below`.
+            if end <= self.complete_below.load(Ordering::Acquire) + self.entries {
+                return Ok(());
+            }
+            self.check_poison()?;
+            progress()?;
+            waiter.step().map_err(|_| SqError::Timeout { what: "free send-queue slots" })?;
+        }
+    }
+
+    /// Waits for the ticket (`rung == start`), runs `ring` (doorbell record + doorbell), and
+    /// passes the ticket on.
+    pub fn ring_in_order(&self, start: u64, units: u32, waiter: &mut Waiter, ring: impl FnOnce()) -> Result<(), SqError> {
+        // ORDERING: Acquire pairs with the previous producer's Release store of `rung`, so its
+        // doorbell stores happen-before ours (doorbells reach the device in order).
+        while self.rung.load(Ordering::Acquire) != start {
+            self.check_poison()?;
+            waiter.step().map_err(|_| SqError::Timeout { what: "earlier producers to ring their doorbells" })?;
+        }
+        ring();
+        self.last_rung_end_marker.store(start + 1, Ordering::Relaxed);
+        // ORDERING: Release hands the ticket (and our doorbell's effects) to the next producer
+        // and to quiets reading `rung`.
+        self.rung.store(start + u64::from(units), Ordering::Release);
+        Ok(())
+    }
+
+    /// Marks the queue unusable (a producer gave up holding a reservation).
+    pub fn poison(&self) {
+        self.poisoned.store(true, Ordering::Release);
+    }
+
+    fn check_poison(&self) -> Result<(), SqError> {
+        if self.poisoned.load(Ordering::Acquire) { Err(SqError::Poisoned) } else { Ok(()) }
+    }
+
+    /// Position up to which doorbells are rung (what a CQE counter may refer to).
+    #[must_use]
+    pub fn rung(&self) -> u64 {
+        self.rung.load(Ordering::Acquire)
+    }
+
+    /// Every WQE starting below this is complete.
+    #[must_use]
+    pub fn complete_below(&self) -> u64 {
+        self.complete_below.load(Ordering::Acquire)
+    }
+
+    /// Records completion progress (callers serialise: one poller at a time). Monotone.
+    pub fn set_complete_below(&self, v: u64) {
+        // ORDERING: Release pairs with `wait_room`/quiet Acquire loads.
+        self.complete_below.fetch_max(v, Ordering::Release);
+    }
+
+    /// Waits until every WQE rung before the call is complete ("quiet what I have rung").
+    pub fn quiet_rung(&self, waiter: &mut Waiter, mut progress: impl FnMut() -> Result<(), SqError>) -> Result<(), SqError> {
+        // ORDERING: Acquire on `rung` makes the marker stored before it visible.
+        let _ = self.rung.load(Ordering::Acquire);
+        let target = self.last_rung_end_marker.load(Ordering::Relaxed);
+        while self.complete_below() < target {
+            progress()?;
+            waiter.step().map_err(|_| SqError::Timeout { what: "rung work requests to complete" })?;
+        }
+        Ok(())
+    }
+
+    /// Waits until every WQE reserved before the call is rung and complete (the user's quiet).
+    pub fn quiet_all(&self, waiter: &mut Waiter, mut progress: impl FnMut() -> Result<(), SqError>) -> Result<(), SqError> {
+        let target = self.reserved.load(Ordering::Relaxed);
+        while self.rung() < target {
+            self.check_poison()?;
+            progress()?;
+            waiter.step().map_err(|_| SqError::Timeout { what: "reserved work requests to be rung" })?;
+        }
+        self.quiet_rung(waiter, progress)
+    }
+}
+
+/// A send queue shared by many producers, bound to provider `P` and a CQ that only this queue
+/// reports to.
+#[derive(Debug)]
+pub struct SendQueue<P: Provider> {
+    wq: WqHandle,
+    cq: CqHandle,
+    counters: Counters,
+    timeout_ms: u64,
+    cq_busy: AtomicBool,
+    /// Normal CQ consumer index (owned by the poller holding `cq_busy`).
+    cq_ci: AtomicU32,
+    /// `CollapsedProgress` state (owned by the poller): newest start + 1, 0 = none.
+    newest_plus_one: AtomicU64,
+    /// First error seen: `status + 1` (0 = none), and its counter.
+    error: AtomicU64,
+    _p: PhantomData<P>,
+}
+
+impl<P: Provider> SendQueue<P> {
+    /// Binds the protocol to a send queue and the CQ its completions go to.
+    ///
+    /// # Safety
+    /// The handles must describe live queues for as long as this value is used, the queue must
+    /// be empty (producer position 0), and nothing else may post to it or poll the CQ.
+    pub unsafe fn new(wq: WqHandle, cq: CqHandle, timeout_ms: u64) -> Result<Self, SqError> {
+        if wq.ring().is_none() || cq.entries == 0 || !cq.entries.is_power_of_two() {
+            return Err(SqError::Post(PostError::BadRing));
+        }
+        Ok(Self {
+            wq,
+            cq,
+            counters: Counters::new(wq.entries),
+            timeout_ms,
+            cq_busy: AtomicBool::new(false),
+            cq_ci: AtomicU32::new(0),
+            newest_plus_one: AtomicU64::new(0),
+            error: AtomicU64::new(0),
+            _p: PhantomData,
+        })
+    }
+
+    /// The queue's device handle.
+    #[must_use]
+    pub fn handle(&self) -> &WqHandle {
+        &self.wq
+    }
+
+    /// The shared counters.
+    #[must_use]
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    /// Posts one work request (always signalled, so progress is observable) and rings its
+    /// doorbell in reservation order. Returns the WQE's start position.
+    pub fn post(&self, wr: &WorkRequest<'_>, flags: SendFlags) -> Result<u64, SqError> {
+        let units = P::check(&self.wq, wr)?;
+        let mut waiter = Waiter::new(self.timeout_ms);
+        let start = self.counters.reserve(units);
+        let result = self
+            .counters
+            .wait_room(start, units, &mut waiter, || self.poll())
+            .and_then(|()| {
+                // SAFETY: `check` accepted the request, the units are reserved by this call and
+                // free (`wait_room`), and the handle is live (constructor contract).
+                let posted: Posted = unsafe { P::post(&self.wq, ProdIdx(start as u32), wr, flags | SendFlags::SIGNALED) };
+                self.counters.ring_in_order(start, units, &mut waiter, || {
+                    // SAFETY: the doorbell record and register are live (constructor contract);
+                    // we hold the ticket, so this is the only doorbell store in flight.
+                    unsafe { P::ring_sq(&self.wq, &posted) }
+                })
+            });
+        if let Err(e) = result {
+            self.counters.poison();
+            return Err(e);
+        }
+        Ok(start)
+    }
+
+    /// Reaps completions (one poller at a time; others return at once).
+    pub fn poll(&self) -> Result<(), SqError> {
+        if self.cq_busy.swap(true, Ordering::Acquire) {
+            return self.first_error();
+        }
+        let r = self.poll_locked();
+        self.cq_busy.store(false, Ordering::Release);
+        r?;
+        self.first_error()
+    }
+
+    fn poll_locked(&self) -> Result<(), SqError> {
+        let bits = P::WQE_COUNTER_BITS;
+        let np1 = self.newest_plus_one.load(Ordering::Relaxed);
+        let mut prog = if np1 == 0 { CollapsedProgress::new(bits) } else { resume(bits, np1 - 1) };
+        let rung = self.counters.rung();
+        if self.cq.collapsed != 0 {
+            // SAFETY: the CQ handle is live and only this poller reads it (constructor contract).
+            let wc = unsafe { P::poll_collapsed(&self.cq, &mut prog, rung) }.map_err(SqError::Window)?;
+            if let Some(wc) = wc {
+                self.note(wc.status, wc.wqe_counter);
+            }
+        } else {
+            let mut ci = self.cq_ci.load(Ordering::Relaxed);
+            let mut seen = false;
+            // SAFETY: as above.
+            while let Some(wc) = unsafe { P::poll_cq(&self.cq, ci) } {
+                prog.observe(wc.wqe_counter, rung).map_err(SqError::Window)?;
+                self.note(wc.status, wc.wqe_counter);
+                ci = ci.wrapping_add(1);
+                seen = true;
+            }
+            if seen {
+                self.cq_ci.store(ci, Ordering::Relaxed);
+                // SAFETY: as above; tells the device the CQEs below `ci` are consumed.
+                unsafe { P::update_cq_ci(&self.cq, ci) };
+            }
+        }
+        if prog.complete_below() > 0 {
+            self.newest_plus_one.store(prog.complete_below(), Ordering::Relaxed);
+            self.counters.set_complete_below(prog.complete_below());
+        }
+        Ok(())
+    }
+
+    fn note(&self, status: WcStatus, counter: u32) {
+        if !status.is_ok() {
+            let v = (u64::from(status.as_raw()) + 1) << 32 | u64::from(counter);
+            let _ = self.error.compare_exchange(0, v, Ordering::AcqRel, Ordering::Acquire);
+        }
+    }
+
+    /// The first completion error seen, if any.
+    pub fn first_error(&self) -> Result<(), SqError> {
+        let v = self.error.load(Ordering::Acquire);
+        if v == 0 {
+            return Ok(());
+        }
+        let status = WcStatus::from_raw(((v >> 32) as u32).wrapping_sub(1)).unwrap_or(WcStatus::GeneralErr);
+        Err(SqError::Completion { status, wqe_counter: v as u32 })
+    }
+
+    /// Waits until everything rung so far has completed (slot recycling).
+    pub fn quiet_rung(&self) -> Result<(), SqError> {
+        self.counters.quiet_rung(&mut Waiter::new(self.timeout_ms), || self.poll())?;
+        self.first_error()
+    }
+
+    /// Waits until everything posted so far (by any producer) has completed — OpenSHMEM quiet.
+    pub fn quiet(&self) -> Result<(), SqError> {
+        self.counters.quiet_all(&mut Waiter::new(self.timeout_ms), || self.poll())?;
+        self.first_error()
+    }
+}
+
+/// Rebuilds a `CollapsedProgress` whose newest completed start is `newest`.
+fn resume(bits: u32, newest: u64) -> CollapsedProgress {
+    let mut p = CollapsedProgress::starting_at(bits, newest);
+    // Observing `newest` itself inside a window of one marks it complete.
+    let _ = p.observe(newest as u32, newest + 1);
+    p
+}

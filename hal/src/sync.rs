@@ -1,0 +1,70 @@
+//! Atomics used by the posting protocol: `core`'s normally, loom's under `--cfg loom` so the
+//! protocol can be model-checked (`RUSTFLAGS="--cfg loom" cargo test -p gda-hal --test loom`).
+
+#[cfg(loom)]
+pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
+#[cfg(not(loom))]
+pub(crate) use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
+
+/// One step of a bounded wait: spin a little, then yield the CPU (a 2-core machine runs the
+/// software NIC beside the producers), and give up at the deadline.
+#[derive(Debug)]
+pub struct Waiter {
+    spins: u32,
+    #[cfg(feature = "std")]
+    deadline: Option<std::time::Instant>,
+    #[cfg(not(feature = "std"))]
+    budget: u64,
+}
+
+/// A bounded wait ran out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TimedOut;
+
+impl Waiter {
+    /// Spins before each yield.
+    const SPINS_BEFORE_YIELD: u32 = 64;
+
+    /// A wait that gives up after `timeout_ms` milliseconds (with `std`), or after about
+    /// `timeout_ms * 100_000` spin steps without `std`.
+    #[must_use]
+    pub fn new(timeout_ms: u64) -> Self {
+        Self {
+            spins: 0,
+            #[cfg(feature = "std")]
+            deadline: std::time::Instant::now().checked_add(std::time::Duration::from_millis(timeout_ms)),
+            #[cfg(not(feature = "std"))]
+            budget: timeout_ms.saturating_mul(100_000),
+        }
+    }
+
+    /// Waits one step; `Err` once the deadline has passed.
+    pub fn step(&mut self) -> Result<(), TimedOut> {
+        self.spins = self.spins.wrapping_add(1);
+        #[cfg(loom)]
+        {
+            loom::thread::yield_now();
+            return Ok(());
+        }
+        #[cfg(not(loom))]
+        {
+            if self.spins % Self::SPINS_BEFORE_YIELD != 0 {
+                core::hint::spin_loop();
+                return Ok(());
+            }
+            #[cfg(feature = "std")]
+            {
+                std::thread::yield_now();
+                match self.deadline {
+                    Some(d) if std::time::Instant::now() > d => Err(TimedOut),
+                    _ => Ok(()),
+                }
+            }
+            #[cfg(not(feature = "std"))]
+            {
+                self.budget = self.budget.saturating_sub(u64::from(Self::SPINS_BEFORE_YIELD));
+                if self.budget == 0 { Err(TimedOut) } else { Ok(()) }
+            }
+        }
+    }
+}

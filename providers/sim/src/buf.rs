@@ -1,0 +1,73 @@
+//! Page-aligned, zeroed memory owned by the software NIC (queue rings, doorbell pages) or handed
+//! to users as registered buffers.
+
+use std::alloc::{Layout, alloc_zeroed, dealloc};
+
+/// A zeroed, `align`-aligned allocation that never moves.
+#[derive(Debug)]
+pub struct DmaBuf {
+    ptr: *mut u8,
+    layout: Layout,
+}
+
+// SAFETY: the buffer is plain memory; all concurrent access goes through `gda_hal::mmio` (atomics
+// or DMA copies whose ranges the owner serialises), exactly as a NIC and a CPU share memory.
+unsafe impl Send for DmaBuf {}
+// SAFETY: as above.
+unsafe impl Sync for DmaBuf {}
+
+impl DmaBuf {
+    /// Allocates `len` zeroed bytes (at least 1) aligned to `align` (a power of two).
+    ///
+    /// # Panics
+    /// If the allocator fails or the layout is invalid (an out-of-memory condition).
+    #[must_use]
+    pub fn new(len: usize, align: usize) -> Self {
+        let layout = Layout::from_size_align(len.max(1), align).expect("valid DMA buffer layout");
+        // SAFETY: the layout has non-zero size.
+        let ptr = unsafe { alloc_zeroed(layout) };
+        if ptr.is_null() {
+            std::alloc::handle_alloc_error(layout);
+        }
+        Self { ptr, layout }
+    }
+
+    /// Address of the first byte.
+    #[must_use]
+    pub fn addr(&self) -> u64 {
+        self.ptr as u64
+    }
+
+    /// Length in bytes.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.layout.size()
+    }
+
+    /// Whether the buffer is empty (never: at least one byte is allocated).
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// The bytes. Other agents (the NIC) may write them concurrently; callers that need a
+    /// consistent view synchronise through completions first.
+    #[must_use]
+    pub fn as_slice(&self) -> &[u8] {
+        // SAFETY: `ptr` is valid for `len` bytes for the life of `self`.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.layout.size()) }
+    }
+
+    /// The bytes, mutably.
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: as above, and `&mut self` excludes other host references.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.layout.size()) }
+    }
+}
+
+impl Drop for DmaBuf {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `new` with this layout.
+        unsafe { dealloc(self.ptr, self.layout) };
+    }
+}

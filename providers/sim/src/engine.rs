@@ -1,0 +1,564 @@
+//! The engine: one thread per fabric that notices doorbells, fetches WQEs, executes them with RC
+//! semantics and writes CQEs.
+//!
+//! Guarantees (as hardware gives them): per QP, WQEs execute in order and complete in order;
+//! remote data is written before the completion that reports it; a FENCE waits for earlier READ
+//! and atomic results to land; an error moves the QP to Error and every later WQE (send and
+//! receive) completes with `WR_FLUSH_ERR`; nothing outside a registered region that grants the
+//! access is read or written.
+//!
+//! Chaos mode (a seed) perturbs only what hardware leaves unspecified: the order QPs are
+//! served, how many WQEs each gets per turn, delays before execution, and delays between a READ
+//! or atomic's data landing (or any completion) and the CQE — so code that relies on timing
+//! (an early-returning quiet, a missing fence, a lost doorbell) fails, reproducibly per seed.
+//!
+//! Idle costs nothing: after a short spin the thread sleeps with exponential backoff (up to
+//! 2 ms), and `Fabric::kick` wakes it at once.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use gda_hal::{Sge, WcOpcode, WcStatus, mmio};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+
+use crate::fabric::{CqInner, Endpoint, FabricInner, QpInner, QpState};
+use crate::mem::{Access, Fault, MrInner};
+use crate::model::{self, Cpl, OpKind, WqeOp};
+
+/// Counters the engine keeps.
+#[derive(Debug, Default)]
+pub(crate) struct Stats {
+    wqes: AtomicU64,
+    sleeps: AtomicU64,
+}
+
+/// A copy of the engine counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StatsSnapshot {
+    /// WQEs executed or flushed.
+    pub wqes: u64,
+    /// Times the engine went to sleep for lack of work.
+    pub sleeps: u64,
+}
+
+impl Stats {
+    pub(crate) fn snapshot(&self) -> StatsSnapshot {
+        StatsSnapshot { wqes: self.wqes.load(Ordering::Relaxed), sleeps: self.sleeps.load(Ordering::Relaxed) }
+    }
+}
+
+/// Something chaos mode delays, applied in order.
+enum Deferred {
+    /// READ/atomic result data landing in local memory.
+    Data { due: Instant, dst: u64, bytes: Vec<u8>, _mr: Vec<Arc<MrInner>> },
+    /// A completion.
+    Cqe { due: Instant, cq: Arc<CqInner>, c: Cpl },
+}
+
+impl Deferred {
+    fn due(&self) -> Instant {
+        match self {
+            Self::Data { due, .. } | Self::Cqe { due, .. } => *due,
+        }
+    }
+}
+
+/// Per-QP engine state.
+#[derive(Default)]
+pub(crate) struct QpExec {
+    sq_pos: u64,
+    sq_target: u64,
+    rnr_attempts: u32,
+    rnr_next: Option<Instant>,
+    hold_until: Option<Instant>,
+    pending: VecDeque<Deferred>,
+    pending_data: usize,
+    remote: Option<Arc<QpInner>>,
+    op: WqeOp,
+    scratch: Vec<u8>,
+    recv_sges: Vec<Sge>,
+}
+
+struct Chaos {
+    rng: SmallRng,
+}
+
+impl Chaos {
+    fn delay(&mut self, p: f64, max_us: u64) -> Option<Duration> {
+        (self.rng.gen_bool(p)).then(|| Duration::from_micros(self.rng.gen_range(1..=max_us)))
+    }
+}
+
+pub(crate) fn run(weak: Weak<FabricInner>) {
+    let mut chaos = None;
+    let mut qps: Vec<Arc<QpInner>> = Vec::new();
+    let mut order: Vec<usize> = Vec::new();
+    let mut epoch = u64::MAX;
+    let mut last_work = Instant::now();
+    let mut sleep = Duration::from_micros(20);
+    loop {
+        let Some(f) = weak.upgrade() else { return };
+        if f.stop.load(Ordering::Acquire) {
+            return;
+        }
+        if chaos.is_none() {
+            chaos = Some(f.chaos.map(|s| Chaos { rng: SmallRng::seed_from_u64(s) }));
+        }
+        let e = f.epoch.load(Ordering::Acquire);
+        if e != epoch {
+            epoch = e;
+            let map = f.qps.read().unwrap_or_else(|e| e.into_inner());
+            qps = map.values().cloned().collect();
+            qps.sort_by_key(|q| (q.nic.id, q.qpn));
+            order = (0..qps.len()).collect();
+        }
+        let chaos_ref = chaos.as_mut().and_then(|c| c.as_mut());
+        let mut work = false;
+        if let Some(c) = chaos_ref {
+            use rand::seq::SliceRandom;
+            order.shuffle(&mut c.rng);
+            for &i in &order {
+                work |= step(&f, &qps[i], Some(c));
+            }
+        } else {
+            for q in &qps {
+                work |= step(&f, q, None);
+            }
+        }
+        drop(f);
+        if work {
+            last_work = Instant::now();
+            sleep = Duration::from_micros(20);
+        } else if last_work.elapsed() > Duration::from_micros(200) {
+            if let Some(f) = weak.upgrade() {
+                f.stats.sleeps.fetch_add(1, Ordering::Relaxed);
+            }
+            std::thread::park_timeout(sleep);
+            sleep = (sleep * 2).min(Duration::from_millis(2));
+        } else {
+            std::hint::spin_loop();
+        }
+    }
+}
+
+fn lookup(f: &FabricInner, ep: &Endpoint) -> Option<Arc<QpInner>> {
+    if ep.fabric != f.id {
+        return None;
+    }
+    f.qps.read().unwrap_or_else(|e| e.into_inner()).get(&(ep.nic, ep.qpn)).cloned()
+}
+
+/// Serves one QP for one turn; returns whether anything happened.
+fn step(f: &FabricInner, qp: &Arc<QpInner>, mut chaos: Option<&mut Chaos>) -> bool {
+    let Ok(mut guard) = qp.exec.try_lock() else { return false };
+    let ex = &mut *guard;
+    let now = Instant::now();
+    let mut work = drain_pending(ex, now, false);
+    if let Some(t) = model::sq_doorbell(qp, ex.sq_pos) {
+        ex.sq_target = t;
+    }
+    let state = qp.state();
+    if state == QpState::Error {
+        work |= flush_rq(qp, ex);
+    }
+    if ex.sq_pos >= ex.sq_target {
+        return work;
+    }
+    if let Some(h) = ex.hold_until {
+        if now < h {
+            return work;
+        }
+        ex.hold_until = None;
+    }
+    let mut budget = match chaos.as_deref_mut() {
+        Some(c) => c.rng.gen_range(1..=8),
+        None => 64,
+    };
+    while ex.sq_pos < ex.sq_target && budget > 0 {
+        budget -= 1;
+        let mut op = std::mem::take(&mut ex.op);
+        let mut scratch = std::mem::take(&mut ex.scratch);
+        let fetched = model::fetch(qp, ex.sq_pos, &mut op, &mut scratch);
+        ex.scratch = scratch;
+        let state = qp.state();
+        let outcome = match fetched {
+            Err(bad) => {
+                if state == QpState::Error {
+                    Step::Complete(flush_cpl(qp, bad.counter, 0), bad.units, true)
+                } else {
+                    qp.set_error();
+                    Step::Complete(err_cpl(qp, bad.counter, 0, bad.status), bad.units, true)
+                }
+            }
+            Ok(()) if state == QpState::Error => Step::Complete(flush_cpl(qp, op.counter, op.hw_opcode), op.units, true),
+            Ok(()) if state != QpState::Rts => {
+                qp.set_error();
+                Step::Complete(err_cpl(qp, op.counter, op.hw_opcode, WcStatus::LocQpOpErr), op.units, true)
+            }
+            Ok(()) if op.fence && ex.pending_data > 0 => Step::Wait,
+            Ok(()) => {
+                if let Some(c) = chaos.as_deref_mut() {
+                    if let Some(d) = c.delay(0.05, 30) {
+                        ex.hold_until = Some(now + d);
+                        ex.op = op;
+                        return true;
+                    }
+                }
+                execute(f, qp, ex, &op, chaos.as_deref_mut())
+            }
+        };
+        ex.op = op;
+        match outcome {
+            Step::Wait => break,
+            Step::Complete(c, units, always) => {
+                f.stats.wqes.fetch_add(1, Ordering::Relaxed);
+                ex.sq_pos += u64::from(units);
+                ex.rnr_attempts = 0;
+                if always || ex.op.signaled || !c.status.is_ok() {
+                    let cq = qp.send_cq.clone();
+                    complete(ex, cq, c, chaos.as_deref_mut());
+                }
+                work = true;
+            }
+        }
+    }
+    work
+}
+
+enum Step {
+    /// Try again later (RNR back-off, fence, chaos hold).
+    Wait,
+    /// Done: completion, units consumed, whether a CQE is due even if unsignalled.
+    Complete(Cpl, u32, bool),
+}
+
+fn base_cpl(qp: &QpInner, counter: u32, hw_opcode: u8) -> Cpl {
+    Cpl { status: WcStatus::Success, opcode: WcOpcode::Other, counter, byte_len: 0, imm: None, qpn: qp.qpn, is_recv: false, hw_opcode }
+}
+
+fn err_cpl(qp: &QpInner, counter: u32, hw_opcode: u8, status: WcStatus) -> Cpl {
+    Cpl { status, ..base_cpl(qp, counter, hw_opcode) }
+}
+
+fn flush_cpl(qp: &QpInner, counter: u32, hw_opcode: u8) -> Cpl {
+    err_cpl(qp, counter, hw_opcode, WcStatus::WrFlushErr)
+}
+
+/// Writes (or, in chaos mode / behind pending items, defers) a completion, keeping order.
+fn complete(ex: &mut QpExec, cq: Arc<CqInner>, c: Cpl, chaos: Option<&mut Chaos>) {
+    let delay = chaos.and_then(|ch| ch.delay(0.2, 50));
+    if delay.is_none() && ex.pending.is_empty() {
+        model::write_cqe(&cq, &c);
+        return;
+    }
+    let due = Instant::now() + delay.unwrap_or_default();
+    ex.pending.push_back(Deferred::Cqe { due, cq, c });
+}
+
+/// Applies deferred items whose time has come, in order. `all` applies everything.
+fn drain_pending(ex: &mut QpExec, now: Instant, all: bool) -> bool {
+    let mut did = false;
+    while let Some(front) = ex.pending.front() {
+        if !all && front.due() > now {
+            break;
+        }
+        did = true;
+        match ex.pending.pop_front() {
+            Some(Deferred::Data { dst, bytes, .. }) => {
+                // SAFETY: `dst` was checked against a region kept alive by the item.
+                unsafe { mmio::dma_copy(dst as *mut u8, bytes.as_ptr(), bytes.len()) };
+                mmio::dma_publish();
+                ex.pending_data -= 1;
+            }
+            Some(Deferred::Cqe { cq, c, .. }) => {
+                model::write_cqe(&cq, &c);
+            }
+            None => {}
+        }
+    }
+    did
+}
+
+fn flush_rq(qp: &QpInner, ex: &mut QpExec) -> bool {
+    let mut did = false;
+    while let Recv::Got(pos) = take_recv(qp) {
+        let c = Cpl { is_recv: true, opcode: WcOpcode::Recv, ..flush_cpl(qp, pos as u32, 0) };
+        let cq = qp.recv_cq.clone();
+        complete(ex, cq, c, None);
+        did = true;
+    }
+    did
+}
+
+fn local_fault(_: Fault) -> WcStatus {
+    WcStatus::LocProtErr
+}
+
+fn remote_fault(_: Fault) -> WcStatus {
+    WcStatus::RemAccessErr
+}
+
+/// Executes one WQE against the connected responder.
+fn execute(f: &FabricInner, qp: &Arc<QpInner>, ex: &mut QpExec, op: &WqeOp, chaos: Option<&mut Chaos>) -> Step {
+    let mut c = base_cpl(qp, op.counter, op.hw_opcode);
+    let fail = |qp: &QpInner, c: Cpl, status: WcStatus, units: u32| {
+        qp.set_error();
+        Step::Complete(Cpl { status, ..c }, units, true)
+    };
+    let kind = op.kind.unwrap_or(OpKind::Nop);
+    if kind == OpKind::Nop {
+        return Step::Complete(c, op.units, false);
+    }
+    if ex.remote.is_none() {
+        let ep = *qp.remote.lock().unwrap_or_else(|e| e.into_inner());
+        ex.remote = ep.and_then(|ep| lookup(f, &ep));
+    }
+    let Some(rqp) = ex.remote.clone() else {
+        return fail(qp, c, WcStatus::RetryExcErr, op.units);
+    };
+    if !matches!(rqp.state(), QpState::Rtr | QpState::Rts) {
+        // No responder: the requester's retries run out.
+        return fail(qp, c, WcStatus::RetryExcErr, op.units);
+    }
+    let lmrs = &qp.nic.mrs;
+    let rmrs = &rqp.nic.mrs;
+    let len = op.length();
+    match kind {
+        OpKind::Nop => Step::Complete(c, op.units, false),
+        OpKind::Write => {
+            c.opcode = WcOpcode::RdmaWrite;
+            if len > 0 {
+                if let Err(e) = rmrs.check_remote(rqp.pd, op.remote.rkey, op.remote.addr, len, Access::REMOTE_WRITE) {
+                    return fail(qp, c, remote_fault(e), op.units);
+                }
+                if let Err(s) = gather_to(lmrs, qp.pd, op, op.remote.addr) {
+                    return fail(qp, c, s, op.units);
+                }
+                mmio::dma_publish();
+            }
+            if let Some(imm) = op.imm {
+                match take_recv(&rqp) {
+                    Recv::Got(pos) => {
+                        let rc = Cpl { opcode: WcOpcode::RecvRdmaWithImm, is_recv: true, byte_len: len as u32, imm: Some(imm), ..base_cpl(&rqp, pos as u32, 0) };
+                        model::write_cqe(&rqp.recv_cq, &rc);
+                    }
+                    Recv::Empty => return rnr(qp, ex, c, op),
+                }
+            }
+            Step::Complete(c, op.units, false)
+        }
+        OpKind::Send => {
+            c.opcode = WcOpcode::Send;
+            let pos = match take_recv(&rqp) {
+                Recv::Got(pos) => pos,
+                Recv::Empty => return rnr(qp, ex, c, op),
+            };
+            let mut sges = std::mem::take(&mut ex.recv_sges);
+            let res = scatter_send(qp, &rqp, op, pos, &mut sges);
+            ex.recv_sges = sges;
+            let rc = base_cpl(&rqp, pos as u32, 0);
+            match res {
+                Ok(()) => {
+                    let rc = Cpl { opcode: WcOpcode::Recv, is_recv: true, byte_len: len as u32, imm: op.imm, ..rc };
+                    model::write_cqe(&rqp.recv_cq, &rc);
+                    Step::Complete(c, op.units, false)
+                }
+                Err((local_status, remote_status)) => {
+                    if let Some(rs) = remote_status {
+                        rqp.set_error();
+                        let rc = Cpl { opcode: WcOpcode::Recv, is_recv: true, status: rs, ..rc };
+                        model::write_cqe(&rqp.recv_cq, &rc);
+                    }
+                    fail(qp, c, local_status, op.units)
+                }
+            }
+        }
+        OpKind::Read => {
+            c.opcode = WcOpcode::RdmaRead;
+            c.byte_len = len as u32;
+            if len > 0 {
+                if let Err(e) = rmrs.check_remote(rqp.pd, op.remote.rkey, op.remote.addr, len, Access::REMOTE_READ) {
+                    return fail(qp, c, remote_fault(e), op.units);
+                }
+                let mut keep = Vec::new();
+                for s in op.sges.iter().filter(|s| s.length > 0) {
+                    match lmrs.check_local(qp.pd, s.lkey, s.addr, u64::from(s.length), Access::LOCAL_WRITE) {
+                        Ok(mr) => keep.push(mr),
+                        Err(e) => return fail(qp, c, local_fault(e), op.units),
+                    }
+                }
+                let delay = chaos.and_then(|ch| ch.delay(0.3, 40));
+                let mut src = op.remote.addr;
+                for s in op.sges.iter().filter(|s| s.length > 0) {
+                    if let Some(d) = delay {
+                        let mut bytes = vec![0u8; s.length as usize];
+                        // SAFETY: the source range was checked against a responder region.
+                        unsafe { mmio::dma_copy(bytes.as_mut_ptr(), src as *const u8, bytes.len()) };
+                        ex.pending.push_back(Deferred::Data { due: Instant::now() + d, dst: s.addr, bytes, _mr: keep.clone() });
+                        ex.pending_data += 1;
+                    } else {
+                        // SAFETY: both ranges were checked against regions granting the access.
+                        unsafe { mmio::dma_copy(s.addr as *mut u8, src as *const u8, s.length as usize) };
+                    }
+                    src += u64::from(s.length);
+                }
+                mmio::dma_publish();
+            }
+            Step::Complete(c, op.units, false)
+        }
+        OpKind::Atomic => {
+            let Some((aop, width)) = op.atomic else { return fail(qp, c, WcStatus::LocQpOpErr, op.units) };
+            c.opcode = if matches!(aop, gda_hal::AtomicOp::CompareSwap { .. } | gda_hal::AtomicOp::MaskedCompareSwap { .. }) {
+                WcOpcode::CompSwap
+            } else {
+                WcOpcode::FetchAdd
+            };
+            c.byte_len = width;
+            let w = u64::from(width);
+            if op.remote.addr % w != 0 {
+                return fail(qp, c, WcStatus::RemInvReqErr, op.units);
+            }
+            let rmr = match rmrs.check_remote(rqp.pd, op.remote.rkey, op.remote.addr, w, Access::REMOTE_ATOMIC) {
+                Ok(m) => m,
+                Err(e) => return fail(qp, c, remote_fault(e), op.units),
+            };
+            let Some(local) = op.sges.first() else { return fail(qp, c, WcStatus::LocQpOpErr, op.units) };
+            let lmr = match lmrs.check_local(qp.pd, local.lkey, local.addr, w, Access::LOCAL_WRITE) {
+                Ok(m) => m,
+                Err(e) => return fail(qp, c, local_fault(e), op.units),
+            };
+            // SAFETY: the target is inside a region granting REMOTE_ATOMIC and aligned to `w`.
+            let Some(old) = (unsafe { mmio::dma_atomic_rmw(op.remote.addr, width, |v| aop.apply(v, width)) }) else {
+                return fail(qp, c, WcStatus::LocQpOpErr, op.units);
+            };
+            let (bytes, n) = model::atomic_result(qp.nic.model, old, width);
+            match chaos.and_then(|ch| ch.delay(0.3, 40)) {
+                Some(d) => {
+                    ex.pending.push_back(Deferred::Data { due: Instant::now() + d, dst: local.addr, bytes: bytes[..n].to_vec(), _mr: vec![lmr, rmr] });
+                    ex.pending_data += 1;
+                }
+                None => {
+                    // SAFETY: the local range was checked (LOCAL_WRITE, `w` bytes).
+                    unsafe { mmio::dma_copy(local.addr as *mut u8, bytes.as_ptr(), n) };
+                    mmio::dma_publish();
+                }
+            }
+            Step::Complete(c, op.units, false)
+        }
+    }
+}
+
+/// RNR: retry later, or fail after `rnr_retry` attempts (7 = forever).
+fn rnr(qp: &QpInner, ex: &mut QpExec, c: Cpl, op: &WqeOp) -> Step {
+    let now = Instant::now();
+    if let Some(t) = ex.rnr_next {
+        if now < t {
+            return Step::Wait;
+        }
+    }
+    ex.rnr_attempts += 1;
+    if qp.init.rnr_retry != 7 && ex.rnr_attempts > u32::from(qp.init.rnr_retry) {
+        ex.rnr_next = None;
+        qp.set_error();
+        return Step::Complete(Cpl { status: WcStatus::RnrRetryExcErr, ..c }, op.units, true);
+    }
+    // The RNR timer (kept short: a software NIC has no wire to wait on).
+    ex.rnr_next = Some(now + Duration::from_micros(20));
+    Step::Wait
+}
+
+enum Recv {
+    Got(u64),
+    Empty,
+}
+
+/// Consumes the responder's next receive WQE, if one is posted. (The receive position is an
+/// atomic on the QP, not in its exec state, because a loopback QP is its own responder.)
+fn take_recv(rqp: &QpInner) -> Recv {
+    let pos = rqp.rq_consumed.load(Ordering::Acquire);
+    if model::rq_producer(rqp, pos) > pos {
+        rqp.rq_consumed.store(pos + 1, Ordering::Release);
+        Recv::Got(pos)
+    } else {
+        Recv::Empty
+    }
+}
+
+/// Copies a send payload into the responder's receive buffers. `Err((requester, responder))`.
+fn scatter_send(qp: &QpInner, rqp: &QpInner, op: &WqeOp, pos: u64, sges: &mut Vec<Sge>) -> Result<(), (WcStatus, Option<WcStatus>)> {
+    if model::fetch_recv(rqp, pos, sges).is_err() {
+        return Err((WcStatus::RemOpErr, Some(WcStatus::LocQpOpErr)));
+    }
+    let len = op.length();
+    let cap: u64 = sges.iter().map(|s| u64::from(s.length)).sum();
+    if len > cap {
+        return Err((WcStatus::RemInvReqErr, Some(WcStatus::LocLenErr)));
+    }
+    let mut targets = Vec::with_capacity(sges.len());
+    let mut need = len;
+    for s in sges.iter() {
+        if need == 0 {
+            break;
+        }
+        let n = u64::from(s.length).min(need);
+        match rqp.nic.mrs.check_local(rqp.pd, s.lkey, s.addr, n, Access::LOCAL_WRITE) {
+            Ok(mr) => targets.push((s.addr, n, mr)),
+            Err(_) => return Err((WcStatus::RemOpErr, Some(WcStatus::LocProtErr))),
+        }
+        need -= n;
+    }
+    // Gather the source into a staging copy (checks every local key first).
+    let mut staged = Vec::with_capacity(len as usize);
+    if let Some(d) = op.inline.as_ref().filter(|d| !d.is_empty()) {
+        staged.extend_from_slice(d);
+    } else {
+        for s in op.sges.iter().filter(|s| s.length > 0) {
+            if let Err(e) = qp.nic.mrs.check_local(qp.pd, s.lkey, s.addr, u64::from(s.length), Access::empty()) {
+                return Err((local_fault(e), None));
+            }
+            let start = staged.len();
+            staged.resize(start + s.length as usize, 0);
+            // SAFETY: the source range was checked against a local region.
+            unsafe { mmio::dma_copy(staged[start..].as_mut_ptr(), s.addr as *const u8, s.length as usize) };
+        }
+    }
+    let mut off = 0usize;
+    for (addr, n, _mr) in targets {
+        // SAFETY: each target range was checked (LOCAL_WRITE) on the responder.
+        unsafe { mmio::dma_copy(addr as *mut u8, staged[off..].as_ptr(), n as usize) };
+        off += n as usize;
+    }
+    mmio::dma_publish();
+    Ok(())
+}
+
+/// Copies a WRITE's payload (inline or gathered) to `dst` (already checked remotely).
+fn gather_to(lmrs: &crate::mem::MrTable, pd: u32, op: &WqeOp, dst: u64) -> Result<(), WcStatus> {
+    if let Some(d) = op.inline.as_ref().filter(|d| !d.is_empty()) {
+        // SAFETY: `dst..dst+len` was checked against a responder region (REMOTE_WRITE).
+        unsafe { mmio::dma_copy(dst as *mut u8, d.as_ptr(), d.len()) };
+        return Ok(());
+    }
+    // Check every source before moving any byte, so a bad key writes nothing.
+    for s in op.sges.iter().filter(|s| s.length > 0) {
+        lmrs.check_local(pd, s.lkey, s.addr, u64::from(s.length), Access::empty()).map_err(local_fault)?;
+    }
+    let mut at = dst;
+    for s in op.sges.iter().filter(|s| s.length > 0) {
+        // SAFETY: both ranges checked above.
+        unsafe { mmio::dma_copy(at as *mut u8, s.addr as *const u8, s.length as usize) };
+        at += u64::from(s.length);
+    }
+    Ok(())
+}
+
+/// Completes everything deferred (used when a QP is torn down in tests).
+#[allow(dead_code)]
+pub(crate) fn drain_all(qp: &QpInner) {
+    if let Ok(mut ex) = qp.exec.lock() {
+        drain_pending(&mut ex, Instant::now(), true);
+    }
+}

@@ -1,0 +1,773 @@
+//! Host control path of the software NIC: fabrics, NICs, protection domains, memory regions,
+//! completion queues and RC queue pairs with the verbs state machine.
+//!
+//! ```text
+//! Fabric ─┬─ Nic (model: native | mlx5) ─┬─ Pd ─┬─ Mr (lkey, rkey, access)
+//!         │                              │      └─ Qp (SQ, RQ, doorbell page) ──► Cq
+//!         └─ engine thread (one per fabric; parks when idle)
+//! ```
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+
+use gda_hal::{CqHandle, WqHandle};
+use rand::{RngCore, SeedableRng};
+
+use crate::buf::DmaBuf;
+use crate::engine::{self, QpExec};
+use crate::mem::{Access, MrInner, MrTable};
+
+/// Which queue formats a NIC executes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Model {
+    /// The `Sim` provider's own format.
+    Native,
+    /// ConnectX formats (driven by `gda_mlx5::Mlx5`'s device functions).
+    Mlx5,
+}
+
+impl Model {
+    /// Send-queue unit bytes.
+    #[must_use]
+    pub const fn sq_unit(self) -> u32 {
+        64
+    }
+    /// CQE stride bytes.
+    #[must_use]
+    pub const fn cqe_bytes(self) -> u32 {
+        match self {
+            Self::Native => 32,
+            Self::Mlx5 => 64,
+        }
+    }
+    /// Name as the CLI spells it.
+    #[must_use]
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::Native => "native",
+            Self::Mlx5 => "mlx5",
+        }
+    }
+}
+
+/// QP states (`enum ibv_qp_state` order).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum QpState {
+    /// Fresh or reset.
+    Reset = 0,
+    /// Initialised.
+    Init = 1,
+    /// Ready to receive (connected).
+    Rtr = 2,
+    /// Ready to send.
+    Rts = 3,
+    /// Error: every WQE completes with `WR_FLUSH_ERR`.
+    Error = 6,
+}
+
+impl QpState {
+    fn from_u8(v: u8) -> Self {
+        match v {
+            1 => Self::Init,
+            2 => Self::Rtr,
+            3 => Self::Rts,
+            6 => Self::Error,
+            _ => Self::Reset,
+        }
+    }
+}
+
+/// Completion-queue modes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CqMode {
+    /// A ring of CQEs with owner bits.
+    Normal,
+    /// Every CQE overwrites slot 0 (progress is reconstructed from its counter).
+    Collapsed,
+}
+
+/// Errors of the software NIC's control path.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SimError {
+    /// A QP state transition the verbs state machine does not allow.
+    #[error("QP {qpn}: cannot move from {from:?} to {to:?} (allowed: Reset→Init→Rtr→Rts, any→Error, any→Reset)")]
+    InvalidTransition {
+        /// QP number.
+        qpn: u32,
+        /// Current state.
+        from: QpState,
+        /// Requested state.
+        to: QpState,
+    },
+    /// An argument is out of range.
+    #[error("{0}")]
+    InvalidArgument(String),
+    /// The endpoint names no QP on this fabric.
+    #[error("endpoint {0:?} names no QP on this fabric")]
+    UnknownEndpoint(Endpoint),
+    /// The endpoint bytes are malformed.
+    #[error("malformed endpoint: {0}")]
+    BadEndpoint(&'static str),
+}
+
+impl gda_hal::Error for SimError {
+    fn kind(&self) -> gda_hal::ErrorKind {
+        match self {
+            Self::InvalidTransition { .. } => gda_hal::ErrorKind::InvalidState,
+            Self::InvalidArgument(_) | Self::BadEndpoint(_) => gda_hal::ErrorKind::InvalidArgument,
+            Self::UnknownEndpoint(_) => gda_hal::ErrorKind::NoDevice,
+        }
+    }
+}
+
+/// What two QPs exchange to connect (like a LID/GID + QPN pair).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Endpoint {
+    /// Fabric identity (endpoints from other fabrics are refused).
+    pub fabric: u64,
+    /// NIC index within the fabric.
+    pub nic: u32,
+    /// QP number.
+    pub qpn: u32,
+}
+
+impl Endpoint {
+    /// Serialised size.
+    pub const BYTES: usize = 16;
+
+    /// Serialises (little-endian).
+    #[must_use]
+    pub fn to_bytes(&self) -> [u8; 16] {
+        let mut b = [0u8; 16];
+        b[..8].copy_from_slice(&self.fabric.to_le_bytes());
+        b[8..12].copy_from_slice(&self.nic.to_le_bytes());
+        b[12..].copy_from_slice(&self.qpn.to_le_bytes());
+        b
+    }
+
+    /// Parses what [`Endpoint::to_bytes`] wrote.
+    pub fn from_bytes(b: &[u8]) -> Result<Self, SimError> {
+        let b: &[u8; 16] = b.try_into().map_err(|_| SimError::BadEndpoint("expected 16 bytes"))?;
+        let w = |r: std::ops::Range<usize>| b[r].iter().rev().fold(0u64, |a, &x| a << 8 | u64::from(x));
+        Ok(Self { fabric: w(0..8), nic: w(8..12) as u32, qpn: w(12..16) as u32 })
+    }
+}
+
+/// Fabric configuration.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct FabricConfig {
+    /// Chaos seed (`None`: chaos off). `GDA_SIM_CHAOS=<seed>` sets it in [`Fabric::from_env`].
+    pub chaos: Option<u64>,
+}
+
+pub(crate) struct FabricInner {
+    pub(crate) id: u64,
+    pub(crate) nics: RwLock<Vec<Arc<NicInner>>>,
+    pub(crate) qps: RwLock<HashMap<(u32, u32), Arc<QpInner>>>,
+    pub(crate) epoch: AtomicU64,
+    pub(crate) stop: AtomicBool,
+    pub(crate) chaos: Option<u64>,
+    pub(crate) engine: Mutex<Option<std::thread::JoinHandle<()>>>,
+    pub(crate) engine_thread: Mutex<Option<std::thread::Thread>>,
+    pub(crate) stats: engine::Stats,
+}
+
+/// A set of software NICs that can reach each other (in one process), with one engine thread.
+#[derive(Clone)]
+pub struct Fabric {
+    pub(crate) inner: Arc<FabricInner>,
+}
+
+impl std::fmt::Debug for Fabric {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Fabric").field("id", &self.inner.id).field("chaos", &self.inner.chaos).finish()
+    }
+}
+
+impl Fabric {
+    /// A fabric with the given configuration; the engine starts with the first QP.
+    #[must_use]
+    pub fn new(config: FabricConfig) -> Self {
+        let id = rand::rngs::OsRng.next_u64();
+        Self {
+            inner: Arc::new(FabricInner {
+                id,
+                nics: RwLock::new(Vec::new()),
+                qps: RwLock::new(HashMap::new()),
+                epoch: AtomicU64::new(0),
+                stop: AtomicBool::new(false),
+                chaos: config.chaos,
+                engine: Mutex::new(None),
+                engine_thread: Mutex::new(None),
+                stats: engine::Stats::default(),
+            }),
+        }
+    }
+
+    /// A fabric configured from the environment: `GDA_SIM_CHAOS=<seed>` enables chaos mode.
+    pub fn from_env() -> Result<Self, SimError> {
+        let chaos = match std::env::var("GDA_SIM_CHAOS") {
+            Ok(s) if !s.is_empty() => Some(
+                s.trim().parse::<u64>().map_err(|_| SimError::InvalidArgument(format!("GDA_SIM_CHAOS={s:?} is not a u64 seed")))?,
+            ),
+            _ => None,
+        };
+        Ok(Self::new(FabricConfig { chaos }))
+    }
+
+    /// The chaos seed, if chaos mode is on.
+    #[must_use]
+    pub fn chaos_seed(&self) -> Option<u64> {
+        self.inner.chaos
+    }
+
+    /// Adds a NIC executing `model` queues.
+    pub fn add_nic(&self, model: Model) -> Nic {
+        let mut nics = self.inner.nics.write().unwrap_or_else(|e| e.into_inner());
+        let id = nics.len() as u32;
+        let nic = Arc::new(NicInner {
+            id,
+            model,
+            mrs: MrTable::default(),
+            rng: Mutex::new(rand::rngs::SmallRng::from_entropy()),
+            next_qpn: AtomicU32::new(0x100),
+            next_pd: AtomicU32::new(1),
+            next_cqn: AtomicU32::new(1),
+        });
+        nics.push(nic.clone());
+        Nic { fabric: self.clone(), inner: nic }
+    }
+
+    /// Engine statistics (WQEs executed, idle sleeps), for tests and `gda perf`.
+    #[must_use]
+    pub fn stats(&self) -> engine::StatsSnapshot {
+        self.inner.stats.snapshot()
+    }
+
+    /// Wakes the engine now (it also polls on its own; this only cuts the wake-up latency after
+    /// an idle period).
+    pub fn kick(&self) {
+        if let Some(t) = self.inner.engine_thread.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+            t.unpark();
+        }
+    }
+
+    fn ensure_engine(&self) {
+        let mut g = self.inner.engine.lock().unwrap_or_else(|e| e.into_inner());
+        if g.is_none() {
+            let weak = Arc::downgrade(&self.inner);
+            let h = std::thread::Builder::new()
+                .name("gda-sim-engine".into())
+                .spawn(move || engine::run(weak))
+                .expect("spawn the software NIC engine thread");
+            *self.inner.engine_thread.lock().unwrap_or_else(|e| e.into_inner()) = Some(h.thread().clone());
+            *g = Some(h);
+        }
+    }
+
+    pub(crate) fn lookup(&self, ep: &Endpoint) -> Option<Arc<QpInner>> {
+        if ep.fabric != self.inner.id {
+            return None;
+        }
+        self.inner.qps.read().unwrap_or_else(|e| e.into_inner()).get(&(ep.nic, ep.qpn)).cloned()
+    }
+}
+
+impl Drop for FabricInner {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(t) = self.engine_thread.get_mut().ok().and_then(|t| t.take()) {
+            t.unpark();
+        }
+        if let Some(h) = self.engine.get_mut().ok().and_then(|h| h.take()) {
+            if h.thread().id() != std::thread::current().id() {
+                let _ = h.join();
+            }
+        }
+    }
+}
+
+pub(crate) struct NicInner {
+    pub(crate) id: u32,
+    pub(crate) model: Model,
+    pub(crate) mrs: MrTable,
+    rng: Mutex<rand::rngs::SmallRng>,
+    next_qpn: AtomicU32,
+    next_pd: AtomicU32,
+    next_cqn: AtomicU32,
+}
+
+impl NicInner {
+    fn fresh_key(&self) -> u32 {
+        let mut rng = self.rng.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            let k = rng.next_u32();
+            if k != 0 && !self.mrs.key_in_use(k) {
+                return k;
+            }
+        }
+    }
+}
+
+/// A software NIC.
+#[derive(Clone)]
+pub struct Nic {
+    fabric: Fabric,
+    pub(crate) inner: Arc<NicInner>,
+}
+
+impl std::fmt::Debug for Nic {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Nic").field("id", &self.inner.id).field("model", &self.inner.model).finish()
+    }
+}
+
+impl Nic {
+    /// The queue format this NIC executes.
+    #[must_use]
+    pub fn model(&self) -> Model {
+        self.inner.model
+    }
+
+    /// The fabric.
+    #[must_use]
+    pub fn fabric(&self) -> &Fabric {
+        &self.fabric
+    }
+
+    /// Allocates a protection domain.
+    pub fn alloc_pd(&self) -> Pd {
+        Pd { nic: self.clone(), id: self.inner.next_pd.fetch_add(1, Ordering::Relaxed) }
+    }
+
+    /// Creates a completion queue of `entries` CQEs (a power of two; a collapsed CQ has one slot).
+    pub fn create_cq(&self, entries: u32, mode: CqMode) -> Result<Cq, SimError> {
+        let entries = if mode == CqMode::Collapsed { 1 } else { entries };
+        if !entries.is_power_of_two() || entries > 1 << 22 {
+            return Err(SimError::InvalidArgument(format!("CQ size {entries} must be a power of two up to 2^22")));
+        }
+        let model = self.inner.model;
+        let stride = model.cqe_bytes();
+        let mut buf = DmaBuf::new(entries as usize * stride as usize, 4096);
+        if model == Model::Mlx5 {
+            // rdma-core initialises every CQE to opcode INVALID, owner 0.
+            for c in buf.as_mut_slice().chunks_mut(64) {
+                c[63] = gda_mlx5::wire::cqe64::OP_OWN_INVALID;
+            }
+        }
+        Ok(Cq {
+            inner: Arc::new(CqInner {
+                cqn: self.inner.next_cqn.fetch_add(1, Ordering::Relaxed),
+                model,
+                mode,
+                entries,
+                buf,
+                dbrec: DmaBuf::new(64, 64),
+                prod: AtomicU64::new(0),
+                overrun: AtomicBool::new(false),
+            }),
+        })
+    }
+}
+
+/// A protection domain.
+#[derive(Clone, Debug)]
+pub struct Pd {
+    nic: Nic,
+    id: u32,
+}
+
+/// Sizes of a new QP.
+#[derive(Clone, Copy, Debug)]
+pub struct QpInit {
+    /// Send-queue units (64-byte units; a power of two).
+    pub sq_units: u32,
+    /// Receive-queue WQEs (a power of two).
+    pub rq_wqes: u32,
+    /// Largest inline payload.
+    pub max_inline: u32,
+    /// Most gather entries per WQE (send and receive).
+    pub max_sge: u32,
+    /// RNR retries before `RNR_RETRY_EXC_ERR`; 7 means retry forever (as in verbs).
+    pub rnr_retry: u8,
+}
+
+impl Default for QpInit {
+    fn default() -> Self {
+        Self { sq_units: 256, rq_wqes: 256, max_inline: 256, max_sge: 4, rnr_retry: 7 }
+    }
+}
+
+impl Pd {
+    /// The protection domain's number.
+    #[must_use]
+    pub fn id(&self) -> u32 {
+        self.id
+    }
+
+    /// The NIC.
+    #[must_use]
+    pub fn nic(&self) -> &Nic {
+        &self.nic
+    }
+
+    /// Allocates `len` zeroed, page-aligned bytes and registers them.
+    pub fn alloc_mr(&self, len: usize, access: Access) -> Mr {
+        let buf = DmaBuf::new(len, 4096);
+        let (addr, l) = (buf.addr(), len as u64);
+        self.insert(addr, l, access, Some(buf))
+    }
+
+    /// Registers caller memory.
+    ///
+    /// # Safety
+    /// `[addr, addr + len)` must stay valid (and not be freed) until the returned [`Mr`] and
+    /// every operation using its keys are finished; the NIC reads and writes it at any time.
+    pub unsafe fn register(&self, addr: u64, len: usize, access: Access) -> Mr {
+        self.insert(addr, len as u64, access, None)
+    }
+
+    fn insert(&self, addr: u64, len: u64, access: Access, owned: Option<DmaBuf>) -> Mr {
+        let nic = &self.nic.inner;
+        let mut owned = owned;
+        loop {
+            let mr = Arc::new(MrInner { pd: self.id, addr, len, access, lkey: nic.fresh_key(), rkey: nic.fresh_key(), _owned: owned.take() });
+            if nic.mrs.insert(mr.clone()) {
+                return Mr { nic: self.nic.clone(), inner: mr };
+            }
+            // A key raced with another registration: take the memory back and try again.
+            owned = Arc::try_unwrap(mr).ok().and_then(|m| m._owned);
+        }
+    }
+
+    /// Creates an RC QP in state Reset.
+    pub fn create_qp(&self, init: QpInit, send_cq: &Cq, recv_cq: &Cq) -> Result<Qp, SimError> {
+        for (what, v) in [("sq_units", init.sq_units), ("rq_wqes", init.rq_wqes)] {
+            if !v.is_power_of_two() || v > 1 << 16 {
+                return Err(SimError::InvalidArgument(format!("{what} = {v} must be a power of two up to 65536")));
+            }
+        }
+        if init.max_sge == 0 || init.max_sge > 30 {
+            return Err(SimError::InvalidArgument(format!("max_sge = {} must be 1..=30", init.max_sge)));
+        }
+        if send_cq.inner.model != self.nic.inner.model || recv_cq.inner.model != self.nic.inner.model {
+            return Err(SimError::InvalidArgument("CQs must belong to a NIC of the same model".into()));
+        }
+        let model = self.nic.inner.model;
+        let rq_stride = match model {
+            Model::Native => (16 * (1 + init.max_sge)).next_power_of_two(),
+            Model::Mlx5 => (16 * init.max_sge).next_power_of_two().max(16),
+        };
+        let qpn = self.nic.inner.next_qpn.fetch_add(1, Ordering::Relaxed) & 0x00ff_ffff;
+        let inner = Arc::new(QpInner {
+            nic: self.nic.inner.clone(),
+            qpn,
+            pd: self.id,
+            init,
+            sq: DmaBuf::new(init.sq_units as usize * 64, 4096),
+            rq: DmaBuf::new(init.rq_wqes as usize * rq_stride as usize, 4096),
+            rq_stride,
+            dbrec: DmaBuf::new(64, 64),
+            db: DmaBuf::new(1024, 4096),
+            send_cq: send_cq.inner.clone(),
+            recv_cq: recv_cq.inner.clone(),
+            state: AtomicU8::new(QpState::Reset as u8),
+            remote: Mutex::new(None),
+            rq_consumed: AtomicU64::new(0),
+            exec: Mutex::new(QpExec::default()),
+        });
+        let fabric = self.nic.fabric.clone();
+        fabric.inner.qps.write().unwrap_or_else(|e| e.into_inner()).insert((self.nic.inner.id, qpn), inner.clone());
+        fabric.inner.epoch.fetch_add(1, Ordering::Release);
+        fabric.ensure_engine();
+        fabric.kick();
+        Ok(Qp { fabric, inner })
+    }
+}
+
+/// A registered memory region. Dropping it deregisters the keys.
+pub struct Mr {
+    nic: Nic,
+    inner: Arc<MrInner>,
+}
+
+impl std::fmt::Debug for Mr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Mr").field("addr", &format_args!("{:#x}", self.inner.addr)).field("len", &self.inner.len).finish()
+    }
+}
+
+impl Mr {
+    /// First byte.
+    #[must_use]
+    pub fn addr(&self) -> u64 {
+        self.inner.addr
+    }
+    /// Length.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.inner.len as usize
+    }
+    /// Whether the region is empty.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.inner.len == 0
+    }
+    /// Local key.
+    #[must_use]
+    pub fn lkey(&self) -> u32 {
+        self.inner.lkey
+    }
+    /// Remote key.
+    #[must_use]
+    pub fn rkey(&self) -> u32 {
+        self.inner.rkey
+    }
+
+    /// Reads `out.len()` bytes at `offset` (the NIC may be writing concurrently; read after the
+    /// completion that announces the data).
+    ///
+    /// # Panics
+    /// If the range leaves the region.
+    pub fn read(&self, offset: usize, out: &mut [u8]) {
+        assert!(offset + out.len() <= self.len(), "read outside the region");
+        // SAFETY: the range is inside the region, which is valid memory while `self` lives.
+        unsafe { gda_hal::mmio::dma_copy(out.as_mut_ptr(), (self.addr() + offset as u64) as *const u8, out.len()) };
+    }
+
+    /// Writes `data` at `offset`.
+    ///
+    /// # Panics
+    /// If the range leaves the region.
+    pub fn write(&self, offset: usize, data: &[u8]) {
+        assert!(offset + data.len() <= self.len(), "write outside the region");
+        // SAFETY: as above.
+        unsafe { gda_hal::mmio::dma_copy((self.addr() + offset as u64) as *mut u8, data.as_ptr(), data.len()) };
+    }
+}
+
+impl Drop for Mr {
+    fn drop(&mut self) {
+        self.nic.inner.mrs.remove(self.inner.lkey, self.inner.rkey);
+    }
+}
+
+pub(crate) struct CqInner {
+    pub(crate) cqn: u32,
+    pub(crate) model: Model,
+    pub(crate) mode: CqMode,
+    pub(crate) entries: u32,
+    pub(crate) buf: DmaBuf,
+    pub(crate) dbrec: DmaBuf,
+    /// CQEs written so far (engine only).
+    pub(crate) prod: AtomicU64,
+    pub(crate) overrun: AtomicBool,
+}
+
+/// A completion queue.
+#[derive(Clone)]
+pub struct Cq {
+    pub(crate) inner: Arc<CqInner>,
+}
+
+impl std::fmt::Debug for Cq {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cq").field("cqn", &self.inner.cqn).field("mode", &self.inner.mode).finish()
+    }
+}
+
+impl Cq {
+    /// The device handle kernels poll with.
+    #[must_use]
+    pub fn handle(&self) -> CqHandle {
+        let c = &self.inner;
+        CqHandle {
+            buf: c.buf.addr(),
+            dbrec: c.dbrec.addr(),
+            db: 0,
+            entries: c.entries,
+            cqe_bytes: c.model.cqe_bytes(),
+            cqn: c.cqn,
+            collapsed: u32::from(c.mode == CqMode::Collapsed),
+        }
+    }
+
+    /// Whether the NIC found the CQ full and dropped a completion (hardware raises a CQ error).
+    #[must_use]
+    pub fn overrun(&self) -> bool {
+        self.inner.overrun.load(Ordering::Acquire)
+    }
+
+    /// CQEs the NIC has written.
+    #[must_use]
+    pub fn produced(&self) -> u64 {
+        self.inner.prod.load(Ordering::Acquire)
+    }
+}
+
+pub(crate) struct QpInner {
+    pub(crate) nic: Arc<NicInner>,
+    pub(crate) qpn: u32,
+    pub(crate) pd: u32,
+    pub(crate) init: QpInit,
+    pub(crate) sq: DmaBuf,
+    pub(crate) rq: DmaBuf,
+    pub(crate) rq_stride: u32,
+    /// mlx5: doorbell record (word 0 RQ, word 1 SQ). native: RQ producer word at offset 0.
+    pub(crate) dbrec: DmaBuf,
+    /// The doorbell page (UAR stand-in). mlx5: BlueFlame halves at 0 and 256. native: offset 0.
+    pub(crate) db: DmaBuf,
+    pub(crate) send_cq: Arc<CqInner>,
+    pub(crate) recv_cq: Arc<CqInner>,
+    pub(crate) state: AtomicU8,
+    pub(crate) remote: Mutex<Option<Endpoint>>,
+    /// Receive WQEs consumed (engine only).
+    pub(crate) rq_consumed: AtomicU64,
+    pub(crate) exec: Mutex<QpExec>,
+}
+
+impl QpInner {
+    pub(crate) fn state(&self) -> QpState {
+        QpState::from_u8(self.state.load(Ordering::Acquire))
+    }
+    pub(crate) fn set_error(&self) {
+        self.state.store(QpState::Error as u8, Ordering::Release);
+    }
+}
+
+/// An RC queue pair.
+pub struct Qp {
+    fabric: Fabric,
+    pub(crate) inner: Arc<QpInner>,
+}
+
+impl std::fmt::Debug for Qp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Qp").field("qpn", &self.inner.qpn).field("state", &self.inner.state()).finish()
+    }
+}
+
+impl Qp {
+    /// QP number.
+    #[must_use]
+    pub fn qpn(&self) -> u32 {
+        self.inner.qpn
+    }
+
+    /// Current state.
+    #[must_use]
+    pub fn state(&self) -> QpState {
+        self.inner.state()
+    }
+
+    /// What a peer needs to connect to this QP.
+    #[must_use]
+    pub fn endpoint(&self) -> Endpoint {
+        Endpoint { fabric: self.fabric.inner.id, nic: self.inner.nic.id, qpn: self.inner.qpn }
+    }
+
+    /// The send queue's device handle.
+    #[must_use]
+    pub fn sq_handle(&self) -> WqHandle {
+        let q = &self.inner;
+        let (dbrec, db) = match q.nic.model {
+            Model::Mlx5 => (q.dbrec.addr(), q.db.addr()),
+            Model::Native => (0, q.db.addr()),
+        };
+        WqHandle {
+            buf: q.sq.addr(),
+            dbrec,
+            db,
+            entries: q.init.sq_units,
+            stride: 64,
+            qpn: q.qpn,
+            max_inline: q.init.max_inline,
+            max_sge: q.init.max_sge,
+            bf_size: if q.nic.model == Model::Mlx5 { 256 } else { 0 },
+        }
+    }
+
+    /// The receive queue's device handle.
+    #[must_use]
+    pub fn rq_handle(&self) -> WqHandle {
+        let q = &self.inner;
+        WqHandle {
+            buf: q.rq.addr(),
+            dbrec: q.dbrec.addr(),
+            db: 0,
+            entries: q.init.rq_wqes,
+            stride: q.rq_stride,
+            qpn: q.qpn,
+            max_inline: 0,
+            max_sge: q.init.max_sge,
+            bf_size: 0,
+        }
+    }
+
+    /// Moves Reset → Init.
+    pub fn init(&self) -> Result<(), SimError> {
+        self.transition(QpState::Reset, QpState::Init)
+    }
+
+    /// Moves Init → Rtr, connected to `remote` (a QP on this fabric; may be itself: loopback).
+    pub fn connect(&self, remote: &Endpoint) -> Result<(), SimError> {
+        if self.fabric.lookup(remote).is_none() {
+            return Err(SimError::UnknownEndpoint(*remote));
+        }
+        *self.inner.remote.lock().unwrap_or_else(|e| e.into_inner()) = Some(*remote);
+        self.transition(QpState::Init, QpState::Rtr)
+    }
+
+    /// Moves Rtr → Rts.
+    pub fn ready(&self) -> Result<(), SimError> {
+        self.transition(QpState::Rtr, QpState::Rts)?;
+        self.fabric.kick();
+        Ok(())
+    }
+
+    /// Init, connect and ready in one call.
+    pub fn bring_up(&self, remote: &Endpoint) -> Result<(), SimError> {
+        self.init()?;
+        self.connect(remote)?;
+        self.ready()
+    }
+
+    /// Moves to Error: outstanding and future WQEs complete with `WR_FLUSH_ERR`.
+    pub fn set_error(&self) {
+        self.inner.set_error();
+        self.fabric.kick();
+    }
+
+    fn transition(&self, from: QpState, to: QpState) -> Result<(), SimError> {
+        self.inner
+            .state
+            .compare_exchange(from as u8, to as u8, Ordering::AcqRel, Ordering::Acquire)
+            .map(|_| ())
+            .map_err(|cur| SimError::InvalidTransition { qpn: self.inner.qpn, from: QpState::from_u8(cur), to })
+    }
+
+    /// Requests a state the verbs machine does not reach by the helpers above (for tests of
+    /// refused transitions): anything other than the next state fails with a readable error.
+    pub fn modify(&self, to: QpState) -> Result<(), SimError> {
+        let from = self.state();
+        match (from, to) {
+            (_, QpState::Error) => {
+                self.set_error();
+                Ok(())
+            }
+            (QpState::Reset, QpState::Init) => self.init(),
+            (QpState::Rtr, QpState::Rts) => self.ready(),
+            _ => Err(SimError::InvalidTransition { qpn: self.inner.qpn, from, to }),
+        }
+    }
+}
+
+impl Drop for Qp {
+    fn drop(&mut self) {
+        self.fabric.inner.qps.write().unwrap_or_else(|e| e.into_inner()).remove(&(self.inner.nic.id, self.inner.qpn));
+        self.fabric.inner.epoch.fetch_add(1, Ordering::Release);
+    }
+}

@@ -1,0 +1,134 @@
+//! Memory regions: keys, access flags and the checks every DMA passes.
+//!
+//! Keys are 32-bit values drawn from a per-NIC random generator seeded from the OS, so a key
+//! cannot be guessed from another; a forged key, a key of another protection domain, or a key
+//! whose region was deregistered fails the lookup. Every byte the engine touches is inside a
+//! region that granted the access.
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+
+use crate::buf::DmaBuf;
+
+bitflags::bitflags! {
+    /// Region access rights, numbered as `enum ibv_access_flags`.
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+    pub struct Access: u32 {
+        /// The local NIC may write (receive targets, READ and atomic results).
+        const LOCAL_WRITE = 1 << 0;
+        /// Remote peers may RDMA WRITE.
+        const REMOTE_WRITE = 1 << 1;
+        /// Remote peers may RDMA READ.
+        const REMOTE_READ = 1 << 2;
+        /// Remote peers may perform atomics.
+        const REMOTE_ATOMIC = 1 << 3;
+    }
+}
+
+impl Access {
+    /// Every right.
+    pub const ALL: Access = Access::all();
+}
+
+/// A registered region.
+#[derive(Debug)]
+pub struct MrInner {
+    /// Protection domain.
+    pub pd: u32,
+    /// First byte.
+    pub addr: u64,
+    /// Length in bytes.
+    pub len: u64,
+    /// Rights.
+    pub access: Access,
+    /// Local key.
+    pub lkey: u32,
+    /// Remote key.
+    pub rkey: u32,
+    /// Memory owned by the region (for `alloc_mr`), kept alive while the NIC uses it.
+    pub(crate) _owned: Option<DmaBuf>,
+}
+
+impl MrInner {
+    /// Whether `[addr, addr + len)` is inside the region.
+    #[must_use]
+    pub fn contains(&self, addr: u64, len: u64) -> bool {
+        addr >= self.addr && addr.checked_add(len).is_some_and(|end| end <= self.addr + self.len)
+    }
+}
+
+/// Why an access was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fault {
+    /// No region has this key (forged or stale).
+    BadKey,
+    /// The region belongs to another protection domain.
+    WrongPd,
+    /// The range leaves the region.
+    OutOfBounds,
+    /// The region does not grant the access.
+    NoAccess,
+    /// An atomic target is not naturally aligned.
+    Misaligned,
+}
+
+/// The region tables of one NIC.
+#[derive(Debug, Default)]
+pub struct MrTable {
+    lkeys: RwLock<HashMap<u32, Arc<MrInner>>>,
+    rkeys: RwLock<HashMap<u32, Arc<MrInner>>>,
+}
+
+impl MrTable {
+    /// Inserts a region under its keys; `false` if a key is already taken.
+    pub fn insert(&self, mr: Arc<MrInner>) -> bool {
+        let mut l = self.lkeys.write().unwrap_or_else(|e| e.into_inner());
+        let mut r = self.rkeys.write().unwrap_or_else(|e| e.into_inner());
+        if l.contains_key(&mr.lkey) || r.contains_key(&mr.rkey) {
+            return false;
+        }
+        l.insert(mr.lkey, mr.clone());
+        r.insert(mr.rkey, mr);
+        true
+    }
+
+    /// Removes a region (its keys become stale at once).
+    pub fn remove(&self, lkey: u32, rkey: u32) {
+        self.lkeys.write().unwrap_or_else(|e| e.into_inner()).remove(&lkey);
+        self.rkeys.write().unwrap_or_else(|e| e.into_inner()).remove(&rkey);
+    }
+
+    /// Whether either key is in use.
+    #[must_use]
+    pub fn key_in_use(&self, k: u32) -> bool {
+        self.lkeys.read().unwrap_or_else(|e| e.into_inner()).contains_key(&k)
+            || self.rkeys.read().unwrap_or_else(|e| e.into_inner()).contains_key(&k)
+    }
+
+    /// Checks a local access (by lkey).
+    pub fn check_local(&self, pd: u32, lkey: u32, addr: u64, len: u64, need: Access) -> Result<Arc<MrInner>, Fault> {
+        let mr = self.lkeys.read().unwrap_or_else(|e| e.into_inner()).get(&lkey).cloned().ok_or(Fault::BadKey)?;
+        check(&mr, pd, addr, len, need)?;
+        Ok(mr)
+    }
+
+    /// Checks a remote access (by rkey).
+    pub fn check_remote(&self, pd: u32, rkey: u32, addr: u64, len: u64, need: Access) -> Result<Arc<MrInner>, Fault> {
+        let mr = self.rkeys.read().unwrap_or_else(|e| e.into_inner()).get(&rkey).cloned().ok_or(Fault::BadKey)?;
+        check(&mr, pd, addr, len, need)?;
+        Ok(mr)
+    }
+}
+
+fn check(mr: &MrInner, pd: u32, addr: u64, len: u64, need: Access) -> Result<(), Fault> {
+    if mr.pd != pd {
+        return Err(Fault::WrongPd);
+    }
+    if !mr.contains(addr, len) {
+        return Err(Fault::OutOfBounds);
+    }
+    if !mr.access.contains(need) {
+        return Err(Fault::NoAccess);
+    }
+    Ok(())
+}

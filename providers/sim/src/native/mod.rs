@@ -1,0 +1,364 @@
+//! The `Sim` provider: the software NIC's own queue format, designed for a software device —
+//! little-endian, naturally aligned, fixed offsets, no bit packing to undo.
+//!
+//! | structure | size | layout |
+//! |---|---|---|
+//! | send WQE header unit | 64 B | [`NativeWqe`]: opcode, flags, atomic width, units, imm, first SGE, remote, counter, operands |
+//! | extension unit | 64 B | 4 more SGEs ([`NativeSge`]), or masked-atomic masks, or inline bytes |
+//! | doorbell | 8 B | the producer position after the last WQE (`u64`, little-endian), stored with release |
+//! | receive WQE | 16 B × (1 + max_sge) | count, then [`NativeSge`]s |
+//! | CQE | 32 B | [`NativeCqe`]: counter, byte count, imm, QPN, status, opcode, flags, owner |
+//!
+//! A WQE is 1 header unit plus extension units; `units` in the header says how many, so the
+//! device never parses to find the next WQE.
+
+pub mod wire;
+
+use gda_hal::{
+    AtomicOp, AtomicWidth, CollapsedProgress, Completion, CqHandle, OutOfWindow, Payload, PostError,
+    Posted, ProdIdx, Provider, Remote, SendFlags, Sge, WcOpcode, WcStatus, WorkCompletion, WorkRequest,
+    WqHandle, mmio,
+};
+pub use wire::{NativeCqe, NativeOp, NativeSge, NativeWqe, flags};
+
+/// The software NIC's own provider.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Sim;
+
+/// Bytes per queue unit.
+pub const UNIT_BYTES: u32 = 64;
+/// Most units one WQE spans.
+pub const MAX_UNITS: u32 = 16;
+/// SGEs in one extension unit.
+const SGES_PER_UNIT: u32 = 4;
+
+fn nonempty(sges: &[Sge]) -> impl Iterator<Item = &Sge> {
+    sges.iter().filter(|s| s.length != 0)
+}
+
+/// Units a request occupies.
+#[must_use]
+pub fn units_for(wr: &WorkRequest<'_>) -> u32 {
+    let payload_units = |p: &Payload<'_>| match p {
+        Payload::Inline(d) => (d.len() as u32).div_ceil(UNIT_BYTES),
+        Payload::Sges(s) => (nonempty(s).count() as u32).saturating_sub(1).div_ceil(SGES_PER_UNIT),
+    };
+    1 + match wr {
+        WorkRequest::Write { payload, .. } | WorkRequest::Send { payload, .. } => payload_units(payload),
+        WorkRequest::Read { sges, .. } => (nonempty(sges).count() as u32).saturating_sub(1).div_ceil(SGES_PER_UNIT),
+        WorkRequest::Atomic { op: AtomicOp::MaskedCompareSwap { .. }, .. } => 1,
+        WorkRequest::Atomic { .. } | WorkRequest::Nop => 0,
+    }
+}
+
+#[inline(always)]
+fn unit_ptr(wq: &WqHandle, at: ProdIdx, k: u32) -> u64 {
+    let slot = at.0.wrapping_add(k) & wq.entries.wrapping_sub(1);
+    wq.buf.wrapping_add(u64::from(slot) * u64::from(UNIT_BYTES))
+}
+
+/// Writes a WQE of any kind.
+///
+/// # Safety
+/// As [`Provider::post`].
+unsafe fn write(wq: &WqHandle, at: ProdIdx, wr: &WorkRequest<'_>, fl: SendFlags) -> Posted {
+    let units = units_for(wr);
+    let mut h = NativeWqe { units: units as u8, counter: at.0, ..NativeWqe::default() };
+    h.flags = (if fl.contains(SendFlags::SIGNALED) { flags::SIGNALED } else { 0 })
+        | (if fl.contains(SendFlags::FENCE) { flags::FENCE } else { 0 })
+        | (if fl.contains(SendFlags::SOLICITED) { flags::SOLICITED } else { 0 });
+    let mut ext: [[u8; 64]; 1] = [[0; 64]];
+    let mut sge_list: &[Sge] = &[];
+    let mut inline: &[u8] = &[];
+    let set_remote = |h: &mut NativeWqe, r: Remote| {
+        h.remote_addr = r.addr;
+        h.rkey = r.rkey;
+    };
+    match *wr {
+        WorkRequest::Write { remote, payload, imm } => {
+            h.opcode = if imm.is_some() { NativeOp::WriteImm as u8 } else { NativeOp::Write as u8 };
+            set_remote(&mut h, remote);
+            h.imm = imm.unwrap_or(0);
+            match payload {
+                Payload::Inline(d) => inline = d,
+                Payload::Sges(s) => sge_list = s,
+            }
+        }
+        WorkRequest::Send { payload, imm } => {
+            h.opcode = if imm.is_some() { NativeOp::SendImm as u8 } else { NativeOp::Send as u8 };
+            h.imm = imm.unwrap_or(0);
+            match payload {
+                Payload::Inline(d) => inline = d,
+                Payload::Sges(s) => sge_list = s,
+            }
+        }
+        WorkRequest::Read { remote, sges } => {
+            h.opcode = NativeOp::Read as u8;
+            set_remote(&mut h, remote);
+            sge_list = sges;
+        }
+        WorkRequest::Atomic { remote, local, op, bytes } => {
+            set_remote(&mut h, remote);
+            h.width = bytes as u8;
+            h.local = NativeSge { addr: local.addr, length: bytes, lkey: local.lkey };
+            h.nsge = 1;
+            match op {
+                AtomicOp::CompareSwap { compare, swap } => {
+                    h.opcode = NativeOp::CompSwap as u8;
+                    h.op0 = compare;
+                    h.op1 = swap;
+                }
+                AtomicOp::FetchAdd { add } => {
+                    h.opcode = NativeOp::FetchAdd as u8;
+                    h.op0 = add;
+                }
+                AtomicOp::MaskedCompareSwap { compare, compare_mask, swap, swap_mask } => {
+                    h.opcode = NativeOp::MaskedCompSwap as u8;
+                    h.op0 = compare;
+                    h.op1 = swap;
+                    ext[0][..8].copy_from_slice(&compare_mask.to_le_bytes());
+                    ext[0][8..16].copy_from_slice(&swap_mask.to_le_bytes());
+                }
+                AtomicOp::MaskedFetchAdd { add, field_boundary } => {
+                    h.opcode = NativeOp::MaskedFetchAdd as u8;
+                    h.op0 = add;
+                    h.op1 = field_boundary;
+                }
+            }
+        }
+        WorkRequest::Nop => h.opcode = NativeOp::Nop as u8,
+    }
+    if !inline.is_empty() || matches!(wr, WorkRequest::Write { payload: Payload::Inline(_), .. } | WorkRequest::Send { payload: Payload::Inline(_), .. }) {
+        h.flags |= flags::INLINE;
+        h.length = inline.len() as u32;
+        for (k, chunk) in inline.chunks(UNIT_BYTES as usize).enumerate() {
+            // SAFETY: unit `1 + k` is inside the WQE's reserved units (caller).
+            unsafe { mmio::copy_bytes(unit_ptr(wq, at, 1 + k as u32) as *mut u8, chunk) };
+        }
+    } else if !sge_list.is_empty() {
+        let mut it = nonempty(sge_list);
+        let mut n = 0u32;
+        let mut total = 0u32;
+        if let Some(first) = it.next() {
+            h.local = NativeSge { addr: first.addr, length: first.length, lkey: first.lkey };
+            n = 1;
+            total = first.length;
+        }
+        let mut unit = [0u8; 64];
+        let mut in_unit = 0usize;
+        let mut k = 1u32;
+        for s in it {
+            let e = NativeSge { addr: s.addr, length: s.length, lkey: s.lkey };
+            unit[in_unit * 16..in_unit * 16 + 16].copy_from_slice(bytemuck::bytes_of(&e));
+            in_unit += 1;
+            n += 1;
+            total = total.wrapping_add(s.length);
+            if in_unit == SGES_PER_UNIT as usize {
+                // SAFETY: unit `k` is inside the reserved units.
+                unsafe { mmio::write_seg(unit_ptr(wq, at, k) as *mut [u8; 64], unit) };
+                unit = [0; 64];
+                in_unit = 0;
+                k += 1;
+            }
+        }
+        if in_unit > 0 {
+            // SAFETY: as above.
+            unsafe { mmio::write_seg(unit_ptr(wq, at, k) as *mut [u8; 64], unit) };
+        }
+        h.nsge = n as u8;
+        h.length = total;
+    }
+    if h.opcode == NativeOp::MaskedCompSwap as u8 {
+        // SAFETY: unit 1 is reserved for the masks.
+        unsafe { mmio::write_seg(unit_ptr(wq, at, 1) as *mut [u8; 64], ext[0]) };
+    }
+    // SAFETY: unit 0 is the first reserved unit; written last so a reader that sees the header
+    // sees the extension units too (ordering is provided by the doorbell anyway).
+    unsafe { mmio::write_seg(unit_ptr(wq, at, 0) as *mut NativeWqe, h) };
+    let next = at.add(units);
+    Posted { start: at, next, doorbell: u64::from(next.0).to_le_bytes() }
+}
+
+impl Provider for Sim {
+    const NAME: &'static str = "sim";
+    const SQ_UNIT_BYTES: u32 = UNIT_BYTES;
+    const CQE_BYTES: u32 = 32;
+    const MAX_INLINE_BYTES: u32 = (MAX_UNITS - 1) * UNIT_BYTES;
+    const MAX_WQE_UNITS: u32 = MAX_UNITS;
+    const HAS_DOORBELL_RECORD: bool = false;
+    const WQE_COUNTER_BITS: u32 = 32;
+    const CQ_INDEX_BITS: u32 = 32;
+    const ATOMIC_RESULT_BIG_ENDIAN: bool = false;
+
+    fn units_for(wr: &WorkRequest<'_>) -> u32 {
+        units_for(wr)
+    }
+
+    fn check(wq: &WqHandle, wr: &WorkRequest<'_>) -> Result<u32, PostError> {
+        if wq.ring().is_none() {
+            return Err(PostError::BadRing);
+        }
+        let max_inline = wq.max_inline.min(Self::MAX_INLINE_BYTES);
+        let nsge = match wr {
+            WorkRequest::Write { payload: Payload::Inline(d), .. } | WorkRequest::Send { payload: Payload::Inline(d), .. } => {
+                if d.len() > max_inline as usize {
+                    return Err(PostError::InlineTooLong { len: d.len(), max: max_inline });
+                }
+                0
+            }
+            WorkRequest::Write { payload: Payload::Sges(s), .. } | WorkRequest::Send { payload: Payload::Sges(s), .. } | WorkRequest::Read { sges: s, .. } => s.len(),
+            WorkRequest::Atomic { bytes, op, .. } => {
+                let ok = match op {
+                    AtomicOp::CompareSwap { .. } | AtomicOp::FetchAdd { .. } => *bytes == 8,
+                    _ => *bytes == 4 || *bytes == 8,
+                };
+                if !ok {
+                    return Err(PostError::BadAtomicWidth(*bytes));
+                }
+                1
+            }
+            WorkRequest::Nop => 0,
+        };
+        if nsge > wq.max_sge as usize || nsge > 1 + 4 * (MAX_UNITS as usize - 1) {
+            return Err(PostError::TooManySges { n: nsge, max: wq.max_sge });
+        }
+        let units = units_for(wr);
+        if units > MAX_UNITS || units > wq.entries {
+            return Err(PostError::WqeTooLarge { units, max: wq.entries.min(MAX_UNITS) });
+        }
+        Ok(units)
+    }
+
+    unsafe fn post(wq: &WqHandle, at: ProdIdx, wr: &WorkRequest<'_>, flags: SendFlags) -> Posted {
+        // SAFETY: forwarded.
+        unsafe { write(wq, at, wr, flags) }
+    }
+
+    unsafe fn post_write<C: Completion, const N: usize>(wq: &WqHandle, at: ProdIdx, remote: Remote, sges: &[Sge; N]) -> Posted {
+        let f = if C::SIGNALED { SendFlags::SIGNALED } else { SendFlags::empty() };
+        // SAFETY: forwarded.
+        unsafe { write(wq, at, &WorkRequest::Write { remote, payload: Payload::Sges(sges), imm: None }, f) }
+    }
+
+    unsafe fn post_write_inline<C: Completion, const LEN: usize>(wq: &WqHandle, at: ProdIdx, remote: Remote, data: &[u8; LEN]) -> Posted {
+        let f = if C::SIGNALED { SendFlags::SIGNALED } else { SendFlags::empty() };
+        // SAFETY: forwarded.
+        unsafe { write(wq, at, &WorkRequest::Write { remote, payload: Payload::Inline(data), imm: None }, f) }
+    }
+
+    unsafe fn post_read<C: Completion, const N: usize>(wq: &WqHandle, at: ProdIdx, remote: Remote, sges: &[Sge; N]) -> Posted {
+        let f = if C::SIGNALED { SendFlags::SIGNALED } else { SendFlags::empty() };
+        // SAFETY: forwarded.
+        unsafe { write(wq, at, &WorkRequest::Read { remote, sges }, f) }
+    }
+
+    unsafe fn post_send<C: Completion, const N: usize>(wq: &WqHandle, at: ProdIdx, sges: &[Sge; N], imm: Option<u32>) -> Posted {
+        let f = if C::SIGNALED { SendFlags::SIGNALED } else { SendFlags::empty() };
+        // SAFETY: forwarded.
+        unsafe { write(wq, at, &WorkRequest::Send { payload: Payload::Sges(sges), imm }, f) }
+    }
+
+    unsafe fn post_atomic<C: Completion, W: AtomicWidth>(wq: &WqHandle, at: ProdIdx, remote: Remote, local: Sge, op: AtomicOp) -> Posted {
+        let f = if C::SIGNALED { SendFlags::SIGNALED } else { SendFlags::empty() };
+        // SAFETY: forwarded.
+        unsafe { write(wq, at, &WorkRequest::Atomic { remote, local, op, bytes: W::BYTES }, f) }
+    }
+
+    unsafe fn post_nop<C: Completion>(wq: &WqHandle, at: ProdIdx) -> Posted {
+        let f = if C::SIGNALED { SendFlags::SIGNALED } else { SendFlags::empty() };
+        // SAFETY: forwarded.
+        unsafe { write(wq, at, &WorkRequest::Nop, f) }
+    }
+
+    unsafe fn ring_sq(wq: &WqHandle, posted: &Posted) {
+        mmio::wqe_to_dbrec_fence();
+        // SAFETY: `wq.db` is the queue's 8-byte doorbell word (caller).
+        unsafe { mmio::store_u64_release(wq.db as *mut u64, u64::from_le_bytes(posted.doorbell)) };
+    }
+
+    unsafe fn post_recv<const N: usize>(rq: &WqHandle, at: ProdIdx, sges: &[Sge; N]) {
+        let slot = at.0 & rq.entries.wrapping_sub(1);
+        let base = rq.buf.wrapping_add(u64::from(slot) * u64::from(rq.stride));
+        let cap = (rq.stride / 16).saturating_sub(1);
+        let mut n = 0u32;
+        for s in nonempty(sges) {
+            if n >= cap {
+                break;
+            }
+            let e = NativeSge { addr: s.addr, length: s.length, lkey: s.lkey };
+            // SAFETY: entry `1 + n` is inside the caller's slot (`n < stride / 16 - 1`).
+            unsafe { mmio::write_seg(base.wrapping_add(16 + u64::from(n) * 16) as *mut NativeSge, e) };
+            n += 1;
+        }
+        // SAFETY: the header is the slot's first 16 bytes.
+        unsafe { mmio::write_seg(base as *mut [u32; 4], [n, 0, 0, 0]) };
+    }
+
+    unsafe fn ring_rq(rq: &WqHandle, next: ProdIdx) {
+        mmio::wqe_to_dbrec_fence();
+        // SAFETY: `rq.dbrec` is the receive queue's 8-byte producer word (caller).
+        unsafe { mmio::store_u64_release(rq.dbrec as *mut u64, u64::from(next.0)) };
+    }
+
+    unsafe fn poll_cq(cq: &CqHandle, ci: u32) -> Option<WorkCompletion> {
+        let ring = gda_hal::Ring::new(cq.entries)?;
+        let addr = cq.buf.wrapping_add(u64::from(ring.slot(ci)) * 32);
+        // SAFETY: `addr` is a CQE of the caller's CQ.
+        let owner = unsafe { mmio::load_u8_acquire(addr.wrapping_add(31) as *const u8) };
+        if owner != wire::owner_for(ci, ring.log2()) {
+            return None;
+        }
+        mmio::dma_read_barrier();
+        // SAFETY: as above; CQEs are 32-byte aligned.
+        let c = unsafe { mmio::read_seg(addr as *const NativeCqe) };
+        Some(c.completion())
+    }
+
+    unsafe fn update_cq_ci(cq: &CqHandle, ci: u32) {
+        if cq.dbrec != 0 {
+            // SAFETY: the CQ's consumer word (caller).
+            unsafe { mmio::store_u64_release(cq.dbrec as *mut u64, u64::from(ci)) };
+        }
+    }
+
+    unsafe fn poll_collapsed(cq: &CqHandle, progress: &mut CollapsedProgress, rung: u64) -> Result<Option<WorkCompletion>, OutOfWindow> {
+        // SAFETY: slot 0 of the caller's CQ.
+        let owner = unsafe { mmio::load_u8_acquire(cq.buf.wrapping_add(31) as *const u8) };
+        if owner == 0 {
+            return Ok(None);
+        }
+        mmio::dma_read_barrier();
+        // SAFETY: as above.
+        let c = unsafe { mmio::read_seg(cq.buf as *const NativeCqe) };
+        let before = progress.complete_below();
+        progress.observe(c.counter, rung)?;
+        Ok((progress.complete_below() != before).then(|| c.completion()))
+    }
+}
+
+impl NativeCqe {
+    /// The work completion this CQE reports.
+    #[must_use]
+    pub fn completion(&self) -> WorkCompletion {
+        let opcode = match self.opcode {
+            0 => WcOpcode::Send,
+            1 => WcOpcode::RdmaWrite,
+            2 => WcOpcode::RdmaRead,
+            3 => WcOpcode::CompSwap,
+            4 => WcOpcode::FetchAdd,
+            128 => WcOpcode::Recv,
+            129 => WcOpcode::RecvRdmaWithImm,
+            _ => WcOpcode::Other,
+        };
+        WorkCompletion {
+            status: WcStatus::from_raw(u32::from(self.status)).unwrap_or(WcStatus::GeneralErr),
+            opcode,
+            wqe_counter: self.counter,
+            byte_len: self.byte_len,
+            imm: (self.flags & wire::cqe_flags::HAS_IMM != 0).then_some(self.imm),
+            qpn: self.qpn,
+            vendor_err: self.vendor_err,
+            is_recv: self.flags & wire::cqe_flags::RECV != 0,
+        }
+    }
+}
