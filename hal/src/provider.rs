@@ -81,7 +81,7 @@ impl crate::error::Error for PostError {
 }
 
 /// A NIC family's data path.
-pub trait Provider: Copy + 'static {
+pub trait Provider: Copy + Send + Sync + 'static {
     /// Short name (`"mlx5"`, `"bnxt"`, `"sim"`).
     const NAME: &'static str;
     /// Bytes in one send-queue unit (mlx5: 64-byte WQEBB).
