@@ -13,7 +13,7 @@
 //! (an early-returning quiet, a missing fence, a lost doorbell) fails, reproducibly per seed.
 //!
 //! Idle costs nothing: after a short spin the thread sleeps with exponential backoff (up to
-//! 2 ms), and `Fabric::kick` wakes it at once.
+//! 2 ms, then 20 ms once idle for 50 ms), and `Fabric::kick` wakes it at once.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -137,7 +137,10 @@ pub(crate) fn run(weak: Weak<FabricInner>) {
                 f.stats.sleeps.fetch_add(1, Ordering::Relaxed);
             }
             std::thread::park_timeout(sleep);
-            sleep = (sleep * 2).min(Duration::from_millis(2));
+            // Short naps while work may resume soon; long ones once the fabric has been idle a
+            // while (`Fabric::kick` and QP state changes wake it at once).
+            let cap = if last_work.elapsed() > Duration::from_millis(50) { Duration::from_millis(20) } else { Duration::from_millis(2) };
+            sleep = (sleep * 2).min(cap);
         } else {
             std::hint::spin_loop();
         }

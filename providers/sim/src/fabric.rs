@@ -247,6 +247,22 @@ impl Fabric {
         self.inner.stats.snapshot()
     }
 
+    /// CPU time the engine thread has used so far (Linux: `/proc/self/task/<tid>/schedstat`),
+    /// or `None` if the engine has not started or the platform does not say.
+    #[must_use]
+    pub fn engine_cpu_time(&self) -> Option<std::time::Duration> {
+        let tasks = std::fs::read_dir("/proc/self/task").ok()?;
+        for t in tasks.flatten() {
+            let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
+            if comm.trim() == self.engine_thread_name() {
+                let stat = std::fs::read_to_string(t.path().join("schedstat")).ok()?;
+                let ns: u64 = stat.split_whitespace().next()?.parse().ok()?;
+                return Some(std::time::Duration::from_nanos(ns));
+            }
+        }
+        None
+    }
+
     /// Wakes the engine now (it also polls on its own; this only cuts the wake-up latency after
     /// an idle period).
     pub fn kick(&self) {
@@ -255,12 +271,17 @@ impl Fabric {
         }
     }
 
+    /// The engine thread's name (unique per fabric, within the 15 characters Linux keeps).
+    fn engine_thread_name(&self) -> String {
+        format!("gda-sim-{:04x}", self.inner.id & 0xffff)
+    }
+
     fn ensure_engine(&self) {
         let mut g = self.inner.engine.lock().unwrap_or_else(|e| e.into_inner());
         if g.is_none() {
             let weak = Arc::downgrade(&self.inner);
             let h = std::thread::Builder::new()
-                .name("gda-sim-engine".into())
+                .name(self.engine_thread_name())
                 .spawn(move || engine::run(weak))
                 .expect("spawn the software NIC engine thread");
             *self.inner.engine_thread.lock().unwrap_or_else(|e| e.into_inner()) = Some(h.thread().clone());
