@@ -37,4 +37,6 @@ pub use gda_mlx5 as mlx5;
 #[cfg(feature = "sim")]
 pub use gda_sim as sim;
 
+#[cfg(all(feature = "sim", feature = "mlx5"))]
+pub mod perf;
 pub mod wire;

@@ -405,8 +405,7 @@ mod mlx5 {
             PayloadRepr::None => Value::Null,
             PayloadRepr::Inline(d) => json!({ "inline_data": hex::encode(d), "length": d.len() }),
             PayloadRepr::Sges(l) => json!(
-                l.as_slice()
-                    .iter()
+                l.iter()
                     .map(|s| json!({"addr": s.addr, "length": s.length, "lkey": s.lkey}))
                     .collect::<Vec<_>>()
             ),

@@ -194,26 +194,49 @@ impl Counters {
         self.complete_below.fetch_max(v, Ordering::Release);
     }
 
-    /// Waits until every WQE rung before the call is complete ("quiet what I have rung").
-    pub fn quiet_rung(&self, waiter: &mut Waiter, mut progress: impl FnMut() -> Result<(), SqError>) -> Result<(), SqError> {
+    /// Start + 1 of the newest rung WQE (0: none).
+    #[must_use]
+    pub fn last_rung_marker(&self) -> u64 {
         // ORDERING: Acquire on `rung` makes the marker stored before it visible.
         let _ = self.rung.load(Ordering::Acquire);
-        let target = self.last_rung_end_marker.load(Ordering::Relaxed);
-        while self.complete_below() < target {
-            progress()?;
-            waiter.step().map_err(|_| SqError::Timeout { what: "rung work requests to complete" })?;
-        }
-        Ok(())
+        self.last_rung_end_marker.load(Ordering::Relaxed)
     }
 
-    /// Waits until every WQE reserved before the call is rung and complete (the user's quiet).
-    pub fn quiet_all(&self, waiter: &mut Waiter, mut progress: impl FnMut() -> Result<(), SqError>) -> Result<(), SqError> {
-        let target = self.reserved.load(Ordering::Relaxed);
+    /// Next unreserved position.
+    #[must_use]
+    pub fn reserved(&self) -> u64 {
+        self.reserved.load(Ordering::Relaxed)
+    }
+
+    /// Waits until every position below `target` has been rung.
+    pub fn wait_rung(&self, target: u64, waiter: &mut Waiter, mut progress: impl FnMut() -> Result<(), SqError>) -> Result<(), SqError> {
         while self.rung() < target {
             self.check_poison()?;
             progress()?;
             waiter.step().map_err(|_| SqError::Timeout { what: "reserved work requests to be rung" })?;
         }
+        Ok(())
+    }
+
+    /// Waits until the WQE whose start + 1 is `marker` (and everything before it) is complete.
+    pub fn wait_complete(&self, marker: u64, waiter: &mut Waiter, mut progress: impl FnMut() -> Result<(), SqError>) -> Result<(), SqError> {
+        while self.complete_below() < marker {
+            progress()?;
+            waiter.step().map_err(|_| SqError::Timeout { what: "work requests to complete" })?;
+        }
+        Ok(())
+    }
+
+    /// Waits until every WQE rung before the call is complete ("quiet what I have rung"), for
+    /// a device that reports every WQE.
+    pub fn quiet_rung(&self, waiter: &mut Waiter, progress: impl FnMut() -> Result<(), SqError>) -> Result<(), SqError> {
+        self.wait_complete(self.last_rung_marker(), waiter, progress)
+    }
+
+    /// Waits until every WQE reserved before the call is rung and complete (the user's quiet),
+    /// for a device that reports every WQE.
+    pub fn quiet_all(&self, waiter: &mut Waiter, mut progress: impl FnMut() -> Result<(), SqError>) -> Result<(), SqError> {
+        self.wait_rung(self.reserved(), waiter, &mut progress)?;
         self.quiet_rung(waiter, progress)
     }
 }
@@ -233,6 +256,8 @@ pub struct SendQueue<P: Provider> {
     newest_plus_one: AtomicU64,
     /// First error seen: `status + 1` (0 = none), and its counter.
     error: AtomicU64,
+    /// Start + 1 of the newest signalled WQE rung (0: none).
+    signaled_marker: AtomicU64,
     _p: PhantomData<P>,
 }
 
@@ -255,6 +280,7 @@ impl<P: Provider> SendQueue<P> {
             cq_ci: AtomicU32::new(0),
             newest_plus_one: AtomicU64::new(0),
             error: AtomicU64::new(0),
+            signaled_marker: AtomicU64::new(0),
             _p: PhantomData,
         })
     }
@@ -271,23 +297,33 @@ impl<P: Provider> SendQueue<P> {
         &self.counters
     }
 
-    /// Posts one work request (always signalled, so progress is observable) and rings its
-    /// doorbell in reservation order. Returns the WQE's start position.
+    /// Posts one work request and rings its doorbell in reservation order. Returns the WQE's
+    /// start position.
+    ///
+    /// A CQE is requested when `flags` asks for one and, so that slots keep being recycled,
+    /// whenever the WQE crosses a quarter of the ring; [`SendQueue::quiet`] adds a signalled NOP
+    /// when the newest WQE was not signalled. Fewer CQEs is less device traffic per message.
     pub fn post(&self, wr: &WorkRequest<'_>, flags: SendFlags) -> Result<u64, SqError> {
         let units = P::check(&self.wq, wr)?;
         let mut waiter = Waiter::new(self.timeout_ms);
         let start = self.counters.reserve(units);
+        let quarter = u64::from(self.wq.entries / 4).max(1);
+        let end = start + u64::from(units);
+        let flags = if (start / quarter) != (end / quarter) || end % quarter == 0 { flags | SendFlags::SIGNALED } else { flags };
         let result = self
             .counters
             .wait_room(start, units, &mut waiter, || self.poll())
             .and_then(|()| {
                 // SAFETY: `check` accepted the request, the units are reserved by this call and
                 // free (`wait_room`), and the handle is live (constructor contract).
-                let posted: Posted = unsafe { P::post(&self.wq, ProdIdx(start as u32), wr, flags | SendFlags::SIGNALED) };
+                let posted: Posted = unsafe { P::post(&self.wq, ProdIdx(start as u32), wr, flags) };
                 self.counters.ring_in_order(start, units, &mut waiter, || {
                     // SAFETY: the doorbell record and register are live (constructor contract);
                     // we hold the ticket, so this is the only doorbell store in flight.
-                    unsafe { P::ring_sq(&self.wq, &posted) }
+                    unsafe { P::ring_sq(&self.wq, &posted) };
+                    if flags.contains(SendFlags::SIGNALED) {
+                        self.signaled_marker.fetch_max(start + 1, Ordering::Relaxed);
+                    }
                 })
             });
         if let Err(e) = result {
@@ -359,15 +395,25 @@ impl<P: Provider> SendQueue<P> {
         Err(SqError::Completion { status, wqe_counter: v as u32 })
     }
 
-    /// Waits until everything rung so far has completed (slot recycling).
+    /// Waits until everything rung so far whose completion is observable (up to the newest
+    /// signalled WQE) has completed — slot recycling; never posts.
     pub fn quiet_rung(&self) -> Result<(), SqError> {
-        self.counters.quiet_rung(&mut Waiter::new(self.timeout_ms), || self.poll())?;
+        let marker = self.signaled_marker.load(Ordering::Relaxed);
+        self.counters.wait_complete(marker, &mut Waiter::new(self.timeout_ms), || self.poll())?;
         self.first_error()
     }
 
     /// Waits until everything posted so far (by any producer) has completed — OpenSHMEM quiet.
     pub fn quiet(&self) -> Result<(), SqError> {
-        self.counters.quiet_all(&mut Waiter::new(self.timeout_ms), || self.poll())?;
+        let mut w = Waiter::new(self.timeout_ms);
+        self.counters.wait_rung(self.counters.reserved(), &mut w, || self.poll())?;
+        // The newest WQE may have been unsignalled: its completion is only observable through a
+        // later CQE, so ask for one.
+        if self.signaled_marker.load(Ordering::Relaxed) < self.counters.last_rung_marker() {
+            self.post(&WorkRequest::Nop, SendFlags::SIGNALED)?;
+        }
+        let marker = self.signaled_marker.load(Ordering::Relaxed);
+        self.counters.wait_complete(marker, &mut w, || self.poll())?;
         self.first_error()
     }
 }

@@ -11,6 +11,8 @@ pub(crate) use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
 #[derive(Debug)]
 pub struct Waiter {
     spins: u32,
+    timeout_ms: u64,
+    /// Set at the first yield, so a wait that never blocks never reads the clock.
     #[cfg(feature = "std")]
     deadline: Option<std::time::Instant>,
     #[cfg(not(feature = "std"))]
@@ -31,8 +33,9 @@ impl Waiter {
     pub fn new(timeout_ms: u64) -> Self {
         Self {
             spins: 0,
+            timeout_ms,
             #[cfg(feature = "std")]
-            deadline: std::time::Instant::now().checked_add(std::time::Duration::from_millis(timeout_ms)),
+            deadline: None,
             #[cfg(not(feature = "std"))]
             budget: timeout_ms.saturating_mul(100_000),
         }
@@ -55,9 +58,14 @@ impl Waiter {
             #[cfg(feature = "std")]
             {
                 std::thread::yield_now();
+                let now = std::time::Instant::now();
                 match self.deadline {
-                    Some(d) if std::time::Instant::now() > d => Err(TimedOut),
-                    _ => Ok(()),
+                    None => {
+                        self.deadline = now.checked_add(std::time::Duration::from_millis(self.timeout_ms));
+                        Ok(())
+                    }
+                    Some(d) if now > d => Err(TimedOut),
+                    Some(_) => Ok(()),
                 }
             }
             #[cfg(not(feature = "std"))]

@@ -490,13 +490,13 @@ proptest! {
         match &req {
             Req::Write(rm, s, i) => {
                 prop_assert_eq!(w.raddr, Some(*rm));
-                let got = match w.payload { PayloadRepr::Sges(l) => l.as_slice().to_vec(), _ => vec![] };
+                let got = match w.payload { PayloadRepr::Sges(l) => l.iter().collect::<Vec<_>>(), _ => vec![] };
                 prop_assert_eq!(got, nz(s));
                 prop_assert_eq!(w.ctrl.imm, i.unwrap_or(0));
             }
             Req::Read(rm, s) => {
                 prop_assert_eq!(w.raddr, Some(*rm));
-                let got = match w.payload { PayloadRepr::Sges(l) => l.as_slice().to_vec(), _ => vec![] };
+                let got = match w.payload { PayloadRepr::Sges(l) => l.iter().collect::<Vec<_>>(), _ => vec![] };
                 prop_assert_eq!(got, nz(s));
             }
             Req::WriteInl(rm, d, i) => {
@@ -511,13 +511,13 @@ proptest! {
                 prop_assert_eq!(w.ctrl.imm, i.unwrap_or(0));
             }
             Req::Send(s, _) => {
-                let got = match w.payload { PayloadRepr::Sges(l) => l.as_slice().to_vec(), _ => vec![] };
+                let got = match w.payload { PayloadRepr::Sges(l) => l.iter().collect::<Vec<_>>(), _ => vec![] };
                 prop_assert_eq!(got, nz(s));
             }
             Req::Atomic(rm, l, op, b) => {
                 prop_assert_eq!(w.raddr, Some(*rm));
                 prop_assert_eq!(w.atomic, Some(wire::AtomicRepr { op: *op, bytes: *b }));
-                let got = match w.payload { PayloadRepr::Sges(l) => l.as_slice().to_vec(), _ => vec![] };
+                let got = match w.payload { PayloadRepr::Sges(l) => l.iter().collect::<Vec<_>>(), _ => vec![] };
                 prop_assert_eq!(got, vec![Sge { length: *b, ..*l }]);
             }
             Req::Nop => prop_assert_eq!(w.ctrl.opcode, Opcode::Nop),

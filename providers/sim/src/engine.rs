@@ -97,6 +97,7 @@ pub(crate) fn run(weak: Weak<FabricInner>) {
     let mut qps: Vec<Arc<QpInner>> = Vec::new();
     let mut order: Vec<usize> = Vec::new();
     let mut epoch = u64::MAX;
+    let mut idle_since: Option<Instant> = None;
     let mut last_work = Instant::now();
     let mut sleep = Duration::from_micros(20);
     loop {
@@ -130,9 +131,13 @@ pub(crate) fn run(weak: Weak<FabricInner>) {
         }
         drop(f);
         if work {
-            last_work = Instant::now();
+            idle_since = None;
             sleep = Duration::from_micros(20);
-        } else if last_work.elapsed() > Duration::from_micros(200) {
+        } else if idle_since.get_or_insert_with(|| {
+            last_work = Instant::now();
+            last_work
+        }).elapsed() > Duration::from_micros(200)
+        {
             if let Some(f) = weak.upgrade() {
                 f.stats.sleeps.fetch_add(1, Ordering::Relaxed);
             }
@@ -158,10 +163,19 @@ fn lookup(f: &FabricInner, ep: &Endpoint) -> Option<Arc<QpInner>> {
 fn step(f: &FabricInner, qp: &Arc<QpInner>, mut chaos: Option<&mut Chaos>) -> bool {
     let Ok(mut guard) = qp.exec.try_lock() else { return false };
     let ex = &mut *guard;
-    let now = Instant::now();
-    let mut work = drain_pending(ex, now, false);
-    if let Some(t) = model::sq_doorbell(qp, ex.sq_pos) {
-        ex.sq_target = t;
+    // The clock is read only when something time-based is in play (chaos, RNR back-off).
+    let timed = chaos.is_some() || !ex.pending.is_empty() || ex.hold_until.is_some();
+    let now = timed.then(Instant::now);
+    let mut work = match now {
+        Some(n) if !ex.pending.is_empty() => drain_pending(ex, n, false),
+        _ => false,
+    };
+    // Doorbells only move the target forward, and the record read with the newest one covers
+    // everything rung before it: look for new ones once the known backlog is done.
+    if ex.sq_pos >= ex.sq_target {
+        if let Some(t) = model::sq_doorbell(qp, ex.sq_pos) {
+            ex.sq_target = t;
+        }
     }
     let state = qp.state();
     if state == QpState::Error {
@@ -171,7 +185,7 @@ fn step(f: &FabricInner, qp: &Arc<QpInner>, mut chaos: Option<&mut Chaos>) -> bo
         return work;
     }
     if let Some(h) = ex.hold_until {
-        if now < h {
+        if now.is_some_and(|n| n < h) {
             return work;
         }
         ex.hold_until = None;
@@ -205,7 +219,7 @@ fn step(f: &FabricInner, qp: &Arc<QpInner>, mut chaos: Option<&mut Chaos>) -> bo
             Ok(()) => {
                 if let Some(c) = chaos.as_deref_mut() {
                     if let Some(d) = c.delay(0.05, 30) {
-                        ex.hold_until = Some(now + d);
+                        ex.hold_until = Some(now.unwrap_or_else(Instant::now) + d);
                         ex.op = op;
                         return true;
                     }

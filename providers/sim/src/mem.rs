@@ -5,7 +5,7 @@
 //! whose region was deregistered fails the lookup. Every byte the engine touches is inside a
 //! region that granted the access.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::sync::{Arc, RwLock};
 
 use crate::buf::DmaBuf;

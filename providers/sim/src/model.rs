@@ -217,10 +217,10 @@ fn fetch_mlx5(qp: &QpInner, pos: u64, op: &mut WqeOp, scratch: &mut Vec<u8>) -> 
         PayloadRepr::None => {}
         PayloadRepr::Inline(d) => op.inline.get_or_insert_with(Vec::new).extend_from_slice(d),
         PayloadRepr::Sges(l) => {
-            if l.as_slice().len() > qp.init.max_sge as usize {
+            if l.len() > qp.init.max_sge as usize {
                 return Err(Malformed { status: WcStatus::LocQpOpErr, units, counter });
             }
-            op.sges.extend_from_slice(l.as_slice());
+            op.sges.extend(l.iter());
         }
     }
     op.kind = Some(match w.ctrl.opcode {

@@ -24,6 +24,164 @@ enum Cmd {
         #[command(subcommand)]
         cmd: WireCmd,
     },
+    /// perftest-style bandwidth, message-rate and latency runs on the software NIC.
+    #[cfg(all(feature = "sim", feature = "mlx5"))]
+    #[command(after_help = "EXAMPLES:\n  gda perf write --sizes 8,1048576\n  gda perf read --provider mlx5 --cq collapsed --json\n  gda perf idle --seconds 3")]
+    Perf(PerfArgs),
+}
+
+#[cfg(all(feature = "sim", feature = "mlx5"))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum PerfWhat {
+    /// RDMA WRITE.
+    Write,
+    /// RDMA READ.
+    Read,
+    /// 8-byte fetch-and-add.
+    Atomic,
+    /// SEND/RECV.
+    Send,
+    /// CPU used by an idle software NIC.
+    Idle,
+}
+
+#[cfg(all(feature = "sim", feature = "mlx5"))]
+#[derive(clap::Args)]
+struct PerfArgs {
+    /// What to measure.
+    #[arg(value_enum)]
+    what: PerfWhat,
+    /// Message sizes, comma-separated (suffixes k, m allowed).
+    #[arg(long, default_value = "8,64,4096,65536,1048576", value_parser = parse_sizes)]
+    sizes: Sizes,
+    /// Bandwidth iterations per size (default: about 256 MiB or 200k messages).
+    #[arg(long)]
+    iters: Option<u64>,
+    /// Latency iterations per size.
+    #[arg(long, default_value_t = 2000)]
+    lat_iters: u64,
+    /// Queue depth (send-queue WQEs, power of two).
+    #[arg(long, default_value_t = 128)]
+    qd: u32,
+    /// Device model / provider.
+    #[arg(long, value_enum, default_value = "native")]
+    provider: gda::perf::PerfProvider,
+    /// Completion-queue mode.
+    #[arg(long, value_enum, default_value = "normal")]
+    cq: CqArg,
+    /// Chaos seed for the software NIC.
+    #[arg(long)]
+    chaos: Option<u64>,
+    /// One JSON object per line and size instead of the table.
+    #[arg(long)]
+    json: bool,
+    /// Seconds to measure (idle).
+    #[arg(long, default_value_t = 3.0)]
+    seconds: f64,
+}
+
+#[cfg(all(feature = "sim", feature = "mlx5"))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum CqArg {
+    Normal,
+    Collapsed,
+}
+
+#[derive(Clone, Debug)]
+struct Sizes(Vec<usize>);
+
+fn parse_sizes(s: &str) -> Result<Sizes, String> {
+    s.split(',')
+        .map(|p| {
+            let p = p.trim().to_ascii_lowercase();
+            let (num, mult) = match p.strip_suffix('k') {
+                Some(n) => (n.to_string(), 1024),
+                None => match p.strip_suffix('m') {
+                    Some(n) => (n.to_string(), 1 << 20),
+                    None => (p.clone(), 1),
+                },
+            };
+            num.parse::<usize>()
+                .ok()
+                .and_then(|n| n.checked_mul(mult))
+                .ok_or_else(|| format!("{p:?} is not a size (e.g. 8, 4k, 1m)"))
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map(Sizes)
+}
+
+#[cfg(all(feature = "sim", feature = "mlx5"))]
+fn perf(a: PerfArgs) -> ExitCode {
+    use gda::perf::{PerfConfig, PerfOp};
+    if a.what == PerfWhat::Idle {
+        return match gda::perf::idle(a.seconds) {
+            Ok(share) => {
+                if a.json {
+                    println!("{}", serde_json::json!({"op": "idle", "seconds": a.seconds, "engine_cpu_share": share}));
+                } else {
+                    println!("idle software NIC: engine used {:.3}% of a core over {} s", share * 100.0, a.seconds);
+                }
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("gda: {e}");
+                ExitCode::from(1)
+            }
+        };
+    }
+    let op = match a.what {
+        PerfWhat::Write => PerfOp::Write,
+        PerfWhat::Read => PerfOp::Read,
+        PerfWhat::Atomic => PerfOp::Atomic,
+        _ => PerfOp::Send,
+    };
+    let sizes = if op == PerfOp::Atomic { vec![8] } else { a.sizes.0.clone() };
+    let cfg = PerfConfig {
+        op,
+        provider: a.provider,
+        sizes: sizes.clone(),
+        iterations: a.iters,
+        lat_iterations: a.lat_iters.max(1),
+        qd: a.qd,
+        cq: if a.cq == CqArg::Collapsed { gda::sim::CqMode::Collapsed } else { gda::sim::CqMode::Normal },
+        chaos: a.chaos,
+    };
+    let bar = indicatif::ProgressBar::new(sizes.len() as u64);
+    bar.set_style(indicatif::ProgressStyle::with_template("{spinner} {msg} [{bar:30}] {pos}/{len} sizes").unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()));
+    bar.set_message(format!("{op:?}"));
+    bar.enable_steady_tick(std::time::Duration::from_millis(200));
+    let line = "-".repeat(104);
+    if !a.json {
+        println!("{line}");
+        println!(" {:?} BW / message rate / latency — software NIC, provider {:?}, CQ {:?}, qd {}", op, a.provider, a.cq, a.qd);
+        println!("{line}");
+        println!(" {:<10} {:>12} {:>12} {:>15} {:>13} {:>13} {:>14}", "#bytes", "#iterations", "BW[GB/s]", "MsgRate[Mpps]", "t_p50[usec]", "t_p99[usec]", "memcpy[GB/s]");
+    }
+    let json = a.json;
+    let res = gda::perf::run(&cfg, |r| {
+        bar.suspend(|| {
+            if json {
+                println!("{}", serde_json::to_string(r).unwrap_or_default());
+            } else {
+                println!(
+                    " {:<10} {:>12} {:>12.3} {:>15.3} {:>13.2} {:>13.2} {:>14.2}",
+                    r.size, r.iterations, r.bw_gbps, r.msg_rate_mps, r.lat_us_p50, r.lat_us_p99, r.memcpy_gbps
+                );
+            }
+        });
+        bar.inc(1);
+    });
+    bar.finish_and_clear();
+    if !json {
+        println!("{line}");
+    }
+    match res {
+        Ok(_) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("gda: {e}");
+            ExitCode::from(1)
+        }
+    }
 }
 
 #[derive(Subcommand)]
@@ -71,6 +229,8 @@ enum WireCmd {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.cmd {
+        #[cfg(all(feature = "sim", feature = "mlx5"))]
+        Cmd::Perf(a) => return perf(a),
         Cmd::Wire { cmd } => {
             let mut input = String::new();
             if let Err(e) = std::io::stdin().read_to_string(&mut input) {

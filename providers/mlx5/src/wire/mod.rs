@@ -21,7 +21,7 @@ pub use data_seg::DataSeg;
 pub use dbrec::DoorbellRecord;
 pub use opcode::{CqeOpcode, Opcode, Syndrome};
 pub use raddr_seg::RaddrSeg;
-pub use wqe::{AtomicRepr, PayloadRepr, SgeList, WqeRepr};
+pub use wqe::{AtomicRepr, PayloadRepr, SgeSegs, WqeRepr};
 
 /// Bytes in a send WQE basic block (`MLX5_SEND_WQE_BB`).
 pub const WQEBB_BYTES: u32 = 64;

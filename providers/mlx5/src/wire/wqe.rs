@@ -15,58 +15,47 @@ use super::{CtrlRepr, CtrlSeg, DataSeg, Opcode, ParseError, RaddrSeg, inline_seg
 
 /// Most 16-byte units in one WQE (6-bit DS field).
 pub const MAX_DS: u32 = 63;
-/// Most pointer segments one WQE can hold (a SEND with only data segments).
-pub const MAX_DATA_SEGS: usize = MAX_DS as usize - 1;
 
-/// A fixed-capacity list of gather entries (no allocation).
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub struct SgeList {
-    items: [Sge; MAX_DATA_SEGS],
-    len: usize,
+/// The pointer segments of a decoded WQE: a zero-copy view over their bytes (each one already
+/// validated by [`WqeRepr::parse`]).
+#[derive(Clone, Copy)]
+pub struct SgeSegs<'a> {
+    bytes: &'a [u8],
 }
 
-impl SgeList {
-    /// Empty list.
+impl<'a> SgeSegs<'a> {
+    /// Number of segments.
     #[must_use]
-    pub const fn new() -> Self {
-        Self {
-            items: [Sge {
-                addr: 0,
-                length: 0,
-                lkey: 0,
-            }; MAX_DATA_SEGS],
-            len: 0,
-        }
+    pub fn len(&self) -> usize {
+        self.bytes.len() / 16
     }
 
-    /// Appends; `false` if full.
-    pub fn push(&mut self, sge: Sge) -> bool {
-        match self.items.get_mut(self.len) {
-            Some(slot) => {
-                *slot = sge;
-                self.len += 1;
-                true
-            }
-            None => false,
-        }
-    }
-
-    /// The entries.
+    /// Whether there are none.
     #[must_use]
-    pub fn as_slice(&self) -> &[Sge] {
-        self.items.get(..self.len).unwrap_or(&[])
+    pub fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
+
+    /// The gather entries, in WQE order.
+    pub fn iter(&self) -> impl Iterator<Item = Sge> + 'a {
+        self.bytes.chunks_exact(16).map(|c| {
+            let d: DataSeg = bytemuck::pod_read_unaligned(c);
+            Sge { addr: d.addr.get(), length: d.byte_count.get(), lkey: d.lkey.get() }
+        })
     }
 }
 
-impl Default for SgeList {
-    fn default() -> Self {
-        Self::new()
+impl PartialEq for SgeSegs<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.iter().eq(other.iter())
     }
 }
 
-impl core::fmt::Debug for SgeList {
+impl Eq for SgeSegs<'_> {}
+
+impl core::fmt::Debug for SgeSegs<'_> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_list().entries(self.as_slice()).finish()
+        f.debug_list().entries(self.iter()).finish()
     }
 }
 
@@ -80,9 +69,6 @@ pub struct AtomicRepr {
 }
 
 /// The payload of a WQE.
-// The gather list is stored inline (62 entries) because this crate is `no_std` without an
-// allocator; the decoder serves tools and the software NIC, not the posting hot path.
-#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PayloadRepr<'a> {
     /// No payload segments.
@@ -90,7 +76,7 @@ pub enum PayloadRepr<'a> {
     /// Inline bytes.
     Inline(&'a [u8]),
     /// Pointer segments.
-    Sges(SgeList),
+    Sges(SgeSegs<'a>),
 }
 
 /// A decoded send WQE.
@@ -152,17 +138,16 @@ fn parse_payload(
             })?;
         return Ok(PayloadRepr::Inline(data));
     }
-    let mut list = SgeList::new();
     for k in from_ds..ds {
         let d: DataSeg = seg(bytes, k, "data segment")?;
-        if !list.push(d.parse()?) {
-            return Err(ParseError::Range {
-                field: "ctrl.ds",
-                value: ds as u64,
-            });
-        }
+        d.parse()?;
     }
-    Ok(PayloadRepr::Sges(list))
+    let segs = bytes.get(from_ds * 16..ds * 16).ok_or(ParseError::Truncated {
+        what: "data segments",
+        need: ds * 16,
+        have: bytes.len(),
+    })?;
+    Ok(PayloadRepr::Sges(SgeSegs { bytes: segs }))
 }
 
 impl<'a> WqeRepr<'a> {
@@ -278,7 +263,7 @@ impl<'a> WqeRepr<'a> {
             _ => return Err(ParseError::UnknownOpcode(ctrl.opcode.raw())),
         }
         if w.atomic.is_some() {
-            let ok = matches!(w.payload, PayloadRepr::Sges(l) if l.as_slice().len() == 1);
+            let ok = matches!(w.payload, PayloadRepr::Sges(l) if l.len() == 1);
             need(ok, "an atomic carries exactly one data segment")?;
         }
         Ok(w)
@@ -337,8 +322,8 @@ impl<'a> WqeRepr<'a> {
                 dst.copy_from_slice(data);
             }
             PayloadRepr::Sges(list) => {
-                for s in list.as_slice() {
-                    put(k, bytemuck::bytes_of(&DataSeg::emit(s)))?;
+                for s in list.iter() {
+                    put(k, bytemuck::bytes_of(&DataSeg::emit(&s)))?;
                     k += 1;
                 }
             }

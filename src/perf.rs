@@ -1,0 +1,263 @@
+//! `gda perf`: perftest-style runs on the software NIC (`ib_write_bw`/`ib_write_lat` in one).
+//!
+//! For each message size it measures, on a QP pair between two sim NICs of the chosen model:
+//! bandwidth and message rate (`iterations` back-to-back posts through the multi-producer
+//! posting protocol, one quiet at the end) and latency (post one signalled request, wait for its
+//! CQE; p50 and p99 over the latency iterations). `memcpy` bandwidth for the same size is
+//! measured in the same run, as the yardstick a software NIC is held to.
+
+use std::time::{Duration, Instant};
+
+use gda_hal::{AtomicOp, Payload, ProdIdx, Remote, SendFlags, SendQueue, Sge, WorkRequest};
+use gda_sim::{Access, CqMode, Fabric, FabricConfig, QpInit, SimModel};
+use serde::Serialize;
+
+/// Which operation to measure.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PerfOp {
+    /// RDMA WRITE.
+    Write,
+    /// RDMA READ.
+    Read,
+    /// 8-byte fetch-and-add.
+    Atomic,
+    /// SEND (the responder keeps receives posted).
+    Send,
+}
+
+/// Which sim device model runs the queues.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum PerfProvider {
+    /// The `Sim` provider's own format.
+    Native,
+    /// `gda_mlx5::Mlx5` device functions on the mlx5 model.
+    Mlx5,
+}
+
+/// Run parameters.
+#[derive(Clone, Debug)]
+pub struct PerfConfig {
+    /// Operation.
+    pub op: PerfOp,
+    /// Provider / model.
+    pub provider: PerfProvider,
+    /// Message sizes in bytes.
+    pub sizes: Vec<usize>,
+    /// Bandwidth iterations per size (`None`: adaptive).
+    pub iterations: Option<u64>,
+    /// Latency iterations per size.
+    pub lat_iterations: u64,
+    /// Queue depth in WQEs (send-queue size).
+    pub qd: u32,
+    /// Completion-queue mode.
+    pub cq: CqMode,
+    /// Chaos seed.
+    pub chaos: Option<u64>,
+}
+
+/// One result line.
+#[derive(Clone, Debug, Serialize)]
+pub struct PerfResult {
+    /// Operation.
+    pub op: PerfOp,
+    /// Provider/model name.
+    pub provider: &'static str,
+    /// Message size.
+    pub size: usize,
+    /// Bandwidth iterations.
+    pub iterations: u64,
+    /// Bandwidth in GB/s (10^9 bytes).
+    pub bw_gbps: f64,
+    /// Messages per second, in millions.
+    pub msg_rate_mps: f64,
+    /// Median latency, µs.
+    pub lat_us_p50: f64,
+    /// 99th-percentile latency, µs.
+    pub lat_us_p99: f64,
+    /// `memcpy` bandwidth for this size in the same run, GB/s.
+    pub memcpy_gbps: f64,
+    /// Queue depth.
+    pub qd: u32,
+    /// CQ mode.
+    pub cq: &'static str,
+}
+
+/// Errors of a perf run.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PerfError {
+    /// Bad parameters.
+    #[error("{0}")]
+    Invalid(String),
+    /// The software NIC refused a setup step.
+    #[error(transparent)]
+    Sim(#[from] gda_sim::SimError),
+    /// The data path failed.
+    #[error(transparent)]
+    Queue(#[from] gda_hal::SqError),
+}
+
+/// Adaptive iteration count: ~1 GiB or 2M messages per size (long enough that a descheduled
+/// vCPU does not dominate).
+fn default_iters(size: usize) -> u64 {
+    ((1u64 << 30) / size.max(1) as u64).clamp(200, 2_000_000)
+}
+
+/// Runs every size; `progress` is called after each size.
+pub fn run(cfg: &PerfConfig, mut progress: impl FnMut(&PerfResult)) -> Result<Vec<PerfResult>, PerfError> {
+    if cfg.sizes.is_empty() {
+        return Err(PerfError::Invalid("no message sizes".into()));
+    }
+    if !cfg.qd.is_power_of_two() || cfg.qd > 4096 {
+        return Err(PerfError::Invalid(format!("--qd {} must be a power of two up to 4096", cfg.qd)));
+    }
+    let mut out = Vec::new();
+    for &size in &cfg.sizes {
+        if size > 1 << 30 {
+            return Err(PerfError::Invalid(format!("size {size} is larger than 1 GiB")));
+        }
+        let r = match cfg.provider {
+            PerfProvider::Native => run_size::<gda_sim::Sim>(cfg, size)?,
+            PerfProvider::Mlx5 => run_size::<gda_mlx5::Mlx5>(cfg, size)?,
+        };
+        progress(&r);
+        out.push(r);
+    }
+    Ok(out)
+}
+
+fn memcpy_gbps(size: usize) -> f64 {
+    let size = size.max(8);
+    let src = vec![0x5au8; size];
+    let mut dst = vec![0u8; size];
+    let iters = ((256u64 << 20) / size as u64).clamp(50, 1_000_000);
+    let t = Instant::now();
+    for _ in 0..iters {
+        dst.copy_from_slice(std::hint::black_box(&src));
+        std::hint::black_box(&mut dst);
+    }
+    (iters * size as u64) as f64 / t.elapsed().as_secs_f64() / 1e9
+}
+
+fn run_size<P: SimModel>(cfg: &PerfConfig, size: usize) -> Result<PerfResult, PerfError> {
+    let size = if cfg.op == PerfOp::Atomic { 8 } else { size };
+    let fabric = Fabric::new(FabricConfig { chaos: cfg.chaos });
+    let na = fabric.add_nic(P::MODEL);
+    let nb = fabric.add_nic(P::MODEL);
+    let (pa, pb) = (na.alloc_pd(), nb.alloc_pd());
+    let units_per = match cfg.op {
+        PerfOp::Write | PerfOp::Send => 1,
+        _ => 1,
+    };
+    let sq_units = (cfg.qd * units_per).next_power_of_two().max(4);
+    let cq_a = na.create_cq((sq_units * 2).max(64), cfg.cq)?;
+    let rcq_a = na.create_cq(64, CqMode::Normal)?;
+    let scq_b = nb.create_cq(64, CqMode::Normal)?;
+    let rcq_b = nb.create_cq(4096, CqMode::Normal)?;
+    let init = QpInit { sq_units, rq_wqes: 1024, max_inline: 0, max_sge: 1, rnr_retry: 7 };
+    let a = pa.create_qp(init, &cq_a, &rcq_a)?;
+    let b = pb.create_qp(init, &scq_b, &rcq_b)?;
+    a.bring_up(&b.endpoint())?;
+    b.bring_up(&a.endpoint())?;
+    let local = pa.alloc_mr(size.max(8), Access::LOCAL_WRITE);
+    let remote = pb.alloc_mr(size.max(8), Access::ALL);
+    let l = Sge { addr: local.addr(), length: size as u32, lkey: local.lkey() };
+    let r = Remote { addr: remote.addr(), rkey: remote.rkey() };
+    let sges = [l];
+    let wr = match cfg.op {
+        PerfOp::Write => WorkRequest::Write { remote: r, payload: Payload::Sges(&sges), imm: None },
+        PerfOp::Read => WorkRequest::Read { remote: r, sges: &sges },
+        PerfOp::Atomic => WorkRequest::Atomic { remote: r, local: l, op: AtomicOp::FetchAdd { add: 1 }, bytes: 8 },
+        PerfOp::Send => WorkRequest::Send { payload: Payload::Sges(&sges), imm: None },
+    };
+    // Receives for SEND: kept topped up from the responder's CQ.
+    let rq = b.rq_handle();
+    let rcq = rcq_b.handle();
+    let rbuf = pb.alloc_mr(size.max(8), Access::LOCAL_WRITE);
+    let rsge = [Sge { addr: rbuf.addr(), length: size.max(1) as u32, lkey: rbuf.lkey() }];
+    let mut rpos = 0u32;
+    let mut rci = 0u32;
+    let mut top_up = |fabric: &Fabric| {
+        if cfg.op != PerfOp::Send {
+            return;
+        }
+        // SAFETY: the responder's RQ and CQ are live and only this loop uses them.
+        unsafe {
+            while let Some(_wc) = P::poll_cq(&rcq, rci) {
+                rci = rci.wrapping_add(1);
+            }
+            P::update_cq_ci(&rcq, rci);
+            let mut posted = false;
+            while rpos.wrapping_sub(rci) < rq.entries {
+                P::post_recv(&rq, ProdIdx(rpos), &rsge);
+                rpos = rpos.wrapping_add(1);
+                posted = true;
+            }
+            if posted {
+                P::ring_rq(&rq, ProdIdx(rpos));
+            }
+        }
+        let _ = fabric;
+    };
+    top_up(&fabric);
+    fabric.kick();
+    // SAFETY: the QP and CQ outlive the queue, which is the only poster and poller of them.
+    let sq = unsafe { SendQueue::<P>::new(a.sq_handle(), cq_a.handle(), 30_000) }?;
+    // Warm-up, then bandwidth.
+    for _ in 0..64 {
+        top_up(&fabric);
+        sq.post(&wr, SendFlags::empty())?;
+    }
+    sq.quiet()?;
+    let iters = cfg.iterations.unwrap_or_else(|| default_iters(size));
+    let t = Instant::now();
+    for i in 0..iters {
+        if cfg.op == PerfOp::Send && i % 256 == 0 {
+            top_up(&fabric);
+        }
+        sq.post(&wr, SendFlags::empty())?;
+    }
+    sq.quiet()?;
+    let secs = t.elapsed().as_secs_f64();
+    // Latency: one request at a time, doorbell to CQE.
+    let mut lat = Vec::with_capacity(cfg.lat_iterations as usize);
+    for _ in 0..cfg.lat_iterations {
+        top_up(&fabric);
+        let t = Instant::now();
+        sq.post(&wr, SendFlags::SIGNALED)?;
+        sq.quiet()?;
+        lat.push(t.elapsed());
+    }
+    lat.sort_unstable();
+    let pct = |p: f64| lat.get(((lat.len() as f64 - 1.0) * p).round() as usize).copied().unwrap_or(Duration::ZERO).as_secs_f64() * 1e6;
+    Ok(PerfResult {
+        op: cfg.op,
+        provider: P::MODEL.name(),
+        size,
+        iterations: iters,
+        bw_gbps: (iters * size as u64) as f64 / secs / 1e9,
+        msg_rate_mps: iters as f64 / secs / 1e6,
+        lat_us_p50: pct(0.5),
+        lat_us_p99: pct(0.99),
+        memcpy_gbps: memcpy_gbps(size),
+        qd: cfg.qd,
+        cq: if cfg.cq == CqMode::Collapsed { "collapsed" } else { "normal" },
+    })
+}
+
+/// Measures an idle fabric's engine CPU share over `seconds`.
+pub fn idle(seconds: f64) -> Result<f64, PerfError> {
+    let fabric = Fabric::new(FabricConfig::default());
+    let nic = fabric.add_nic(gda_sim::Model::Native);
+    let pd = nic.alloc_pd();
+    let cq = nic.create_cq(64, CqMode::Normal)?;
+    let qp = pd.create_qp(QpInit::default(), &cq, &cq)?;
+    qp.bring_up(&qp.endpoint())?;
+    std::thread::sleep(Duration::from_millis(300));
+    let c0 = fabric.engine_cpu_time().ok_or_else(|| PerfError::Invalid("engine CPU time is not available on this platform".into()))?;
+    let t0 = Instant::now();
+    std::thread::sleep(Duration::from_secs_f64(seconds));
+    let c1 = fabric.engine_cpu_time().unwrap_or(c0);
+    Ok((c1 - c0).as_secs_f64() / t0.elapsed().as_secs_f64())
+}
