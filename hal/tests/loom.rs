@@ -20,11 +20,11 @@ struct FakeNic {
 }
 
 fn run(producers: usize, units: u32, entries: u32, posts_each: usize) {
-    // Spin-waits make the full state space explode; a preemption bound (3 for two producers, 2
+    // Spin-waits make the full state space explode; a preemption bound (3 for two producers, 1
     // for three) still covers the interleavings that broke other libraries (a second producer
     // between reserve and ring, a poller between two rings).
     let mut b = loom::model::Builder::new();
-    b.preemption_bound = Some(if producers > 2 { 2 } else { 3 });
+    b.preemption_bound = Some(if producers > 2 { 1 } else { 3 });
     b.check(move || {
         let c = Arc::new(Counters::new(entries));
         let nic = Arc::new(FakeNic { rung: Mutex::new(Vec::new()), done: AtomicU64::new(0) });
