@@ -105,17 +105,25 @@ fn default_iters(size: usize) -> u64 {
 }
 
 /// Runs every size; `progress` is called after each size.
-pub fn run(cfg: &PerfConfig, mut progress: impl FnMut(&PerfResult)) -> Result<Vec<PerfResult>, PerfError> {
+pub fn run(
+    cfg: &PerfConfig,
+    mut progress: impl FnMut(&PerfResult),
+) -> Result<Vec<PerfResult>, PerfError> {
     if cfg.sizes.is_empty() {
         return Err(PerfError::Invalid("no message sizes".into()));
     }
     if !cfg.qd.is_power_of_two() || cfg.qd > 4096 {
-        return Err(PerfError::Invalid(format!("--qd {} must be a power of two up to 4096", cfg.qd)));
+        return Err(PerfError::Invalid(format!(
+            "--qd {} must be a power of two up to 4096",
+            cfg.qd
+        )));
     }
     let mut out = Vec::new();
     for &size in &cfg.sizes {
         if size > 1 << 30 {
-            return Err(PerfError::Invalid(format!("size {size} is larger than 1 GiB")));
+            return Err(PerfError::Invalid(format!(
+                "size {size} is larger than 1 GiB"
+            )));
         }
         let r = match cfg.provider {
             PerfProvider::Native => run_size::<gda_sim::Sim>(cfg, size)?,
@@ -155,27 +163,59 @@ fn run_size<P: SimModel>(cfg: &PerfConfig, size: usize) -> Result<PerfResult, Pe
     let rcq_a = na.create_cq(64, CqMode::Normal)?;
     let scq_b = nb.create_cq(64, CqMode::Normal)?;
     let rcq_b = nb.create_cq(4096, CqMode::Normal)?;
-    let init = QpInit { sq_units, rq_wqes: 1024, max_inline: 0, max_sge: 1, rnr_retry: 7 };
+    let init = QpInit {
+        sq_units,
+        rq_wqes: 1024,
+        max_inline: 0,
+        max_sge: 1,
+        rnr_retry: 7,
+    };
     let a = pa.create_qp(init, &cq_a, &rcq_a)?;
     let b = pb.create_qp(init, &scq_b, &rcq_b)?;
     a.bring_up(&b.endpoint())?;
     b.bring_up(&a.endpoint())?;
     let local = pa.alloc_mr(size.max(8), Access::LOCAL_WRITE);
     let remote = pb.alloc_mr(size.max(8), Access::ALL);
-    let l = Sge { addr: local.addr(), length: size as u32, lkey: local.lkey() };
-    let r = Remote { addr: remote.addr(), rkey: remote.rkey() };
+    let l = Sge {
+        addr: local.addr(),
+        length: size as u32,
+        lkey: local.lkey(),
+    };
+    let r = Remote {
+        addr: remote.addr(),
+        rkey: remote.rkey(),
+    };
     let sges = [l];
     let wr = match cfg.op {
-        PerfOp::Write => WorkRequest::Write { remote: r, payload: Payload::Sges(&sges), imm: None },
-        PerfOp::Read => WorkRequest::Read { remote: r, sges: &sges },
-        PerfOp::Atomic => WorkRequest::Atomic { remote: r, local: l, op: AtomicOp::FetchAdd { add: 1 }, bytes: 8 },
-        PerfOp::Send => WorkRequest::Send { payload: Payload::Sges(&sges), imm: None },
+        PerfOp::Write => WorkRequest::Write {
+            remote: r,
+            payload: Payload::Sges(&sges),
+            imm: None,
+        },
+        PerfOp::Read => WorkRequest::Read {
+            remote: r,
+            sges: &sges,
+        },
+        PerfOp::Atomic => WorkRequest::Atomic {
+            remote: r,
+            local: l,
+            op: AtomicOp::FetchAdd { add: 1 },
+            bytes: 8,
+        },
+        PerfOp::Send => WorkRequest::Send {
+            payload: Payload::Sges(&sges),
+            imm: None,
+        },
     };
     // Receives for SEND: kept topped up from the responder's CQ.
     let rq = b.rq_handle();
     let rcq = rcq_b.handle();
     let rbuf = pb.alloc_mr(size.max(8), Access::LOCAL_WRITE);
-    let rsge = [Sge { addr: rbuf.addr(), length: size.max(1) as u32, lkey: rbuf.lkey() }];
+    let rsge = [Sge {
+        addr: rbuf.addr(),
+        length: size.max(1) as u32,
+        lkey: rbuf.lkey(),
+    }];
     let mut rpos = 0u32;
     let mut rci = 0u32;
     let mut top_up = |fabric: &Fabric| {
@@ -230,7 +270,13 @@ fn run_size<P: SimModel>(cfg: &PerfConfig, size: usize) -> Result<PerfResult, Pe
         lat.push(t.elapsed());
     }
     lat.sort_unstable();
-    let pct = |p: f64| lat.get(((lat.len() as f64 - 1.0) * p).round() as usize).copied().unwrap_or(Duration::ZERO).as_secs_f64() * 1e6;
+    let pct = |p: f64| {
+        lat.get(((lat.len() as f64 - 1.0) * p).round() as usize)
+            .copied()
+            .unwrap_or(Duration::ZERO)
+            .as_secs_f64()
+            * 1e6
+    };
     Ok(PerfResult {
         op: cfg.op,
         provider: P::MODEL.name(),
@@ -242,7 +288,11 @@ fn run_size<P: SimModel>(cfg: &PerfConfig, size: usize) -> Result<PerfResult, Pe
         lat_us_p99: pct(0.99),
         memcpy_gbps: memcpy_gbps(size),
         qd: cfg.qd,
-        cq: if cfg.cq == CqMode::Collapsed { "collapsed" } else { "normal" },
+        cq: if cfg.cq == CqMode::Collapsed {
+            "collapsed"
+        } else {
+            "normal"
+        },
     })
 }
 
@@ -255,7 +305,9 @@ pub fn idle(seconds: f64) -> Result<f64, PerfError> {
     let qp = pd.create_qp(QpInit::default(), &cq, &cq)?;
     qp.bring_up(&qp.endpoint())?;
     std::thread::sleep(Duration::from_millis(300));
-    let c0 = fabric.engine_cpu_time().ok_or_else(|| PerfError::Invalid("engine CPU time is not available on this platform".into()))?;
+    let c0 = fabric.engine_cpu_time().ok_or_else(|| {
+        PerfError::Invalid("engine CPU time is not available on this platform".into())
+    })?;
     let t0 = Instant::now();
     std::thread::sleep(Duration::from_secs_f64(seconds));
     let c1 = fabric.engine_cpu_time().unwrap_or(c0);

@@ -21,12 +21,26 @@ fn write_every_size<P: SimModel>() {
         let data = pattern(n, n as u8);
         src.write(0, &data);
         let sges = [sge(&src, 0, n as u32)];
-        raw.post(&WorkRequest::Write { remote: remote(&dst, 32), payload: Payload::Sges(&sges), imm: None }, SendFlags::SIGNALED);
+        raw.post(
+            &WorkRequest::Write {
+                remote: remote(&dst, 32),
+                payload: Payload::Sges(&sges),
+                imm: None,
+            },
+            SendFlags::SIGNALED,
+        );
         let wc = raw.wait(1)[0];
-        assert_eq!((wc.status, wc.opcode), (WcStatus::Success, WcOpcode::RdmaWrite), "size {n}");
+        assert_eq!(
+            (wc.status, wc.opcode),
+            (WcStatus::Success, WcOpcode::RdmaWrite),
+            "size {n}"
+        );
         let got = contents(&dst);
         assert_eq!(&got[32..32 + n], &data[..], "size {n}");
-        assert!(got[..32].iter().chain(&got[32 + n..]).all(|&b| b == 0), "bytes outside the target changed (size {n})");
+        assert!(
+            got[..32].iter().chain(&got[32 + n..]).all(|&b| b == 0),
+            "bytes outside the target changed (size {n})"
+        );
     }
 }
 
@@ -36,7 +50,14 @@ fn inline_write_every_size<P: SimModel>() {
     let dst = t.mr_b(4096, Access::REMOTE_WRITE);
     for n in [0usize, 1, 7, 8, 12, 13, 63, 64, 100, 200, 256] {
         let data = pattern(n, 3);
-        raw.post(&WorkRequest::Write { remote: remote(&dst, 100), payload: Payload::Inline(&data), imm: None }, SendFlags::SIGNALED);
+        raw.post(
+            &WorkRequest::Write {
+                remote: remote(&dst, 100),
+                payload: Payload::Inline(&data),
+                imm: None,
+            },
+            SendFlags::SIGNALED,
+        );
         assert_eq!(raw.wait(1)[0].status, WcStatus::Success);
         let mut got = vec![0u8; n];
         dst.read(100, &mut got);
@@ -53,9 +74,19 @@ fn read_every_size<P: SimModel>() {
         let data = pattern(n, 77);
         src.write(0, &data);
         let sges = [sge(&dst, 8, n as u32)];
-        raw.post(&WorkRequest::Read { remote: remote(&src, 0), sges: &sges }, SendFlags::SIGNALED);
+        raw.post(
+            &WorkRequest::Read {
+                remote: remote(&src, 0),
+                sges: &sges,
+            },
+            SendFlags::SIGNALED,
+        );
         let wc = raw.wait(1)[0];
-        assert_eq!((wc.status, wc.opcode, wc.byte_len as usize), (WcStatus::Success, WcOpcode::RdmaRead, n), "size {n}");
+        assert_eq!(
+            (wc.status, wc.opcode, wc.byte_len as usize),
+            (WcStatus::Success, WcOpcode::RdmaRead, n),
+            "size {n}"
+        );
         let got = contents(&dst);
         assert_eq!(&got[8..8 + n], &data[..]);
         assert!(got[..8].iter().chain(&got[8 + n..]).all(|&b| b == 0));
@@ -73,23 +104,55 @@ fn send_recv_and_immediates<P: SimModel>() {
         rq.post(sge(&dst, 0, n.max(1) as u32));
         let sges = [sge(&src, 0, n as u32)];
         let imm = (n % 2 == 0).then_some(0xdead_0000 | n as u32);
-        raw.post(&WorkRequest::Send { payload: Payload::Sges(&sges), imm }, SendFlags::SIGNALED);
+        raw.post(
+            &WorkRequest::Send {
+                payload: Payload::Sges(&sges),
+                imm,
+            },
+            SendFlags::SIGNALED,
+        );
         assert_eq!(raw.wait(1)[0].opcode, WcOpcode::Send);
         let rc = rq.wait(1)[0];
-        assert_eq!((rc.status, rc.opcode, rc.byte_len as usize, rc.imm, rc.is_recv), (WcStatus::Success, WcOpcode::Recv, n, imm, true), "size {n}");
+        assert_eq!(
+            (
+                rc.status,
+                rc.opcode,
+                rc.byte_len as usize,
+                rc.imm,
+                rc.is_recv
+            ),
+            (WcStatus::Success, WcOpcode::Recv, n, imm, true),
+            "size {n}"
+        );
         assert_eq!(&contents(&dst)[..n], &pattern(n, 9)[..]);
     }
     // Inline SEND and WRITE_WITH_IMM (consumes a receive, carries the immediate).
     let dst = t.mr_b(256, Access::LOCAL_WRITE | Access::REMOTE_WRITE);
     rq.post(sge(&dst, 0, 256));
-    raw.post(&WorkRequest::Send { payload: Payload::Inline(b"inline send"), imm: None }, SendFlags::SIGNALED);
+    raw.post(
+        &WorkRequest::Send {
+            payload: Payload::Inline(b"inline send"),
+            imm: None,
+        },
+        SendFlags::SIGNALED,
+    );
     raw.wait(1);
     assert_eq!(rq.wait(1)[0].byte_len, 11);
     rq.post(sge(&dst, 0, 0));
-    raw.post(&WorkRequest::Write { remote: remote(&dst, 128), payload: Payload::Inline(b"with imm"), imm: Some(0x1234_5678) }, SendFlags::SIGNALED);
+    raw.post(
+        &WorkRequest::Write {
+            remote: remote(&dst, 128),
+            payload: Payload::Inline(b"with imm"),
+            imm: Some(0x1234_5678),
+        },
+        SendFlags::SIGNALED,
+    );
     raw.wait(1);
     let rc = rq.wait(1)[0];
-    assert_eq!((rc.opcode, rc.imm, rc.byte_len), (WcOpcode::RecvRdmaWithImm, Some(0x1234_5678), 8));
+    assert_eq!(
+        (rc.opcode, rc.imm, rc.byte_len),
+        (WcOpcode::RecvRdmaWithImm, Some(0x1234_5678), 8)
+    );
     let mut got = [0u8; 8];
     dst.read(128, &mut got);
     assert_eq!(&got, b"with imm");
@@ -101,16 +164,87 @@ fn atomics_every_op_and_width<P: SimModel>() {
     let target = t.mr_b(64, Access::REMOTE_ATOMIC | Access::REMOTE_READ);
     let result = t.mr_a(64, Access::LOCAL_WRITE);
     let cases: &[(AtomicOp, u32, u64)] = &[
-        (AtomicOp::CompareSwap { compare: 0x1111, swap: 0x2222 }, 8, 0x1111),
-        (AtomicOp::CompareSwap { compare: 0x9999, swap: 0x2222 }, 8, 0x1111),
+        (
+            AtomicOp::CompareSwap {
+                compare: 0x1111,
+                swap: 0x2222,
+            },
+            8,
+            0x1111,
+        ),
+        (
+            AtomicOp::CompareSwap {
+                compare: 0x9999,
+                swap: 0x2222,
+            },
+            8,
+            0x1111,
+        ),
         (AtomicOp::FetchAdd { add: 5 }, 8, u64::MAX - 1),
-        (AtomicOp::MaskedCompareSwap { compare: 0, compare_mask: 0, swap: 0, swap_mask: !0x0f }, 8, 0xabcd), // AND 0x0f
-        (AtomicOp::MaskedCompareSwap { compare: 0, compare_mask: 0, swap: 0xf0, swap_mask: 0xf0 }, 4, 0x0f), // OR
-        (AtomicOp::MaskedCompareSwap { compare: 0, compare_mask: 0, swap: 0x77, swap_mask: u64::MAX }, 4, 0x1), // SWAP
-        (AtomicOp::MaskedCompareSwap { compare: 0x5, compare_mask: 0xf, swap: 0xa, swap_mask: 0xff }, 8, 0x25),
-        (AtomicOp::MaskedFetchAdd { add: 0b1010, field_boundary: u64::MAX }, 8, 0b0110), // XOR
-        (AtomicOp::MaskedFetchAdd { add: 0x0001_0001, field_boundary: 0x8000_8000 }, 4, 0x0001_ffff),
-        (AtomicOp::MaskedFetchAdd { add: 1, field_boundary: 0 }, 4, 0xffff_ffff),
+        (
+            AtomicOp::MaskedCompareSwap {
+                compare: 0,
+                compare_mask: 0,
+                swap: 0,
+                swap_mask: !0x0f,
+            },
+            8,
+            0xabcd,
+        ), // AND 0x0f
+        (
+            AtomicOp::MaskedCompareSwap {
+                compare: 0,
+                compare_mask: 0,
+                swap: 0xf0,
+                swap_mask: 0xf0,
+            },
+            4,
+            0x0f,
+        ), // OR
+        (
+            AtomicOp::MaskedCompareSwap {
+                compare: 0,
+                compare_mask: 0,
+                swap: 0x77,
+                swap_mask: u64::MAX,
+            },
+            4,
+            0x1,
+        ), // SWAP
+        (
+            AtomicOp::MaskedCompareSwap {
+                compare: 0x5,
+                compare_mask: 0xf,
+                swap: 0xa,
+                swap_mask: 0xff,
+            },
+            8,
+            0x25,
+        ),
+        (
+            AtomicOp::MaskedFetchAdd {
+                add: 0b1010,
+                field_boundary: u64::MAX,
+            },
+            8,
+            0b0110,
+        ), // XOR
+        (
+            AtomicOp::MaskedFetchAdd {
+                add: 0x0001_0001,
+                field_boundary: 0x8000_8000,
+            },
+            4,
+            0x0001_ffff,
+        ),
+        (
+            AtomicOp::MaskedFetchAdd {
+                add: 1,
+                field_boundary: 0,
+            },
+            4,
+            0xffff_ffff,
+        ),
     ];
     for (i, &(op, w, init)) in cases.iter().enumerate() {
         let off = 8 * (i as u64 % 4);
@@ -121,7 +255,12 @@ fn atomics_every_op_and_width<P: SimModel>() {
         target.write(off as usize, &init.to_le_bytes()[..w as usize]);
         result.write(0, &[0xcc; 16]);
         raw.post(
-            &WorkRequest::Atomic { remote: remote(&target, off), local: sge(&result, 0, w), op, bytes: w },
+            &WorkRequest::Atomic {
+                remote: remote(&target, off),
+                local: sge(&result, 0, w),
+                op,
+                bytes: w,
+            },
             SendFlags::SIGNALED,
         );
         let wc = raw.wait(1)[0];
@@ -129,18 +268,33 @@ fn atomics_every_op_and_width<P: SimModel>() {
         let mut fetched_bytes = vec![0u8; w as usize];
         result.read(0, &mut fetched_bytes);
         let mask = if w == 8 { u64::MAX } else { 0xffff_ffff };
-        assert_eq!(fetched::<P>(&fetched_bytes), init & mask, "case {i}: fetched old value");
+        assert_eq!(
+            fetched::<P>(&fetched_bytes),
+            init & mask,
+            "case {i}: fetched old value"
+        );
         let mut after = [0u8; 8];
         target.read(off as usize, &mut after);
         let mut got = [0u8; 8];
         got[..w as usize].copy_from_slice(&after[..w as usize]);
-        assert_eq!(u64::from_le_bytes(got), op.apply(init, w), "case {i}: new value");
+        assert_eq!(
+            u64::from_le_bytes(got),
+            op.apply(init, w),
+            "case {i}: new value"
+        );
         if w == 4 {
-            assert_eq!(&after[4..], &[0xee; 4], "case {i}: a 4-byte atomic touched 8 bytes");
+            assert_eq!(
+                &after[4..],
+                &[0xee; 4],
+                "case {i}: a 4-byte atomic touched 8 bytes"
+            );
         }
         let mut rest = [0u8; 8];
         result.read(w as usize, &mut rest[..(16 - w as usize).min(8)]);
-        assert!(rest[..(16 - w as usize).min(8)].iter().all(|&b| b == 0xcc), "case {i}: result overran its width");
+        assert!(
+            rest[..(16 - w as usize).min(8)].iter().all(|&b| b == 0xcc),
+            "case {i}: result overran its width"
+        );
     }
 }
 
@@ -149,31 +303,69 @@ fn nop_and_unsignaled_retirement<P: SimModel>() {
     let mut raw = t.raw_a();
     let dst = t.mr_b(64, Access::REMOTE_WRITE);
     for i in 0..3u8 {
-        raw.post(&WorkRequest::Write { remote: remote(&dst, u64::from(i)), payload: Payload::Inline(&[i + 1]), imm: None }, SendFlags::empty());
+        raw.post(
+            &WorkRequest::Write {
+                remote: remote(&dst, u64::from(i)),
+                payload: Payload::Inline(&[i + 1]),
+                imm: None,
+            },
+            SendFlags::empty(),
+        );
     }
     let p = raw.post(&WorkRequest::Nop, SendFlags::SIGNALED);
     let wcs = raw.wait(1);
     assert_eq!(wcs.len(), 1);
     assert_eq!(wcs[0].status, WcStatus::Success);
-    assert_eq!(wcs[0].wqe_counter & ((1u64 << P::WQE_COUNTER_BITS.min(32)) - 1) as u32, p.start.0 & ((1u64 << P::WQE_COUNTER_BITS.min(32)) - 1) as u32);
-    assert!(raw.drain_for(Duration::from_millis(20)).is_empty(), "unsignalled WQEs produced CQEs");
-    assert_eq!(&contents(&dst)[..3], &[1, 2, 3], "retired by the later signalled CQE");
+    assert_eq!(
+        wcs[0].wqe_counter & ((1u64 << P::WQE_COUNTER_BITS.min(32)) - 1) as u32,
+        p.start.0 & ((1u64 << P::WQE_COUNTER_BITS.min(32)) - 1) as u32
+    );
+    assert!(
+        raw.drain_for(Duration::from_millis(20)).is_empty(),
+        "unsignalled WQEs produced CQEs"
+    );
+    assert_eq!(
+        &contents(&dst)[..3],
+        &[1, 2, 3],
+        "retired by the later signalled CQE"
+    );
 }
 
 /// Posts a failing request followed by good ones and checks status, flush and no side effects.
-fn expect_error<P: SimModel>(t: &Pair<P>, raw: &mut common::Raw<P>, bad: WorkRequest<'_>, status: WcStatus, untouched: &gda::sim::Mr) {
+fn expect_error<P: SimModel>(
+    t: &Pair<P>,
+    raw: &mut common::Raw<P>,
+    bad: WorkRequest<'_>,
+    status: WcStatus,
+    untouched: &gda::sim::Mr,
+) {
     let before = contents(untouched);
     raw.post(&bad, SendFlags::SIGNALED);
     let after_dst = t.mr_b(8, Access::REMOTE_WRITE);
-    raw.post(&WorkRequest::Write { remote: remote(&after_dst, 0), payload: Payload::Inline(&[1; 8]), imm: None }, SendFlags::empty());
+    raw.post(
+        &WorkRequest::Write {
+            remote: remote(&after_dst, 0),
+            payload: Payload::Inline(&[1; 8]),
+            imm: None,
+        },
+        SendFlags::empty(),
+    );
     raw.post(&WorkRequest::Nop, SendFlags::SIGNALED);
     let wcs = raw.wait(3);
     assert_eq!(wcs[0].status, status, "first completion");
-    assert_eq!(wcs[1].status, WcStatus::WrFlushErr, "unsignalled later WQE flushed with a CQE");
+    assert_eq!(
+        wcs[1].status,
+        WcStatus::WrFlushErr,
+        "unsignalled later WQE flushed with a CQE"
+    );
     assert_eq!(wcs[2].status, WcStatus::WrFlushErr);
     assert_eq!(t.a.state(), QpState::Error);
     assert_eq!(contents(&after_dst), vec![0; 8], "a flushed WRITE wrote");
-    assert_eq!(contents(untouched), before, "a failed request changed memory");
+    assert_eq!(
+        contents(untouched),
+        before,
+        "a failed request changed memory"
+    );
 }
 
 fn errors_have_hardware_status_and_flush<P: SimModel>() {
@@ -203,18 +395,59 @@ fn errors_have_hardware_status_and_flush<P: SimModel>() {
             m.rkey()
         };
         let s = [sge(&src, 0, 8)];
-        let bad_l = [gda::hal::Sge { lkey: src.lkey() ^ 0x5a5a_5a5a, ..sge(&src, 0, 8) }];
+        let bad_l = [gda::hal::Sge {
+            lkey: src.lkey() ^ 0x5a5a_5a5a,
+            ..sge(&src, 0, 8)
+        }];
         let noloc_s = [sge(&noloc, 0, 8)];
         let foreign_s = [sge(&foreign, 0, 8)];
         let wr = match name {
-            "bad lkey" => WorkRequest::Write { remote: remote(&dst, 0), payload: Payload::Sges(&bad_l), imm: None },
-            "bad rkey" => WorkRequest::Write { remote: gda::hal::Remote { rkey: dst.rkey() ^ 1, ..remote(&dst, 0) }, payload: Payload::Sges(&s), imm: None },
-            "remote out of bounds" => WorkRequest::Write { remote: remote(&dst, 60), payload: Payload::Sges(&s), imm: None },
-            "no REMOTE_WRITE" => WorkRequest::Write { remote: remote(&ro, 0), payload: Payload::Sges(&s), imm: None },
-            "READ into region without LOCAL_WRITE" => WorkRequest::Read { remote: remote(&dst, 0), sges: &noloc_s },
-            "atomic without REMOTE_ATOMIC" => WorkRequest::Atomic { remote: remote(&dst, 0), local: s[0], op: AtomicOp::FetchAdd { add: 1 }, bytes: 8 },
-            "stale rkey" => WorkRequest::Write { remote: gda::hal::Remote { addr: dst.addr(), rkey: stale_rkey }, payload: Payload::Sges(&s), imm: None },
-            _ => WorkRequest::Write { remote: remote(&dst, 0), payload: Payload::Sges(&foreign_s), imm: None },
+            "bad lkey" => WorkRequest::Write {
+                remote: remote(&dst, 0),
+                payload: Payload::Sges(&bad_l),
+                imm: None,
+            },
+            "bad rkey" => WorkRequest::Write {
+                remote: gda::hal::Remote {
+                    rkey: dst.rkey() ^ 1,
+                    ..remote(&dst, 0)
+                },
+                payload: Payload::Sges(&s),
+                imm: None,
+            },
+            "remote out of bounds" => WorkRequest::Write {
+                remote: remote(&dst, 60),
+                payload: Payload::Sges(&s),
+                imm: None,
+            },
+            "no REMOTE_WRITE" => WorkRequest::Write {
+                remote: remote(&ro, 0),
+                payload: Payload::Sges(&s),
+                imm: None,
+            },
+            "READ into region without LOCAL_WRITE" => WorkRequest::Read {
+                remote: remote(&dst, 0),
+                sges: &noloc_s,
+            },
+            "atomic without REMOTE_ATOMIC" => WorkRequest::Atomic {
+                remote: remote(&dst, 0),
+                local: s[0],
+                op: AtomicOp::FetchAdd { add: 1 },
+                bytes: 8,
+            },
+            "stale rkey" => WorkRequest::Write {
+                remote: gda::hal::Remote {
+                    addr: dst.addr(),
+                    rkey: stale_rkey,
+                },
+                payload: Payload::Sges(&s),
+                imm: None,
+            },
+            _ => WorkRequest::Write {
+                remote: remote(&dst, 0),
+                payload: Payload::Sges(&foreign_s),
+                imm: None,
+            },
         };
         let _ = name;
         expect_error(&t, &mut raw, wr, status, &dst);
@@ -240,25 +473,50 @@ fn qp_not_ready_and_rnr<P: SimModel>() {
     raw.post(&WorkRequest::Nop, SendFlags::SIGNALED);
     raw.post(&WorkRequest::Nop, SendFlags::empty());
     let w = raw.wait(2);
-    assert_eq!((w[0].status, w[1].status), (WcStatus::LocQpOpErr, WcStatus::WrFlushErr));
+    assert_eq!(
+        (w[0].status, w[1].status),
+        (WcStatus::LocQpOpErr, WcStatus::WrFlushErr)
+    );
     assert_eq!(qp.state(), QpState::Error);
     // Refused transitions say what was asked.
     let e = qp.modify(QpState::Rts).unwrap_err().to_string();
     assert!(e.contains("Error") && e.contains("Rts"), "{e}");
 
     // RNR: a SEND with no receive posted and rnr_retry = 0.
-    let t = Pair::<P>::new(None, CqMode::Normal, QpInit { rnr_retry: 0, ..QpInit::default() });
+    let t = Pair::<P>::new(
+        None,
+        CqMode::Normal,
+        QpInit {
+            rnr_retry: 0,
+            ..QpInit::default()
+        },
+    );
     let mut raw = t.raw_a();
-    raw.post(&WorkRequest::Send { payload: Payload::Inline(b"x"), imm: None }, SendFlags::SIGNALED);
+    raw.post(
+        &WorkRequest::Send {
+            payload: Payload::Inline(b"x"),
+            imm: None,
+        },
+        SendFlags::SIGNALED,
+    );
     raw.post(&WorkRequest::Nop, SendFlags::SIGNALED);
     let w = raw.wait(2);
-    assert_eq!((w[0].status, w[1].status), (WcStatus::RnrRetryExcErr, WcStatus::WrFlushErr));
+    assert_eq!(
+        (w[0].status, w[1].status),
+        (WcStatus::RnrRetryExcErr, WcStatus::WrFlushErr)
+    );
 
     // rnr_retry = 7 retries forever: a receive posted later completes the SEND.
     let t = Pair::<P>::simple();
     let mut raw = t.raw_a();
     let mut rq = t.recv_b();
-    raw.post(&WorkRequest::Send { payload: Payload::Inline(b"late"), imm: None }, SendFlags::SIGNALED);
+    raw.post(
+        &WorkRequest::Send {
+            payload: Payload::Inline(b"late"),
+            imm: None,
+        },
+        SendFlags::SIGNALED,
+    );
     assert!(raw.drain_for(Duration::from_millis(30)).is_empty());
     let dst = t.mr_b(16, Access::LOCAL_WRITE);
     rq.post(sge(&dst, 0, 16));
@@ -268,7 +526,13 @@ fn qp_not_ready_and_rnr<P: SimModel>() {
     // A receive buffer too small: responder LOC_LEN_ERR, requester REM_INV_REQ_ERR.
     let small = t.mr_b(2, Access::LOCAL_WRITE);
     rq.post(sge(&small, 0, 2));
-    raw.post(&WorkRequest::Send { payload: Payload::Inline(b"too long"), imm: None }, SendFlags::SIGNALED);
+    raw.post(
+        &WorkRequest::Send {
+            payload: Payload::Inline(b"too long"),
+            imm: None,
+        },
+        SendFlags::SIGNALED,
+    );
     assert_eq!(raw.wait(1)[0].status, WcStatus::RemInvReqErr);
     assert_eq!(rq.wait(1)[0].status, WcStatus::LocLenErr);
     assert_eq!(contents(&small), vec![0, 0]);
@@ -290,14 +554,23 @@ fn malformed_wqes_give_error_cqes<P: SimModel>() {
         let posted = gda::hal::Posted {
             start: gda::hal::ProdIdx(0),
             next: gda::hal::ProdIdx(1),
-            doorbell: if P::MODEL == gda::sim::Model::Mlx5 { [garbage[0], garbage[1], garbage[2], garbage[3], 0, 0, 0, 1] } else { 1u64.to_le_bytes() },
+            doorbell: if P::MODEL == gda::sim::Model::Mlx5 {
+                [garbage[0], garbage[1], garbage[2], garbage[3], 0, 0, 0, 1]
+            } else {
+                1u64.to_le_bytes()
+            },
         };
         // SAFETY: the QP's doorbell record and register.
         unsafe { P::ring_sq(&sq, &posted) };
         let mut raw = t.raw_a();
         raw.pos = 1;
         let w = raw.wait(1);
-        assert!(matches!(w[0].status, WcStatus::LocQpOpErr | WcStatus::LocLenErr), "garbage {:?}: {:?}", &garbage[..8], w[0]);
+        assert!(
+            matches!(w[0].status, WcStatus::LocQpOpErr | WcStatus::LocLenErr),
+            "garbage {:?}: {:?}",
+            &garbage[..8],
+            w[0]
+        );
         assert_eq!(t.a.state(), QpState::Error);
     }
 }
@@ -309,7 +582,14 @@ fn ordering_fence_and_completion_order<P: SimModel>() {
         let dst = t.mr_b(8, Access::REMOTE_WRITE | Access::REMOTE_READ);
         // Writes to one location land in order: the last one wins.
         for i in 0..50u64 {
-            raw.post(&WorkRequest::Write { remote: remote(&dst, 0), payload: Payload::Inline(&i.to_le_bytes()), imm: None }, SendFlags::SIGNALED);
+            raw.post(
+                &WorkRequest::Write {
+                    remote: remote(&dst, 0),
+                    payload: Payload::Inline(&i.to_le_bytes()),
+                    imm: None,
+                },
+                SendFlags::SIGNALED,
+            );
         }
         let w = raw.wait(50);
         let counters: Vec<u32> = w.iter().map(|c| c.wqe_counter).collect();
@@ -324,22 +604,54 @@ fn ordering_fence_and_completion_order<P: SimModel>() {
         let stage = t.mr_a(64, Access::LOCAL_WRITE);
         let out = t.mr_b(64, Access::REMOTE_WRITE);
         let st = [sge(&stage, 0, 64)];
-        raw.post(&WorkRequest::Read { remote: remote(&src, 0), sges: &st }, SendFlags::empty());
-        raw.post(&WorkRequest::Write { remote: remote(&out, 0), payload: Payload::Sges(&st), imm: None }, SendFlags::SIGNALED | SendFlags::FENCE);
+        raw.post(
+            &WorkRequest::Read {
+                remote: remote(&src, 0),
+                sges: &st,
+            },
+            SendFlags::empty(),
+        );
+        raw.post(
+            &WorkRequest::Write {
+                remote: remote(&out, 0),
+                payload: Payload::Sges(&st),
+                imm: None,
+            },
+            SendFlags::SIGNALED | SendFlags::FENCE,
+        );
         assert_eq!(raw.wait(1)[0].status, WcStatus::Success);
-        assert_eq!(contents(&out), pattern(64, 5), "fenced WRITE saw stale READ data (seed {seed:?})");
+        assert_eq!(
+            contents(&out),
+            pattern(64, 5),
+            "fenced WRITE saw stale READ data (seed {seed:?})"
+        );
     }
 }
 
 fn ring_wrap_far_past_65536<P: SimModel>() {
     for mode in [CqMode::Normal, CqMode::Collapsed] {
-        let t = Pair::<P>::new(None, mode, QpInit { sq_units: 64, ..QpInit::default() });
+        let t = Pair::<P>::new(
+            None,
+            mode,
+            QpInit {
+                sq_units: 64,
+                ..QpInit::default()
+            },
+        );
         let dst = t.mr_b(8, Access::REMOTE_WRITE);
         // SAFETY: the QP and CQ outlive the queue; it is the only poster and poller.
         let sq = unsafe { SendQueue::<P>::new(t.a.sq_handle(), t.cq_a.handle(), 20_000) }.unwrap();
         let n = 70_000u64;
         for i in 0..n {
-            sq.post(&WorkRequest::Write { remote: remote(&dst, 0), payload: Payload::Inline(&i.to_le_bytes()), imm: None }, SendFlags::empty()).unwrap();
+            sq.post(
+                &WorkRequest::Write {
+                    remote: remote(&dst, 0),
+                    payload: Payload::Inline(&i.to_le_bytes()),
+                    imm: None,
+                },
+                SendFlags::empty(),
+            )
+            .unwrap();
         }
         sq.quiet().unwrap();
         assert_eq!(contents(&dst), (n - 1).to_le_bytes(), "{mode:?}");
@@ -349,7 +661,14 @@ fn ring_wrap_far_past_65536<P: SimModel>() {
 
 fn many_threads_one_qp<P: SimModel>() {
     for mode in [CqMode::Normal, CqMode::Collapsed] {
-        let t = Pair::<P>::new(None, mode, QpInit { sq_units: 128, ..QpInit::default() });
+        let t = Pair::<P>::new(
+            None,
+            mode,
+            QpInit {
+                sq_units: 128,
+                ..QpInit::default()
+            },
+        );
         let dst = t.mr_b(16 * 8, Access::REMOTE_WRITE | Access::REMOTE_ATOMIC);
         let ctr = t.mr_b(8, Access::REMOTE_ATOMIC);
         let res = t.mr_a(16 * 8, Access::LOCAL_WRITE);
@@ -359,26 +678,66 @@ fn many_threads_one_qp<P: SimModel>() {
         launch(16, |tid| {
             for i in 0..per {
                 let v = (tid.id as u64) << 32 | i;
-                sq.post(&WorkRequest::Write { remote: remote(&dst, 8 * tid.id as u64), payload: Payload::Inline(&v.to_le_bytes()), imm: None }, SendFlags::empty()).unwrap();
+                sq.post(
+                    &WorkRequest::Write {
+                        remote: remote(&dst, 8 * tid.id as u64),
+                        payload: Payload::Inline(&v.to_le_bytes()),
+                        imm: None,
+                    },
+                    SendFlags::empty(),
+                )
+                .unwrap();
                 if i % 10 == 0 {
                     let local = sge(&res, 8 * tid.id as u64, 8);
-                    sq.post(&WorkRequest::Atomic { remote: remote(&ctr, 0), local, op: AtomicOp::FetchAdd { add: 1 }, bytes: 8 }, SendFlags::empty()).unwrap();
+                    sq.post(
+                        &WorkRequest::Atomic {
+                            remote: remote(&ctr, 0),
+                            local,
+                            op: AtomicOp::FetchAdd { add: 1 },
+                            bytes: 8,
+                        },
+                        SendFlags::empty(),
+                    )
+                    .unwrap();
                 }
             }
             sq.quiet().unwrap();
         });
         let got = contents(&dst);
         for id in 0..16u64 {
-            let v = u64::from_le_bytes(got[8 * id as usize..8 * id as usize + 8].try_into().unwrap());
-            assert_eq!(v, id << 32 | (per - 1), "thread {id}: its last write must win ({mode:?})");
+            let v = u64::from_le_bytes(
+                got[8 * id as usize..8 * id as usize + 8]
+                    .try_into()
+                    .unwrap(),
+            );
+            assert_eq!(
+                v,
+                id << 32 | (per - 1),
+                "thread {id}: its last write must win ({mode:?})"
+            );
         }
-        assert_eq!(u64::from_le_bytes(contents(&ctr).try_into().unwrap()), 16 * per / 10, "{mode:?}");
+        assert_eq!(
+            u64::from_le_bytes(contents(&ctr).try_into().unwrap()),
+            16 * per / 10,
+            "{mode:?}"
+        );
     }
 }
 
 fn chaos_seeds_keep_guarantees<P: SimModel>() {
     for seed in 1..=12u64 {
-        let t = Pair::<P>::new(Some(seed), if seed % 2 == 0 { CqMode::Collapsed } else { CqMode::Normal }, QpInit { sq_units: 32, ..QpInit::default() });
+        let t = Pair::<P>::new(
+            Some(seed),
+            if seed % 2 == 0 {
+                CqMode::Collapsed
+            } else {
+                CqMode::Normal
+            },
+            QpInit {
+                sq_units: 32,
+                ..QpInit::default()
+            },
+        );
         let data = t.mr_b(4 * 64, Access::REMOTE_WRITE | Access::REMOTE_READ);
         let ctr = t.mr_b(8, Access::REMOTE_ATOMIC);
         let back = t.mr_a(4 * 64, Access::LOCAL_WRITE);
@@ -389,19 +748,50 @@ fn chaos_seeds_keep_guarantees<P: SimModel>() {
             let me = tid.id as u64;
             for round in 0..30u8 {
                 let payload = pattern(64, round ^ tid.id as u8);
-                sq.post(&WorkRequest::Write { remote: remote(&data, 64 * me), payload: Payload::Inline(&payload), imm: None }, SendFlags::empty()).unwrap();
-                sq.post(&WorkRequest::Atomic { remote: remote(&ctr, 0), local: sge(&res, 8 * me, 8), op: AtomicOp::FetchAdd { add: 1 }, bytes: 8 }, SendFlags::empty()).unwrap();
+                sq.post(
+                    &WorkRequest::Write {
+                        remote: remote(&data, 64 * me),
+                        payload: Payload::Inline(&payload),
+                        imm: None,
+                    },
+                    SendFlags::empty(),
+                )
+                .unwrap();
+                sq.post(
+                    &WorkRequest::Atomic {
+                        remote: remote(&ctr, 0),
+                        local: sge(&res, 8 * me, 8),
+                        op: AtomicOp::FetchAdd { add: 1 },
+                        bytes: 8,
+                    },
+                    SendFlags::empty(),
+                )
+                .unwrap();
                 // After quiet, a READ of what this thread wrote must return it.
                 sq.quiet().unwrap();
                 let s = [sge(&back, 64 * me, 64)];
-                sq.post(&WorkRequest::Read { remote: remote(&data, 64 * me), sges: &s }, SendFlags::empty()).unwrap();
+                sq.post(
+                    &WorkRequest::Read {
+                        remote: remote(&data, 64 * me),
+                        sges: &s,
+                    },
+                    SendFlags::empty(),
+                )
+                .unwrap();
                 sq.quiet().unwrap();
                 let mut got = vec![0u8; 64];
                 back.read(64 * me as usize, &mut got);
-                assert_eq!(got, payload, "seed {seed}: quiet returned before data landed");
+                assert_eq!(
+                    got, payload,
+                    "seed {seed}: quiet returned before data landed"
+                );
             }
         });
-        assert_eq!(u64::from_le_bytes(contents(&ctr).try_into().unwrap()), 4 * 30, "seed {seed}");
+        assert_eq!(
+            u64::from_le_bytes(contents(&ctr).try_into().unwrap()),
+            4 * 30,
+            "seed {seed}"
+        );
     }
 }
 

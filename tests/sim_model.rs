@@ -15,27 +15,86 @@ const N: usize = 256;
 #[derive(Clone, Debug)]
 enum Op {
     /// WRITE `len` bytes from local `l` at `lo` to remote `r` at `ro`.
-    Write { l: usize, lo: usize, r: usize, ro: usize, len: usize },
+    Write {
+        l: usize,
+        lo: usize,
+        r: usize,
+        ro: usize,
+        len: usize,
+    },
     /// WRITE inline bytes.
     WriteInline { r: usize, ro: usize, data: Vec<u8> },
     /// READ remote into local.
-    Read { l: usize, lo: usize, r: usize, ro: usize, len: usize },
+    Read {
+        l: usize,
+        lo: usize,
+        r: usize,
+        ro: usize,
+        len: usize,
+    },
     /// Fetch-add (8 bytes) at an aligned offset; result to local `l` at `lo`.
-    FetchAdd { r: usize, ro: usize, l: usize, lo: usize, add: u64 },
+    FetchAdd {
+        r: usize,
+        ro: usize,
+        l: usize,
+        lo: usize,
+        add: u64,
+    },
     /// Compare-swap.
-    CompSwap { r: usize, ro: usize, l: usize, lo: usize, compare: u64, swap: u64 },
+    CompSwap {
+        r: usize,
+        ro: usize,
+        l: usize,
+        lo: usize,
+        compare: u64,
+        swap: u64,
+    },
 }
 
 fn arb_op() -> impl Strategy<Value = Op> {
     let off = 0usize..N + 16; // sometimes out of bounds
     let len = prop_oneof![0usize..16, 0usize..N];
     prop_oneof![
-        (0usize..2, off.clone(), 0usize..3, off.clone(), len.clone()).prop_map(|(l, lo, r, ro, len)| Op::Write { l, lo, r, ro, len }),
-        (0usize..3, off.clone(), proptest::collection::vec(any::<u8>(), 0..64)).prop_map(|(r, ro, data)| Op::WriteInline { r, ro, data }),
-        (0usize..2, off.clone(), 0usize..3, off.clone(), len).prop_map(|(l, lo, r, ro, len)| Op::Read { l, lo, r, ro, len }),
-        (0usize..3, 0usize..(N / 8 + 2), 0usize..2, 0usize..(N / 8 + 1), any::<u64>()).prop_map(|(r, ro, l, lo, add)| Op::FetchAdd { r, ro: ro * 8, l, lo: lo * 8, add }),
-        (0usize..3, 0usize..(N / 8 + 2), 0usize..2, 0usize..(N / 8 + 1), any::<u64>(), any::<u64>())
-            .prop_map(|(r, ro, l, lo, compare, swap)| Op::CompSwap { r, ro: ro * 8, l, lo: lo * 8, compare, swap }),
+        (0usize..2, off.clone(), 0usize..3, off.clone(), len.clone())
+            .prop_map(|(l, lo, r, ro, len)| Op::Write { l, lo, r, ro, len }),
+        (
+            0usize..3,
+            off.clone(),
+            proptest::collection::vec(any::<u8>(), 0..64)
+        )
+            .prop_map(|(r, ro, data)| Op::WriteInline { r, ro, data }),
+        (0usize..2, off.clone(), 0usize..3, off.clone(), len)
+            .prop_map(|(l, lo, r, ro, len)| Op::Read { l, lo, r, ro, len }),
+        (
+            0usize..3,
+            0usize..(N / 8 + 2),
+            0usize..2,
+            0usize..(N / 8 + 1),
+            any::<u64>()
+        )
+            .prop_map(|(r, ro, l, lo, add)| Op::FetchAdd {
+                r,
+                ro: ro * 8,
+                l,
+                lo: lo * 8,
+                add
+            }),
+        (
+            0usize..3,
+            0usize..(N / 8 + 2),
+            0usize..2,
+            0usize..(N / 8 + 1),
+            any::<u64>(),
+            any::<u64>()
+        )
+            .prop_map(|(r, ro, l, lo, compare, swap)| Op::CompSwap {
+                r,
+                ro: ro * 8,
+                l,
+                lo: lo * 8,
+                compare,
+                swap
+            }),
     ]
 }
 
@@ -50,7 +109,12 @@ fn fits(off: usize, len: usize) -> bool {
 }
 
 /// Applies `op` to the model; `Err(status)` if the NIC must refuse it.
-fn model(op: &Op, local: &mut [Vec<u8>; 2], remote: &mut [Vec<u8>; 3], big_endian_results: bool) -> Result<(), WcStatus> {
+fn model(
+    op: &Op,
+    local: &mut [Vec<u8>; 2],
+    remote: &mut [Vec<u8>; 3],
+    big_endian_results: bool,
+) -> Result<(), WcStatus> {
     match op {
         Op::Write { l, lo, r, ro, len } => {
             if *len == 0 {
@@ -97,11 +161,18 @@ fn model(op: &Op, local: &mut [Vec<u8>; 2], remote: &mut [Vec<u8>; 3], big_endia
             let old = u64::from_le_bytes(remote[*r][*ro..ro + 8].try_into().unwrap());
             let aop = match op {
                 Op::FetchAdd { add, .. } => AtomicOp::FetchAdd { add: *add },
-                Op::CompSwap { compare, swap, .. } => AtomicOp::CompareSwap { compare: *compare, swap: *swap },
+                Op::CompSwap { compare, swap, .. } => AtomicOp::CompareSwap {
+                    compare: *compare,
+                    swap: *swap,
+                },
                 _ => unreachable!(),
             };
             remote[*r][*ro..ro + 8].copy_from_slice(&aop.apply(old, 8).to_le_bytes());
-            let res = if big_endian_results { old.to_be_bytes() } else { old.to_le_bytes() };
+            let res = if big_endian_results {
+                old.to_be_bytes()
+            } else {
+                old.to_le_bytes()
+            };
             local[*l][*lo..lo + 8].copy_from_slice(&res);
         }
     }
@@ -115,7 +186,11 @@ fn run<P: SimModel>(ops: &[Op], seed: u8, chaos: Option<u64>) -> Result<(), Test
     let guard_a = t.mr_a(N, Access::empty());
     let guard_b = t.mr_b(N, Access::empty());
     let mut ml: [Vec<u8>; 2] = [pattern(N, seed), pattern(N, seed ^ 1)];
-    let mut mr: [Vec<u8>; 3] = [pattern(N, seed ^ 2), pattern(N, seed ^ 3), pattern(N, seed ^ 4)];
+    let mut mr: [Vec<u8>; 3] = [
+        pattern(N, seed ^ 2),
+        pattern(N, seed ^ 3),
+        pattern(N, seed ^ 4),
+    ];
     for (m, d) in locals.iter().zip(&ml) {
         m.write(0, d);
     }
@@ -141,22 +216,54 @@ fn run<P: SimModel>(ops: &[Op], seed: u8, chaos: Option<u64>) -> Result<(), Test
         };
         expect.push(status);
         // Raw addresses: out-of-range offsets point past the region (the NIC must refuse them).
-        let (ls, rs) = (|i: usize, o: usize, n: usize| sge(&locals[i], o as u64, n as u32), |i: usize, o: usize| remote(&remotes[i], o as u64));
+        let (ls, rs) = (
+            |i: usize, o: usize, n: usize| sge(&locals[i], o as u64, n as u32),
+            |i: usize, o: usize| remote(&remotes[i], o as u64),
+        );
         let one;
         let wr = match op {
             Op::Write { l, lo, r, ro, len } => {
                 one = [ls(*l, *lo, *len)];
-                WorkRequest::Write { remote: rs(*r, *ro), payload: Payload::Sges(&one), imm: None }
+                WorkRequest::Write {
+                    remote: rs(*r, *ro),
+                    payload: Payload::Sges(&one),
+                    imm: None,
+                }
             }
-            Op::WriteInline { r, ro, data } => WorkRequest::Write { remote: rs(*r, *ro), payload: Payload::Inline(data), imm: None },
+            Op::WriteInline { r, ro, data } => WorkRequest::Write {
+                remote: rs(*r, *ro),
+                payload: Payload::Inline(data),
+                imm: None,
+            },
             Op::Read { l, lo, r, ro, len } => {
                 one = [ls(*l, *lo, *len)];
-                WorkRequest::Read { remote: rs(*r, *ro), sges: &one }
+                WorkRequest::Read {
+                    remote: rs(*r, *ro),
+                    sges: &one,
+                }
             }
-            Op::FetchAdd { r, ro, l, lo, add } => WorkRequest::Atomic { remote: rs(*r, *ro), local: ls(*l, *lo, 8), op: AtomicOp::FetchAdd { add: *add }, bytes: 8 },
-            Op::CompSwap { r, ro, l, lo, compare, swap } => {
-                WorkRequest::Atomic { remote: rs(*r, *ro), local: ls(*l, *lo, 8), op: AtomicOp::CompareSwap { compare: *compare, swap: *swap }, bytes: 8 }
-            }
+            Op::FetchAdd { r, ro, l, lo, add } => WorkRequest::Atomic {
+                remote: rs(*r, *ro),
+                local: ls(*l, *lo, 8),
+                op: AtomicOp::FetchAdd { add: *add },
+                bytes: 8,
+            },
+            Op::CompSwap {
+                r,
+                ro,
+                l,
+                lo,
+                compare,
+                swap,
+            } => WorkRequest::Atomic {
+                remote: rs(*r, *ro),
+                local: ls(*l, *lo, 8),
+                op: AtomicOp::CompareSwap {
+                    compare: *compare,
+                    swap: *swap,
+                },
+                bytes: 8,
+            },
         };
         raw.post(&wr, SendFlags::SIGNALED);
     }
@@ -168,8 +275,16 @@ fn run<P: SimModel>(ops: &[Op], seed: u8, chaos: Option<u64>) -> Result<(), Test
     for (i, m) in remotes.iter().enumerate() {
         prop_assert_eq!(contents(m), mr[i].clone(), "remote region {}", i);
     }
-    prop_assert_eq!(contents(&guard_a), vec![0x5a; N], "memory outside the regions changed");
-    prop_assert_eq!(contents(&guard_b), vec![0xa5; N], "memory outside the regions changed");
+    prop_assert_eq!(
+        contents(&guard_a),
+        vec![0x5a; N],
+        "memory outside the regions changed"
+    );
+    prop_assert_eq!(
+        contents(&guard_b),
+        vec![0xa5; N],
+        "memory outside the regions changed"
+    );
     Ok(())
 }
 

@@ -203,28 +203,6 @@ pub fn dma_read_barrier() {
     fence(Ordering::Acquire);
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn stores_land_in_memory_as_given() {
-        let mut rec = [0u32; 2];
-        // SAFETY: `rec[1]` is a valid aligned u32 owned by this test.
-        unsafe { store_be32_release(&raw mut rec[1], 0x1234u32.to_be()) };
-        assert_eq!(rec[1].to_ne_bytes(), [0, 0, 0x12, 0x34]);
-        let mut db = 0u64;
-        // SAFETY: `db` is a valid aligned u64.
-        unsafe { store_doorbell64(&raw mut db, [1, 2, 3, 4, 5, 6, 7, 8]) };
-        assert_eq!(db.to_ne_bytes(), [1, 2, 3, 4, 5, 6, 7, 8]);
-        let mut bf = [0u64; 8];
-        let chunk: [u8; 64] = core::array::from_fn(|i| i as u8);
-        // SAFETY: `bf` is 64 valid aligned bytes.
-        unsafe { copy_blueflame_chunk(bf.as_mut_ptr(), &chunk) };
-        assert_eq!(bytemuck::cast_slice::<u64, u8>(&bf), &chunk[..]);
-    }
-}
-
 /// A software device reading or writing host memory by "DMA": copies `len` bytes from `src` to
 /// `dst` (the ranges may overlap, as a loopback transfer within one region can).
 ///
@@ -308,16 +286,41 @@ pub unsafe fn dma_atomic_rmw(addr: u64, bytes: u32, f: impl Fn(u64) -> u64) -> O
             // SAFETY: valid, 8-byte aligned, atomically accessed (caller).
             let cell = unsafe { AtomicU64::from_ptr(addr as *mut u64) };
             // ORDERING: AcqRel — the RMW is a synchronisation point between initiators.
-            cell.fetch_update(Ordering::AcqRel, Ordering::Acquire, |v| Some(f(v))).ok()
+            cell.fetch_update(Ordering::AcqRel, Ordering::Acquire, |v| Some(f(v)))
+                .ok()
         }
         4 => {
             // SAFETY: valid, 4-byte aligned, atomically accessed (caller).
             let cell = unsafe { AtomicU32::from_ptr(addr as *mut u32) };
             // ORDERING: as above.
-            cell.fetch_update(Ordering::AcqRel, Ordering::Acquire, |v| Some(f(u64::from(v)) as u32))
-                .ok()
-                .map(u64::from)
+            cell.fetch_update(Ordering::AcqRel, Ordering::Acquire, |v| {
+                Some(f(u64::from(v)) as u32)
+            })
+            .ok()
+            .map(u64::from)
         }
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stores_land_in_memory_as_given() {
+        let mut rec = [0u32; 2];
+        // SAFETY: `rec[1]` is a valid aligned u32 owned by this test.
+        unsafe { store_be32_release(&raw mut rec[1], 0x1234u32.to_be()) };
+        assert_eq!(rec[1].to_ne_bytes(), [0, 0, 0x12, 0x34]);
+        let mut db = 0u64;
+        // SAFETY: `db` is a valid aligned u64.
+        unsafe { store_doorbell64(&raw mut db, [1, 2, 3, 4, 5, 6, 7, 8]) };
+        assert_eq!(db.to_ne_bytes(), [1, 2, 3, 4, 5, 6, 7, 8]);
+        let mut bf = [0u64; 8];
+        let chunk: [u8; 64] = core::array::from_fn(|i| i as u8);
+        // SAFETY: `bf` is 64 valid aligned bytes.
+        unsafe { copy_blueflame_chunk(bf.as_mut_ptr(), &chunk) };
+        assert_eq!(bytemuck::cast_slice::<u64, u8>(&bf), &chunk[..]);
     }
 }

@@ -27,8 +27,8 @@ use crate::op::{SendFlags, WorkRequest};
 use crate::progress::{CollapsedProgress, OutOfWindow};
 use crate::provider::{PostError, Provider};
 use crate::status::WcStatus;
-pub use crate::sync::{TimedOut, Waiter};
 use crate::sync::{AtomicBool, AtomicU32, AtomicU64};
+pub use crate::sync::{TimedOut, Waiter};
 
 /// Why a posting-protocol call failed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -60,11 +60,19 @@ impl core::fmt::Display for SqError {
         match self {
             Self::Post(e) => write!(f, "cannot post: {e}"),
             Self::Timeout { what } => write!(f, "timed out waiting for {what}"),
-            Self::Completion { status, wqe_counter } => {
-                write!(f, "work request {wqe_counter:#x} completed with error: {status}")
+            Self::Completion {
+                status,
+                wqe_counter,
+            } => {
+                write!(
+                    f,
+                    "work request {wqe_counter:#x} completed with error: {status}"
+                )
             }
             Self::Window(e) => write!(f, "{e}"),
-            Self::Poisoned => f.write_str("send queue poisoned: a producer timed out holding a reservation"),
+            Self::Poisoned => {
+                f.write_str("send queue poisoned: a producer timed out holding a reservation")
+            }
         }
     }
 }
@@ -99,6 +107,9 @@ pub struct Counters {
     reserved: AtomicU64,
     /// Every position below is written and rung.
     rung: AtomicU64,
+    /// End of the WQE whose doorbell is being (or was last) rung — stored *before* the doorbell,
+    /// so a completion can never refer to a position above it.
+    ring_bound: AtomicU64,
     /// Start of the last rung WQE, plus one (0: none).
     last_rung_end_marker: AtomicU64,
     /// Every WQE starting below is complete.
@@ -114,6 +125,7 @@ impl Counters {
             entries: u64::from(entries),
             reserved: AtomicU64::new(0),
             rung: AtomicU64::new(0),
+            ring_bound: AtomicU64::new(0),
             last_rung_end_marker: AtomicU64::new(0),
             complete_below: AtomicU64::new(0),
             poisoned: AtomicBool::new(false),
@@ -146,21 +158,36 @@ impl Counters {
             }
             self.check_poison()?;
             progress()?;
-            waiter.step().map_err(|_| SqError::Timeout { what: "free send-queue slots" })?;
+            waiter.step().map_err(|_| SqError::Timeout {
+                what: "free send-queue slots",
+            })?;
         }
     }
 
     /// Waits for the ticket (`rung == start`), runs `ring` (doorbell record + doorbell), and
     /// passes the ticket on.
-    pub fn ring_in_order(&self, start: u64, units: u32, waiter: &mut Waiter, ring: impl FnOnce()) -> Result<(), SqError> {
+    pub fn ring_in_order(
+        &self,
+        start: u64,
+        units: u32,
+        waiter: &mut Waiter,
+        ring: impl FnOnce(),
+    ) -> Result<(), SqError> {
         // ORDERING: Acquire pairs with the previous producer's Release store of `rung`, so its
         // doorbell stores happen-before ours (doorbells reach the device in order).
         while self.rung.load(Ordering::Acquire) != start {
             self.check_poison()?;
-            waiter.step().map_err(|_| SqError::Timeout { what: "earlier producers to ring their doorbells" })?;
+            waiter.step().map_err(|_| SqError::Timeout {
+                what: "earlier producers to ring their doorbells",
+            })?;
         }
+        // ORDERING: Release before the doorbell: a poller that sees this WQE's CQE (which the
+        // device writes after our doorbell) also sees the bound, so the window check accepts it.
+        self.ring_bound
+            .store(start + u64::from(units), Ordering::Release);
         ring();
-        self.last_rung_end_marker.store(start + 1, Ordering::Relaxed);
+        self.last_rung_end_marker
+            .store(start + 1, Ordering::Relaxed);
         // ORDERING: Release hands the ticket (and our doorbell's effects) to the next producer
         // and to quiets reading `rung`.
         self.rung.store(start + u64::from(units), Ordering::Release);
@@ -173,10 +200,21 @@ impl Counters {
     }
 
     fn check_poison(&self) -> Result<(), SqError> {
-        if self.poisoned.load(Ordering::Acquire) { Err(SqError::Poisoned) } else { Ok(()) }
+        if self.poisoned.load(Ordering::Acquire) {
+            Err(SqError::Poisoned)
+        } else {
+            Ok(())
+        }
     }
 
-    /// Position up to which doorbells are rung (what a CQE counter may refer to).
+    /// Upper bound (exclusive) of positions a completion may refer to. Read it *after* reading a
+    /// CQE: the bound is published before the doorbell that leads to the CQE.
+    #[must_use]
+    pub fn ring_bound(&self) -> u64 {
+        self.ring_bound.load(Ordering::Acquire)
+    }
+
+    /// Position up to which doorbells are rung and handed on (the ticket).
     #[must_use]
     pub fn rung(&self) -> u64 {
         self.rung.load(Ordering::Acquire)
@@ -209,33 +247,55 @@ impl Counters {
     }
 
     /// Waits until every position below `target` has been rung.
-    pub fn wait_rung(&self, target: u64, waiter: &mut Waiter, mut progress: impl FnMut() -> Result<(), SqError>) -> Result<(), SqError> {
+    pub fn wait_rung(
+        &self,
+        target: u64,
+        waiter: &mut Waiter,
+        mut progress: impl FnMut() -> Result<(), SqError>,
+    ) -> Result<(), SqError> {
         while self.rung() < target {
             self.check_poison()?;
             progress()?;
-            waiter.step().map_err(|_| SqError::Timeout { what: "reserved work requests to be rung" })?;
+            waiter.step().map_err(|_| SqError::Timeout {
+                what: "reserved work requests to be rung",
+            })?;
         }
         Ok(())
     }
 
     /// Waits until the WQE whose start + 1 is `marker` (and everything before it) is complete.
-    pub fn wait_complete(&self, marker: u64, waiter: &mut Waiter, mut progress: impl FnMut() -> Result<(), SqError>) -> Result<(), SqError> {
+    pub fn wait_complete(
+        &self,
+        marker: u64,
+        waiter: &mut Waiter,
+        mut progress: impl FnMut() -> Result<(), SqError>,
+    ) -> Result<(), SqError> {
         while self.complete_below() < marker {
             progress()?;
-            waiter.step().map_err(|_| SqError::Timeout { what: "work requests to complete" })?;
+            waiter.step().map_err(|_| SqError::Timeout {
+                what: "work requests to complete",
+            })?;
         }
         Ok(())
     }
 
     /// Waits until every WQE rung before the call is complete ("quiet what I have rung"), for
     /// a device that reports every WQE.
-    pub fn quiet_rung(&self, waiter: &mut Waiter, progress: impl FnMut() -> Result<(), SqError>) -> Result<(), SqError> {
+    pub fn quiet_rung(
+        &self,
+        waiter: &mut Waiter,
+        progress: impl FnMut() -> Result<(), SqError>,
+    ) -> Result<(), SqError> {
         self.wait_complete(self.last_rung_marker(), waiter, progress)
     }
 
     /// Waits until every WQE reserved before the call is rung and complete (the user's quiet),
     /// for a device that reports every WQE.
-    pub fn quiet_all(&self, waiter: &mut Waiter, mut progress: impl FnMut() -> Result<(), SqError>) -> Result<(), SqError> {
+    pub fn quiet_all(
+        &self,
+        waiter: &mut Waiter,
+        mut progress: impl FnMut() -> Result<(), SqError>,
+    ) -> Result<(), SqError> {
         self.wait_rung(self.reserved(), waiter, &mut progress)?;
         self.quiet_rung(waiter, progress)
     }
@@ -309,7 +369,11 @@ impl<P: Provider> SendQueue<P> {
         let start = self.counters.reserve(units);
         let quarter = u64::from(self.wq.entries / 4).max(1);
         let end = start + u64::from(units);
-        let flags = if (start / quarter) != (end / quarter) || end % quarter == 0 { flags | SendFlags::SIGNALED } else { flags };
+        let flags = if (start / quarter) != (end / quarter) || end % quarter == 0 {
+            flags | SendFlags::SIGNALED
+        } else {
+            flags
+        };
         let result = self
             .counters
             .wait_room(start, units, &mut waiter, || self.poll())
@@ -347,12 +411,22 @@ impl<P: Provider> SendQueue<P> {
     fn poll_locked(&self) -> Result<(), SqError> {
         let bits = P::WQE_COUNTER_BITS;
         let np1 = self.newest_plus_one.load(Ordering::Relaxed);
-        let mut prog = if np1 == 0 { CollapsedProgress::new(bits) } else { resume(bits, np1 - 1) };
-        let rung = self.counters.rung();
+        let mut prog = if np1 == 0 {
+            CollapsedProgress::new(bits)
+        } else {
+            resume(bits, np1 - 1)
+        };
         if self.cq.collapsed != 0 {
+            let bound = self.counters.ring_bound();
             // SAFETY: the CQ handle is live and only this poller reads it (constructor contract).
-            let wc = unsafe { P::poll_collapsed(&self.cq, &mut prog, rung) }.map_err(SqError::Window)?;
-            if let Some(wc) = wc {
+            let mut r = unsafe { P::poll_collapsed(&self.cq, &mut prog, bound) };
+            if r.is_err() {
+                // The CQE may belong to a WQE rung after `bound` was read: re-read the bound
+                // (published before that doorbell) and look again; a second refusal is real.
+                // SAFETY: as above.
+                r = unsafe { P::poll_collapsed(&self.cq, &mut prog, self.counters.ring_bound()) };
+            }
+            if let Some(wc) = r.map_err(SqError::Window)? {
                 self.note(wc.status, wc.wqe_counter);
             }
         } else {
@@ -360,7 +434,9 @@ impl<P: Provider> SendQueue<P> {
             let mut seen = false;
             // SAFETY: as above.
             while let Some(wc) = unsafe { P::poll_cq(&self.cq, ci) } {
-                prog.observe(wc.wqe_counter, rung).map_err(SqError::Window)?;
+                // The bound is read after the CQE (see `Counters::ring_bound`).
+                prog.observe(wc.wqe_counter, self.counters.ring_bound())
+                    .map_err(SqError::Window)?;
                 self.note(wc.status, wc.wqe_counter);
                 ci = ci.wrapping_add(1);
                 seen = true;
@@ -372,7 +448,8 @@ impl<P: Provider> SendQueue<P> {
             }
         }
         if prog.complete_below() > 0 {
-            self.newest_plus_one.store(prog.complete_below(), Ordering::Relaxed);
+            self.newest_plus_one
+                .store(prog.complete_below(), Ordering::Relaxed);
             self.counters.set_complete_below(prog.complete_below());
         }
         Ok(())
@@ -381,7 +458,9 @@ impl<P: Provider> SendQueue<P> {
     fn note(&self, status: WcStatus, counter: u32) {
         if !status.is_ok() {
             let v = (u64::from(status.as_raw()) + 1) << 32 | u64::from(counter);
-            let _ = self.error.compare_exchange(0, v, Ordering::AcqRel, Ordering::Acquire);
+            let _ = self
+                .error
+                .compare_exchange(0, v, Ordering::AcqRel, Ordering::Acquire);
         }
     }
 
@@ -391,29 +470,36 @@ impl<P: Provider> SendQueue<P> {
         if v == 0 {
             return Ok(());
         }
-        let status = WcStatus::from_raw(((v >> 32) as u32).wrapping_sub(1)).unwrap_or(WcStatus::GeneralErr);
-        Err(SqError::Completion { status, wqe_counter: v as u32 })
+        let status =
+            WcStatus::from_raw(((v >> 32) as u32).wrapping_sub(1)).unwrap_or(WcStatus::GeneralErr);
+        Err(SqError::Completion {
+            status,
+            wqe_counter: v as u32,
+        })
     }
 
     /// Waits until everything rung so far whose completion is observable (up to the newest
     /// signalled WQE) has completed — slot recycling; never posts.
     pub fn quiet_rung(&self) -> Result<(), SqError> {
         let marker = self.signaled_marker.load(Ordering::Relaxed);
-        self.counters.wait_complete(marker, &mut Waiter::new(self.timeout_ms), || self.poll())?;
+        self.counters
+            .wait_complete(marker, &mut Waiter::new(self.timeout_ms), || self.poll())?;
         self.first_error()
     }
 
     /// Waits until everything posted so far (by any producer) has completed — OpenSHMEM quiet.
     pub fn quiet(&self) -> Result<(), SqError> {
         let mut w = Waiter::new(self.timeout_ms);
-        self.counters.wait_rung(self.counters.reserved(), &mut w, || self.poll())?;
+        self.counters
+            .wait_rung(self.counters.reserved(), &mut w, || self.poll())?;
         // The newest WQE may have been unsignalled: its completion is only observable through a
         // later CQE, so ask for one.
         if self.signaled_marker.load(Ordering::Relaxed) < self.counters.last_rung_marker() {
             self.post(&WorkRequest::Nop, SendFlags::SIGNALED)?;
         }
         let marker = self.signaled_marker.load(Ordering::Relaxed);
-        self.counters.wait_complete(marker, &mut w, || self.poll())?;
+        self.counters
+            .wait_complete(marker, &mut w, || self.poll())?;
         self.first_error()
     }
 }

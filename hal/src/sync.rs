@@ -1,16 +1,17 @@
 //! Atomics used by the posting protocol: `core`'s normally, loom's under `--cfg loom` so the
 //! protocol can be model-checked (`RUSTFLAGS="--cfg loom" cargo test -p gda-hal --test loom`).
 
-#[cfg(loom)]
-pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
 #[cfg(not(loom))]
 pub(crate) use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
+#[cfg(loom)]
+pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
 
 /// One step of a bounded wait: spin a little, then yield the CPU (a 2-core machine runs the
 /// software NIC beside the producers), and give up at the deadline.
 #[derive(Debug)]
 pub struct Waiter {
     spins: u32,
+    #[cfg_attr(not(feature = "std"), allow(dead_code))]
     timeout_ms: u64,
     /// Set at the first yield, so a wait that never blocks never reads the clock.
     #[cfg(feature = "std")]
@@ -61,7 +62,8 @@ impl Waiter {
                 let now = std::time::Instant::now();
                 match self.deadline {
                     None => {
-                        self.deadline = now.checked_add(std::time::Duration::from_millis(self.timeout_ms));
+                        self.deadline =
+                            now.checked_add(std::time::Duration::from_millis(self.timeout_ms));
                         Ok(())
                     }
                     Some(d) if now > d => Err(TimedOut),
@@ -70,8 +72,14 @@ impl Waiter {
             }
             #[cfg(not(feature = "std"))]
             {
-                self.budget = self.budget.saturating_sub(u64::from(Self::SPINS_BEFORE_YIELD));
-                if self.budget == 0 { Err(TimedOut) } else { Ok(()) }
+                self.budget = self
+                    .budget
+                    .saturating_sub(u64::from(Self::SPINS_BEFORE_YIELD));
+                if self.budget == 0 {
+                    Err(TimedOut)
+                } else {
+                    Ok(())
+                }
             }
         }
     }

@@ -5,7 +5,9 @@
 use std::marker::PhantomData;
 use std::time::{Duration, Instant};
 
-use gda::hal::{CqHandle, Posted, ProdIdx, Provider, SendFlags, Sge, WorkCompletion, WorkRequest, WqHandle};
+use gda::hal::{
+    CqHandle, Posted, ProdIdx, Provider, SendFlags, Sge, WorkCompletion, WorkRequest, WqHandle,
+};
 use gda::sim::{Access, Cq, CqMode, Fabric, FabricConfig, Mr, Pd, Qp, QpInit, SimModel};
 
 /// Two connected QPs: `a` (requester) on NIC 0, `b` (responder) on NIC 1.
@@ -34,7 +36,16 @@ impl<P: SimModel> Pair<P> {
         let b = pd_b.create_qp(init, &scq_b, &rcq_b).unwrap();
         a.bring_up(&b.endpoint()).unwrap();
         b.bring_up(&a.endpoint()).unwrap();
-        Self { fabric, pd_a, pd_b, cq_a, rcq_b, a, b, _p: PhantomData }
+        Self {
+            fabric,
+            pd_a,
+            pd_b,
+            cq_a,
+            rcq_b,
+            a,
+            b,
+            _p: PhantomData,
+        }
     }
 
     pub fn simple() -> Self {
@@ -59,11 +70,18 @@ impl<P: SimModel> Pair<P> {
 }
 
 pub fn sge(mr: &Mr, off: u64, len: u32) -> Sge {
-    Sge { addr: mr.addr() + off, length: len, lkey: mr.lkey() }
+    Sge {
+        addr: mr.addr() + off,
+        length: len,
+        lkey: mr.lkey(),
+    }
 }
 
 pub fn remote(mr: &Mr, off: u64) -> gda::hal::Remote {
-    gda::hal::Remote { addr: mr.addr() + off, rkey: mr.rkey() }
+    gda::hal::Remote {
+        addr: mr.addr() + off,
+        rkey: mr.rkey(),
+    }
 }
 
 /// Raw device-function access to a send queue and its CQ (single-threaded tests).
@@ -77,7 +95,13 @@ pub struct Raw<P: Provider> {
 
 impl<P: Provider> Raw<P> {
     pub fn new(sq: WqHandle, cq: CqHandle) -> Self {
-        Self { sq, cq, pos: 0, ci: 0, _p: PhantomData }
+        Self {
+            sq,
+            cq,
+            pos: 0,
+            ci: 0,
+            _p: PhantomData,
+        }
     }
 
     pub fn post(&mut self, wr: &WorkRequest<'_>, flags: SendFlags) -> Posted {
@@ -126,7 +150,11 @@ pub fn poll_n<P: Provider>(cq: &CqHandle, ci: &mut u32, n: usize) -> Vec<WorkCom
             unsafe { P::update_cq_ci(cq, *ci) };
             out.push(wc);
         } else {
-            assert!(Instant::now() < end, "timed out waiting for completion {} of {n}: got {out:?}", out.len() + 1);
+            assert!(
+                Instant::now() < end,
+                "timed out waiting for completion {} of {n}: got {out:?}",
+                out.len() + 1
+            );
             std::thread::yield_now();
         }
     }
@@ -144,7 +172,13 @@ pub struct RecvQ<P: Provider> {
 
 impl<P: Provider> RecvQ<P> {
     pub fn new(rq: WqHandle, cq: CqHandle) -> Self {
-        Self { rq, cq, pos: 0, ci: 0, _p: PhantomData }
+        Self {
+            rq,
+            cq,
+            pos: 0,
+            ci: 0,
+            _p: PhantomData,
+        }
     }
 
     pub fn post(&mut self, s: Sge) {
@@ -163,7 +197,9 @@ impl<P: Provider> RecvQ<P> {
 
 /// Deterministic pattern bytes.
 pub fn pattern(len: usize, seed: u8) -> Vec<u8> {
-    (0..len).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)).collect()
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect()
 }
 
 /// Reads a whole region.

@@ -46,16 +46,28 @@ pub struct StatsSnapshot {
 
 impl Stats {
     pub(crate) fn snapshot(&self) -> StatsSnapshot {
-        StatsSnapshot { wqes: self.wqes.load(Ordering::Relaxed), sleeps: self.sleeps.load(Ordering::Relaxed) }
+        StatsSnapshot {
+            wqes: self.wqes.load(Ordering::Relaxed),
+            sleeps: self.sleeps.load(Ordering::Relaxed),
+        }
     }
 }
 
 /// Something chaos mode delays, applied in order.
 enum Deferred {
     /// READ/atomic result data landing in local memory.
-    Data { due: Instant, dst: u64, bytes: Vec<u8>, _mr: Vec<Arc<MrInner>> },
+    Data {
+        due: Instant,
+        dst: u64,
+        bytes: Vec<u8>,
+        _mr: Vec<Arc<MrInner>>,
+    },
     /// A completion.
-    Cqe { due: Instant, cq: Arc<CqInner>, c: Cpl },
+    Cqe {
+        due: Instant,
+        cq: Arc<CqInner>,
+        c: Cpl,
+    },
 }
 
 impl Deferred {
@@ -106,7 +118,9 @@ pub(crate) fn run(weak: Weak<FabricInner>) {
             return;
         }
         if chaos.is_none() {
-            chaos = Some(f.chaos.map(|s| Chaos { rng: SmallRng::seed_from_u64(s) }));
+            chaos = Some(f.chaos.map(|s| Chaos {
+                rng: SmallRng::seed_from_u64(s),
+            }));
         }
         let e = f.epoch.load(Ordering::Acquire);
         if e != epoch {
@@ -133,10 +147,13 @@ pub(crate) fn run(weak: Weak<FabricInner>) {
         if work {
             idle_since = None;
             sleep = Duration::from_micros(20);
-        } else if idle_since.get_or_insert_with(|| {
-            last_work = Instant::now();
-            last_work
-        }).elapsed() > Duration::from_micros(200)
+        } else if idle_since
+            .get_or_insert_with(|| {
+                last_work = Instant::now();
+                last_work
+            })
+            .elapsed()
+            > Duration::from_micros(200)
         {
             if let Some(f) = weak.upgrade() {
                 f.stats.sleeps.fetch_add(1, Ordering::Relaxed);
@@ -144,7 +161,11 @@ pub(crate) fn run(weak: Weak<FabricInner>) {
             std::thread::park_timeout(sleep);
             // Short naps while work may resume soon; long ones once the fabric has been idle a
             // while (`Fabric::kick` and QP state changes wake it at once).
-            let cap = if last_work.elapsed() > Duration::from_millis(50) { Duration::from_millis(20) } else { Duration::from_millis(2) };
+            let cap = if last_work.elapsed() > Duration::from_millis(50) {
+                Duration::from_millis(20)
+            } else {
+                Duration::from_millis(2)
+            };
             sleep = (sleep * 2).min(cap);
         } else {
             std::hint::spin_loop();
@@ -156,12 +177,18 @@ fn lookup(f: &FabricInner, ep: &Endpoint) -> Option<Arc<QpInner>> {
     if ep.fabric != f.id {
         return None;
     }
-    f.qps.read().unwrap_or_else(|e| e.into_inner()).get(&(ep.nic, ep.qpn)).cloned()
+    f.qps
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(&(ep.nic, ep.qpn))
+        .cloned()
 }
 
 /// Serves one QP for one turn; returns whether anything happened.
 fn step(f: &FabricInner, qp: &Arc<QpInner>, mut chaos: Option<&mut Chaos>) -> bool {
-    let Ok(mut guard) = qp.exec.try_lock() else { return false };
+    let Ok(mut guard) = qp.exec.try_lock() else {
+        return false;
+    };
     let ex = &mut *guard;
     // The clock is read only when something time-based is in play (chaos, RNR back-off).
     let timed = chaos.is_some() || !ex.pending.is_empty() || ex.hold_until.is_some();
@@ -210,10 +237,16 @@ fn step(f: &FabricInner, qp: &Arc<QpInner>, mut chaos: Option<&mut Chaos>) -> bo
                     Step::Complete(err_cpl(qp, bad.counter, 0, bad.status), bad.units, true)
                 }
             }
-            Ok(()) if state == QpState::Error => Step::Complete(flush_cpl(qp, op.counter, op.hw_opcode), op.units, true),
+            Ok(()) if state == QpState::Error => {
+                Step::Complete(flush_cpl(qp, op.counter, op.hw_opcode), op.units, true)
+            }
             Ok(()) if state != QpState::Rts => {
                 qp.set_error();
-                Step::Complete(err_cpl(qp, op.counter, op.hw_opcode, WcStatus::LocQpOpErr), op.units, true)
+                Step::Complete(
+                    err_cpl(qp, op.counter, op.hw_opcode, WcStatus::LocQpOpErr),
+                    op.units,
+                    true,
+                )
             }
             Ok(()) if op.fence && ex.pending_data > 0 => Step::Wait,
             Ok(()) => {
@@ -253,11 +286,23 @@ enum Step {
 }
 
 fn base_cpl(qp: &QpInner, counter: u32, hw_opcode: u8) -> Cpl {
-    Cpl { status: WcStatus::Success, opcode: WcOpcode::Other, counter, byte_len: 0, imm: None, qpn: qp.qpn, is_recv: false, hw_opcode }
+    Cpl {
+        status: WcStatus::Success,
+        opcode: WcOpcode::Other,
+        counter,
+        byte_len: 0,
+        imm: None,
+        qpn: qp.qpn,
+        is_recv: false,
+        hw_opcode,
+    }
 }
 
 fn err_cpl(qp: &QpInner, counter: u32, hw_opcode: u8, status: WcStatus) -> Cpl {
-    Cpl { status, ..base_cpl(qp, counter, hw_opcode) }
+    Cpl {
+        status,
+        ..base_cpl(qp, counter, hw_opcode)
+    }
 }
 
 fn flush_cpl(qp: &QpInner, counter: u32, hw_opcode: u8) -> Cpl {
@@ -302,7 +347,11 @@ fn drain_pending(ex: &mut QpExec, now: Instant, all: bool) -> bool {
 fn flush_rq(qp: &QpInner, ex: &mut QpExec) -> bool {
     let mut did = false;
     while let Recv::Got(pos) = take_recv(qp) {
-        let c = Cpl { is_recv: true, opcode: WcOpcode::Recv, ..flush_cpl(qp, pos as u32, 0) };
+        let c = Cpl {
+            is_recv: true,
+            opcode: WcOpcode::Recv,
+            ..flush_cpl(qp, pos as u32, 0)
+        };
         let cq = qp.recv_cq.clone();
         complete(ex, cq, c, None);
         did = true;
@@ -319,7 +368,13 @@ fn remote_fault(_: Fault) -> WcStatus {
 }
 
 /// Executes one WQE against the connected responder.
-fn execute(f: &FabricInner, qp: &Arc<QpInner>, ex: &mut QpExec, op: &WqeOp, chaos: Option<&mut Chaos>) -> Step {
+fn execute(
+    f: &FabricInner,
+    qp: &Arc<QpInner>,
+    ex: &mut QpExec,
+    op: &WqeOp,
+    chaos: Option<&mut Chaos>,
+) -> Step {
     let mut c = base_cpl(qp, op.counter, op.hw_opcode);
     let fail = |qp: &QpInner, c: Cpl, status: WcStatus, units: u32| {
         qp.set_error();
@@ -348,7 +403,13 @@ fn execute(f: &FabricInner, qp: &Arc<QpInner>, ex: &mut QpExec, op: &WqeOp, chao
         OpKind::Write => {
             c.opcode = WcOpcode::RdmaWrite;
             if len > 0 {
-                if let Err(e) = rmrs.check_remote(rqp.pd, op.remote.rkey, op.remote.addr, len, Access::REMOTE_WRITE) {
+                if let Err(e) = rmrs.check_remote(
+                    rqp.pd,
+                    op.remote.rkey,
+                    op.remote.addr,
+                    len,
+                    Access::REMOTE_WRITE,
+                ) {
                     return fail(qp, c, remote_fault(e), op.units);
                 }
                 if let Err(s) = gather_to(lmrs, qp.pd, op, op.remote.addr) {
@@ -359,7 +420,13 @@ fn execute(f: &FabricInner, qp: &Arc<QpInner>, ex: &mut QpExec, op: &WqeOp, chao
             if let Some(imm) = op.imm {
                 match take_recv(&rqp) {
                     Recv::Got(pos) => {
-                        let rc = Cpl { opcode: WcOpcode::RecvRdmaWithImm, is_recv: true, byte_len: len as u32, imm: Some(imm), ..base_cpl(&rqp, pos as u32, 0) };
+                        let rc = Cpl {
+                            opcode: WcOpcode::RecvRdmaWithImm,
+                            is_recv: true,
+                            byte_len: len as u32,
+                            imm: Some(imm),
+                            ..base_cpl(&rqp, pos as u32, 0)
+                        };
                         model::write_cqe(&rqp.recv_cq, &rc);
                     }
                     Recv::Empty => return rnr(qp, ex, c, op),
@@ -379,14 +446,25 @@ fn execute(f: &FabricInner, qp: &Arc<QpInner>, ex: &mut QpExec, op: &WqeOp, chao
             let rc = base_cpl(&rqp, pos as u32, 0);
             match res {
                 Ok(()) => {
-                    let rc = Cpl { opcode: WcOpcode::Recv, is_recv: true, byte_len: len as u32, imm: op.imm, ..rc };
+                    let rc = Cpl {
+                        opcode: WcOpcode::Recv,
+                        is_recv: true,
+                        byte_len: len as u32,
+                        imm: op.imm,
+                        ..rc
+                    };
                     model::write_cqe(&rqp.recv_cq, &rc);
                     Step::Complete(c, op.units, false)
                 }
                 Err((local_status, remote_status)) => {
                     if let Some(rs) = remote_status {
                         rqp.set_error();
-                        let rc = Cpl { opcode: WcOpcode::Recv, is_recv: true, status: rs, ..rc };
+                        let rc = Cpl {
+                            opcode: WcOpcode::Recv,
+                            is_recv: true,
+                            status: rs,
+                            ..rc
+                        };
                         model::write_cqe(&rqp.recv_cq, &rc);
                     }
                     fail(qp, c, local_status, op.units)
@@ -397,12 +475,24 @@ fn execute(f: &FabricInner, qp: &Arc<QpInner>, ex: &mut QpExec, op: &WqeOp, chao
             c.opcode = WcOpcode::RdmaRead;
             c.byte_len = len as u32;
             if len > 0 {
-                if let Err(e) = rmrs.check_remote(rqp.pd, op.remote.rkey, op.remote.addr, len, Access::REMOTE_READ) {
+                if let Err(e) = rmrs.check_remote(
+                    rqp.pd,
+                    op.remote.rkey,
+                    op.remote.addr,
+                    len,
+                    Access::REMOTE_READ,
+                ) {
                     return fail(qp, c, remote_fault(e), op.units);
                 }
                 let mut keep = Vec::new();
                 for s in op.sges.iter().filter(|s| s.length > 0) {
-                    match lmrs.check_local(qp.pd, s.lkey, s.addr, u64::from(s.length), Access::LOCAL_WRITE) {
+                    match lmrs.check_local(
+                        qp.pd,
+                        s.lkey,
+                        s.addr,
+                        u64::from(s.length),
+                        Access::LOCAL_WRITE,
+                    ) {
                         Ok(mr) => keep.push(mr),
                         Err(e) => return fail(qp, c, local_fault(e), op.units),
                     }
@@ -413,12 +503,21 @@ fn execute(f: &FabricInner, qp: &Arc<QpInner>, ex: &mut QpExec, op: &WqeOp, chao
                     if let Some(d) = delay {
                         let mut bytes = vec![0u8; s.length as usize];
                         // SAFETY: the source range was checked against a responder region.
-                        unsafe { mmio::dma_copy(bytes.as_mut_ptr(), src as *const u8, bytes.len()) };
-                        ex.pending.push_back(Deferred::Data { due: Instant::now() + d, dst: s.addr, bytes, _mr: keep.clone() });
+                        unsafe {
+                            mmio::dma_copy(bytes.as_mut_ptr(), src as *const u8, bytes.len())
+                        };
+                        ex.pending.push_back(Deferred::Data {
+                            due: Instant::now() + d,
+                            dst: s.addr,
+                            bytes,
+                            _mr: keep.clone(),
+                        });
                         ex.pending_data += 1;
                     } else {
                         // SAFETY: both ranges were checked against regions granting the access.
-                        unsafe { mmio::dma_copy(s.addr as *mut u8, src as *const u8, s.length as usize) };
+                        unsafe {
+                            mmio::dma_copy(s.addr as *mut u8, src as *const u8, s.length as usize)
+                        };
                     }
                     src += u64::from(s.length);
                 }
@@ -427,8 +526,13 @@ fn execute(f: &FabricInner, qp: &Arc<QpInner>, ex: &mut QpExec, op: &WqeOp, chao
             Step::Complete(c, op.units, false)
         }
         OpKind::Atomic => {
-            let Some((aop, width)) = op.atomic else { return fail(qp, c, WcStatus::LocQpOpErr, op.units) };
-            c.opcode = if matches!(aop, gda_hal::AtomicOp::CompareSwap { .. } | gda_hal::AtomicOp::MaskedCompareSwap { .. }) {
+            let Some((aop, width)) = op.atomic else {
+                return fail(qp, c, WcStatus::LocQpOpErr, op.units);
+            };
+            c.opcode = if matches!(
+                aop,
+                gda_hal::AtomicOp::CompareSwap { .. } | gda_hal::AtomicOp::MaskedCompareSwap { .. }
+            ) {
                 WcOpcode::CompSwap
             } else {
                 WcOpcode::FetchAdd
@@ -438,23 +542,39 @@ fn execute(f: &FabricInner, qp: &Arc<QpInner>, ex: &mut QpExec, op: &WqeOp, chao
             if op.remote.addr % w != 0 {
                 return fail(qp, c, WcStatus::RemInvReqErr, op.units);
             }
-            let rmr = match rmrs.check_remote(rqp.pd, op.remote.rkey, op.remote.addr, w, Access::REMOTE_ATOMIC) {
+            let rmr = match rmrs.check_remote(
+                rqp.pd,
+                op.remote.rkey,
+                op.remote.addr,
+                w,
+                Access::REMOTE_ATOMIC,
+            ) {
                 Ok(m) => m,
                 Err(e) => return fail(qp, c, remote_fault(e), op.units),
             };
-            let Some(local) = op.sges.first() else { return fail(qp, c, WcStatus::LocQpOpErr, op.units) };
-            let lmr = match lmrs.check_local(qp.pd, local.lkey, local.addr, w, Access::LOCAL_WRITE) {
+            let Some(local) = op.sges.first() else {
+                return fail(qp, c, WcStatus::LocQpOpErr, op.units);
+            };
+            let lmr = match lmrs.check_local(qp.pd, local.lkey, local.addr, w, Access::LOCAL_WRITE)
+            {
                 Ok(m) => m,
                 Err(e) => return fail(qp, c, local_fault(e), op.units),
             };
             // SAFETY: the target is inside a region granting REMOTE_ATOMIC and aligned to `w`.
-            let Some(old) = (unsafe { mmio::dma_atomic_rmw(op.remote.addr, width, |v| aop.apply(v, width)) }) else {
+            let Some(old) =
+                (unsafe { mmio::dma_atomic_rmw(op.remote.addr, width, |v| aop.apply(v, width)) })
+            else {
                 return fail(qp, c, WcStatus::LocQpOpErr, op.units);
             };
             let (bytes, n) = model::atomic_result(qp.nic.model, old, width);
             match chaos.and_then(|ch| ch.delay(0.3, 40)) {
                 Some(d) => {
-                    ex.pending.push_back(Deferred::Data { due: Instant::now() + d, dst: local.addr, bytes: bytes[..n].to_vec(), _mr: vec![lmr, rmr] });
+                    ex.pending.push_back(Deferred::Data {
+                        due: Instant::now() + d,
+                        dst: local.addr,
+                        bytes: bytes[..n].to_vec(),
+                        _mr: vec![lmr, rmr],
+                    });
                     ex.pending_data += 1;
                 }
                 None => {
@@ -480,7 +600,14 @@ fn rnr(qp: &QpInner, ex: &mut QpExec, c: Cpl, op: &WqeOp) -> Step {
     if qp.init.rnr_retry != 7 && ex.rnr_attempts > u32::from(qp.init.rnr_retry) {
         ex.rnr_next = None;
         qp.set_error();
-        return Step::Complete(Cpl { status: WcStatus::RnrRetryExcErr, ..c }, op.units, true);
+        return Step::Complete(
+            Cpl {
+                status: WcStatus::RnrRetryExcErr,
+                ..c
+            },
+            op.units,
+            true,
+        );
     }
     // The RNR timer (kept short: a software NIC has no wire to wait on).
     ex.rnr_next = Some(now + Duration::from_micros(20));
@@ -505,7 +632,13 @@ fn take_recv(rqp: &QpInner) -> Recv {
 }
 
 /// Copies a send payload into the responder's receive buffers. `Err((requester, responder))`.
-fn scatter_send(qp: &QpInner, rqp: &QpInner, op: &WqeOp, pos: u64, sges: &mut Vec<Sge>) -> Result<(), (WcStatus, Option<WcStatus>)> {
+fn scatter_send(
+    qp: &QpInner,
+    rqp: &QpInner,
+    op: &WqeOp,
+    pos: u64,
+    sges: &mut Vec<Sge>,
+) -> Result<(), (WcStatus, Option<WcStatus>)> {
     if model::fetch_recv(rqp, pos, sges).is_err() {
         return Err((WcStatus::RemOpErr, Some(WcStatus::LocQpOpErr)));
     }
@@ -521,7 +654,11 @@ fn scatter_send(qp: &QpInner, rqp: &QpInner, op: &WqeOp, pos: u64, sges: &mut Ve
             break;
         }
         let n = u64::from(s.length).min(need);
-        match rqp.nic.mrs.check_local(rqp.pd, s.lkey, s.addr, n, Access::LOCAL_WRITE) {
+        match rqp
+            .nic
+            .mrs
+            .check_local(rqp.pd, s.lkey, s.addr, n, Access::LOCAL_WRITE)
+        {
             Ok(mr) => targets.push((s.addr, n, mr)),
             Err(_) => return Err((WcStatus::RemOpErr, Some(WcStatus::LocProtErr))),
         }
@@ -533,13 +670,23 @@ fn scatter_send(qp: &QpInner, rqp: &QpInner, op: &WqeOp, pos: u64, sges: &mut Ve
         staged.extend_from_slice(d);
     } else {
         for s in op.sges.iter().filter(|s| s.length > 0) {
-            if let Err(e) = qp.nic.mrs.check_local(qp.pd, s.lkey, s.addr, u64::from(s.length), Access::empty()) {
+            if let Err(e) =
+                qp.nic
+                    .mrs
+                    .check_local(qp.pd, s.lkey, s.addr, u64::from(s.length), Access::empty())
+            {
                 return Err((local_fault(e), None));
             }
             let start = staged.len();
             staged.resize(start + s.length as usize, 0);
             // SAFETY: the source range was checked against a local region.
-            unsafe { mmio::dma_copy(staged[start..].as_mut_ptr(), s.addr as *const u8, s.length as usize) };
+            unsafe {
+                mmio::dma_copy(
+                    staged[start..].as_mut_ptr(),
+                    s.addr as *const u8,
+                    s.length as usize,
+                )
+            };
         }
     }
     let mut off = 0usize;
@@ -561,7 +708,8 @@ fn gather_to(lmrs: &crate::mem::MrTable, pd: u32, op: &WqeOp, dst: u64) -> Resul
     }
     // Check every source before moving any byte, so a bad key writes nothing.
     for s in op.sges.iter().filter(|s| s.length > 0) {
-        lmrs.check_local(pd, s.lkey, s.addr, u64::from(s.length), Access::empty()).map_err(local_fault)?;
+        lmrs.check_local(pd, s.lkey, s.addr, u64::from(s.length), Access::empty())
+            .map_err(local_fault)?;
     }
     let mut at = dst;
     for s in op.sges.iter().filter(|s| s.length > 0) {

@@ -93,7 +93,9 @@ pub enum CqMode {
 #[non_exhaustive]
 pub enum SimError {
     /// A QP state transition the verbs state machine does not allow.
-    #[error("QP {qpn}: cannot move from {from:?} to {to:?} (allowed: Reset→Init→Rtr→Rts, any→Error, any→Reset)")]
+    #[error(
+        "QP {qpn}: cannot move from {from:?} to {to:?} (allowed: Reset→Init→Rtr→Rts, any→Error, any→Reset)"
+    )]
     InvalidTransition {
         /// QP number.
         qpn: u32,
@@ -150,9 +152,16 @@ impl Endpoint {
 
     /// Parses what [`Endpoint::to_bytes`] wrote.
     pub fn from_bytes(b: &[u8]) -> Result<Self, SimError> {
-        let b: &[u8; 16] = b.try_into().map_err(|_| SimError::BadEndpoint("expected 16 bytes"))?;
-        let w = |r: std::ops::Range<usize>| b[r].iter().rev().fold(0u64, |a, &x| a << 8 | u64::from(x));
-        Ok(Self { fabric: w(0..8), nic: w(8..12) as u32, qpn: w(12..16) as u32 })
+        let b: &[u8; 16] = b
+            .try_into()
+            .map_err(|_| SimError::BadEndpoint("expected 16 bytes"))?;
+        let w =
+            |r: std::ops::Range<usize>| b[r].iter().rev().fold(0u64, |a, &x| a << 8 | u64::from(x));
+        Ok(Self {
+            fabric: w(0..8),
+            nic: w(8..12) as u32,
+            qpn: w(12..16) as u32,
+        })
     }
 }
 
@@ -183,7 +192,10 @@ pub struct Fabric {
 
 impl std::fmt::Debug for Fabric {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Fabric").field("id", &self.inner.id).field("chaos", &self.inner.chaos).finish()
+        f.debug_struct("Fabric")
+            .field("id", &self.inner.id)
+            .field("chaos", &self.inner.chaos)
+            .finish()
     }
 }
 
@@ -210,9 +222,9 @@ impl Fabric {
     /// A fabric configured from the environment: `GDA_SIM_CHAOS=<seed>` enables chaos mode.
     pub fn from_env() -> Result<Self, SimError> {
         let chaos = match std::env::var("GDA_SIM_CHAOS") {
-            Ok(s) if !s.is_empty() => Some(
-                s.trim().parse::<u64>().map_err(|_| SimError::InvalidArgument(format!("GDA_SIM_CHAOS={s:?} is not a u64 seed")))?,
-            ),
+            Ok(s) if !s.is_empty() => Some(s.trim().parse::<u64>().map_err(|_| {
+                SimError::InvalidArgument(format!("GDA_SIM_CHAOS={s:?} is not a u64 seed"))
+            })?),
             _ => None,
         };
         Ok(Self::new(FabricConfig { chaos }))
@@ -238,7 +250,10 @@ impl Fabric {
             next_cqn: AtomicU32::new(1),
         });
         nics.push(nic.clone());
-        Nic { fabric: self.clone(), inner: nic }
+        Nic {
+            fabric: self.clone(),
+            inner: nic,
+        }
     }
 
     /// Engine statistics (WQEs executed, idle sleeps), for tests and `gda perf`.
@@ -266,7 +281,13 @@ impl Fabric {
     /// Wakes the engine now (it also polls on its own; this only cuts the wake-up latency after
     /// an idle period).
     pub fn kick(&self) {
-        if let Some(t) = self.inner.engine_thread.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+        if let Some(t) = self
+            .inner
+            .engine_thread
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+        {
             t.unpark();
         }
     }
@@ -284,7 +305,11 @@ impl Fabric {
                 .name(self.engine_thread_name())
                 .spawn(move || engine::run(weak))
                 .expect("spawn the software NIC engine thread");
-            *self.inner.engine_thread.lock().unwrap_or_else(|e| e.into_inner()) = Some(h.thread().clone());
+            *self
+                .inner
+                .engine_thread
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()) = Some(h.thread().clone());
             *g = Some(h);
         }
     }
@@ -293,7 +318,12 @@ impl Fabric {
         if ep.fabric != self.inner.id {
             return None;
         }
-        self.inner.qps.read().unwrap_or_else(|e| e.into_inner()).get(&(ep.nic, ep.qpn)).cloned()
+        self.inner
+            .qps
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&(ep.nic, ep.qpn))
+            .cloned()
     }
 }
 
@@ -342,7 +372,10 @@ pub struct Nic {
 
 impl std::fmt::Debug for Nic {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Nic").field("id", &self.inner.id).field("model", &self.inner.model).finish()
+        f.debug_struct("Nic")
+            .field("id", &self.inner.id)
+            .field("model", &self.inner.model)
+            .finish()
     }
 }
 
@@ -361,14 +394,23 @@ impl Nic {
 
     /// Allocates a protection domain.
     pub fn alloc_pd(&self) -> Pd {
-        Pd { nic: self.clone(), id: self.inner.next_pd.fetch_add(1, Ordering::Relaxed) }
+        Pd {
+            nic: self.clone(),
+            id: self.inner.next_pd.fetch_add(1, Ordering::Relaxed),
+        }
     }
 
     /// Creates a completion queue of `entries` CQEs (a power of two; a collapsed CQ has one slot).
     pub fn create_cq(&self, entries: u32, mode: CqMode) -> Result<Cq, SimError> {
-        let entries = if mode == CqMode::Collapsed { 1 } else { entries };
+        let entries = if mode == CqMode::Collapsed {
+            1
+        } else {
+            entries
+        };
         if !entries.is_power_of_two() || entries > 1 << 22 {
-            return Err(SimError::InvalidArgument(format!("CQ size {entries} must be a power of two up to 2^22")));
+            return Err(SimError::InvalidArgument(format!(
+                "CQ size {entries} must be a power of two up to 2^22"
+            )));
         }
         let model = self.inner.model;
         let stride = model.cqe_bytes();
@@ -418,7 +460,13 @@ pub struct QpInit {
 
 impl Default for QpInit {
     fn default() -> Self {
-        Self { sq_units: 256, rq_wqes: 256, max_inline: 256, max_sge: 4, rnr_retry: 7 }
+        Self {
+            sq_units: 256,
+            rq_wqes: 256,
+            max_inline: 256,
+            max_sge: 4,
+            rnr_retry: 7,
+        }
     }
 }
 
@@ -455,9 +503,20 @@ impl Pd {
         let nic = &self.nic.inner;
         let mut owned = owned;
         loop {
-            let mr = Arc::new(MrInner { pd: self.id, addr, len, access, lkey: nic.fresh_key(), rkey: nic.fresh_key(), _owned: owned.take() });
+            let mr = Arc::new(MrInner {
+                pd: self.id,
+                addr,
+                len,
+                access,
+                lkey: nic.fresh_key(),
+                rkey: nic.fresh_key(),
+                _owned: owned.take(),
+            });
             if nic.mrs.insert(mr.clone()) {
-                return Mr { nic: self.nic.clone(), inner: mr };
+                return Mr {
+                    nic: self.nic.clone(),
+                    inner: mr,
+                };
             }
             // A key raced with another registration: take the memory back and try again.
             owned = Arc::try_unwrap(mr).ok().and_then(|m| m._owned);
@@ -468,14 +527,23 @@ impl Pd {
     pub fn create_qp(&self, init: QpInit, send_cq: &Cq, recv_cq: &Cq) -> Result<Qp, SimError> {
         for (what, v) in [("sq_units", init.sq_units), ("rq_wqes", init.rq_wqes)] {
             if !v.is_power_of_two() || v > 1 << 16 {
-                return Err(SimError::InvalidArgument(format!("{what} = {v} must be a power of two up to 65536")));
+                return Err(SimError::InvalidArgument(format!(
+                    "{what} = {v} must be a power of two up to 65536"
+                )));
             }
         }
         if init.max_sge == 0 || init.max_sge > 30 {
-            return Err(SimError::InvalidArgument(format!("max_sge = {} must be 1..=30", init.max_sge)));
+            return Err(SimError::InvalidArgument(format!(
+                "max_sge = {} must be 1..=30",
+                init.max_sge
+            )));
         }
-        if send_cq.inner.model != self.nic.inner.model || recv_cq.inner.model != self.nic.inner.model {
-            return Err(SimError::InvalidArgument("CQs must belong to a NIC of the same model".into()));
+        if send_cq.inner.model != self.nic.inner.model
+            || recv_cq.inner.model != self.nic.inner.model
+        {
+            return Err(SimError::InvalidArgument(
+                "CQs must belong to a NIC of the same model".into(),
+            ));
         }
         let model = self.nic.inner.model;
         let rq_stride = match model {
@@ -501,7 +569,12 @@ impl Pd {
             exec: Mutex::new(QpExec::default()),
         });
         let fabric = self.nic.fabric.clone();
-        fabric.inner.qps.write().unwrap_or_else(|e| e.into_inner()).insert((self.nic.inner.id, qpn), inner.clone());
+        fabric
+            .inner
+            .qps
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert((self.nic.inner.id, qpn), inner.clone());
         fabric.inner.epoch.fetch_add(1, Ordering::Release);
         fabric.ensure_engine();
         fabric.kick();
@@ -517,7 +590,10 @@ pub struct Mr {
 
 impl std::fmt::Debug for Mr {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Mr").field("addr", &format_args!("{:#x}", self.inner.addr)).field("len", &self.inner.len).finish()
+        f.debug_struct("Mr")
+            .field("addr", &format_args!("{:#x}", self.inner.addr))
+            .field("len", &self.inner.len)
+            .finish()
     }
 }
 
@@ -556,7 +632,13 @@ impl Mr {
     pub fn read(&self, offset: usize, out: &mut [u8]) {
         assert!(offset + out.len() <= self.len(), "read outside the region");
         // SAFETY: the range is inside the region, which is valid memory while `self` lives.
-        unsafe { gda_hal::mmio::dma_copy(out.as_mut_ptr(), (self.addr() + offset as u64) as *const u8, out.len()) };
+        unsafe {
+            gda_hal::mmio::dma_copy(
+                out.as_mut_ptr(),
+                (self.addr() + offset as u64) as *const u8,
+                out.len(),
+            )
+        };
     }
 
     /// Writes `data` at `offset`.
@@ -564,9 +646,18 @@ impl Mr {
     /// # Panics
     /// If the range leaves the region.
     pub fn write(&self, offset: usize, data: &[u8]) {
-        assert!(offset + data.len() <= self.len(), "write outside the region");
+        assert!(
+            offset + data.len() <= self.len(),
+            "write outside the region"
+        );
         // SAFETY: as above.
-        unsafe { gda_hal::mmio::dma_copy((self.addr() + offset as u64) as *mut u8, data.as_ptr(), data.len()) };
+        unsafe {
+            gda_hal::mmio::dma_copy(
+                (self.addr() + offset as u64) as *mut u8,
+                data.as_ptr(),
+                data.len(),
+            )
+        };
     }
 }
 
@@ -596,7 +687,10 @@ pub struct Cq {
 
 impl std::fmt::Debug for Cq {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Cq").field("cqn", &self.inner.cqn).field("mode", &self.inner.mode).finish()
+        f.debug_struct("Cq")
+            .field("cqn", &self.inner.cqn)
+            .field("mode", &self.inner.mode)
+            .finish()
     }
 }
 
@@ -667,7 +761,10 @@ pub struct Qp {
 
 impl std::fmt::Debug for Qp {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Qp").field("qpn", &self.inner.qpn).field("state", &self.inner.state()).finish()
+        f.debug_struct("Qp")
+            .field("qpn", &self.inner.qpn)
+            .field("state", &self.inner.state())
+            .finish()
     }
 }
 
@@ -687,7 +784,11 @@ impl Qp {
     /// What a peer needs to connect to this QP.
     #[must_use]
     pub fn endpoint(&self) -> Endpoint {
-        Endpoint { fabric: self.fabric.inner.id, nic: self.inner.nic.id, qpn: self.inner.qpn }
+        Endpoint {
+            fabric: self.fabric.inner.id,
+            nic: self.inner.nic.id,
+            qpn: self.inner.qpn,
+        }
     }
 
     /// The send queue's device handle.
@@ -767,7 +868,11 @@ impl Qp {
             .state
             .compare_exchange(from as u8, to as u8, Ordering::AcqRel, Ordering::Acquire)
             .map(|_| ())
-            .map_err(|cur| SimError::InvalidTransition { qpn: self.inner.qpn, from: QpState::from_u8(cur), to })
+            .map_err(|cur| SimError::InvalidTransition {
+                qpn: self.inner.qpn,
+                from: QpState::from_u8(cur),
+                to,
+            })
     }
 
     /// Requests a state the verbs machine does not reach by the helpers above (for tests of
@@ -781,14 +886,23 @@ impl Qp {
             }
             (QpState::Reset, QpState::Init) => self.init(),
             (QpState::Rtr, QpState::Rts) => self.ready(),
-            _ => Err(SimError::InvalidTransition { qpn: self.inner.qpn, from, to }),
+            _ => Err(SimError::InvalidTransition {
+                qpn: self.inner.qpn,
+                from,
+                to,
+            }),
         }
     }
 }
 
 impl Drop for Qp {
     fn drop(&mut self) {
-        self.fabric.inner.qps.write().unwrap_or_else(|e| e.into_inner()).remove(&(self.inner.nic.id, self.inner.qpn));
+        self.fabric
+            .inner
+            .qps
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&(self.inner.nic.id, self.inner.qpn));
         self.fabric.inner.epoch.fetch_add(1, Ordering::Release);
     }
 }

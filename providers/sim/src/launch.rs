@@ -25,6 +25,9 @@ pub fn launch<R: Send, F: Fn(ThreadIdx) -> R + Sync>(grid: usize, kernel: F) -> 
             })
             .collect();
         let results: Vec<_> = handles.into_iter().map(|h| h.join()).collect();
-        results.into_iter().map(|r| r.unwrap_or_else(|p| std::panic::resume_unwind(p))).collect()
+        results
+            .into_iter()
+            .map(|r| r.unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect()
     })
 }

@@ -47,7 +47,9 @@ pub mod native;
 
 pub use buf::DmaBuf;
 pub use engine::StatsSnapshot;
-pub use fabric::{Cq, CqMode, Endpoint, Fabric, FabricConfig, Model, Mr, Nic, Pd, Qp, QpInit, QpState, SimError};
+pub use fabric::{
+    Cq, CqMode, Endpoint, Fabric, FabricConfig, Model, Mr, Nic, Pd, Qp, QpInit, QpState, SimError,
+};
 pub use launch::{ThreadIdx, launch};
 pub use mem::Access;
 pub use native::Sim;

@@ -53,7 +53,10 @@ impl MrInner {
     /// Whether `[addr, addr + len)` is inside the region.
     #[must_use]
     pub fn contains(&self, addr: u64, len: u64) -> bool {
-        addr >= self.addr && addr.checked_add(len).is_some_and(|end| end <= self.addr + self.len)
+        addr >= self.addr
+            && addr
+                .checked_add(len)
+                .is_some_and(|end| end <= self.addr + self.len)
     }
 }
 
@@ -94,27 +97,66 @@ impl MrTable {
 
     /// Removes a region (its keys become stale at once).
     pub fn remove(&self, lkey: u32, rkey: u32) {
-        self.lkeys.write().unwrap_or_else(|e| e.into_inner()).remove(&lkey);
-        self.rkeys.write().unwrap_or_else(|e| e.into_inner()).remove(&rkey);
+        self.lkeys
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&lkey);
+        self.rkeys
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&rkey);
     }
 
     /// Whether either key is in use.
     #[must_use]
     pub fn key_in_use(&self, k: u32) -> bool {
-        self.lkeys.read().unwrap_or_else(|e| e.into_inner()).contains_key(&k)
-            || self.rkeys.read().unwrap_or_else(|e| e.into_inner()).contains_key(&k)
+        self.lkeys
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains_key(&k)
+            || self
+                .rkeys
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .contains_key(&k)
     }
 
     /// Checks a local access (by lkey).
-    pub fn check_local(&self, pd: u32, lkey: u32, addr: u64, len: u64, need: Access) -> Result<Arc<MrInner>, Fault> {
-        let mr = self.lkeys.read().unwrap_or_else(|e| e.into_inner()).get(&lkey).cloned().ok_or(Fault::BadKey)?;
+    pub fn check_local(
+        &self,
+        pd: u32,
+        lkey: u32,
+        addr: u64,
+        len: u64,
+        need: Access,
+    ) -> Result<Arc<MrInner>, Fault> {
+        let mr = self
+            .lkeys
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&lkey)
+            .cloned()
+            .ok_or(Fault::BadKey)?;
         check(&mr, pd, addr, len, need)?;
         Ok(mr)
     }
 
     /// Checks a remote access (by rkey).
-    pub fn check_remote(&self, pd: u32, rkey: u32, addr: u64, len: u64, need: Access) -> Result<Arc<MrInner>, Fault> {
-        let mr = self.rkeys.read().unwrap_or_else(|e| e.into_inner()).get(&rkey).cloned().ok_or(Fault::BadKey)?;
+    pub fn check_remote(
+        &self,
+        pd: u32,
+        rkey: u32,
+        addr: u64,
+        len: u64,
+        need: Access,
+    ) -> Result<Arc<MrInner>, Fault> {
+        let mr = self
+            .rkeys
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&rkey)
+            .cloned()
+            .ok_or(Fault::BadKey)?;
         check(&mr, pd, addr, len, need)?;
         Ok(mr)
     }

@@ -57,7 +57,13 @@ impl WqeOp {
     /// Payload length in bytes.
     pub fn length(&self) -> u64 {
         match &self.inline {
-            Some(v) if self.kind != Some(OpKind::Read) && self.kind != Some(OpKind::Atomic) && !v.is_empty() => v.len() as u64,
+            Some(v)
+                if self.kind != Some(OpKind::Read)
+                    && self.kind != Some(OpKind::Atomic)
+                    && !v.is_empty() =>
+            {
+                v.len() as u64
+            }
             _ => self.sges.iter().map(|s| u64::from(s.length)).sum(),
         }
     }
@@ -96,7 +102,12 @@ fn copy_ring(qp: &QpInner, pos: u64, units: u32, out: &mut Vec<u8>) {
 }
 
 /// Decodes the WQE at unit `pos`.
-pub(crate) fn fetch(qp: &QpInner, pos: u64, op: &mut WqeOp, scratch: &mut Vec<u8>) -> Result<(), Malformed> {
+pub(crate) fn fetch(
+    qp: &QpInner,
+    pos: u64,
+    op: &mut WqeOp,
+    scratch: &mut Vec<u8>,
+) -> Result<(), Malformed> {
     op.reset();
     match qp.nic.model {
         Model::Native => fetch_native(qp, pos, op, scratch),
@@ -104,11 +115,20 @@ pub(crate) fn fetch(qp: &QpInner, pos: u64, op: &mut WqeOp, scratch: &mut Vec<u8
     }
 }
 
-fn fetch_native(qp: &QpInner, pos: u64, op: &mut WqeOp, scratch: &mut Vec<u8>) -> Result<(), Malformed> {
+fn fetch_native(
+    qp: &QpInner,
+    pos: u64,
+    op: &mut WqeOp,
+    scratch: &mut Vec<u8>,
+) -> Result<(), Malformed> {
     let entries = u64::from(qp.init.sq_units);
     let off = (pos & (entries - 1)) as usize * 64;
     let h: NativeWqe = bytemuck::pod_read_unaligned(&qp.sq.as_slice()[off..off + 64]);
-    let bad = |units: u32| Malformed { status: WcStatus::LocQpOpErr, units: units.clamp(1, qp.init.sq_units), counter: pos as u32 };
+    let bad = |units: u32| Malformed {
+        status: WcStatus::LocQpOpErr,
+        units: units.clamp(1, qp.init.sq_units),
+        counter: pos as u32,
+    };
     let units = u32::from(h.units);
     if units == 0 || units > native::MAX_UNITS || units > qp.init.sq_units {
         return Err(bad(1));
@@ -120,7 +140,10 @@ fn fetch_native(qp: &QpInner, pos: u64, op: &mut WqeOp, scratch: &mut Vec<u8>) -
     op.signaled = h.flags & flags::SIGNALED != 0;
     op.fence = h.flags & flags::FENCE != 0;
     op.solicited = h.flags & flags::SOLICITED != 0;
-    op.remote = Remote { addr: h.remote_addr, rkey: h.rkey };
+    op.remote = Remote {
+        addr: h.remote_addr,
+        rkey: h.rkey,
+    };
     let kind = NativeOp::from_raw(h.opcode).ok_or(bad(units))?;
     let ext = &scratch[64..];
     let read_sges = |op: &mut WqeOp| -> Result<(), Malformed> {
@@ -129,11 +152,19 @@ fn fetch_native(qp: &QpInner, pos: u64, op: &mut WqeOp, scratch: &mut Vec<u8>) -
             return Err(bad(units));
         }
         if n >= 1 {
-            op.sges.push(Sge { addr: h.local.addr, length: h.local.length, lkey: h.local.lkey });
+            op.sges.push(Sge {
+                addr: h.local.addr,
+                length: h.local.length,
+                lkey: h.local.lkey,
+            });
         }
         for i in 1..n as usize {
             let e: NativeSge = bytemuck::pod_read_unaligned(&ext[(i - 1) * 16..i * 16]);
-            op.sges.push(Sge { addr: e.addr, length: e.length, lkey: e.lkey });
+            op.sges.push(Sge {
+                addr: e.addr,
+                length: e.length,
+                lkey: e.lkey,
+            });
         }
         Ok(())
     };
@@ -141,9 +172,14 @@ fn fetch_native(qp: &QpInner, pos: u64, op: &mut WqeOp, scratch: &mut Vec<u8>) -
         if h.flags & flags::INLINE != 0 {
             let len = h.length as usize;
             if len.div_ceil(64) as u32 + 1 != units.max(1) && !(len == 0 && units == 1) {
-                return Err(Malformed { status: WcStatus::LocLenErr, ..bad(units) });
+                return Err(Malformed {
+                    status: WcStatus::LocLenErr,
+                    ..bad(units)
+                });
             }
-            op.inline.get_or_insert_with(Vec::new).extend_from_slice(&ext[..len]);
+            op.inline
+                .get_or_insert_with(Vec::new)
+                .extend_from_slice(&ext[..len]);
             Ok(())
         } else {
             read_sges(op)
@@ -165,14 +201,20 @@ fn fetch_native(qp: &QpInner, pos: u64, op: &mut WqeOp, scratch: &mut Vec<u8>) -
             op.kind = Some(OpKind::Read);
             read_sges(op)?;
         }
-        NativeOp::CompSwap | NativeOp::FetchAdd | NativeOp::MaskedCompSwap | NativeOp::MaskedFetchAdd => {
+        NativeOp::CompSwap
+        | NativeOp::FetchAdd
+        | NativeOp::MaskedCompSwap
+        | NativeOp::MaskedFetchAdd => {
             let width = u32::from(h.width);
             let masked = matches!(kind, NativeOp::MaskedCompSwap | NativeOp::MaskedFetchAdd);
             if !(width == 8 || (masked && width == 4)) || h.nsge != 1 {
                 return Err(bad(units));
             }
             let a = match kind {
-                NativeOp::CompSwap => AtomicOp::CompareSwap { compare: h.op0, swap: h.op1 },
+                NativeOp::CompSwap => AtomicOp::CompareSwap {
+                    compare: h.op0,
+                    swap: h.op1,
+                },
                 NativeOp::FetchAdd => AtomicOp::FetchAdd { add: h.op0 },
                 NativeOp::MaskedCompSwap => {
                     if units < 2 {
@@ -180,19 +222,36 @@ fn fetch_native(qp: &QpInner, pos: u64, op: &mut WqeOp, scratch: &mut Vec<u8>) -
                     }
                     let cm = u64::from_le_bytes(ext[..8].try_into().unwrap_or([0; 8]));
                     let sm = u64::from_le_bytes(ext[8..16].try_into().unwrap_or([0; 8]));
-                    AtomicOp::MaskedCompareSwap { compare: h.op0, compare_mask: cm, swap: h.op1, swap_mask: sm }
+                    AtomicOp::MaskedCompareSwap {
+                        compare: h.op0,
+                        compare_mask: cm,
+                        swap: h.op1,
+                        swap_mask: sm,
+                    }
                 }
-                _ => AtomicOp::MaskedFetchAdd { add: h.op0, field_boundary: h.op1 },
+                _ => AtomicOp::MaskedFetchAdd {
+                    add: h.op0,
+                    field_boundary: h.op1,
+                },
             };
             op.kind = Some(OpKind::Atomic);
             op.atomic = Some((a, width));
-            op.sges.push(Sge { addr: h.local.addr, length: width, lkey: h.local.lkey });
+            op.sges.push(Sge {
+                addr: h.local.addr,
+                length: width,
+                lkey: h.local.lkey,
+            });
         }
     }
     Ok(())
 }
 
-fn fetch_mlx5(qp: &QpInner, pos: u64, op: &mut WqeOp, scratch: &mut Vec<u8>) -> Result<(), Malformed> {
+fn fetch_mlx5(
+    qp: &QpInner,
+    pos: u64,
+    op: &mut WqeOp,
+    scratch: &mut Vec<u8>,
+) -> Result<(), Malformed> {
     let entries = u64::from(qp.init.sq_units);
     let off = (pos & (entries - 1)) as usize * 64;
     let ctrl: m::CtrlSeg = bytemuck::pod_read_unaligned(&qp.sq.as_slice()[off..off + 16]);
@@ -200,7 +259,11 @@ fn fetch_mlx5(qp: &QpInner, pos: u64, op: &mut WqeOp, scratch: &mut Vec<u8>) -> 
     let units = ds.div_ceil(4).clamp(1, 16).min(qp.init.sq_units);
     let counter = (ctrl.opmod_idx_opcode.get() >> 8) & 0xffff;
     copy_ring(qp, pos, units, scratch);
-    let w = WqeRepr::parse(scratch).map_err(|e| Malformed { status: e.syndrome().wc_status(), units, counter })?;
+    let w = WqeRepr::parse(scratch).map_err(|e| Malformed {
+        status: e.syndrome().wc_status(),
+        units,
+        counter,
+    })?;
     op.units = units;
     op.counter = counter;
     op.hw_opcode = w.ctrl.opcode.raw();
@@ -208,7 +271,11 @@ fn fetch_mlx5(qp: &QpInner, pos: u64, op: &mut WqeOp, scratch: &mut Vec<u8>) -> 
     op.fence = w.ctrl.fenced();
     op.solicited = w.ctrl.solicited();
     if w.ctrl.qpn != qp.qpn {
-        return Err(Malformed { status: WcStatus::LocQpOpErr, units, counter });
+        return Err(Malformed {
+            status: WcStatus::LocQpOpErr,
+            units,
+            counter,
+        });
     }
     if let Some(r) = w.raddr {
         op.remote = r;
@@ -218,7 +285,11 @@ fn fetch_mlx5(qp: &QpInner, pos: u64, op: &mut WqeOp, scratch: &mut Vec<u8>) -> 
         PayloadRepr::Inline(d) => op.inline.get_or_insert_with(Vec::new).extend_from_slice(d),
         PayloadRepr::Sges(l) => {
             if l.len() > qp.init.max_sge as usize {
-                return Err(Malformed { status: WcStatus::LocQpOpErr, units, counter });
+                return Err(Malformed {
+                    status: WcStatus::LocQpOpErr,
+                    units,
+                    counter,
+                });
             }
             op.sges.extend(l.iter());
         }
@@ -237,16 +308,30 @@ fn fetch_mlx5(qp: &QpInner, pos: u64, op: &mut WqeOp, scratch: &mut Vec<u8>) -> 
         }
         Opcode::RdmaRead => OpKind::Read,
         Opcode::AtomicCs | Opcode::AtomicFa | Opcode::AtomicMaskedCs | Opcode::AtomicMaskedFa => {
-            let a = w.atomic.ok_or(Malformed { status: WcStatus::LocQpOpErr, units, counter })?;
+            let a = w.atomic.ok_or(Malformed {
+                status: WcStatus::LocQpOpErr,
+                units,
+                counter,
+            })?;
             op.atomic = Some((a.op, a.bytes));
             if let Some(s) = op.sges.first_mut() {
                 if s.length != a.bytes {
-                    return Err(Malformed { status: WcStatus::LocLenErr, units, counter });
+                    return Err(Malformed {
+                        status: WcStatus::LocLenErr,
+                        units,
+                        counter,
+                    });
                 }
             }
             OpKind::Atomic
         }
-        _ => return Err(Malformed { status: WcStatus::LocQpOpErr, units, counter }),
+        _ => {
+            return Err(Malformed {
+                status: WcStatus::LocQpOpErr,
+                units,
+                counter,
+            });
+        }
     });
     Ok(())
 }
@@ -312,7 +397,11 @@ pub(crate) fn fetch_recv(qp: &QpInner, pos: u64, out: &mut Vec<Sge>) -> Result<(
             }
             for i in 0..n {
                 let e: NativeSge = bytemuck::pod_read_unaligned(&wqe[16 * (i + 1)..16 * (i + 2)]);
-                out.push(Sge { addr: e.addr, length: e.length, lkey: e.lkey });
+                out.push(Sge {
+                    addr: e.addr,
+                    length: e.length,
+                    lkey: e.lkey,
+                });
             }
         }
         Model::Mlx5 => {
@@ -358,18 +447,28 @@ pub(crate) fn write_cqe(cq: &CqInner, c: &Cpl) -> bool {
             Model::Native => unsafe { mmio::load_u64_acquire(cq.dbrec.addr() as *const u64) },
             Model::Mlx5 => {
                 // SAFETY: word 0 of the CQ doorbell record.
-                let w = u32::from_be(unsafe { mmio::load_u32_acquire(cq.dbrec.addr() as *const u32) }) & 0x00ff_ffff;
+                let w =
+                    u32::from_be(unsafe { mmio::load_u32_acquire(cq.dbrec.addr() as *const u32) })
+                        & 0x00ff_ffff;
                 prod - ((prod.wrapping_sub(u64::from(w))) & 0x00ff_ffff)
             }
         };
-        let ci = if cq.model == Model::Native { prod - (prod.wrapping_sub(ci) & 0xffff_ffff) } else { ci };
+        let ci = if cq.model == Model::Native {
+            prod - (prod.wrapping_sub(ci) & 0xffff_ffff)
+        } else {
+            ci
+        };
         if prod.wrapping_sub(ci) >= u64::from(cq.entries) {
             cq.overrun.store(true, Ordering::Release);
             return false;
         }
     }
     let log2 = cq.entries.trailing_zeros();
-    let slot = if collapsed { 0 } else { prod & (u64::from(cq.entries) - 1) };
+    let slot = if collapsed {
+        0
+    } else {
+        prod & (u64::from(cq.entries) - 1)
+    };
     match cq.model {
         Model::Native => {
             let addr = cq.buf.addr() + slot * 32;
@@ -380,12 +479,27 @@ pub(crate) fn write_cqe(cq: &CqInner, c: &Cpl) -> bool {
                 qpn: c.qpn,
                 status: c.status.as_raw() as u8,
                 opcode: c.opcode as u32 as u8,
-                flags: (if c.is_recv { native::wire::cqe_flags::RECV } else { 0 })
-                    | (if c.imm.is_some() { native::wire::cqe_flags::HAS_IMM } else { 0 }),
-                vendor_err: if c.status.is_ok() { 0 } else { c.status.as_raw() as u8 },
+                flags: (if c.is_recv {
+                    native::wire::cqe_flags::RECV
+                } else {
+                    0
+                }) | (if c.imm.is_some() {
+                    native::wire::cqe_flags::HAS_IMM
+                } else {
+                    0
+                }),
+                vendor_err: if c.status.is_ok() {
+                    0
+                } else {
+                    c.status.as_raw() as u8
+                },
                 ..NativeCqe::default()
             };
-            let owner = if collapsed { 1 } else { native::wire::owner_for(prod as u32, log2) };
+            let owner = if collapsed {
+                1
+            } else {
+                native::wire::owner_for(prod as u32, log2)
+            };
             n.owner = 0;
             let bytes = bytemuck::bytes_of(&n);
             // SAFETY: the slot is inside the CQ buffer; the owner byte is published last with
@@ -405,7 +519,11 @@ pub(crate) fn write_cqe(cq: &CqInner, c: &Cpl) -> bool {
                 (true, true, _) if c.imm.is_some() => CqeOpcode::RespSendImm,
                 (true, true, _) => CqeOpcode::RespSend,
             };
-            let owner = if collapsed { 0 } else { ((prod >> log2) & 1) as u8 };
+            let owner = if collapsed {
+                0
+            } else {
+                ((prod >> log2) & 1) as u8
+            };
             let r = CqeRepr {
                 opcode,
                 owner,
@@ -417,7 +535,8 @@ pub(crate) fn write_cqe(cq: &CqInner, c: &Cpl) -> bool {
                 byte_cnt: c.byte_len,
                 imm: c.imm.unwrap_or(0),
                 srqn: 0,
-                error: (!c.status.is_ok()).then(|| (syndrome_for(c.status), c.status.as_raw() as u8)),
+                error: (!c.status.is_ok())
+                    .then(|| (syndrome_for(c.status), c.status.as_raw() as u8)),
             };
             let e = r.emit();
             let bytes = bytemuck::bytes_of(&e);

@@ -11,7 +11,9 @@ fn idle_engine_uses_under_one_percent_of_a_core() {
     let nic = fabric.add_nic(Model::Mlx5);
     let pd = nic.alloc_pd();
     let cq = nic.create_cq(64, CqMode::Normal).unwrap();
-    let qps: Vec<_> = (0..8).map(|_| pd.create_qp(QpInit::default(), &cq, &cq).unwrap()).collect();
+    let qps: Vec<_> = (0..8)
+        .map(|_| pd.create_qp(QpInit::default(), &cq, &cq).unwrap())
+        .collect();
     for q in &qps {
         q.bring_up(&q.endpoint()).unwrap();
     }
@@ -25,7 +27,16 @@ fn idle_engine_uses_under_one_percent_of_a_core() {
     let cpu = fabric.engine_cpu_time().unwrap() - c0;
     let wall = t0.elapsed();
     let share = cpu.as_secs_f64() / wall.as_secs_f64();
-    eprintln!("idle engine: {:?} CPU over {:?} = {:.3}% of a core", cpu, wall, share * 100.0);
-    assert!(share < 0.01, "idle engine used {:.3}% of a core", share * 100.0);
+    eprintln!(
+        "idle engine: {:?} CPU over {:?} = {:.3}% of a core",
+        cpu,
+        wall,
+        share * 100.0
+    );
+    assert!(
+        share < 0.01,
+        "idle engine used {:.3}% of a core",
+        share * 100.0
+    );
     assert!(fabric.stats().sleeps > 0);
 }

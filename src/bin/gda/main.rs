@@ -26,7 +26,9 @@ enum Cmd {
     },
     /// perftest-style bandwidth, message-rate and latency runs on the software NIC.
     #[cfg(all(feature = "sim", feature = "mlx5"))]
-    #[command(after_help = "EXAMPLES:\n  gda perf write --sizes 8,1048576\n  gda perf read --provider mlx5 --cq collapsed --json\n  gda perf idle --seconds 3")]
+    #[command(
+        after_help = "EXAMPLES:\n  gda perf write --sizes 8,1048576\n  gda perf read --provider mlx5 --cq collapsed --json\n  gda perf idle --seconds 3"
+    )]
     Perf(PerfArgs),
 }
 
@@ -117,9 +119,16 @@ fn perf(a: PerfArgs) -> ExitCode {
         return match gda::perf::idle(a.seconds) {
             Ok(share) => {
                 if a.json {
-                    println!("{}", serde_json::json!({"op": "idle", "seconds": a.seconds, "engine_cpu_share": share}));
+                    println!(
+                        "{}",
+                        serde_json::json!({"op": "idle", "seconds": a.seconds, "engine_cpu_share": share})
+                    );
                 } else {
-                    println!("idle software NIC: engine used {:.3}% of a core over {} s", share * 100.0, a.seconds);
+                    println!(
+                        "idle software NIC: engine used {:.3}% of a core over {} s",
+                        share * 100.0,
+                        a.seconds
+                    );
                 }
                 ExitCode::SUCCESS
             }
@@ -135,7 +144,11 @@ fn perf(a: PerfArgs) -> ExitCode {
         PerfWhat::Atomic => PerfOp::Atomic,
         _ => PerfOp::Send,
     };
-    let sizes = if op == PerfOp::Atomic { vec![8] } else { a.sizes.0.clone() };
+    let sizes = if op == PerfOp::Atomic {
+        vec![8]
+    } else {
+        a.sizes.0.clone()
+    };
     let cfg = PerfConfig {
         op,
         provider: a.provider,
@@ -143,19 +156,38 @@ fn perf(a: PerfArgs) -> ExitCode {
         iterations: a.iters,
         lat_iterations: a.lat_iters.max(1),
         qd: a.qd,
-        cq: if a.cq == CqArg::Collapsed { gda::sim::CqMode::Collapsed } else { gda::sim::CqMode::Normal },
+        cq: if a.cq == CqArg::Collapsed {
+            gda::sim::CqMode::Collapsed
+        } else {
+            gda::sim::CqMode::Normal
+        },
         chaos: a.chaos,
     };
     let bar = indicatif::ProgressBar::new(sizes.len() as u64);
-    bar.set_style(indicatif::ProgressStyle::with_template("{spinner} {msg} [{bar:30}] {pos}/{len} sizes").unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()));
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{spinner} {msg} [{bar:30}] {pos}/{len} sizes")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
     bar.set_message(format!("{op:?}"));
     bar.enable_steady_tick(std::time::Duration::from_millis(200));
     let line = "-".repeat(104);
     if !a.json {
         println!("{line}");
-        println!(" {:?} BW / message rate / latency — software NIC, provider {:?}, CQ {:?}, qd {}", op, a.provider, a.cq, a.qd);
+        println!(
+            " {:?} BW / message rate / latency — software NIC, provider {:?}, CQ {:?}, qd {}",
+            op, a.provider, a.cq, a.qd
+        );
         println!("{line}");
-        println!(" {:<10} {:>12} {:>12} {:>15} {:>13} {:>13} {:>14}", "#bytes", "#iterations", "BW[GB/s]", "MsgRate[Mpps]", "t_p50[usec]", "t_p99[usec]", "memcpy[GB/s]");
+        println!(
+            " {:<10} {:>12} {:>12} {:>15} {:>13} {:>13} {:>14}",
+            "#bytes",
+            "#iterations",
+            "BW[GB/s]",
+            "MsgRate[Mpps]",
+            "t_p50[usec]",
+            "t_p99[usec]",
+            "memcpy[GB/s]"
+        );
     }
     let json = a.json;
     let res = gda::perf::run(&cfg, |r| {
@@ -165,7 +197,13 @@ fn perf(a: PerfArgs) -> ExitCode {
             } else {
                 println!(
                     " {:<10} {:>12} {:>12.3} {:>15.3} {:>13.2} {:>13.2} {:>14.2}",
-                    r.size, r.iterations, r.bw_gbps, r.msg_rate_mps, r.lat_us_p50, r.lat_us_p99, r.memcpy_gbps
+                    r.size,
+                    r.iterations,
+                    r.bw_gbps,
+                    r.msg_rate_mps,
+                    r.lat_us_p50,
+                    r.lat_us_p99,
+                    r.memcpy_gbps
                 );
             }
         });

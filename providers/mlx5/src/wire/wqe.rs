@@ -40,7 +40,11 @@ impl<'a> SgeSegs<'a> {
     pub fn iter(&self) -> impl Iterator<Item = Sge> + 'a {
         self.bytes.chunks_exact(16).map(|c| {
             let d: DataSeg = bytemuck::pod_read_unaligned(c);
-            Sge { addr: d.addr.get(), length: d.byte_count.get(), lkey: d.lkey.get() }
+            Sge {
+                addr: d.addr.get(),
+                length: d.byte_count.get(),
+                lkey: d.lkey.get(),
+            }
         })
     }
 }
@@ -142,11 +146,13 @@ fn parse_payload(
         let d: DataSeg = seg(bytes, k, "data segment")?;
         d.parse()?;
     }
-    let segs = bytes.get(from_ds * 16..ds * 16).ok_or(ParseError::Truncated {
-        what: "data segments",
-        need: ds * 16,
-        have: bytes.len(),
-    })?;
+    let segs = bytes
+        .get(from_ds * 16..ds * 16)
+        .ok_or(ParseError::Truncated {
+            what: "data segments",
+            need: ds * 16,
+            have: bytes.len(),
+        })?;
     Ok(PayloadRepr::Sges(SgeSegs { bytes: segs }))
 }
 

@@ -15,9 +15,9 @@
 pub mod wire;
 
 use gda_hal::{
-    AtomicOp, AtomicWidth, CollapsedProgress, Completion, CqHandle, OutOfWindow, Payload, PostError,
-    Posted, ProdIdx, Provider, Remote, SendFlags, Sge, WcOpcode, WcStatus, WorkCompletion, WorkRequest,
-    WqHandle, mmio,
+    AtomicOp, AtomicWidth, CollapsedProgress, Completion, CqHandle, OutOfWindow, Payload,
+    PostError, Posted, ProdIdx, Provider, Remote, SendFlags, Sge, WcOpcode, WcStatus,
+    WorkCompletion, WorkRequest, WqHandle, mmio,
 };
 pub use wire::{NativeCqe, NativeOp, NativeSge, NativeWqe, flags};
 
@@ -41,12 +41,21 @@ fn nonempty(sges: &[Sge]) -> impl Iterator<Item = &Sge> {
 pub fn units_for(wr: &WorkRequest<'_>) -> u32 {
     let payload_units = |p: &Payload<'_>| match p {
         Payload::Inline(d) => (d.len() as u32).div_ceil(UNIT_BYTES),
-        Payload::Sges(s) => (nonempty(s).count() as u32).saturating_sub(1).div_ceil(SGES_PER_UNIT),
+        Payload::Sges(s) => (nonempty(s).count() as u32)
+            .saturating_sub(1)
+            .div_ceil(SGES_PER_UNIT),
     };
     1 + match wr {
-        WorkRequest::Write { payload, .. } | WorkRequest::Send { payload, .. } => payload_units(payload),
-        WorkRequest::Read { sges, .. } => (nonempty(sges).count() as u32).saturating_sub(1).div_ceil(SGES_PER_UNIT),
-        WorkRequest::Atomic { op: AtomicOp::MaskedCompareSwap { .. }, .. } => 1,
+        WorkRequest::Write { payload, .. } | WorkRequest::Send { payload, .. } => {
+            payload_units(payload)
+        }
+        WorkRequest::Read { sges, .. } => (nonempty(sges).count() as u32)
+            .saturating_sub(1)
+            .div_ceil(SGES_PER_UNIT),
+        WorkRequest::Atomic {
+            op: AtomicOp::MaskedCompareSwap { .. },
+            ..
+        } => 1,
         WorkRequest::Atomic { .. } | WorkRequest::Nop => 0,
     }
 }
@@ -63,10 +72,24 @@ fn unit_ptr(wq: &WqHandle, at: ProdIdx, k: u32) -> u64 {
 /// As [`Provider::post`].
 unsafe fn write(wq: &WqHandle, at: ProdIdx, wr: &WorkRequest<'_>, fl: SendFlags) -> Posted {
     let units = units_for(wr);
-    let mut h = NativeWqe { units: units as u8, counter: at.0, ..NativeWqe::default() };
-    h.flags = (if fl.contains(SendFlags::SIGNALED) { flags::SIGNALED } else { 0 })
-        | (if fl.contains(SendFlags::FENCE) { flags::FENCE } else { 0 })
-        | (if fl.contains(SendFlags::SOLICITED) { flags::SOLICITED } else { 0 });
+    let mut h = NativeWqe {
+        units: units as u8,
+        counter: at.0,
+        ..NativeWqe::default()
+    };
+    h.flags = (if fl.contains(SendFlags::SIGNALED) {
+        flags::SIGNALED
+    } else {
+        0
+    }) | (if fl.contains(SendFlags::FENCE) {
+        flags::FENCE
+    } else {
+        0
+    }) | (if fl.contains(SendFlags::SOLICITED) {
+        flags::SOLICITED
+    } else {
+        0
+    });
     let mut ext: [[u8; 64]; 1] = [[0; 64]];
     let mut sge_list: &[Sge] = &[];
     let mut inline: &[u8] = &[];
@@ -75,8 +98,16 @@ unsafe fn write(wq: &WqHandle, at: ProdIdx, wr: &WorkRequest<'_>, fl: SendFlags)
         h.rkey = r.rkey;
     };
     match *wr {
-        WorkRequest::Write { remote, payload, imm } => {
-            h.opcode = if imm.is_some() { NativeOp::WriteImm as u8 } else { NativeOp::Write as u8 };
+        WorkRequest::Write {
+            remote,
+            payload,
+            imm,
+        } => {
+            h.opcode = if imm.is_some() {
+                NativeOp::WriteImm as u8
+            } else {
+                NativeOp::Write as u8
+            };
             set_remote(&mut h, remote);
             h.imm = imm.unwrap_or(0);
             match payload {
@@ -85,7 +116,11 @@ unsafe fn write(wq: &WqHandle, at: ProdIdx, wr: &WorkRequest<'_>, fl: SendFlags)
             }
         }
         WorkRequest::Send { payload, imm } => {
-            h.opcode = if imm.is_some() { NativeOp::SendImm as u8 } else { NativeOp::Send as u8 };
+            h.opcode = if imm.is_some() {
+                NativeOp::SendImm as u8
+            } else {
+                NativeOp::Send as u8
+            };
             h.imm = imm.unwrap_or(0);
             match payload {
                 Payload::Inline(d) => inline = d,
@@ -97,10 +132,19 @@ unsafe fn write(wq: &WqHandle, at: ProdIdx, wr: &WorkRequest<'_>, fl: SendFlags)
             set_remote(&mut h, remote);
             sge_list = sges;
         }
-        WorkRequest::Atomic { remote, local, op, bytes } => {
+        WorkRequest::Atomic {
+            remote,
+            local,
+            op,
+            bytes,
+        } => {
             set_remote(&mut h, remote);
             h.width = bytes as u8;
-            h.local = NativeSge { addr: local.addr, length: bytes, lkey: local.lkey };
+            h.local = NativeSge {
+                addr: local.addr,
+                length: bytes,
+                lkey: local.lkey,
+            };
             h.nsge = 1;
             match op {
                 AtomicOp::CompareSwap { compare, swap } => {
@@ -112,14 +156,22 @@ unsafe fn write(wq: &WqHandle, at: ProdIdx, wr: &WorkRequest<'_>, fl: SendFlags)
                     h.opcode = NativeOp::FetchAdd as u8;
                     h.op0 = add;
                 }
-                AtomicOp::MaskedCompareSwap { compare, compare_mask, swap, swap_mask } => {
+                AtomicOp::MaskedCompareSwap {
+                    compare,
+                    compare_mask,
+                    swap,
+                    swap_mask,
+                } => {
                     h.opcode = NativeOp::MaskedCompSwap as u8;
                     h.op0 = compare;
                     h.op1 = swap;
                     ext[0][..8].copy_from_slice(&compare_mask.to_le_bytes());
                     ext[0][8..16].copy_from_slice(&swap_mask.to_le_bytes());
                 }
-                AtomicOp::MaskedFetchAdd { add, field_boundary } => {
+                AtomicOp::MaskedFetchAdd {
+                    add,
+                    field_boundary,
+                } => {
                     h.opcode = NativeOp::MaskedFetchAdd as u8;
                     h.op0 = add;
                     h.op1 = field_boundary;
@@ -128,7 +180,18 @@ unsafe fn write(wq: &WqHandle, at: ProdIdx, wr: &WorkRequest<'_>, fl: SendFlags)
         }
         WorkRequest::Nop => h.opcode = NativeOp::Nop as u8,
     }
-    if !inline.is_empty() || matches!(wr, WorkRequest::Write { payload: Payload::Inline(_), .. } | WorkRequest::Send { payload: Payload::Inline(_), .. }) {
+    if !inline.is_empty()
+        || matches!(
+            wr,
+            WorkRequest::Write {
+                payload: Payload::Inline(_),
+                ..
+            } | WorkRequest::Send {
+                payload: Payload::Inline(_),
+                ..
+            }
+        )
+    {
         h.flags |= flags::INLINE;
         h.length = inline.len() as u32;
         for (k, chunk) in inline.chunks(UNIT_BYTES as usize).enumerate() {
@@ -140,7 +203,11 @@ unsafe fn write(wq: &WqHandle, at: ProdIdx, wr: &WorkRequest<'_>, fl: SendFlags)
         let mut n = 0u32;
         let mut total = 0u32;
         if let Some(first) = it.next() {
-            h.local = NativeSge { addr: first.addr, length: first.length, lkey: first.lkey };
+            h.local = NativeSge {
+                addr: first.addr,
+                length: first.length,
+                lkey: first.lkey,
+            };
             n = 1;
             total = first.length;
         }
@@ -148,7 +215,11 @@ unsafe fn write(wq: &WqHandle, at: ProdIdx, wr: &WorkRequest<'_>, fl: SendFlags)
         let mut in_unit = 0usize;
         let mut k = 1u32;
         for s in it {
-            let e = NativeSge { addr: s.addr, length: s.length, lkey: s.lkey };
+            let e = NativeSge {
+                addr: s.addr,
+                length: s.length,
+                lkey: s.lkey,
+            };
             unit[in_unit * 16..in_unit * 16 + 16].copy_from_slice(bytemuck::bytes_of(&e));
             in_unit += 1;
             n += 1;
@@ -176,7 +247,11 @@ unsafe fn write(wq: &WqHandle, at: ProdIdx, wr: &WorkRequest<'_>, fl: SendFlags)
     // sees the extension units too (ordering is provided by the doorbell anyway).
     unsafe { mmio::write_seg(unit_ptr(wq, at, 0) as *mut NativeWqe, h) };
     let next = at.add(units);
-    Posted { start: at, next, doorbell: u64::from(next.0).to_le_bytes() }
+    Posted {
+        start: at,
+        next,
+        doorbell: u64::from(next.0).to_le_bytes(),
+    }
 }
 
 impl Provider for Sim {
@@ -200,13 +275,31 @@ impl Provider for Sim {
         }
         let max_inline = wq.max_inline.min(Self::MAX_INLINE_BYTES);
         let nsge = match wr {
-            WorkRequest::Write { payload: Payload::Inline(d), .. } | WorkRequest::Send { payload: Payload::Inline(d), .. } => {
+            WorkRequest::Write {
+                payload: Payload::Inline(d),
+                ..
+            }
+            | WorkRequest::Send {
+                payload: Payload::Inline(d),
+                ..
+            } => {
                 if d.len() > max_inline as usize {
-                    return Err(PostError::InlineTooLong { len: d.len(), max: max_inline });
+                    return Err(PostError::InlineTooLong {
+                        len: d.len(),
+                        max: max_inline,
+                    });
                 }
                 0
             }
-            WorkRequest::Write { payload: Payload::Sges(s), .. } | WorkRequest::Send { payload: Payload::Sges(s), .. } | WorkRequest::Read { sges: s, .. } => s.len(),
+            WorkRequest::Write {
+                payload: Payload::Sges(s),
+                ..
+            }
+            | WorkRequest::Send {
+                payload: Payload::Sges(s),
+                ..
+            }
+            | WorkRequest::Read { sges: s, .. } => s.len(),
             WorkRequest::Atomic { bytes, op, .. } => {
                 let ok = match op {
                     AtomicOp::CompareSwap { .. } | AtomicOp::FetchAdd { .. } => *bytes == 8,
@@ -220,11 +313,17 @@ impl Provider for Sim {
             WorkRequest::Nop => 0,
         };
         if nsge > wq.max_sge as usize || nsge > 1 + 4 * (MAX_UNITS as usize - 1) {
-            return Err(PostError::TooManySges { n: nsge, max: wq.max_sge });
+            return Err(PostError::TooManySges {
+                n: nsge,
+                max: wq.max_sge,
+            });
         }
         let units = units_for(wr);
         if units > MAX_UNITS || units > wq.entries {
-            return Err(PostError::WqeTooLarge { units, max: wq.entries.min(MAX_UNITS) });
+            return Err(PostError::WqeTooLarge {
+                units,
+                max: wq.entries.min(MAX_UNITS),
+            });
         }
         Ok(units)
     }
@@ -234,38 +333,132 @@ impl Provider for Sim {
         unsafe { write(wq, at, wr, flags) }
     }
 
-    unsafe fn post_write<C: Completion, const N: usize>(wq: &WqHandle, at: ProdIdx, remote: Remote, sges: &[Sge; N]) -> Posted {
-        let f = if C::SIGNALED { SendFlags::SIGNALED } else { SendFlags::empty() };
+    unsafe fn post_write<C: Completion, const N: usize>(
+        wq: &WqHandle,
+        at: ProdIdx,
+        remote: Remote,
+        sges: &[Sge; N],
+    ) -> Posted {
+        let f = if C::SIGNALED {
+            SendFlags::SIGNALED
+        } else {
+            SendFlags::empty()
+        };
         // SAFETY: forwarded.
-        unsafe { write(wq, at, &WorkRequest::Write { remote, payload: Payload::Sges(sges), imm: None }, f) }
+        unsafe {
+            write(
+                wq,
+                at,
+                &WorkRequest::Write {
+                    remote,
+                    payload: Payload::Sges(sges),
+                    imm: None,
+                },
+                f,
+            )
+        }
     }
 
-    unsafe fn post_write_inline<C: Completion, const LEN: usize>(wq: &WqHandle, at: ProdIdx, remote: Remote, data: &[u8; LEN]) -> Posted {
-        let f = if C::SIGNALED { SendFlags::SIGNALED } else { SendFlags::empty() };
+    unsafe fn post_write_inline<C: Completion, const LEN: usize>(
+        wq: &WqHandle,
+        at: ProdIdx,
+        remote: Remote,
+        data: &[u8; LEN],
+    ) -> Posted {
+        let f = if C::SIGNALED {
+            SendFlags::SIGNALED
+        } else {
+            SendFlags::empty()
+        };
         // SAFETY: forwarded.
-        unsafe { write(wq, at, &WorkRequest::Write { remote, payload: Payload::Inline(data), imm: None }, f) }
+        unsafe {
+            write(
+                wq,
+                at,
+                &WorkRequest::Write {
+                    remote,
+                    payload: Payload::Inline(data),
+                    imm: None,
+                },
+                f,
+            )
+        }
     }
 
-    unsafe fn post_read<C: Completion, const N: usize>(wq: &WqHandle, at: ProdIdx, remote: Remote, sges: &[Sge; N]) -> Posted {
-        let f = if C::SIGNALED { SendFlags::SIGNALED } else { SendFlags::empty() };
+    unsafe fn post_read<C: Completion, const N: usize>(
+        wq: &WqHandle,
+        at: ProdIdx,
+        remote: Remote,
+        sges: &[Sge; N],
+    ) -> Posted {
+        let f = if C::SIGNALED {
+            SendFlags::SIGNALED
+        } else {
+            SendFlags::empty()
+        };
         // SAFETY: forwarded.
         unsafe { write(wq, at, &WorkRequest::Read { remote, sges }, f) }
     }
 
-    unsafe fn post_send<C: Completion, const N: usize>(wq: &WqHandle, at: ProdIdx, sges: &[Sge; N], imm: Option<u32>) -> Posted {
-        let f = if C::SIGNALED { SendFlags::SIGNALED } else { SendFlags::empty() };
+    unsafe fn post_send<C: Completion, const N: usize>(
+        wq: &WqHandle,
+        at: ProdIdx,
+        sges: &[Sge; N],
+        imm: Option<u32>,
+    ) -> Posted {
+        let f = if C::SIGNALED {
+            SendFlags::SIGNALED
+        } else {
+            SendFlags::empty()
+        };
         // SAFETY: forwarded.
-        unsafe { write(wq, at, &WorkRequest::Send { payload: Payload::Sges(sges), imm }, f) }
+        unsafe {
+            write(
+                wq,
+                at,
+                &WorkRequest::Send {
+                    payload: Payload::Sges(sges),
+                    imm,
+                },
+                f,
+            )
+        }
     }
 
-    unsafe fn post_atomic<C: Completion, W: AtomicWidth>(wq: &WqHandle, at: ProdIdx, remote: Remote, local: Sge, op: AtomicOp) -> Posted {
-        let f = if C::SIGNALED { SendFlags::SIGNALED } else { SendFlags::empty() };
+    unsafe fn post_atomic<C: Completion, W: AtomicWidth>(
+        wq: &WqHandle,
+        at: ProdIdx,
+        remote: Remote,
+        local: Sge,
+        op: AtomicOp,
+    ) -> Posted {
+        let f = if C::SIGNALED {
+            SendFlags::SIGNALED
+        } else {
+            SendFlags::empty()
+        };
         // SAFETY: forwarded.
-        unsafe { write(wq, at, &WorkRequest::Atomic { remote, local, op, bytes: W::BYTES }, f) }
+        unsafe {
+            write(
+                wq,
+                at,
+                &WorkRequest::Atomic {
+                    remote,
+                    local,
+                    op,
+                    bytes: W::BYTES,
+                },
+                f,
+            )
+        }
     }
 
     unsafe fn post_nop<C: Completion>(wq: &WqHandle, at: ProdIdx) -> Posted {
-        let f = if C::SIGNALED { SendFlags::SIGNALED } else { SendFlags::empty() };
+        let f = if C::SIGNALED {
+            SendFlags::SIGNALED
+        } else {
+            SendFlags::empty()
+        };
         // SAFETY: forwarded.
         unsafe { write(wq, at, &WorkRequest::Nop, f) }
     }
@@ -285,9 +478,18 @@ impl Provider for Sim {
             if n >= cap {
                 break;
             }
-            let e = NativeSge { addr: s.addr, length: s.length, lkey: s.lkey };
+            let e = NativeSge {
+                addr: s.addr,
+                length: s.length,
+                lkey: s.lkey,
+            };
             // SAFETY: entry `1 + n` is inside the caller's slot (`n < stride / 16 - 1`).
-            unsafe { mmio::write_seg(base.wrapping_add(16 + u64::from(n) * 16) as *mut NativeSge, e) };
+            unsafe {
+                mmio::write_seg(
+                    base.wrapping_add(16 + u64::from(n) * 16) as *mut NativeSge,
+                    e,
+                )
+            };
             n += 1;
         }
         // SAFETY: the header is the slot's first 16 bytes.
@@ -321,7 +523,11 @@ impl Provider for Sim {
         }
     }
 
-    unsafe fn poll_collapsed(cq: &CqHandle, progress: &mut CollapsedProgress, rung: u64) -> Result<Option<WorkCompletion>, OutOfWindow> {
+    unsafe fn poll_collapsed(
+        cq: &CqHandle,
+        progress: &mut CollapsedProgress,
+        rung: u64,
+    ) -> Result<Option<WorkCompletion>, OutOfWindow> {
         // SAFETY: slot 0 of the caller's CQ.
         let owner = unsafe { mmio::load_u8_acquire(cq.buf.wrapping_add(31) as *const u8) };
         if owner == 0 {
