@@ -37,7 +37,10 @@ fn run(producers: usize, units: u32, entries: u32, posts_each: usize) {
             // the window check must accept every real completion.
             let seen = nic.rung.lock().unwrap().last().copied().unwrap_or(0);
             nic.done.fetch_max(seen, Ordering::AcqRel);
-            assert!(seen <= c.ring_bound(), "a real completion fell outside the ring bound");
+            assert!(
+                seen <= c.ring_bound(),
+                "a real completion fell outside the ring bound"
+            );
             c.set_complete_below(seen);
             Ok(())
         };
