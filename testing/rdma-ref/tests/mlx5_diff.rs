@@ -130,15 +130,21 @@ fn check(case: &Case) -> Result<Outcome, TestCaseError> {
     let n = case.cfg.sq_wqe_cnt;
     let mut ref_sq = case::ring(n);
     let mut gda_sq = case::ring(n);
-    let g = case.run_gda(&mut gda_sq);
     // rdma-core does not check a single WQE against the ring size: it writes a WQE that
-    // overlaps itself, and inline data longer than the ring runs past the buffer. gda refuses
-    // such a request (the fact sheet's "impossible request"), and rdma-core is not run on it.
-    if let Err(gda_hal::PostError::WqeTooLarge { units, .. }) = g {
-        if units > n {
-            return Ok(Outcome::TooLargeForRing);
-        }
+    // overlaps itself, and inline data longer than the ring runs past the buffer (even when
+    // the request is refused later for exceeding max_inline). gda refuses such a request
+    // (the fact sheet's "impossible request"), and rdma-core is not run on it.
+    let inline = case.inline_bytes();
+    let units = <gda_mlx5::Mlx5 as gda_hal::Provider>::units_for(&case.to_gda(&inline));
+    let longest_piece = case.inline.iter().map(Vec::len).max().unwrap_or(0);
+    if units > n || longest_piece > n as usize * 64 {
+        prop_assert!(
+            case.run_gda(&mut gda_sq).is_err(),
+            "gda posted a WQE larger than the ring"
+        );
+        return Ok(Outcome::TooLargeForRing);
     }
+    let g = case.run_gda(&mut gda_sq);
     let r = case.run_ref(&mut ref_sq);
     match g {
         Err(e) => {
