@@ -9,6 +9,7 @@ pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
 /// One step of a bounded wait: spin a little, then yield the CPU (a 2-core machine runs the
 /// software NIC beside the producers), and give up at the deadline.
 #[derive(Debug)]
+#[cfg_attr(loom, allow(dead_code))]
 pub struct Waiter {
     spins: u32,
     #[cfg_attr(not(feature = "std"), allow(dead_code))]
@@ -24,6 +25,7 @@ pub struct Waiter {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TimedOut;
 
+#[cfg_attr(loom, allow(dead_code))]
 impl Waiter {
     /// Spins before each yield.
     const SPINS_BEFORE_YIELD: u32 = 64;

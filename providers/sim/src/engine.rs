@@ -10,7 +10,8 @@
 //! Chaos mode (a seed) perturbs only what hardware leaves unspecified: the order QPs are
 //! served, how many WQEs each gets per turn, delays before execution, and delays between a READ
 //! or atomic's data landing (or any completion) and the CQE — so code that relies on timing
-//! (an early-returning quiet, a missing fence, a lost doorbell) fails, reproducibly per seed.
+//! (an early-returning quiet, a missing fence, a lost doorbell) fails. Per-WQE decisions come
+//! from a stream per QP derived from the seed, so a seed that finds a bug finds it again.
 //!
 //! Idle costs nothing: after a short spin the thread sleeps with exponential backoff (up to
 //! 2 ms, then 20 ms once idle for 50 ms), and `Fabric::kick` wakes it at once.
@@ -53,25 +54,37 @@ impl Stats {
     }
 }
 
+/// When a deferred item lands: after this QP has executed `wqes` WQEs in all, or at `time`,
+/// whichever comes first. Counting WQEs makes chaos decisions replay the same way for a seed;
+/// the time bound keeps an idle QP from holding data back.
+#[derive(Clone, Copy, Debug)]
+struct Due {
+    wqes: u64,
+    time: Instant,
+}
+
+/// Longest a deferred item waits for later WQEs before landing anyway.
+const DEFER_TIME_BOUND: Duration = Duration::from_micros(200);
+
 /// Something chaos mode delays, applied in order.
 enum Deferred {
     /// READ/atomic result data landing in local memory.
     Data {
-        due: Instant,
+        due: Due,
         dst: u64,
         bytes: Vec<u8>,
         _mr: Vec<Arc<MrInner>>,
     },
     /// A completion.
     Cqe {
-        due: Instant,
+        due: Due,
         cq: Arc<CqInner>,
         c: Cpl,
     },
 }
 
 impl Deferred {
-    fn due(&self) -> Instant {
+    fn due(&self) -> Due {
         match self {
             Self::Data { due, .. } | Self::Cqe { due, .. } => *due,
         }
@@ -86,12 +99,18 @@ pub(crate) struct QpExec {
     rnr_attempts: u32,
     rnr_next: Option<Instant>,
     hold_until: Option<Instant>,
+    /// WQEs executed or flushed on this QP (the clock deferred items are due by).
+    executed: u64,
     pending: VecDeque<Deferred>,
     pending_data: usize,
     remote: Option<Arc<QpInner>>,
     op: WqeOp,
     scratch: Vec<u8>,
     recv_sges: Vec<Sge>,
+    /// This QP's own chaos stream: every per-WQE decision (hold, delayed data, delayed CQE)
+    /// comes from it, so a seed gives the same decisions for the same WQE sequence whatever
+    /// the timing of other QPs or of doorbells.
+    chaos: Option<Chaos>,
 }
 
 struct Chaos {
@@ -101,6 +120,17 @@ struct Chaos {
 impl Chaos {
     fn delay(&mut self, p: f64, max_us: u64) -> Option<Duration> {
         (self.rng.gen_bool(p)).then(|| Duration::from_micros(self.rng.gen_range(1..=max_us)))
+    }
+
+    /// With probability `p`, how many more WQEs an item waits for (1..=3).
+    fn defer(&mut self, p: f64) -> Option<u64> {
+        self.rng.gen_bool(p).then(|| self.rng.gen_range(1..=3))
+    }
+}
+
+impl QpExec {
+    fn due_after(&self, wqes: u64) -> Due {
+        Due { wqes: self.executed + wqes, time: Instant::now() + DEFER_TIME_BOUND }
     }
 }
 
@@ -185,11 +215,22 @@ fn lookup(f: &FabricInner, ep: &Endpoint) -> Option<Arc<QpInner>> {
 }
 
 /// Serves one QP for one turn; returns whether anything happened.
-fn step(f: &FabricInner, qp: &Arc<QpInner>, mut chaos: Option<&mut Chaos>) -> bool {
+fn step(f: &FabricInner, qp: &Arc<QpInner>, global: Option<&mut Chaos>) -> bool {
     let Ok(mut guard) = qp.exec.try_lock() else {
         return false;
     };
     let ex = &mut *guard;
+    if let (Some(seed), None) = (f.chaos, ex.chaos.as_ref()) {
+        let stream = seed ^ (u64::from(qp.nic.id) << 32 | u64::from(qp.qpn)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        ex.chaos = Some(Chaos { rng: SmallRng::seed_from_u64(stream) });
+    }
+    let mut own = ex.chaos.take();
+    let work = step_qp(f, qp, ex, global, own.as_mut());
+    ex.chaos = own;
+    work
+}
+
+fn step_qp(f: &FabricInner, qp: &Arc<QpInner>, ex: &mut QpExec, global: Option<&mut Chaos>, mut chaos: Option<&mut Chaos>) -> bool {
     // The clock is read only when something time-based is in play (chaos, RNR back-off).
     let timed = chaos.is_some() || !ex.pending.is_empty() || ex.hold_until.is_some();
     let now = timed.then(Instant::now);
@@ -217,7 +258,7 @@ fn step(f: &FabricInner, qp: &Arc<QpInner>, mut chaos: Option<&mut Chaos>) -> bo
         }
         ex.hold_until = None;
     }
-    let mut budget = match chaos.as_deref_mut() {
+    let mut budget = match global {
         Some(c) => c.rng.gen_range(1..=8),
         None => 64,
     };
@@ -248,7 +289,12 @@ fn step(f: &FabricInner, qp: &Arc<QpInner>, mut chaos: Option<&mut Chaos>) -> bo
                     true,
                 )
             }
-            Ok(()) if op.fence && ex.pending_data > 0 => Step::Wait,
+            Ok(()) if op.fence && ex.pending_data > 0 => {
+                // A fence waits for earlier READ/atomic results: land them now, in order.
+                drain_pending(ex, Instant::now(), true);
+                ex.op = op;
+                continue;
+            }
             Ok(()) => {
                 if let Some(c) = chaos.as_deref_mut() {
                     if let Some(d) = c.delay(0.05, 30) {
@@ -265,11 +311,15 @@ fn step(f: &FabricInner, qp: &Arc<QpInner>, mut chaos: Option<&mut Chaos>) -> bo
             Step::Wait => break,
             Step::Complete(c, units, always) => {
                 f.stats.wqes.fetch_add(1, Ordering::Relaxed);
+                ex.executed += 1;
                 ex.sq_pos += u64::from(units);
                 ex.rnr_attempts = 0;
                 if always || ex.op.signaled || !c.status.is_ok() {
                     let cq = qp.send_cq.clone();
                     complete(ex, cq, c, chaos.as_deref_mut());
+                }
+                if !ex.pending.is_empty() {
+                    drain_pending(ex, Instant::now(), false);
                 }
                 work = true;
             }
@@ -311,12 +361,13 @@ fn flush_cpl(qp: &QpInner, counter: u32, hw_opcode: u8) -> Cpl {
 
 /// Writes (or, in chaos mode / behind pending items, defers) a completion, keeping order.
 fn complete(ex: &mut QpExec, cq: Arc<CqInner>, c: Cpl, chaos: Option<&mut Chaos>) {
-    let delay = chaos.and_then(|ch| ch.delay(0.2, 50));
-    if delay.is_none() && ex.pending.is_empty() {
+    let defer = chaos.and_then(|ch| ch.defer(0.2));
+    if defer.is_none() && ex.pending.is_empty() {
         model::write_cqe(&cq, &c);
         return;
     }
-    let due = Instant::now() + delay.unwrap_or_default();
+    // Behind earlier deferred items it lands when they do (order is kept by the queue).
+    let due = ex.due_after(defer.unwrap_or(0));
     ex.pending.push_back(Deferred::Cqe { due, cq, c });
 }
 
@@ -324,7 +375,8 @@ fn complete(ex: &mut QpExec, cq: Arc<CqInner>, c: Cpl, chaos: Option<&mut Chaos>
 fn drain_pending(ex: &mut QpExec, now: Instant, all: bool) -> bool {
     let mut did = false;
     while let Some(front) = ex.pending.front() {
-        if !all && front.due() > now {
+        let due = front.due();
+        if !all && ex.executed < due.wqes && now < due.time {
             break;
         }
         did = true;
@@ -497,17 +549,18 @@ fn execute(
                         Err(e) => return fail(qp, c, local_fault(e), op.units),
                     }
                 }
-                let delay = chaos.and_then(|ch| ch.delay(0.3, 40));
+                let defer = chaos.and_then(|ch| ch.defer(0.3));
                 let mut src = op.remote.addr;
                 for s in op.sges.iter().filter(|s| s.length > 0) {
-                    if let Some(d) = delay {
+                    if let Some(k) = defer {
                         let mut bytes = vec![0u8; s.length as usize];
                         // SAFETY: the source range was checked against a responder region.
                         unsafe {
                             mmio::dma_copy(bytes.as_mut_ptr(), src as *const u8, bytes.len())
                         };
+                        let due = ex.due_after(k);
                         ex.pending.push_back(Deferred::Data {
-                            due: Instant::now() + d,
+                            due,
                             dst: s.addr,
                             bytes,
                             _mr: keep.clone(),
@@ -567,10 +620,11 @@ fn execute(
                 return fail(qp, c, WcStatus::LocQpOpErr, op.units);
             };
             let (bytes, n) = model::atomic_result(qp.nic.model, old, width);
-            match chaos.and_then(|ch| ch.delay(0.3, 40)) {
-                Some(d) => {
+            match chaos.and_then(|ch| ch.defer(0.3)) {
+                Some(k) => {
+                    let due = ex.due_after(k);
                     ex.pending.push_back(Deferred::Data {
-                        due: Instant::now() + d,
+                        due,
                         dst: local.addr,
                         bytes: bytes[..n].to_vec(),
                         _mr: vec![lmr, rmr],
