@@ -819,8 +819,15 @@ fn fabric_of_many_nics_and_loopback<P: SimModel>() {
     let fabric = gda::sim::Fabric::new(Default::default());
     let nics: Vec<_> = (0..4).map(|_| fabric.add_nic(P::MODEL)).collect();
     let pds: Vec<_> = nics.iter().map(|n| n.alloc_pd()).collect();
-    let cqs: Vec<_> = nics.iter().map(|n| n.create_cq(64, CqMode::Normal).unwrap()).collect();
-    let qps: Vec<_> = pds.iter().zip(&cqs).map(|(pd, cq)| pd.create_qp(QpInit::default(), cq, cq).unwrap()).collect();
+    let cqs: Vec<_> = nics
+        .iter()
+        .map(|n| n.create_cq(64, CqMode::Normal).unwrap())
+        .collect();
+    let qps: Vec<_> = pds
+        .iter()
+        .zip(&cqs)
+        .map(|(pd, cq)| pd.create_qp(QpInit::default(), cq, cq).unwrap())
+        .collect();
     let mrs: Vec<_> = pds.iter().map(|pd| pd.alloc_mr(64, Access::ALL)).collect();
     for i in 0..4 {
         let ep = gda::sim::Endpoint::from_bytes(&qps[(i + 1) % 4].endpoint().to_bytes()).unwrap();
@@ -833,27 +840,53 @@ fn fabric_of_many_nics_and_loopback<P: SimModel>() {
     for i in 0..4 {
         let mut raw = common::Raw::<P>::new(qps[i].sq_handle(), cqs[i].handle());
         let msg = [i as u8 + 1; 16];
-        raw.post(&WorkRequest::Write { remote: remote(&mrs[(i + 1) % 4], 0), payload: Payload::Inline(&msg), imm: None }, SendFlags::SIGNALED);
+        raw.post(
+            &WorkRequest::Write {
+                remote: remote(&mrs[(i + 1) % 4], 0),
+                payload: Payload::Inline(&msg),
+                imm: None,
+            },
+            SendFlags::SIGNALED,
+        );
         assert_eq!(raw.wait(1)[0].status, WcStatus::Success);
     }
     for i in 0..4 {
-        assert_eq!(&contents(&mrs[i])[..16], &[((i + 3) % 4) as u8 + 1; 16], "NIC {i} got its neighbour's write");
+        assert_eq!(
+            &contents(&mrs[i])[..16],
+            &[((i + 3) % 4) as u8 + 1; 16],
+            "NIC {i} got its neighbour's write"
+        );
     }
     // Loopback: a QP connected to itself.
     let cq = nics[0].create_cq(64, CqMode::Normal).unwrap();
     let lo = pds[0].create_qp(QpInit::default(), &cq, &cq).unwrap();
     lo.bring_up(&lo.endpoint()).unwrap();
     let mut raw = common::Raw::<P>::new(lo.sq_handle(), cq.handle());
-    raw.post(&WorkRequest::Write { remote: remote(&mrs[0], 32), payload: Payload::Inline(b"loopback"), imm: None }, SendFlags::SIGNALED);
+    raw.post(
+        &WorkRequest::Write {
+            remote: remote(&mrs[0], 32),
+            payload: Payload::Inline(b"loopback"),
+            imm: None,
+        },
+        SendFlags::SIGNALED,
+    );
     assert_eq!(raw.wait(1)[0].status, WcStatus::Success);
     assert_eq!(&contents(&mrs[0])[32..40], b"loopback");
     // Endpoints from elsewhere are refused with a clear error.
     let other = gda::sim::Fabric::new(Default::default());
     let on = other.add_nic(P::MODEL);
     let ocq = on.create_cq(4, CqMode::Normal).unwrap();
-    let oq = on.alloc_pd().create_qp(QpInit::default(), &ocq, &ocq).unwrap();
+    let oq = on
+        .alloc_pd()
+        .create_qp(QpInit::default(), &ocq, &ocq)
+        .unwrap();
     oq.init().unwrap();
-    assert!(oq.connect(&qps[0].endpoint()).unwrap_err().to_string().contains("names no QP"));
+    assert!(
+        oq.connect(&qps[0].endpoint())
+            .unwrap_err()
+            .to_string()
+            .contains("names no QP")
+    );
     assert!(gda::sim::Endpoint::from_bytes(&[1, 2, 3]).is_err());
 }
 
@@ -867,8 +900,15 @@ fn chaos_seed_reproduces_a_missing_fence<P: SimModel>() {
         let stage = t.mr_a(64, Access::LOCAL_WRITE);
         let out = t.mr_b(64, Access::REMOTE_WRITE);
         let st = [sge(&stage, 0, 64)];
-        let read = WorkRequest::Read { remote: remote(&src, 0), sges: &st };
-        let write = WorkRequest::Write { remote: remote(&out, 0), payload: Payload::Sges(&st), imm: None };
+        let read = WorkRequest::Read {
+            remote: remote(&src, 0),
+            sges: &st,
+        };
+        let write = WorkRequest::Write {
+            remote: remote(&out, 0),
+            payload: Payload::Sges(&st),
+            imm: None,
+        };
         let sq = t.a.sq_handle();
         // Both WQEs behind one doorbell, as a kernel batching its posts would do.
         // SAFETY: the QP's ring, record and doorbell; positions 0.. are free.
@@ -886,7 +926,10 @@ fn chaos_seed_reproduces_a_missing_fence<P: SimModel>() {
     assert!(!found.is_empty(), "no chaos seed exposed the missing FENCE");
     for &s in &found {
         let again = (0..3).filter(|_| run(Some(s))).count();
-        assert!(again >= 2, "seed {s} found the bug but reproduced it only {again} of 3 times");
+        assert!(
+            again >= 2,
+            "seed {s} found the bug but reproduced it only {again} of 3 times"
+        );
     }
 }
 

@@ -76,11 +76,7 @@ enum Deferred {
         _mr: Vec<Arc<MrInner>>,
     },
     /// A completion.
-    Cqe {
-        due: Due,
-        cq: Arc<CqInner>,
-        c: Cpl,
-    },
+    Cqe { due: Due, cq: Arc<CqInner>, c: Cpl },
 }
 
 impl Deferred {
@@ -130,7 +126,10 @@ impl Chaos {
 
 impl QpExec {
     fn due_after(&self, wqes: u64) -> Due {
-        Due { wqes: self.executed + wqes, time: Instant::now() + DEFER_TIME_BOUND }
+        Due {
+            wqes: self.executed + wqes,
+            time: Instant::now() + DEFER_TIME_BOUND,
+        }
     }
 }
 
@@ -221,8 +220,11 @@ fn step(f: &FabricInner, qp: &Arc<QpInner>, global: Option<&mut Chaos>) -> bool 
     };
     let ex = &mut *guard;
     if let (Some(seed), None) = (f.chaos, ex.chaos.as_ref()) {
-        let stream = seed ^ (u64::from(qp.nic.id) << 32 | u64::from(qp.qpn)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        ex.chaos = Some(Chaos { rng: SmallRng::seed_from_u64(stream) });
+        let stream = seed
+            ^ (u64::from(qp.nic.id) << 32 | u64::from(qp.qpn)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        ex.chaos = Some(Chaos {
+            rng: SmallRng::seed_from_u64(stream),
+        });
     }
     let mut own = ex.chaos.take();
     let work = step_qp(f, qp, ex, global, own.as_mut());
@@ -230,7 +232,13 @@ fn step(f: &FabricInner, qp: &Arc<QpInner>, global: Option<&mut Chaos>) -> bool 
     work
 }
 
-fn step_qp(f: &FabricInner, qp: &Arc<QpInner>, ex: &mut QpExec, global: Option<&mut Chaos>, mut chaos: Option<&mut Chaos>) -> bool {
+fn step_qp(
+    f: &FabricInner,
+    qp: &Arc<QpInner>,
+    ex: &mut QpExec,
+    global: Option<&mut Chaos>,
+    mut chaos: Option<&mut Chaos>,
+) -> bool {
     // The clock is read only when something time-based is in play (chaos, RNR back-off).
     let timed = chaos.is_some() || !ex.pending.is_empty() || ex.hold_until.is_some();
     let now = timed.then(Instant::now);

@@ -177,7 +177,9 @@ impl FabricConfig {
     pub fn from_chaos_var(value: Option<&str>) -> Result<Self, SimError> {
         let chaos = match value.map(str::trim) {
             None | Some("") => None,
-            Some(s) => Some(s.parse::<u64>().map_err(|_| SimError::InvalidArgument(format!("GDA_SIM_CHAOS={s:?} is not a u64 seed")))?),
+            Some(s) => Some(s.parse::<u64>().map_err(|_| {
+                SimError::InvalidArgument(format!("GDA_SIM_CHAOS={s:?} is not a u64 seed"))
+            })?),
         };
         Ok(Self { chaos })
     }
@@ -926,14 +928,23 @@ mod tests {
     fn chaos_variable_parsing() {
         assert_eq!(FabricConfig::from_chaos_var(None).unwrap().chaos, None);
         assert_eq!(FabricConfig::from_chaos_var(Some("")).unwrap().chaos, None);
-        assert_eq!(FabricConfig::from_chaos_var(Some(" 42 ")).unwrap().chaos, Some(42));
-        let e = FabricConfig::from_chaos_var(Some("banana")).unwrap_err().to_string();
+        assert_eq!(
+            FabricConfig::from_chaos_var(Some(" 42 ")).unwrap().chaos,
+            Some(42)
+        );
+        let e = FabricConfig::from_chaos_var(Some("banana"))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("GDA_SIM_CHAOS") && e.contains("banana"), "{e}");
     }
 
     #[test]
     fn endpoint_round_trip_and_keys_are_unique() {
-        let ep = Endpoint { fabric: 0x0123_4567_89ab_cdef, nic: 3, qpn: 0x00ab_cdef };
+        let ep = Endpoint {
+            fabric: 0x0123_4567_89ab_cdef,
+            nic: 3,
+            qpn: 0x00ab_cdef,
+        };
         assert_eq!(Endpoint::from_bytes(&ep.to_bytes()).unwrap(), ep);
         let f = Fabric::new(FabricConfig::default());
         let pd = f.add_nic(Model::Native).alloc_pd();
@@ -943,7 +954,10 @@ mod tests {
         keys.dedup();
         assert_eq!(keys.len(), 1000, "keys must be unique");
         // Not sequential: a forged key from a neighbour's is unlikely to hit.
-        let seq = mrs.windows(2).filter(|w| w[1].lkey() == w[0].lkey().wrapping_add(1)).count();
+        let seq = mrs
+            .windows(2)
+            .filter(|w| w[1].lkey() == w[0].lkey().wrapping_add(1))
+            .count();
         assert!(seq < 5, "{seq} sequential keys");
     }
 }
