@@ -850,9 +850,9 @@ fn fabric_of_many_nics_and_loopback<P: SimModel>() {
         );
         assert_eq!(raw.wait(1)[0].status, WcStatus::Success);
     }
-    for i in 0..4 {
+    for (i, mr) in mrs.iter().enumerate() {
         assert_eq!(
-            &contents(&mrs[i])[..16],
+            &contents(mr)[..16],
             &[((i + 3) % 4) as u8 + 1; 16],
             "NIC {i} got its neighbour's write"
         );
