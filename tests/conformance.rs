@@ -814,6 +814,39 @@ fn cq_overrun_is_reported<P: SimModel>() {
     assert_eq!(cq.produced(), 4);
 }
 
+/// A key that worked, then was deregistered, fails at once (the engine's key cache must not
+/// keep it alive), and nothing is written.
+fn deregistered_key_fails_after_use<P: SimModel>() {
+    let t = Pair::<P>::simple();
+    let mut raw = t.raw_a();
+    let src = t.mr_a(8, Access::empty());
+    src.write(0, &[7; 8]);
+    let dst = t.mr_b(8, Access::REMOTE_WRITE);
+    let s = [sge(&src, 0, 8)];
+    let r = remote(&dst, 0);
+    raw.post(
+        &WorkRequest::Write {
+            remote: r,
+            payload: Payload::Sges(&s),
+            imm: None,
+        },
+        SendFlags::SIGNALED,
+    );
+    assert_eq!(raw.wait(1)[0].status, WcStatus::Success);
+    let keep_memory = t.mr_b(8, Access::empty()); // unrelated region stays registered
+    drop(dst);
+    raw.post(
+        &WorkRequest::Write {
+            remote: r,
+            payload: Payload::Sges(&s),
+            imm: None,
+        },
+        SendFlags::SIGNALED,
+    );
+    assert_eq!(raw.wait(1)[0].status, WcStatus::RemAccessErr);
+    drop(keep_memory);
+}
+
 /// Four NICs in a ring, each QP writing to the next NIC's region, plus a loopback QP.
 fn fabric_of_many_nics_and_loopback<P: SimModel>() {
     let fabric = gda::sim::Fabric::new(Default::default());
@@ -961,4 +994,5 @@ conformance!(
     cq_overrun_is_reported,
     chaos_seed_reproduces_a_missing_fence,
     fabric_of_many_nics_and_loopback,
+    deregistered_key_fails_after_use,
 );

@@ -26,7 +26,7 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
 use crate::fabric::{CqInner, Endpoint, FabricInner, QpInner, QpState};
-use crate::mem::{Access, Fault, MrInner};
+use crate::mem::{Access, Fault, KeyCache, MrInner};
 use crate::model::{self, Cpl, OpKind, WqeOp};
 
 /// Counters the engine keeps.
@@ -103,6 +103,8 @@ pub(crate) struct QpExec {
     op: WqeOp,
     scratch: Vec<u8>,
     recv_sges: Vec<Sge>,
+    lcache: KeyCache,
+    rcache: KeyCache,
     /// This QP's own chaos stream: every per-WQE decision (hold, delayed data, delayed CQE)
     /// comes from it, so a seed gives the same decisions for the same WQE sequence whatever
     /// the timing of other QPs or of doorbells.
@@ -463,7 +465,8 @@ fn execute(
         OpKind::Write => {
             c.opcode = WcOpcode::RdmaWrite;
             if len > 0 {
-                if let Err(e) = rmrs.check_remote(
+                if let Err(e) = rmrs.check_remote_cached(
+                    &mut ex.rcache,
                     rqp.pd,
                     op.remote.rkey,
                     op.remote.addr,
@@ -472,7 +475,7 @@ fn execute(
                 ) {
                     return fail(qp, c, remote_fault(e), op.units);
                 }
-                if let Err(s) = gather_to(lmrs, qp.pd, op, op.remote.addr) {
+                if let Err(s) = gather_to(lmrs, &mut ex.lcache, qp.pd, op, op.remote.addr) {
                     return fail(qp, c, s, op.units);
                 }
                 mmio::dma_publish();
@@ -762,7 +765,13 @@ fn scatter_send(
 }
 
 /// Copies a WRITE's payload (inline or gathered) to `dst` (already checked remotely).
-fn gather_to(lmrs: &crate::mem::MrTable, pd: u32, op: &WqeOp, dst: u64) -> Result<(), WcStatus> {
+fn gather_to(
+    lmrs: &crate::mem::MrTable,
+    cache: &mut KeyCache,
+    pd: u32,
+    op: &WqeOp,
+    dst: u64,
+) -> Result<(), WcStatus> {
     if let Some(d) = op.inline.as_ref().filter(|d| !d.is_empty()) {
         // SAFETY: `dst..dst+len` was checked against a responder region (REMOTE_WRITE).
         unsafe { mmio::dma_copy(dst as *mut u8, d.as_ptr(), d.len()) };
@@ -770,8 +779,15 @@ fn gather_to(lmrs: &crate::mem::MrTable, pd: u32, op: &WqeOp, dst: u64) -> Resul
     }
     // Check every source before moving any byte, so a bad key writes nothing.
     for s in op.sges.iter().filter(|s| s.length > 0) {
-        lmrs.check_local(pd, s.lkey, s.addr, u64::from(s.length), Access::empty())
-            .map_err(local_fault)?;
+        lmrs.check_local_cached(
+            cache,
+            pd,
+            s.lkey,
+            s.addr,
+            u64::from(s.length),
+            Access::empty(),
+        )
+        .map_err(local_fault)?;
     }
     let mut at = dst;
     for s in op.sges.iter().filter(|s| s.length > 0) {

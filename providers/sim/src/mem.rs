@@ -6,6 +6,7 @@
 //! region that granted the access.
 
 use rustc_hash::FxHashMap as HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
 use crate::buf::DmaBuf;
@@ -80,6 +81,16 @@ pub enum Fault {
 pub struct MrTable {
     lkeys: RwLock<HashMap<u32, Arc<MrInner>>>,
     rkeys: RwLock<HashMap<u32, Arc<MrInner>>>,
+    /// Bumped on every deregistration, so [`KeyCache`] entries go stale with the key.
+    generation: AtomicU64,
+}
+
+/// A one-entry key cache for one QP's hot path (the engine checks the same few keys over and
+/// over). An entry is used only while the table's generation is unchanged, so a deregistered
+/// key fails at once; the cached `Arc` keeps the region's memory alive meanwhile.
+#[derive(Debug, Default)]
+pub struct KeyCache {
+    entry: Option<(u32, u64, Arc<MrInner>)>,
 }
 
 impl MrTable {
@@ -97,6 +108,9 @@ impl MrTable {
 
     /// Removes a region (its keys become stale at once).
     pub fn remove(&self, lkey: u32, rkey: u32) {
+        // ORDERING: bumped after the keys are gone (below, via the write locks' release); a
+        // reader that sees the new generation misses its cache and finds no key.
+        let _bump = Bump(&self.generation);
         self.lkeys
             .write()
             .unwrap_or_else(|e| e.into_inner())
@@ -159,6 +173,71 @@ impl MrTable {
             .ok_or(Fault::BadKey)?;
         check(&mr, pd, addr, len, need)?;
         Ok(mr)
+    }
+}
+
+struct Bump<'a>(&'a AtomicU64);
+
+impl Drop for Bump<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::Release);
+    }
+}
+
+impl MrTable {
+    /// [`MrTable::check_local`] through `cache`.
+    pub fn check_local_cached(
+        &self,
+        cache: &mut KeyCache,
+        pd: u32,
+        lkey: u32,
+        addr: u64,
+        len: u64,
+        need: Access,
+    ) -> Result<(), Fault> {
+        self.cached(
+            cache,
+            lkey,
+            |k| self.check_local(pd, k, addr, len, need),
+            |mr| check(mr, pd, addr, len, need),
+        )
+    }
+
+    /// [`MrTable::check_remote`] through `cache`.
+    pub fn check_remote_cached(
+        &self,
+        cache: &mut KeyCache,
+        pd: u32,
+        rkey: u32,
+        addr: u64,
+        len: u64,
+        need: Access,
+    ) -> Result<(), Fault> {
+        self.cached(
+            cache,
+            rkey,
+            |k| self.check_remote(pd, k, addr, len, need),
+            |mr| check(mr, pd, addr, len, need),
+        )
+    }
+
+    fn cached(
+        &self,
+        cache: &mut KeyCache,
+        key: u32,
+        slow: impl FnOnce(u32) -> Result<Arc<MrInner>, Fault>,
+        fast: impl FnOnce(&MrInner) -> Result<(), Fault>,
+    ) -> Result<(), Fault> {
+        // ORDERING: Acquire pairs with `remove`'s Release bump.
+        let generation = self.generation.load(Ordering::Acquire);
+        if let Some((k, g, mr)) = &cache.entry {
+            if *k == key && *g == generation {
+                return fast(mr);
+            }
+        }
+        let mr = slow(key)?;
+        cache.entry = Some((key, generation, mr));
+        Ok(())
     }
 }
 

@@ -133,7 +133,13 @@ fn fetch_native(
     if units == 0 || units > native::MAX_UNITS || units > qp.init.sq_units {
         return Err(bad(1));
     }
-    copy_ring(qp, pos, units, scratch);
+    let end = off + units as usize * 64;
+    let bytes: &[u8] = if end <= qp.sq.len() {
+        &qp.sq.as_slice()[off..end]
+    } else {
+        copy_ring(qp, pos, units, scratch);
+        scratch
+    };
     op.units = units;
     op.counter = h.counter;
     op.hw_opcode = h.opcode;
@@ -145,7 +151,7 @@ fn fetch_native(
         rkey: h.rkey,
     };
     let kind = NativeOp::from_raw(h.opcode).ok_or(bad(units))?;
-    let ext = &scratch[64..];
+    let ext = &bytes[64..];
     let read_sges = |op: &mut WqeOp| -> Result<(), Malformed> {
         let n = u32::from(h.nsge);
         if n > qp.init.max_sge || (n > 1 && (n - 1).div_ceil(4) + 1 > units) {
@@ -258,8 +264,15 @@ fn fetch_mlx5(
     let ds = ctrl.qpn_ds.get() & 0x3f;
     let units = ds.div_ceil(4).clamp(1, 16).min(qp.init.sq_units);
     let counter = (ctrl.opmod_idx_opcode.get() >> 8) & 0xffff;
-    copy_ring(qp, pos, units, scratch);
-    let w = WqeRepr::parse(scratch).map_err(|e| Malformed {
+    // Parse in place when the WQE does not wrap; copy it out (unwrapped) when it does.
+    let end = off + units as usize * 64;
+    let bytes: &[u8] = if end <= qp.sq.len() {
+        &qp.sq.as_slice()[off..end]
+    } else {
+        copy_ring(qp, pos, units, scratch);
+        scratch
+    };
+    let w = WqeRepr::parse(bytes).map_err(|e| Malformed {
         status: e.syndrome().wc_status(),
         units,
         counter,
