@@ -814,6 +814,39 @@ fn cq_overrun_is_reported<P: SimModel>() {
     assert_eq!(cq.produced(), 4);
 }
 
+/// A QP in Error completes its posted receives with `WR_FLUSH_ERR`, and later ones too.
+fn receives_flush_in_error<P: SimModel>() {
+    let t = Pair::<P>::simple();
+    let mut rq = t.recv_b();
+    let buf = t.mr_b(64, Access::LOCAL_WRITE);
+    rq.post(sge(&buf, 0, 32));
+    rq.post(sge(&buf, 32, 32));
+    t.b.set_error();
+    let w = rq.wait(2);
+    assert!(
+        w.iter()
+            .all(|c| c.status == WcStatus::WrFlushErr && c.is_recv),
+        "{w:?}"
+    );
+    rq.post(sge(&buf, 0, 8));
+    assert_eq!(rq.wait(1)[0].status, WcStatus::WrFlushErr);
+    // The requester now finds no ready responder: its SEND fails and it flushes too.
+    let mut raw = t.raw_a();
+    raw.post(
+        &WorkRequest::Send {
+            payload: Payload::Inline(b"x"),
+            imm: None,
+        },
+        SendFlags::SIGNALED,
+    );
+    raw.post(&WorkRequest::Nop, SendFlags::SIGNALED);
+    let w = raw.wait(2);
+    assert_eq!(
+        (w[0].status, w[1].status),
+        (WcStatus::RetryExcErr, WcStatus::WrFlushErr)
+    );
+}
+
 /// A key that worked, then was deregistered, fails at once (the engine's key cache must not
 /// keep it alive), and nothing is written.
 fn deregistered_key_fails_after_use<P: SimModel>() {
@@ -995,4 +1028,5 @@ conformance!(
     chaos_seed_reproduces_a_missing_fence,
     fabric_of_many_nics_and_loopback,
     deregistered_key_fails_after_use,
+    receives_flush_in_error,
 );
