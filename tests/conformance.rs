@@ -814,6 +814,119 @@ fn cq_overrun_is_reported<P: SimModel>() {
     assert_eq!(cq.produced(), 4);
 }
 
+/// Misuse found by review, each with a clear result and a live engine afterwards: a consumer
+/// index ahead of the producer, a doorbell claiming more than the ring, a SEND with a bad local
+/// key (must not use up the responder's receive), CQs from another fabric, a CQ too small for
+/// the send queue.
+fn misuse_is_contained<P: SimModel>() {
+    // Consumer index "ahead" of the producer: reported as overrun, engine keeps running.
+    let t = Pair::<P>::simple();
+    let h = t.cq_a.handle();
+    // SAFETY: the CQ's own consumer record.
+    unsafe { P::update_cq_ci(&h, 100) };
+    let mut raw = t.raw_a();
+    raw.post(&WorkRequest::Nop, SendFlags::SIGNALED);
+    let end = std::time::Instant::now() + Duration::from_secs(5);
+    while !t.cq_a.overrun() {
+        assert!(
+            std::time::Instant::now() < end,
+            "bad consumer index not reported"
+        );
+        std::thread::yield_now();
+    }
+    let t2 = Pair::<P>::simple();
+    let mut raw2 = t2.raw_a();
+    raw2.post(&WorkRequest::Nop, SendFlags::SIGNALED);
+    assert_eq!(
+        raw2.wait(1)[0].status,
+        WcStatus::Success,
+        "the engine survived"
+    );
+
+    // A doorbell for more WQEs than the ring holds: refused with an error CQE.
+    let t = Pair::<P>::new(
+        None,
+        CqMode::Normal,
+        QpInit {
+            sq_units: 16,
+            ..QpInit::default()
+        },
+    );
+    let sq = t.a.sq_handle();
+    let p = gda::hal::Posted {
+        start: gda::hal::ProdIdx(0),
+        next: gda::hal::ProdIdx(40),
+        doorbell: if P::MODEL == gda::sim::Model::Mlx5 {
+            [0, 0, 0x27, 0, 0, 0, 0, 1]
+        } else {
+            40u64.to_le_bytes()
+        },
+    };
+    // SAFETY: the QP's own doorbell record and register.
+    unsafe { P::ring_sq(&sq, &p) };
+    let mut raw = t.raw_a();
+    assert_eq!(raw.wait(1)[0].status, WcStatus::LocQpOpErr);
+    assert_eq!(t.a.state(), QpState::Error);
+
+    // SEND with a bad lkey: requester error, responder keeps its receive for the next SEND.
+    let t = Pair::<P>::simple();
+    let mut raw = t.raw_a();
+    let mut rq = t.recv_b();
+    let buf = t.mr_b(16, Access::LOCAL_WRITE);
+    rq.post(sge(&buf, 0, 16));
+    let src = t.mr_a(8, Access::empty());
+    let bad = [gda::hal::Sge {
+        lkey: src.lkey() ^ 0xffff,
+        ..sge(&src, 0, 8)
+    }];
+    raw.post(
+        &WorkRequest::Send {
+            payload: Payload::Sges(&bad),
+            imm: None,
+        },
+        SendFlags::SIGNALED,
+    );
+    assert_eq!(raw.wait(1)[0].status, WcStatus::LocProtErr);
+    assert_eq!(t.b.state(), QpState::Rts);
+    let t_ok = t.raw_a(); // a fresh QP is needed on the requester side: the old one is in Error
+    drop(t_ok);
+    let cq = t.pd_a.nic().create_cq(64, CqMode::Normal).unwrap();
+    let a2 = t.pd_a.create_qp(QpInit::default(), &cq, &cq).unwrap();
+    a2.bring_up(&t.b.endpoint()).unwrap();
+    let mut raw = common::Raw::<P>::new(a2.sq_handle(), cq.handle());
+    raw.post(
+        &WorkRequest::Send {
+            payload: Payload::Inline(b"second"),
+            imm: None,
+        },
+        SendFlags::SIGNALED,
+    );
+    assert_eq!(raw.wait(1)[0].status, WcStatus::Success);
+    let rc = rq.wait(1)[0];
+    assert_eq!(
+        (rc.status, rc.byte_len),
+        (WcStatus::Success, 6),
+        "the receive was still there"
+    );
+
+    // CQs of another fabric, and a CQ smaller than the send queue.
+    let other = gda::sim::Fabric::new(Default::default());
+    let ocq = other
+        .add_nic(P::MODEL)
+        .create_cq(64, CqMode::Normal)
+        .unwrap();
+    let e = t
+        .pd_a
+        .create_qp(QpInit::default(), &ocq, &ocq)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("fabric"), "{e}");
+    let small = t.pd_a.nic().create_cq(16, CqMode::Normal).unwrap();
+    let q = t.pd_a.create_qp(QpInit::default(), &small, &small).unwrap();
+    // SAFETY: handles of live objects.
+    assert!(unsafe { SendQueue::<P>::new(q.sq_handle(), small.handle(), 1000) }.is_err());
+}
+
 /// A QP in Error completes its posted receives with `WR_FLUSH_ERR`, and later ones too.
 fn receives_flush_in_error<P: SimModel>() {
     let t = Pair::<P>::simple();
@@ -1029,4 +1142,5 @@ conformance!(
     fabric_of_many_nics_and_loopback,
     deregistered_key_fails_after_use,
     receives_flush_in_error,
+    misuse_is_contained,
 );

@@ -271,6 +271,7 @@ impl Counters {
         mut progress: impl FnMut() -> Result<(), SqError>,
     ) -> Result<(), SqError> {
         while self.complete_below() < marker {
+            self.check_poison()?;
             progress()?;
             waiter.step().map_err(|_| SqError::Timeout {
                 what: "work requests to complete",
@@ -330,6 +331,22 @@ impl<P: Provider> SendQueue<P> {
     pub unsafe fn new(wq: WqHandle, cq: CqHandle, timeout_ms: u64) -> Result<Self, SqError> {
         if wq.ring().is_none() || cq.entries == 0 || !cq.entries.is_power_of_two() {
             return Err(SqError::Post(PostError::BadRing));
+        }
+        // Completion counters are `WQE_COUNTER_BITS` wide: the outstanding window (at most the
+        // ring) must stay below half their range to be widened without ambiguity.
+        if P::WQE_COUNTER_BITS < 32 && u64::from(wq.entries) > 1u64 << (P::WQE_COUNTER_BITS - 1) {
+            return Err(SqError::Post(PostError::WqeTooLarge {
+                units: wq.entries,
+                max: 1 << (P::WQE_COUNTER_BITS - 1),
+            }));
+        }
+        // A normal CQ must hold a CQE for every WQE that can be outstanding, or the device
+        // overruns it and completions (even errors) are lost.
+        if cq.collapsed == 0 && cq.entries < wq.entries {
+            return Err(SqError::Post(PostError::WqeTooLarge {
+                units: wq.entries,
+                max: cq.entries,
+            }));
         }
         Ok(Self {
             wq,

@@ -686,16 +686,24 @@ impl Provider for Mlx5 {
         rung: u64,
     ) -> Result<Option<WorkCompletion>, OutOfWindow> {
         let addr = cqe_addr(cq, 0);
+        let own = addr.wrapping_add(cqe64::field::OP_OWN as u64) as *const u8;
+        let sig = addr.wrapping_add(cqe64::field::SIGNATURE as u64) as *const u8;
         // SAFETY: slot 0 is inside the CQ buffer the caller vouched for.
-        let op_own = unsafe {
-            mmio::load_u8_acquire(addr.wrapping_add(cqe64::field::OP_OWN as u64) as *const u8)
-        };
-        if op_own >> cqe64::op_own::OPCODE_SHIFT == crate::wire::CqeOpcode::Invalid.raw() {
+        let (o1, g1) = unsafe { (mmio::load_u8_acquire(own), mmio::load_u8_acquire(sig)) };
+        if o1 >> cqe64::op_own::OPCODE_SHIFT == crate::wire::CqeOpcode::Invalid.raw() {
             return Ok(None);
         }
         mmio::dma_read_barrier();
         // SAFETY: as above.
         let cqe = unsafe { mmio::read_seg(addr as *const Cqe64) };
+        // The slot is rewritten in place: accept it only if it did not change while we read it
+        // (a software NIC bumps the signature byte per CQE; hardware writes the slot whole).
+        mmio::dma_read_barrier();
+        // SAFETY: as above.
+        let (o2, g2) = unsafe { (mmio::load_u8_acquire(own), mmio::load_u8_acquire(sig)) };
+        if o1 != o2 || g1 != g2 {
+            return Ok(None);
+        }
         let before = progress.complete_below();
         progress.observe(u32::from(cqe.wqe_counter.get()), rung)?;
         Ok((progress.complete_below() != before).then(|| decode(&cqe)))

@@ -50,6 +50,16 @@ impl DmaBuf {
         false
     }
 
+    /// Copies `out.len()` bytes starting at `offset` out of the buffer with a raw copy (no
+    /// reference to memory other agents are writing). Out-of-range parts are left untouched.
+    pub fn read_into(&self, offset: usize, out: &mut [u8]) {
+        let len = out.len().min(self.len().saturating_sub(offset));
+        // SAFETY: `offset + len <= self.len()`; the source is valid for the life of `self`.
+        unsafe {
+            gda_hal::mmio::dma_copy(out.as_mut_ptr(), self.ptr.add(offset.min(self.len())), len)
+        };
+    }
+
     /// The bytes. Other agents (the NIC) may write them concurrently; callers that need a
     /// consistent view synchronise through completions first.
     #[must_use]

@@ -100,6 +100,7 @@ pub(crate) struct QpExec {
     pending: VecDeque<Deferred>,
     pending_data: usize,
     remote: Option<Arc<QpInner>>,
+    remote_epoch: u64,
     op: WqeOp,
     scratch: Vec<u8>,
     recv_sges: Vec<Sge>,
@@ -252,6 +253,17 @@ fn step_qp(
     // everything rung before it: look for new ones once the known backlog is done.
     if ex.sq_pos >= ex.sq_target {
         if let Some(t) = model::sq_doorbell(qp, ex.sq_pos) {
+            if t - ex.sq_pos > u64::from(qp.init.sq_units) {
+                // A doorbell claiming more WQEs than the ring holds is a producer bug (or a
+                // stale value): refuse it rather than execute old ring contents.
+                if qp.state() != QpState::Error {
+                    qp.set_error();
+                    let c = err_cpl(qp, ex.sq_pos as u32, 0, WcStatus::LocQpOpErr);
+                    let cq = qp.send_cq.clone();
+                    complete(ex, cq, c, None);
+                }
+                return true;
+            }
             ex.sq_target = t;
         }
     }
@@ -324,6 +336,7 @@ fn step_qp(
                 ex.executed += 1;
                 ex.sq_pos += u64::from(units);
                 ex.rnr_attempts = 0;
+                ex.rnr_next = None;
                 if always || ex.op.signaled || !c.status.is_ok() {
                     let cq = qp.send_cq.clone();
                     complete(ex, cq, c, chaos.as_deref_mut());
@@ -446,9 +459,12 @@ fn execute(
     if kind == OpKind::Nop {
         return Step::Complete(c, op.units, false);
     }
-    if ex.remote.is_none() {
+    // Re-resolve the responder whenever QPs come or go, so a destroyed peer stops answering.
+    let epoch = f.epoch.load(Ordering::Acquire);
+    if ex.remote.is_none() || ex.remote_epoch != epoch {
         let ep = *qp.remote.lock().unwrap_or_else(|e| e.into_inner());
         ex.remote = ep.and_then(|ep| lookup(f, &ep));
+        ex.remote_epoch = epoch;
     }
     let Some(rqp) = ex.remote.clone() else {
         return fail(qp, c, WcStatus::RetryExcErr, op.units);
@@ -499,12 +515,18 @@ fn execute(
         }
         OpKind::Send => {
             c.opcode = WcOpcode::Send;
+            // The requester's own checks come first: a bad local key must not use up (or
+            // complete) a receive at the responder.
+            let staged = match stage_source(qp, op) {
+                Ok(v) => v,
+                Err(st) => return fail(qp, c, st, op.units),
+            };
             let pos = match take_recv(&rqp) {
                 Recv::Got(pos) => pos,
                 Recv::Empty => return rnr(qp, ex, c, op),
             };
             let mut sges = std::mem::take(&mut ex.recv_sges);
-            let res = scatter_send(qp, &rqp, op, pos, &mut sges);
+            let res = scatter_send(&rqp, &staged, pos, &mut sges);
             ex.recv_sges = sges;
             let rc = base_cpl(&rqp, pos as u32, 0);
             match res {
@@ -538,15 +560,17 @@ fn execute(
             c.opcode = WcOpcode::RdmaRead;
             c.byte_len = len as u32;
             if len > 0 {
-                if let Err(e) = rmrs.check_remote(
+                // The source region stays registered (and its memory alive) while it is read.
+                let _src_mr = match rmrs.check_remote(
                     rqp.pd,
                     op.remote.rkey,
                     op.remote.addr,
                     len,
                     Access::REMOTE_READ,
                 ) {
-                    return fail(qp, c, remote_fault(e), op.units);
-                }
+                    Ok(mr) => mr,
+                    Err(e) => return fail(qp, c, remote_fault(e), op.units),
+                };
                 let mut keep = Vec::new();
                 for s in op.sges.iter().filter(|s| s.length > 0) {
                     match lmrs.check_local(
@@ -661,7 +685,7 @@ fn rnr(qp: &QpInner, ex: &mut QpExec, c: Cpl, op: &WqeOp) -> Step {
             return Step::Wait;
         }
     }
-    ex.rnr_attempts += 1;
+    ex.rnr_attempts = ex.rnr_attempts.saturating_add(1);
     if qp.init.rnr_retry != 7 && ex.rnr_attempts > u32::from(qp.init.rnr_retry) {
         ex.rnr_next = None;
         qp.set_error();
@@ -688,7 +712,9 @@ enum Recv {
 /// atomic on the QP, not in its exec state, because a loopback QP is its own responder.)
 fn take_recv(rqp: &QpInner) -> Recv {
     let pos = rqp.rq_consumed.load(Ordering::Acquire);
-    if model::rq_producer(rqp, pos) > pos {
+    let prod = model::rq_producer(rqp, pos);
+    // More posted than the ring holds is a stale or garbage producer value: nothing usable.
+    if prod > pos && prod - pos <= u64::from(rqp.init.rq_wqes) {
         rqp.rq_consumed.store(pos + 1, Ordering::Release);
         Recv::Got(pos)
     } else {
@@ -696,18 +722,45 @@ fn take_recv(rqp: &QpInner) -> Recv {
     }
 }
 
-/// Copies a send payload into the responder's receive buffers. `Err((requester, responder))`.
+/// Gathers a SEND's payload (inline or from checked local regions, which stay registered
+/// while they are read).
+fn stage_source(qp: &QpInner, op: &WqeOp) -> Result<Vec<u8>, WcStatus> {
+    if let Some(d) = op.inline.as_ref().filter(|d| !d.is_empty()) {
+        return Ok(d.clone());
+    }
+    let mut staged = Vec::with_capacity(op.length() as usize);
+    for s in op.sges.iter().filter(|s| s.length > 0) {
+        let _mr = qp
+            .nic
+            .mrs
+            .check_local(qp.pd, s.lkey, s.addr, u64::from(s.length), Access::empty())
+            .map_err(local_fault)?;
+        let start = staged.len();
+        staged.resize(start + s.length as usize, 0);
+        // SAFETY: the source range was checked against a local region, kept alive by `_mr`.
+        unsafe {
+            mmio::dma_copy(
+                staged[start..].as_mut_ptr(),
+                s.addr as *const u8,
+                s.length as usize,
+            )
+        };
+    }
+    Ok(staged)
+}
+
+/// Scatters a staged SEND payload into the responder's receive WQE at `pos`.
+/// `Err((requester status, responder status))`.
 fn scatter_send(
-    qp: &QpInner,
     rqp: &QpInner,
-    op: &WqeOp,
+    staged: &[u8],
     pos: u64,
     sges: &mut Vec<Sge>,
 ) -> Result<(), (WcStatus, Option<WcStatus>)> {
     if model::fetch_recv(rqp, pos, sges).is_err() {
         return Err((WcStatus::RemOpErr, Some(WcStatus::LocQpOpErr)));
     }
-    let len = op.length();
+    let len = staged.len() as u64;
     let cap: u64 = sges.iter().map(|s| u64::from(s.length)).sum();
     if len > cap {
         return Err((WcStatus::RemInvReqErr, Some(WcStatus::LocLenErr)));
@@ -729,36 +782,12 @@ fn scatter_send(
         }
         need -= n;
     }
-    // Gather the source into a staging copy (checks every local key first).
-    let mut staged = Vec::with_capacity(len as usize);
-    if let Some(d) = op.inline.as_ref().filter(|d| !d.is_empty()) {
-        staged.extend_from_slice(d);
-    } else {
-        for s in op.sges.iter().filter(|s| s.length > 0) {
-            if let Err(e) =
-                qp.nic
-                    .mrs
-                    .check_local(qp.pd, s.lkey, s.addr, u64::from(s.length), Access::empty())
-            {
-                return Err((local_fault(e), None));
-            }
-            let start = staged.len();
-            staged.resize(start + s.length as usize, 0);
-            // SAFETY: the source range was checked against a local region.
-            unsafe {
-                mmio::dma_copy(
-                    staged[start..].as_mut_ptr(),
-                    s.addr as *const u8,
-                    s.length as usize,
-                )
-            };
-        }
-    }
     let mut off = 0usize;
-    for (addr, n, _mr) in targets {
-        // SAFETY: each target range was checked (LOCAL_WRITE) on the responder.
-        unsafe { mmio::dma_copy(addr as *mut u8, staged[off..].as_ptr(), n as usize) };
-        off += n as usize;
+    for (addr, n, _mr) in &targets {
+        // SAFETY: each target range was checked (LOCAL_WRITE) on the responder; `_mr` keeps the
+        // region registered until the copy is done.
+        unsafe { mmio::dma_copy(*addr as *mut u8, staged[off..].as_ptr(), *n as usize) };
+        off += *n as usize;
     }
     mmio::dma_publish();
     Ok(())
@@ -777,24 +806,35 @@ fn gather_to(
         unsafe { mmio::dma_copy(dst as *mut u8, d.as_ptr(), d.len()) };
         return Ok(());
     }
-    // Check every source before moving any byte, so a bad key writes nothing.
+    // Check every source before moving any byte, so a bad key writes nothing. The one-entry
+    // cache covers the common single-SGE case; with several SGEs each region is held while read.
+    let mut held = Vec::new();
+    let single = op.sges.iter().filter(|s| s.length > 0).count() == 1;
     for s in op.sges.iter().filter(|s| s.length > 0) {
-        lmrs.check_local_cached(
-            cache,
-            pd,
-            s.lkey,
-            s.addr,
-            u64::from(s.length),
-            Access::empty(),
-        )
-        .map_err(local_fault)?;
+        if single {
+            lmrs.check_local_cached(
+                cache,
+                pd,
+                s.lkey,
+                s.addr,
+                u64::from(s.length),
+                Access::empty(),
+            )
+            .map_err(local_fault)?;
+        } else {
+            held.push(
+                lmrs.check_local(pd, s.lkey, s.addr, u64::from(s.length), Access::empty())
+                    .map_err(local_fault)?,
+            );
+        }
     }
     let mut at = dst;
     for s in op.sges.iter().filter(|s| s.length > 0) {
-        // SAFETY: both ranges checked above.
+        // SAFETY: both ranges checked above; the regions are held by `held` or the cache.
         unsafe { mmio::dma_copy(at as *mut u8, s.addr as *const u8, s.length as usize) };
         at += u64::from(s.length);
     }
+    drop(held);
     Ok(())
 }
 

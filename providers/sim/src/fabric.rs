@@ -436,6 +436,7 @@ impl Nic {
         }
         Ok(Cq {
             inner: Arc::new(CqInner {
+                fabric: self.fabric.inner.id,
                 cqn: self.inner.next_cqn.fetch_add(1, Ordering::Relaxed),
                 model,
                 mode,
@@ -557,6 +558,18 @@ impl Pd {
             return Err(SimError::InvalidArgument(
                 "CQs must belong to a NIC of the same model".into(),
             ));
+        }
+        let fid = self.nic.fabric.inner.id;
+        if send_cq.inner.fabric != fid || recv_cq.inner.fabric != fid {
+            return Err(SimError::InvalidArgument(
+                "CQs must belong to the QP's fabric".into(),
+            ));
+        }
+        if self.nic.inner.model == Model::Mlx5 && init.sq_units > 1 << 15 {
+            return Err(SimError::InvalidArgument(format!(
+                "sq_units = {} exceeds 32768 WQEBBs: the mlx5 16-bit counters could not tell a full ring from an empty one",
+                init.sq_units
+            )));
         }
         let model = self.nic.inner.model;
         let rq_stride = match model {
@@ -681,6 +694,8 @@ impl Drop for Mr {
 }
 
 pub(crate) struct CqInner {
+    /// The fabric whose engine writes this CQ (one writer per CQ).
+    pub(crate) fabric: u64,
     pub(crate) cqn: u32,
     pub(crate) model: Model,
     pub(crate) mode: CqMode,

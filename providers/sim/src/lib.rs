@@ -21,7 +21,7 @@
 //! let fabric = Fabric::new(FabricConfig::default());
 //! let nic = fabric.add_nic(Model::Native);
 //! let pd = nic.alloc_pd();
-//! let cq = nic.create_cq(64, CqMode::Normal).unwrap();
+//! let cq = nic.create_cq(256, CqMode::Normal).unwrap();
 //! let qp = pd.create_qp(QpInit::default(), &cq, &cq).unwrap();
 //! qp.bring_up(&qp.endpoint()).unwrap(); // loopback
 //! let dst = pd.alloc_mr(64, Access::ALL);

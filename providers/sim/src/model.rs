@@ -90,14 +90,17 @@ pub(crate) struct Cpl {
     pub hw_opcode: u8,
 }
 
-/// Reads `len` bytes of the SQ ring starting at unit `pos`, unwrapping at the end.
+/// Copies `units` 64-byte units of the SQ ring starting at unit `pos` into `out`, unwrapping at
+/// the end. Queue memory is read with raw copies only (producers write other slots while the
+/// engine reads), and the WQE is decoded from this private copy, so its bytes cannot change
+/// between a check and a use.
 fn copy_ring(qp: &QpInner, pos: u64, units: u32, out: &mut Vec<u8>) {
     let entries = u64::from(qp.init.sq_units);
     out.clear();
-    for i in 0..u64::from(units) {
-        let slot = (pos + i) & (entries - 1);
-        let off = slot as usize * 64;
-        out.extend_from_slice(&qp.sq.as_slice()[off..off + 64]);
+    out.resize(units as usize * 64, 0);
+    for (i, chunk) in out.chunks_exact_mut(64).enumerate() {
+        let slot = (pos + i as u64) & (entries - 1);
+        qp.sq.read_into(slot as usize * 64, chunk);
     }
 }
 
@@ -123,7 +126,9 @@ fn fetch_native(
 ) -> Result<(), Malformed> {
     let entries = u64::from(qp.init.sq_units);
     let off = (pos & (entries - 1)) as usize * 64;
-    let h: NativeWqe = bytemuck::pod_read_unaligned(&qp.sq.as_slice()[off..off + 64]);
+    let mut head = [0u8; 64];
+    qp.sq.read_into(off, &mut head);
+    let h: NativeWqe = bytemuck::pod_read_unaligned(&head);
     let bad = |units: u32| Malformed {
         status: WcStatus::LocQpOpErr,
         units: units.clamp(1, qp.init.sq_units),
@@ -133,15 +138,16 @@ fn fetch_native(
     if units == 0 || units > native::MAX_UNITS || units > qp.init.sq_units {
         return Err(bad(1));
     }
-    let end = off + units as usize * 64;
-    let bytes: &[u8] = if end <= qp.sq.len() {
-        &qp.sq.as_slice()[off..end]
-    } else {
+    if units > 1 {
         copy_ring(qp, pos, units, scratch);
-        scratch
-    };
+    } else {
+        scratch.clear();
+        scratch.extend_from_slice(&head);
+    }
+    let bytes: &[u8] = scratch;
     op.units = units;
-    op.counter = h.counter;
+    // The device reports its own position (the header's `counter` must equal it).
+    op.counter = pos as u32;
     op.hw_opcode = h.opcode;
     op.signaled = h.flags & flags::SIGNALED != 0;
     op.fence = h.flags & flags::FENCE != 0;
@@ -260,19 +266,15 @@ fn fetch_mlx5(
 ) -> Result<(), Malformed> {
     let entries = u64::from(qp.init.sq_units);
     let off = (pos & (entries - 1)) as usize * 64;
-    let ctrl: m::CtrlSeg = bytemuck::pod_read_unaligned(&qp.sq.as_slice()[off..off + 16]);
+    let mut head = [0u8; 16];
+    qp.sq.read_into(off, &mut head);
+    let ctrl: m::CtrlSeg = bytemuck::pod_read_unaligned(&head);
     let ds = ctrl.qpn_ds.get() & 0x3f;
     let units = ds.div_ceil(4).clamp(1, 16).min(qp.init.sq_units);
-    let counter = (ctrl.opmod_idx_opcode.get() >> 8) & 0xffff;
-    // Parse in place when the WQE does not wrap; copy it out (unwrapped) when it does.
-    let end = off + units as usize * 64;
-    let bytes: &[u8] = if end <= qp.sq.len() {
-        &qp.sq.as_slice()[off..end]
-    } else {
-        copy_ring(qp, pos, units, scratch);
-        scratch
-    };
-    let w = WqeRepr::parse(bytes).map_err(|e| Malformed {
+    // A malformed WQE is reported with the engine's own position, not its (garbage) index.
+    let counter = (pos & 0xffff) as u32;
+    copy_ring(qp, pos, units, scratch);
+    let w = WqeRepr::parse(scratch).map_err(|e| Malformed {
         status: e.syndrome().wc_status(),
         units,
         counter,
@@ -401,7 +403,10 @@ pub(crate) fn fetch_recv(qp: &QpInner, pos: u64, out: &mut Vec<Sge>) -> Result<(
     out.clear();
     let slot = (pos & (u64::from(qp.init.rq_wqes) - 1)) as usize;
     let stride = qp.rq_stride as usize;
-    let wqe = &qp.rq.as_slice()[slot * stride..slot * stride + stride];
+    let mut wqe_buf = [0u8; 16 * 32];
+    let wqe = wqe_buf.get_mut(..stride).ok_or(())?;
+    qp.rq.read_into(slot * stride, wqe);
+    let wqe: &[u8] = wqe;
     match qp.nic.model {
         Model::Native => {
             let n = u32::from_le_bytes(wqe[..4].try_into().map_err(|_| ())?) as usize;
@@ -455,23 +460,23 @@ pub(crate) fn write_cqe(cq: &CqInner, c: &Cpl) -> bool {
     let prod = cq.prod.load(Ordering::Relaxed);
     let collapsed = cq.mode == CqMode::Collapsed;
     if !collapsed {
-        let ci = match cq.model {
-            // SAFETY: the CQ's consumer word (8-byte aligned, owned by the CQ).
-            Model::Native => unsafe { mmio::load_u64_acquire(cq.dbrec.addr() as *const u64) },
+        // CQEs the consumer has not released yet, from its (untrusted) consumer index. Any value
+        // is handled without arithmetic that can fail; an index "ahead" of the producer is as
+        // wrong as a full ring, and both are an overrun.
+        let outstanding = match cq.model {
+            Model::Native => {
+                // SAFETY: the CQ's consumer word (8-byte aligned, owned by the CQ).
+                let ci = unsafe { mmio::load_u64_acquire(cq.dbrec.addr() as *const u64) };
+                (prod as u32).wrapping_sub(ci as u32)
+            }
             Model::Mlx5 => {
                 // SAFETY: word 0 of the CQ doorbell record.
                 let w =
-                    u32::from_be(unsafe { mmio::load_u32_acquire(cq.dbrec.addr() as *const u32) })
-                        & 0x00ff_ffff;
-                prod - ((prod.wrapping_sub(u64::from(w))) & 0x00ff_ffff)
+                    u32::from_be(unsafe { mmio::load_u32_acquire(cq.dbrec.addr() as *const u32) });
+                (prod as u32).wrapping_sub(w) & 0x00ff_ffff
             }
         };
-        let ci = if cq.model == Model::Native {
-            prod - (prod.wrapping_sub(ci) & 0xffff_ffff)
-        } else {
-            ci
-        };
-        if prod.wrapping_sub(ci) >= u64::from(cq.entries) {
+        if outstanding >= cq.entries {
             cq.overrun.store(true, Ordering::Release);
             return false;
         }
@@ -514,13 +519,17 @@ pub(crate) fn write_cqe(cq: &CqInner, c: &Cpl) -> bool {
                 native::wire::owner_for(prod as u32, log2)
             };
             n.owner = 0;
-            let bytes = bytemuck::bytes_of(&n);
-            // SAFETY: the slot is inside the CQ buffer; the owner byte is published last with
-            // release so a poller never sees a half-written CQE.
+            n.reserved_20[0] = (prod as u8).wrapping_add(1); // generation (collapsed CQs)
+            // SAFETY: the slot is inside the CQ buffer.
             unsafe {
-                mmio::dma_copy(addr as *mut u8, bytes.as_ptr(), 31);
-                mmio::store_u8_release((addr + 31) as *mut u8, owner);
-            }
+                publish_cqe(
+                    addr,
+                    bytemuck::bytes_of(&n),
+                    31,
+                    owner,
+                    collapsed.then_some(0),
+                )
+            };
         }
         Model::Mlx5 => {
             let addr = cq.buf.addr() + slot * 64;
@@ -551,17 +560,43 @@ pub(crate) fn write_cqe(cq: &CqInner, c: &Cpl) -> bool {
                 error: (!c.status.is_ok())
                     .then(|| (syndrome_for(c.status), c.status.as_raw() as u8)),
             };
-            let e = r.emit();
+            let mut e = r.emit();
+            e.signature = (prod as u8).wrapping_add(1); // generation (collapsed CQs)
             let bytes = bytemuck::bytes_of(&e);
-            // SAFETY: as above; `op_own` (byte 63) last.
+            // SAFETY: as above; `op_own` is byte 63.
             unsafe {
-                mmio::dma_copy(addr as *mut u8, bytes.as_ptr(), 63);
-                mmio::store_u8_release((addr + 63) as *mut u8, bytes[63]);
-            }
+                publish_cqe(
+                    addr,
+                    bytes,
+                    63,
+                    bytes[63],
+                    collapsed.then_some(m::cqe64::OP_OWN_INVALID),
+                )
+            };
         }
     }
     cq.prod.store(prod + 1, Ordering::Release);
     true
+}
+
+/// Writes a CQE body and publishes its ownership byte (at `owner_at`) last, with release.
+///
+/// A collapsed CQ rewrites a slot the consumer may be reading: the ownership byte is first set
+/// to `invalidate` and the body carries a new generation byte, so a reader that re-checks both
+/// after reading (see the providers' `poll_collapsed`) never accepts a torn CQE.
+///
+/// # Safety
+/// `addr` must be a CQE slot of `bytes.len()` bytes inside a live CQ buffer.
+unsafe fn publish_cqe(addr: u64, bytes: &[u8], owner_at: usize, owner: u8, invalidate: Option<u8>) {
+    // SAFETY: `addr + owner_at` is inside the slot (caller).
+    unsafe {
+        if let Some(inv) = invalidate {
+            mmio::store_u8_release((addr + owner_at as u64) as *mut u8, inv);
+            mmio::dma_publish();
+        }
+        mmio::dma_copy(addr as *mut u8, bytes.as_ptr(), owner_at);
+        mmio::store_u8_release((addr + owner_at as u64) as *mut u8, owner);
+    }
 }
 
 /// The bytes an atomic's old value is returned in.

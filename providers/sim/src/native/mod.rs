@@ -528,14 +528,23 @@ impl Provider for Sim {
         progress: &mut CollapsedProgress,
         rung: u64,
     ) -> Result<Option<WorkCompletion>, OutOfWindow> {
+        let own = cq.buf.wrapping_add(31) as *const u8;
+        let gen_at = cq.buf.wrapping_add(20) as *const u8;
         // SAFETY: slot 0 of the caller's CQ.
-        let owner = unsafe { mmio::load_u8_acquire(cq.buf.wrapping_add(31) as *const u8) };
-        if owner == 0 {
+        let (o1, g1) = unsafe { (mmio::load_u8_acquire(own), mmio::load_u8_acquire(gen_at)) };
+        if o1 == 0 {
             return Ok(None);
         }
         mmio::dma_read_barrier();
         // SAFETY: as above.
         let c = unsafe { mmio::read_seg(cq.buf as *const NativeCqe) };
+        // Rewritten in place: accept only a CQE that did not change while it was read.
+        mmio::dma_read_barrier();
+        // SAFETY: as above.
+        let (o2, g2) = unsafe { (mmio::load_u8_acquire(own), mmio::load_u8_acquire(gen_at)) };
+        if o1 != o2 || g1 != g2 {
+            return Ok(None);
+        }
         let before = progress.complete_below();
         progress.observe(c.counter, rung)?;
         Ok((progress.complete_below() != before).then(|| c.completion()))
