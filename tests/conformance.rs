@@ -888,8 +888,7 @@ fn misuse_is_contained<P: SimModel>() {
     );
     assert_eq!(raw.wait(1)[0].status, WcStatus::LocProtErr);
     assert_eq!(t.b.state(), QpState::Rts);
-    let t_ok = t.raw_a(); // a fresh QP is needed on the requester side: the old one is in Error
-    drop(t_ok);
+    // A fresh requester QP (the old one is in Error) sends to the same responder.
     let cq = t.pd_a.nic().create_cq(64, CqMode::Normal).unwrap();
     let a2 = t.pd_a.create_qp(QpInit::default(), &cq, &cq).unwrap();
     a2.bring_up(&t.b.endpoint()).unwrap();
