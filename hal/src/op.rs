@@ -41,6 +41,19 @@ bitflags::bitflags! {
     }
 }
 
+impl SendFlags {
+    /// `SIGNALED` if `C` is [`Signaled`], else no flags.
+    #[inline(always)]
+    #[must_use]
+    pub const fn for_completion<C: Completion>() -> Self {
+        if C::SIGNALED {
+            Self::SIGNALED
+        } else {
+            Self::empty()
+        }
+    }
+}
+
 /// Whether a request generates a completion — a compile-time choice for device code.
 pub trait Completion: Copy + 'static {
     /// True when a CQE is generated on success.

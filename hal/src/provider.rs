@@ -80,6 +80,62 @@ impl crate::error::Error for PostError {
     }
 }
 
+/// The checks every provider makes before posting: ring geometry, inline length against
+/// `max_inline` (already capped by the format), gather entries against the QP, atomic widths
+/// (standard CS/FA are 8 bytes; masked ones 4 or 8). Returns the number of gather entries.
+pub fn check_common(
+    wq: &WqHandle,
+    wr: &WorkRequest<'_>,
+    max_inline: u32,
+) -> Result<usize, PostError> {
+    use crate::op::Payload;
+    if wq.ring().is_none() {
+        return Err(PostError::BadRing);
+    }
+    let n = match wr {
+        WorkRequest::Write {
+            payload: Payload::Inline(d),
+            ..
+        }
+        | WorkRequest::Send {
+            payload: Payload::Inline(d),
+            ..
+        } => {
+            if d.len() > max_inline as usize {
+                return Err(PostError::InlineTooLong {
+                    len: d.len(),
+                    max: max_inline,
+                });
+            }
+            0
+        }
+        WorkRequest::Write {
+            payload: Payload::Sges(s),
+            ..
+        }
+        | WorkRequest::Send {
+            payload: Payload::Sges(s),
+            ..
+        }
+        | WorkRequest::Read { sges: s, .. } => s.len(),
+        WorkRequest::Atomic { op, bytes, .. } => {
+            let ok = match op {
+                AtomicOp::CompareSwap { .. } | AtomicOp::FetchAdd { .. } => *bytes == 8,
+                _ => *bytes == 4 || *bytes == 8,
+            };
+            if !ok {
+                return Err(PostError::BadAtomicWidth(*bytes));
+            }
+            1
+        }
+        WorkRequest::Nop => 0,
+    };
+    if n > wq.max_sge as usize {
+        return Err(PostError::TooManySges { n, max: wq.max_sge });
+    }
+    Ok(n)
+}
+
 /// A NIC family's data path.
 pub trait Provider: Copy + Send + Sync + 'static {
     /// Short name (`"mlx5"`, `"bnxt"`, `"sim"`).

@@ -410,54 +410,7 @@ impl Provider for Mlx5 {
     }
 
     fn check(wq: &WqHandle, wr: &WorkRequest<'_>) -> Result<u32, PostError> {
-        if wq.ring().is_none() {
-            return Err(PostError::BadRing);
-        }
-        let max_inline = wq.max_inline.min(Self::MAX_INLINE_BYTES);
-        let sges = match wr {
-            WorkRequest::Write {
-                payload: Payload::Inline(d),
-                ..
-            }
-            | WorkRequest::Send {
-                payload: Payload::Inline(d),
-                ..
-            } => {
-                if d.len() > max_inline as usize {
-                    return Err(PostError::InlineTooLong {
-                        len: d.len(),
-                        max: max_inline,
-                    });
-                }
-                0
-            }
-            WorkRequest::Write {
-                payload: Payload::Sges(s),
-                ..
-            }
-            | WorkRequest::Send {
-                payload: Payload::Sges(s),
-                ..
-            }
-            | WorkRequest::Read { sges: s, .. } => s.len(),
-            WorkRequest::Atomic { op, bytes, .. } => {
-                let ok = match op {
-                    AtomicOp::CompareSwap { .. } | AtomicOp::FetchAdd { .. } => *bytes == 8,
-                    _ => *bytes == 4 || *bytes == 8,
-                };
-                if !ok {
-                    return Err(PostError::BadAtomicWidth(*bytes));
-                }
-                1
-            }
-            WorkRequest::Nop => 0,
-        };
-        if sges > wq.max_sge as usize {
-            return Err(PostError::TooManySges {
-                n: sges,
-                max: wq.max_sge,
-            });
-        }
+        gda_hal::provider::check_common(wq, wr, wq.max_inline.min(Self::MAX_INLINE_BYTES))?;
         let ds = ds_for(wr);
         let units = wqebbs_for_ds(ds);
         if ds > MAX_DS || units > wq.entries {

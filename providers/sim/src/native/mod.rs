@@ -270,49 +270,9 @@ impl Provider for Sim {
     }
 
     fn check(wq: &WqHandle, wr: &WorkRequest<'_>) -> Result<u32, PostError> {
-        if wq.ring().is_none() {
-            return Err(PostError::BadRing);
-        }
-        let max_inline = wq.max_inline.min(Self::MAX_INLINE_BYTES);
-        let nsge = match wr {
-            WorkRequest::Write {
-                payload: Payload::Inline(d),
-                ..
-            }
-            | WorkRequest::Send {
-                payload: Payload::Inline(d),
-                ..
-            } => {
-                if d.len() > max_inline as usize {
-                    return Err(PostError::InlineTooLong {
-                        len: d.len(),
-                        max: max_inline,
-                    });
-                }
-                0
-            }
-            WorkRequest::Write {
-                payload: Payload::Sges(s),
-                ..
-            }
-            | WorkRequest::Send {
-                payload: Payload::Sges(s),
-                ..
-            }
-            | WorkRequest::Read { sges: s, .. } => s.len(),
-            WorkRequest::Atomic { bytes, op, .. } => {
-                let ok = match op {
-                    AtomicOp::CompareSwap { .. } | AtomicOp::FetchAdd { .. } => *bytes == 8,
-                    _ => *bytes == 4 || *bytes == 8,
-                };
-                if !ok {
-                    return Err(PostError::BadAtomicWidth(*bytes));
-                }
-                1
-            }
-            WorkRequest::Nop => 0,
-        };
-        if nsge > wq.max_sge as usize || nsge > 1 + 4 * (MAX_UNITS as usize - 1) {
+        let nsge =
+            gda_hal::provider::check_common(wq, wr, wq.max_inline.min(Self::MAX_INLINE_BYTES))?;
+        if nsge > 1 + 4 * (MAX_UNITS as usize - 1) {
             return Err(PostError::TooManySges {
                 n: nsge,
                 max: wq.max_sge,
@@ -339,11 +299,7 @@ impl Provider for Sim {
         remote: Remote,
         sges: &[Sge; N],
     ) -> Posted {
-        let f = if C::SIGNALED {
-            SendFlags::SIGNALED
-        } else {
-            SendFlags::empty()
-        };
+        let f = SendFlags::for_completion::<C>();
         // SAFETY: forwarded.
         unsafe {
             write(
@@ -365,11 +321,7 @@ impl Provider for Sim {
         remote: Remote,
         data: &[u8; LEN],
     ) -> Posted {
-        let f = if C::SIGNALED {
-            SendFlags::SIGNALED
-        } else {
-            SendFlags::empty()
-        };
+        let f = SendFlags::for_completion::<C>();
         // SAFETY: forwarded.
         unsafe {
             write(
@@ -391,11 +343,7 @@ impl Provider for Sim {
         remote: Remote,
         sges: &[Sge; N],
     ) -> Posted {
-        let f = if C::SIGNALED {
-            SendFlags::SIGNALED
-        } else {
-            SendFlags::empty()
-        };
+        let f = SendFlags::for_completion::<C>();
         // SAFETY: forwarded.
         unsafe { write(wq, at, &WorkRequest::Read { remote, sges }, f) }
     }
@@ -406,11 +354,7 @@ impl Provider for Sim {
         sges: &[Sge; N],
         imm: Option<u32>,
     ) -> Posted {
-        let f = if C::SIGNALED {
-            SendFlags::SIGNALED
-        } else {
-            SendFlags::empty()
-        };
+        let f = SendFlags::for_completion::<C>();
         // SAFETY: forwarded.
         unsafe {
             write(
@@ -432,11 +376,7 @@ impl Provider for Sim {
         local: Sge,
         op: AtomicOp,
     ) -> Posted {
-        let f = if C::SIGNALED {
-            SendFlags::SIGNALED
-        } else {
-            SendFlags::empty()
-        };
+        let f = SendFlags::for_completion::<C>();
         // SAFETY: forwarded.
         unsafe {
             write(
@@ -454,11 +394,7 @@ impl Provider for Sim {
     }
 
     unsafe fn post_nop<C: Completion>(wq: &WqHandle, at: ProdIdx) -> Posted {
-        let f = if C::SIGNALED {
-            SendFlags::SIGNALED
-        } else {
-            SendFlags::empty()
-        };
+        let f = SendFlags::for_completion::<C>();
         // SAFETY: forwarded.
         unsafe { write(wq, at, &WorkRequest::Nop, f) }
     }
