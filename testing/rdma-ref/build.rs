@@ -74,7 +74,53 @@ fn main() {
     let lib = out.join("libmlx5ref.a");
     let _ = std::fs::remove_file(&lib);
     run(Command::new("ar").arg("rcs").arg(&lib).arg(&merged));
+    // The same for rdma-core's bnxt_re provider (verbs.c, db.c, memory.c), csrc/bnxt/.
+    let bgen = out.join("bnxt-gen");
+    run(Command::new("sh")
+        .arg(here.join("csrc/bnxt/gen_headers.sh"))
+        .arg(&vendor)
+        .arg(&bgen));
+    let bobjects = cc::Build::new()
+        .file(here.join("csrc/bnxt/harness.c"))
+        .file(here.join("csrc/bnxt/stubs.c"))
+        .include(&bgen)
+        .flag(format!(
+            "-iquote{}",
+            vendor.join("providers/bnxt_re").display()
+        ))
+        .flag(format!("-iquote{}", here.join("csrc/bnxt").display()))
+        .flag("-std=gnu11")
+        .define("_GNU_SOURCE", None)
+        .flag("-fno-strict-aliasing")
+        .flag("-Wno-unused-function")
+        .opt_level(2)
+        .warnings(false)
+        .out_dir(out.join("bnxt-obj"))
+        .compile_intermediates();
+    let bmerged = out.join("bnxtref.o");
+    run(Command::new("ld")
+        .arg("-r")
+        .args(&bobjects)
+        .arg("-o")
+        .arg(&bmerged));
+    let mut oc = Command::new("objcopy");
+    for sym in [
+        "bref_post_send",
+        "bref_post_send_n",
+        "bref_post_recv",
+        "bref_poll_cq",
+        "bref_db",
+        "bref_geometry",
+    ] {
+        oc.arg(format!("--keep-global-symbol={sym}"));
+    }
+    run(oc.arg(&bmerged));
+    let blib = out.join("libbnxtref.a");
+    let _ = std::fs::remove_file(&blib);
+    run(Command::new("ar").arg("rcs").arg(&blib).arg(&bmerged));
+
     println!("cargo:rustc-link-search=native={}", out.display());
     println!("cargo:rustc-link-lib=static=mlx5ref");
+    println!("cargo:rustc-link-lib=static=bnxtref");
     println!("cargo:rustc-link-lib=pthread");
 }

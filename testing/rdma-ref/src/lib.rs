@@ -271,4 +271,5 @@ mod tests {
     }
 }
 
+pub mod bnxt;
 pub mod case;
