@@ -34,6 +34,46 @@
 #[cfg(feature = "std")]
 extern crate std;
 
+/// Declares a hardware code enum (opcode, status, syndrome) over a `u8` with a lossless
+/// `Unknown(u8)` arm: `from_raw` never fails and `from_raw(x).raw() == x` for every byte.
+#[macro_export]
+macro_rules! raw_enum {
+    ($(#[$m:meta])* $name:ident { $($(#[$vm:meta])* $v:ident = $n:expr),* $(,)? }) => {
+        $(#[$m])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum $name {
+            $($(#[$vm])* $v,)*
+            /// A value gda does not name (kept as is).
+            Unknown(u8),
+        }
+
+        impl $name {
+            /// Every named value.
+            pub const NAMED: &'static [Self] = &[$(Self::$v),*];
+
+            /// Decodes a raw byte (never fails).
+            #[inline(always)]
+            #[must_use]
+            pub const fn from_raw(raw: u8) -> Self {
+                match raw {
+                    $($n => Self::$v,)*
+                    other => Self::Unknown(other),
+                }
+            }
+
+            /// The raw byte.
+            #[inline(always)]
+            #[must_use]
+            pub const fn raw(self) -> u8 {
+                match self {
+                    $(Self::$v => $n,)*
+                    Self::Unknown(other) => other,
+                }
+            }
+        }
+    };
+}
+
 pub mod bits;
 pub mod endian;
 pub mod error;

@@ -3,41 +3,7 @@
 
 use gda_hal::WcStatus;
 
-macro_rules! raw_enum {
-    ($(#[$m:meta])* $name:ident { $($(#[$vm:meta])* $v:ident = $n:expr),* $(,)? }) => {
-        $(#[$m])*
-        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-        pub enum $name {
-            $($(#[$vm])* $v,)*
-            /// A value gda does not name (kept as is).
-            Unknown(u8),
-        }
-
-        impl $name {
-            /// Decodes a raw byte (never fails).
-            #[inline(always)]
-            #[must_use]
-            pub const fn from_raw(raw: u8) -> Self {
-                match raw {
-                    $($n => Self::$v,)*
-                    other => Self::Unknown(other),
-                }
-            }
-
-            /// The raw byte.
-            #[inline(always)]
-            #[must_use]
-            pub const fn raw(self) -> u8 {
-                match self {
-                    $(Self::$v => $n,)*
-                    Self::Unknown(other) => other,
-                }
-            }
-        }
-    };
-}
-
-raw_enum!(
+gda_hal::raw_enum!(
     /// WQE type (`rsv_ws_fl_wt` bits 7..0).
     WqeType {
         /// SEND.
@@ -67,7 +33,7 @@ raw_enum!(
     }
 );
 
-raw_enum!(
+gda_hal::raw_enum!(
     /// CQE type (`bcqe` bits 4..1).
     CqeType {
         /// Requester completion.
@@ -85,7 +51,7 @@ raw_enum!(
     }
 );
 
-raw_enum!(
+gda_hal::raw_enum!(
     /// Requester CQE status.
     ReqStatus {
         /// Success.
@@ -115,7 +81,7 @@ raw_enum!(
     }
 );
 
-raw_enum!(
+gda_hal::raw_enum!(
     /// Responder CQE status (the table differs from the requester's).
     RespStatus {
         /// Success.

@@ -5,44 +5,7 @@
 
 use gda_hal::WcStatus;
 
-macro_rules! raw_enum {
-    ($(#[$m:meta])* $name:ident { $($(#[$vm:meta])* $v:ident = $n:expr),* $(,)? }) => {
-        $(#[$m])*
-        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-        pub enum $name {
-            $($(#[$vm])* $v,)*
-            /// A value gda does not name (kept as is).
-            Unknown(u8),
-        }
-
-        impl $name {
-            /// Every named value.
-            pub const NAMED: &'static [Self] = &[$(Self::$v),*];
-
-            /// Decodes a raw byte (never fails).
-            #[inline(always)]
-            #[must_use]
-            pub const fn from_raw(raw: u8) -> Self {
-                match raw {
-                    $($n => Self::$v,)*
-                    other => Self::Unknown(other),
-                }
-            }
-
-            /// The raw byte.
-            #[inline(always)]
-            #[must_use]
-            pub const fn raw(self) -> u8 {
-                match self {
-                    $(Self::$v => $n,)*
-                    Self::Unknown(other) => other,
-                }
-            }
-        }
-    };
-}
-
-raw_enum!(
+gda_hal::raw_enum!(
     /// Send WQE opcode (`opmod_idx_opcode` bits 7..0).
     Opcode {
         /// No operation.
@@ -72,7 +35,7 @@ raw_enum!(
     }
 );
 
-raw_enum!(
+gda_hal::raw_enum!(
     /// CQE opcode (`op_own` bits 7..4).
     CqeOpcode {
         /// Requester (send-queue) completion.
@@ -100,7 +63,7 @@ raw_enum!(
     }
 );
 
-raw_enum!(
+gda_hal::raw_enum!(
     /// Error-CQE syndrome (`mlx5_err_cqe.syndrome`).
     Syndrome {
         /// Local length error.
