@@ -9,7 +9,7 @@
 
 use crate::handle::{CqHandle, Posted, WorkCompletion, WqHandle};
 use crate::index::ProdIdx;
-use crate::op::{AtomicOp, AtomicWidth, Completion, Remote, SendFlags, Sge, WorkRequest};
+use crate::op::{AtomicOp, AtomicWidth, Completion, Payload, Remote, SendFlags, Sge, WorkRequest};
 use crate::progress::{CollapsedProgress, OutOfWindow};
 
 /// Why a work request cannot be posted on a queue (found by [`Provider::check`]).
@@ -88,7 +88,6 @@ pub fn check_common(
     wr: &WorkRequest<'_>,
     max_inline: u32,
 ) -> Result<usize, PostError> {
-    use crate::op::Payload;
     if wq.ring().is_none() {
         return Err(PostError::BadRing);
     }
@@ -177,63 +176,144 @@ pub trait Provider: Copy + Send + Sync + 'static {
     ///
     /// # Safety
     /// As [`Provider::post`].
+    #[inline(always)]
     unsafe fn post_write<C: Completion, const N: usize>(
         wq: &WqHandle,
         at: ProdIdx,
         remote: Remote,
         sges: &[Sge; N],
-    ) -> Posted;
+    ) -> Posted {
+        // SAFETY: forwarded from the caller. The request is a constant of the call site, so
+        // `post`'s dispatch on it folds away after inlining.
+        unsafe {
+            Self::post(
+                wq,
+                at,
+                &WorkRequest::Write {
+                    remote,
+                    payload: Payload::Sges(sges),
+                    imm: None,
+                },
+                SendFlags::for_completion::<C>(),
+            )
+        }
+    }
 
     /// RDMA WRITE of `LEN` inline bytes (`LEN` known at compile time).
     ///
     /// # Safety
     /// As [`Provider::post`]; `LEN <= wq.max_inline`.
+    #[inline(always)]
     unsafe fn post_write_inline<C: Completion, const LEN: usize>(
         wq: &WqHandle,
         at: ProdIdx,
         remote: Remote,
         data: &[u8; LEN],
-    ) -> Posted;
+    ) -> Posted {
+        // SAFETY: forwarded from the caller. The request is a constant of the call site, so
+        // `post`'s dispatch on it folds away after inlining.
+        unsafe {
+            Self::post(
+                wq,
+                at,
+                &WorkRequest::Write {
+                    remote,
+                    payload: Payload::Inline(data),
+                    imm: None,
+                },
+                SendFlags::for_completion::<C>(),
+            )
+        }
+    }
 
     /// RDMA READ into `N` local gather entries.
     ///
     /// # Safety
     /// As [`Provider::post`].
+    #[inline(always)]
     unsafe fn post_read<C: Completion, const N: usize>(
         wq: &WqHandle,
         at: ProdIdx,
         remote: Remote,
         sges: &[Sge; N],
-    ) -> Posted;
+    ) -> Posted {
+        // SAFETY: forwarded from the caller. The request is a constant of the call site, so
+        // `post`'s dispatch on it folds away after inlining.
+        unsafe {
+            Self::post(
+                wq,
+                at,
+                &WorkRequest::Read { remote, sges },
+                SendFlags::for_completion::<C>(),
+            )
+        }
+    }
 
     /// SEND of `N` gather entries, with an immediate if `imm` is set.
     ///
     /// # Safety
     /// As [`Provider::post`].
+    #[inline(always)]
     unsafe fn post_send<C: Completion, const N: usize>(
         wq: &WqHandle,
         at: ProdIdx,
         sges: &[Sge; N],
         imm: Option<u32>,
-    ) -> Posted;
+    ) -> Posted {
+        // SAFETY: forwarded from the caller. The request is a constant of the call site, so
+        // `post`'s dispatch on it folds away after inlining.
+        unsafe {
+            Self::post(
+                wq,
+                at,
+                &WorkRequest::Send {
+                    payload: Payload::Sges(sges),
+                    imm,
+                },
+                SendFlags::for_completion::<C>(),
+            )
+        }
+    }
 
     /// An atomic of width `W`; the old value is written to `local`.
     ///
     /// # Safety
     /// As [`Provider::post`]; `remote.addr` aligned to `W::BYTES`.
+    #[inline(always)]
     unsafe fn post_atomic<C: Completion, W: AtomicWidth>(
         wq: &WqHandle,
         at: ProdIdx,
         remote: Remote,
         local: Sge,
         op: AtomicOp,
-    ) -> Posted;
+    ) -> Posted {
+        // SAFETY: forwarded from the caller. The request is a constant of the call site, so
+        // `post`'s dispatch on it folds away after inlining.
+        unsafe {
+            Self::post(
+                wq,
+                at,
+                &WorkRequest::Atomic {
+                    remote,
+                    local,
+                    op,
+                    bytes: W::BYTES,
+                },
+                SendFlags::for_completion::<C>(),
+            )
+        }
+    }
 
     /// A NOP (one unit; completes in order, useful as a signalled marker).
     ///
     /// # Safety
     /// As [`Provider::post`].
-    unsafe fn post_nop<C: Completion>(wq: &WqHandle, at: ProdIdx) -> Posted;
+    #[inline(always)]
+    unsafe fn post_nop<C: Completion>(wq: &WqHandle, at: ProdIdx) -> Posted {
+        // SAFETY: forwarded from the caller. The request is a constant of the call site, so
+        // `post`'s dispatch on it folds away after inlining.
+        unsafe { Self::post(wq, at, &WorkRequest::Nop, SendFlags::for_completion::<C>()) }
+    }
 
     /// Publishes the WQEs up to `posted.next` and rings the doorbell: release fence, doorbell
     /// record, doorbell register. Callers ring in producer order (one producer at a time per QP).

@@ -5,7 +5,7 @@
 //! headers rdma-core's own CMake build would generate. See `csrc/NOTES.md`.
 
 use std::env;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn run(cmd: &mut Command) {
@@ -13,6 +13,55 @@ fn run(cmd: &mut Command) {
         .status()
         .unwrap_or_else(|e| panic!("failed to start {cmd:?}: {e}"));
     assert!(status.success(), "{cmd:?} failed with {status}");
+}
+
+struct Paths<'a> {
+    vendor: &'a Path,
+    out: &'a Path,
+    here: &'a Path,
+}
+
+impl Paths<'_> {
+    /// Builds `lib<name>.a` from `<dir>/harness.c` + `<dir>/stubs.c` against the provider source
+    /// in `<vendor>/<provider>`, with headers laid out by `<dir>/gen_headers.sh`. The result is
+    /// one relocatable object with every symbol but `keep` made local, so the provider's own
+    /// functions and the aborting stubs can never interpose on a real rdma-core library.
+    fn harness(&self, name: &str, dir: &str, provider: &str, keep: &[&str]) {
+        let src = self.here.join(dir);
+        let gen_dir = self.out.join(format!("{name}-gen"));
+        run(Command::new("sh")
+            .arg(src.join("gen_headers.sh"))
+            .arg(self.vendor)
+            .arg(&gen_dir));
+        let objects = cc::Build::new()
+            .file(src.join("harness.c"))
+            .file(src.join("stubs.c"))
+            .include(&gen_dir)
+            .flag(format!("-iquote{}", self.vendor.join(provider).display()))
+            .flag(format!("-iquote{}", src.display()))
+            .flag("-std=gnu11")
+            .define("_GNU_SOURCE", None)
+            .flag("-fno-strict-aliasing")
+            .flag("-Wno-unused-function")
+            .opt_level(2)
+            .warnings(false)
+            .out_dir(self.out.join(format!("{name}-obj")))
+            .compile_intermediates();
+        let merged = self.out.join(format!("{name}.o"));
+        run(Command::new("ld")
+            .arg("-r")
+            .args(&objects)
+            .arg("-o")
+            .arg(&merged));
+        let mut oc = Command::new("objcopy");
+        for sym in keep {
+            oc.arg(format!("--keep-global-symbol={sym}"));
+        }
+        run(oc.arg(&merged));
+        let lib = self.out.join(format!("lib{name}.a"));
+        let _ = std::fs::remove_file(&lib);
+        run(Command::new("ar").arg("rcs").arg(&lib).arg(&merged));
+    }
 }
 
 fn main() {
@@ -30,94 +79,42 @@ fn main() {
         vendor.display()
     );
     let out = PathBuf::from(env::var("OUT_DIR").unwrap());
-    let gen_dir = out.join("gen");
     let here = PathBuf::from(env::var("CARGO_MANIFEST_DIR").unwrap());
 
     println!("cargo:rerun-if-changed=csrc");
-    run(Command::new("sh")
-        .arg(here.join("csrc/gen_headers.sh"))
-        .arg(&vendor)
-        .arg(&gen_dir));
-
-    let objects = cc::Build::new()
-        .file(here.join("csrc/harness.c"))
-        .file(here.join("csrc/stubs.c"))
-        .include(&gen_dir)
-        .flag(format!(
-            "-iquote{}",
-            vendor.join("providers/mlx5").display()
-        ))
-        .flag("-std=gnu11")
-        .define("_GNU_SOURCE", None)
-        .flag("-fno-strict-aliasing")
-        .flag("-Wno-unused-function")
-        .opt_level(2)
-        .warnings(false)
-        .compile_intermediates();
-
-    // One relocatable object with every symbol but the entry point made local, so qp.c's
-    // `mlx5_post_send`/`mlx5dv_*` and the aborting stubs can never interpose on a real libmlx5.
-    let merged = out.join("mlx5ref.o");
-    run(Command::new("ld")
-        .arg("-r")
-        .args(&objects)
-        .arg("-o")
-        .arg(&merged));
-    run(Command::new("objcopy")
-        .arg("--keep-global-symbol=ref_mlx5_post_send")
-        .arg("--keep-global-symbol=ref_mlx5_post_loop")
-        .arg("--keep-global-symbol=ref_mlx5dv_set_ctrl_seg")
-        .arg("--keep-global-symbol=ref_mlx5dv_set_data_seg")
-        .arg("--keep-global-symbol=ref_mlx5dv_cqe_fields")
-        .arg("--keep-global-symbol=ref_mlx5_layout")
-        .arg(&merged));
-    let lib = out.join("libmlx5ref.a");
-    let _ = std::fs::remove_file(&lib);
-    run(Command::new("ar").arg("rcs").arg(&lib).arg(&merged));
-    // The same for rdma-core's bnxt_re provider (verbs.c, db.c, memory.c), csrc/bnxt/.
-    let bgen = out.join("bnxt-gen");
-    run(Command::new("sh")
-        .arg(here.join("csrc/bnxt/gen_headers.sh"))
-        .arg(&vendor)
-        .arg(&bgen));
-    let bobjects = cc::Build::new()
-        .file(here.join("csrc/bnxt/harness.c"))
-        .file(here.join("csrc/bnxt/stubs.c"))
-        .include(&bgen)
-        .flag(format!(
-            "-iquote{}",
-            vendor.join("providers/bnxt_re").display()
-        ))
-        .flag(format!("-iquote{}", here.join("csrc/bnxt").display()))
-        .flag("-std=gnu11")
-        .define("_GNU_SOURCE", None)
-        .flag("-fno-strict-aliasing")
-        .flag("-Wno-unused-function")
-        .opt_level(2)
-        .warnings(false)
-        .out_dir(out.join("bnxt-obj"))
-        .compile_intermediates();
-    let bmerged = out.join("bnxtref.o");
-    run(Command::new("ld")
-        .arg("-r")
-        .args(&bobjects)
-        .arg("-o")
-        .arg(&bmerged));
-    let mut oc = Command::new("objcopy");
-    for sym in [
-        "bref_post_send",
-        "bref_post_send_n",
-        "bref_post_recv",
-        "bref_poll_cq",
-        "bref_db",
-        "bref_geometry",
-    ] {
-        oc.arg(format!("--keep-global-symbol={sym}"));
-    }
-    run(oc.arg(&bmerged));
-    let blib = out.join("libbnxtref.a");
-    let _ = std::fs::remove_file(&blib);
-    run(Command::new("ar").arg("rcs").arg(&blib).arg(&bmerged));
+    let paths = Paths {
+        vendor: &vendor,
+        out: &out,
+        here: &here,
+    };
+    // rdma-core's mlx5 provider (qp.c), csrc/.
+    paths.harness(
+        "mlx5ref",
+        "csrc",
+        "providers/mlx5",
+        &[
+            "ref_mlx5_post_send",
+            "ref_mlx5_post_loop",
+            "ref_mlx5dv_set_ctrl_seg",
+            "ref_mlx5dv_set_data_seg",
+            "ref_mlx5dv_cqe_fields",
+            "ref_mlx5_layout",
+        ],
+    );
+    // rdma-core's bnxt_re provider (verbs.c, db.c, memory.c), csrc/bnxt/.
+    paths.harness(
+        "bnxtref",
+        "csrc/bnxt",
+        "providers/bnxt_re",
+        &[
+            "bref_post_send",
+            "bref_post_send_n",
+            "bref_post_recv",
+            "bref_poll_cq",
+            "bref_db",
+            "bref_geometry",
+        ],
+    );
 
     println!("cargo:rustc-link-search=native={}", out.display());
     println!("cargo:rustc-link-lib=static=mlx5ref");

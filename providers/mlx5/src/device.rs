@@ -13,9 +13,9 @@
 //! BlueFlame halves and the optional whole-WQE BlueFlame copy.
 
 use gda_hal::{
-    AtomicOp, AtomicWidth, CollapsedProgress, Completion, CqHandle, OutOfWindow, Payload,
-    PostError, Posted, ProdIdx, Provider, Remote, SendFlags, Sge, WcOpcode, WcStatus,
-    WorkCompletion, WorkRequest, WqHandle, mmio,
+    AtomicOp, CollapsedProgress, CqHandle, OutOfWindow, Payload, PostError, Posted, ProdIdx,
+    Provider, Remote, SendFlags, Sge, WcOpcode, WcStatus, WorkCompletion, WorkRequest, WqHandle,
+    mmio,
 };
 
 use crate::wire::ctrl_seg::fm_ce_se;
@@ -35,12 +35,12 @@ const DS_PER_WQEBB: u32 = 4;
 /// 0x08, solicited → 0x02).
 #[inline(always)]
 #[must_use]
-pub const fn ctrl_flags(flags: SendFlags, signaled: bool) -> u8 {
+pub const fn ctrl_flags(flags: SendFlags) -> u8 {
     let mut f = 0;
     if flags.contains(SendFlags::FENCE) {
         f |= fm_ce_se::FENCE;
     }
-    if signaled || flags.contains(SendFlags::SIGNALED) {
+    if flags.contains(SendFlags::SIGNALED) {
         f |= fm_ce_se::CQ_UPDATE;
     }
     if flags.contains(SendFlags::SOLICITED) {
@@ -347,7 +347,7 @@ impl Mlx5 {
         wr: &WorkRequest<'_>,
         flags: SendFlags,
     ) -> Posted {
-        let fm = ctrl_flags(flags, false);
+        let fm = ctrl_flags(flags);
         // SAFETY: forwarded from the caller.
         unsafe {
             match *wr {
@@ -426,133 +426,6 @@ impl Provider for Mlx5 {
     unsafe fn post(wq: &WqHandle, at: ProdIdx, wr: &WorkRequest<'_>, flags: SendFlags) -> Posted {
         // SAFETY: forwarded from the caller.
         unsafe { Self::post_wr(wq, at, wr, flags) }
-    }
-
-    #[inline(always)]
-    unsafe fn post_write<C: Completion, const N: usize>(
-        wq: &WqHandle,
-        at: ProdIdx,
-        remote: Remote,
-        sges: &[Sge; N],
-    ) -> Posted {
-        // SAFETY: forwarded from the caller.
-        unsafe {
-            post_rdma_like(
-                wq,
-                at,
-                Opcode::RdmaWrite,
-                Some(remote),
-                &Payload::Sges(sges),
-                None,
-                ctrl_flags(SendFlags::empty(), C::SIGNALED),
-            )
-        }
-    }
-
-    #[inline(always)]
-    unsafe fn post_write_inline<C: Completion, const LEN: usize>(
-        wq: &WqHandle,
-        at: ProdIdx,
-        remote: Remote,
-        data: &[u8; LEN],
-    ) -> Posted {
-        // SAFETY: forwarded from the caller.
-        unsafe {
-            post_rdma_like(
-                wq,
-                at,
-                Opcode::RdmaWrite,
-                Some(remote),
-                &Payload::Inline(data),
-                None,
-                ctrl_flags(SendFlags::empty(), C::SIGNALED),
-            )
-        }
-    }
-
-    #[inline(always)]
-    unsafe fn post_read<C: Completion, const N: usize>(
-        wq: &WqHandle,
-        at: ProdIdx,
-        remote: Remote,
-        sges: &[Sge; N],
-    ) -> Posted {
-        // SAFETY: forwarded from the caller.
-        unsafe {
-            post_rdma_like(
-                wq,
-                at,
-                Opcode::RdmaRead,
-                Some(remote),
-                &Payload::Sges(sges),
-                None,
-                ctrl_flags(SendFlags::empty(), C::SIGNALED),
-            )
-        }
-    }
-
-    #[inline(always)]
-    unsafe fn post_send<C: Completion, const N: usize>(
-        wq: &WqHandle,
-        at: ProdIdx,
-        sges: &[Sge; N],
-        imm: Option<u32>,
-    ) -> Posted {
-        let op = if imm.is_some() {
-            Opcode::SendImm
-        } else {
-            Opcode::Send
-        };
-        // SAFETY: forwarded from the caller.
-        unsafe {
-            post_rdma_like(
-                wq,
-                at,
-                op,
-                None,
-                &Payload::Sges(sges),
-                imm,
-                ctrl_flags(SendFlags::empty(), C::SIGNALED),
-            )
-        }
-    }
-
-    #[inline(always)]
-    unsafe fn post_atomic<C: Completion, W: AtomicWidth>(
-        wq: &WqHandle,
-        at: ProdIdx,
-        remote: Remote,
-        local: Sge,
-        op: AtomicOp,
-    ) -> Posted {
-        // SAFETY: forwarded from the caller.
-        unsafe {
-            post_atomic_any(
-                wq,
-                at,
-                remote,
-                local,
-                &op,
-                W::BYTES,
-                ctrl_flags(SendFlags::empty(), C::SIGNALED),
-            )
-        }
-    }
-
-    #[inline(always)]
-    unsafe fn post_nop<C: Completion>(wq: &WqHandle, at: ProdIdx) -> Posted {
-        // SAFETY: forwarded from the caller.
-        unsafe {
-            put_ctrl(
-                wq,
-                at,
-                Opcode::Nop,
-                0,
-                1,
-                ctrl_flags(SendFlags::empty(), C::SIGNALED),
-                0,
-            )
-        }
     }
 
     /// NVSHMEM-style minimal doorbell: always at `wq.db` (no BlueFlame-half toggling); see

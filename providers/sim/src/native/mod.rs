@@ -15,9 +15,9 @@
 pub mod wire;
 
 use gda_hal::{
-    AtomicOp, AtomicWidth, CollapsedProgress, Completion, CqHandle, OutOfWindow, Payload,
-    PostError, Posted, ProdIdx, Provider, Remote, SendFlags, Sge, WcOpcode, WcStatus,
-    WorkCompletion, WorkRequest, WqHandle, mmio,
+    AtomicOp, CollapsedProgress, CqHandle, OutOfWindow, Payload, PostError, Posted, ProdIdx,
+    Provider, Remote, SendFlags, Sge, WcOpcode, WcStatus, WorkCompletion, WorkRequest, WqHandle,
+    mmio,
 };
 pub use wire::{NativeCqe, NativeOp, NativeSge, NativeWqe, flags};
 
@@ -291,112 +291,6 @@ impl Provider for Sim {
     unsafe fn post(wq: &WqHandle, at: ProdIdx, wr: &WorkRequest<'_>, flags: SendFlags) -> Posted {
         // SAFETY: forwarded.
         unsafe { write(wq, at, wr, flags) }
-    }
-
-    unsafe fn post_write<C: Completion, const N: usize>(
-        wq: &WqHandle,
-        at: ProdIdx,
-        remote: Remote,
-        sges: &[Sge; N],
-    ) -> Posted {
-        let f = SendFlags::for_completion::<C>();
-        // SAFETY: forwarded.
-        unsafe {
-            write(
-                wq,
-                at,
-                &WorkRequest::Write {
-                    remote,
-                    payload: Payload::Sges(sges),
-                    imm: None,
-                },
-                f,
-            )
-        }
-    }
-
-    unsafe fn post_write_inline<C: Completion, const LEN: usize>(
-        wq: &WqHandle,
-        at: ProdIdx,
-        remote: Remote,
-        data: &[u8; LEN],
-    ) -> Posted {
-        let f = SendFlags::for_completion::<C>();
-        // SAFETY: forwarded.
-        unsafe {
-            write(
-                wq,
-                at,
-                &WorkRequest::Write {
-                    remote,
-                    payload: Payload::Inline(data),
-                    imm: None,
-                },
-                f,
-            )
-        }
-    }
-
-    unsafe fn post_read<C: Completion, const N: usize>(
-        wq: &WqHandle,
-        at: ProdIdx,
-        remote: Remote,
-        sges: &[Sge; N],
-    ) -> Posted {
-        let f = SendFlags::for_completion::<C>();
-        // SAFETY: forwarded.
-        unsafe { write(wq, at, &WorkRequest::Read { remote, sges }, f) }
-    }
-
-    unsafe fn post_send<C: Completion, const N: usize>(
-        wq: &WqHandle,
-        at: ProdIdx,
-        sges: &[Sge; N],
-        imm: Option<u32>,
-    ) -> Posted {
-        let f = SendFlags::for_completion::<C>();
-        // SAFETY: forwarded.
-        unsafe {
-            write(
-                wq,
-                at,
-                &WorkRequest::Send {
-                    payload: Payload::Sges(sges),
-                    imm,
-                },
-                f,
-            )
-        }
-    }
-
-    unsafe fn post_atomic<C: Completion, W: AtomicWidth>(
-        wq: &WqHandle,
-        at: ProdIdx,
-        remote: Remote,
-        local: Sge,
-        op: AtomicOp,
-    ) -> Posted {
-        let f = SendFlags::for_completion::<C>();
-        // SAFETY: forwarded.
-        unsafe {
-            write(
-                wq,
-                at,
-                &WorkRequest::Atomic {
-                    remote,
-                    local,
-                    op,
-                    bytes: W::BYTES,
-                },
-                f,
-            )
-        }
-    }
-
-    unsafe fn post_nop<C: Completion>(wq: &WqHandle, at: ProdIdx) -> Posted {
-        let f = SendFlags::for_completion::<C>();
-        // SAFETY: forwarded.
-        unsafe { write(wq, at, &WorkRequest::Nop, f) }
     }
 
     unsafe fn ring_sq(wq: &WqHandle, posted: &Posted) {
