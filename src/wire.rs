@@ -185,7 +185,7 @@ pub fn decode(provider: &str, kind: Kind, input: &str) -> Result<Value, WireErro
 mod mlx5 {
     use super::*;
     use gda_hal::{
-        AtomicOp, Payload, ProdIdx, Provider, Remote, SendFlags, Sge, WorkRequest, WqHandle,
+        AtomicOp, Payload, Provider, Remote, SendFlags, Sge, SqPos, WorkRequest, WqHandle,
     };
     use gda_mlx5::Mlx5;
     use gda_mlx5::wire::{CqeRepr, PayloadRepr, WqeRepr};
@@ -369,12 +369,13 @@ mod mlx5 {
             max_inline: wr.max_inline_data.unwrap_or(Mlx5::MAX_INLINE_BYTES),
             max_sge: wr.max_send_sge.unwrap_or(30),
             bf_size: 0,
+            ..WqHandle::default()
         };
-        let units = Mlx5::check(&wq, &req)?;
+        let units = Mlx5::check(&wq, &req)?.units;
         // SAFETY: the ring, record and doorbell stand-in are owned here; `check` accepted the
         // request, so it fits the ring.
         let posted = unsafe {
-            let p = Mlx5::post(&wq, ProdIdx(wr.cur_post), &req, fl);
+            let p = Mlx5::post(&wq, SqPos::at_unit(wr.cur_post), &req, fl);
             Mlx5::ring_sq(&wq, &p);
             p
         };
@@ -395,7 +396,7 @@ mod mlx5 {
             "dbrec_snd": u32::from_be(dbrec[1]),
             "dbrec_bytes": hex::encode(dbrec[1].to_ne_bytes()),
             "doorbell": hex::encode(db[0].to_ne_bytes()),
-            "cur_post": posted.next.0,
+            "cur_post": posted.next.unit.0,
         }))
     }
 

@@ -316,9 +316,15 @@ fn nop_and_unsignaled_retirement<P: SimModel>() {
     let wcs = raw.wait(1);
     assert_eq!(wcs.len(), 1);
     assert_eq!(wcs[0].status, WcStatus::Success);
-    assert_eq!(
-        wcs[0].wqe_counter & ((1u64 << P::WQE_COUNTER_BITS.min(32)) - 1) as u32,
-        p.start.0 & ((1u64 << P::WQE_COUNTER_BITS.min(32)) - 1) as u32
+    // The completion names a unit inside the NOP (mlx5/sim: its first; bnxt: its last).
+    let unit = P::completed_unit(&raw.sq, &wcs[0]);
+    let bits = P::completion_bits(&raw.sq).min(31);
+    let mask = (1u32 << bits) - 1;
+    assert!(
+        (unit.wrapping_sub(p.start.unit.0) & mask) < p.next.unit.since(p.start.unit),
+        "completion counter {unit:#x} outside the NOP [{:?}, {:?})",
+        p.start.unit,
+        p.next.unit
     );
     assert!(
         raw.drain_for(Duration::from_millis(20)).is_empty(),
@@ -552,8 +558,8 @@ fn malformed_wqes_give_error_cqes<P: SimModel>() {
         // SAFETY: the ring belongs to this test's QP; unit 0 is free.
         unsafe { std::ptr::copy_nonoverlapping(garbage.as_ptr(), sq.buf as *mut u8, 64) };
         let posted = gda::hal::Posted {
-            start: gda::hal::ProdIdx(0),
-            next: gda::hal::ProdIdx(1),
+            start: gda::hal::SqPos::ZERO,
+            next: gda::hal::SqPos::at_unit(1),
             doorbell: if P::MODEL == gda::sim::Model::Mlx5 {
                 [garbage[0], garbage[1], garbage[2], garbage[3], 0, 0, 0, 1]
             } else {
@@ -563,7 +569,7 @@ fn malformed_wqes_give_error_cqes<P: SimModel>() {
         // SAFETY: the QP's doorbell record and register.
         unsafe { P::ring_sq(&sq, &posted) };
         let mut raw = t.raw_a();
-        raw.pos = 1;
+        raw.pos = gda::hal::SqPos::at_unit(1);
         let w = raw.wait(1);
         assert!(
             matches!(w[0].status, WcStatus::LocQpOpErr | WcStatus::LocLenErr),
@@ -854,8 +860,8 @@ fn misuse_is_contained<P: SimModel>() {
     );
     let sq = t.a.sq_handle();
     let p = gda::hal::Posted {
-        start: gda::hal::ProdIdx(0),
-        next: gda::hal::ProdIdx(40),
+        start: gda::hal::SqPos::ZERO,
+        next: gda::hal::SqPos::at_unit(40),
         doorbell: if P::MODEL == gda::sim::Model::Mlx5 {
             [0, 0, 0x27, 0, 0, 0, 0, 1]
         } else {
@@ -1091,7 +1097,7 @@ fn chaos_seed_reproduces_a_missing_fence<P: SimModel>() {
         // Both WQEs behind one doorbell, as a kernel batching its posts would do.
         // SAFETY: the QP's ring, record and doorbell; positions 0.. are free.
         unsafe {
-            let p = P::post(&sq, gda::hal::ProdIdx(0), &read, SendFlags::empty());
+            let p = P::post(&sq, gda::hal::SqPos::ZERO, &read, SendFlags::empty());
             let p = P::post(&sq, p.next, &write, SendFlags::SIGNALED);
             P::ring_sq(&sq, &p);
         }

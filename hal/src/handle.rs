@@ -30,6 +30,17 @@ pub struct WqHandle {
     pub max_sge: u32,
     /// BlueFlame half-register size in bytes; 0 means doorbell-only.
     pub bf_size: u32,
+    /// Address of the provider's per-WQE side table, or 0 (bnxt: the PSN/MSN table software
+    /// fills at post time for retransmission).
+    pub aux: u64,
+    /// Entries in the side table (bnxt MSN form: `msn_tbl_sz`, a power of two), or 0.
+    pub aux_entries: u32,
+    /// Provider-specific mode bits (bnxt: WQE mode and PSN-table form, see `gda_bnxt::Mode`).
+    pub mode: u32,
+    /// Path MTU in bytes, for providers that count packets (bnxt PSNs); 0 otherwise.
+    pub path_mtu: u32,
+    /// The QP's first send PSN (`rq_psn` of the peer); [`SqPos::psn`] counts from it.
+    pub start_psn: u32,
 }
 
 impl WqHandle {
@@ -60,14 +71,76 @@ pub struct CqHandle {
     pub collapsed: u32,
 }
 
+/// What one WQE consumes of its send queue.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[repr(C)]
+pub struct Cost {
+    /// Queue units (mlx5: WQEBBs; bnxt: 16-byte slots, or whole WQEs in the fixed-size modes).
+    pub units: u32,
+    /// Packets the message puts on the wire (bnxt PSN accounting; 0 for providers whose
+    /// [`crate::Provider::TRACKS_PSN`] is false).
+    pub packets: u32,
+}
+
+/// Where a WQE goes: three free-running counters that advance together, once per WQE.
+///
+/// Providers that need the message number or the PSN (bnxt fills a PSN/MSN-table entry per
+/// WQE) get them from here; the posting protocol advances all three with one atomic operation
+/// so concurrent producers always see a consistent triple (`sq::Counters::reserve`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[repr(C)]
+pub struct SqPos {
+    /// Position of the WQE's first unit.
+    pub unit: ProdIdx,
+    /// WQEs posted before this one. Providers use it modulo a power of two of at most 2^16.
+    pub msg: u32,
+    /// Packets posted before this one, modulo 2^24, counted from [`WqHandle::start_psn`].
+    pub psn: u32,
+}
+
+impl SqPos {
+    /// The start of a queue.
+    pub const ZERO: Self = Self {
+        unit: ProdIdx(0),
+        msg: 0,
+        psn: 0,
+    };
+
+    /// A position known only by its unit counter (enough for providers that do not track
+    /// PSNs: mlx5, sim).
+    #[inline(always)]
+    #[must_use]
+    pub const fn at_unit(unit: u32) -> Self {
+        Self {
+            unit: ProdIdx(unit),
+            msg: 0,
+            psn: 0,
+        }
+    }
+
+    /// The position after a WQE of cost `cost` posted here.
+    #[inline(always)]
+    #[must_use]
+    pub const fn advance(self, cost: Cost) -> Self {
+        Self {
+            unit: self.unit.add(cost.units),
+            msg: self.msg.wrapping_add(1),
+            psn: self.psn.wrapping_add(cost.packets) & PSN_MASK,
+        }
+    }
+}
+
+/// PSNs are 24-bit.
+pub const PSN_MASK: u32 = 0x00ff_ffff;
+
 /// What a post returns: where the WQE went and the value its doorbell needs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[repr(C)]
 pub struct Posted {
-    /// Producer position of the WQE's first unit.
-    pub start: ProdIdx,
-    /// Producer position after the WQE (the next free unit).
-    pub next: ProdIdx,
+    /// Position of the WQE.
+    pub start: SqPos,
+    /// Position after the WQE (where the next one goes).
+    pub next: SqPos,
     /// The 8 bytes to store to the doorbell register, in memory order.
     pub doorbell: [u8; 8],
 }

@@ -89,7 +89,7 @@ mod sync;
 
 pub use endian::{Be16, Be32, Be64, Le16, Le32, Le64};
 pub use error::{Error, ErrorKind};
-pub use handle::{CqHandle, Posted, WorkCompletion, WqHandle};
+pub use handle::{Cost, CqHandle, Posted, SqPos, WorkCompletion, WqHandle};
 pub use index::{ProdIdx, Ring, WrapIdx16, WrapIdx24};
 pub use op::{
     AtomicOp, AtomicWidth, Completion, Payload, Remote, SendFlags, Sge, Signaled, Unsignaled, W32,

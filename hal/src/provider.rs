@@ -7,7 +7,7 @@
 //! because handles carry raw device addresses. Preconditions are documented and not checked on
 //! the hot path ([`Provider::check`] checks them for tools and tests).
 
-use crate::handle::{CqHandle, Posted, WorkCompletion, WqHandle};
+use crate::handle::{Cost, CqHandle, Posted, SqPos, WorkCompletion, WqHandle};
 use crate::index::ProdIdx;
 use crate::op::{AtomicOp, AtomicWidth, Completion, Payload, Remote, SendFlags, Sge, WorkRequest};
 use crate::progress::{CollapsedProgress, OutOfWindow};
@@ -43,6 +43,11 @@ pub enum PostError {
     BadAtomicWidth(u32),
     /// The operation is not supported by this provider.
     Unsupported,
+    /// The queue handle is inconsistent (a field the provider needs is missing or invalid).
+    BadHandle {
+        /// What is wrong.
+        what: &'static str,
+    },
 }
 
 impl core::fmt::Display for PostError {
@@ -63,6 +68,7 @@ impl core::fmt::Display for PostError {
             Self::BadRing => f.write_str("ring size must be a non-zero power of two"),
             Self::BadAtomicWidth(w) => write!(f, "atomic width {w} is not supported (use 4 or 8)"),
             Self::Unsupported => f.write_str("operation not supported by this provider"),
+            Self::BadHandle { what } => write!(f, "bad queue handle: {what}"),
         }
     }
 }
@@ -74,7 +80,9 @@ impl crate::error::Error for PostError {
             Self::InlineTooLong { .. } | Self::TooManySges { .. } | Self::WqeTooLarge { .. } => {
                 ErrorKind::TooLarge
             }
-            Self::BadRing | Self::BadAtomicWidth(_) => ErrorKind::InvalidArgument,
+            Self::BadRing | Self::BadAtomicWidth(_) | Self::BadHandle { .. } => {
+                ErrorKind::InvalidArgument
+            }
             Self::Unsupported => ErrorKind::Unsupported,
         }
     }
@@ -157,20 +165,34 @@ pub trait Provider: Copy + Send + Sync + 'static {
     /// (ConnectX does by default: `atomic_req_8B_endianness_mode` 0, verbs'
     /// `ATOMIC_HCA_REPLY_BE`) rather than in host order. Readers of fetch results convert.
     const ATOMIC_RESULT_BIG_ENDIAN: bool;
+    /// Whether device functions need [`SqPos::msg`] and [`SqPos::psn`] (bnxt RC fills a PSN/MSN
+    /// table entry per WQE). When false those fields are ignored and the posting protocol
+    /// advances the unit counter alone (one `fetch_add`).
+    const TRACKS_PSN: bool = false;
 
-    /// Queue units `wr` occupies (what a producer reserves before writing).
-    fn units_for(wr: &WorkRequest<'_>) -> u32;
+    /// What `wr` consumes of the queue: units to reserve, and packets for PSN accounting.
+    fn cost(wq: &WqHandle, wr: &WorkRequest<'_>) -> Cost;
 
-    /// Checks `wr` against the queue's limits; `Ok` means `post` may be called.
-    fn check(wq: &WqHandle, wr: &WorkRequest<'_>) -> Result<u32, PostError>;
+    /// Checks `wr` against the queue's limits; `Ok` (with its cost) means `post` may be called.
+    fn check(wq: &WqHandle, wr: &WorkRequest<'_>) -> Result<Cost, PostError>;
 
-    /// Writes the WQE for `wr` at producer position `at` and returns what its doorbell needs.
+    /// Width in bits of the completion counter on this queue, for widening it
+    /// ([`CollapsedProgress`]). At most [`Provider::WQE_COUNTER_BITS`]; smaller when the device
+    /// reports positions modulo the ring (bnxt's consumer index).
+    #[inline(always)]
+    fn completion_bits(wq: &WqHandle) -> u32 {
+        let _ = wq;
+        Self::WQE_COUNTER_BITS
+    }
+
+    /// Writes the WQE for `wr` at position `at` and returns what its doorbell needs.
     ///
     /// # Safety
-    /// `wq.buf` must address a ring of `wq.entries` units that the caller may write; the units
-    /// `[at, at + units_for(wr))` must be reserved by the caller and free; [`Provider::check`]
-    /// must accept `wr`; inline and gather sources must be readable.
-    unsafe fn post(wq: &WqHandle, at: ProdIdx, wr: &WorkRequest<'_>, flags: SendFlags) -> Posted;
+    /// `wq.buf` must address a ring of `wq.entries` units that the caller may write (and
+    /// `wq.aux` the provider's side table, if it uses one); the units
+    /// `[at.unit, at.unit + cost(wq, wr).units)` must be reserved by the caller and free;
+    /// [`Provider::check`] must accept `wr`; inline and gather sources must be readable.
+    unsafe fn post(wq: &WqHandle, at: SqPos, wr: &WorkRequest<'_>, flags: SendFlags) -> Posted;
 
     /// RDMA WRITE of `N` gather entries (`N` known at compile time).
     ///
@@ -179,7 +201,7 @@ pub trait Provider: Copy + Send + Sync + 'static {
     #[inline(always)]
     unsafe fn post_write<C: Completion, const N: usize>(
         wq: &WqHandle,
-        at: ProdIdx,
+        at: SqPos,
         remote: Remote,
         sges: &[Sge; N],
     ) -> Posted {
@@ -206,7 +228,7 @@ pub trait Provider: Copy + Send + Sync + 'static {
     #[inline(always)]
     unsafe fn post_write_inline<C: Completion, const LEN: usize>(
         wq: &WqHandle,
-        at: ProdIdx,
+        at: SqPos,
         remote: Remote,
         data: &[u8; LEN],
     ) -> Posted {
@@ -233,7 +255,7 @@ pub trait Provider: Copy + Send + Sync + 'static {
     #[inline(always)]
     unsafe fn post_read<C: Completion, const N: usize>(
         wq: &WqHandle,
-        at: ProdIdx,
+        at: SqPos,
         remote: Remote,
         sges: &[Sge; N],
     ) -> Posted {
@@ -256,7 +278,7 @@ pub trait Provider: Copy + Send + Sync + 'static {
     #[inline(always)]
     unsafe fn post_send<C: Completion, const N: usize>(
         wq: &WqHandle,
-        at: ProdIdx,
+        at: SqPos,
         sges: &[Sge; N],
         imm: Option<u32>,
     ) -> Posted {
@@ -282,7 +304,7 @@ pub trait Provider: Copy + Send + Sync + 'static {
     #[inline(always)]
     unsafe fn post_atomic<C: Completion, W: AtomicWidth>(
         wq: &WqHandle,
-        at: ProdIdx,
+        at: SqPos,
         remote: Remote,
         local: Sge,
         op: AtomicOp,
@@ -304,12 +326,13 @@ pub trait Provider: Copy + Send + Sync + 'static {
         }
     }
 
-    /// A NOP (one unit; completes in order, useful as a signalled marker).
+    /// A NOP: the smallest WQE, completing in order — a signalled marker (bnxt has no NOP type and
+    /// posts a zero-length RDMA WRITE).
     ///
     /// # Safety
     /// As [`Provider::post`].
     #[inline(always)]
-    unsafe fn post_nop<C: Completion>(wq: &WqHandle, at: ProdIdx) -> Posted {
+    unsafe fn post_nop<C: Completion>(wq: &WqHandle, at: SqPos) -> Posted {
         // SAFETY: forwarded from the caller. The request is a constant of the call site, so
         // `post`'s dispatch on it folds away after inlining.
         unsafe { Self::post(wq, at, &WorkRequest::Nop, SendFlags::for_completion::<C>()) }
@@ -347,12 +370,24 @@ pub trait Provider: Copy + Send + Sync + 'static {
     /// `cq.dbrec` must be valid.
     unsafe fn update_cq_ci(cq: &CqHandle, ci: u32);
 
+    /// The position a send completion reports, as a unit counter of `wq` that lies inside the
+    /// newest WQE it completes (what [`CollapsedProgress::observe`] widens). mlx5 and sim
+    /// report the WQE's first unit as is; bnxt reports the consumer index *after* the retired
+    /// WQEs, in doorbell units, which this maps back.
+    #[inline(always)]
+    fn completed_unit(wq: &WqHandle, wc: &WorkCompletion) -> u32 {
+        let _ = wq;
+        wc.wqe_counter
+    }
+
     /// Reads a collapsed CQ's slot and folds it into `progress`, window-checked against `rung`
-    /// (the producer position covered by rung doorbells). `Ok(None)` means nothing new yet.
+    /// (the producer position covered by rung doorbells) for the send queue `wq` that reports to
+    /// it. `Ok(None)` means nothing new yet.
     ///
     /// # Safety
     /// `cq.buf` must address one CQE of `cq.cqe_bytes` bytes.
     unsafe fn poll_collapsed(
+        wq: &WqHandle,
         cq: &CqHandle,
         progress: &mut CollapsedProgress,
         rung: u64,

@@ -2,8 +2,8 @@
 //!
 //! | step | mechanism |
 //! |---|---|
-//! | reserve | one atomic add on the producer position (`reserved`) claims `units` |
-//! | wait for room | until `position + units - complete_below <= entries`, polling the CQ |
+//! | reserve | one atomic add on the producer position (`reserved`) claims `units`; with PSN tracking (bnxt) one CAS advances units, message count and PSN together |
+//! | wait for room | until `position + units - complete_below <= capacity` (the ring, or less), polling the CQ |
 //! | write | the provider's device function at the reserved position |
 //! | ring in order | wait until `rung == position` (a ticket), ring, then `rung = position + units` |
 //! | complete | one poller at a time widens CQE counters (window-checked) into `complete_below` |
@@ -21,7 +21,7 @@
 use core::marker::PhantomData;
 use core::sync::atomic::Ordering;
 
-use crate::handle::{CqHandle, Posted, WqHandle};
+use crate::handle::{Cost, CqHandle, PSN_MASK, Posted, SqPos, WqHandle};
 use crate::index::ProdIdx;
 use crate::op::{SendFlags, WorkRequest};
 use crate::progress::{CollapsedProgress, OutOfWindow};
@@ -99,11 +99,51 @@ impl From<PostError> for SqError {
     }
 }
 
+/// How [`Counters::reserve`] packs the reservation word when PSNs are tracked: the unit
+/// position (widened on read), the message count and the PSN advance in one compare-and-swap,
+/// so every producer gets a consistent `(unit, msg, psn)` triple (bnxt's PSN-table entries are
+/// then in order under any interleaving).
+mod packed {
+    pub const UNIT_BITS: u32 = 24;
+    pub const MSG_BITS: u32 = 16;
+    pub const UNIT_MASK: u64 = (1 << UNIT_BITS) - 1;
+    pub const MSG_MASK: u64 = (1 << MSG_BITS) - 1;
+    pub const PSN_SHIFT: u32 = UNIT_BITS + MSG_BITS;
+
+    pub const fn unit(v: u64) -> u64 {
+        v & UNIT_MASK
+    }
+    pub const fn msg(v: u64) -> u32 {
+        ((v >> UNIT_BITS) & MSG_MASK) as u32
+    }
+    pub const fn psn(v: u64) -> u32 {
+        (v >> PSN_SHIFT) as u32
+    }
+    pub const fn pack(unit: u64, msg: u32, psn: u32) -> u64 {
+        (unit & UNIT_MASK)
+            | ((msg as u64 & MSG_MASK) << UNIT_BITS)
+            | (((psn & super::PSN_MASK) as u64) << PSN_SHIFT)
+    }
+    /// The free-running position whose low bits are `low`, at or above `floor` (the reserved
+    /// position never runs more than 2^23 units ahead of completions; `SendQueue::new` and
+    /// `Counters::new` bound the ring accordingly).
+    pub const fn widen(low: u64, floor: u64) -> u64 {
+        floor + (low.wrapping_sub(floor) & UNIT_MASK)
+    }
+}
+
+/// Largest ring (in units) whose positions the packed PSN-tracking reservation can widen.
+pub const MAX_TRACKED_ENTRIES: u32 = 1 << 20;
+
 /// The shared counters of one send queue (positions are free-running 64-bit queue units).
 #[derive(Debug)]
 pub struct Counters {
-    entries: u64,
-    /// Next unreserved position.
+    /// Units that may be outstanding (reserved but not complete) at once: the ring, or less when
+    /// the device's completion counter is too narrow to tell a full ring from an empty one.
+    capacity: u64,
+    /// Whether `reserved` is the packed `(unit, msg, psn)` word.
+    tracks_psn: bool,
+    /// Next unreserved position (or the packed word, see [`packed`]).
     reserved: AtomicU64,
     /// Every position below is written and rung.
     rung: AtomicU64,
@@ -118,11 +158,26 @@ pub struct Counters {
 }
 
 impl Counters {
-    /// Counters for a ring of `entries` units, starting at position 0.
+    /// Counters for a ring of `entries` units, starting at position 0, all of which may be
+    /// outstanding; no PSN tracking.
     #[must_use]
     pub fn new(entries: u32) -> Self {
+        Self::with_capacity(entries, false)
+    }
+
+    /// Counters of which at most `capacity` units may be outstanding (the ring, or less), also
+    /// tracking message counts and PSNs if `tracks_psn` (then `capacity` is clamped to
+    /// [`MAX_TRACKED_ENTRIES`] so positions can be widened).
+    #[must_use]
+    pub fn with_capacity(capacity: u32, tracks_psn: bool) -> Self {
+        let capacity = if tracks_psn {
+            capacity.min(MAX_TRACKED_ENTRIES)
+        } else {
+            capacity
+        };
         Self {
-            entries: u64::from(entries),
+            capacity: u64::from(capacity.max(1)),
+            tracks_psn,
             reserved: AtomicU64::new(0),
             rung: AtomicU64::new(0),
             ring_bound: AtomicU64::new(0),
@@ -132,12 +187,45 @@ impl Counters {
         }
     }
 
-    /// Claims `units` and returns the start position. Never fails: the caller must then
+    /// Claims `cost.units` (and, when tracking PSNs, one message and `cost.packets` PSNs) and
+    /// returns the start position with its [`SqPos`]. Never fails: the caller must then
     /// [`Counters::wait_room`], write, and [`Counters::ring_in_order`] — or [`Counters::poison`].
-    pub fn reserve(&self, units: u32) -> u64 {
-        // ORDERING: Relaxed — the reservation only has to be unique; publication of the WQE
-        // happens through `rung` (Release) below.
-        self.reserved.fetch_add(u64::from(units), Ordering::Relaxed)
+    pub fn reserve(&self, cost: Cost) -> (u64, SqPos) {
+        if !self.tracks_psn {
+            // ORDERING: Relaxed — the reservation only has to be unique; publication of the WQE
+            // happens through `rung` (Release) below.
+            let start = self
+                .reserved
+                .fetch_add(u64::from(cost.units), Ordering::Relaxed);
+            return (start, SqPos::at_unit(start as u32));
+        }
+        // ORDERING: Relaxed, as above: the triple only has to be unique and consistent, which
+        // the single compare-and-swap on one word gives.
+        let mut cur = self.reserved.load(Ordering::Relaxed);
+        loop {
+            let next = packed::pack(
+                packed::unit(cur) + u64::from(cost.units),
+                packed::msg(cur).wrapping_add(1),
+                packed::psn(cur).wrapping_add(cost.packets),
+            );
+            match self.reserved.compare_exchange_weak(
+                cur,
+                next,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => break,
+                Err(v) => cur = v,
+            }
+        }
+        // Our reservation is not rung, so `complete_below <= start`: widen above it.
+        let start = packed::widen(packed::unit(cur), self.complete_below());
+        let pos = SqPos {
+            unit: ProdIdx(start as u32),
+            msg: packed::msg(cur),
+            psn: packed::psn(cur),
+        };
+        (start, pos)
     }
 
     /// Waits until `[start, start + units)` is free, calling `progress` (a CQ poll) between
@@ -153,7 +241,7 @@ impl Counters {
         loop {
             // ORDERING: Acquire pairs with the poller's Release store: the NIC is done reading
             // the slots below `complete_below`.
-            if end <= self.complete_below.load(Ordering::Acquire) + self.entries {
+            if end <= self.complete_below.load(Ordering::Acquire) + self.capacity {
                 return Ok(());
             }
             self.check_poison()?;
@@ -243,7 +331,18 @@ impl Counters {
     /// Next unreserved position.
     #[must_use]
     pub fn reserved(&self) -> u64 {
-        self.reserved.load(Ordering::Relaxed)
+        let v = self.reserved.load(Ordering::Relaxed);
+        if self.tracks_psn {
+            packed::widen(packed::unit(v), self.complete_below())
+        } else {
+            v
+        }
+    }
+
+    /// Units that may be outstanding at once.
+    #[must_use]
+    pub fn capacity(&self) -> u64 {
+        self.capacity
     }
 
     /// Waits until every position below `target` has been rung.
@@ -309,6 +408,8 @@ pub struct SendQueue<P: Provider> {
     wq: WqHandle,
     cq: CqHandle,
     counters: Counters,
+    /// Width of the device's completion counter on this queue.
+    bits: u32,
     timeout_ms: u64,
     cq_busy: AtomicBool,
     /// Normal CQ consumer index (owned by the poller holding `cq_busy`).
@@ -332,26 +433,33 @@ impl<P: Provider> SendQueue<P> {
         if wq.ring().is_none() || cq.entries == 0 || !cq.entries.is_power_of_two() {
             return Err(SqError::Post(PostError::BadRing));
         }
-        // Completion counters are `WQE_COUNTER_BITS` wide: the outstanding window (at most the
-        // ring) must stay below half their range to be widened without ambiguity.
-        if P::WQE_COUNTER_BITS < 32 && u64::from(wq.entries) > 1u64 << (P::WQE_COUNTER_BITS - 1) {
+        // The device reports `completion_bits`-wide counters; the window of outstanding units
+        // must stay below their range to be widened without ambiguity (CollapsedProgress).
+        let bits = P::completion_bits(&wq).clamp(1, 32);
+        let capacity = if bits >= 32 {
+            wq.entries
+        } else {
+            wq.entries.min((1u32 << bits) - 1)
+        };
+        if P::TRACKS_PSN && wq.entries > MAX_TRACKED_ENTRIES {
             return Err(SqError::Post(PostError::WqeTooLarge {
                 units: wq.entries,
-                max: 1 << (P::WQE_COUNTER_BITS - 1),
+                max: MAX_TRACKED_ENTRIES,
             }));
         }
         // A normal CQ must hold a CQE for every WQE that can be outstanding, or the device
         // overruns it and completions (even errors) are lost.
-        if cq.collapsed == 0 && cq.entries < wq.entries {
+        if cq.collapsed == 0 && cq.entries < capacity {
             return Err(SqError::Post(PostError::WqeTooLarge {
-                units: wq.entries,
+                units: capacity,
                 max: cq.entries,
             }));
         }
         Ok(Self {
             wq,
             cq,
-            counters: Counters::new(wq.entries),
+            counters: Counters::with_capacity(capacity, P::TRACKS_PSN),
+            bits,
             timeout_ms,
             cq_busy: AtomicBool::new(false),
             cq_ci: AtomicU32::new(0),
@@ -381,10 +489,11 @@ impl<P: Provider> SendQueue<P> {
     /// whenever the WQE crosses a quarter of the ring; [`SendQueue::quiet`] adds a signalled NOP
     /// when the newest WQE was not signalled. Fewer CQEs is less device traffic per message.
     pub fn post(&self, wr: &WorkRequest<'_>, flags: SendFlags) -> Result<u64, SqError> {
-        let units = P::check(&self.wq, wr)?;
+        let cost = P::check(&self.wq, wr)?;
+        let units = cost.units;
         let mut waiter = Waiter::new(self.timeout_ms);
-        let start = self.counters.reserve(units);
-        let quarter = u64::from(self.wq.entries / 4).max(1);
+        let (start, pos) = self.counters.reserve(cost);
+        let quarter = (self.counters.capacity() / 4).max(1);
         let end = start + u64::from(units);
         let flags = if (start / quarter) != (end / quarter) || end % quarter == 0 {
             flags | SendFlags::SIGNALED
@@ -397,7 +506,7 @@ impl<P: Provider> SendQueue<P> {
             .and_then(|()| {
                 // SAFETY: `check` accepted the request, the units are reserved by this call and
                 // free (`wait_room`), and the handle is live (constructor contract).
-                let posted: Posted = unsafe { P::post(&self.wq, ProdIdx(start as u32), wr, flags) };
+                let posted: Posted = unsafe { P::post(&self.wq, pos, wr, flags) };
                 self.counters.ring_in_order(start, units, &mut waiter, || {
                     // SAFETY: the doorbell record and register are live (constructor contract);
                     // we hold the ticket, so this is the only doorbell store in flight.
@@ -426,7 +535,7 @@ impl<P: Provider> SendQueue<P> {
     }
 
     fn poll_locked(&self) -> Result<(), SqError> {
-        let bits = P::WQE_COUNTER_BITS;
+        let bits = self.bits;
         let np1 = self.newest_plus_one.load(Ordering::Relaxed);
         let mut prog = if np1 == 0 {
             CollapsedProgress::new(bits)
@@ -436,12 +545,14 @@ impl<P: Provider> SendQueue<P> {
         if self.cq.collapsed != 0 {
             let bound = self.counters.ring_bound();
             // SAFETY: the CQ handle is live and only this poller reads it (constructor contract).
-            let mut r = unsafe { P::poll_collapsed(&self.cq, &mut prog, bound) };
+            let mut r = unsafe { P::poll_collapsed(&self.wq, &self.cq, &mut prog, bound) };
             if r.is_err() {
                 // The CQE may belong to a WQE rung after `bound` was read: re-read the bound
                 // (published before that doorbell) and look again; a second refusal is real.
                 // SAFETY: as above.
-                r = unsafe { P::poll_collapsed(&self.cq, &mut prog, self.counters.ring_bound()) };
+                r = unsafe {
+                    P::poll_collapsed(&self.wq, &self.cq, &mut prog, self.counters.ring_bound())
+                };
             }
             if let Some(wc) = r.map_err(SqError::Window)? {
                 self.note(wc.status, wc.wqe_counter);
@@ -452,7 +563,7 @@ impl<P: Provider> SendQueue<P> {
             // SAFETY: as above.
             while let Some(wc) = unsafe { P::poll_cq(&self.cq, ci) } {
                 // The bound is read after the CQE (see `Counters::ring_bound`).
-                prog.observe(wc.wqe_counter, self.counters.ring_bound())
+                prog.observe(P::completed_unit(&self.wq, &wc), self.counters.ring_bound())
                     .map_err(SqError::Window)?;
                 self.note(wc.status, wc.wqe_counter);
                 ci = ci.wrapping_add(1);

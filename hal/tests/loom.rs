@@ -7,26 +7,28 @@
 //! after everything reserved before it completed.
 #![cfg(loom)]
 
+use gda_hal::Cost;
 use gda_hal::sq::{Counters, SqError, Waiter};
 use loom::sync::Arc;
 use loom::sync::Mutex;
 use loom::sync::atomic::{AtomicU64, Ordering};
 
 struct FakeNic {
-    /// Doorbell values in the order they were stored.
-    rung: Mutex<Vec<u64>>,
+    /// Doorbell values in the order they were stored, with the WQE's message number, PSN and
+    /// packet count.
+    rung: Mutex<Vec<(u64, u32, u32, u32)>>,
     /// What the device has executed and completed (positions below are done).
     done: AtomicU64,
 }
 
-fn run(producers: usize, units: u32, entries: u32, posts_each: usize) {
+fn run(producers: usize, units: u32, entries: u32, posts_each: usize, tracks_psn: bool) {
     // Spin-waits make the full state space explode; a preemption bound (3 for two producers, 1
     // for three) still covers the interleavings that broke other libraries (a second producer
     // between reserve and ring, a poller between two rings).
     let mut b = loom::model::Builder::new();
     b.preemption_bound = Some(if producers > 2 { 1 } else { 3 });
     b.check(move || {
-        let c = Arc::new(Counters::new(entries));
+        let c = Arc::new(Counters::with_capacity(entries, tracks_psn));
         let nic = Arc::new(FakeNic {
             rung: Mutex::new(Vec::new()),
             done: AtomicU64::new(0),
@@ -35,7 +37,7 @@ fn run(producers: usize, units: u32, entries: u32, posts_each: usize) {
             // The device completes every doorbell it has seen — possibly before the producer
             // that rang it has passed the ticket on. The poller reads the CQE, then the bound:
             // the window check must accept every real completion.
-            let seen = nic.rung.lock().unwrap().last().copied().unwrap_or(0);
+            let seen = nic.rung.lock().unwrap().last().map_or(0, |r| r.0);
             nic.done.fetch_max(seen, Ordering::AcqRel);
             assert!(
                 seen <= c.ring_bound(),
@@ -45,13 +47,17 @@ fn run(producers: usize, units: u32, entries: u32, posts_each: usize) {
             Ok(())
         };
         let handles: Vec<_> = (0..producers)
-            .map(|_| {
+            .map(|t| {
                 let c = c.clone();
                 let nic = nic.clone();
                 loom::thread::spawn(move || {
                     for _ in 0..posts_each {
                         let mut w = Waiter::new(1_000);
-                        let start = c.reserve(units);
+                        // Producers send messages of different packet counts: PSNs must still
+                        // follow reservation order exactly.
+                        let packets = t as u32 + 1;
+                        let (start, pos) = c.reserve(Cost { units, packets });
+                        assert_eq!(u64::from(pos.unit.0), start);
                         c.wait_room(start, units, &mut w, || progress(&c, &nic))
                             .unwrap();
                         // The slots we are about to write must be ones the device finished.
@@ -60,7 +66,12 @@ fn run(producers: usize, units: u32, entries: u32, posts_each: usize) {
                                 <= nic.done.load(Ordering::Acquire) + u64::from(entries)
                         );
                         c.ring_in_order(start, units, &mut w, || {
-                            nic.rung.lock().unwrap().push(start + u64::from(units))
+                            nic.rung.lock().unwrap().push((
+                                start + u64::from(units),
+                                pos.msg,
+                                pos.psn,
+                                packets,
+                            ))
                         })
                         .unwrap();
                     }
@@ -77,32 +88,51 @@ fn run(producers: usize, units: u32, entries: u32, posts_each: usize) {
         let rung = nic.rung.lock().unwrap().clone();
         let total = producers * posts_each;
         assert_eq!(rung.len(), total);
-        for (i, v) in rung.iter().enumerate() {
+        let mut psn = 0u32;
+        for (i, &(end, msg, p, packets)) in rung.iter().enumerate() {
             assert_eq!(
-                *v,
+                end,
                 (i as u64 + 1) * u64::from(units),
                 "doorbells out of reservation order: {rung:?}"
             );
+            if tracks_psn {
+                assert_eq!(msg, i as u32, "message numbers out of order: {rung:?}");
+                assert_eq!(p, psn, "PSNs out of order: {rung:?}");
+                psn += packets;
+            } else {
+                assert_eq!((msg, p), (0, 0));
+            }
         }
     });
 }
 
 #[test]
 fn two_producers_one_post_each() {
-    run(2, 1, 2, 1);
+    run(2, 1, 2, 1, false);
 }
 
 #[test]
 fn two_producers_ring_full() {
-    run(2, 2, 2, 1);
+    run(2, 2, 2, 1, false);
 }
 
 #[test]
 fn three_producers() {
-    run(3, 1, 4, 1);
+    run(3, 1, 4, 1, false);
 }
 
 #[test]
 fn two_producers_two_posts_wrapping() {
-    run(2, 1, 2, 2);
+    run(2, 1, 2, 2, false);
+}
+
+#[test]
+fn two_producers_psn_tracking_wrapping() {
+    // bnxt: unit, message number and PSN advance together (one CAS) under any interleaving.
+    run(2, 1, 2, 2, true);
+}
+
+#[test]
+fn two_producers_psn_tracking_ring_full() {
+    run(2, 2, 2, 1, true);
 }

@@ -6,7 +6,8 @@ use std::marker::PhantomData;
 use std::time::{Duration, Instant};
 
 use gda::hal::{
-    CqHandle, Posted, ProdIdx, Provider, SendFlags, Sge, WorkCompletion, WorkRequest, WqHandle,
+    CqHandle, Posted, ProdIdx, Provider, SendFlags, Sge, SqPos, WorkCompletion, WorkRequest,
+    WqHandle,
 };
 use gda::sim::{Access, Cq, CqMode, Fabric, FabricConfig, Mr, Pd, Qp, QpInit, SimModel};
 
@@ -88,7 +89,7 @@ pub fn remote(mr: &Mr, off: u64) -> gda::hal::Remote {
 pub struct Raw<P: Provider> {
     pub sq: WqHandle,
     pub cq: CqHandle,
-    pub pos: u32,
+    pub pos: SqPos,
     pub ci: u32,
     _p: PhantomData<P>,
 }
@@ -98,7 +99,7 @@ impl<P: Provider> Raw<P> {
         Self {
             sq,
             cq,
-            pos: 0,
+            pos: SqPos::ZERO,
             ci: 0,
             _p: PhantomData,
         }
@@ -108,10 +109,10 @@ impl<P: Provider> Raw<P> {
         P::check(&self.sq, wr).expect("request fits");
         // SAFETY: the handles are live for the test; this is the only producer; the ring has room
         // (raw tests post fewer WQEs than the ring holds between polls).
-        let p = unsafe { P::post(&self.sq, ProdIdx(self.pos), wr, flags) };
+        let p = unsafe { P::post(&self.sq, self.pos, wr, flags) };
         // SAFETY: as above.
         unsafe { P::ring_sq(&self.sq, &p) };
-        self.pos = p.next.0;
+        self.pos = p.next;
         p
     }
 

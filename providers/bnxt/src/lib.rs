@@ -6,15 +6,27 @@
 //! epoch bit, and the 32-byte CQE with its phase bit. All fields little-endian
 //! (nic-formats.md §E–F).
 //!
-//! Status: the [`wire`] layer (this crate so far). Device functions, the sim device model and
-//! the rdma-core differential tests follow.
+//! | module | what |
+//! |---|---|
+//! | [`wire`] | one file per hardware structure, Pod layout + Repr layer |
+//! | [`mode`] | static / variable / fixed three-slot WQE modes and the PSN-table forms |
+//! | [`device`] | the [`Bnxt`] provider: device functions for every operation, doorbells, CQ polling |
+//!
+//! Byte-exactness is checked against rdma-core v55's own `bnxt_re_post_send`, `bnxt_re_poll_cq`
+//! and `db.c` (crate `gda-rdma-ref`, tests `bnxt_*`); the software NIC (`gda-sim`) executes these
+//! formats from the doorbell alone so the provider-generic conformance suite runs on them.
 #![no_std]
 #![deny(unsafe_op_in_unsafe_fn)]
 
 #[cfg(feature = "std")]
 extern crate std;
 
+pub mod device;
+pub mod mode;
 pub mod wire;
+
+pub use device::Bnxt;
+pub use mode::{Mode, PsnForm, WqeMode};
 
 #[cfg(feature = "std")]
 impl std::error::Error for wire::ParseError {}

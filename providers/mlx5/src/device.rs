@@ -13,9 +13,9 @@
 //! BlueFlame halves and the optional whole-WQE BlueFlame copy.
 
 use gda_hal::{
-    AtomicOp, CollapsedProgress, CqHandle, OutOfWindow, Payload, PostError, Posted, ProdIdx,
-    Provider, Remote, SendFlags, Sge, WcOpcode, WcStatus, WorkCompletion, WorkRequest, WqHandle,
-    mmio,
+    AtomicOp, CollapsedProgress, Cost, CqHandle, OutOfWindow, Payload, PostError, Posted, ProdIdx,
+    Provider, Remote, SendFlags, Sge, SqPos, WcOpcode, WcStatus, WorkCompletion, WorkRequest,
+    WqHandle, mmio,
 };
 
 use crate::wire::ctrl_seg::fm_ce_se;
@@ -210,8 +210,8 @@ unsafe fn put_ctrl(
     let mut doorbell = [0u8; 8];
     doorbell.copy_from_slice(b.get(..8).unwrap_or(&[0; 8]));
     Posted {
-        start: at,
-        next: at.add(wqebbs_for_ds(ds)),
+        start: SqPos::at_unit(at.0),
+        next: SqPos::at_unit(at.add(wqebbs_for_ds(ds)).0),
         doorbell,
     }
 }
@@ -306,16 +306,16 @@ impl Mlx5 {
         unsafe {
             mmio::store_be32_release(
                 (wq.dbrec as *mut u32).wrapping_add(dbrec::SND_DBR),
-                u32::from_ne_bytes(dbrec::sq_word(posted.next.0).to_bytes()),
+                u32::from_ne_bytes(dbrec::sq_word(posted.next.unit.0).to_bytes()),
             );
         }
         mmio::wc_flush();
         let reg = wq.db.wrapping_add(u64::from(bf_offset));
         if blueflame {
-            let n = posted.next.since(posted.start);
+            let n = posted.next.unit.since(posted.start.unit);
             let mut i = 0;
             while i < n {
-                let src = unit_addr(wq, posted.start.add(i), 0);
+                let src = unit_addr(wq, posted.start.unit.add(i), 0);
                 // SAFETY: `src` is a whole WQEBB inside the ring (WQEBBs never straddle the end);
                 // the destination range was vouched for by the caller.
                 unsafe {
@@ -405,11 +405,14 @@ impl Provider for Mlx5 {
     const ATOMIC_RESULT_BIG_ENDIAN: bool = true;
 
     #[inline(always)]
-    fn units_for(wr: &WorkRequest<'_>) -> u32 {
-        wqebbs_for_ds(ds_for(wr))
+    fn cost(_wq: &WqHandle, wr: &WorkRequest<'_>) -> Cost {
+        Cost {
+            units: wqebbs_for_ds(ds_for(wr)),
+            packets: 0,
+        }
     }
 
-    fn check(wq: &WqHandle, wr: &WorkRequest<'_>) -> Result<u32, PostError> {
+    fn check(wq: &WqHandle, wr: &WorkRequest<'_>) -> Result<Cost, PostError> {
         gda_hal::provider::check_common(wq, wr, wq.max_inline.min(Self::MAX_INLINE_BYTES))?;
         let ds = ds_for(wr);
         let units = wqebbs_for_ds(ds);
@@ -419,13 +422,21 @@ impl Provider for Mlx5 {
                 max: wq.entries.min(Self::MAX_WQE_UNITS),
             });
         }
-        Ok(units)
+        Ok(Cost { units, packets: 0 })
     }
 
     #[inline(always)]
-    unsafe fn post(wq: &WqHandle, at: ProdIdx, wr: &WorkRequest<'_>, flags: SendFlags) -> Posted {
+    unsafe fn post(wq: &WqHandle, at: SqPos, wr: &WorkRequest<'_>, flags: SendFlags) -> Posted {
         // SAFETY: forwarded from the caller.
-        unsafe { Self::post_wr(wq, at, wr, flags) }
+        let p = unsafe { Self::post_wr(wq, at.unit, wr, flags) };
+        Posted {
+            start: at,
+            next: at.advance(Cost {
+                units: p.next.unit.since(p.start.unit),
+                packets: 0,
+            }),
+            doorbell: p.doorbell,
+        }
     }
 
     /// NVSHMEM-style minimal doorbell: always at `wq.db` (no BlueFlame-half toggling); see
@@ -507,6 +518,7 @@ impl Provider for Mlx5 {
 
     #[inline(always)]
     unsafe fn poll_collapsed(
+        _wq: &WqHandle,
         cq: &CqHandle,
         progress: &mut CollapsedProgress,
         rung: u64,

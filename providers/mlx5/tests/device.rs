@@ -37,6 +37,7 @@ impl Ring {
             max_inline: Mlx5::MAX_INLINE_BYTES,
             max_sge: 30,
             bf_size: 256,
+            ..WqHandle::default()
         }
     }
     fn bytes(&self) -> &[u8] {
@@ -44,10 +45,10 @@ impl Ring {
     }
     /// The WQE's WQEBBs in ring order, unwrapped.
     fn unwrapped(&self, p: &Posted) -> Vec<u8> {
-        let n = p.next.since(p.start);
+        let n = p.next.unit.since(p.start.unit);
         (0..n)
             .flat_map(|i| {
-                let slot = (p.start.0.wrapping_add(i) & (self.entries - 1)) as usize;
+                let slot = (p.start.unit.0.wrapping_add(i) & (self.entries - 1)) as usize;
                 self.bytes()[slot * 64..slot * 64 + 64].to_vec()
             })
             .collect()
@@ -75,12 +76,12 @@ fn golden_rdma_write_and_atomic() {
         rkey: 0xabcd,
     };
     // SAFETY: the ring is owned by this test and large enough.
-    let p = unsafe { Mlx5::post_write::<Signaled, 1>(&wq, ProdIdx(0xfffe), remote, &sge) };
+    let p = unsafe { Mlx5::post_write::<Signaled, 1>(&wq, SqPos::at_unit(0xfffe), remote, &sge) };
     let want = hex("00 ff fe 08 00 12 34 03 00 00 00 08 00 00 00 00
          00 00 7f 00 00 00 10 00 00 00 ab cd 00 00 00 00
          00 00 10 00 00 00 56 78 00 00 7f 00 00 00 20 00");
     assert_eq!(&r.unwrapped(&p)[..48], &want[..]);
-    assert_eq!(p.next, ProdIdx(0xffff));
+    assert_eq!(p.next.unit, ProdIdx(0xffff));
     assert_eq!(&p.doorbell, &want[..8]);
     // SAFETY: dbrec and db are owned by this test.
     unsafe { Mlx5::ring_sq(&wq, &p) };
@@ -100,7 +101,7 @@ fn golden_rdma_write_and_atomic() {
     let p = unsafe {
         Mlx5::post_atomic::<Unsignaled, W64>(
             &wq,
-            ProdIdx(0x1_0000),
+            SqPos::at_unit(0x1_0000),
             remote,
             local,
             AtomicOp::CompareSwap {
@@ -133,10 +134,10 @@ fn inline_spans_wqebbs_and_wraps() {
         payload: Payload::Inline(&data),
         imm: None,
     };
-    assert_eq!(Mlx5::check(&wq, &wr), Ok(4));
+    assert_eq!(Mlx5::check(&wq, &wr).map(|c| c.units), Ok(4));
     // SAFETY: ring owned by the test; `check` accepted the request.
-    let p = unsafe { Mlx5::post(&wq, ProdIdx(3), &wr, SendFlags::SIGNALED) };
-    assert_eq!((p.start, p.next), (ProdIdx(3), ProdIdx(7)));
+    let p = unsafe { Mlx5::post(&wq, SqPos::at_unit(3), &wr, SendFlags::SIGNALED) };
+    assert_eq!((p.start.unit, p.next.unit), (ProdIdx(3), ProdIdx(7)));
     let bytes = r.unwrapped(&p);
     let ds = 2 + (4 + 200usize).div_ceil(16);
     assert_eq!(bytes[7] as usize, ds);
@@ -175,7 +176,7 @@ fn blueflame_copy_and_offset_toggle() {
         imm: Some(0x1234_5678),
     };
     // SAFETY: test-owned memory.
-    let p = unsafe { Mlx5::post(&wq, ProdIdx(7), &wr, SendFlags::empty()) };
+    let p = unsafe { Mlx5::post(&wq, SqPos::at_unit(7), &wr, SendFlags::empty()) };
     // SAFETY: test-owned memory; 2 WQEBBs fit in the 512-byte stand-in register.
     let off = unsafe { Mlx5::ring_sq_bf(&wq, &p, 0, true) };
     assert_eq!(off, 256);
@@ -311,38 +312,38 @@ fn collapsed_cq_rejects_stale_and_out_of_window() {
     // SAFETY: test-owned memory throughout.
     unsafe {
         assert_eq!(
-            Mlx5::poll_collapsed(&cq, &mut prog, 0x1_0000),
+            Mlx5::poll_collapsed(&WqHandle::default(), &cq, &mut prog, 0x1_0000),
             Ok(None),
             "nothing written yet"
         );
         set(&mut cqe, 0xfff4, false);
         assert!(
-            Mlx5::poll_collapsed(&cq, &mut prog, 0x1_0000)
+            Mlx5::poll_collapsed(&WqHandle::default(), &cq, &mut prog, 0x1_0000)
                 .unwrap()
                 .is_some()
         );
         assert_eq!(prog.complete_below(), 0xfff5);
         assert_eq!(
-            Mlx5::poll_collapsed(&cq, &mut prog, 0x1_0000),
+            Mlx5::poll_collapsed(&WqHandle::default(), &cq, &mut prog, 0x1_0000),
             Ok(None),
             "same value: no progress"
         );
         // Wrapped counter 0x0003 while only up to 0x1_0000 was rung: out of window, rejected.
         set(&mut cqe, 0x0003, false);
-        assert!(Mlx5::poll_collapsed(&cq, &mut prog, 0x1_0000).is_err());
+        assert!(Mlx5::poll_collapsed(&WqHandle::default(), &cq, &mut prog, 0x1_0000).is_err());
         assert_eq!(
             prog.complete_below(),
             0xfff5,
             "a bad read never moves progress"
         );
         // Once 0x1_0004 has been rung it is legitimate progress across the 16-bit wrap.
-        let wc = Mlx5::poll_collapsed(&cq, &mut prog, 0x1_0004)
+        let wc = Mlx5::poll_collapsed(&WqHandle::default(), &cq, &mut prog, 0x1_0004)
             .unwrap()
             .unwrap();
         assert_eq!(wc.wqe_counter, 3);
         assert_eq!(prog.complete_below(), 0x1_0004);
         set(&mut cqe, 0x0003 + 1, true);
-        let wc = Mlx5::poll_collapsed(&cq, &mut prog, 0x1_0008)
+        let wc = Mlx5::poll_collapsed(&WqHandle::default(), &cq, &mut prog, 0x1_0008)
             .unwrap()
             .unwrap();
         assert_eq!(wc.status, WcStatus::RemAccessErr);
@@ -474,12 +475,12 @@ proptest! {
         let mut r = Ring::new(1 << log2, 0xa5);
         let wq = r.wq(qpn);
         let wr = req.wr();
-        let units = Mlx5::check(&wq, &wr).unwrap();
+        let units = Mlx5::check(&wq, &wr).unwrap().units;
         let flags = SendFlags::from_bits_truncate(flags);
         // SAFETY: test-owned ring; `check` accepted.
-        let p = unsafe { Mlx5::post(&wq, ProdIdx(start), &wr, flags) };
-        prop_assert_eq!(p.next.since(p.start), units);
-        prop_assert_eq!(u64::from(p.next.0), (u64::from(start) + u64::from(units)) & 0xffff_ffff);
+        let p = unsafe { Mlx5::post(&wq, SqPos::at_unit(start), &wr, flags) };
+        prop_assert_eq!(p.next.unit.since(p.start.unit), units);
+        prop_assert_eq!(u64::from(p.next.unit.0), (u64::from(start) + u64::from(units)) & 0xffff_ffff);
         let bytes = r.unwrapped(&p);
         let w = WqeRepr::parse(&bytes).unwrap();
         prop_assert_eq!(w.ctrl.wqe_index, start as u16);
@@ -527,7 +528,7 @@ proptest! {
         prop_assert_eq!(&again[..n], &bytes[..n]);
         // Nothing outside the reserved WQEBBs was touched.
         for slot in 0..r.entries {
-            let inside = slot.wrapping_sub(p.start.0 & (r.entries - 1)) & (r.entries - 1) < units;
+            let inside = slot.wrapping_sub(p.start.unit.0 & (r.entries - 1)) & (r.entries - 1) < units;
             if !inside {
                 prop_assert!(r.bytes()[slot as usize * 64..slot as usize * 64 + 64].iter().all(|&b| b == 0xa5));
             }
@@ -563,7 +564,7 @@ fn fuzz_seed_corpora() {
         // SAFETY: test-owned ring; `check` accepted.
         let p = unsafe {
             Mlx5::check(&wq, &req.wr()).unwrap();
-            Mlx5::post(&wq, ProdIdx(i), &req.wr(), SendFlags::SIGNALED)
+            Mlx5::post(&wq, SqPos::at_unit(i), &req.wr(), SendFlags::SIGNALED)
         };
         let bytes = r.unwrapped(&p);
         let w = WqeRepr::parse(&bytes).unwrap();

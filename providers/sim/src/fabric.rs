@@ -837,6 +837,7 @@ impl Qp {
             max_inline: q.init.max_inline,
             max_sge: q.init.max_sge,
             bf_size: if q.nic.model == Model::Mlx5 { 256 } else { 0 },
+            ..WqHandle::default()
         }
     }
 
@@ -854,6 +855,7 @@ impl Qp {
             max_inline: 0,
             max_sge: q.init.max_sge,
             bf_size: 0,
+            ..WqHandle::default()
         }
     }
 

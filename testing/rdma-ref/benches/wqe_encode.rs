@@ -11,7 +11,7 @@ use std::hint::black_box;
 use std::time::Instant;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use gda_hal::{AtomicOp, ProdIdx, Provider, Remote, Sge, Signaled, W64, WqHandle};
+use gda_hal::{AtomicOp, Provider, Remote, Sge, Signaled, SqPos, W64, WqHandle};
 use gda_mlx5::Mlx5;
 use gda_rdma_ref::case::{self, IBV_SEND_INLINE, ibv_wr};
 use gda_rdma_ref::{RefQpCfg, RefSge, RefWr, mlx5_post_loop};
@@ -32,6 +32,7 @@ fn bench(c: &mut Criterion) {
         max_inline: 256,
         max_sge: 4,
         bf_size: 0,
+        ..WqHandle::default()
     };
     let remote = Remote {
         addr: 0x7f00_0000_1000,
@@ -54,7 +55,7 @@ fn bench(c: &mut Criterion) {
     };
     let mut g = c.benchmark_group("wqe_encode");
 
-    let mut at = ProdIdx(0);
+    let mut at = SqPos::ZERO;
     g.bench_function("gda/write_8B", |b| {
         b.iter(|| {
             // SAFETY: the ring, record and register are owned by this benchmark.

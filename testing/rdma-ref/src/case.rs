@@ -2,7 +2,7 @@
 //! [`WorkRequest`] gda's device functions take, plus helpers that run each side on a fresh ring.
 
 use gda_hal::{
-    AtomicOp, Payload, Posted, ProdIdx, Provider, Remote, SendFlags, Sge, WorkRequest, WqHandle,
+    AtomicOp, Payload, Posted, Provider, Remote, SendFlags, Sge, SqPos, WorkRequest, WqHandle,
 };
 use gda_mlx5::Mlx5;
 
@@ -199,12 +199,18 @@ impl Case {
             max_inline: self.cfg.max_inline,
             max_sge: self.cfg.max_sge,
             bf_size: self.cfg.bf_size,
+            ..WqHandle::default()
         };
         Mlx5::check(&wq, &wr)?;
         let ds = gda_mlx5::device::ds_for(&wr);
         // SAFETY: the ring, record and register are owned here and sized for the request.
         let (posted, next_off) = unsafe {
-            let p = Mlx5::post(&wq, ProdIdx(self.cfg.cur_post), &wr, self.gda_flags());
+            let p = Mlx5::post(
+                &wq,
+                SqPos::at_unit(self.cfg.cur_post),
+                &wr,
+                self.gda_flags(),
+            );
             let off = Mlx5::ring_sq_bf(&wq, &p, 0, self.blueflame(ds));
             (p, off)
         };

@@ -135,7 +135,11 @@ fn check(case: &Case) -> Result<Outcome, TestCaseError> {
     // the request is refused later for exceeding max_inline). gda refuses such a request
     // (the fact sheet's "impossible request"), and rdma-core is not run on it.
     let inline = case.inline_bytes();
-    let units = <gda_mlx5::Mlx5 as gda_hal::Provider>::units_for(&case.to_gda(&inline));
+    let units = <gda_mlx5::Mlx5 as gda_hal::Provider>::cost(
+        &gda_hal::WqHandle::default(),
+        &case.to_gda(&inline),
+    )
+    .units;
     let longest_piece = case.inline.iter().map(Vec::len).max().unwrap_or(0);
     if units > n || longest_piece > n as usize * 64 {
         prop_assert!(
@@ -161,7 +165,7 @@ fn check(case: &Case) -> Result<Outcome, TestCaseError> {
             prop_assert_eq!(r.dbrec, g.dbrec, "doorbell record differs");
             prop_assert_eq!(
                 r.cur_post_after,
-                g.posted.next.0,
+                g.posted.next.unit.0,
                 "producer counter differs"
             );
             prop_assert_eq!(

@@ -15,9 +15,9 @@
 pub mod wire;
 
 use gda_hal::{
-    AtomicOp, CollapsedProgress, CqHandle, OutOfWindow, Payload, PostError, Posted, ProdIdx,
-    Provider, Remote, SendFlags, Sge, WcOpcode, WcStatus, WorkCompletion, WorkRequest, WqHandle,
-    mmio,
+    AtomicOp, CollapsedProgress, Cost, CqHandle, OutOfWindow, Payload, PostError, Posted, ProdIdx,
+    Provider, Remote, SendFlags, Sge, SqPos, WcOpcode, WcStatus, WorkCompletion, WorkRequest,
+    WqHandle, mmio,
 };
 pub use wire::{NativeCqe, NativeOp, NativeSge, NativeWqe, flags};
 
@@ -248,8 +248,8 @@ unsafe fn write(wq: &WqHandle, at: ProdIdx, wr: &WorkRequest<'_>, fl: SendFlags)
     unsafe { mmio::write_seg(unit_ptr(wq, at, 0) as *mut NativeWqe, h) };
     let next = at.add(units);
     Posted {
-        start: at,
-        next,
+        start: SqPos::at_unit(at.0),
+        next: SqPos::at_unit(next.0),
         doorbell: u64::from(next.0).to_le_bytes(),
     }
 }
@@ -265,11 +265,14 @@ impl Provider for Sim {
     const CQ_INDEX_BITS: u32 = 32;
     const ATOMIC_RESULT_BIG_ENDIAN: bool = false;
 
-    fn units_for(wr: &WorkRequest<'_>) -> u32 {
-        units_for(wr)
+    fn cost(_wq: &WqHandle, wr: &WorkRequest<'_>) -> Cost {
+        Cost {
+            units: units_for(wr),
+            packets: 0,
+        }
     }
 
-    fn check(wq: &WqHandle, wr: &WorkRequest<'_>) -> Result<u32, PostError> {
+    fn check(wq: &WqHandle, wr: &WorkRequest<'_>) -> Result<Cost, PostError> {
         let nsge =
             gda_hal::provider::check_common(wq, wr, wq.max_inline.min(Self::MAX_INLINE_BYTES))?;
         if nsge > 1 + 4 * (MAX_UNITS as usize - 1) {
@@ -285,12 +288,20 @@ impl Provider for Sim {
                 max: wq.entries.min(MAX_UNITS),
             });
         }
-        Ok(units)
+        Ok(Cost { units, packets: 0 })
     }
 
-    unsafe fn post(wq: &WqHandle, at: ProdIdx, wr: &WorkRequest<'_>, flags: SendFlags) -> Posted {
+    unsafe fn post(wq: &WqHandle, at: SqPos, wr: &WorkRequest<'_>, flags: SendFlags) -> Posted {
         // SAFETY: forwarded.
-        unsafe { write(wq, at, wr, flags) }
+        let p = unsafe { write(wq, at.unit, wr, flags) };
+        Posted {
+            start: at,
+            next: at.advance(Cost {
+                units: p.next.unit.since(p.start.unit),
+                packets: 0,
+            }),
+            doorbell: p.doorbell,
+        }
     }
 
     unsafe fn ring_sq(wq: &WqHandle, posted: &Posted) {
@@ -354,6 +365,7 @@ impl Provider for Sim {
     }
 
     unsafe fn poll_collapsed(
+        _wq: &WqHandle,
         cq: &CqHandle,
         progress: &mut CollapsedProgress,
         rung: u64,
