@@ -84,6 +84,14 @@ unsafe extern "C" {
         sq_buf_len: usize,
         out: *mut BrefOut,
     ) -> c_int;
+    fn bref_post_send_n(
+        cfg: *const BrefQpCfg,
+        wrs: *const BrefWr,
+        n: u32,
+        sq_buf: *mut u8,
+        sq_buf_len: usize,
+        out: *mut BrefOut,
+    ) -> c_int;
     fn bref_db(db_type: u32, xid: u32, index: u32, epoch: u32, toggle: u32) -> u64;
 }
 
@@ -100,5 +108,22 @@ pub fn post_send(cfg: &BrefQpCfg, wr: &BrefWr, sq: &mut [u8]) -> BrefOut {
     // SAFETY: pointers valid for the given lengths; `out` is a valid struct; inline SGE addresses
     // are the caller's readable buffers.
     unsafe { bref_post_send(cfg, wr, sq.as_mut_ptr(), sq.len(), &mut out) };
+    out
+}
+
+/// Runs rdma-core's `bnxt_re_post_send` for a chain of WRs (one doorbell at the end).
+pub fn post_send_n(cfg: &BrefQpCfg, wrs: &[BrefWr], sq: &mut [u8]) -> BrefOut {
+    let mut out = BrefOut::default();
+    // SAFETY: as `post_send`; `wrs` has `wrs.len()` valid entries.
+    unsafe {
+        bref_post_send_n(
+            cfg,
+            wrs.as_ptr(),
+            wrs.len() as u32,
+            sq.as_mut_ptr(),
+            sq.len(),
+            &mut out,
+        )
+    };
     out
 }
