@@ -127,3 +127,105 @@ pub fn post_send_n(cfg: &BrefQpCfg, wrs: &[BrefWr], sq: &mut [u8]) -> BrefOut {
     };
     out
 }
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct BrefSwqe {
+    pub wr_id: u64,
+    pub wr_opcode: u32,
+    pub signaled: u32,
+    pub bytes: u32,
+    pub slots: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct BrefCqCfg {
+    pub cq_id: u32,
+    pub cq_depth: u32,
+    pub cq_head: u32,
+    pub cq_phase: u32,
+    pub cq_head_epoch: u32,
+    pub deferred_db: u32,
+    pub hw_cqes: u32,
+    pub nwc: u32,
+    pub qp_id: u32,
+    pub qp_type: u32,
+    pub max_swr: u32,
+    pub sq_slots: u32,
+    pub sq_head: u32,
+    pub sq_cons_idx: u32,
+    pub n_swqe: u32,
+    pub swqe: *const BrefSwqe,
+    pub rq_nwr: u32,
+    pub rq_slots: u32,
+    pub rq_max_slots: u32,
+    pub rq_head: u32,
+    pub rq_cons_idx: u32,
+    pub n_rwqe: u32,
+    pub rq_wr_id: *const u64,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BrefWc {
+    pub wr_id: u64,
+    pub status: u32,
+    pub opcode: u32,
+    pub vendor_err: u32,
+    pub byte_len: u32,
+    pub imm_data: u32,
+    pub wc_flags: u32,
+    pub qp_num: u32,
+    pub src_qp: u32,
+    pub sl: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct BrefCqOut {
+    pub n_wc: c_int,
+    pub cq_head_after: u32,
+    pub cq_phase_after: u32,
+    pub cq_head_epoch_after: u32,
+    pub hw_cqes_after: u32,
+    pub doorbell: u64,
+    pub n_doorbells: u32,
+    pub sq_head_after: u32,
+    pub sq_cons_idx_after: u32,
+    pub rq_head_after: u32,
+    pub rq_cons_idx_after: u32,
+    pub qp_state_after: u32,
+}
+
+unsafe extern "C" {
+    fn bref_poll_cq(
+        cfg: *const BrefCqCfg,
+        cqe_ring: *mut u8,
+        wc_out: *mut BrefWc,
+        out: *mut BrefCqOut,
+    ) -> c_int;
+}
+
+/// Runs rdma-core's `bnxt_re_poll_cq` once over `ring` (32-byte CQEs) with the SQ/RQ
+/// bookkeeping described by `cfg`, `swqe` and `rq_wr_id`. Returns the WCs and the state after.
+pub fn poll_cq(
+    cfg: &BrefCqCfg,
+    swqe: &[BrefSwqe],
+    rq_wr_id: &[u64],
+    ring: &mut [u8],
+) -> (Vec<BrefWc>, BrefCqOut) {
+    let mut cfg = *cfg;
+    cfg.swqe = swqe.as_ptr();
+    cfg.n_swqe = swqe.len() as u32;
+    cfg.rq_wr_id = rq_wr_id.as_ptr();
+    cfg.n_rwqe = rq_wr_id.len() as u32;
+    let mut wcs = vec![BrefWc::default(); 64];
+    let mut out = BrefCqOut::default();
+    assert!(ring.len() >= cfg.cq_depth as usize * 32);
+    // SAFETY: `cfg` points at live arrays of the stated lengths, `ring` holds `cq_depth` CQEs,
+    // `wcs` has room for the harness's maximum of 64.
+    unsafe { bref_poll_cq(&cfg, ring.as_mut_ptr(), wcs.as_mut_ptr(), &mut out) };
+    wcs.truncate(out.n_wc.max(0) as usize);
+    (wcs, out)
+}
