@@ -31,6 +31,8 @@
 //! ```
 #![deny(unsafe_op_in_unsafe_fn)]
 
+#[cfg(feature = "bnxt")]
+pub use gda_bnxt as bnxt;
 pub use gda_hal as hal;
 #[cfg(feature = "mlx5")]
 pub use gda_mlx5 as mlx5;

@@ -33,6 +33,9 @@ pub enum PerfProvider {
     Native,
     /// `gda_mlx5::Mlx5` device functions on the mlx5 model.
     Mlx5,
+    /// `gda_bnxt::Bnxt` device functions on the bnxt model (static WQEs, MSN table).
+    #[cfg(feature = "bnxt")]
+    Bnxt,
 }
 
 /// Run parameters.
@@ -128,6 +131,8 @@ pub fn run(
         let r = match cfg.provider {
             PerfProvider::Native => run_size::<gda_sim::Sim>(cfg, size)?,
             PerfProvider::Mlx5 => run_size::<gda_mlx5::Mlx5>(cfg, size)?,
+            #[cfg(feature = "bnxt")]
+            PerfProvider::Bnxt => run_size::<gda_bnxt::Bnxt>(cfg, size)?,
         };
         progress(&r);
         out.push(r);
@@ -169,6 +174,7 @@ fn run_size<P: SimModel>(cfg: &PerfConfig, size: usize) -> Result<PerfResult, Pe
         max_inline: 0,
         max_sge: 1,
         rnr_retry: 7,
+        ..QpInit::default()
     };
     let a = pa.create_qp(init, &cq_a, &rcq_a)?;
     let b = pb.create_qp(init, &scq_b, &rcq_b)?;

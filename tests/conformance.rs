@@ -48,7 +48,21 @@ fn inline_write_every_size<P: SimModel>() {
     let t = Pair::<P>::simple();
     let mut raw = t.raw_a();
     let dst = t.mr_b(4096, Access::REMOTE_WRITE);
-    for n in [0usize, 1, 7, 8, 12, 13, 63, 64, 100, 200, 256] {
+    for n in [0usize, 1, 7, 8, 12, 13, 16, 17, 63, 64, 96, 100, 200, 256] {
+        if n > raw.sq.max_inline as usize {
+            // Beyond the format's inline maximum (bnxt: 96 bytes) a clear refusal.
+            let data = pattern(n, 3);
+            let wr = WorkRequest::Write {
+                remote: remote(&dst, 100),
+                payload: Payload::Inline(&data),
+                imm: None,
+            };
+            assert!(matches!(
+                P::check(&raw.sq, &wr),
+                Err(gda::hal::PostError::InlineTooLong { .. })
+            ));
+            continue;
+        }
         let data = pattern(n, 3);
         raw.post(
             &WorkRequest::Write {
@@ -254,15 +268,20 @@ fn atomics_every_op_and_width<P: SimModel>() {
         target.write(off as usize, &[0xee; 8]);
         target.write(off as usize, &init.to_le_bytes()[..w as usize]);
         result.write(0, &[0xcc; 16]);
-        raw.post(
-            &WorkRequest::Atomic {
-                remote: remote(&target, off),
-                local: sge(&result, 0, w),
-                op,
-                bytes: w,
-            },
-            SendFlags::SIGNALED,
-        );
+        let wr = WorkRequest::Atomic {
+            remote: remote(&target, off),
+            local: sge(&result, 0, w),
+            op,
+            bytes: w,
+        };
+        if !matches!(op, AtomicOp::CompareSwap { .. } | AtomicOp::FetchAdd { .. })
+            && P::check(&raw.sq, &wr) == Err(gda::hal::PostError::Unsupported)
+        {
+            // bnxt has no masked atomics: refused up front, never posted (shmem builds them
+            // from compare-and-swap loops).
+            continue;
+        }
+        raw.post(&wr, SendFlags::SIGNALED);
         let wc = raw.wait(1)[0];
         assert_eq!((wc.status, wc.byte_len), (WcStatus::Success, w), "case {i}");
         let mut fetched_bytes = vec![0u8; w as usize];
@@ -470,7 +489,7 @@ impl<P: SimModel> Pair<P> {
 fn qp_not_ready_and_rnr<P: SimModel>() {
     // QP in INIT: a rung doorbell is a local QP operation error.
     let fabric = gda::sim::Fabric::new(Default::default());
-    let nic = fabric.add_nic(P::MODEL);
+    let nic = fabric.add_nic(model::<P>());
     let pd = nic.alloc_pd();
     let cq = nic.create_cq(64, CqMode::Normal).unwrap();
     let qp = pd.create_qp(QpInit::default(), &cq, &cq).unwrap();
@@ -560,10 +579,14 @@ fn malformed_wqes_give_error_cqes<P: SimModel>() {
         let posted = gda::hal::Posted {
             start: gda::hal::SqPos::ZERO,
             next: gda::hal::SqPos::at_unit(1),
-            doorbell: if P::MODEL == gda::sim::Model::Mlx5 {
-                [garbage[0], garbage[1], garbage[2], garbage[3], 0, 0, 0, 1]
-            } else {
-                1u64.to_le_bytes()
+            doorbell: match model::<P>() {
+                gda::sim::Model::Mlx5 => {
+                    [garbage[0], garbage[1], garbage[2], garbage[3], 0, 0, 0, 1]
+                }
+                gda::sim::Model::Bnxt(_) => {
+                    gda::bnxt::Bnxt::sq_doorbell(&sq, gda::hal::ProdIdx(1)).to_bytes()
+                }
+                _ => 1u64.to_le_bytes(),
             },
         };
         // SAFETY: the QP's doorbell record and register.
@@ -752,8 +775,10 @@ fn chaos_seeds_keep_guarantees<P: SimModel>() {
         let sq = unsafe { SendQueue::<P>::new(t.a.sq_handle(), t.cq_a.handle(), 20_000) }.unwrap();
         launch(4, |tid| {
             let me = tid.id as u64;
+            // Inline up to 64 bytes (the fixed three-slot form holds 16).
+            let n = (sq.handle().max_inline as usize).min(64);
             for round in 0..30u8 {
-                let payload = pattern(64, round ^ tid.id as u8);
+                let payload = pattern(n, round ^ tid.id as u8);
                 sq.post(
                     &WorkRequest::Write {
                         remote: remote(&data, 64 * me),
@@ -785,7 +810,7 @@ fn chaos_seeds_keep_guarantees<P: SimModel>() {
                 )
                 .unwrap();
                 sq.quiet().unwrap();
-                let mut got = vec![0u8; 64];
+                let mut got = vec![0u8; n];
                 back.read(64 * me as usize, &mut got);
                 assert_eq!(
                     got, payload,
@@ -803,7 +828,7 @@ fn chaos_seeds_keep_guarantees<P: SimModel>() {
 
 fn cq_overrun_is_reported<P: SimModel>() {
     let fabric = gda::sim::Fabric::new(Default::default());
-    let nic = fabric.add_nic(P::MODEL);
+    let nic = fabric.add_nic(model::<P>());
     let pd = nic.alloc_pd();
     let cq = nic.create_cq(4, CqMode::Normal).unwrap();
     let qp = pd.create_qp(QpInit::default(), &cq, &cq).unwrap();
@@ -862,10 +887,14 @@ fn misuse_is_contained<P: SimModel>() {
     let p = gda::hal::Posted {
         start: gda::hal::SqPos::ZERO,
         next: gda::hal::SqPos::at_unit(40),
-        doorbell: if P::MODEL == gda::sim::Model::Mlx5 {
-            [0, 0, 0x27, 0, 0, 0, 0, 1]
-        } else {
-            40u64.to_le_bytes()
+        // bnxt's doorbell (index + epoch) cannot name more than twice the ring: it names
+        // 40 mod 32, and the zeroed WQEs there are refused the same way.
+        doorbell: match model::<P>() {
+            gda::sim::Model::Mlx5 => [0, 0, 0x27, 0, 0, 0, 0, 1],
+            gda::sim::Model::Bnxt(_) => {
+                gda::bnxt::Bnxt::sq_doorbell(&sq, gda::hal::ProdIdx(40)).to_bytes()
+            }
+            _ => 40u64.to_le_bytes(),
         },
     };
     // SAFETY: the QP's own doorbell record and register.
@@ -917,7 +946,7 @@ fn misuse_is_contained<P: SimModel>() {
     // CQs of another fabric, and a CQ smaller than the send queue.
     let other = gda::sim::Fabric::new(Default::default());
     let ocq = other
-        .add_nic(P::MODEL)
+        .add_nic(model::<P>())
         .create_cq(64, CqMode::Normal)
         .unwrap();
     let e = t
@@ -1001,7 +1030,7 @@ fn deregistered_key_fails_after_use<P: SimModel>() {
 /// Four NICs in a ring, each QP writing to the next NIC's region, plus a loopback QP.
 fn fabric_of_many_nics_and_loopback<P: SimModel>() {
     let fabric = gda::sim::Fabric::new(Default::default());
-    let nics: Vec<_> = (0..4).map(|_| fabric.add_nic(P::MODEL)).collect();
+    let nics: Vec<_> = (0..4).map(|_| fabric.add_nic(model::<P>())).collect();
     let pds: Vec<_> = nics.iter().map(|n| n.alloc_pd()).collect();
     let cqs: Vec<_> = nics
         .iter()
@@ -1058,7 +1087,7 @@ fn fabric_of_many_nics_and_loopback<P: SimModel>() {
     assert_eq!(&contents(&mrs[0])[32..40], b"loopback");
     // Endpoints from elsewhere are refused with a clear error.
     let other = gda::sim::Fabric::new(Default::default());
-    let on = other.add_nic(P::MODEL);
+    let on = other.add_nic(model::<P>());
     let ocq = on.create_cq(4, CqMode::Normal).unwrap();
     let oq = on
         .alloc_pd()
@@ -1125,8 +1154,53 @@ macro_rules! conformance {
         mod mlx5 {
             $( #[test] fn $name() { super::$name::<gda::mlx5::Mlx5>(); } )*
         }
+        /// Thor2 defaults: static WQEs, MSN table.
+        mod bnxt {
+            $( #[test] fn $name() { super::$name::<gda::bnxt::Bnxt>(); } )*
+        }
+        /// Variable WQEs (wrapping slot by slot) with P5/P7 16-byte PSN entries.
+        mod bnxt_variable {
+            $( #[test] fn $name() {
+                crate::common::with_model(
+                    gda::sim::Model::Bnxt(gda::bnxt::Mode {
+                        wqe: gda::bnxt::WqeMode::Variable,
+                        psn: gda::bnxt::PsnForm::Ext,
+                    }),
+                    super::$name::<gda::bnxt::Bnxt>,
+                );
+            } )*
+        }
     };
 }
+
+/// The fixed three-slot form holds one SGE or 16 inline bytes: the tests whose requests fit.
+macro_rules! conformance_fixed3 {
+    ($($name:ident),* $(,)?) => {
+        mod bnxt_fixed3 {
+            $( #[test] fn $name() {
+                crate::common::with_model(
+                    gda::sim::Model::Bnxt(gda::bnxt::Mode {
+                        wqe: gda::bnxt::WqeMode::Fixed3,
+                        psn: gda::bnxt::PsnForm::Legacy,
+                    }),
+                    super::$name::<gda::bnxt::Bnxt>,
+                );
+            } )*
+        }
+    };
+}
+
+conformance_fixed3!(
+    write_every_size,
+    read_every_size,
+    atomics_every_op_and_width,
+    nop_and_unsignaled_retirement,
+    ordering_fence_and_completion_order,
+    ring_wrap_far_past_65536,
+    many_threads_one_qp,
+    chaos_seeds_keep_guarantees,
+    receives_flush_in_error,
+);
 
 conformance!(
     write_every_size,

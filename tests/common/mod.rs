@@ -2,6 +2,8 @@
 //! provider's sim model, a connected QP pair, and raw (device-function level) posting/polling.
 #![allow(dead_code)]
 
+use std::cell::Cell;
+use std::collections::VecDeque;
 use std::marker::PhantomData;
 use std::time::{Duration, Instant};
 
@@ -9,7 +11,25 @@ use gda::hal::{
     CqHandle, Posted, ProdIdx, Provider, SendFlags, Sge, SqPos, WorkCompletion, WorkRequest,
     WqHandle,
 };
-use gda::sim::{Access, Cq, CqMode, Fabric, FabricConfig, Mr, Pd, Qp, QpInit, SimModel};
+use gda::hal::{WcOpcode, WcStatus};
+use gda::sim::{Access, Cq, CqMode, Fabric, FabricConfig, Model, Mr, Pd, Qp, QpInit, SimModel};
+
+thread_local! {
+    static MODEL: Cell<Option<Model>> = const { Cell::new(None) };
+}
+
+/// The sim model tests of provider `P` run on: `P::MODEL`, or the one [`with_model`] set (bnxt
+/// runs the suite in several WQE modes).
+pub fn model<P: SimModel>() -> Model {
+    MODEL.with(Cell::get).unwrap_or(P::MODEL)
+}
+
+/// Runs `f` with [`model`] returning `m` on this thread.
+pub fn with_model(m: Model, f: impl FnOnce()) {
+    MODEL.with(|c| c.set(Some(m)));
+    f();
+    MODEL.with(|c| c.set(None));
+}
 
 /// Two connected QPs: `a` (requester) on NIC 0, `b` (responder) on NIC 1.
 pub struct Pair<P: SimModel> {
@@ -25,9 +45,18 @@ pub struct Pair<P: SimModel> {
 
 impl<P: SimModel> Pair<P> {
     pub fn new(chaos: Option<u64>, mode: CqMode, init: QpInit) -> Self {
+        let mut init = init;
+        if let Some(m) = model::<P>().bnxt_mode() {
+            if m.wqe == gda::bnxt::WqeMode::Fixed3 {
+                // One SGE (or 16 inline bytes) per WQE in the fixed three-slot form.
+                init.max_sge = 1;
+            } else {
+                init.max_sge = init.max_sge.min(gda::bnxt::device::MAX_SGE);
+            }
+        }
         let fabric = Fabric::new(FabricConfig { chaos });
-        let na = fabric.add_nic(P::MODEL);
-        let nb = fabric.add_nic(P::MODEL);
+        let na = fabric.add_nic(model::<P>());
+        let nb = fabric.add_nic(model::<P>());
         let (pd_a, pd_b) = (na.alloc_pd(), nb.alloc_pd());
         let cq_a = na.create_cq(1024, mode).unwrap();
         let rcq_a = na.create_cq(64, CqMode::Normal).unwrap();
@@ -91,6 +120,9 @@ pub struct Raw<P: Provider> {
     pub cq: CqHandle,
     pub pos: SqPos,
     pub ci: u32,
+    /// What was posted (start unit, units, opcode, bytes), for providers whose requester CQEs
+    /// do not say what completed (bnxt): filled in the way rdma-core's poll does it.
+    posted: VecDeque<(u32, u32, WcOpcode, u32)>,
     _p: PhantomData<P>,
 }
 
@@ -101,6 +133,7 @@ impl<P: Provider> Raw<P> {
             cq,
             pos: SqPos::ZERO,
             ci: 0,
+            posted: VecDeque::new(),
             _p: PhantomData,
         }
     }
@@ -113,12 +146,54 @@ impl<P: Provider> Raw<P> {
         // SAFETY: as above.
         unsafe { P::ring_sq(&self.sq, &p) };
         self.pos = p.next;
+        let (op, bytes) = match wr {
+            WorkRequest::Write { .. } | WorkRequest::Nop => (WcOpcode::RdmaWrite, 0),
+            WorkRequest::Send { .. } => (WcOpcode::Send, 0),
+            WorkRequest::Read { sges, .. } => {
+                (WcOpcode::RdmaRead, sges.iter().map(|s| s.length).sum())
+            }
+            WorkRequest::Atomic {
+                op:
+                    gda::hal::AtomicOp::CompareSwap { .. }
+                    | gda::hal::AtomicOp::MaskedCompareSwap { .. },
+                bytes,
+                ..
+            } => (WcOpcode::CompSwap, *bytes),
+            WorkRequest::Atomic { bytes, .. } => (WcOpcode::FetchAdd, *bytes),
+        };
+        self.posted
+            .push_back((p.start.unit.0, p.next.unit.since(p.start.unit), op, bytes));
         p
+    }
+
+    /// Completes `wc` from the posting record when the CQE did not carry the opcode.
+    fn fill(&mut self, mut wc: WorkCompletion) -> WorkCompletion {
+        if wc.is_recv || wc.opcode != WcOpcode::Other || wc.status == WcStatus::WrFlushErr {
+            return wc;
+        }
+        let unit = P::completed_unit(&self.sq, &wc);
+        let mask = (1u64 << P::completion_bits(&self.sq).min(32)) - 1;
+        while let Some((s, n, op, bytes)) = self.posted.pop_front() {
+            if u64::from(unit.wrapping_sub(s)) & mask < u64::from(n) {
+                wc.opcode = op;
+                if wc.status == WcStatus::Success
+                    && matches!(
+                        op,
+                        WcOpcode::RdmaRead | WcOpcode::CompSwap | WcOpcode::FetchAdd
+                    )
+                {
+                    wc.byte_len = bytes;
+                }
+                break;
+            }
+        }
+        wc
     }
 
     /// Waits for `n` completions (panics after 10 s).
     pub fn wait(&mut self, n: usize) -> Vec<WorkCompletion> {
-        poll_n::<P>(&self.cq, &mut self.ci, n)
+        let w = poll_n::<P>(&self.cq, &mut self.ci, n);
+        w.into_iter().map(|wc| self.fill(wc)).collect()
     }
 
     /// Completions that arrive within `d`.
@@ -131,6 +206,7 @@ impl<P: Provider> Raw<P> {
                 self.ci = self.ci.wrapping_add(1);
                 // SAFETY: as above.
                 unsafe { P::update_cq_ci(&self.cq, self.ci) };
+                let wc = self.fill(wc);
                 out.push(wc);
             } else {
                 std::thread::yield_now();

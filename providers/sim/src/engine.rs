@@ -34,6 +34,7 @@ use crate::model::{self, Cpl, OpKind, WqeOp};
 pub(crate) struct Stats {
     wqes: AtomicU64,
     sleeps: AtomicU64,
+    pub(crate) psn_errors: AtomicU64,
 }
 
 /// A copy of the engine counters.
@@ -43,6 +44,8 @@ pub struct StatsSnapshot {
     pub wqes: u64,
     /// Times the engine went to sleep for lack of work.
     pub sleeps: u64,
+    /// bnxt model: WQEs whose PSN-table entry did not match the engine's PSN sequence.
+    pub psn_errors: u64,
 }
 
 impl Stats {
@@ -50,6 +53,7 @@ impl Stats {
         StatsSnapshot {
             wqes: self.wqes.load(Ordering::Relaxed),
             sleeps: self.sleeps.load(Ordering::Relaxed),
+            psn_errors: self.psn_errors.load(Ordering::Relaxed),
         }
     }
 }
@@ -106,6 +110,10 @@ pub(crate) struct QpExec {
     recv_sges: Vec<Sge>,
     lcache: KeyCache,
     rcache: KeyCache,
+    /// bnxt: messages and PSNs consumed so far (what the next PSN-table entry must say).
+    seq: crate::bnxt_model::Seq,
+    /// WQEs completed since the last CQE on the send CQ (bnxt retires them before an error).
+    unreported: u32,
     /// This QP's own chaos stream: every per-WQE decision (hold, delayed data, delayed CQE)
     /// comes from it, so a seed gives the same decisions for the same WQE sequence whatever
     /// the timing of other QPs or of doorbells.
@@ -258,7 +266,12 @@ fn step_qp(
                 // stale value): refuse it rather than execute old ring contents.
                 if qp.state() != QpState::Error {
                     qp.set_error();
-                    let c = err_cpl(qp, ex.sq_pos as u32, 0, WcStatus::LocQpOpErr);
+                    let c = err_cpl(
+                        qp,
+                        model::counter_for(qp, ex.sq_pos, 1),
+                        0,
+                        WcStatus::LocQpOpErr,
+                    );
                     let cq = qp.send_cq.clone();
                     complete(ex, cq, c, None);
                 }
@@ -311,6 +324,23 @@ fn step_qp(
                     true,
                 )
             }
+            Ok(())
+                if let Some(m) = qp.nic.model.bnxt_mode()
+                    && let Err(what) =
+                        crate::bnxt_model::check_psn(qp, m, ex.sq_pos, &ex.seq, &op) =>
+            {
+                // The hardware would retransmit from a wrong PSN: a driver bug, reported.
+                f.stats.psn_errors.fetch_add(1, Ordering::Relaxed);
+                if std::env::var_os("GDA_SIM_TRACE").is_some() {
+                    eprintln!("gda-sim: QP {:#x} WQE at {}: {what}", qp.qpn, ex.sq_pos);
+                }
+                qp.set_error();
+                Step::Complete(
+                    err_cpl(qp, op.counter, op.hw_opcode, WcStatus::LocQpOpErr),
+                    op.units,
+                    true,
+                )
+            }
             Ok(()) if op.fence && ex.pending_data > 0 => {
                 // A fence waits for earlier READ/atomic results: land them now, in order.
                 drain_pending(ex, Instant::now(), true);
@@ -334,12 +364,30 @@ fn step_qp(
             Step::Complete(c, units, always) => {
                 f.stats.wqes.fetch_add(1, Ordering::Relaxed);
                 ex.executed += 1;
+                let start = ex.sq_pos;
                 ex.sq_pos += u64::from(units);
                 ex.rnr_attempts = 0;
                 ex.rnr_next = None;
+                ex.seq.advance(ex.op.packets);
                 if always || ex.op.signaled || !c.status.is_ok() {
                     let cq = qp.send_cq.clone();
+                    if ex.unreported > 0
+                        && !c.status.is_ok()
+                        && matches!(qp.nic.model, crate::fabric::Model::Bnxt(_))
+                    {
+                        // bnxt charges an error CQE to the oldest outstanding WQE: retire the
+                        // ones that completed silently before it first.
+                        let ok = Cpl {
+                            status: WcStatus::Success,
+                            counter: model::counter_for(qp, start, 0),
+                            ..c
+                        };
+                        complete(ex, cq.clone(), ok, chaos.as_deref_mut());
+                    }
+                    ex.unreported = 0;
                     complete(ex, cq, c, chaos.as_deref_mut());
+                } else {
+                    ex.unreported += 1;
                 }
                 if !ex.pending.is_empty() {
                     drain_pending(ex, Instant::now(), false);

@@ -25,19 +25,26 @@ pub enum Model {
     Native,
     /// ConnectX formats (driven by `gda_mlx5::Mlx5`'s device functions).
     Mlx5,
+    /// Broadcom NetXtreme-E / Thor2 formats (driven by `gda_bnxt::Bnxt`'s device functions) in
+    /// the given WQE mode and PSN-table form. There is no doorbell record: the engine learns the
+    /// producer position from the doorbell word alone, and checks every WQE's PSN-table entry.
+    Bnxt(gda_bnxt::Mode),
 }
 
 impl Model {
-    /// Send-queue unit bytes.
+    /// Send-queue unit bytes (bnxt: 16-byte slots grouped per the WQE mode).
     #[must_use]
     pub const fn sq_unit(self) -> u32 {
-        64
+        match self {
+            Self::Native | Self::Mlx5 => 64,
+            Self::Bnxt(m) => 16 * m.wqe.slots_per_unit(),
+        }
     }
     /// CQE stride bytes.
     #[must_use]
     pub const fn cqe_bytes(self) -> u32 {
         match self {
-            Self::Native => 32,
+            Self::Native | Self::Bnxt(_) => 32,
             Self::Mlx5 => 64,
         }
     }
@@ -47,6 +54,15 @@ impl Model {
         match self {
             Self::Native => "native",
             Self::Mlx5 => "mlx5",
+            Self::Bnxt(_) => "bnxt",
+        }
+    }
+    /// The bnxt mode, if this is the bnxt model.
+    #[must_use]
+    pub const fn bnxt_mode(self) -> Option<gda_bnxt::Mode> {
+        match self {
+            Self::Bnxt(m) => Some(m),
+            _ => None,
         }
     }
 }
@@ -470,6 +486,8 @@ pub struct QpInit {
     pub max_sge: u32,
     /// RNR retries before `RNR_RETRY_EXC_ERR`; 7 means retry forever (as in verbs).
     pub rnr_retry: u8,
+    /// Path MTU in bytes (256..=4096, a power of two): what PSNs count on the bnxt model.
+    pub path_mtu: u32,
 }
 
 impl Default for QpInit {
@@ -480,6 +498,7 @@ impl Default for QpInit {
             max_inline: 256,
             max_sge: 4,
             rnr_retry: 7,
+            path_mtu: 1024,
         }
     }
 }
@@ -572,17 +591,51 @@ impl Pd {
             )));
         }
         let model = self.nic.inner.model;
+        if let Model::Bnxt(m) = model {
+            let max_sge = if m.wqe == gda_bnxt::WqeMode::Fixed3 {
+                1
+            } else {
+                gda_bnxt::device::MAX_SGE
+            };
+            if init.max_sge > max_sge {
+                return Err(SimError::InvalidArgument(format!(
+                    "max_sge = {} exceeds {max_sge} for bnxt {} mode",
+                    init.max_sge,
+                    m.wqe.name()
+                )));
+            }
+            if !init.path_mtu.is_power_of_two() || !(256..=4096).contains(&init.path_mtu) {
+                return Err(SimError::InvalidArgument(format!(
+                    "path_mtu = {} must be 256, 512, 1024, 2048 or 4096",
+                    init.path_mtu
+                )));
+            }
+        }
         let rq_stride = match model {
             Model::Native => (16 * (1 + init.max_sge)).next_power_of_two(),
             Model::Mlx5 => (16 * init.max_sge).next_power_of_two().max(16),
+            // Receive WQEs: header slot, reserved slot, SGEs (static mode: always 8 slots).
+            Model::Bnxt(m) if m.wqe == gda_bnxt::WqeMode::Static => 128,
+            Model::Bnxt(_) => 16 * (2 + init.max_sge),
         };
+        // The send ring; bnxt's PSN/MSN table follows it (as rdma-core lays it out).
+        let sq_bytes = match model {
+            Model::Bnxt(m) => {
+                m.ring_slots(init.sq_units) as usize * 16
+                    + m.psn_entries(init.sq_units) as usize * m.psn.entry_bytes() as usize
+            }
+            _ => init.sq_units as usize * 64,
+        };
+        // bnxt's first send PSN: near the 24-bit wrap, so every run crosses it.
+        let start_psn = 0x00ff_ff00 | (self.nic.inner.next_qpn.load(Ordering::Relaxed) & 0xff);
         let qpn = self.nic.inner.next_qpn.fetch_add(1, Ordering::Relaxed) & 0x00ff_ffff;
         let inner = Arc::new(QpInner {
             nic: self.nic.inner.clone(),
             qpn,
             pd: self.id,
             init,
-            sq: DmaBuf::new(init.sq_units as usize * 64, 4096),
+            sq: DmaBuf::new(sq_bytes, 4096),
+            start_psn,
             rq: DmaBuf::new(init.rq_wqes as usize * rq_stride as usize, 4096),
             rq_stride,
             dbrec: DmaBuf::new(64, 64),
@@ -727,10 +780,12 @@ impl Cq {
     #[must_use]
     pub fn handle(&self) -> CqHandle {
         let c = &self.inner;
+        let bnxt = matches!(c.model, Model::Bnxt(_));
         CqHandle {
             buf: c.buf.addr(),
-            dbrec: c.dbrec.addr(),
-            db: 0,
+            // bnxt: no consumer record; the CQ doorbell word carries the consumer index.
+            dbrec: if bnxt { 0 } else { c.dbrec.addr() },
+            db: if bnxt { c.dbrec.addr() } else { 0 },
             entries: c.entries,
             cqe_bytes: c.model.cqe_bytes(),
             cqn: c.cqn,
@@ -756,6 +811,8 @@ pub(crate) struct QpInner {
     pub(crate) qpn: u32,
     pub(crate) pd: u32,
     pub(crate) init: QpInit,
+    /// First send PSN (bnxt model).
+    pub(crate) start_psn: u32,
     pub(crate) sq: DmaBuf,
     pub(crate) rq: DmaBuf,
     pub(crate) rq_stride: u32,
@@ -780,6 +837,9 @@ impl QpInner {
         self.state.store(QpState::Error as u8, Ordering::Release);
     }
 }
+
+/// Offset of the bnxt RQ doorbell word in the QP's doorbell page.
+pub(crate) const RQ_DB_OFFSET: u64 = 64;
 
 /// An RC queue pair.
 pub struct Qp {
@@ -823,9 +883,32 @@ impl Qp {
     #[must_use]
     pub fn sq_handle(&self) -> WqHandle {
         let q = &self.inner;
+        if let Model::Bnxt(m) = q.nic.model {
+            let fixed3 = m.wqe == gda_bnxt::WqeMode::Fixed3;
+            return WqHandle {
+                buf: q.sq.addr(),
+                dbrec: 0,
+                db: q.db.addr(),
+                entries: q.init.sq_units,
+                stride: 0,
+                qpn: q.qpn,
+                max_inline: q.init.max_inline.min(if fixed3 {
+                    gda_bnxt::device::FIXED3_MAX_INLINE
+                } else {
+                    gda_bnxt::device::MAX_INLINE
+                }),
+                max_sge: q.init.max_sge,
+                bf_size: 0,
+                aux: q.sq.addr() + u64::from(m.ring_slots(q.init.sq_units)) * 16,
+                aux_entries: m.psn_entries(q.init.sq_units),
+                mode: m.bits(),
+                path_mtu: q.init.path_mtu,
+                start_psn: q.start_psn,
+            };
+        }
         let (dbrec, db) = match q.nic.model {
             Model::Mlx5 => (q.dbrec.addr(), q.db.addr()),
-            Model::Native => (0, q.db.addr()),
+            _ => (0, q.db.addr()),
         };
         WqHandle {
             buf: q.sq.addr(),
@@ -845,10 +928,13 @@ impl Qp {
     #[must_use]
     pub fn rq_handle(&self) -> WqHandle {
         let q = &self.inner;
+        let bnxt = matches!(q.nic.model, Model::Bnxt(_));
         WqHandle {
             buf: q.rq.addr(),
-            dbrec: q.dbrec.addr(),
-            db: 0,
+            dbrec: if bnxt { 0 } else { q.dbrec.addr() },
+            // bnxt: the RQ doorbell has its own word of the QP's doorbell page (hardware takes
+            // every store; a polled sim word would lose one SQ/RQ store to the other).
+            db: if bnxt { q.db.addr() + RQ_DB_OFFSET } else { 0 },
             entries: q.init.rq_wqes,
             stride: q.rq_stride,
             qpn: q.qpn,

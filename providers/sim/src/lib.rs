@@ -7,7 +7,9 @@
 //!
 //! **Device models** decide the byte formats: [`Model::Native`] is the [`Sim`] provider's own
 //! simple format; [`Model::Mlx5`] executes ConnectX WQEs, doorbell records, doorbells and CQEs,
-//! so a kernel written against `gda_mlx5::Mlx5` runs unchanged here. The engine never trusts
+//! so a kernel written against `gda_mlx5::Mlx5` runs unchanged here; [`Model::Bnxt`] executes
+//! Broadcom bnxt_re queues from the doorbell alone and checks the PSN table entries software
+//! fills (see `bnxt_model.rs`). The engine never trusts
 //! queue bytes: a malformed WQE becomes the error CQE hardware would write.
 //!
 //! **Chaos mode** (`GDA_SIM_CHAOS=<seed>` or [`FabricConfig::chaos`]) varies QP service order,
@@ -37,6 +39,7 @@
 //! ```
 #![deny(unsafe_op_in_unsafe_fn)]
 
+mod bnxt_model;
 mod buf;
 pub mod engine;
 pub mod fabric;
@@ -67,4 +70,12 @@ impl SimModel for Sim {
 
 impl SimModel for gda_mlx5::Mlx5 {
     const MODEL: Model = Model::Mlx5;
+}
+
+/// Thor2's defaults: static WQEs and the MSN table (other modes: `Model::Bnxt(mode)`).
+impl SimModel for gda_bnxt::Bnxt {
+    const MODEL: Model = Model::Bnxt(gda_bnxt::Mode {
+        wqe: gda_bnxt::WqeMode::Static,
+        psn: gda_bnxt::PsnForm::Msn,
+    });
 }

@@ -38,6 +38,8 @@ pub(crate) struct WqeOp {
     pub sges: Vec<Sge>,
     pub inline: Option<Vec<u8>>,
     pub atomic: Option<(AtomicOp, u32)>,
+    /// Packets on the wire (bnxt PSN accounting).
+    pub packets: u32,
 }
 
 impl WqeOp {
@@ -52,6 +54,7 @@ impl WqeOp {
             v.clear();
         }
         self.atomic = None;
+        self.packets = 0;
     }
 
     /// Payload length in bytes.
@@ -115,6 +118,7 @@ pub(crate) fn fetch(
     match qp.nic.model {
         Model::Native => fetch_native(qp, pos, op, scratch),
         Model::Mlx5 => fetch_mlx5(qp, pos, op, scratch),
+        Model::Bnxt(m) => crate::bnxt_model::fetch(qp, m, pos, op, scratch),
     }
 }
 
@@ -378,6 +382,17 @@ pub(crate) fn sq_doorbell(qp: &QpInner, pos: u64) -> Option<u64> {
             let target = pos + u64::from((v.wrapping_sub(pos as u32)) & 0xffff);
             Some(target)
         }
+        Model::Bnxt(m) => crate::bnxt_model::sq_doorbell(qp, m, pos),
+    }
+}
+
+/// The counter a completion for the WQE at `start` of `units` reports (mlx5: its 16-bit
+/// index; native: its position; bnxt: the consumer index after it).
+pub(crate) fn counter_for(qp: &QpInner, start: u64, units: u32) -> u32 {
+    match qp.nic.model {
+        Model::Native => start as u32,
+        Model::Mlx5 => (start & 0xffff) as u32,
+        Model::Bnxt(m) => crate::bnxt_model::con_index(qp, m, start + u64::from(units)),
     }
 }
 
@@ -395,12 +410,16 @@ pub(crate) fn rq_producer(qp: &QpInner, pos: u64) -> u64 {
             let v = u32::from_be(rec) & 0xffff;
             pos + u64::from((v.wrapping_sub(pos as u32)) & 0xffff)
         }
+        Model::Bnxt(_) => crate::bnxt_model::rq_producer(qp, pos),
     }
 }
 
 /// Reads the receive WQE at `pos` into `out`. A malformed one yields `Err`.
 pub(crate) fn fetch_recv(qp: &QpInner, pos: u64, out: &mut Vec<Sge>) -> Result<(), ()> {
     out.clear();
+    if let Model::Bnxt(_) = qp.nic.model {
+        return crate::bnxt_model::fetch_recv(qp, pos, out);
+    }
     let slot = (pos & (u64::from(qp.init.rq_wqes) - 1)) as usize;
     let stride = qp.rq_stride as usize;
     let mut wqe_buf = [0u8; 16 * 32];
@@ -431,6 +450,7 @@ pub(crate) fn fetch_recv(qp: &QpInner, pos: u64, out: &mut Vec<Sge>) -> Result<(
                 out.push(d.parse().map_err(|_| ())?);
             }
         }
+        Model::Bnxt(_) => return Err(()),
     }
     Ok(())
 }
@@ -475,6 +495,7 @@ pub(crate) fn write_cqe(cq: &CqInner, c: &Cpl) -> bool {
                     u32::from_be(unsafe { mmio::load_u32_acquire(cq.dbrec.addr() as *const u32) });
                 (prod as u32).wrapping_sub(w) & 0x00ff_ffff
             }
+            Model::Bnxt(_) => crate::bnxt_model::outstanding(cq, prod),
         };
         if outstanding >= cq.entries {
             cq.overrun.store(true, Ordering::Release);
@@ -574,6 +595,7 @@ pub(crate) fn write_cqe(cq: &CqInner, c: &Cpl) -> bool {
                 )
             };
         }
+        Model::Bnxt(_) => crate::bnxt_model::write_cqe(cq, c, prod, collapsed),
     }
     cq.prod.store(prod + 1, Ordering::Release);
     true
@@ -606,8 +628,10 @@ pub(crate) fn atomic_result(model: Model, old: u64, width: u32) -> ([u8; 8], usi
     match (model, w) {
         (Model::Mlx5, 4) => b[..4].copy_from_slice(&(old as u32).to_be_bytes()),
         (Model::Mlx5, _) => b.copy_from_slice(&old.to_be_bytes()),
-        (Model::Native, 4) => b[..4].copy_from_slice(&(old as u32).to_le_bytes()),
-        (Model::Native, _) => b.copy_from_slice(&old.to_le_bytes()),
+        (Model::Native | Model::Bnxt(_), 4) => {
+            b[..4].copy_from_slice(&(old as u32).to_le_bytes());
+        }
+        (Model::Native | Model::Bnxt(_), _) => b.copy_from_slice(&old.to_le_bytes()),
     }
     (b, w.min(8))
 }
