@@ -17,12 +17,13 @@
 
 use gda_bnxt::wire::cqe::rc_flags;
 use gda_bnxt::wire::psn::{self as bpsn, MsnEntry, PsnEntry, PsnExtEntry, PsnRepr};
-use gda_bnxt::wire::sqe::{self, AtomicExt, BnxtSge, RdmaExt, SqeHdr, SqeHdrRepr};
+use gda_bnxt::wire::sqe::{self, BnxtSge};
 use gda_bnxt::wire::{
-    CqeBody, CqeRepr, CqeType, DbType, DoorbellRepr, ReqStatus, RespStatus, RqeHdr, WqeType,
+    CqeBody, CqeRepr, CqeType, DbType, DoorbellRepr, ParseError, ReqStatus, RespStatus, RqeHdr,
+    SendWqe, WqePayload, WqeType,
 };
 use gda_bnxt::{Mode, PsnForm, WqeMode};
-use gda_hal::{AtomicOp, Remote, Sge, WcOpcode, WcStatus, mmio};
+use gda_hal::{Sge, WcOpcode, WcStatus, mmio};
 
 use crate::fabric::{CqInner, QpInner, RQ_DB_OFFSET};
 use crate::model::{Cpl, Malformed, OpKind, WqeOp};
@@ -55,7 +56,8 @@ pub(crate) fn con_index(qp: &QpInner, mode: Mode, after: u64) -> u32 {
     idx * if mode.wqe == WqeMode::Fixed3 { 3 } else { 1 }
 }
 
-/// Decodes the send WQE at unit `pos` from its own copy of the ring bytes.
+/// Decodes the send WQE at unit `pos` from its own copy of the ring bytes (with gda-bnxt's
+/// checked decoder: a malformed WQE is an error completion, never trusted).
 pub(crate) fn fetch(
     qp: &QpInner,
     mode: Mode,
@@ -67,8 +69,7 @@ pub(crate) fn fetch(
     let spu = mode.wqe.slots_per_unit();
     let first = (pos & (u64::from(entries) - 1)) as u32 * spu;
     let head = slot_bytes(qp, mode, first);
-    let h = SqeHdrRepr::parse(&bytemuck::pod_read_unaligned::<SqeHdr>(&head));
-    let ws = u32::from(h.wqe_size);
+    let ws = SendWqe::size_in_slots(&head).unwrap_or(0);
     let units = match mode.wqe {
         WqeMode::Static | WqeMode::Fixed3 => 1,
         WqeMode::Variable => ws.clamp(1, entries),
@@ -78,119 +79,48 @@ pub(crate) fn fetch(
         units,
         counter: con_index(qp, mode, pos + u64::from(units)),
     };
-    let max_ws = match mode.wqe {
-        WqeMode::Static => 8,
-        WqeMode::Fixed3 => 3,
-        WqeMode::Variable => sqe::HDR_SLOTS + gda_bnxt::device::MAX_SGE,
-    };
-    if ws < sqe::HDR_SLOTS || ws > max_ws || (mode.wqe == WqeMode::Fixed3 && ws != 3) {
-        return Err(bad(WcStatus::LocQpOpErr));
-    }
     scratch.clear();
-    for k in 0..ws {
+    for k in 0..ws.min(8) {
         scratch.extend_from_slice(&slot_bytes(qp, mode, first + k));
     }
-    let ext: [u8; 16] = scratch[16..32].try_into().unwrap_or([0; 16]);
-    let payload = &scratch[32..];
+    let w = SendWqe::parse(scratch, mode.wqe).map_err(|e| {
+        bad(match e {
+            ParseError::Layout { .. } => WcStatus::LocLenErr,
+            _ => WcStatus::LocQpOpErr,
+        })
+    })?;
     op.units = units;
     op.counter = con_index(qp, mode, pos + u64::from(units));
-    op.hw_opcode = h.wqe_type.raw();
-    op.signaled = h.flags & sqe::flags::SIGNALED != 0;
-    op.fence = h.flags & (sqe::flags::UC_FENCE | sqe::flags::RD_FENCE) != 0;
-    op.solicited = h.flags & sqe::flags::SE != 0;
-    let inline = h.flags & sqe::flags::INLINE != 0;
-    let len = h.lhdr as u32;
-    let read_sges = |op: &mut WqeOp| -> Result<(), Malformed> {
-        let n = ws - sqe::HDR_SLOTS;
-        let mut total = 0u64;
-        for chunk in payload.chunks_exact(16).take(n as usize) {
-            let s = bytemuck::pod_read_unaligned::<BnxtSge>(chunk).parse();
-            total += u64::from(s.length);
-            // A zero-length SGE (the fixed form's empty third slot) moves nothing.
-            if s.length != 0 {
-                op.sges.push(s);
-            }
-        }
-        if op.sges.len() > qp.init.max_sge as usize {
-            return Err(bad(WcStatus::LocQpOpErr));
-        }
-        if total != h.lhdr & 0xffff_ffff {
-            // The header's length must be what the SGEs add up to.
-            return Err(bad(WcStatus::LocLenErr));
-        }
-        Ok(())
-    };
-    let data = |op: &mut WqeOp| -> Result<(), Malformed> {
-        if inline {
-            if len as usize > payload.len() || (len as usize).div_ceil(16) > payload.len() / 16 {
-                return Err(bad(WcStatus::LocLenErr));
-            }
-            if mode.wqe != WqeMode::Fixed3 && (len as usize).div_ceil(16) != payload.len() / 16 {
-                return Err(bad(WcStatus::LocLenErr));
-            }
-            op.inline
-                .get_or_insert_with(Vec::new)
-                .extend_from_slice(&payload[..len as usize]);
-            Ok(())
-        } else {
-            read_sges(op)
-        }
-    };
-    let rdma = bytemuck::pod_read_unaligned::<RdmaExt>(&ext);
-    op.remote = Remote {
-        addr: rdma.va.get(),
-        rkey: rdma.rkey.get(),
-    };
-    op.kind = Some(match h.wqe_type {
-        WqeType::RdmaWrite | WqeType::RdmaWriteImm => {
-            if h.wqe_type == WqeType::RdmaWriteImm {
-                op.imm = Some(h.key_immd);
-            }
-            data(op)?;
-            OpKind::Write
-        }
-        WqeType::Send | WqeType::SendImm => {
-            if h.wqe_type == WqeType::SendImm {
-                op.imm = Some(h.key_immd);
-            }
-            data(op)?;
-            OpKind::Send
-        }
-        WqeType::RdmaRead if !inline => {
-            read_sges(op)?;
-            OpKind::Read
-        }
-        WqeType::AtomicCs | WqeType::AtomicFa if !inline && ws == 3 => {
-            let x = bytemuck::pod_read_unaligned::<AtomicExt>(&ext);
-            let a = if h.wqe_type == WqeType::AtomicCs {
-                AtomicOp::CompareSwap {
-                    compare: x.compare.get(),
-                    swap: x.swap_add.get(),
-                }
-            } else {
-                AtomicOp::FetchAdd {
-                    add: x.swap_add.get(),
-                }
-            };
-            op.remote = Remote {
-                addr: h.lhdr,
-                rkey: h.key_immd,
-            };
-            let s = bytemuck::pod_read_unaligned::<BnxtSge>(&payload[..16]).parse();
-            if s.length != 8 {
-                return Err(bad(WcStatus::LocLenErr));
-            }
-            op.sges.push(s);
-            op.atomic = Some((a, 8));
+    op.hw_opcode = w.hdr.wqe_type.raw();
+    op.signaled = w.hdr.flags & sqe::flags::SIGNALED != 0;
+    op.fence = w.hdr.flags & (sqe::flags::UC_FENCE | sqe::flags::RD_FENCE) != 0;
+    op.solicited = w.hdr.flags & sqe::flags::SE != 0;
+    op.imm = w.imm;
+    if let Some(r) = w.remote {
+        op.remote = r;
+    }
+    match w.payload {
+        WqePayload::Inline(d) => op.inline.get_or_insert_with(Vec::new).extend_from_slice(d),
+        // A zero-length SGE (the fixed form's empty third slot) moves nothing.
+        WqePayload::Sges(s) => op.sges.extend(s.iter().filter(|g| g.length != 0)),
+    }
+    if op.sges.len() > qp.init.max_sge as usize {
+        return Err(bad(WcStatus::LocQpOpErr));
+    }
+    op.kind = Some(match w.hdr.wqe_type {
+        WqeType::RdmaWrite | WqeType::RdmaWriteImm => OpKind::Write,
+        WqeType::Send | WqeType::SendImm => OpKind::Send,
+        WqeType::RdmaRead => OpKind::Read,
+        _ => {
+            op.atomic = w.atomic.map(|a| (a, 8));
             OpKind::Atomic
         }
-        _ => return Err(bad(WcStatus::LocQpOpErr)),
     });
     // A zero-length RDMA WRITE is the provider's NOP: nothing to move, nothing to check.
     if op.kind == Some(OpKind::Write) && op.length() == 0 && op.sges.is_empty() {
         op.kind = Some(OpKind::Nop);
     }
-    op.packets = bpsn::packets(op.length(), qp.init.path_mtu);
+    op.packets = bpsn::packets(w.length(), qp.init.path_mtu);
     Ok(())
 }
 

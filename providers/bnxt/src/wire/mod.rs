@@ -6,6 +6,7 @@ pub mod opcode;
 pub mod psn;
 pub mod rqe;
 pub mod sqe;
+pub mod wqe;
 
 pub use cqe::{Cqe32, CqeBody, CqeRepr};
 pub use doorbell::{DbType, DoorbellRepr};
@@ -13,6 +14,7 @@ pub use opcode::{CqeType, ReqStatus, RespStatus, WqeType};
 pub use psn::{MsnEntry, PsnEntry, PsnExtEntry, PsnRepr};
 pub use rqe::RqeHdr;
 pub use sqe::{AtomicExt, BnxtSge, RdmaExt, SqeHdr, SqeHdrRepr};
+pub use wqe::{SendWqe, SgeSlots, WqePayload};
 
 /// Why bytes are not a valid bnxt structure.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
