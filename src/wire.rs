@@ -46,10 +46,11 @@ impl gda_hal::Error for WireError {
 }
 
 /// Providers `gda wire` can speak in this build.
-pub const PROVIDERS: &str = if cfg!(feature = "mlx5") {
-    "mlx5"
-} else {
-    "none"
+pub const PROVIDERS: &str = match (cfg!(feature = "mlx5"), cfg!(feature = "bnxt")) {
+    (true, true) => "mlx5, bnxt",
+    (true, false) => "mlx5",
+    (false, true) => "bnxt",
+    (false, false) => "none",
 };
 
 /// `struct ibv_sge`.
@@ -115,9 +116,29 @@ pub struct WrJson {
     /// QP's max inline bytes (default: the format's maximum).
     #[serde(default)]
     pub max_inline_data: Option<u32>,
-    /// QP's max gather entries (default 30).
+    /// QP's max gather entries (default 30 for mlx5, 6 for bnxt).
     #[serde(default)]
     pub max_send_sge: Option<u32>,
+    /// bnxt: WQE mode, `"static"` (default; 8 slots per WQE, `sq_wqe_cnt`/`cur_post` count
+    /// WQEs), `"variable"` (they count 16-byte slots) or `"fixed3"` (3 slots per WQE, they count
+    /// WQEs).
+    #[serde(default)]
+    pub wqe_mode: Option<String>,
+    /// bnxt: fill the Thor2 MSN table (default true); false fills `bnxt_re_psns` entries.
+    #[serde(default)]
+    pub msn_table: Option<bool>,
+    /// bnxt without the MSN table: 16-byte P5/P7 `bnxt_re_psns_ext` entries (default false).
+    #[serde(default)]
+    pub psn_ext: Option<bool>,
+    /// bnxt: the WQE's start PSN (the QP's `sq_psn` before the post; default 0).
+    #[serde(default)]
+    pub sq_psn: Option<u32>,
+    /// bnxt: path MTU in bytes, 256..=4096 (default 1024).
+    #[serde(default)]
+    pub path_mtu: Option<u32>,
+    /// bnxt: the message counter before the post (MSN-table index; default 0).
+    #[serde(default)]
+    pub msn: Option<u32>,
 }
 
 /// Opcode names `encode` accepts, for `--help`.
@@ -127,10 +148,10 @@ ATOMIC_CMP_AND_SWP, ATOMIC_FETCH_AND_ADD (8-byte), MASKED_CMP_AND_SWP and MASKED
 \"swap_mask\" as the field boundary), NOP";
 
 fn provider_check(provider: &str) -> Result<(), WireError> {
-    if provider == "mlx5" && cfg!(feature = "mlx5") {
-        Ok(())
-    } else {
-        Err(WireError::Provider(provider.to_owned(), PROVIDERS))
+    match provider {
+        "mlx5" if cfg!(feature = "mlx5") => Ok(()),
+        "bnxt" if cfg!(feature = "bnxt") => Ok(()),
+        _ => Err(WireError::Provider(provider.to_owned(), PROVIDERS)),
     }
 }
 
@@ -138,14 +159,12 @@ fn provider_check(provider: &str) -> Result<(), WireError> {
 pub fn encode(provider: &str, input: &str) -> Result<Value, WireError> {
     provider_check(provider)?;
     let wr: WrJson = serde_json::from_str(input)?;
-    #[cfg(feature = "mlx5")]
-    {
-        mlx5::encode(&wr)
-    }
-    #[cfg(not(feature = "mlx5"))]
-    {
-        let _ = wr;
-        Err(WireError::Provider(provider.to_owned(), PROVIDERS))
+    match provider {
+        #[cfg(feature = "mlx5")]
+        "mlx5" => mlx5::encode(&wr),
+        #[cfg(feature = "bnxt")]
+        "bnxt" => bnxt::encode(&wr),
+        _ => Err(WireError::Provider(provider.to_owned(), PROVIDERS)),
     }
 }
 
@@ -154,12 +173,13 @@ pub fn encode(provider: &str, input: &str) -> Result<Value, WireError> {
 pub enum Kind {
     /// A send WQE (ring order, unwrapped).
     Wqe,
-    /// A 64-byte CQE.
+    /// A CQE (mlx5: 64 or 128 bytes; bnxt: 32).
     Cqe,
 }
 
-/// Decodes hex bytes of a WQE or CQE; returns the JSON report.
-pub fn decode(provider: &str, kind: Kind, input: &str) -> Result<Value, WireError> {
+/// Decodes hex bytes of a WQE or CQE; returns the JSON report. `wqe_mode` is bnxt's WQE mode
+/// (`static`, `variable`, `fixed3`).
+pub fn decode(provider: &str, kind: Kind, wqe_mode: &str, input: &str) -> Result<Value, WireError> {
     provider_check(provider)?;
     let clean: String = input
         .chars()
@@ -167,30 +187,27 @@ pub fn decode(provider: &str, kind: Kind, input: &str) -> Result<Value, WireErro
         .collect();
     let clean = clean.strip_prefix("0x").unwrap_or(&clean);
     let bytes = hex::decode(clean)?;
-    #[cfg(feature = "mlx5")]
-    {
-        match kind {
-            Kind::Wqe => mlx5::decode_wqe(&bytes),
-            Kind::Cqe => mlx5::decode_cqe(&bytes),
-        }
-    }
-    #[cfg(not(feature = "mlx5"))]
-    {
-        let _ = (kind, bytes);
-        Err(WireError::Provider(provider.to_owned(), PROVIDERS))
+    let _ = (wqe_mode, &bytes, kind);
+    match (provider, kind) {
+        #[cfg(feature = "mlx5")]
+        ("mlx5", Kind::Wqe) => mlx5::decode_wqe(&bytes),
+        #[cfg(feature = "mlx5")]
+        ("mlx5", Kind::Cqe) => mlx5::decode_cqe(&bytes),
+        #[cfg(feature = "bnxt")]
+        ("bnxt", Kind::Wqe) => bnxt::decode_wqe(&bytes, wqe_mode),
+        #[cfg(feature = "bnxt")]
+        ("bnxt", Kind::Cqe) => bnxt::decode_cqe(&bytes),
+        _ => Err(WireError::Provider(provider.to_owned(), PROVIDERS)),
     }
 }
 
-#[cfg(feature = "mlx5")]
-mod mlx5 {
+/// Request parsing shared by every provider's encoder.
+#[cfg(any(feature = "mlx5", feature = "bnxt"))]
+mod common {
     use super::*;
-    use gda_hal::{
-        AtomicOp, Payload, Provider, Remote, SendFlags, Sge, SqPos, WorkRequest, WqHandle,
-    };
-    use gda_mlx5::Mlx5;
-    use gda_mlx5::wire::{CqeRepr, PayloadRepr, WqeRepr};
+    use gda_hal::{AtomicOp, Payload, Remote, SendFlags, Sge, WorkRequest};
 
-    fn flags(names: &[String]) -> Result<SendFlags, WireError> {
+    pub(super) fn flags(names: &[String]) -> Result<SendFlags, WireError> {
         let mut f = SendFlags::empty();
         for n in names {
             f |= match n.trim_start_matches("IBV_SEND_") {
@@ -208,16 +225,58 @@ mod mlx5 {
         Ok(f)
     }
 
-    pub(super) fn encode(wr: &WrJson) -> Result<Value, WireError> {
+    /// Flags, inline bytes and gather list of a request.
+    pub(super) struct Parsed {
+        pub flags: SendFlags,
+        pub inline: Option<Vec<u8>>,
+        pub sges: Vec<Sge>,
+    }
+
+    impl Parsed {
+        pub(super) fn new(wr: &WrJson) -> Result<Self, WireError> {
+            let mut fl = flags(&wr.send_flags)?;
+            let inline = match &wr.inline_data {
+                Some(h) => {
+                    fl |= SendFlags::INLINE;
+                    Some(hex::decode(h.trim_start_matches("0x"))?)
+                }
+                None => None,
+            };
+            if fl.contains(SendFlags::INLINE) && inline.is_none() {
+                return Err(WireError::Invalid(
+                    "INLINE needs \"inline_data\" (hex) — this tool cannot read sg_list addresses"
+                        .into(),
+                ));
+            }
+            let sges: Vec<Sge> = wr
+                .sg_list
+                .iter()
+                .map(|s| Sge {
+                    addr: s.addr,
+                    length: s.length,
+                    lkey: s.lkey,
+                })
+                .collect();
+            Ok(Self {
+                flags: fl,
+                inline,
+                sges,
+            })
+        }
+    }
+
+    /// Checks the fields every provider needs: ring size (a power of two up to `max`) and QP
+    /// number.
+    pub(super) fn check_queue(wr: &WrJson, max: u32, what: &str) -> Result<(), WireError> {
         if !wr.sq_wqe_cnt.is_power_of_two() {
             return Err(WireError::Invalid(format!(
                 "sq_wqe_cnt {} is not a power of two",
                 wr.sq_wqe_cnt
             )));
         }
-        if wr.sq_wqe_cnt > 1 << 20 {
+        if wr.sq_wqe_cnt > max {
             return Err(WireError::Invalid(format!(
-                "sq_wqe_cnt {} is larger than any mlx5 send queue",
+                "sq_wqe_cnt {} is larger than any {what} send queue",
                 wr.sq_wqe_cnt
             )));
         }
@@ -227,29 +286,12 @@ mod mlx5 {
                 wr.qp_num
             )));
         }
-        let mut fl = flags(&wr.send_flags)?;
-        let inline = match &wr.inline_data {
-            Some(h) => {
-                fl |= SendFlags::INLINE;
-                Some(hex::decode(h.trim_start_matches("0x"))?)
-            }
-            None => None,
-        };
-        if fl.contains(SendFlags::INLINE) && inline.is_none() {
-            return Err(WireError::Invalid(
-                "INLINE needs \"inline_data\" (hex) — this tool cannot read sg_list addresses"
-                    .into(),
-            ));
-        }
-        let sges: Vec<Sge> = wr
-            .sg_list
-            .iter()
-            .map(|s| Sge {
-                addr: s.addr,
-                length: s.length,
-                lkey: s.lkey,
-            })
-            .collect();
+        Ok(())
+    }
+
+    /// The work request `wr` describes.
+    pub(super) fn request<'a>(wr: &WrJson, p: &'a Parsed) -> Result<WorkRequest<'a>, WireError> {
+        let (inline, sges) = (&p.inline, &p.sges);
         let remote = Remote {
             addr: wr.remote_addr,
             rkey: wr.rkey,
@@ -356,6 +398,22 @@ mod mlx5 {
                 )));
             }
         };
+        Ok(req)
+    }
+}
+
+#[cfg(feature = "mlx5")]
+mod mlx5 {
+    use super::*;
+    use gda_hal::{Provider, SqPos, WqHandle};
+    use gda_mlx5::Mlx5;
+    use gda_mlx5::wire::{CqeRepr, PayloadRepr, WqeRepr};
+
+    pub(super) fn encode(wr: &WrJson) -> Result<Value, WireError> {
+        common::check_queue(wr, 1 << 20, "mlx5")?;
+        let parsed = common::Parsed::new(wr)?;
+        let fl = parsed.flags;
+        let req = common::request(wr, &parsed)?;
         let mut ring = vec![[0u64; 8]; wr.sq_wqe_cnt as usize];
         let mut dbrec = [0u32; 2];
         let mut db = [0u64; 1];
@@ -467,6 +525,182 @@ mod mlx5 {
                 "opcode": format!("{:?}", wc.opcode),
                 "byte_len": wc.byte_len,
                 "imm_data": wc.imm,
+            }
+        }))
+    }
+}
+
+#[cfg(feature = "bnxt")]
+mod bnxt {
+    use super::*;
+    use gda_bnxt::wire::{Cqe32, CqeRepr, SendWqe, WqePayload};
+    use gda_bnxt::{Bnxt, Mode, PsnForm, WqeMode};
+    use gda_hal::{ProdIdx, Provider, SqPos, WqHandle};
+
+    fn wqe_mode(name: &str) -> Result<WqeMode, WireError> {
+        match name {
+            "static" => Ok(WqeMode::Static),
+            "variable" => Ok(WqeMode::Variable),
+            "fixed3" => Ok(WqeMode::Fixed3),
+            other => Err(WireError::Invalid(format!(
+                "unknown wqe_mode {other:?} (static, variable, fixed3)"
+            ))),
+        }
+    }
+
+    pub(super) fn encode(wr: &WrJson) -> Result<Value, WireError> {
+        common::check_queue(wr, 1 << 16, "bnxt")?;
+        let mode = Mode {
+            wqe: wqe_mode(wr.wqe_mode.as_deref().unwrap_or("static"))?,
+            psn: match (wr.msn_table.unwrap_or(true), wr.psn_ext.unwrap_or(false)) {
+                (true, false) => PsnForm::Msn,
+                (true, true) => {
+                    return Err(WireError::Invalid(
+                        "psn_ext applies only without the MSN table (\"msn_table\": false)".into(),
+                    ));
+                }
+                (false, false) => PsnForm::Legacy,
+                (false, true) => PsnForm::Ext,
+            },
+        };
+        let mtu = wr.path_mtu.unwrap_or(1024);
+        if !mtu.is_power_of_two() || !(256..=4096).contains(&mtu) {
+            return Err(WireError::Invalid(format!(
+                "path_mtu {mtu} must be 256, 512, 1024, 2048 or 4096"
+            )));
+        }
+        let psn = wr.sq_psn.unwrap_or(0);
+        if psn > 0x00ff_ffff {
+            return Err(WireError::Invalid(format!(
+                "sq_psn {psn:#x} does not fit in 24 bits"
+            )));
+        }
+        let parsed = common::Parsed::new(wr)?;
+        let req = common::request(wr, &parsed)?;
+        let entries = wr.sq_wqe_cnt;
+        let slots = mode.ring_slots(entries) as usize;
+        let table = mode.psn_entries(entries) as usize * mode.psn.entry_bytes() as usize;
+        let mut mem = vec![0u8; slots * 16 + table];
+        let mut db = [0u64; 1];
+        let wq = WqHandle {
+            buf: mem.as_mut_ptr() as u64,
+            db: db.as_mut_ptr() as u64,
+            entries,
+            qpn: wr.qp_num,
+            max_inline: wr.max_inline_data.unwrap_or(Bnxt::MAX_INLINE_BYTES),
+            max_sge: wr.max_send_sge.unwrap_or(gda_bnxt::device::MAX_SGE),
+            aux: mem.as_mut_ptr() as u64 + slots as u64 * 16,
+            aux_entries: mode.psn_entries(entries),
+            mode: mode.bits(),
+            path_mtu: mtu,
+            start_psn: 0,
+            ..WqHandle::default()
+        };
+        let cost = Bnxt::check(&wq, &req)?;
+        let at = SqPos {
+            unit: ProdIdx(wr.cur_post),
+            msg: wr.msn.unwrap_or(0),
+            psn,
+        };
+        // SAFETY: the ring, table and doorbell stand-in are owned here; `check` accepted the
+        // request, so it fits.
+        let posted = unsafe {
+            let p = Bnxt::post(&wq, at, &req, parsed.flags);
+            Bnxt::ring_sq(&wq, &p);
+            p
+        };
+        let spu = mode.wqe.slots_per_unit() as usize;
+        let first = (wr.cur_post & (entries - 1)) as usize * spu;
+        let used = match mode.wqe {
+            WqeMode::Variable => cost.units as usize,
+            _ => SendWqe::size_in_slots(&mem[first * 16..]).unwrap_or(0) as usize,
+        };
+        let mut wqe = Vec::new();
+        for k in 0..used {
+            let s = (first + k) % slots;
+            wqe.extend_from_slice(&mem[s * 16..s * 16 + 16]);
+        }
+        let (off, entry) = Bnxt::psn_entry(&wq, at, cost.packets, gda_hal::WcOpcode::Other);
+        let eb = mode.psn.entry_bytes() as usize;
+        let e = &mem[slots * 16 + off as usize..slots * 16 + off as usize + eb];
+        let dbv = u64::from_le_bytes(posted.doorbell);
+        Ok(json!({
+            "provider": "bnxt",
+            "wqe_mode": mode.wqe.name(),
+            "psn_table": mode.psn.name(),
+            "wqe": hex::encode(&wqe),
+            "wqe_size": used,
+            "slot": first,
+            "units": cost.units,
+            "packets": cost.packets,
+            "psn_entry": hex::encode(e),
+            "psn_index": off / eb as u64,
+            "start_psn": entry.start,
+            "next_psn": entry.next,
+            "doorbell": hex::encode(db[0].to_ne_bytes()),
+            "doorbell_value": format!("{dbv:#018x}"),
+            "epoch": Bnxt::epoch(entries, posted.next.unit.0),
+            "cur_post": posted.next.unit.0,
+            "msn": posted.next.msg,
+        }))
+    }
+
+    pub(super) fn decode_wqe(bytes: &[u8], mode: &str) -> Result<Value, WireError> {
+        let w =
+            SendWqe::parse(bytes, wqe_mode(mode)?).map_err(|e| WireError::Decode(e.to_string()))?;
+        let payload = match w.payload {
+            WqePayload::Inline(d) => json!({ "inline_data": hex::encode(d), "length": d.len() }),
+            WqePayload::Sges(l) => json!(
+                l.iter()
+                    .map(|s| json!({"addr": s.addr, "length": s.length, "lkey": s.lkey}))
+                    .collect::<Vec<_>>()
+            ),
+        };
+        let f = w.hdr.flags;
+        use gda_bnxt::wire::sqe::flags;
+        Ok(json!({
+            "wqe_type": format!("{:?}", w.hdr.wqe_type),
+            "wqe_type_raw": w.hdr.wqe_type.raw(),
+            "wqe_size": w.hdr.wqe_size,
+            "signaled": f & flags::SIGNALED != 0,
+            "fence": f & (flags::UC_FENCE | flags::RD_FENCE) != 0,
+            "solicited": f & flags::SE != 0,
+            "inline": f & flags::INLINE != 0,
+            "length": w.length(),
+            "imm": w.imm,
+            "remote_addr": w.remote.map(|r| r.addr),
+            "rkey": w.remote.map(|r| r.rkey),
+            "atomic": w.atomic.map(|a| format!("{a:?}")),
+            "payload": payload,
+            "ignored_trailing_bytes": bytes.len() - usize::from(w.hdr.wqe_size) * 16,
+        }))
+    }
+
+    pub(super) fn decode_cqe(bytes: &[u8]) -> Result<Value, WireError> {
+        if bytes.len() != 32 {
+            return Err(WireError::Decode(format!(
+                "a bnxt CQE is 32 bytes, got {}",
+                bytes.len()
+            )));
+        }
+        let c: Cqe32 = bytemuck::pod_read_unaligned(bytes);
+        let r = CqeRepr::parse(&c);
+        let wc = Bnxt::decode(&c);
+        Ok(json!({
+            "cqe_type": format!("{:?}", r.cqe_type),
+            "phase": r.phase,
+            "status_raw": r.status,
+            "flags": r.flags,
+            "body": format!("{:?}", r.body),
+            "wc": {
+                "status": format!("{:?}", wc.status),
+                "status_raw": wc.status.as_raw(),
+                "status_str": wc.status.as_str(),
+                "opcode": format!("{:?}", wc.opcode),
+                "byte_len": wc.byte_len,
+                "imm_data": wc.imm,
+                "con_indx": (!wc.is_recv).then_some(wc.wqe_counter),
+                "qp_num": wc.qpn,
             }
         }))
     }

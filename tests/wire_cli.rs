@@ -162,7 +162,7 @@ fn bad_input_is_a_clear_error_not_a_panic() {
             "atomic width 2",
         ),
         (
-            &["wire", "encode", "--provider", "bnxt"],
+            &["wire", "encode", "--provider", "rxe"],
             "{}",
             "not available",
         ),
@@ -206,8 +206,8 @@ proptest::proptest! {
     fn encode_and_decode_never_panic(s in ".{0,200}", bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..300)) {
         let _ = gda::wire::encode("mlx5", &s);
         let h = hex::encode(&bytes);
-        let _ = gda::wire::decode("mlx5", gda::wire::Kind::Wqe, &h);
-        let _ = gda::wire::decode("mlx5", gda::wire::Kind::Cqe, &h);
+        let _ = gda::wire::decode("mlx5", gda::wire::Kind::Wqe, "static", &h);
+        let _ = gda::wire::decode("mlx5", gda::wire::Kind::Cqe, "static", &h);
     }
 
     #[test]
@@ -223,7 +223,102 @@ proptest::proptest! {
         wr += "}";
         if let Ok(v) = gda::wire::encode("mlx5", &wr) {
             let h = v["wqe"].as_str().unwrap();
-            proptest::prop_assert!(gda::wire::decode("mlx5", gda::wire::Kind::Wqe, h).is_ok(), "{} encoded but does not decode", wr);
+            proptest::prop_assert!(gda::wire::decode("mlx5", gda::wire::Kind::Wqe, "static", h).is_ok(), "{} encoded but does not decode", wr);
         }
+    }
+}
+
+#[cfg(feature = "bnxt")]
+#[test]
+fn bnxt_encode_matches_the_fact_sheet_and_decodes_back() {
+    // nic-formats.md §E.4, produced by rdma-core's own bnxt_re_post_send: static mode, QP 0x21,
+    // MTU 1024, SQ PSN 0x100, legacy PSN entries.
+    let wr = r#"{"opcode":"RDMA_WRITE","send_flags":["SIGNALED"],"qp_num":33,"sq_wqe_cnt":16,
+        "sg_list":[{"addr":139637976735744,"length":4096,"lkey":22136}],
+        "remote_addr":139637976731648,"rkey":43981,"msn_table":false,"sq_psn":256,"path_mtu":1024}"#;
+    let (code, out, err) = gda(&["wire", "encode", "--provider", "bnxt"], wr);
+    assert_eq!(code, 0, "{err}");
+    let v = json(&out);
+    assert_eq!(
+        v["wqe"],
+        "04010300000000000010000000000000\
+         00100000007f0000cdab000000000000\
+         00200000007f00007856000000100000"
+    );
+    assert_eq!(v["psn_entry"], "0001000104010000");
+    assert_eq!(v["doorbell_value"], "0x0400002100000001");
+    assert_eq!(v["next_psn"], 0x104);
+    let (code, out, err) = gda(
+        &["wire", "decode", "--provider", "bnxt", "--kind", "wqe"],
+        v["wqe"].as_str().unwrap(),
+    );
+    assert_eq!(code, 0, "{err}");
+    let d = json(&out);
+    assert_eq!(d["wqe_type"], "RdmaWrite");
+    assert_eq!(d["rkey"], 43981);
+    assert_eq!(d["payload"][0]["length"], 4096);
+
+    // Variable mode wraps slot by slot: a 2-SGE SEND at slot 1022 of 1024, with the MSN table.
+    let wr = r#"{"opcode":"SEND_WITH_IMM","qp_num":33,"sq_wqe_cnt":1024,"cur_post":1022,
+        "wqe_mode":"variable","imm_data":3735928559,"sq_psn":16777215,"msn":5,
+        "sg_list":[{"addr":4096,"length":2000,"lkey":1},{"addr":8192,"length":100,"lkey":2}]}"#;
+    let (code, out, err) = gda(&["wire", "encode", "--provider", "bnxt"], wr);
+    assert_eq!(code, 0, "{err}");
+    let v = json(&out);
+    assert_eq!(v["wqe_size"], 4);
+    assert_eq!(v["packets"], 3);
+    assert_eq!(v["next_psn"], 2, "24-bit wrap");
+    assert_eq!(v["psn_index"], 5);
+    assert_eq!(v["epoch"], true);
+    assert_eq!(v["doorbell_value"], "0x0400002101000002");
+    assert_eq!(v["cur_post"], 1026);
+
+    // A requester CQE: retry exceeded, con_indx 2.
+    let cqe = "efbeadde00000000020000000000000000000000000000000100000a00000000";
+    let cqe = format!("{}{}", &cqe[..48], "010a000000000000");
+    let (code, out, err) = gda(
+        &["wire", "decode", "--provider", "bnxt", "--kind", "cqe"],
+        &cqe,
+    );
+    assert_eq!(code, 0, "{err}");
+    let c = json(&out);
+    assert_eq!(c["wc"]["status"], "RetryExcErr");
+    assert_eq!(c["wc"]["con_indx"], 2);
+    assert_eq!(c["phase"], true);
+}
+
+#[cfg(feature = "bnxt")]
+#[test]
+fn bnxt_bad_input_is_a_clear_error() {
+    let base = r#""qp_num":1,"sq_wqe_cnt":16,"sg_list":[{"addr":0,"length":8,"lkey":1}]"#;
+    for (extra, want) in [
+        (
+            r#""opcode":"RDMA_WRITE","wqe_mode":"dynamic""#,
+            "unknown wqe_mode",
+        ),
+        (r#""opcode":"RDMA_WRITE","path_mtu":1000"#, "path_mtu"),
+        (r#""opcode":"RDMA_WRITE","psn_ext":true"#, "psn_ext"),
+        (r#""opcode":"RDMA_WRITE","sq_psn":16777216"#, "24 bits"),
+        (r#""opcode":"MASKED_FETCH_AND_ADD""#, "not supported"),
+        (
+            r#""opcode":"RDMA_WRITE","wqe_mode":"fixed3","inline_data":"00112233445566778899aabbccddeeff00""#,
+            "exceeds",
+        ),
+    ] {
+        let (code, out, err) = gda(
+            &["wire", "encode", "--provider", "bnxt"],
+            &format!("{{{extra},{base}}}"),
+        );
+        assert_eq!(code, 1, "{extra}: {out}");
+        assert!(err.contains(want), "{extra}: {err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+    for (kind, hex) in [("cqe", "00"), ("wqe", "ff"), ("wqe", &"00".repeat(64))] {
+        let (code, _, err) = gda(
+            &["wire", "decode", "--provider", "bnxt", "--kind", kind],
+            hex,
+        );
+        assert_eq!(code, 1, "{kind} {hex}");
+        assert!(err.contains("cannot decode"), "{err}");
     }
 }

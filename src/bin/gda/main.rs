@@ -246,7 +246,14 @@ enum WireCmd {
         "         \"cur_post\": N (after), \"wqe_ds\", \"wqebbs\", \"slot\", \"wqe_index\", \"dbrec_bytes\"}\n\n",
         "EXAMPLE:\n  echo '{\"opcode\":\"RDMA_WRITE\",\"send_flags\":[\"SIGNALED\"],\"qp_num\":4660,\"sq_wqe_cnt\":64,\n",
         "         \"cur_post\":65534,\"sg_list\":[{\"addr\":139637976735744,\"length\":4096,\"lkey\":22136}],\n",
-        "         \"remote_addr\":139637976731648,\"rkey\":43981}' | gda wire encode --provider mlx5"
+        "         \"remote_addr\":139637976731648,\"rkey\":43981}' | gda wire encode --provider mlx5\n\n",
+        "BNXT (--provider bnxt): sq_wqe_cnt and cur_post count the mode's units (WQEs, or slots in\n",
+        "variable mode); extra fields: \"wqe_mode\": \"static\"|\"variable\"|\"fixed3\" (default static),\n",
+        "  \"msn_table\": bool (default true), \"psn_ext\": bool (16-byte entries without the MSN table),\n",
+        "  \"sq_psn\": N (start PSN), \"path_mtu\": 256..4096 (default 1024), \"msn\": N (message counter).\n",
+        "  Output: wqe, wqe_size, slot, psn_entry, psn_index, start_psn, next_psn, doorbell,\n",
+        "  doorbell_value, epoch, cur_post, msn. bnxt has no masked atomics and no NOP type (a NOP is\n",
+        "  a zero-length RDMA WRITE)."
     ))]
     Encode {
         /// NIC format.
@@ -261,6 +268,9 @@ enum WireCmd {
         /// What the bytes are.
         #[arg(long, value_enum)]
         kind: Kind,
+        /// bnxt: the WQE mode the bytes were written in (static, variable, fixed3).
+        #[arg(long, default_value = "static")]
+        wqe_mode: String,
     },
 }
 
@@ -277,7 +287,11 @@ fn main() -> ExitCode {
             }
             match cmd {
                 WireCmd::Encode { provider } => wire::encode(&provider, &input),
-                WireCmd::Decode { provider, kind } => wire::decode(&provider, kind, &input),
+                WireCmd::Decode {
+                    provider,
+                    kind,
+                    wqe_mode,
+                } => wire::decode(&provider, kind, &wqe_mode, &input),
             }
         }
     };
