@@ -298,7 +298,7 @@ mod common {
         };
         let payload = match &inline {
             Some(d) => Payload::Inline(d),
-            None => Payload::Sges(&sges),
+            None => Payload::Sges(sges),
         };
         let imm = u32::from_be(wr.imm_data);
         let one_sge = || -> Result<Sge, WireError> {
@@ -337,7 +337,7 @@ mod common {
                 no_inline("RDMA_READ")?;
                 WorkRequest::Read {
                     remote,
-                    sges: &sges,
+                    sges,
                 }
             }
             "ATOMIC_CMP_AND_SWP" => {
