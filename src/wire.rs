@@ -335,10 +335,7 @@ mod common {
             },
             "RDMA_READ" => {
                 no_inline("RDMA_READ")?;
-                WorkRequest::Read {
-                    remote,
-                    sges,
-                }
+                WorkRequest::Read { remote, sges }
             }
             "ATOMIC_CMP_AND_SWP" => {
                 no_inline("an atomic")?;
