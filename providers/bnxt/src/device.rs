@@ -586,3 +586,43 @@ impl CqRing for CqHandle {
         gda_hal::Ring::new(self.entries)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Doorbell index and epoch from the 32-bit unit counter equal a u64 model of the ring
+        /// (tail = position mod depth, epoch flips every pass), across the counter's own wrap.
+        #[test]
+        fn doorbell_index_and_epoch_match_a_u64_model(log2 in 1u32..17, pos in 0u64..1 << 40, m in 0u8..3) {
+            let entries = 1u32 << log2;
+            let mode = [WqeMode::Static, WqeMode::Variable, WqeMode::Fixed3][m as usize];
+            let model_idx = (pos % u64::from(entries)) as u32 * if mode == WqeMode::Fixed3 { 3 } else { 1 };
+            let model_epoch = (pos / u64::from(entries)) % 2 == 1;
+            prop_assert_eq!(Bnxt::db_index(mode, entries, pos as u32), model_idx);
+            prop_assert_eq!(Bnxt::epoch(entries, pos as u32), model_epoch);
+        }
+
+        /// The CQE phase the poller expects from its 32-bit consumer counter equals a u64 model
+        /// (first pass 1, flipping every pass), and the CQ doorbell carries the same epoch.
+        #[test]
+        fn cq_phase_and_doorbell_epoch_match_a_u64_model(log2 in 0u32..17, ci in 0u64..1 << 40) {
+            let entries = 1u32 << log2;
+            let pass = ci / u64::from(entries);
+            let want_phase = pass % 2 == 0;
+            prop_assert!(cqe::valid(u32::from(want_phase), ci as u32, log2, INITIAL_PHASE));
+            prop_assert!(!cqe::valid(u32::from(!want_phase), ci as u32, log2, INITIAL_PHASE));
+            let mut db = 0u64;
+            let cq = CqHandle { db: &mut db as *mut u64 as u64, entries, cqn: 7, ..CqHandle::default() };
+            // SAFETY: `db` is a local word.
+            unsafe { Bnxt::update_cq_ci(&cq, ci as u32) };
+            let d = DoorbellRepr::parse(db).unwrap();
+            prop_assert_eq!(d.index, (ci % u64::from(entries)) as u32);
+            prop_assert_eq!(d.epoch, pass % 2 == 1);
+            prop_assert_eq!(d.db_type, DbType::Cq);
+        }
+    }
+}

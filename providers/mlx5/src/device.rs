@@ -526,8 +526,14 @@ impl Provider for Mlx5 {
         let addr = cqe_addr(cq, 0);
         let own = addr.wrapping_add(cqe64::field::OP_OWN as u64) as *const u8;
         let sig = addr.wrapping_add(cqe64::field::SIGNATURE as u64) as *const u8;
+        // Seqlock order: the signature (a software NIC's generation) before the ownership byte.
+        // A rewrite invalidates `op_own` before it writes the new body, so a valid `op_own` read
+        // after the signature proves the signature belongs to a complete CQE. (Reading `op_own`
+        // first let a rewrite slip in between and a torn CQE pass both re-checks.)
         // SAFETY: slot 0 is inside the CQ buffer the caller vouched for.
-        let (o1, g1) = unsafe { (mmio::load_u8_acquire(own), mmio::load_u8_acquire(sig)) };
+        let g1 = unsafe { mmio::load_u8_acquire(sig) };
+        // SAFETY: as above.
+        let o1 = unsafe { mmio::load_u8_acquire(own) };
         if o1 >> cqe64::op_own::OPCODE_SHIFT == crate::wire::CqeOpcode::Invalid.raw() {
             return Ok(None);
         }

@@ -372,8 +372,13 @@ impl Provider for Sim {
     ) -> Result<Option<WorkCompletion>, OutOfWindow> {
         let own = cq.buf.wrapping_add(31) as *const u8;
         let gen_at = cq.buf.wrapping_add(20) as *const u8;
+        // Seqlock order: the generation before the owner byte. The writer invalidates the owner
+        // before it writes a new body (and generation), so a valid owner read after the
+        // generation proves no rewrite had begun when the generation was read.
         // SAFETY: slot 0 of the caller's CQ.
-        let (o1, g1) = unsafe { (mmio::load_u8_acquire(own), mmio::load_u8_acquire(gen_at)) };
+        let g1 = unsafe { mmio::load_u8_acquire(gen_at) };
+        // SAFETY: as above.
+        let o1 = unsafe { mmio::load_u8_acquire(own) };
         if o1 == 0 {
             return Ok(None);
         }
