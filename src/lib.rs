@@ -7,11 +7,12 @@
 //!
 //! | feature | default | what |
 //! |---|---|---|
-//! | `sim` | yes | the software NIC ([`sim`]): native and mlx5 device models, fabrics, chaos mode |
+//! | `sim` | yes | the software NIC ([`sim`]): native, mlx5 and bnxt device models, fabrics, chaos mode |
 //! | `mlx5` | yes | NVIDIA/Mellanox ConnectX formats and device functions ([`mlx5`]) |
+//! | `bnxt` | yes | Broadcom bnxt_re (Thor2) formats and device functions ([`bnxt`]) |
 //!
 //! ```
-//! use gda::hal::{Provider, WorkRequest, Payload, Remote, WqHandle, ProdIdx, SendFlags};
+//! use gda::hal::{Provider, WorkRequest, Payload, Remote, WqHandle, SqPos, SendFlags};
 //! # #[cfg(feature = "mlx5")] {
 //! use gda::mlx5::Mlx5;
 //! let mut ring = vec![[0u64; 8]; 8];                  // 8 WQEBBs of ordinary memory
@@ -21,9 +22,9 @@
 //!     ..Default::default() };
 //! let wr = WorkRequest::Write { remote: Remote { addr: 0x1000, rkey: 7 },
 //!     payload: Payload::Inline(b"hello"), imm: None };
-//! assert_eq!(Mlx5::check(&wq, &wr), Ok(1));
+//! assert_eq!(Mlx5::check(&wq, &wr).map(|c| c.units), Ok(1));
 //! // SAFETY: the ring, record and doorbell are ordinary memory owned here.
-//! let posted = unsafe { Mlx5::post(&wq, ProdIdx(0), &wr, SendFlags::SIGNALED) };
+//! let posted = unsafe { Mlx5::post(&wq, SqPos::ZERO, &wr, SendFlags::SIGNALED) };
 //! unsafe { Mlx5::ring_sq(&wq, &posted) };
 //! assert_eq!(u32::from_be(dbrec[1]), 1);              // one WQEBB posted
 //! assert_eq!(db[0].to_ne_bytes(), posted.doorbell);   // first 8 bytes of the ctrl segment
