@@ -289,6 +289,32 @@ mod common {
         Ok(())
     }
 
+    /// Inline payload as JSON.
+    pub(super) fn inline_json(d: &[u8]) -> Value {
+        json!({ "inline_data": hex::encode(d), "length": d.len() })
+    }
+
+    /// A gather list as JSON (`ibv_sge` field names).
+    pub(super) fn sges_json(l: impl Iterator<Item = Sge>) -> Value {
+        json!(
+            l.map(|s| json!({"addr": s.addr, "length": s.length, "lkey": s.lkey}))
+                .collect::<Vec<_>>()
+        )
+    }
+
+    /// A work completion as JSON (`ibv_wc` terms).
+    pub(super) fn wc_json(wc: &gda_hal::WorkCompletion) -> Value {
+        json!({
+            "status": format!("{:?}", wc.status),
+            "status_raw": wc.status.as_raw(),
+            "status_str": wc.status.as_str(),
+            "opcode": format!("{:?}", wc.opcode),
+            "byte_len": wc.byte_len,
+            "imm_data": wc.imm,
+            "qp_num": wc.qpn,
+        })
+    }
+
     /// The work request `wr` describes.
     pub(super) fn request<'a>(wr: &WrJson, p: &'a Parsed) -> Result<WorkRequest<'a>, WireError> {
         let (inline, sges) = (&p.inline, &p.sges);
@@ -459,12 +485,8 @@ mod mlx5 {
         let w = WqeRepr::parse(bytes).map_err(|e| WireError::Decode(e.to_string()))?;
         let payload = match w.payload {
             PayloadRepr::None => Value::Null,
-            PayloadRepr::Inline(d) => json!({ "inline_data": hex::encode(d), "length": d.len() }),
-            PayloadRepr::Sges(l) => json!(
-                l.iter()
-                    .map(|s| json!({"addr": s.addr, "length": s.length, "lkey": s.lkey}))
-                    .collect::<Vec<_>>()
-            ),
+            PayloadRepr::Inline(d) => common::inline_json(d),
+            PayloadRepr::Sges(l) => common::sges_json(l.iter()),
         };
         let atomic = w
             .atomic
@@ -515,14 +537,7 @@ mod mlx5 {
             "imm": r.imm,
             "syndrome": r.error.map(|(s, _)| format!("{s:?}")),
             "vendor_err": r.error.map(|(_, v)| v),
-            "wc": {
-                "status": format!("{:?}", wc.status),
-                "status_raw": wc.status.as_raw(),
-                "status_str": wc.status.as_str(),
-                "opcode": format!("{:?}", wc.opcode),
-                "byte_len": wc.byte_len,
-                "imm_data": wc.imm,
-            }
+            "wc": common::wc_json(&wc),
         }))
     }
 }
@@ -646,12 +661,8 @@ mod bnxt {
         let w =
             SendWqe::parse(bytes, wqe_mode(mode)?).map_err(|e| WireError::Decode(e.to_string()))?;
         let payload = match w.payload {
-            WqePayload::Inline(d) => json!({ "inline_data": hex::encode(d), "length": d.len() }),
-            WqePayload::Sges(l) => json!(
-                l.iter()
-                    .map(|s| json!({"addr": s.addr, "length": s.length, "lkey": s.lkey}))
-                    .collect::<Vec<_>>()
-            ),
+            WqePayload::Inline(d) => common::inline_json(d),
+            WqePayload::Sges(l) => common::sges_json(l.iter()),
         };
         let f = w.hdr.flags;
         use gda_bnxt::wire::sqe::flags;
@@ -689,16 +700,8 @@ mod bnxt {
             "status_raw": r.status,
             "flags": r.flags,
             "body": format!("{:?}", r.body),
-            "wc": {
-                "status": format!("{:?}", wc.status),
-                "status_raw": wc.status.as_raw(),
-                "status_str": wc.status.as_str(),
-                "opcode": format!("{:?}", wc.opcode),
-                "byte_len": wc.byte_len,
-                "imm_data": wc.imm,
-                "con_indx": (!wc.is_recv).then_some(wc.wqe_counter),
-                "qp_num": wc.qpn,
-            }
+            "wc": common::wc_json(&wc),
+            "con_indx": (!wc.is_recv).then_some(wc.wqe_counter),
         }))
     }
 }

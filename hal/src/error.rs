@@ -42,3 +42,64 @@ pub trait Error: core::fmt::Debug + core::fmt::Display {
     /// The kind of this error.
     fn kind(&self) -> ErrorKind;
 }
+
+/// Why bytes are not a valid hardware structure (any provider's WQE, CQE or doorbell). Every
+/// variant names the field or check, so tools and the software NIC can say what is wrong.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ParseError {
+    /// Fewer bytes than the structure needs.
+    Truncated {
+        /// What was being read.
+        what: &'static str,
+        /// Bytes needed.
+        need: usize,
+        /// Bytes available.
+        have: usize,
+    },
+    /// A field holds a value out of its valid range.
+    Range {
+        /// Field name.
+        field: &'static str,
+        /// Offending value.
+        value: u64,
+    },
+    /// Reserved bits are set.
+    Reserved {
+        /// Field name.
+        field: &'static str,
+    },
+    /// An opcode (or WQE type) gda and the RC data path do not know.
+    UnknownOpcode(u8),
+    /// The segments do not match the opcode's layout.
+    Layout {
+        /// What is wrong.
+        what: &'static str,
+    },
+    /// A valid format gda does not decode.
+    Unsupported {
+        /// What it is.
+        what: &'static str,
+    },
+}
+
+impl core::fmt::Display for ParseError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Self::Truncated { what, need, have } => {
+                write!(f, "{what}: need {need} bytes, have {have}")
+            }
+            Self::Range { field, value } => write!(f, "{field}: value {value:#x} out of range"),
+            Self::Reserved { field } => write!(f, "{field}: reserved bits set"),
+            Self::UnknownOpcode(op) => write!(f, "unknown or unsupported WQE opcode {op:#04x}"),
+            Self::Layout { what } => write!(f, "segment layout: {what}"),
+            Self::Unsupported { what } => write!(f, "unsupported: {what}"),
+        }
+    }
+}
+
+impl Error for ParseError {
+    fn kind(&self) -> ErrorKind {
+        ErrorKind::Malformed
+    }
+}

@@ -71,6 +71,14 @@ pub struct CqHandle {
     pub collapsed: u32,
 }
 
+impl CqHandle {
+    /// The ring geometry, if `entries` is a power of two.
+    #[must_use]
+    pub const fn ring(&self) -> Option<Ring> {
+        Ring::new(self.entries)
+    }
+}
+
 /// What one WQE consumes of its send queue.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[repr(C)]
@@ -143,6 +151,19 @@ pub struct Posted {
     pub next: SqPos,
     /// The 8 bytes to store to the doorbell register, in memory order.
     pub doorbell: [u8; 8],
+}
+
+impl Posted {
+    /// A WQE of cost `cost` posted at `at`, with its doorbell bytes.
+    #[inline(always)]
+    #[must_use]
+    pub const fn new(at: SqPos, cost: Cost, doorbell: [u8; 8]) -> Self {
+        Self {
+            start: at,
+            next: at.advance(cost),
+            doorbell,
+        }
+    }
 }
 
 /// A decoded work completion — the fields of `struct ibv_wc` a GDA kernel needs.

@@ -88,7 +88,7 @@ pub mod status;
 mod sync;
 
 pub use endian::{Be16, Be32, Be64, Le16, Le32, Le64};
-pub use error::{Error, ErrorKind};
+pub use error::{Error, ErrorKind, ParseError};
 pub use handle::{Cost, CqHandle, Posted, SqPos, WorkCompletion, WqHandle};
 pub use index::{ProdIdx, Ring, WrapIdx16, WrapIdx24};
 pub use op::{
@@ -102,5 +102,7 @@ pub use status::{WcOpcode, WcStatus};
 
 #[cfg(feature = "std")]
 impl std::error::Error for PostError {}
+#[cfg(feature = "std")]
+impl std::error::Error for ParseError {}
 #[cfg(feature = "std")]
 impl std::error::Error for OutOfWindow {}

@@ -100,18 +100,27 @@ fn wc_opcode(wr: &WorkRequest<'_>) -> WcOpcode {
 }
 
 /// Address of slot `k` of the WQE whose first slot is `first` in a ring of `slots` slots.
+/// `first < slots` and `k < slots` (`check` keeps a WQE within the ring), so one subtraction
+/// wraps it: only variable-mode WQEs cross the end; static and fixed-3 WQEs never do.
 #[inline(always)]
 fn slot_addr(wq: &WqHandle, first: u32, k: u32, slots: u32) -> u64 {
-    let s = first.wrapping_add(k) & slots.wrapping_sub(1);
-    // Static and fixed-3 rings are `entries × 8` / `entries × 3` slots and a WQE never crosses
-    // their end; only variable rings (a power of two of slots) wrap inside a WQE.
-    let s = if slots.is_power_of_two() {
-        s
-    } else {
-        first.wrapping_add(k) % slots.max(1)
-    };
+    let s = first.wrapping_add(k);
+    let s = if s >= slots { s - slots } else { s };
     wq.buf
         .wrapping_add(u64::from(s) * u64::from(sqe::SLOT_BYTES))
+}
+
+/// What `wr` (of `len` payload bytes) consumes of a queue in `mode`.
+#[inline(always)]
+fn cost_in(mode: WqeMode, wr: &WorkRequest<'_>, len: u64, path_mtu: u32) -> Cost {
+    let units = match mode {
+        WqeMode::Static | WqeMode::Fixed3 => 1,
+        WqeMode::Variable => sqe::HDR_SLOTS + payload_slots(wr),
+    };
+    Cost {
+        units,
+        packets: psn::packets(len, path_mtu),
+    }
 }
 
 /// Stores one 16-byte slot.
@@ -148,7 +157,11 @@ impl Bnxt {
     #[inline(always)]
     #[must_use]
     pub fn sq_doorbell(wq: &WqHandle, next: ProdIdx) -> DoorbellRepr {
-        let mode = mode_of(wq);
+        Self::sq_doorbell_in(mode_of(wq), wq, next)
+    }
+
+    #[inline(always)]
+    fn sq_doorbell_in(mode: Mode, wq: &WqHandle, next: ProdIdx) -> DoorbellRepr {
         DoorbellRepr {
             db_type: DbType::Sq,
             xid: wq.qpn,
@@ -162,7 +175,17 @@ impl Bnxt {
     #[inline(always)]
     #[must_use]
     pub fn psn_entry(wq: &WqHandle, at: SqPos, packets: u32, opcode: WcOpcode) -> (u64, PsnRepr) {
-        let mode = mode_of(wq);
+        Self::psn_entry_in(mode_of(wq), wq, at, packets, opcode)
+    }
+
+    #[inline(always)]
+    fn psn_entry_in(
+        mode: Mode,
+        wq: &WqHandle,
+        at: SqPos,
+        packets: u32,
+        opcode: WcOpcode,
+    ) -> (u64, PsnRepr) {
         let start = psn::psn_add(wq.start_psn, at.psn);
         let next = psn::psn_add(start, packets);
         let idx = at.unit.0 & wq.entries.wrapping_sub(1);
@@ -199,7 +222,8 @@ impl Bnxt {
         flags: SendFlags,
     ) -> Posted {
         let mode = mode_of(wq);
-        let cost = Self::cost(wq, wr);
+        let len = payload_len(wr);
+        let cost = cost_in(mode.wqe, wr, len, wq.path_mtu);
         let spu = mode.wqe.slots_per_unit();
         let slots = mode.ring_slots(wq.entries);
         let idx = at.unit.0 & wq.entries.wrapping_sub(1);
@@ -216,7 +240,6 @@ impl Bnxt {
         if flags.contains(SendFlags::SOLICITED) {
             fl |= sqe::flags::SE;
         }
-        let len = payload_len(wr);
         let (wqe_type, key_immd, lhdr, ext): (WqeType, u32, u64, [u8; 16]) = match *wr {
             WorkRequest::Write {
                 remote,
@@ -330,7 +353,7 @@ impl Bnxt {
             put(slot(0), hdr);
         }
 
-        let (off, entry) = Self::psn_entry(wq, at, cost.packets, wc_opcode(wr));
+        let (off, entry) = Self::psn_entry_in(mode, wq, at, cost.packets, wc_opcode(wr));
         let dst = wq.aux.wrapping_add(off);
         // SAFETY: `wq.aux` is the queue's PSN table (caller), `off` indexes inside it.
         unsafe {
@@ -340,12 +363,8 @@ impl Bnxt {
                 PsnForm::Msn => put(dst, entry.emit_msn()),
             }
         }
-        let next = at.advance(cost);
-        Posted {
-            start: at,
-            next,
-            doorbell: Self::sq_doorbell(wq, next.unit).to_bytes(),
-        }
+        let doorbell = Self::sq_doorbell_in(mode, wq, at.unit.add(cost.units));
+        Posted::new(at, cost, doorbell.to_bytes())
     }
 
     /// Reads CQE `slot`: its status word (acquire) first, then the whole CQE.
@@ -392,14 +411,7 @@ impl Provider for Bnxt {
 
     #[inline(always)]
     fn cost(wq: &WqHandle, wr: &WorkRequest<'_>) -> Cost {
-        let units = match mode_of(wq).wqe {
-            WqeMode::Static | WqeMode::Fixed3 => 1,
-            WqeMode::Variable => sqe::HDR_SLOTS + payload_slots(wr),
-        };
-        Cost {
-            units,
-            packets: psn::packets(payload_len(wr), wq.path_mtu),
-        }
+        cost_in(mode_of(wq).wqe, wr, payload_len(wr), wq.path_mtu)
     }
 
     fn check(wq: &WqHandle, wr: &WorkRequest<'_>) -> Result<Cost, PostError> {
@@ -574,16 +586,6 @@ impl Provider for Bnxt {
         let before = progress.complete_below();
         progress.observe(Self::completed_unit(wq, &wc), rung)?;
         Ok((progress.complete_below() != before).then_some(wc))
-    }
-}
-
-trait CqRing {
-    fn ring(&self) -> Option<gda_hal::Ring>;
-}
-impl CqRing for CqHandle {
-    #[inline(always)]
-    fn ring(&self) -> Option<gda_hal::Ring> {
-        gda_hal::Ring::new(self.entries)
     }
 }
 

@@ -27,6 +27,3 @@ pub mod wire;
 
 pub use device::Bnxt;
 pub use mode::{Mode, PsnForm, WqeMode};
-
-#[cfg(feature = "std")]
-impl std::error::Error for wire::ParseError {}

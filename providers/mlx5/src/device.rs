@@ -185,13 +185,14 @@ unsafe fn put_payload(wq: &WqHandle, at: ProdIdx, k: u32, payload: &Payload<'_>)
 #[allow(clippy::too_many_arguments)]
 unsafe fn put_ctrl(
     wq: &WqHandle,
-    at: ProdIdx,
+    pos: SqPos,
     opcode: Opcode,
     opmod: u8,
     ds: u32,
     fm: u8,
     imm: u32,
 ) -> Posted {
+    let at = pos.unit;
     let ctrl = CtrlRepr {
         opcode,
         opmod,
@@ -209,11 +210,11 @@ unsafe fn put_ctrl(
     let b = bytemuck::bytes_of(&ctrl);
     let mut doorbell = [0u8; 8];
     doorbell.copy_from_slice(b.get(..8).unwrap_or(&[0; 8]));
-    Posted {
-        start: SqPos::at_unit(at.0),
-        next: SqPos::at_unit(at.add(wqebbs_for_ds(ds)).0),
-        doorbell,
-    }
+    let cost = Cost {
+        units: wqebbs_for_ds(ds),
+        packets: 0,
+    };
+    Posted::new(pos, cost, doorbell)
 }
 
 /// RDMA WRITE/SEND family with any payload.
@@ -223,13 +224,14 @@ unsafe fn put_ctrl(
 #[inline(always)]
 unsafe fn post_rdma_like(
     wq: &WqHandle,
-    at: ProdIdx,
+    pos: SqPos,
     opcode: Opcode,
     remote: Option<Remote>,
     payload: &Payload<'_>,
     imm: Option<u32>,
     fm: u8,
 ) -> Posted {
+    let at = pos.unit;
     let mut k = 1;
     if let Some(r) = remote {
         // SAFETY: forwarded from the caller.
@@ -239,7 +241,7 @@ unsafe fn post_rdma_like(
     // SAFETY: forwarded from the caller.
     k += unsafe { put_payload(wq, at, k, payload) };
     // SAFETY: forwarded from the caller.
-    unsafe { put_ctrl(wq, at, opcode, 0, k, fm, imm.unwrap_or(0)) }
+    unsafe { put_ctrl(wq, pos, opcode, 0, k, fm, imm.unwrap_or(0)) }
 }
 
 /// Any atomic.
@@ -249,13 +251,14 @@ unsafe fn post_rdma_like(
 #[inline(always)]
 unsafe fn post_atomic_any(
     wq: &WqHandle,
-    at: ProdIdx,
+    pos: SqPos,
     remote: Remote,
     local: Sge,
     op: &AtomicOp,
     bytes: u32,
     fm: u8,
 ) -> Posted {
+    let at = pos.unit;
     let (opcode, opmod) = match op {
         AtomicOp::CompareSwap { .. } => (Opcode::AtomicCs, 0),
         AtomicOp::FetchAdd { .. } => (Opcode::AtomicFa, 0),
@@ -280,7 +283,7 @@ unsafe fn post_atomic_any(
     // SAFETY: forwarded from the caller.
     unsafe { put(wq, at, k, DataSeg::emit(&data)) };
     // SAFETY: forwarded from the caller.
-    unsafe { put_ctrl(wq, at, opcode, opmod, k + 1, fm, 0) }
+    unsafe { put_ctrl(wq, pos, opcode, opmod, k + 1, fm, 0) }
 }
 
 impl Mlx5 {
@@ -334,19 +337,43 @@ impl Mlx5 {
         mmio::wc_flush();
         bf_offset ^ wq.bf_size
     }
+}
 
-    /// Posts any request with explicit flags and returns the [`Posted`] value; the runtime form
-    /// behind [`Provider::post`].
-    ///
-    /// # Safety
-    /// As [`Provider::post`].
+impl Provider for Mlx5 {
+    const NAME: &'static str = "mlx5";
+    const SQ_UNIT_BYTES: u32 = WQEBB_BYTES;
+    const CQE_BYTES: u32 = cqe64::CQE_BYTES as u32;
+    /// 63 DS minus control, raddr and the 4-byte inline header.
+    const MAX_INLINE_BYTES: u32 = MAX_DS * 16 - 32 - inline_seg::HEADER_BYTES;
+    const MAX_WQE_UNITS: u32 = MAX_DS.div_ceil(DS_PER_WQEBB);
+    const HAS_DOORBELL_RECORD: bool = true;
+    const WQE_COUNTER_BITS: u32 = 16;
+    const CQ_INDEX_BITS: u32 = 24;
+    const ATOMIC_RESULT_BIG_ENDIAN: bool = true;
+
     #[inline(always)]
-    pub unsafe fn post_wr(
-        wq: &WqHandle,
-        at: ProdIdx,
-        wr: &WorkRequest<'_>,
-        flags: SendFlags,
-    ) -> Posted {
+    fn cost(_wq: &WqHandle, wr: &WorkRequest<'_>) -> Cost {
+        Cost {
+            units: wqebbs_for_ds(ds_for(wr)),
+            packets: 0,
+        }
+    }
+
+    fn check(wq: &WqHandle, wr: &WorkRequest<'_>) -> Result<Cost, PostError> {
+        gda_hal::provider::check_common(wq, wr, wq.max_inline.min(Self::MAX_INLINE_BYTES))?;
+        let ds = ds_for(wr);
+        let units = wqebbs_for_ds(ds);
+        if ds > MAX_DS || units > wq.entries {
+            return Err(PostError::WqeTooLarge {
+                units,
+                max: wq.entries.min(Self::MAX_WQE_UNITS),
+            });
+        }
+        Ok(Cost { units, packets: 0 })
+    }
+
+    #[inline(always)]
+    unsafe fn post(wq: &WqHandle, at: SqPos, wr: &WorkRequest<'_>, flags: SendFlags) -> Posted {
         let fm = ctrl_flags(flags);
         // SAFETY: forwarded from the caller.
         unsafe {
@@ -388,54 +415,6 @@ impl Mlx5 {
                 } => post_atomic_any(wq, at, remote, local, &op, bytes, fm),
                 WorkRequest::Nop => put_ctrl(wq, at, Opcode::Nop, 0, 1, fm, 0),
             }
-        }
-    }
-}
-
-impl Provider for Mlx5 {
-    const NAME: &'static str = "mlx5";
-    const SQ_UNIT_BYTES: u32 = WQEBB_BYTES;
-    const CQE_BYTES: u32 = cqe64::CQE_BYTES as u32;
-    /// 63 DS minus control, raddr and the 4-byte inline header.
-    const MAX_INLINE_BYTES: u32 = MAX_DS * 16 - 32 - inline_seg::HEADER_BYTES;
-    const MAX_WQE_UNITS: u32 = MAX_DS.div_ceil(DS_PER_WQEBB);
-    const HAS_DOORBELL_RECORD: bool = true;
-    const WQE_COUNTER_BITS: u32 = 16;
-    const CQ_INDEX_BITS: u32 = 24;
-    const ATOMIC_RESULT_BIG_ENDIAN: bool = true;
-
-    #[inline(always)]
-    fn cost(_wq: &WqHandle, wr: &WorkRequest<'_>) -> Cost {
-        Cost {
-            units: wqebbs_for_ds(ds_for(wr)),
-            packets: 0,
-        }
-    }
-
-    fn check(wq: &WqHandle, wr: &WorkRequest<'_>) -> Result<Cost, PostError> {
-        gda_hal::provider::check_common(wq, wr, wq.max_inline.min(Self::MAX_INLINE_BYTES))?;
-        let ds = ds_for(wr);
-        let units = wqebbs_for_ds(ds);
-        if ds > MAX_DS || units > wq.entries {
-            return Err(PostError::WqeTooLarge {
-                units,
-                max: wq.entries.min(Self::MAX_WQE_UNITS),
-            });
-        }
-        Ok(Cost { units, packets: 0 })
-    }
-
-    #[inline(always)]
-    unsafe fn post(wq: &WqHandle, at: SqPos, wr: &WorkRequest<'_>, flags: SendFlags) -> Posted {
-        // SAFETY: forwarded from the caller.
-        let p = unsafe { Self::post_wr(wq, at.unit, wr, flags) };
-        Posted {
-            start: at,
-            next: at.advance(Cost {
-                units: p.next.unit.since(p.start.unit),
-                packets: 0,
-            }),
-            doorbell: p.doorbell,
         }
     }
 
@@ -551,16 +530,6 @@ impl Provider for Mlx5 {
         let before = progress.complete_below();
         progress.observe(u32::from(cqe.wqe_counter.get()), rung)?;
         Ok((progress.complete_below() != before).then(|| decode(&cqe)))
-    }
-}
-
-trait CqRing {
-    fn ring(&self) -> Option<gda_hal::Ring>;
-}
-impl CqRing for CqHandle {
-    #[inline(always)]
-    fn ring(&self) -> Option<gda_hal::Ring> {
-        gda_hal::Ring::new(self.entries)
     }
 }
 

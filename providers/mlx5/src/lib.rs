@@ -22,6 +22,3 @@ pub mod device;
 pub mod wire;
 
 pub use device::Mlx5;
-
-#[cfg(feature = "std")]
-impl std::error::Error for wire::ParseError {}

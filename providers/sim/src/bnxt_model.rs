@@ -22,7 +22,7 @@ use gda_bnxt::wire::{
     CqeBody, CqeRepr, CqeType, DbType, DoorbellRepr, ParseError, ReqStatus, RespStatus, RqeHdr,
     SendWqe, WqePayload, WqeType,
 };
-use gda_bnxt::{Mode, PsnForm, WqeMode};
+use gda_bnxt::{Bnxt, Mode, PsnForm, WqeMode};
 use gda_hal::{Sge, WcOpcode, WcStatus, mmio};
 
 use crate::fabric::{CqInner, QpInner, RQ_DB_OFFSET};
@@ -43,17 +43,21 @@ impl Seq {
     }
 }
 
-fn slot_bytes(qp: &QpInner, mode: Mode, slot: u32) -> [u8; 16] {
-    let slots = mode.ring_slots(qp.init.sq_units).max(1);
-    let mut b = [0u8; 16];
-    qp.sq.read_into((slot % slots) as usize * 16, &mut b);
-    b
+/// Copies `out.len() / 16` slots starting at `first` (< the ring's slot count), unwrapping at
+/// the ring's end with at most two reads.
+fn read_slots(qp: &QpInner, mode: Mode, first: u32, out: &mut [u8]) {
+    let ring = mode.ring_slots(qp.init.sq_units) as usize * 16;
+    let at = first as usize * 16;
+    let head = out.len().min(ring.saturating_sub(at));
+    let (a, b) = out.split_at_mut(head);
+    qp.sq.read_into(at, a);
+    qp.sq.read_into(0, b);
 }
 
-/// The requester CQE's consumer index after position `after`: doorbell units modulo the ring.
+/// The requester CQE's consumer index after position `after`: the doorbell index there (the
+/// hardware reports its consumer index in the doorbell's units, modulo the ring).
 pub(crate) fn con_index(qp: &QpInner, mode: Mode, after: u64) -> u32 {
-    let idx = (after & (u64::from(qp.init.sq_units) - 1)) as u32;
-    idx * if mode.wqe == WqeMode::Fixed3 { 3 } else { 1 }
+    Bnxt::db_index(mode.wqe, qp.init.sq_units, after as u32)
 }
 
 /// Decodes the send WQE at unit `pos` from its own copy of the ring bytes (with gda-bnxt's
@@ -68,7 +72,8 @@ pub(crate) fn fetch(
     let entries = qp.init.sq_units;
     let spu = mode.wqe.slots_per_unit();
     let first = (pos & (u64::from(entries) - 1)) as u32 * spu;
-    let head = slot_bytes(qp, mode, first);
+    let mut head = [0u8; 16];
+    read_slots(qp, mode, first, &mut head);
     let ws = SendWqe::size_in_slots(&head).unwrap_or(0);
     let units = match mode.wqe {
         WqeMode::Static | WqeMode::Fixed3 => 1,
@@ -79,9 +84,21 @@ pub(crate) fn fetch(
         units,
         counter: con_index(qp, mode, pos + u64::from(units)),
     };
+    if ws > mode.ring_slots(entries) {
+        // A WQE larger than the ring: nothing to decode.
+        return Err(bad(WcStatus::LocQpOpErr));
+    }
+    // The whole WQE, read once from the ring (the decoder checks `ws` against the mode).
     scratch.clear();
-    for k in 0..ws.min(8) {
-        scratch.extend_from_slice(&slot_bytes(qp, mode, first + k));
+    scratch.extend_from_slice(&head);
+    scratch.resize(ws.clamp(1, 8) as usize * 16, 0);
+    if ws > 1 {
+        read_slots(
+            qp,
+            mode,
+            (first + 1) % mode.ring_slots(entries),
+            &mut scratch[16..],
+        );
     }
     let w = SendWqe::parse(scratch, mode.wqe).map_err(|e| {
         bad(match e {
@@ -144,34 +161,24 @@ pub(crate) fn check_psn(
     let table = mode.ring_slots(entries) as usize * 16;
     let start = bpsn::psn_add(qp.start_psn, seq.psn);
     let next = bpsn::psn_add(start, op.packets);
-    let (at, got) = match mode.psn {
+    let got = match mode.psn {
         PsnForm::Msn => {
             let i = seq.msg & (mode.psn_entries(entries) - 1);
             let mut b = [0u8; 8];
             qp.sq.read_into(table + i as usize * 8, &mut b);
-            (
-                i,
-                PsnRepr::parse_msn(&bytemuck::pod_read_unaligned::<MsnEntry>(&b)),
-            )
+            PsnRepr::parse_msn(&bytemuck::pod_read_unaligned::<MsnEntry>(&b))
         }
         PsnForm::Legacy => {
             let mut b = [0u8; 8];
             qp.sq.read_into(table + db_idx as usize * 8, &mut b);
-            (
-                db_idx,
-                PsnRepr::parse_legacy(&bytemuck::pod_read_unaligned::<PsnEntry>(&b)),
-            )
+            PsnRepr::parse_legacy(&bytemuck::pod_read_unaligned::<PsnEntry>(&b))
         }
         PsnForm::Ext => {
             let mut b = [0u8; 16];
             qp.sq.read_into(table + db_idx as usize * 16, &mut b);
-            (
-                db_idx,
-                PsnRepr::parse_ext(&bytemuck::pod_read_unaligned::<PsnExtEntry>(&b)),
-            )
+            PsnRepr::parse_ext(&bytemuck::pod_read_unaligned::<PsnExtEntry>(&b))
         }
     };
-    let _ = at;
     if got.start != start {
         return Err("PSN-table entry: wrong start PSN");
     }

@@ -626,9 +626,10 @@ impl Pd {
             }
             _ => init.sq_units as usize * 64,
         };
-        // bnxt's first send PSN: near the 24-bit wrap, so every run crosses it.
-        let start_psn = 0x00ff_ff00 | (self.nic.inner.next_qpn.load(Ordering::Relaxed) & 0xff);
+
         let qpn = self.nic.inner.next_qpn.fetch_add(1, Ordering::Relaxed) & 0x00ff_ffff;
+        // bnxt's first send PSN: near the 24-bit wrap, so every run crosses it.
+        let start_psn = 0x00ff_ff00 | (qpn & 0xff);
         let inner = Arc::new(QpInner {
             nic: self.nic.inner.clone(),
             qpn,

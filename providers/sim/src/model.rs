@@ -279,7 +279,7 @@ fn fetch_mlx5(
     let counter = (pos & 0xffff) as u32;
     copy_ring(qp, pos, units, scratch);
     let w = WqeRepr::parse(scratch).map_err(|e| Malformed {
-        status: e.syndrome().wc_status(),
+        status: m::syndrome_of(&e).wc_status(),
         units,
         counter,
     })?;

@@ -166,12 +166,7 @@ impl<'a> SendWqe<'a> {
                     what: "READ and atomics have no inline form",
                 });
             }
-            t => {
-                return Err(ParseError::Range {
-                    field: "wqe_type",
-                    value: u64::from(t.raw()),
-                });
-            }
+            t => return Err(ParseError::UnknownOpcode(t.raw())),
         };
         Ok(Self {
             hdr,

@@ -28,77 +28,17 @@ pub const WQEBB_BYTES: u32 = 64;
 /// Bytes in one DS unit.
 pub const DS_BYTES: u32 = 16;
 
-/// Why bytes are not a valid mlx5 structure. Every variant names the field or check.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum ParseError {
-    /// Fewer bytes than the structure needs.
-    Truncated {
-        /// What was being read.
-        what: &'static str,
-        /// Bytes needed.
-        need: usize,
-        /// Bytes available.
-        have: usize,
-    },
-    /// A field holds a value out of its valid range.
-    Range {
-        /// Field name.
-        field: &'static str,
-        /// Offending value.
-        value: u64,
-    },
-    /// Reserved bits are set.
-    Reserved {
-        /// Field name.
-        field: &'static str,
-    },
-    /// An opcode gda (and the RC data path) does not know.
-    UnknownOpcode(u8),
-    /// The segments do not match the opcode's layout.
-    Layout {
-        /// What is wrong.
-        what: &'static str,
-    },
-    /// A valid format gda does not decode.
-    Unsupported {
-        /// What it is.
-        what: &'static str,
-    },
-}
+pub use gda_hal::ParseError;
 
-impl ParseError {
-    /// The error syndrome hardware reports for a WQE rejected this way (a malformed WQE is a
-    /// local QP operation error; an inline length past the WQE a local length error).
-    #[must_use]
-    pub fn syndrome(&self) -> Syndrome {
-        match self {
-            Self::Range {
-                field: "inline.byte_count",
-                ..
-            } => Syndrome::LocalLengthErr,
-            _ => Syndrome::LocalQpOpErr,
-        }
-    }
-}
-
-impl core::fmt::Display for ParseError {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        match self {
-            Self::Truncated { what, need, have } => {
-                write!(f, "{what}: need {need} bytes, have {have}")
-            }
-            Self::Range { field, value } => write!(f, "{field}: value {value:#x} out of range"),
-            Self::Reserved { field } => write!(f, "{field}: reserved bits set"),
-            Self::UnknownOpcode(op) => write!(f, "unknown or unsupported WQE opcode {op:#04x}"),
-            Self::Layout { what } => write!(f, "segment layout: {what}"),
-            Self::Unsupported { what } => write!(f, "unsupported: {what}"),
-        }
-    }
-}
-
-impl gda_hal::Error for ParseError {
-    fn kind(&self) -> gda_hal::ErrorKind {
-        gda_hal::ErrorKind::Malformed
+/// The error syndrome hardware reports for a WQE rejected with `e` (a malformed WQE is a
+/// local QP operation error; an inline length past the WQE a local length error).
+#[must_use]
+pub fn syndrome_of(e: &ParseError) -> Syndrome {
+    match e {
+        ParseError::Range {
+            field: "inline.byte_count",
+            ..
+        } => Syndrome::LocalLengthErr,
+        _ => Syndrome::LocalQpOpErr,
     }
 }

@@ -70,7 +70,8 @@ fn unit_ptr(wq: &WqHandle, at: ProdIdx, k: u32) -> u64 {
 ///
 /// # Safety
 /// As [`Provider::post`].
-unsafe fn write(wq: &WqHandle, at: ProdIdx, wr: &WorkRequest<'_>, fl: SendFlags) -> Posted {
+unsafe fn write(wq: &WqHandle, pos: SqPos, wr: &WorkRequest<'_>, fl: SendFlags) -> Posted {
+    let at = pos.unit;
     let units = units_for(wr);
     let mut h = NativeWqe {
         units: units as u8,
@@ -247,11 +248,8 @@ unsafe fn write(wq: &WqHandle, at: ProdIdx, wr: &WorkRequest<'_>, fl: SendFlags)
     // sees the extension units too (ordering is provided by the doorbell anyway).
     unsafe { mmio::write_seg(unit_ptr(wq, at, 0) as *mut NativeWqe, h) };
     let next = at.add(units);
-    Posted {
-        start: SqPos::at_unit(at.0),
-        next: SqPos::at_unit(next.0),
-        doorbell: u64::from(next.0).to_le_bytes(),
-    }
+    let cost = Cost { units, packets: 0 };
+    Posted::new(pos, cost, u64::from(next.0).to_le_bytes())
 }
 
 impl Provider for Sim {
@@ -293,15 +291,7 @@ impl Provider for Sim {
 
     unsafe fn post(wq: &WqHandle, at: SqPos, wr: &WorkRequest<'_>, flags: SendFlags) -> Posted {
         // SAFETY: forwarded.
-        let p = unsafe { write(wq, at.unit, wr, flags) };
-        Posted {
-            start: at,
-            next: at.advance(Cost {
-                units: p.next.unit.since(p.start.unit),
-                packets: 0,
-            }),
-            doorbell: p.doorbell,
-        }
+        unsafe { write(wq, at, wr, flags) }
     }
 
     unsafe fn ring_sq(wq: &WqHandle, posted: &Posted) {
