@@ -595,6 +595,121 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    /// Misuse of a queue handle or a request the format cannot hold is a clear `PostError`
+    /// from `check` (device functions are only called after it accepts).
+    #[test]
+    fn check_refuses_bad_handles_and_requests() {
+        let mut mem = [0u8; 4096];
+        let good = WqHandle {
+            buf: mem.as_mut_ptr() as u64,
+            entries: 16,
+            max_inline: 96,
+            max_sge: MAX_SGE,
+            aux: mem.as_mut_ptr() as u64 + 2048,
+            aux_entries: 16,
+            mode: Mode::default().bits(),
+            path_mtu: 1024,
+            ..WqHandle::default()
+        };
+        let remote = gda_hal::Remote { addr: 0, rkey: 1 };
+        let write = WorkRequest::Write {
+            remote,
+            payload: Payload::Inline(&[0; 17]),
+            imm: None,
+        };
+        assert!(Bnxt::check(&good, &write).is_ok());
+        let bad_handle =
+            |wq: WqHandle| matches!(Bnxt::check(&wq, &write), Err(PostError::BadHandle { .. }));
+        assert!(
+            bad_handle(WqHandle { mode: 0x33, ..good }),
+            "unknown mode bits"
+        );
+        assert!(bad_handle(WqHandle { aux: 0, ..good }), "no PSN table");
+        assert!(
+            bad_handle(WqHandle {
+                aux_entries: 12,
+                ..good
+            }),
+            "MSN table not a power of two"
+        );
+        assert!(
+            bad_handle(WqHandle {
+                entries: 1 << 17,
+                ..good
+            }),
+            "ring beyond 16-bit indexes"
+        );
+        assert_eq!(
+            Bnxt::check(
+                &WqHandle {
+                    entries: 12,
+                    ..good
+                },
+                &write
+            ),
+            Err(PostError::BadRing)
+        );
+        let fixed3 = WqHandle {
+            mode: Mode {
+                wqe: WqeMode::Fixed3,
+                psn: PsnForm::Msn,
+            }
+            .bits(),
+            ..good
+        };
+        assert_eq!(
+            Bnxt::check(&fixed3, &write),
+            Err(PostError::InlineTooLong {
+                len: 17,
+                max: FIXED3_MAX_INLINE
+            })
+        );
+        let masked = WorkRequest::Atomic {
+            remote,
+            local: Sge {
+                addr: 0,
+                length: 8,
+                lkey: 1,
+            },
+            op: AtomicOp::MaskedFetchAdd {
+                add: 1,
+                field_boundary: 0,
+            },
+            bytes: 8,
+        };
+        assert_eq!(Bnxt::check(&good, &masked), Err(PostError::Unsupported));
+        let sges = [Sge {
+            addr: 0,
+            length: 1,
+            lkey: 1,
+        }; 7];
+        let many = WorkRequest::Send {
+            payload: Payload::Sges(&sges),
+            imm: None,
+        };
+        assert!(matches!(
+            Bnxt::check(&good, &many),
+            Err(PostError::TooManySges { n: 7, .. })
+        ));
+        let tiny = WqHandle {
+            mode: Mode {
+                wqe: WqeMode::Variable,
+                psn: PsnForm::Msn,
+            }
+            .bits(),
+            entries: 4,
+            ..good
+        };
+        let six = WorkRequest::Send {
+            payload: Payload::Sges(&sges[..6]),
+            imm: None,
+        };
+        assert_eq!(
+            Bnxt::check(&tiny, &six),
+            Err(PostError::WqeTooLarge { units: 8, max: 4 })
+        );
+    }
+
     proptest! {
         /// Doorbell index and epoch from the 32-bit unit counter equal a u64 model of the ring
         /// (tail = position mod depth, epoch flips every pass), across the counter's own wrap.
