@@ -83,6 +83,8 @@ pub mod mmio;
 pub mod op;
 pub mod progress;
 pub mod provider;
+#[cfg(feature = "shm")]
+pub mod shm;
 pub mod sq;
 pub mod status;
 mod sync;

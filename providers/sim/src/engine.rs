@@ -104,6 +104,8 @@ pub(crate) struct QpExec {
     pending: VecDeque<Deferred>,
     pending_data: usize,
     remote: Option<Arc<QpInner>>,
+    /// The responder when it lives in another process (cross-process fabric).
+    peer: Option<crate::host::PeerQp>,
     remote_epoch: u64,
     op: WqeOp,
     scratch: Vec<u8>,
@@ -509,10 +511,24 @@ fn execute(
     }
     // Re-resolve the responder whenever QPs come or go, so a destroyed peer stops answering.
     let epoch = f.epoch.load(Ordering::Acquire);
-    if ex.remote.is_none() || ex.remote_epoch != epoch {
+    if (ex.remote.is_none() && ex.peer.is_none()) || ex.remote_epoch != epoch {
         let ep = *qp.remote.lock().unwrap_or_else(|e| e.into_inner());
         ex.remote = ep.and_then(|ep| lookup(f, &ep));
+        ex.peer = match (&ex.remote, ep, &f.link) {
+            (None, Some(ep), Some(link)) => match link.peer_of(&ep) {
+                Some(Ok(p)) => Some(crate::host::PeerQp::new(p, &ep)),
+                _ => None,
+            },
+            _ => None,
+        };
         ex.remote_epoch = epoch;
+    }
+    if ex.remote.is_none() {
+        return match ex.peer.as_mut().and_then(|p| p.ready()) {
+            Some(rpd) => execute_remote_process(qp, ex, op, kind, c, rpd, chaos),
+            // No responder: the requester's retries run out.
+            None => fail(qp, c, WcStatus::RetryExcErr, op.units),
+        };
     }
     let Some(rqp) = ex.remote.clone() else {
         return fail(qp, c, WcStatus::RetryExcErr, op.units);
@@ -711,6 +727,153 @@ fn execute(
                         dst: local.addr,
                         bytes: bytes[..n].to_vec(),
                         _mr: vec![lmr, rmr],
+                    });
+                    ex.pending_data += 1;
+                }
+                None => {
+                    // SAFETY: the local range was checked (LOCAL_WRITE, `w` bytes).
+                    unsafe { mmio::dma_copy(local.addr as *mut u8, bytes.as_ptr(), n) };
+                    mmio::dma_publish();
+                }
+            }
+            Step::Complete(c, op.units, false)
+        }
+    }
+}
+
+/// Executes a one-sided operation against a responder in another process (see `host.rs`):
+/// the same checks and completions as [`execute`], with remote addresses translated into this
+/// process's mapping of the peer's memory.
+fn execute_remote_process(
+    qp: &Arc<QpInner>,
+    ex: &mut QpExec,
+    op: &WqeOp,
+    kind: OpKind,
+    mut c: Cpl,
+    rpd: u32,
+    chaos: Option<&mut Chaos>,
+) -> Step {
+    let fail = |qp: &QpInner, c: Cpl, status: WcStatus| {
+        qp.set_error();
+        Step::Complete(Cpl { status, ..c }, op.units, true)
+    };
+    let Some(peer) = ex.peer.as_mut() else {
+        return fail(qp, c, WcStatus::RetryExcErr);
+    };
+    let lmrs = &qp.nic.mrs;
+    let len = op.length();
+    match kind {
+        OpKind::Nop => Step::Complete(c, op.units, false),
+        OpKind::Write if op.imm.is_none() => {
+            c.opcode = WcOpcode::RdmaWrite;
+            if len > 0 {
+                let dst = match peer.translate(
+                    rpd,
+                    op.remote.rkey,
+                    op.remote.addr,
+                    len,
+                    Access::REMOTE_WRITE,
+                ) {
+                    Ok(a) => a,
+                    Err(e) => return fail(qp, c, remote_fault(e)),
+                };
+                if let Err(s) = gather_to(lmrs, &mut ex.lcache, qp.pd, op, dst) {
+                    return fail(qp, c, s);
+                }
+                mmio::dma_publish();
+            }
+            Step::Complete(c, op.units, false)
+        }
+        // Two-sided operations need the peer's receive queue, which is not shared.
+        OpKind::Write | OpKind::Send => fail(qp, c, WcStatus::RemInvReqErr),
+        OpKind::Read => {
+            c.opcode = WcOpcode::RdmaRead;
+            c.byte_len = len as u32;
+            if len > 0 {
+                let mut src = match peer.translate(
+                    rpd,
+                    op.remote.rkey,
+                    op.remote.addr,
+                    len,
+                    Access::REMOTE_READ,
+                ) {
+                    Ok(a) => a,
+                    Err(e) => return fail(qp, c, remote_fault(e)),
+                };
+                for s in op.sges.iter().filter(|s| s.length > 0) {
+                    if let Err(e) = lmrs.check_local(
+                        qp.pd,
+                        s.lkey,
+                        s.addr,
+                        u64::from(s.length),
+                        Access::LOCAL_WRITE,
+                    ) {
+                        return fail(qp, c, local_fault(e));
+                    }
+                }
+                for s in op.sges.iter().filter(|s| s.length > 0) {
+                    // SAFETY: both ranges were checked against regions granting the access; the
+                    // peer's segment stays mapped while `peer` holds it.
+                    unsafe {
+                        mmio::dma_copy(s.addr as *mut u8, src as *const u8, s.length as usize)
+                    };
+                    src += u64::from(s.length);
+                }
+                mmio::dma_publish();
+            }
+            Step::Complete(c, op.units, false)
+        }
+        OpKind::Atomic => {
+            let Some((aop, width)) = op.atomic else {
+                return fail(qp, c, WcStatus::LocQpOpErr);
+            };
+            c.opcode = if matches!(
+                aop,
+                gda_hal::AtomicOp::CompareSwap { .. } | gda_hal::AtomicOp::MaskedCompareSwap { .. }
+            ) {
+                WcOpcode::CompSwap
+            } else {
+                WcOpcode::FetchAdd
+            };
+            c.byte_len = width;
+            let w = u64::from(width);
+            if op.remote.addr % w != 0 {
+                return fail(qp, c, WcStatus::RemInvReqErr);
+            }
+            let target = match peer.translate(
+                rpd,
+                op.remote.rkey,
+                op.remote.addr,
+                w,
+                Access::REMOTE_ATOMIC,
+            ) {
+                Ok(a) => a,
+                Err(e) => return fail(qp, c, remote_fault(e)),
+            };
+            let Some(local) = op.sges.first() else {
+                return fail(qp, c, WcStatus::LocQpOpErr);
+            };
+            let lmr = match lmrs.check_local(qp.pd, local.lkey, local.addr, w, Access::LOCAL_WRITE)
+            {
+                Ok(m) => m,
+                Err(e) => return fail(qp, c, local_fault(e)),
+            };
+            // SAFETY: the target is inside the peer's region granting REMOTE_ATOMIC, aligned to
+            // `w` (the mapping is page-aligned), and mapped while `peer` holds the segment.
+            let Some(old) =
+                (unsafe { mmio::dma_atomic_rmw(target, width, |v| aop.apply(v, width)) })
+            else {
+                return fail(qp, c, WcStatus::LocQpOpErr);
+            };
+            let (bytes, n) = model::atomic_result(qp.nic.model, old, width);
+            match chaos.and_then(|ch| ch.defer(0.3)) {
+                Some(k) => {
+                    let due = ex.due_after(k);
+                    ex.pending.push_back(Deferred::Data {
+                        due,
+                        dst: local.addr,
+                        bytes: bytes[..n].to_vec(),
+                        _mr: vec![lmr],
                     });
                     ex.pending_data += 1;
                 }

@@ -84,7 +84,7 @@ pub enum QpState {
 }
 
 impl QpState {
-    fn from_u8(v: u8) -> Self {
+    pub(crate) fn from_u8(v: u8) -> Self {
         match v {
             1 => Self::Init,
             2 => Self::Rtr,
@@ -211,6 +211,8 @@ pub(crate) struct FabricInner {
     pub(crate) engine: Mutex<Option<std::thread::JoinHandle<()>>>,
     pub(crate) engine_thread: Mutex<Option<std::thread::Thread>>,
     pub(crate) stats: engine::Stats,
+    /// The cross-process side, for fabrics made by [`Fabric::shared`].
+    pub(crate) link: Option<Arc<crate::host::HostLink>>,
 }
 
 /// A set of software NICs that can reach each other (in one process), with one engine thread.
@@ -233,6 +235,33 @@ impl Fabric {
     #[must_use]
     pub fn new(config: FabricConfig) -> Self {
         let id = rand::rngs::OsRng.next_u64();
+        Self::with_link(config, id, None)
+    }
+
+    /// This process's fabric of a cross-process job on one host: NICs of other processes that
+    /// joined the same `job` (with other ranks) are reachable by RDMA WRITE, READ and atomics on
+    /// regions registered with [`Pd::register_shared`]. Creates the shared registry
+    /// `/gda-<job>-sim<rank>` (mode 0600, removed on drop or by [`Fabric::unlink_registry`]);
+    /// see the `host` module for the protocol.
+    pub fn shared(config: FabricConfig, job: &str, rank: u32) -> Result<Self, SimError> {
+        let link = crate::host::HostLink::create(job, rank)
+            .map_err(|e| SimError::InvalidArgument(format!("cross-process fabric: {e}")))?;
+        let id = link.fabric_id();
+        Ok(Self::with_link(config, id, Some(Arc::new(link))))
+    }
+
+    /// Removes the shared registry's name once every peer has connected (peers keep their
+    /// mappings), so a killed process leaves nothing in `/dev/shm`. No-op for in-process fabrics.
+    pub fn unlink_registry(&self) -> Result<(), SimError> {
+        match &self.inner.link {
+            Some(l) => l
+                .unlink()
+                .map_err(|e| SimError::InvalidArgument(format!("cross-process fabric: {e}"))),
+            None => Ok(()),
+        }
+    }
+
+    fn with_link(config: FabricConfig, id: u64, link: Option<Arc<crate::host::HostLink>>) -> Self {
         Self {
             inner: Arc::new(FabricInner {
                 id,
@@ -244,6 +273,7 @@ impl Fabric {
                 engine: Mutex::new(None),
                 engine_thread: Mutex::new(None),
                 stats: engine::Stats::default(),
+                link,
             }),
         }
     }
@@ -532,6 +562,55 @@ impl Pd {
         self.insert(addr, len as u64, access, None)
     }
 
+    /// Registers caller memory that lies in the shared-memory segment `seg` (at `seg_offset`)
+    /// and publishes it to the processes of this fabric's job, which can then reach it by RDMA.
+    /// Fails on an in-process fabric or when the range is not inside the segment.
+    ///
+    /// # Safety
+    /// As [`Pd::register`]; besides, `addr` must be `seg.as_ptr() + seg_offset`.
+    pub unsafe fn register_shared(
+        &self,
+        addr: u64,
+        len: usize,
+        access: Access,
+        seg: &gda_hal::shm::Segment,
+        seg_offset: usize,
+    ) -> Result<Mr, SimError> {
+        let link = self.nic.fabric.inner.link.clone().ok_or_else(|| {
+            SimError::InvalidArgument(
+                "register_shared needs a fabric made by Fabric::shared".into(),
+            )
+        })?;
+        if seg_offset.checked_add(len).is_none_or(|e| e > seg.len())
+            || addr != seg.as_ptr() as u64 + seg_offset as u64
+        {
+            return Err(SimError::InvalidArgument(format!(
+                "region {addr:#x}+{len} is not at offset {seg_offset} of {}",
+                seg.name()
+            )));
+        }
+        let what = seg
+            .name()
+            .rsplit_once('-')
+            .map_or(seg.name(), |(_, w)| w)
+            .to_owned();
+        let mut mr = self.insert(addr, len as u64, access, None);
+        let slot = link
+            .publish_mr(
+                mr.rkey(),
+                self.id,
+                access,
+                addr,
+                len as u64,
+                &what,
+                seg_offset as u64,
+                seg.len() as u64,
+            )
+            .map_err(SimError::InvalidArgument)?;
+        mr.shared = Some(slot);
+        Ok(mr)
+    }
+
     fn insert(&self, addr: u64, len: u64, access: Access, owned: Option<DmaBuf>) -> Mr {
         let nic = &self.nic.inner;
         let mut owned = owned;
@@ -549,6 +628,7 @@ impl Pd {
                 return Mr {
                     nic: self.nic.clone(),
                     inner: mr,
+                    shared: None,
                 };
             }
             // A key raced with another registration: take the memory back and try again.
@@ -656,9 +736,21 @@ impl Pd {
             .unwrap_or_else(|e| e.into_inner())
             .insert((self.nic.inner.id, qpn), inner.clone());
         fabric.inner.epoch.fetch_add(1, Ordering::Release);
-        fabric.ensure_engine();
-        fabric.kick();
-        Ok(Qp { fabric, inner })
+        let qp = Qp { fabric, inner };
+        qp.publish();
+        qp.fabric.ensure_engine();
+        qp.fabric.kick();
+        Ok(qp)
+    }
+}
+
+impl Qp {
+    /// Tells the other processes of a cross-process fabric this QP's state.
+    fn publish(&self) {
+        if let Some(l) = &self.fabric.inner.link {
+            let q = &self.inner;
+            l.publish_qp(q.nic.id, q.qpn, q.pd, Some(q.state()));
+        }
     }
 }
 
@@ -666,6 +758,8 @@ impl Pd {
 pub struct Mr {
     nic: Nic,
     inner: Arc<MrInner>,
+    /// Registry slot, for regions published to other processes.
+    shared: Option<usize>,
 }
 
 impl std::fmt::Debug for Mr {
@@ -744,6 +838,9 @@ impl Mr {
 impl Drop for Mr {
     fn drop(&mut self) {
         self.nic.inner.mrs.remove(self.inner.lkey, self.inner.rkey);
+        if let (Some(slot), Some(l)) = (self.shared, &self.nic.fabric.inner.link) {
+            l.retract_mr(slot);
+        }
     }
 }
 
@@ -954,10 +1051,27 @@ impl Qp {
     /// Moves Init → Rtr, connected to `remote` (a QP on this fabric; may be itself: loopback).
     pub fn connect(&self, remote: &Endpoint) -> Result<(), SimError> {
         if self.fabric.lookup(remote).is_none() {
-            return Err(SimError::UnknownEndpoint(*remote));
+            let peer = self
+                .fabric
+                .inner
+                .link
+                .as_ref()
+                .and_then(|l| l.peer_of(remote));
+            match peer {
+                Some(Ok(p)) if p.has_qp(remote) => {}
+                Some(Err(e)) => {
+                    return Err(SimError::InvalidArgument(format!(
+                        "endpoint {remote:?}: peer process unreachable: {e}"
+                    )));
+                }
+                _ => return Err(SimError::UnknownEndpoint(*remote)),
+            }
         }
         *self.inner.remote.lock().unwrap_or_else(|e| e.into_inner()) = Some(*remote);
-        self.transition(QpState::Init, QpState::Rtr)
+        self.transition(QpState::Init, QpState::Rtr)?;
+        // A new responder: the engine re-resolves it.
+        self.fabric.inner.epoch.fetch_add(1, Ordering::Release);
+        Ok(())
     }
 
     /// Moves Rtr → Rts.
@@ -977,6 +1091,7 @@ impl Qp {
     /// Moves to Error: outstanding and future WQEs complete with `WR_FLUSH_ERR`.
     pub fn set_error(&self) {
         self.inner.set_error();
+        self.publish();
         self.fabric.kick();
     }
 
@@ -984,7 +1099,7 @@ impl Qp {
         self.inner
             .state
             .compare_exchange(from as u8, to as u8, Ordering::AcqRel, Ordering::Acquire)
-            .map(|_| ())
+            .map(|_| self.publish())
             .map_err(|cur| SimError::InvalidTransition {
                 qpn: self.inner.qpn,
                 from: QpState::from_u8(cur),
@@ -1021,6 +1136,9 @@ impl Drop for Qp {
             .unwrap_or_else(|e| e.into_inner())
             .remove(&(self.inner.nic.id, self.inner.qpn));
         self.fabric.inner.epoch.fetch_add(1, Ordering::Release);
+        if let Some(l) = &self.fabric.inner.link {
+            l.publish_qp(self.inner.nic.id, self.inner.qpn, self.inner.pd, None);
+        }
     }
 }
 

@@ -43,6 +43,7 @@ mod bnxt_model;
 mod buf;
 pub mod engine;
 pub mod fabric;
+mod host;
 pub mod launch;
 pub mod mem;
 mod model;

@@ -1,0 +1,264 @@
+//! Named shared-memory segments (POSIX `shm_open`, Linux) for memory several processes map.
+//!
+//! Used by the software NIC's cross-process fabric and by gda-shmem's P2P transport. The rules
+//! that make a job's shared memory safe to leave lying around are here, once:
+//!
+//! - names are `/gda-<job>-<what>`, with `job` and `what` restricted to `[A-Za-z0-9_.]`, so a
+//!   name can never leave `/dev/shm` or collide with another program's;
+//! - segments are created with `O_EXCL` and mode `0600` (private to the user; a stale segment of
+//!   the same name is an error, not silently reused);
+//! - [`Segment::unlink`] removes the name while the mappings stay valid, so once every process has
+//!   mapped a segment its name can go and a killed process leaves nothing behind;
+//! - [`sweep`] removes every name of a job (launchers call it when a job ends, however it ends).
+
+use std::format;
+use std::prelude::rust_2024::*;
+
+use core::ptr::NonNull;
+use std::ffi::CString;
+use std::io;
+use std::os::fd::OwnedFd;
+
+use rustix::fs::{Mode, ftruncate};
+use rustix::mm::{MapFlags, ProtFlags, mmap, munmap};
+use rustix::shm;
+
+/// Where Linux exposes POSIX shared-memory names (read by [`sweep`] and [`list`]).
+pub const SHM_DIR: &str = "/dev/shm";
+
+/// A mapped shared-memory segment. Unmapped on drop; the name stays until [`Segment::unlink`] or
+/// [`sweep`].
+#[derive(Debug)]
+pub struct Segment {
+    name: String,
+    ptr: NonNull<u8>,
+    len: usize,
+    owner: bool,
+    _fd: OwnedFd,
+}
+
+// SAFETY: the segment is plain shared memory; all access goes through raw pointers whose users
+// synchronise (the mapping itself is immutable after creation).
+unsafe impl Send for Segment {}
+// SAFETY: as above.
+unsafe impl Sync for Segment {}
+
+/// Checks one component of a segment name.
+fn check_part(what: &str, part: &str) -> io::Result<()> {
+    let ok = !part.is_empty()
+        && part.len() <= 64
+        && part
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'.');
+    if ok {
+        Ok(())
+    } else {
+        Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("shared-memory {what} {part:?} must be 1-64 characters of [A-Za-z0-9_.]"),
+        ))
+    }
+}
+
+/// The POSIX name of a job's segment (`/gda-<job>-<what>`).
+pub fn segment_name(job: &str, what: &str) -> io::Result<String> {
+    check_part("job id", job)?;
+    check_part("segment name", what)?;
+    Ok(format!("/gda-{job}-{what}"))
+}
+
+impl Segment {
+    /// Creates a new segment of `len` bytes (zero-filled), private to the user. Fails if the
+    /// name exists.
+    pub fn create(job: &str, what: &str, len: usize) -> io::Result<Self> {
+        let name = segment_name(job, what)?;
+        let fd = shm::open(
+            name.as_str(),
+            shm::OFlags::CREATE | shm::OFlags::EXCL | shm::OFlags::RDWR,
+            Mode::from_raw_mode(0o600),
+        )
+        .map_err(|e| with_name(e.into(), &name, "create"))?;
+        let seg = ftruncate(&fd, len as u64)
+            .map_err(io::Error::from)
+            .and_then(|()| Self::map(name.clone(), fd, len, true));
+        if seg.is_err() {
+            let _ = shm::unlink(name.as_str());
+        }
+        seg.map_err(|e| with_name(e, &name, "size/map"))
+    }
+
+    /// Maps an existing segment of a job; its size must be at least `len`.
+    pub fn open(job: &str, what: &str, len: usize) -> io::Result<Self> {
+        let name = segment_name(job, what)?;
+        let fd = shm::open(name.as_str(), shm::OFlags::RDWR, Mode::empty())
+            .map_err(|e| with_name(e.into(), &name, "open"))?;
+        let st = rustix::fs::fstat(&fd).map_err(|e| with_name(e.into(), &name, "stat"))?;
+        if (st.st_size as u64) < len as u64 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "shared-memory segment {name} has {} bytes, expected at least {len}",
+                    st.st_size
+                ),
+            ));
+        }
+        Self::map(name, fd, len, false)
+    }
+
+    fn map(name: String, fd: OwnedFd, len: usize, owner: bool) -> io::Result<Self> {
+        if len == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "a shared-memory segment cannot be empty",
+            ));
+        }
+        // SAFETY: a fresh shared mapping of a file we hold; no existing memory is replaced.
+        let p = unsafe {
+            mmap(
+                core::ptr::null_mut(),
+                len,
+                ProtFlags::READ | ProtFlags::WRITE,
+                MapFlags::SHARED,
+                &fd,
+                0,
+            )
+        }?;
+        let ptr = NonNull::new(p.cast::<u8>())
+            .ok_or_else(|| io::Error::other("mmap returned a null mapping"))?;
+        Ok(Self {
+            name,
+            ptr,
+            len,
+            owner,
+            _fd: fd,
+        })
+    }
+
+    /// The POSIX name.
+    #[must_use]
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// First byte of the mapping.
+    #[must_use]
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+
+    /// Mapped length in bytes.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Always `false` (segments are never empty).
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// Whether this process created the segment.
+    #[must_use]
+    pub fn is_owner(&self) -> bool {
+        self.owner
+    }
+
+    /// Removes the name; the mapping (and every other process's) stays valid. Idempotent.
+    pub fn unlink(&self) -> io::Result<()> {
+        match shm::unlink(self.name.as_str()) {
+            Ok(()) | Err(rustix::io::Errno::NOENT) => Ok(()),
+            Err(e) => Err(with_name(e.into(), &self.name, "unlink")),
+        }
+    }
+}
+
+impl Drop for Segment {
+    fn drop(&mut self) {
+        // SAFETY: the mapping was created by `map` with this length and is no longer used
+        // (`Segment` owns it; borrowers hold `&Segment`).
+        let _ = unsafe { munmap(self.ptr.as_ptr().cast(), self.len) };
+    }
+}
+
+fn with_name(e: io::Error, name: &str, what: &str) -> io::Error {
+    io::Error::new(
+        e.kind(),
+        format!("shared memory {name}: {what} failed: {e}"),
+    )
+}
+
+/// Names (without the leading `/`) of every segment of `job` that exists now.
+pub fn list(job: &str) -> io::Result<Vec<String>> {
+    check_part("job id", job)?;
+    let prefix = format!("gda-{job}-");
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(SHM_DIR)? {
+        let name = entry?.file_name();
+        if let Some(s) = name.to_str() {
+            if s.starts_with(&prefix) {
+                out.push(s.to_owned());
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// Removes every segment name of `job`; returns how many were removed.
+pub fn sweep(job: &str) -> io::Result<usize> {
+    let mut n = 0;
+    for s in list(job)? {
+        let c = CString::new(format!("/{s}")).map_err(io::Error::other)?;
+        match shm::unlink(c.as_c_str()) {
+            Ok(()) => n += 1,
+            Err(rustix::io::Errno::NOENT) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job() -> String {
+        format!("t{}x{}", std::process::id(), line!())
+    }
+
+    #[test]
+    fn create_open_unlink_sweep() {
+        let job = job();
+        let a = Segment::create(&job, "heap0", 4096).unwrap();
+        // SAFETY: the mapping is 4096 bytes.
+        unsafe { a.as_ptr().add(100).write(42) };
+        let b = Segment::open(&job, "heap0", 4096).unwrap();
+        // SAFETY: as above; both map the same pages.
+        assert_eq!(unsafe { b.as_ptr().add(100).read() }, 42);
+        assert!(Segment::create(&job, "heap0", 4096).is_err(), "O_EXCL");
+        assert!(Segment::open(&job, "heap0", 8192).is_err(), "too small");
+        let _c = Segment::create(&job, "other", 64).unwrap();
+        assert_eq!(list(&job).unwrap().len(), 2);
+        a.unlink().unwrap();
+        a.unlink().unwrap();
+        // SAFETY: mappings survive the unlink.
+        assert_eq!(unsafe { b.as_ptr().add(100).read() }, 42);
+        assert_eq!(sweep(&job).unwrap(), 1);
+        assert!(list(&job).unwrap().is_empty());
+        assert!(Segment::open(&job, "heap0", 1).is_err());
+    }
+
+    #[test]
+    fn names_are_checked_and_private() {
+        assert!(segment_name("../x", "a").is_err());
+        assert!(segment_name("job", "a/b").is_err());
+        assert!(segment_name("", "a").is_err());
+        let job = job();
+        let s = Segment::create(&job, "m", 64).unwrap();
+        let meta = std::fs::metadata(format!("{SHM_DIR}{}", s.name())).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+        s.unlink().unwrap();
+    }
+}
