@@ -1,0 +1,247 @@
+//! What launchers put in the environment.
+//!
+//! | launcher | rank / size | rendezvous | job id |
+//! |---|---|---|---|
+//! | `gdarun` | `GDA_SHMEM_RANK` / `GDA_SHMEM_SIZE` | `GDA_SHMEM_BOOT` | `GDA_SHMEM_JOB` |
+//! | Open MPI `mpirun` | `OMPI_COMM_WORLD_RANK` / `_SIZE` | see below | `OMPI_MCA_ess_base_jobid` |
+//! | PMI (MPICH, Hydra) | `PMI_RANK` / `PMI_SIZE` | see below | `PMI_KVSNAME` |
+//! | Slurm `srun` | `SLURM_PROCID` / `SLURM_NTASKS` | see below | `SLURM_JOB_ID`.`SLURM_STEP_ID` |
+//! | `torchrun` | `RANK` / `WORLD_SIZE` | `MASTER_ADDR`:`MASTER_PORT` + 1 | `TORCHELASTIC_RUN_ID` |
+//!
+//! The rendezvous address is `GDA_SHMEM_BOOT` when set (any launcher); otherwise torchrun's
+//! master address with the port after `MASTER_PORT` (torchrun's own store holds that one), else
+//! loopback on a port derived from the job id. It is bound on loopback unless an address says
+//! otherwise.
+//!
+//! The job secret is `GDA_SHMEM_SECRET` (hex; `gdarun` makes a random one per job). Other
+//! launchers do not carry one, so rank 0 creates a random secret in a file only the user can
+//! read (`$XDG_RUNTIME_DIR/gda/<job>.secret`, else `/tmp/gda-<uid>/<job>.secret`) and the other
+//! ranks read it: this covers one host and hosts sharing that directory; multi-host jobs
+//! without a shared directory set `GDA_SHMEM_SECRET` themselves.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use crate::error::{Result, ShmemError};
+
+/// A process PE's launch parameters.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Launch {
+    /// This PE.
+    pub rank: u32,
+    /// Number of PEs.
+    pub size: u32,
+    /// Where rank 0 listens.
+    pub addr: SocketAddr,
+    /// Job id (`[A-Za-z0-9_.]`).
+    pub job: String,
+    /// The job secret, when the launcher passed one (else it comes from the secret file).
+    pub secret: Option<Vec<u8>>,
+    /// Which launcher the variables came from.
+    pub launcher: &'static str,
+}
+
+fn sanitize(s: &str) -> String {
+    let t: String = s
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '.' { c } else { '_' })
+        .take(40)
+        .collect();
+    if t.is_empty() { "job".into() } else { t }
+}
+
+fn parse_u32(var: &str, v: &str) -> Result<u32> {
+    v.trim()
+        .parse()
+        .map_err(|_| ShmemError::Config(format!("{var}={v:?} is not a number")))
+}
+
+impl Launch {
+    /// Reads the environment of this process.
+    pub fn from_env() -> Result<Option<Self>> {
+        Self::from_vars(|k| std::env::var(k).ok())
+    }
+
+    /// Reads launch parameters through `get` (a variable lookup); `None` if no launcher is
+    /// recognised.
+    pub fn from_vars(get: impl Fn(&str) -> Option<String>) -> Result<Option<Self>> {
+        let pairs: [(&str, &str, &str, &'static str); 5] = [
+            ("GDA_SHMEM_RANK", "GDA_SHMEM_SIZE", "GDA_SHMEM_JOB", "gdarun"),
+            ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_MCA_ess_base_jobid", "mpirun"),
+            ("PMI_RANK", "PMI_SIZE", "PMI_KVSNAME", "pmi"),
+            ("SLURM_PROCID", "SLURM_NTASKS", "SLURM_JOB_ID", "srun"),
+            ("RANK", "WORLD_SIZE", "TORCHELASTIC_RUN_ID", "torchrun"),
+        ];
+        let Some((rank, size, job, launcher)) = pairs
+            .iter()
+            .find_map(|&(r, s, j, l)| Some((get(r).map(|v| (r, v))?, (s, get(s)), (j, get(j)), l)))
+        else {
+            return Ok(None);
+        };
+        let (rvar, rv) = rank;
+        let r = parse_u32(rvar, &rv)?;
+        let (svar, sv) = size;
+        let sv = sv.ok_or_else(|| ShmemError::Config(format!("{rvar} is set but {svar} is not")))?;
+        let n = parse_u32(svar, &sv)?;
+        if n == 0 || r >= n {
+            return Err(ShmemError::Config(format!("{rvar}={r} is not below {svar}={n}")));
+        }
+        let mut job_id = job.1.clone().unwrap_or_default();
+        if launcher == "srun" {
+            if let Some(step) = get("SLURM_STEP_ID") {
+                job_id = format!("{job_id}.{step}");
+            }
+        }
+        if job_id.is_empty() {
+            // torchrun without a run id, PMI without a KVS name: the rendezvous point names the job.
+            job_id = get("MASTER_PORT").or_else(|| get("GDA_SHMEM_BOOT")).unwrap_or_else(|| "0".into());
+        }
+        let job = get("GDA_SHMEM_JOB").map_or_else(|| format!("{launcher}{}", sanitize(&job_id)), |j| sanitize(&j));
+        let addr = if let Some(b) = get("GDA_SHMEM_BOOT") {
+            parse_addr("GDA_SHMEM_BOOT", &b)?
+        } else if let (Some(a), Some(p)) = (get("MASTER_ADDR"), get("MASTER_PORT")) {
+            let port: u16 = p
+                .trim()
+                .parse()
+                .map_err(|_| ShmemError::Config(format!("MASTER_PORT={p:?} is not a port")))?;
+            let host = if a.contains(':') { format!("[{a}]") } else { a.clone() };
+            parse_addr("MASTER_ADDR", &format!("{host}:{}", port.wrapping_add(1).max(1024)))?
+        } else {
+            let h = job.bytes().fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b)));
+            SocketAddr::from(([127, 0, 0, 1], 20_000 + (h % 40_000) as u16))
+        };
+        let secret = match get("GDA_SHMEM_SECRET") {
+            Some(s) => Some(hex::decode(s.trim()).map_err(|_| {
+                ShmemError::Config("GDA_SHMEM_SECRET must be hex".into())
+            })?),
+            None => None,
+        };
+        Ok(Some(Self {
+            rank: r,
+            size: n,
+            addr,
+            job,
+            secret,
+            launcher,
+        }))
+    }
+
+    /// The job secret: the launcher's, else the per-user secret file (created by rank 0).
+    pub fn secret(&self, timeout: Duration) -> Result<Vec<u8>> {
+        if let Some(s) = &self.secret {
+            return Ok(s.clone());
+        }
+        let path = secret_path(&self.job)?;
+        if self.rank == 0 {
+            write_secret(&path)
+        } else {
+            let deadline = Instant::now() + timeout;
+            loop {
+                match std::fs::read_to_string(&path) {
+                    Ok(s) if s.trim().len() == 64 => {
+                        return hex::decode(s.trim()).map_err(|_| {
+                            ShmemError::Boot(format!("{} is not a hex secret", path.display()))
+                        });
+                    }
+                    _ if Instant::now() >= deadline => {
+                        return Err(ShmemError::Timeout {
+                            what: format!("rank 0's job secret in {}", path.display()),
+                            after: timeout,
+                            missing: vec![0],
+                        });
+                    }
+                    _ => std::thread::sleep(Duration::from_millis(20)),
+                }
+            }
+        }
+    }
+}
+
+fn parse_addr(var: &str, v: &str) -> Result<SocketAddr> {
+    use std::net::ToSocketAddrs;
+    v.trim()
+        .to_socket_addrs()
+        .ok()
+        .and_then(|mut a| a.next())
+        .ok_or_else(|| ShmemError::Config(format!("{var}={v:?} is not a host:port address")))
+}
+
+fn secret_path(job: &str) -> Result<PathBuf> {
+    let dir = match std::env::var_os("XDG_RUNTIME_DIR") {
+        Some(d) if !d.is_empty() => PathBuf::from(d).join("gda"),
+        _ => PathBuf::from(format!("/tmp/gda-{}", rustix_uid())),
+    };
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&dir)
+        .map_err(|e| ShmemError::io(format!("creating {}", dir.display()), e))?;
+    Ok(dir.join(format!("{job}.secret")))
+}
+
+fn rustix_uid() -> u32 {
+    // The owner of /proc/self is the real user.
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/self").map_or(0, |m| m.uid())
+}
+
+fn write_secret(path: &std::path::Path) -> Result<Vec<u8>> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let secret: [u8; 32] = rand::random();
+    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&tmp)
+        .map_err(|e| ShmemError::io(format!("creating {}", tmp.display()), e))?;
+    f.write_all(hex::encode(secret).as_bytes())
+        .and_then(|()| std::fs::rename(&tmp, path))
+        .map_err(|e| ShmemError::io(format!("writing {}", path.display()), e))?;
+    Ok(secret.to_vec())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn launch(vars: &[(&str, &str)]) -> Result<Option<Launch>> {
+        let m: HashMap<String, String> = vars.iter().map(|(k, v)| ((*k).into(), (*v).into())).collect();
+        Launch::from_vars(|k| m.get(k).cloned())
+    }
+
+    #[test]
+    fn every_launcher_is_recognised() {
+        let l = launch(&[("OMPI_COMM_WORLD_RANK", "2"), ("OMPI_COMM_WORLD_SIZE", "4"), ("OMPI_MCA_ess_base_jobid", "77")]).unwrap().unwrap();
+        assert_eq!((l.rank, l.size, l.launcher, l.job.as_str()), (2, 4, "mpirun", "mpirun77"));
+        assert!(l.addr.ip().is_loopback());
+        let l = launch(&[("PMI_RANK", "0"), ("PMI_SIZE", "2")]).unwrap().unwrap();
+        assert_eq!((l.rank, l.size, l.launcher), (0, 2, "pmi"));
+        let l = launch(&[("SLURM_PROCID", "3"), ("SLURM_NTASKS", "8"), ("SLURM_JOB_ID", "123"), ("SLURM_STEP_ID", "4")]).unwrap().unwrap();
+        assert_eq!((l.rank, l.size, l.job.as_str()), (3, 8, "srun123.4"));
+        let l = launch(&[("RANK", "1"), ("WORLD_SIZE", "2"), ("MASTER_ADDR", "127.0.0.1"), ("MASTER_PORT", "29500")]).unwrap().unwrap();
+        assert_eq!((l.launcher, l.addr.port()), ("torchrun", 29501));
+        let l = launch(&[("GDA_SHMEM_RANK", "1"), ("GDA_SHMEM_SIZE", "2"), ("GDA_SHMEM_JOB", "j1"), ("GDA_SHMEM_BOOT", "127.0.0.1:4000"), ("GDA_SHMEM_SECRET", "00ff")]).unwrap().unwrap();
+        assert_eq!((l.launcher, l.job.as_str(), l.addr.port(), l.secret), ("gdarun", "j1", 4000, Some(vec![0, 255])));
+        assert_eq!(launch(&[]).unwrap(), None);
+    }
+
+    #[test]
+    fn bad_variables_are_clear_errors() {
+        for (vars, needle) in [
+            (&[("PMI_RANK", "x"), ("PMI_SIZE", "2")][..], "PMI_RANK"),
+            (&[("PMI_RANK", "2"), ("PMI_SIZE", "2")][..], "not below"),
+            (&[("PMI_RANK", "0")][..], "PMI_SIZE"),
+            (&[("RANK", "0"), ("WORLD_SIZE", "2"), ("MASTER_ADDR", "h"), ("MASTER_PORT", "http")][..], "MASTER_PORT"),
+            (&[("PMI_RANK", "0"), ("PMI_SIZE", "1"), ("GDA_SHMEM_SECRET", "zz")][..], "hex"),
+            (&[("PMI_RANK", "0"), ("PMI_SIZE", "1"), ("GDA_SHMEM_BOOT", "nowhere")][..], "GDA_SHMEM_BOOT"),
+        ] {
+            let e = launch(vars).unwrap_err().to_string();
+            assert!(e.contains(needle), "{e}");
+        }
+    }
+}

@@ -1,0 +1,280 @@
+//! Starting PEs: as threads, from a launcher's environment, or as processes (`gdarun`).
+
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+use crate::boot::env::Launch;
+use crate::boot::tcp::TcpBoot;
+use crate::boot::threads::Hub;
+use crate::error::{Result, ShmemError};
+use crate::pe::{Config, Pe};
+
+/// Runs `f` on `n` PEs that are threads of this process, over the software NIC of `P`'s device
+/// model for RDMA routes (chaos from `GDA_SIM_CHAOS`); returns each PE's result by rank, or
+/// the first error (with its rank).
+#[cfg(feature = "sim")]
+pub fn threads<P, R, F>(n: u32, cfg: &Config, f: F) -> Result<Vec<R>>
+where
+    P: gda_sim::SimModel,
+    R: Send,
+    F: Fn(&Pe<P>) -> Result<R> + Sync,
+{
+    let fabric = gda_sim::Fabric::from_env().map_err(|e| ShmemError::Config(e.to_string()))?;
+    threads_on::<P, R, F>(n, cfg, &fabric, f)
+}
+
+/// [`threads`] on a given in-process fabric (e.g. with a chaos seed).
+#[cfg(feature = "sim")]
+pub fn threads_on<P, R, F>(n: u32, cfg: &Config, fabric: &gda_sim::Fabric, f: F) -> Result<Vec<R>>
+where
+    P: gda_sim::SimModel,
+    R: Send,
+    F: Fn(&Pe<P>) -> Result<R> + Sync,
+{
+    if n == 0 {
+        return Err(ShmemError::Config("zero PEs".into()));
+    }
+    let hub = Hub::new(n, cfg.timeout);
+    let results: Vec<Result<R>> = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..n)
+            .map(|r| {
+                let boot = hub.member(r);
+                let (f, cfg, fabric) = (&f, cfg, fabric);
+                std::thread::Builder::new()
+                    .name(format!("pe{r}"))
+                    .spawn_scoped(s, move || {
+                        let domain = crate::domain::SimDomain::<P>::new(fabric, false);
+                        let pe = Pe::<P>::init(Box::new(boot), Some(Box::new(domain)), cfg)?;
+                        let out = f(&pe);
+                        if let Err(e) = &out {
+                            pe.abort(&e.to_string());
+                        }
+                        let fin = pe.finalize();
+                        let out = out?;
+                        fin.map(|()| out)
+                    })
+                    .map_err(|e| ShmemError::io("spawning a PE thread", e))
+            })
+            .collect();
+        hs.into_iter()
+            .map(|h| {
+                h.and_then(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err(ShmemError::Invalid("a PE thread panicked".into())))
+                })
+            })
+            .collect()
+    });
+    let _ = gda_hal::shm::sweep(hub.job());
+    // Report the root cause: a PE's own failure ranks above the errors it caused elsewhere
+    // (timeouts, aborts seen through the hub).
+    let mut first: Option<(u8, ShmemError)> = None;
+    let mut out = Vec::with_capacity(results.len());
+    for (r, x) in results.into_iter().enumerate() {
+        match x {
+            Ok(v) => out.push(v),
+            Err(e) => {
+                let rank = match e {
+                    ShmemError::Boot(_) => 2,
+                    ShmemError::Timeout { .. } => 1,
+                    _ => 0,
+                };
+                let e = match e {
+                    e @ (ShmemError::Timeout { .. } | ShmemError::PeGone { .. }) => e,
+                    e => ShmemError::Invalid(format!("PE {r}: {e}")),
+                };
+                if first.as_ref().is_none_or(|(k, _)| rank < *k) {
+                    first = Some((rank, e));
+                }
+            }
+        }
+    }
+    match first {
+        Some((_, e)) => Err(e),
+        None => Ok(out),
+    }
+}
+
+/// Initialises this process's PE from a launcher's environment (`gdarun`, `mpirun`, `srun`,
+/// `torchrun`; see [`crate::boot::env`]), with [`Config::from_env`], over the software NIC's
+/// cross-process fabric for RDMA routes.
+#[cfg(feature = "sim")]
+pub fn init_from_env<P: gda_sim::SimModel>() -> Result<Pe<P>> {
+    let launch = Launch::from_env()?.ok_or_else(|| {
+        ShmemError::Config(
+            "no launcher environment (run under gdarun -n N, mpirun, srun or torchrun)".into(),
+        )
+    })?;
+    let cfg = Config::from_env()?;
+    init_launched::<P>(&launch, &cfg)
+}
+
+/// [`init_from_env`] with explicit parameters.
+#[cfg(feature = "sim")]
+pub fn init_launched<P: gda_sim::SimModel>(launch: &Launch, cfg: &Config) -> Result<Pe<P>> {
+    let secret = launch.secret(cfg.timeout)?;
+    let boot = TcpBoot::connect(launch.rank, launch.size, launch.addr, &launch.job, &secret, cfg.timeout)?;
+    let chaos = gda_sim::FabricConfig::from_chaos_var(std::env::var("GDA_SIM_CHAOS").ok().as_deref())
+        .map_err(|e| ShmemError::Config(e.to_string()))?;
+    let fabric = gda_sim::Fabric::shared(chaos, &launch.job, launch.rank)
+        .map_err(|e| ShmemError::Config(e.to_string()))?;
+    let domain = crate::domain::SimDomain::<P>::new(&fabric, true);
+    let pe = Pe::<P>::init(Box::new(boot), Some(Box::new(domain)), cfg);
+    if pe.is_err() {
+        // Leave nothing behind when init fails (peers may have died half way).
+        let _ = gda_hal::shm::sweep(&launch.job);
+    }
+    pe
+}
+
+/// How `gdarun` starts a job.
+#[derive(Clone, Debug)]
+pub struct Job {
+    /// Number of PEs.
+    pub n: u32,
+    /// Program and arguments.
+    pub argv: Vec<String>,
+    /// Job id (default: random).
+    pub job: Option<String>,
+    /// `GDA_SHMEM_HOSTS` for the PEs (simulated hosts).
+    pub hosts: Option<u32>,
+    /// How long the others may run on after one PE failed before they are killed.
+    pub grace: Duration,
+    /// Extra environment.
+    pub env: Vec<(String, String)>,
+}
+
+/// How a job ended.
+#[derive(Debug)]
+pub struct JobOutcome {
+    /// Per PE: exit code, or `None` if killed by a signal (then `signal`).
+    pub codes: Vec<(Option<i32>, Option<i32>)>,
+    /// Shared-memory names removed after the job.
+    pub swept: usize,
+    /// The job id.
+    pub job: String,
+}
+
+impl JobOutcome {
+    /// Exit status for the launcher: 0 if every PE succeeded, else the first failure's code
+    /// (128 + signal for a killed PE).
+    #[must_use]
+    pub fn exit_code(&self) -> i32 {
+        self.codes
+            .iter()
+            .find_map(|&(c, s)| match (c, s) {
+                (Some(0), _) => None,
+                (Some(c), _) => Some(c),
+                (None, Some(s)) => Some(128 + s),
+                (None, None) => Some(1),
+            })
+            .unwrap_or(0)
+    }
+}
+
+/// Starts `job.n` processes of `job.argv` as PEs (rank, size, rendezvous address, job id and a
+/// fresh random secret in their environment), waits for them, and removes the job's shared
+/// memory whatever happened. When a PE fails, the others get `job.grace` to notice (their
+/// waits end with an error naming it) and are then killed.
+pub fn run(job: &Job) -> Result<JobOutcome> {
+    use std::os::unix::process::ExitStatusExt;
+    if job.n == 0 {
+        return Err(ShmemError::Config("gdarun: -n must be at least 1".into()));
+    }
+    let Some((prog, args)) = job.argv.split_first() else {
+        return Err(ShmemError::Config("gdarun: no program given".into()));
+    };
+    let id = job
+        .job
+        .clone()
+        .unwrap_or_else(|| format!("r{}x{:08x}", std::process::id(), rand::random::<u32>()));
+    gda_hal::shm::segment_name(&id, "x").map_err(|e| ShmemError::Config(e.to_string()))?;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map_err(|e| ShmemError::io("finding a free loopback port", e))?
+        .port();
+    let secret: [u8; 32] = rand::random();
+    let mut children: Vec<Option<Child>> = Vec::new();
+    for r in 0..job.n {
+        let mut c = Command::new(prog);
+        c.args(args)
+            .env("GDA_SHMEM_RANK", r.to_string())
+            .env("GDA_SHMEM_SIZE", job.n.to_string())
+            .env("GDA_SHMEM_JOB", &id)
+            .env("GDA_SHMEM_BOOT", format!("127.0.0.1:{port}"))
+            .env("GDA_SHMEM_SECRET", hex::encode(secret));
+        if let Some(h) = job.hosts {
+            c.env("GDA_SHMEM_HOSTS", h.to_string());
+        }
+        for (k, v) in &job.env {
+            c.env(k, v);
+        }
+        match c.spawn() {
+            Ok(ch) => children.push(Some(ch)),
+            Err(e) => {
+                for ch in children.iter_mut().flatten() {
+                    let _ = ch.kill();
+                    let _ = ch.wait();
+                }
+                let _ = gda_hal::shm::sweep(&id);
+                return Err(ShmemError::io(format!("gdarun: starting {prog}"), e));
+            }
+        }
+    }
+    let mut codes = vec![(None, None); job.n as usize];
+    let mut left = job.n as usize;
+    let mut failed_at: Option<Instant> = None;
+    while left > 0 {
+        for (r, slot) in children.iter_mut().enumerate() {
+            let Some(ch) = slot.as_mut() else { continue };
+            if let Ok(Some(st)) = ch.try_wait() {
+                codes[r] = (st.code(), st.signal());
+                if !st.success() {
+                    match st.signal() {
+                        Some(s) => eprintln!("gdarun: PE {r} (pid {}) was killed by signal {s}", ch.id()),
+                        None => eprintln!("gdarun: PE {r} (pid {}) exited with status {}", ch.id(), st.code().unwrap_or(-1)),
+                    }
+                    failed_at.get_or_insert_with(Instant::now);
+                }
+                *slot = None;
+                left -= 1;
+            }
+        }
+        if let Some(t) = failed_at {
+            if t.elapsed() > job.grace {
+                for (r, slot) in children.iter_mut().enumerate() {
+                    if let Some(ch) = slot.as_mut() {
+                        eprintln!("gdarun: killing PE {r} (pid {}): another PE failed {:?} ago", ch.id(), job.grace);
+                        let _ = ch.kill();
+                    }
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let swept = gda_hal::shm::sweep(&id).unwrap_or(0);
+    Ok(JobOutcome { codes, swept, job: id })
+}
+
+/// For programs that launch themselves: if this process is not a PE yet (no launcher
+/// variables), runs `n` copies of the current executable with the same arguments under
+/// [`run`] and exits with the job's status; otherwise returns and the caller initialises.
+pub fn relaunch_self(n: u32) -> Result<()> {
+    if Launch::from_env()?.is_some() {
+        return Ok(());
+    }
+    let exe = std::env::current_exe().map_err(|e| ShmemError::io("finding this program", e))?;
+    let mut argv = vec![exe.to_string_lossy().into_owned()];
+    argv.extend(std::env::args().skip(1));
+    let timeout = Config::from_env()?.timeout;
+    let out = run(&Job {
+        n,
+        argv,
+        job: None,
+        hosts: None,
+        grace: timeout + Duration::from_secs(5),
+        env: Vec::new(),
+    })?;
+    std::process::exit(out.exit_code());
+}
+

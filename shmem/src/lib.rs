@@ -1,0 +1,47 @@
+//! # gda-shmem — OpenSHMEM-style communication over gda
+//!
+//! Symmetric memory, one-sided puts and gets, atomics, signals, quiet and fence, barriers,
+//! teams and collectives, written once against gda's [`Provider`](gda_hal::Provider) trait and
+//! a transport choice made per target PE at init:
+//!
+//! - **P2P**: peers on the same host have their heaps mapped into this address space; puts
+//!   are stores, atomics are CPU atomics, fence is a release fence.
+//! - **RDMA**: every other peer is reached through one RC QP driven by the provider's device
+//!   functions (mlx5, bnxt, or the software NIC's native format), posting WQEs and ringing
+//!   doorbells from the calling thread: no proxy. Fence sets the FENCE flag on the next WQE.
+//!
+//! PEs are threads of one process ([`launch::threads`]) or processes started by `gdarun`,
+//! `mpirun`, `srun` or `torchrun` ([`launch::init_from_env`]). See `DESIGN.md` §5.
+//!
+//! ```
+//! use gda_shmem::{Config, launch};
+//! let sums = launch::threads::<gda_sim::Sim, _, _>(4, &Config::default(), |pe| {
+//!     let x = pe.calloc::<u64>(1)?;
+//!     // Everyone adds its rank + 1 into PE 0's x.
+//!     pe.atomic_add(x, 0, u64::from(pe.my_pe()) + 1, 0)?;
+//!     pe.barrier_all()?;
+//!     pe.read(x, 0)
+//! })
+//! .unwrap();
+//! assert_eq!(sums[0], 1 + 2 + 3 + 4);
+//! ```
+#![deny(unsafe_op_in_unsafe_fn)]
+
+pub mod boot;
+pub mod domain;
+pub mod error;
+pub mod heap;
+pub mod launch;
+pub mod pe;
+pub mod selftest;
+pub mod team;
+pub mod types;
+
+pub use domain::Domain;
+#[cfg(feature = "sim")]
+pub use domain::SimDomain;
+pub use error::{Result, ShmemError};
+pub use heap::Sym;
+pub use pe::{Config, Pe, Transport, TransportPolicy};
+pub use team::Team;
+pub use types::{AtomicInt, Cmp, Elem, ReduceOp, Reducible, SignalOp, Width};
