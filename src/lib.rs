@@ -42,4 +42,9 @@ pub use gda_sim as sim;
 
 #[cfg(all(feature = "sim", feature = "mlx5"))]
 pub mod perf;
+#[cfg(all(feature = "sim", feature = "mlx5", feature = "bnxt"))]
+pub mod shmem_cli;
 pub mod wire;
+
+/// The SHMEM layer (always built; its RDMA domain on the software NIC needs `sim`).
+pub use gda_shmem as shmem;

@@ -23,7 +23,7 @@ fn check<P: gda_sim::SimModel>(n: u32, c: &Config, want: Transport) {
     })
     .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(r.len(), n as usize);
-    assert!(r[0].checks.len() >= 7, "{:?}", r[0].checks);
+    assert!(r[0].checks.len() >= if n > 1 { 8 } else { 5 }, "{:?}", r[0].checks);
 }
 
 #[test]

@@ -13,6 +13,15 @@ fn job(tag: &str) -> String {
     format!("simhost{}{tag}", std::process::id())
 }
 
+/// Removes a test job's shared-memory names however the test ends.
+struct Sweep(String);
+
+impl Drop for Sweep {
+    fn drop(&mut self) {
+        let _ = shm::sweep(&self.0);
+    }
+}
+
 struct Side {
     fabric: Fabric,
     seg: Segment,
@@ -48,6 +57,7 @@ fn sq(s: &Side) -> SendQueue<gda_sim::Sim> {
 #[test]
 fn write_read_atomics_across_fabrics() {
     let job = job("a");
+    let _sweep = Sweep(job.clone());
     let a = side(&job, 0, Model::Native);
     let b = side(&job, 1, Model::Native);
     a.qp.bring_up(&b.qp.endpoint()).unwrap();
@@ -113,6 +123,7 @@ fn write_read_atomics_across_fabrics() {
 #[test]
 fn remote_checks_and_two_sided_refusal() {
     let job = job("b");
+    let _sweep = Sweep(job.clone());
     let a = side(&job, 0, Model::Mlx5);
     let b = side(&job, 1, Model::Native);
     a.qp.bring_up(&b.qp.endpoint()).unwrap();
@@ -120,6 +131,7 @@ fn remote_checks_and_two_sided_refusal() {
     // A forged rkey, and a range crossing the region's end: REM_ACCESS_ERR, nothing written.
     for (i, (flip, off)) in [(1u32, 0u64), (0, (1 << 16) - 4)].into_iter().enumerate() {
         let job = format!("{job}k{i}");
+        let _sweep = Sweep(job.clone());
         let c = side(&job, 0, Model::Mlx5);
         let d = side(&job, 1, Model::Native);
         c.qp.bring_up(&d.qp.endpoint()).unwrap();
@@ -171,6 +183,7 @@ fn unsafe_sq<P: gda_hal::Provider>(s: &Side) -> SendQueue<P> {
 #[test]
 fn a_vanished_responder_stops_answering() {
     let job = job("c");
+    let _sweep = Sweep(job.clone());
     let a = side(&job, 0, Model::Native);
     let b = side(&job, 1, Model::Native);
     a.qp.bring_up(&b.qp.endpoint()).unwrap();
@@ -195,6 +208,7 @@ fn a_vanished_responder_stops_answering() {
         other => panic!("expected RETRY_EXC_ERR, got {other:?}"),
     }
     // Connecting to a rank whose registry is gone is a clear error.
+    let _sweep_z = Sweep(format!("{job}z"));
     let c = side(&format!("{job}z"), 0, Model::Native);
     c.qp.init().unwrap();
     let e = c.qp.connect(&ep).unwrap_err();
@@ -207,6 +221,7 @@ fn a_vanished_responder_stops_answering() {
 #[test]
 fn register_shared_needs_a_shared_fabric_and_a_matching_segment() {
     let job = job("d");
+    let _sweep = Sweep(job.clone());
     let f = Fabric::new(FabricConfig::default());
     let pd = f.add_nic(Model::Native).alloc_pd();
     let seg = Segment::create(&job, "m", 4096).unwrap();

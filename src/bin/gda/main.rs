@@ -30,6 +30,134 @@ enum Cmd {
         after_help = "EXAMPLES:\n  gda perf write --sizes 8,1048576\n  gda perf read --provider mlx5 --cq collapsed --json\n  gda perf idle --seconds 3"
     )]
     Perf(PerfArgs),
+    /// The SHMEM layer across processes: `check` runs every routine, `perf` the benchmarks.
+    #[cfg(all(feature = "sim", feature = "mlx5", feature = "bnxt"))]
+    #[command(
+        after_help = "EXAMPLES:\n  gda shmem check --pes 4\n  gda shmem check --pes 4 --transport rdma --provider bnxt\n  gdarun -n 4 gda shmem check\n  gda shmem perf --pes 2 --transport p2p --json"
+    )]
+    Shmem(ShmemArgs),
+}
+
+#[cfg(all(feature = "sim", feature = "mlx5", feature = "bnxt"))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum ShmemWhat {
+    /// Every routine, data checked, ordering guarantees tested.
+    Check,
+    /// Put latency and rate, atomics, 1 MiB bandwidth vs memcpy, barrier latency.
+    Perf,
+}
+
+#[cfg(all(feature = "sim", feature = "mlx5", feature = "bnxt"))]
+#[derive(clap::Args)]
+struct ShmemArgs {
+    /// What to run.
+    #[arg(value_enum)]
+    what: ShmemWhat,
+    /// Start this many PEs (processes) here; without it, run as a PE of the launcher that
+    /// started this process (gdarun, mpirun, srun, torchrun).
+    #[arg(long)]
+    pes: Option<u32>,
+    /// GDA_SHMEM_TRANSPORT for the PEs started with --pes (auto, rdma, p2p).
+    #[arg(long)]
+    transport: Option<String>,
+    /// Simulate this many hosts (PEs round-robin; same host: P2P, else RDMA).
+    #[arg(long)]
+    hosts: Option<u32>,
+    /// Provider whose queue formats the RDMA routes use (the software NIC executes them).
+    #[arg(long, value_enum, default_value = "native")]
+    provider: gda::shmem_cli::ShmemProvider,
+    /// Ordering stress rounds (check).
+    #[arg(long, default_value_t = 64)]
+    rounds: usize,
+    /// Iterations (perf).
+    #[arg(long, default_value_t = 2_000_000)]
+    iters: u64,
+    /// Fault injection (check): this PE aborts its process after init.
+    #[arg(long)]
+    crash_pe: Option<u32>,
+    /// JSON lines (perf).
+    #[arg(long)]
+    json: bool,
+}
+
+#[cfg(all(feature = "sim", feature = "mlx5", feature = "bnxt"))]
+fn shmem(a: ShmemArgs) -> ExitCode {
+    use gda::shmem::launch;
+    let launched = match gda::shmem::boot::env::Launch::from_env() {
+        Ok(l) => l.is_some(),
+        Err(e) => {
+            eprintln!("gda shmem: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if !launched {
+        let Some(n) = a.pes else {
+            eprintln!("gda shmem: not started by a launcher; give --pes N or run under gdarun -n N");
+            return ExitCode::from(2);
+        };
+        let mut argv: Vec<String> = std::env::args().collect();
+        if let Ok(exe) = std::env::current_exe() {
+            argv[0] = exe.to_string_lossy().into_owned();
+        }
+        let timeout = gda::shmem::Config::from_env().map(|c| c.timeout).unwrap_or_default();
+        let job = launch::Job {
+            n,
+            argv,
+            job: None,
+            hosts: a.hosts,
+            grace: timeout + std::time::Duration::from_secs(5),
+            env: a
+                .transport
+                .iter()
+                .map(|t| ("GDA_SHMEM_TRANSPORT".to_string(), t.clone()))
+                .collect(),
+        };
+        return match launch::run(&job) {
+            Ok(o) => ExitCode::from(o.exit_code().clamp(0, 255) as u8),
+            Err(e) => {
+                eprintln!("gda shmem: {e}");
+                ExitCode::from(1)
+            }
+        };
+    }
+    let r = gda::shmem_cli::with_pe(a.provider, |pe| {
+        if a.crash_pe == Some(pe.me()) {
+            eprintln!("gda shmem: PE {} aborting on purpose (--crash-pe)", pe.me());
+            std::process::abort();
+        }
+        match a.what {
+            ShmemWhat::Check => {
+                let t = std::time::Instant::now();
+                let rep = pe.check(a.rounds)?;
+                println!(
+                    "PE {}/{}: ok, {} checks over {} (provider {:?}) in {:.2} s",
+                    pe.me(),
+                    pe.n(),
+                    rep.checks.len(),
+                    pe.transport(),
+                    a.provider,
+                    t.elapsed().as_secs_f64()
+                );
+            }
+            ShmemWhat::Perf => {
+                for v in pe.perf(a.iters)? {
+                    if a.json {
+                        println!("{v}");
+                    } else {
+                        println!("{v:#}");
+                    }
+                }
+            }
+        }
+        Ok(())
+    });
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("gda shmem: PE error: {e}");
+            ExitCode::from(1)
+        }
+    }
 }
 
 #[cfg(all(feature = "sim", feature = "mlx5"))]
@@ -279,6 +407,8 @@ fn main() -> ExitCode {
     let result = match cli.cmd {
         #[cfg(all(feature = "sim", feature = "mlx5"))]
         Cmd::Perf(a) => return perf(a),
+        #[cfg(all(feature = "sim", feature = "mlx5", feature = "bnxt"))]
+        Cmd::Shmem(a) => return shmem(a),
         Cmd::Wire { cmd } => {
             let mut input = String::new();
             if let Err(e) = std::io::stdin().read_to_string(&mut input) {

@@ -1,0 +1,157 @@
+//! `gda shmem`: the SHMEM layer's end-to-end check and benchmarks, run as PEs under a launcher
+//! (`gdarun`, `mpirun`, `srun`, `torchrun`) or launching themselves with `--pes N`.
+
+use std::time::Instant;
+
+use gda_shmem::{Pe, Result, ShmemError, launch, selftest};
+
+/// Which provider's queues the RDMA routes use (the sim NIC executes them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ShmemProvider {
+    /// The software NIC's own format.
+    Native,
+    /// ConnectX (mlx5) WQEs, doorbells and CQEs.
+    Mlx5,
+    /// Broadcom Thor2 (bnxt_re) WQEs, PSN table, doorbells and CQEs.
+    Bnxt,
+}
+
+/// Runs `f` on this process's PE for the chosen provider.
+pub fn with_pe<R>(p: ShmemProvider, f: impl FnOnce(&dyn PeOps) -> Result<R>) -> Result<R> {
+    match p {
+        ShmemProvider::Native => run_on(&launch::init_from_env::<gda_sim::Sim>()?, f),
+        ShmemProvider::Mlx5 => run_on(&launch::init_from_env::<gda_mlx5::Mlx5>()?, f),
+        ShmemProvider::Bnxt => run_on(&launch::init_from_env::<gda_bnxt::Bnxt>()?, f),
+    }
+}
+
+fn run_on<P: gda_hal::Provider, R>(pe: &Pe<P>, f: impl FnOnce(&dyn PeOps) -> Result<R>) -> Result<R> {
+    let out = f(pe);
+    if let Err(e) = &out {
+        pe.abort(&e.to_string());
+    }
+    out
+}
+
+/// What the CLI needs of a PE, object-safe so one code path serves every provider.
+pub trait PeOps {
+    /// This PE.
+    fn me(&self) -> u32;
+    /// PEs.
+    fn n(&self) -> u32;
+    /// The full check ([`selftest::run`]).
+    fn check(&self, rounds: usize) -> Result<selftest::Report>;
+    /// The benchmarks; PE 0 returns the figures.
+    fn perf(&self, iters: u64) -> Result<Vec<serde_json::Value>>;
+    /// Transport to PE 1 (for the report).
+    fn transport(&self) -> String;
+}
+
+impl<P: gda_hal::Provider> PeOps for Pe<P> {
+    fn me(&self) -> u32 {
+        self.my_pe()
+    }
+    fn n(&self) -> u32 {
+        self.n_pes()
+    }
+    fn check(&self, rounds: usize) -> Result<selftest::Report> {
+        selftest::run(self, rounds)
+    }
+    fn perf(&self, iters: u64) -> Result<Vec<serde_json::Value>> {
+        perf(self, iters)
+    }
+    fn transport(&self) -> String {
+        self.transport_to(1 % self.n_pes())
+            .map(|t| format!("{t:?}"))
+            .unwrap_or_default()
+    }
+}
+
+fn memcpy_gbs(bytes: usize, iters: u64) -> f64 {
+    let a = vec![1u8; bytes];
+    let mut b = vec![0u8; bytes];
+    let t = Instant::now();
+    for i in 0..iters {
+        b.copy_from_slice(&a);
+        std::hint::black_box(&mut b);
+        b[0] = i as u8;
+    }
+    bytes as f64 * iters as f64 / t.elapsed().as_secs_f64() / 1e9
+}
+
+/// PE 0 measures against PE 1; every PE joins the barrier timing.
+fn perf<P: gda_hal::Provider>(pe: &Pe<P>, iters: u64) -> Result<Vec<serde_json::Value>> {
+    use serde_json::json;
+    let (me, n) = (pe.my_pe(), pe.n_pes());
+    if n < 2 {
+        return Err(ShmemError::Config("gda shmem perf needs at least 2 PEs".into()));
+    }
+    let transport = format!("{:?}", pe.transport_to(1)?);
+    let small = pe.calloc::<u64>(1024)?;
+    let big = pe.calloc::<u8>(1 << 20)?;
+    let mut out = Vec::new();
+    let rdma = transport == "Rdma";
+    if me == 0 {
+        let v = [7u64];
+        // Blocking 8-byte put: P2P returns when stored; RDMA when the source is reusable.
+        let k = if rdma { iters / 20 } else { iters };
+        let t = Instant::now();
+        for i in 0..k {
+            pe.put(small, (i % 1024) as usize, &v, 1)?;
+        }
+        pe.quiet()?;
+        let put_us = t.elapsed().as_secs_f64() * 1e6 / k as f64;
+        out.push(json!({"test": "put8_blocking", "transport": transport, "iters": k, "us_per_put": put_us, "mops": 1.0 / put_us}));
+        // Non-blocking puts back to back (message rate).
+        let t = Instant::now();
+        for i in 0..k {
+            pe.put_nbi(small, (i % 1024) as usize, &v, 1)?;
+        }
+        pe.quiet()?;
+        let s = t.elapsed().as_secs_f64();
+        out.push(json!({"test": "put8_rate", "transport": transport, "iters": k, "mops": k as f64 / s / 1e6}));
+        // 8-byte put + quiet: the round trip of a put's completion.
+        let kq = if rdma { (iters / 100).max(1000) } else { iters / 10 };
+        let mut lat = Vec::with_capacity(kq as usize);
+        for i in 0..kq {
+            let t = Instant::now();
+            pe.put(small, (i % 1024) as usize, &v, 1)?;
+            pe.quiet()?;
+            lat.push(t.elapsed().as_secs_f64() * 1e6);
+        }
+        lat.sort_by(f64::total_cmp);
+        let mean = lat.iter().sum::<f64>() / lat.len() as f64;
+        out.push(json!({"test": "put8_quiet", "transport": transport, "iters": kq, "us_mean": mean, "us_p50": lat[lat.len() / 2], "us_p99": lat[lat.len() * 99 / 100]}));
+        // Atomic adds.
+        let t = Instant::now();
+        for _ in 0..k {
+            pe.atomic_add(small, 0, 1u64, 1)?;
+        }
+        pe.quiet()?;
+        out.push(json!({"test": "atomic_add64_rate", "transport": transport, "iters": k, "mops": k as f64 / t.elapsed().as_secs_f64() / 1e6}));
+        // 1 MiB puts vs memcpy in the same run.
+        let data = vec![3u8; 1 << 20];
+        let kb = if rdma { 200 } else { 1000 };
+        let t = Instant::now();
+        for _ in 0..kb {
+            pe.put(big, 0, &data, 1)?;
+        }
+        pe.quiet()?;
+        let gbs = (1u64 << 20) as f64 * kb as f64 / t.elapsed().as_secs_f64() / 1e9;
+        let mc = memcpy_gbs(1 << 20, kb);
+        out.push(json!({"test": "put1m_bw", "transport": transport, "iters": kb, "gb_s": gbs, "memcpy_gb_s": mc, "ratio": gbs / mc}));
+    }
+    pe.barrier_all()?;
+    let kb = (iters / 1000).clamp(100, 20_000);
+    let t = Instant::now();
+    for _ in 0..kb {
+        pe.barrier_all()?;
+    }
+    let us = t.elapsed().as_secs_f64() * 1e6 / kb as f64;
+    if me == 0 {
+        out.push(json!({"test": "barrier_all", "transport": transport, "pes": n, "iters": kb, "us": us}));
+    }
+    pe.free(big)?;
+    pe.free(small)?;
+    Ok(out)
+}

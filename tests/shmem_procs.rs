@@ -1,0 +1,127 @@
+//! gda-shmem with PEs as processes started by `gdarun`: every routine over P2P, over RDMA
+//! through each sim device model (the cross-process fabric), mixed; chaos seeds; a killed PE.
+
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+fn gdarun(n: u32, env: &[(&str, &str)], args: &[&str]) -> Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_gdarun"));
+    c.arg("-n").arg(n.to_string()).args(args);
+    c.env("GDA_SHMEM_TIMEOUT_MS", "30000").env_remove("GDA_SIM_CHAOS");
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().expect("run gdarun")
+}
+
+fn gda() -> &'static str {
+    env!("CARGO_BIN_EXE_gda")
+}
+
+fn ok(o: &Output, n: u32, transport: &str) {
+    let out = String::from_utf8_lossy(&o.stdout);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "status {:?}\nstdout:\n{out}\nstderr:\n{err}", o.status);
+    let lines: Vec<&str> = out.lines().filter(|l| l.contains(": ok, ")).collect();
+    assert_eq!(lines.len(), n as usize, "{out}");
+    assert!(out.contains(&format!("over {transport}")), "{out}");
+}
+
+fn no_shm_left(job: &str) {
+    let left = gda::hal::shm::list(job).unwrap();
+    assert!(left.is_empty(), "shared memory left behind: {left:?}");
+}
+
+#[test]
+fn p2p_processes() {
+    let job = format!("tp2p{}", std::process::id());
+    let o = gdarun(4, &[("GDA_SHMEM_TRANSPORT", "p2p")], &["--job", &job, gda(), "shmem", "check"]);
+    ok(&o, 4, "P2p");
+    no_shm_left(&job);
+}
+
+#[test]
+fn rdma_processes_every_model() {
+    for p in ["native", "mlx5", "bnxt"] {
+        let job = format!("trdma{p}{}", std::process::id());
+        let o = gdarun(
+            3,
+            &[("GDA_SHMEM_TRANSPORT", "rdma")],
+            &["--job", &job, gda(), "shmem", "check", "--provider", p],
+        );
+        ok(&o, 3, "Rdma");
+        no_shm_left(&job);
+    }
+}
+
+#[test]
+fn mixed_processes() {
+    // Two simulated hosts: neighbours by RDMA (mlx5 queues), every other PE by P2P.
+    let o = gdarun(4, &[], &["--hosts", "2", gda(), "shmem", "check", "--provider", "mlx5"]);
+    ok(&o, 4, "Rdma");
+}
+
+#[test]
+fn chaos_seeds_over_rdma_processes() {
+    for seed in ["1", "7", "12345"] {
+        let o = gdarun(
+            2,
+            &[("GDA_SHMEM_TRANSPORT", "rdma"), ("GDA_SIM_CHAOS", seed)],
+            &[gda(), "shmem", "check", "--provider", if seed == "7" { "bnxt" } else { "mlx5" }, "--rounds", "32"],
+        );
+        ok(&o, 2, "Rdma");
+    }
+}
+
+#[test]
+fn a_killed_pe_fails_the_others_clearly_and_leaves_no_shared_memory() {
+    for transport in ["p2p", "rdma"] {
+        let job = format!("tkill{transport}{}", std::process::id());
+        let t = Instant::now();
+        let o = gdarun(
+            3,
+            &[("GDA_SHMEM_TRANSPORT", transport), ("GDA_SHMEM_TIMEOUT_MS", "10000")],
+            &["--job", &job, "--grace", "15", gda(), "shmem", "check", "--crash-pe", "2"],
+        );
+        let took = t.elapsed();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{err}");
+        assert!(err.contains("PE 2 (pid") && err.contains("was killed by signal"), "{err}");
+        // The survivors name the dead PE themselves (not a timeout), well within the timeout.
+        // (Their stderr lines may interleave: count the phrase, not lines.)
+        assert_eq!(err.matches("is gone").count(), 2, "{err}");
+        assert_eq!(err.matches("PE error").count(), 2, "{err}");
+        assert!(took < Duration::from_secs(10), "took {took:?}\n{err}");
+        no_shm_left(&job);
+    }
+}
+
+#[test]
+fn bad_launch_environments_are_clear_errors() {
+    let run = |env: &[(&str, &str)]| {
+        let mut c = Command::new(gda());
+        c.args(["shmem", "check"]).env("GDA_SHMEM_TIMEOUT_MS", "1500");
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        let o = c.output().unwrap();
+        assert!(!o.status.success());
+        String::from_utf8_lossy(&o.stderr).into_owned()
+    };
+    assert!(run(&[]).contains("--pes N"));
+    let e = run(&[("GDA_SHMEM_RANK", "3"), ("GDA_SHMEM_SIZE", "2")]);
+    assert!(e.contains("GDA_SHMEM_RANK=3 is not below GDA_SHMEM_SIZE=2"), "{e}");
+    let e = run(&[("PMI_RANK", "1"), ("PMI_SIZE", "2"), ("GDA_SHMEM_BOOT", "127.0.0.1:9"), ("GDA_SHMEM_SECRET", "00")]);
+    assert!(e.contains("missing PEs: 0"), "{e}");
+    let e = run(&[("GDA_SHMEM_RANK", "0"), ("GDA_SHMEM_SIZE", "1"), ("GDA_SHMEM_TRANSPORT", "carrier-pigeon")]);
+    assert!(e.contains("GDA_SHMEM_TRANSPORT"), "{e}");
+    let e = run(&[("GDA_SHMEM_RANK", "0"), ("GDA_SHMEM_SIZE", "1"), ("GDA_SHMEM_HEAP_SIZE", "lots")]);
+    assert!(e.contains("GDA_SHMEM_HEAP_SIZE"), "{e}");
+}
+
+#[test]
+fn gdarun_reports_bad_usage() {
+    let o = Command::new(env!("CARGO_BIN_EXE_gdarun")).args(["-n", "2", "/nonexistent/prog"]).output().unwrap();
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("/nonexistent/prog"));
+}
