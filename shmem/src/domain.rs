@@ -26,6 +26,10 @@ pub trait Domain: Send {
     fn connected(&mut self) -> Result<()> {
         Ok(())
     }
+    /// Called before this PE waits on RDMA progress. Hardware needs nothing; the software
+    /// NIC's engine naps when idle and this wakes it (a PE about to wait would otherwise pay
+    /// the nap).
+    fn kick(&self) {}
 }
 
 #[cfg(feature = "sim")]
@@ -129,6 +133,10 @@ mod sim {
 
         fn connected(&mut self) -> Result<()> {
             self.fabric.unlink_registry().map_err(sim_err)
+        }
+
+        fn kick(&self) {
+            self.fabric.kick();
         }
     }
 }

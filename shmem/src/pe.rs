@@ -176,7 +176,7 @@ pub struct Pe<P: Provider> {
     finalized: Cell<bool>,
     // Kept alive, and dropped in this order after the queues above: the QPs and regions, the
     // mapped peer heaps, this PE's heap.
-    _domain: Option<Box<dyn Domain<P = P>>>,
+    domain: Option<Box<dyn Domain<P = P>>>,
     _peer_segs: Vec<Segment>,
     _seg: Segment,
 }
@@ -378,7 +378,7 @@ impl<P: Provider> Pe<P> {
             teams: RefCell::new(Teams::default()),
             boot: RefCell::new(boot),
             finalized: Cell::new(false),
-            _domain: domain,
+            domain,
             _peer_segs: peer_segs,
             _seg: seg,
         };
@@ -567,8 +567,15 @@ impl<P: Provider> Pe<P> {
         }
     }
 
+    fn kick(&self) {
+        if let Some(d) = &self.domain {
+            d.kick();
+        }
+    }
+
     fn rdma_quiet(&self, r: &RdmaPeer<P>) -> Result<()> {
         if r.dirty.get() {
+            self.kick();
             r.sq.quiet().map_err(|e| self.rdma_err(r.pe, e))?;
             r.dirty.set(false);
         }
@@ -1088,6 +1095,9 @@ impl<P: Provider> Pe<P> {
     /// Polls `done` until it holds, within the timeout, failing early when a same-host PE's
     /// process is gone. `missing` names the PEs awaited, for the timeout error.
     pub(crate) fn wait_for(&self, what: &dyn Fn() -> String, missing: &dyn Fn() -> Vec<u32>, mut done: impl FnMut() -> Result<bool>) -> Result<()> {
+        if self.rdma.iter().any(|r| r.dirty.get()) {
+            self.kick();
+        }
         let start = Instant::now();
         let mut next_check = start + Duration::from_millis(10);
         let mut spins = 0u32;
