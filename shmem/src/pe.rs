@@ -1110,8 +1110,15 @@ impl<P: Provider> Pe<P> {
                 std::hint::spin_loop();
                 continue;
             }
-            std::thread::yield_now();
+            // Spin, then yield. With RDMA routes a wait that has lasted a while also naps:
+            // with the software NIC, engines are extra threads, and on an oversubscribed host
+            // (2 cores here) yielding alone leaves them waiting for a time slice.
             let now = Instant::now();
+            if !self.rdma.is_empty() && now - start > Duration::from_micros(50) {
+                std::thread::sleep(Duration::from_micros(1));
+            } else {
+                std::thread::yield_now();
+            }
             if now >= next_check {
                 next_check = now + Duration::from_millis(10);
                 if let Some(ShmemError::PeGone { pe, pid, .. }) = self.gone_pe(None) {
