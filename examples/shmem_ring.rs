@@ -14,7 +14,10 @@
 use gda_shmem::{Cmp, ReduceOp, SignalOp, launch};
 
 fn main() {
-    let n: u32 = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(4);
+    let n: u32 = std::env::args()
+        .nth(1)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(4);
     if let Err(e) = launch::relaunch_self(n) {
         eprintln!("shmem_ring: {e}");
         std::process::exit(2);
@@ -39,7 +42,9 @@ fn run() -> gda_shmem::Result<()> {
     pe.signal_wait_until(sig, 0, Cmp::Eq, 1)?;
     let mut got = vec![0u8; 64];
     pe.copy_out(msg, 0, &mut got)?;
-    let got = String::from_utf8_lossy(&got).trim_end_matches('\0').to_string();
+    let got = String::from_utf8_lossy(&got)
+        .trim_end_matches('\0')
+        .to_string();
     assert_eq!(got, format!("hello from PE {left} to PE {me}"));
 
     // 2. A token goes round the ring: PE 0 starts it, everyone adds its number and passes it on.
@@ -82,7 +87,11 @@ fn run() -> gda_shmem::Result<()> {
     println!(
         "PE {me}/{n} [{:?} to neighbours]: got {got:?}; alltoall ok; sum of ranks = {sum}{}",
         pe.transport_to(right)?,
-        if me == 0 { format!("; token came back as {around} (1 + 1 + 2 + … + {})", n - 1) } else { String::new() }
+        if me == 0 {
+            format!("; token came back as {around} (1 + 1 + 2 + … + {})", n - 1)
+        } else {
+            String::new()
+        }
     );
     pe.barrier_all()?;
     if me == 0 {

@@ -25,7 +25,10 @@ pub fn with_pe<R>(p: ShmemProvider, f: impl FnOnce(&dyn PeOps) -> Result<R>) -> 
     }
 }
 
-fn run_on<P: gda_hal::Provider, R>(pe: &Pe<P>, f: impl FnOnce(&dyn PeOps) -> Result<R>) -> Result<R> {
+fn run_on<P: gda_hal::Provider, R>(
+    pe: &Pe<P>,
+    f: impl FnOnce(&dyn PeOps) -> Result<R>,
+) -> Result<R> {
     let out = f(pe);
     if let Err(e) = &out {
         pe.abort(&e.to_string());
@@ -84,7 +87,9 @@ fn perf<P: gda_hal::Provider>(pe: &Pe<P>, iters: u64) -> Result<Vec<serde_json::
     use serde_json::json;
     let (me, n) = (pe.my_pe(), pe.n_pes());
     if n < 2 {
-        return Err(ShmemError::Config("gda shmem perf needs at least 2 PEs".into()));
+        return Err(ShmemError::Config(
+            "gda shmem perf needs at least 2 PEs".into(),
+        ));
     }
     let transport = format!("{:?}", pe.transport_to(1)?);
     let small = pe.calloc::<u64>(1024)?;
@@ -111,7 +116,11 @@ fn perf<P: gda_hal::Provider>(pe: &Pe<P>, iters: u64) -> Result<Vec<serde_json::
         let s = t.elapsed().as_secs_f64();
         out.push(json!({"test": "put8_rate", "transport": transport, "iters": k, "mops": k as f64 / s / 1e6}));
         // 8-byte put + quiet: the round trip of a put's completion.
-        let kq = if rdma { (iters / 100).max(1000) } else { iters / 10 };
+        let kq = if rdma {
+            (iters / 100).max(1000)
+        } else {
+            iters / 10
+        };
         let mut lat = Vec::with_capacity(kq as usize);
         for i in 0..kq {
             let t = Instant::now();
@@ -149,7 +158,9 @@ fn perf<P: gda_hal::Provider>(pe: &Pe<P>, iters: u64) -> Result<Vec<serde_json::
     }
     let us = t.elapsed().as_secs_f64() * 1e6 / kb as f64;
     if me == 0 {
-        out.push(json!({"test": "barrier_all", "transport": transport, "pes": n, "iters": kb, "us": us}));
+        out.push(
+            json!({"test": "barrier_all", "transport": transport, "pes": n, "iters": kb, "us": us}),
+        );
     }
     pe.free(big)?;
     pe.free(small)?;

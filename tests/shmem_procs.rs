@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 fn gdarun(n: u32, env: &[(&str, &str)], args: &[&str]) -> Output {
     let mut c = Command::new(env!("CARGO_BIN_EXE_gdarun"));
     c.arg("-n").arg(n.to_string()).args(args);
-    c.env("GDA_SHMEM_TIMEOUT_MS", "30000").env_remove("GDA_SIM_CHAOS");
+    c.env("GDA_SHMEM_TIMEOUT_MS", "30000")
+        .env_remove("GDA_SIM_CHAOS");
     for (k, v) in env {
         c.env(k, v);
     }
@@ -21,7 +22,11 @@ fn gda() -> &'static str {
 fn ok(o: &Output, n: u32, transport: &str) {
     let out = String::from_utf8_lossy(&o.stdout);
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success(), "status {:?}\nstdout:\n{out}\nstderr:\n{err}", o.status);
+    assert!(
+        o.status.success(),
+        "status {:?}\nstdout:\n{out}\nstderr:\n{err}",
+        o.status
+    );
     let lines: Vec<&str> = out.lines().filter(|l| l.contains(": ok, ")).collect();
     assert_eq!(lines.len(), n as usize, "{out}");
     assert!(out.contains(&format!("over {transport}")), "{out}");
@@ -35,7 +40,11 @@ fn no_shm_left(job: &str) {
 #[test]
 fn p2p_processes() {
     let job = format!("tp2p{}", std::process::id());
-    let o = gdarun(4, &[("GDA_SHMEM_TRANSPORT", "p2p")], &["--job", &job, gda(), "shmem", "check"]);
+    let o = gdarun(
+        4,
+        &[("GDA_SHMEM_TRANSPORT", "p2p")],
+        &["--job", &job, gda(), "shmem", "check"],
+    );
     ok(&o, 4, "P2p");
     no_shm_left(&job);
 }
@@ -57,7 +66,19 @@ fn rdma_processes_every_model() {
 #[test]
 fn mixed_processes() {
     // Two simulated hosts: neighbours by RDMA (mlx5 queues), every other PE by P2P.
-    let o = gdarun(4, &[], &["--hosts", "2", gda(), "shmem", "check", "--provider", "mlx5"]);
+    let o = gdarun(
+        4,
+        &[],
+        &[
+            "--hosts",
+            "2",
+            gda(),
+            "shmem",
+            "check",
+            "--provider",
+            "mlx5",
+        ],
+    );
     ok(&o, 4, "Rdma");
 }
 
@@ -67,7 +88,15 @@ fn chaos_seeds_over_rdma_processes() {
         let o = gdarun(
             2,
             &[("GDA_SHMEM_TRANSPORT", "rdma"), ("GDA_SIM_CHAOS", seed)],
-            &[gda(), "shmem", "check", "--provider", if seed == "7" { "bnxt" } else { "mlx5" }, "--rounds", "32"],
+            &[
+                gda(),
+                "shmem",
+                "check",
+                "--provider",
+                if seed == "7" { "bnxt" } else { "mlx5" },
+                "--rounds",
+                "32",
+            ],
         );
         ok(&o, 2, "Rdma");
     }
@@ -80,13 +109,29 @@ fn a_killed_pe_fails_the_others_clearly_and_leaves_no_shared_memory() {
         let t = Instant::now();
         let o = gdarun(
             3,
-            &[("GDA_SHMEM_TRANSPORT", transport), ("GDA_SHMEM_TIMEOUT_MS", "10000")],
-            &["--job", &job, "--grace", "15", gda(), "shmem", "check", "--crash-pe", "2"],
+            &[
+                ("GDA_SHMEM_TRANSPORT", transport),
+                ("GDA_SHMEM_TIMEOUT_MS", "10000"),
+            ],
+            &[
+                "--job",
+                &job,
+                "--grace",
+                "15",
+                gda(),
+                "shmem",
+                "check",
+                "--crash-pe",
+                "2",
+            ],
         );
         let took = t.elapsed();
         let err = String::from_utf8_lossy(&o.stderr);
         assert!(!o.status.success(), "{err}");
-        assert!(err.contains("PE 2 (pid") && err.contains("was killed by signal"), "{err}");
+        assert!(
+            err.contains("PE 2 (pid") && err.contains("was killed by signal"),
+            "{err}"
+        );
         // The survivors name the dead PE themselves (not a timeout), well within the timeout.
         // (Their stderr lines may interleave: count the phrase, not lines.)
         assert_eq!(err.matches("is gone").count(), 2, "{err}");
@@ -100,7 +145,8 @@ fn a_killed_pe_fails_the_others_clearly_and_leaves_no_shared_memory() {
 fn bad_launch_environments_are_clear_errors() {
     let run = |env: &[(&str, &str)]| {
         let mut c = Command::new(gda());
-        c.args(["shmem", "check"]).env("GDA_SHMEM_TIMEOUT_MS", "1500");
+        c.args(["shmem", "check"])
+            .env("GDA_SHMEM_TIMEOUT_MS", "1500");
         for (k, v) in env {
             c.env(k, v);
         }
@@ -110,18 +156,37 @@ fn bad_launch_environments_are_clear_errors() {
     };
     assert!(run(&[]).contains("--pes N"));
     let e = run(&[("GDA_SHMEM_RANK", "3"), ("GDA_SHMEM_SIZE", "2")]);
-    assert!(e.contains("GDA_SHMEM_RANK=3 is not below GDA_SHMEM_SIZE=2"), "{e}");
-    let e = run(&[("PMI_RANK", "1"), ("PMI_SIZE", "2"), ("GDA_SHMEM_BOOT", "127.0.0.1:9"), ("GDA_SHMEM_SECRET", "00")]);
+    assert!(
+        e.contains("GDA_SHMEM_RANK=3 is not below GDA_SHMEM_SIZE=2"),
+        "{e}"
+    );
+    let e = run(&[
+        ("PMI_RANK", "1"),
+        ("PMI_SIZE", "2"),
+        ("GDA_SHMEM_BOOT", "127.0.0.1:9"),
+        ("GDA_SHMEM_SECRET", "00"),
+    ]);
     assert!(e.contains("missing PEs: 0"), "{e}");
-    let e = run(&[("GDA_SHMEM_RANK", "0"), ("GDA_SHMEM_SIZE", "1"), ("GDA_SHMEM_TRANSPORT", "carrier-pigeon")]);
+    let e = run(&[
+        ("GDA_SHMEM_RANK", "0"),
+        ("GDA_SHMEM_SIZE", "1"),
+        ("GDA_SHMEM_TRANSPORT", "carrier-pigeon"),
+    ]);
     assert!(e.contains("GDA_SHMEM_TRANSPORT"), "{e}");
-    let e = run(&[("GDA_SHMEM_RANK", "0"), ("GDA_SHMEM_SIZE", "1"), ("GDA_SHMEM_HEAP_SIZE", "lots")]);
+    let e = run(&[
+        ("GDA_SHMEM_RANK", "0"),
+        ("GDA_SHMEM_SIZE", "1"),
+        ("GDA_SHMEM_HEAP_SIZE", "lots"),
+    ]);
     assert!(e.contains("GDA_SHMEM_HEAP_SIZE"), "{e}");
 }
 
 #[test]
 fn gdarun_reports_bad_usage() {
-    let o = Command::new(env!("CARGO_BIN_EXE_gdarun")).args(["-n", "2", "/nonexistent/prog"]).output().unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_gdarun"))
+        .args(["-n", "2", "/nonexistent/prog"])
+        .output()
+        .unwrap();
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("/nonexistent/prog"));
 }

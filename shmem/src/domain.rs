@@ -85,13 +85,16 @@ mod sim {
 
         fn register(&mut self, seg: &Segment, offset: usize, len: usize) -> Result<(u32, u32)> {
             if offset.checked_add(len).is_none_or(|e| e > seg.len()) {
-                return Err(ShmemError::Invalid("registration outside the segment".into()));
+                return Err(ShmemError::Invalid(
+                    "registration outside the segment".into(),
+                ));
             }
             let addr = seg.as_ptr() as u64 + offset as u64;
             let mr = if self.shared {
                 // SAFETY: the range is inside `seg`, which the PE keeps mapped until after the
                 // domain (and so the region) is dropped.
-                unsafe { self.pd.register_shared(addr, len, Access::ALL, seg, offset) }.map_err(sim_err)?
+                unsafe { self.pd.register_shared(addr, len, Access::ALL, seg, offset) }
+                    .map_err(sim_err)?
             } else {
                 // SAFETY: as above.
                 unsafe { self.pd.register(addr, len, Access::ALL) }

@@ -44,7 +44,9 @@ pub enum ShmemError {
     #[error("symmetric access out of range: {0}")]
     Range(String),
     /// The symmetric heap cannot satisfy an allocation.
-    #[error("symmetric heap exhausted: {requested} bytes requested, {free} free in the largest block (heap {heap} bytes; raise GDA_SHMEM_HEAP_SIZE)")]
+    #[error(
+        "symmetric heap exhausted: {requested} bytes requested, {free} free in the largest block (heap {heap} bytes; raise GDA_SHMEM_HEAP_SIZE)"
+    )]
     OutOfMemory {
         /// Bytes asked for.
         requested: usize,

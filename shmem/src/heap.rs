@@ -28,7 +28,13 @@ impl<T> Copy for Sym<T> {}
 
 impl<T> std::fmt::Debug for Sym<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Sym<{}>[{}] @{:#x}", std::any::type_name::<T>(), self.len, self.off)
+        write!(
+            f,
+            "Sym<{}>[{}] @{:#x}",
+            std::any::type_name::<T>(),
+            self.len,
+            self.off
+        )
     }
 }
 
@@ -103,7 +109,9 @@ impl Allocator {
     /// block so every allocation has its own offset.
     pub(crate) fn alloc(&mut self, bytes: usize, align: usize) -> Result<usize> {
         if !align.is_power_of_two() {
-            return Err(ShmemError::Invalid(format!("alignment {align} is not a power of two")));
+            return Err(ShmemError::Invalid(format!(
+                "alignment {align} is not a power of two"
+            )));
         }
         let need = bytes.max(1);
         let found = self.free.iter().find_map(|(&start, &len)| {
@@ -128,7 +136,9 @@ impl Allocator {
 
     pub(crate) fn free(&mut self, off: usize) -> Result<()> {
         let (mut start, mut len) = self.live.remove(&off).ok_or_else(|| {
-            ShmemError::Invalid(format!("free of offset {off:#x}, which is not a live allocation"))
+            ShmemError::Invalid(format!(
+                "free of offset {off:#x}, which is not a live allocation"
+            ))
         })?;
         if let Some((&ps, &pl)) = self.free.range(..start).next_back() {
             if ps + pl == start {
@@ -161,7 +171,10 @@ mod tests {
         let x = a.alloc(100, 8).unwrap();
         let y = a.alloc(10, 256).unwrap();
         assert_eq!((x, y), (0, 256));
-        assert!(matches!(a.alloc(2000, 8), Err(ShmemError::OutOfMemory { .. })));
+        assert!(matches!(
+            a.alloc(2000, 8),
+            Err(ShmemError::OutOfMemory { .. })
+        ));
         assert!(a.alloc(8, 3).is_err());
         a.free(x).unwrap();
         assert!(a.free(x).is_err(), "double free");

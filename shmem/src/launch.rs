@@ -113,9 +113,17 @@ pub fn init_from_env<P: gda_sim::SimModel>() -> Result<Pe<P>> {
 #[cfg(feature = "sim")]
 pub fn init_launched<P: gda_sim::SimModel>(launch: &Launch, cfg: &Config) -> Result<Pe<P>> {
     let secret = launch.secret(cfg.timeout)?;
-    let boot = TcpBoot::connect(launch.rank, launch.size, launch.addr, &launch.job, &secret, cfg.timeout)?;
-    let chaos = gda_sim::FabricConfig::from_chaos_var(std::env::var("GDA_SIM_CHAOS").ok().as_deref())
-        .map_err(|e| ShmemError::Config(e.to_string()))?;
+    let boot = TcpBoot::connect(
+        launch.rank,
+        launch.size,
+        launch.addr,
+        &launch.job,
+        &secret,
+        cfg.timeout,
+    )?;
+    let chaos =
+        gda_sim::FabricConfig::from_chaos_var(std::env::var("GDA_SIM_CHAOS").ok().as_deref())
+            .map_err(|e| ShmemError::Config(e.to_string()))?;
     let fabric = gda_sim::Fabric::shared(chaos, &launch.job, launch.rank)
         .map_err(|e| ShmemError::Config(e.to_string()))?;
     let domain = crate::domain::SimDomain::<P>::new(&fabric, true);
@@ -231,8 +239,14 @@ pub fn run(job: &Job) -> Result<JobOutcome> {
                 codes[r] = (st.code(), st.signal());
                 if !st.success() {
                     match st.signal() {
-                        Some(s) => eprintln!("gdarun: PE {r} (pid {}) was killed by signal {s}", ch.id()),
-                        None => eprintln!("gdarun: PE {r} (pid {}) exited with status {}", ch.id(), st.code().unwrap_or(-1)),
+                        Some(s) => {
+                            eprintln!("gdarun: PE {r} (pid {}) was killed by signal {s}", ch.id())
+                        }
+                        None => eprintln!(
+                            "gdarun: PE {r} (pid {}) exited with status {}",
+                            ch.id(),
+                            st.code().unwrap_or(-1)
+                        ),
                     }
                     failed_at.get_or_insert_with(Instant::now);
                 }
@@ -244,7 +258,11 @@ pub fn run(job: &Job) -> Result<JobOutcome> {
             if t.elapsed() > job.grace {
                 for (r, slot) in children.iter_mut().enumerate() {
                     if let Some(ch) = slot.as_mut() {
-                        eprintln!("gdarun: killing PE {r} (pid {}): another PE failed {:?} ago", ch.id(), job.grace);
+                        eprintln!(
+                            "gdarun: killing PE {r} (pid {}): another PE failed {:?} ago",
+                            ch.id(),
+                            job.grace
+                        );
                         let _ = ch.kill();
                     }
                 }
@@ -253,7 +271,11 @@ pub fn run(job: &Job) -> Result<JobOutcome> {
         std::thread::sleep(Duration::from_millis(5));
     }
     let swept = gda_hal::shm::sweep(&id).unwrap_or(0);
-    Ok(JobOutcome { codes, swept, job: id })
+    Ok(JobOutcome {
+        codes,
+        swept,
+        job: id,
+    })
 }
 
 /// For programs that launch themselves: if this process is not a PE yet (no launcher
@@ -277,4 +299,3 @@ pub fn relaunch_self(n: u32) -> Result<()> {
     })?;
     std::process::exit(out.exit_code());
 }
-

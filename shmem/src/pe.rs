@@ -5,7 +5,9 @@ use std::sync::atomic::{Ordering, fence};
 use std::time::{Duration, Instant};
 
 use gda_hal::shm::Segment;
-use gda_hal::{AtomicOp, Payload, PostError, Provider, Remote, SendFlags, SendQueue, Sge, SqError, WorkRequest};
+use gda_hal::{
+    AtomicOp, Payload, PostError, Provider, Remote, SendFlags, SendQueue, Sge, SqError, WorkRequest,
+};
 
 use crate::boot::Bootstrap;
 use crate::domain::Domain;
@@ -227,7 +229,8 @@ impl Info {
         if b.len() < 20 {
             return Err(ShmemError::Boot("malformed PE info".into()));
         }
-        let u = |r: std::ops::Range<usize>| b[r].iter().rev().fold(0u64, |a, &x| a << 8 | u64::from(x));
+        let u =
+            |r: std::ops::Range<usize>| b[r].iter().rev().fold(0u64, |a, &x| a << 8 | u64::from(x));
         Ok(Self {
             pid: u(0..4) as u32,
             base: u(4..12),
@@ -264,7 +267,11 @@ impl<P: Provider> Pe<P> {
             .iter()
             .map(|b| Info::decode(b))
             .collect::<Result<Vec<_>>>()?;
-        if let Some((j, i)) = infos.iter().enumerate().find(|(_, i)| i.len != total as u64) {
+        if let Some((j, i)) = infos
+            .iter()
+            .enumerate()
+            .find(|(_, i)| i.len != total as u64)
+        {
             return Err(ShmemError::Config(format!(
                 "PE {j} has a heap of {} bytes, PE {me} of {total}: GDA_SHMEM_HEAP_SIZE must agree",
                 i.len
@@ -298,9 +305,8 @@ impl<P: Provider> Pe<P> {
             } else if info.pid == mine.pid {
                 routes.push(Route::P2p(info.base as *mut u8));
             } else {
-                let s = Segment::open(&job, &format!("heap{j}"), total).map_err(|e| {
-                    ShmemError::io(format!("PE {me}: mapping PE {j}'s heap"), e)
-                })?;
+                let s = Segment::open(&job, &format!("heap{j}"), total)
+                    .map_err(|e| ShmemError::io(format!("PE {me}: mapping PE {j}'s heap"), e))?;
                 routes.push(Route::P2p(s.as_ptr()));
                 peer_segs.push(s);
             }
@@ -333,15 +339,21 @@ impl<P: Provider> Pe<P> {
             let (rkey, ep) = find_endpoint(b, me).ok_or_else(|| {
                 ShmemError::Boot(format!("PE {j} published no RDMA endpoint for PE {me}"))
             })?;
-            let d = domain.as_mut().ok_or_else(|| ShmemError::Invalid("no domain".into()))?;
-            d.connect(qp_of[k], ep)
-                .map_err(|e| ShmemError::Rdma { pe: j, what: e.to_string() })?;
+            let d = domain
+                .as_mut()
+                .ok_or_else(|| ShmemError::Invalid("no domain".into()))?;
+            d.connect(qp_of[k], ep).map_err(|e| ShmemError::Rdma {
+                pe: j,
+                what: e.to_string(),
+            })?;
             let (wq, cq) = d.queues(qp_of[k]);
             let ms = u64::try_from(cfg.timeout.as_millis()).unwrap_or(u64::MAX);
             // SAFETY: the domain owns the QP and CQ and outlives the queue (field order: `rdma`
             // drops first); this queue is their only poster and poller.
-            let sq = unsafe { SendQueue::<P>::new(wq, cq, ms) }
-                .map_err(|e| ShmemError::Rdma { pe: j, what: e.to_string() })?;
+            let sq = unsafe { SendQueue::<P>::new(wq, cq, ms) }.map_err(|e| ShmemError::Rdma {
+                pe: j,
+                what: e.to_string(),
+            })?;
             rdma.push(RdmaPeer {
                 pe: j,
                 sq,
@@ -451,9 +463,15 @@ impl<P: Provider> Pe<P> {
 
     fn align_nobarrier<T: Elem>(&self, alignment: usize, n: usize) -> Result<Sym<T>> {
         let bytes = n.checked_mul(size_of::<T>()).ok_or_else(|| {
-            ShmemError::Invalid(format!("{n} elements of {} overflow", std::any::type_name::<T>()))
+            ShmemError::Invalid(format!(
+                "{n} elements of {} overflow",
+                std::any::type_name::<T>()
+            ))
         })?;
-        let off = self.heap.borrow_mut().alloc(bytes, alignment.max(align_of::<T>()))?;
+        let off = self
+            .heap
+            .borrow_mut()
+            .alloc(bytes, alignment.max(align_of::<T>()))?;
         Ok(Sym::new(off, n))
     }
 
@@ -503,7 +521,13 @@ impl<P: Provider> Pe<P> {
         let off = s.range(idx, out.len())?;
         fence(Ordering::Acquire);
         // SAFETY: in range; `out` is a distinct Rust slice.
-        unsafe { std::ptr::copy_nonoverlapping(self.base.add(off).cast::<T>(), out.as_mut_ptr(), out.len()) };
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                self.base.add(off).cast::<T>(),
+                out.as_mut_ptr(),
+                out.len(),
+            )
+        };
         Ok(())
     }
 
@@ -511,7 +535,9 @@ impl<P: Provider> Pe<P> {
     pub fn copy_in<T: Elem>(&self, s: Sym<T>, idx: usize, src: &[T]) -> Result<()> {
         let off = s.range(idx, src.len())?;
         // SAFETY: in range.
-        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), self.base.add(off).cast::<T>(), src.len()) };
+        unsafe {
+            std::ptr::copy_nonoverlapping(src.as_ptr(), self.base.add(off).cast::<T>(), src.len())
+        };
         fence(Ordering::Release);
         Ok(())
     }
@@ -527,11 +553,18 @@ impl<P: Provider> Pe<P> {
         if let Some(g) = self.gone_pe(Some(pe)) {
             return g;
         }
-        ShmemError::Rdma { pe, what: e.to_string() }
+        ShmemError::Rdma {
+            pe,
+            what: e.to_string(),
+        }
     }
 
     fn post(&self, r: &RdmaPeer<P>, wr: &WorkRequest<'_>) -> std::result::Result<(), SqError> {
-        let flags = if r.fence.get() { SendFlags::FENCE } else { SendFlags::empty() };
+        let flags = if r.fence.get() {
+            SendFlags::FENCE
+        } else {
+            SendFlags::empty()
+        };
         r.sq.post(wr, flags)?;
         r.fence.set(false);
         r.dirty.set(true);
@@ -542,7 +575,9 @@ impl<P: Provider> Pe<P> {
     fn stage(&self, bytes: usize) -> Result<usize> {
         let bytes = bytes.next_multiple_of(64);
         if bytes > BOUNCE {
-            return Err(ShmemError::Invalid(format!("staging {bytes} bytes at once")));
+            return Err(ShmemError::Invalid(format!(
+                "staging {bytes} bytes at once"
+            )));
         }
         if self.bounce_used.get() + bytes > BOUNCE {
             self.quiet()?;
@@ -611,7 +646,9 @@ impl<P: Provider> Pe<P> {
                 for (k, part) in src.chunks(chunk).enumerate() {
                     let at = self.stage(part.len())?;
                     // SAFETY: `at..at+len` is private staging memory inside the segment.
-                    unsafe { std::ptr::copy_nonoverlapping(part.as_ptr(), self.base.add(at), part.len()) };
+                    unsafe {
+                        std::ptr::copy_nonoverlapping(part.as_ptr(), self.base.add(at), part.len())
+                    };
                     let wr = WorkRequest::Write {
                         remote: self.remote(r, off + k * chunk),
                         payload: Payload::Sges(&[self.sge(at, part.len())]),
@@ -649,7 +686,13 @@ impl<P: Provider> Pe<P> {
                     self.post(r, &wr).map_err(|e| self.rdma_err(pe, e))?;
                     self.rdma_quiet(r)?;
                     // SAFETY: the READ has completed into `at..at+len`.
-                    unsafe { std::ptr::copy_nonoverlapping(self.base.add(at), part.as_mut_ptr(), part.len()) };
+                    unsafe {
+                        std::ptr::copy_nonoverlapping(
+                            self.base.add(at),
+                            part.as_mut_ptr(),
+                            part.len(),
+                        )
+                    };
                 }
             }
         }
@@ -691,7 +734,15 @@ impl<P: Provider> Pe<P> {
 
     /// Non-blocking get into symmetric memory of this PE: `dst[didx..]` receives
     /// `src[sidx..sidx+n]` of `pe` by the next [`Pe::quiet`].
-    pub fn get_nbi<T: Elem>(&self, dst: Sym<T>, didx: usize, src: Sym<T>, sidx: usize, n: usize, pe: u32) -> Result<()> {
+    pub fn get_nbi<T: Elem>(
+        &self,
+        dst: Sym<T>,
+        didx: usize,
+        src: Sym<T>,
+        sidx: usize,
+        n: usize,
+        pe: u32,
+    ) -> Result<()> {
         let doff = dst.range(didx, n)?;
         let soff = src.range(sidx, n)?;
         let bytes = n * size_of::<T>();
@@ -713,35 +764,71 @@ impl<P: Provider> Pe<P> {
     }
 
     /// Strided put (`shmem_iput`): `n` elements, `src[k * sst]` → `dst[idx + k * dst_stride]`.
-    pub fn iput<T: Elem>(&self, dst: Sym<T>, idx: usize, dst_stride: usize, src: &[T], src_stride: usize, n: usize, pe: u32) -> Result<()> {
+    #[allow(clippy::too_many_arguments)] // the OpenSHMEM routine's own parameter list
+    pub fn iput<T: Elem>(
+        &self,
+        dst: Sym<T>,
+        idx: usize,
+        dst_stride: usize,
+        src: &[T],
+        src_stride: usize,
+        n: usize,
+        pe: u32,
+    ) -> Result<()> {
         if n == 0 {
             return Ok(());
         }
         if dst_stride == 0 || src_stride == 0 {
-            return Err(ShmemError::Invalid("iput strides must be at least 1".into()));
+            return Err(ShmemError::Invalid(
+                "iput strides must be at least 1".into(),
+            ));
         }
         let last_src = (n - 1) * src_stride;
         if last_src >= src.len() {
-            return Err(ShmemError::Range(format!("iput reads src[{last_src}] of {}", src.len())));
+            return Err(ShmemError::Range(format!(
+                "iput reads src[{last_src}] of {}",
+                src.len()
+            )));
         }
         dst.range(idx + (n - 1) * dst_stride, 1)?;
         for k in 0..n {
-            self.put(dst, idx + k * dst_stride, std::slice::from_ref(&src[k * src_stride]), pe)?;
+            self.put(
+                dst,
+                idx + k * dst_stride,
+                std::slice::from_ref(&src[k * src_stride]),
+                pe,
+            )?;
         }
         Ok(())
     }
 
     /// Strided get (`shmem_iget`): `n` elements, `src[idx + k * src_stride]` of `pe` →
     /// `out[k * out_stride]`.
-    pub fn iget<T: Elem>(&self, out: &mut [T], out_stride: usize, src: Sym<T>, idx: usize, src_stride: usize, n: usize, pe: u32) -> Result<()> {
+    #[allow(clippy::too_many_arguments)] // the OpenSHMEM routine's own parameter list
+    pub fn iget<T: Elem>(
+        &self,
+        out: &mut [T],
+        out_stride: usize,
+        src: Sym<T>,
+        idx: usize,
+        src_stride: usize,
+        n: usize,
+        pe: u32,
+    ) -> Result<()> {
         if n == 0 {
             return Ok(());
         }
         if out_stride == 0 || src_stride == 0 {
-            return Err(ShmemError::Invalid("iget strides must be at least 1".into()));
+            return Err(ShmemError::Invalid(
+                "iget strides must be at least 1".into(),
+            ));
         }
         if (n - 1) * out_stride >= out.len() {
-            return Err(ShmemError::Range(format!("iget writes out[{}] of {}", (n - 1) * out_stride, out.len())));
+            return Err(ShmemError::Range(format!(
+                "iget writes out[{}] of {}",
+                (n - 1) * out_stride,
+                out.len()
+            )));
         }
         src.range(idx + (n - 1) * src_stride, 1)?;
         if let Route::Rdma(_) = self.route(pe)? {
@@ -764,7 +851,18 @@ impl<P: Provider> Pe<P> {
 
     /// Put with signal: writes `src` to `dst[idx..]` on `pe`, then updates `sig[sidx]` on `pe`
     /// (`Set` or `Add` `value`) so that a PE that observes the signal also observes the data.
-    pub fn put_signal<T: Elem>(&self, dst: Sym<T>, idx: usize, src: &[T], sig: Sym<u64>, sidx: usize, value: u64, op: SignalOp, pe: u32) -> Result<()> {
+    #[allow(clippy::too_many_arguments)] // the OpenSHMEM routine's own parameter list
+    pub fn put_signal<T: Elem>(
+        &self,
+        dst: Sym<T>,
+        idx: usize,
+        src: &[T],
+        sig: Sym<u64>,
+        sidx: usize,
+        value: u64,
+        op: SignalOp,
+        pe: u32,
+    ) -> Result<()> {
         let soff = sig.range(sidx, 1)?;
         self.put(dst, idx, src, pe)?;
         match self.route(pe)? {
@@ -795,8 +893,13 @@ impl<P: Provider> Pe<P> {
                         self.post(r, &wr).map_err(|e| self.rdma_err(pe, e))?;
                     }
                     SignalOp::Add => {
-                        if let Err(e) = self.amo_post(i, soff, Width::W64, AtomicOp::FetchAdd { add: value })? {
-                            return Err(ShmemError::Rdma { pe, what: format!("signal add: {e}") });
+                        if let Err(e) =
+                            self.amo_post(i, soff, Width::W64, AtomicOp::FetchAdd { add: value })?
+                        {
+                            return Err(ShmemError::Rdma {
+                                pe,
+                                what: format!("signal add: {e}"),
+                            });
                         }
                     }
                 }
@@ -806,7 +909,18 @@ impl<P: Provider> Pe<P> {
     }
 
     /// Non-blocking put with signal (completes by [`Pe::quiet`]).
-    pub fn put_signal_nbi<T: Elem>(&self, dst: Sym<T>, idx: usize, src: &[T], sig: Sym<u64>, sidx: usize, value: u64, op: SignalOp, pe: u32) -> Result<()> {
+    #[allow(clippy::too_many_arguments)] // the OpenSHMEM routine's own parameter list
+    pub fn put_signal_nbi<T: Elem>(
+        &self,
+        dst: Sym<T>,
+        idx: usize,
+        src: &[T],
+        sig: Sym<u64>,
+        sidx: usize,
+        value: u64,
+        op: SignalOp,
+        pe: u32,
+    ) -> Result<()> {
         self.put_signal(dst, idx, src, sig, sidx, value, op, pe)
     }
 
@@ -818,7 +932,13 @@ impl<P: Provider> Pe<P> {
     }
 
     /// Waits until this PE's `sig[sidx] <cmp> value`; returns the signal's value.
-    pub fn signal_wait_until(&self, sig: Sym<u64>, sidx: usize, cmp: Cmp, value: u64) -> Result<u64> {
+    pub fn signal_wait_until(
+        &self,
+        sig: Sym<u64>,
+        sidx: usize,
+        cmp: Cmp,
+        value: u64,
+    ) -> Result<u64> {
         self.wait_until(sig, sidx, cmp, value)?;
         self.signal_fetch(sig, sidx)
     }
@@ -831,12 +951,20 @@ impl<P: Provider> Pe<P> {
             Route::Local => Ok(unsafe { self.base.add(off) }),
             // SAFETY: as above, in the peer's mapping.
             Route::P2p(b) => Ok(unsafe { b.add(off) }),
-            Route::Rdma(_) => Err(ShmemError::Invalid("no load/store path to an RDMA peer".into())),
+            Route::Rdma(_) => Err(ShmemError::Invalid(
+                "no load/store path to an RDMA peer".into(),
+            )),
         }
     }
 
     /// Posts one atomic with its result into staging; returns the staging offset.
-    fn amo_post(&self, i: usize, off: usize, w: Width, op: AtomicOp) -> Result<std::result::Result<usize, PostError>> {
+    fn amo_post(
+        &self,
+        i: usize,
+        off: usize,
+        w: Width,
+        op: AtomicOp,
+    ) -> Result<std::result::Result<usize, PostError>> {
         let r = &self.rdma[i];
         let at = self.stage(8)?;
         let wr = WorkRequest::Atomic {
@@ -866,7 +994,10 @@ impl<P: Provider> Pe<P> {
         let v = if P::ATOMIC_RESULT_BIG_ENDIAN {
             b[..n].iter().fold(0u64, |a, &x| a << 8 | u64::from(x))
         } else {
-            b[..n].iter().rev().fold(0u64, |a, &x| a << 8 | u64::from(x))
+            b[..n]
+                .iter()
+                .rev()
+                .fold(0u64, |a, &x| a << 8 | u64::from(x))
         };
         Ok(Some(v))
     }
@@ -879,12 +1010,17 @@ impl<P: Provider> Pe<P> {
             return Ok(v);
         }
         if w == Width::W64 {
-            return Err(ShmemError::Rdma { pe: self.rdma[i].pe, what: "the NIC has no 8-byte compare-and-swap".into() });
+            return Err(ShmemError::Rdma {
+                pe: self.rdma[i].pe,
+                what: "the NIC has no 8-byte compare-and-swap".into(),
+            });
         }
         let word = off & !7;
         let shift = (off - word) * 8;
         let lane = 0xffff_ffffu64 << shift;
-        let mut cur = self.amo_fetch(i, word, Width::W64, AtomicOp::FetchAdd { add: 0 })?.unwrap_or(0);
+        let mut cur = self
+            .amo_fetch(i, word, Width::W64, AtomicOp::FetchAdd { add: 0 })?
+            .unwrap_or(0);
         loop {
             let old32 = (cur & lane) >> shift;
             if old32 != compare & 0xffff_ffff {
@@ -892,7 +1028,15 @@ impl<P: Provider> Pe<P> {
             }
             let new = (cur & !lane) | ((swap & 0xffff_ffff) << shift);
             let got = self
-                .amo_fetch(i, word, Width::W64, AtomicOp::CompareSwap { compare: cur, swap: new })?
+                .amo_fetch(
+                    i,
+                    word,
+                    Width::W64,
+                    AtomicOp::CompareSwap {
+                        compare: cur,
+                        swap: new,
+                    },
+                )?
                 .unwrap_or(cur);
             if got == cur {
                 return Ok(old32);
@@ -904,8 +1048,20 @@ impl<P: Provider> Pe<P> {
     /// Read-modify-write at `off` of `pe`: `f(old) = Some(new)` stores `new`; returns `old`.
     /// `native` is the single NIC atomic that does the same, if there is one; without it (or
     /// when the NIC refuses it) a compare-and-swap loop does the job.
-    fn rmw(&self, pe: u32, off: usize, w: Width, fetch: bool, native: Option<AtomicOp>, f: impl Fn(u64) -> Option<u64>) -> Result<u64> {
-        let mask = if w == Width::W32 { 0xffff_ffff } else { u64::MAX };
+    fn rmw(
+        &self,
+        pe: u32,
+        off: usize,
+        w: Width,
+        fetch: bool,
+        native: Option<AtomicOp>,
+        f: impl Fn(u64) -> Option<u64>,
+    ) -> Result<u64> {
+        let mask = if w == Width::W32 {
+            0xffff_ffff
+        } else {
+            u64::MAX
+        };
         match self.route(pe)? {
             Route::Local | Route::P2p(_) => {
                 let p = self.peer_addr(pe, off)?;
@@ -938,13 +1094,19 @@ impl<P: Provider> Pe<P> {
     fn amo_off<T: AtomicInt>(&self, s: Sym<T>, idx: usize) -> Result<usize> {
         let off = s.range(idx, 1)?;
         if off % size_of::<T>() != 0 {
-            return Err(ShmemError::Range(format!("atomic target {s:?}[{idx}] is not aligned")));
+            return Err(ShmemError::Range(format!(
+                "atomic target {s:?}[{idx}] is not aligned"
+            )));
         }
         Ok(off)
     }
 
     fn all(w: Width) -> u64 {
-        if w == Width::W32 { 0xffff_ffff } else { u64::MAX }
+        if w == Width::W32 {
+            0xffff_ffff
+        } else {
+            u64::MAX
+        }
     }
 
     /// Atomic fetch (`shmem_atomic_fetch`).
@@ -955,10 +1117,12 @@ impl<P: Provider> Pe<P> {
                 // SAFETY: aligned operand in the heap of `pe`.
                 unsafe { cpu_load(self.peer_addr(pe, off)?, T::WIDTH) }
             }
-            Route::Rdma(i) => match self.amo_fetch(i, off, T::WIDTH, AtomicOp::FetchAdd { add: 0 })? {
-                Some(v) => v,
-                None => self.rdma_cas(i, off, T::WIDTH, 0, 0)?,
-            },
+            Route::Rdma(i) => {
+                match self.amo_fetch(i, off, T::WIDTH, AtomicOp::FetchAdd { add: 0 })? {
+                    Some(v) => v,
+                    None => self.rdma_cas(i, off, T::WIDTH, 0, 0)?,
+                }
+            }
         };
         Ok(T::from_bits(v))
     }
@@ -967,40 +1131,83 @@ impl<P: Provider> Pe<P> {
     pub fn atomic_set<T: AtomicInt>(&self, s: Sym<T>, idx: usize, v: T, pe: u32) -> Result<()> {
         let off = self.amo_off(s, idx)?;
         let b = v.to_bits();
-        let native = AtomicOp::MaskedCompareSwap { compare: 0, compare_mask: 0, swap: b, swap_mask: Self::all(T::WIDTH) };
-        self.rmw(pe, off, T::WIDTH, false, Some(native), |_| Some(b)).map(|_| ())
+        let native = AtomicOp::MaskedCompareSwap {
+            compare: 0,
+            compare_mask: 0,
+            swap: b,
+            swap_mask: Self::all(T::WIDTH),
+        };
+        self.rmw(pe, off, T::WIDTH, false, Some(native), |_| Some(b))
+            .map(|_| ())
     }
 
     /// Atomic swap (`shmem_atomic_swap`): returns the old value.
     pub fn atomic_swap<T: AtomicInt>(&self, s: Sym<T>, idx: usize, v: T, pe: u32) -> Result<T> {
         let off = self.amo_off(s, idx)?;
         let b = v.to_bits();
-        let native = AtomicOp::MaskedCompareSwap { compare: 0, compare_mask: 0, swap: b, swap_mask: Self::all(T::WIDTH) };
-        self.rmw(pe, off, T::WIDTH, true, Some(native), |_| Some(b)).map(T::from_bits)
+        let native = AtomicOp::MaskedCompareSwap {
+            compare: 0,
+            compare_mask: 0,
+            swap: b,
+            swap_mask: Self::all(T::WIDTH),
+        };
+        self.rmw(pe, off, T::WIDTH, true, Some(native), |_| Some(b))
+            .map(T::from_bits)
     }
 
     /// Atomic compare-and-swap (`shmem_atomic_compare_swap`): returns the old value.
-    pub fn atomic_compare_swap<T: AtomicInt>(&self, s: Sym<T>, idx: usize, cond: T, v: T, pe: u32) -> Result<T> {
+    pub fn atomic_compare_swap<T: AtomicInt>(
+        &self,
+        s: Sym<T>,
+        idx: usize,
+        cond: T,
+        v: T,
+        pe: u32,
+    ) -> Result<T> {
         let off = self.amo_off(s, idx)?;
         let (c, b) = (cond.to_bits(), v.to_bits());
         match self.route(pe)? {
             Route::Rdma(i) => self.rdma_cas(i, off, T::WIDTH, c, b).map(T::from_bits),
-            _ => self.rmw(pe, off, T::WIDTH, true, None, |old| (old == c).then_some(b)).map(T::from_bits),
+            _ => self
+                .rmw(pe, off, T::WIDTH, true, None, |old| (old == c).then_some(b))
+                .map(T::from_bits),
         }
     }
 
     /// Atomic fetch-and-add.
-    pub fn atomic_fetch_add<T: AtomicInt>(&self, s: Sym<T>, idx: usize, v: T, pe: u32) -> Result<T> {
+    pub fn atomic_fetch_add<T: AtomicInt>(
+        &self,
+        s: Sym<T>,
+        idx: usize,
+        v: T,
+        pe: u32,
+    ) -> Result<T> {
         let off = self.amo_off(s, idx)?;
         let a = v.to_bits();
-        self.rmw(pe, off, T::WIDTH, true, Some(AtomicOp::FetchAdd { add: a }), |o| Some(o.wrapping_add(a))).map(T::from_bits)
+        self.rmw(
+            pe,
+            off,
+            T::WIDTH,
+            true,
+            Some(AtomicOp::FetchAdd { add: a }),
+            |o| Some(o.wrapping_add(a)),
+        )
+        .map(T::from_bits)
     }
 
     /// Atomic add.
     pub fn atomic_add<T: AtomicInt>(&self, s: Sym<T>, idx: usize, v: T, pe: u32) -> Result<()> {
         let off = self.amo_off(s, idx)?;
         let a = v.to_bits();
-        self.rmw(pe, off, T::WIDTH, false, Some(AtomicOp::FetchAdd { add: a }), |o| Some(o.wrapping_add(a))).map(|_| ())
+        self.rmw(
+            pe,
+            off,
+            T::WIDTH,
+            false,
+            Some(AtomicOp::FetchAdd { add: a }),
+            |o| Some(o.wrapping_add(a)),
+        )
+        .map(|_| ())
     }
 
     /// Atomic fetch-and-increment.
@@ -1013,22 +1220,53 @@ impl<P: Provider> Pe<P> {
         self.atomic_add(s, idx, T::from_bits(1), pe)
     }
 
-    fn bitwise<T: AtomicInt>(&self, s: Sym<T>, idx: usize, v: T, pe: u32, fetch: bool, op: char) -> Result<T> {
+    fn bitwise<T: AtomicInt>(
+        &self,
+        s: Sym<T>,
+        idx: usize,
+        v: T,
+        pe: u32,
+        fetch: bool,
+        op: char,
+    ) -> Result<T> {
         let off = self.amo_off(s, idx)?;
         let b = v.to_bits();
         let all = Self::all(T::WIDTH);
         // AND clears the bits `v` lacks, OR sets the bits `v` has: one masked swap each. XOR
         // depends on the old value: a CAS loop.
-        let (native, f): (Option<AtomicOp>, Box<dyn Fn(u64) -> Option<u64>>) = match op {
-            '&' => (Some(AtomicOp::MaskedCompareSwap { compare: 0, compare_mask: 0, swap: 0, swap_mask: !b & all }), Box::new(move |o| Some(o & b))),
-            '|' => (Some(AtomicOp::MaskedCompareSwap { compare: 0, compare_mask: 0, swap: all, swap_mask: b }), Box::new(move |o| Some(o | b))),
+        let (native, f): (Option<AtomicOp>, BitFn) = match op {
+            '&' => (
+                Some(AtomicOp::MaskedCompareSwap {
+                    compare: 0,
+                    compare_mask: 0,
+                    swap: 0,
+                    swap_mask: !b & all,
+                }),
+                Box::new(move |o| Some(o & b)),
+            ),
+            '|' => (
+                Some(AtomicOp::MaskedCompareSwap {
+                    compare: 0,
+                    compare_mask: 0,
+                    swap: all,
+                    swap_mask: b,
+                }),
+                Box::new(move |o| Some(o | b)),
+            ),
             _ => (None, Box::new(move |o| Some(o ^ b))),
         };
-        self.rmw(pe, off, T::WIDTH, fetch, native, f).map(T::from_bits)
+        self.rmw(pe, off, T::WIDTH, fetch, native, f)
+            .map(T::from_bits)
     }
 
     /// Atomic fetch-and-and.
-    pub fn atomic_fetch_and<T: AtomicInt>(&self, s: Sym<T>, idx: usize, v: T, pe: u32) -> Result<T> {
+    pub fn atomic_fetch_and<T: AtomicInt>(
+        &self,
+        s: Sym<T>,
+        idx: usize,
+        v: T,
+        pe: u32,
+    ) -> Result<T> {
         self.bitwise(s, idx, v, pe, true, '&')
     }
     /// Atomic fetch-and-or.
@@ -1036,7 +1274,13 @@ impl<P: Provider> Pe<P> {
         self.bitwise(s, idx, v, pe, true, '|')
     }
     /// Atomic fetch-and-xor.
-    pub fn atomic_fetch_xor<T: AtomicInt>(&self, s: Sym<T>, idx: usize, v: T, pe: u32) -> Result<T> {
+    pub fn atomic_fetch_xor<T: AtomicInt>(
+        &self,
+        s: Sym<T>,
+        idx: usize,
+        v: T,
+        pe: u32,
+    ) -> Result<T> {
         self.bitwise(s, idx, v, pe, true, '^')
     }
     /// Atomic and.
@@ -1089,12 +1333,21 @@ impl<P: Provider> Pe<P> {
             .filter(|&j| only.is_none_or(|o| o == j))
             .filter(|&j| self.same_host[j as usize] && self.pids[j as usize] != me)
             .find(|&j| !alive(self.pids[j as usize]))
-            .map(|j| ShmemError::PeGone { pe: j, pid: self.pids[j as usize], what: "the job".into() })
+            .map(|j| ShmemError::PeGone {
+                pe: j,
+                pid: self.pids[j as usize],
+                what: "the job".into(),
+            })
     }
 
     /// Polls `done` until it holds, within the timeout, failing early when a same-host PE's
     /// process is gone. `missing` names the PEs awaited, for the timeout error.
-    pub(crate) fn wait_for(&self, what: &dyn Fn() -> String, missing: &dyn Fn() -> Vec<u32>, mut done: impl FnMut() -> Result<bool>) -> Result<()> {
+    pub(crate) fn wait_for(
+        &self,
+        what: &dyn Fn() -> String,
+        missing: &dyn Fn() -> Vec<u32>,
+        mut done: impl FnMut() -> Result<bool>,
+    ) -> Result<()> {
         if self.rdma.iter().any(|r| r.dirty.get()) {
             self.kick();
         }
@@ -1122,10 +1375,17 @@ impl<P: Provider> Pe<P> {
             if now >= next_check {
                 next_check = now + Duration::from_millis(10);
                 if let Some(ShmemError::PeGone { pe, pid, .. }) = self.gone_pe(None) {
-                    return Err(ShmemError::PeGone { pe, pid, what: what() });
+                    return Err(ShmemError::PeGone {
+                        pe,
+                        pid,
+                        what: what(),
+                    });
                 }
                 if let Some(why) = self.boot.borrow().broken() {
-                    return Err(ShmemError::Boot(format!("{why} (while waiting for {})", what())));
+                    return Err(ShmemError::Boot(format!(
+                        "{why} (while waiting for {})",
+                        what()
+                    )));
                 }
                 // Keep RDMA completions flowing so peers' waits on us make progress.
                 for r in &self.rdma {
@@ -1134,29 +1394,55 @@ impl<P: Provider> Pe<P> {
                     }
                 }
                 if now - start >= self.timeout {
-                    return Err(ShmemError::Timeout { what: what(), after: self.timeout, missing: missing() });
+                    return Err(ShmemError::Timeout {
+                        what: what(),
+                        after: self.timeout,
+                        missing: missing(),
+                    });
                 }
             }
         }
     }
 
     /// Waits until this PE's `ivar[idx] <cmp> value` (`shmem_wait_until`).
-    pub fn wait_until<T: AtomicInt + PartialOrd>(&self, ivar: Sym<T>, idx: usize, cmp: Cmp, value: T) -> Result<()> {
+    pub fn wait_until<T: AtomicInt + PartialOrd>(
+        &self,
+        ivar: Sym<T>,
+        idx: usize,
+        cmp: Cmp,
+        value: T,
+    ) -> Result<()> {
         let off = self.amo_off(ivar, idx)?;
         // SAFETY: aligned operand in this PE's heap.
         let load = || T::from_bits(unsafe { cpu_load(self.base.add(off), T::WIDTH) });
-        self.wait_for(&|| format!("{ivar:?}[{idx}] {cmp:?} {value:?}"), &Vec::new, || Ok(cmp.holds(load(), value)))
+        self.wait_for(
+            &|| format!("{ivar:?}[{idx}] {cmp:?} {value:?}"),
+            &Vec::new,
+            || Ok(cmp.holds(load(), value)),
+        )
     }
 
     /// Whether this PE's `ivar[idx] <cmp> value` holds now (`shmem_test`).
-    pub fn test<T: AtomicInt + PartialOrd>(&self, ivar: Sym<T>, idx: usize, cmp: Cmp, value: T) -> Result<bool> {
+    pub fn test<T: AtomicInt + PartialOrd>(
+        &self,
+        ivar: Sym<T>,
+        idx: usize,
+        cmp: Cmp,
+        value: T,
+    ) -> Result<bool> {
         let off = self.amo_off(ivar, idx)?;
         // SAFETY: aligned operand in this PE's heap.
         let v = T::from_bits(unsafe { cpu_load(self.base.add(off), T::WIDTH) });
         Ok(cmp.holds(v, value))
     }
 
-    fn satisfied<T: AtomicInt + PartialOrd>(&self, ivars: Sym<T>, status: Option<&[bool]>, cmp: Cmp, value: T) -> Result<Vec<usize>> {
+    fn satisfied<T: AtomicInt + PartialOrd>(
+        &self,
+        ivars: Sym<T>,
+        status: Option<&[bool]>,
+        cmp: Cmp,
+        value: T,
+    ) -> Result<Vec<usize>> {
         let mut out = Vec::new();
         for i in 0..ivars.len() {
             if status.is_some_and(|s| s.get(i).copied().unwrap_or(false)) {
@@ -1170,55 +1456,106 @@ impl<P: Provider> Pe<P> {
     }
 
     fn considered(n: usize, status: Option<&[bool]>) -> usize {
-        (0..n).filter(|&i| !status.is_some_and(|s| s.get(i).copied().unwrap_or(false))).count()
+        (0..n)
+            .filter(|&i| !status.is_some_and(|s| s.get(i).copied().unwrap_or(false)))
+            .count()
     }
 
     /// Whether every element of `ivars` not excluded by `status` (true = skip) satisfies the
     /// comparison (`shmem_test_all`).
-    pub fn test_all<T: AtomicInt + PartialOrd>(&self, ivars: Sym<T>, status: Option<&[bool]>, cmp: Cmp, value: T) -> Result<bool> {
-        Ok(self.satisfied(ivars, status, cmp, value)?.len() == Self::considered(ivars.len(), status))
+    pub fn test_all<T: AtomicInt + PartialOrd>(
+        &self,
+        ivars: Sym<T>,
+        status: Option<&[bool]>,
+        cmp: Cmp,
+        value: T,
+    ) -> Result<bool> {
+        Ok(self.satisfied(ivars, status, cmp, value)?.len()
+            == Self::considered(ivars.len(), status))
     }
 
     /// The first element satisfying the comparison, if any (`shmem_test_any`).
-    pub fn test_any<T: AtomicInt + PartialOrd>(&self, ivars: Sym<T>, status: Option<&[bool]>, cmp: Cmp, value: T) -> Result<Option<usize>> {
+    pub fn test_any<T: AtomicInt + PartialOrd>(
+        &self,
+        ivars: Sym<T>,
+        status: Option<&[bool]>,
+        cmp: Cmp,
+        value: T,
+    ) -> Result<Option<usize>> {
         Ok(self.satisfied(ivars, status, cmp, value)?.first().copied())
     }
 
     /// Every element satisfying the comparison (`shmem_test_some`).
-    pub fn test_some<T: AtomicInt + PartialOrd>(&self, ivars: Sym<T>, status: Option<&[bool]>, cmp: Cmp, value: T) -> Result<Vec<usize>> {
+    pub fn test_some<T: AtomicInt + PartialOrd>(
+        &self,
+        ivars: Sym<T>,
+        status: Option<&[bool]>,
+        cmp: Cmp,
+        value: T,
+    ) -> Result<Vec<usize>> {
         self.satisfied(ivars, status, cmp, value)
     }
 
     /// Waits until every considered element satisfies the comparison (`shmem_wait_until_all`).
-    pub fn wait_until_all<T: AtomicInt + PartialOrd>(&self, ivars: Sym<T>, status: Option<&[bool]>, cmp: Cmp, value: T) -> Result<()> {
-        self.wait_for(&|| format!("all of {ivars:?} {cmp:?} {value:?}"), &Vec::new, || self.test_all(ivars, status, cmp, value))
+    pub fn wait_until_all<T: AtomicInt + PartialOrd>(
+        &self,
+        ivars: Sym<T>,
+        status: Option<&[bool]>,
+        cmp: Cmp,
+        value: T,
+    ) -> Result<()> {
+        self.wait_for(
+            &|| format!("all of {ivars:?} {cmp:?} {value:?}"),
+            &Vec::new,
+            || self.test_all(ivars, status, cmp, value),
+        )
     }
 
     /// Waits until some considered element satisfies it; returns its index
     /// (`shmem_wait_until_any`; `None` if every element is excluded).
-    pub fn wait_until_any<T: AtomicInt + PartialOrd>(&self, ivars: Sym<T>, status: Option<&[bool]>, cmp: Cmp, value: T) -> Result<Option<usize>> {
+    pub fn wait_until_any<T: AtomicInt + PartialOrd>(
+        &self,
+        ivars: Sym<T>,
+        status: Option<&[bool]>,
+        cmp: Cmp,
+        value: T,
+    ) -> Result<Option<usize>> {
         if Self::considered(ivars.len(), status) == 0 {
             return Ok(None);
         }
         let mut found = None;
-        self.wait_for(&|| format!("any of {ivars:?} {cmp:?} {value:?}"), &Vec::new, || {
-            found = self.test_any(ivars, status, cmp, value)?;
-            Ok(found.is_some())
-        })?;
+        self.wait_for(
+            &|| format!("any of {ivars:?} {cmp:?} {value:?}"),
+            &Vec::new,
+            || {
+                found = self.test_any(ivars, status, cmp, value)?;
+                Ok(found.is_some())
+            },
+        )?;
         Ok(found)
     }
 
     /// Waits until at least one considered element satisfies it; returns all that do
     /// (`shmem_wait_until_some`).
-    pub fn wait_until_some<T: AtomicInt + PartialOrd>(&self, ivars: Sym<T>, status: Option<&[bool]>, cmp: Cmp, value: T) -> Result<Vec<usize>> {
+    pub fn wait_until_some<T: AtomicInt + PartialOrd>(
+        &self,
+        ivars: Sym<T>,
+        status: Option<&[bool]>,
+        cmp: Cmp,
+        value: T,
+    ) -> Result<Vec<usize>> {
         if Self::considered(ivars.len(), status) == 0 {
             return Ok(Vec::new());
         }
         let mut found = Vec::new();
-        self.wait_for(&|| format!("some of {ivars:?} {cmp:?} {value:?}"), &Vec::new, || {
-            found = self.test_some(ivars, status, cmp, value)?;
-            Ok(!found.is_empty())
-        })?;
+        self.wait_for(
+            &|| format!("some of {ivars:?} {cmp:?} {value:?}"),
+            &Vec::new,
+            || {
+                found = self.test_some(ivars, status, cmp, value)?;
+                Ok(!found.is_empty())
+            },
+        )?;
         Ok(found)
     }
 
@@ -1245,8 +1582,10 @@ impl<P: Provider> Pe<P> {
         let b = self.boot.borrow_mut().barrier();
         q.and(b)
     }
-
 }
+
+/// The CAS-loop form of a bitwise atomic.
+type BitFn = Box<dyn Fn(u64) -> Option<u64>>;
 
 fn find_endpoint(b: &[u8], me: u32) -> Option<(u32, &[u8])> {
     let rkey = u32::from_le_bytes(b.get(..4)?.try_into().ok()?);

@@ -1,6 +1,6 @@
 //! Teams, barriers and collectives.
 //!
-//! Every team owns one of [`TEAM_SLOTS`] internal symmetric areas: synchronisation words and a
+//! Every team owns one of 16 internal symmetric areas: synchronisation words and a
 //! scratch buffer. `TEAM_WORLD` has slot 0 and `TEAM_SHARED` slot 1; a split picks the lowest
 //! slot free on every member of the parent (agreed by an all-gather of free-slot masks), so two
 //! teams that share a PE never share a slot.
@@ -53,7 +53,10 @@ impl Team {
     /// Team number of world PE `world`.
     #[must_use]
     pub fn team_pe(&self, world: u32) -> Option<u32> {
-        self.members.iter().position(|&m| m == world).map(|i| i as u32)
+        self.members
+            .iter()
+            .position(|&m| m == world)
+            .map(|i| i as u32)
     }
 
     /// `pe` of team `src` in team `dst` (`shmem_team_translate_pe`).
@@ -76,25 +79,43 @@ pub(crate) struct Teams {
 pub(crate) fn init_teams<P: Provider>(pe: &Pe<P>) -> Result<()> {
     let me = pe.my_pe();
     let world: Rc<[u32]> = (0..pe.n_pes()).collect();
-    let shared: Rc<[u32]> = (0..pe.n_pes()).filter(|&j| j == me || pe.same_host(j)).collect();
+    let shared: Rc<[u32]> = (0..pe.n_pes())
+        .filter(|&j| j == me || pe.same_host(j))
+        .collect();
     let my_shared = shared.iter().position(|&m| m == me).unwrap_or(0) as u32;
     let mut t = pe.teams.borrow_mut();
     t.used[0] = true;
     t.used[1] = true;
-    t.world = Some(Team { slot: 0, members: world, my: me });
-    t.shared = Some(Team { slot: 1, members: shared, my: my_shared });
+    t.world = Some(Team {
+        slot: 0,
+        members: world,
+        my: me,
+    });
+    t.shared = Some(Team {
+        slot: 1,
+        members: shared,
+        my: my_shared,
+    });
     Ok(())
 }
 
 impl<P: Provider> Pe<P> {
     /// All PEs (`SHMEM_TEAM_WORLD`).
     pub fn team_world(&self) -> Team {
-        self.teams.borrow().world.clone().unwrap_or_else(|| Team { slot: 0, members: Rc::from([]), my: 0 })
+        self.teams.borrow().world.clone().unwrap_or_else(|| Team {
+            slot: 0,
+            members: Rc::from([]),
+            my: 0,
+        })
     }
 
     /// The PEs on this host (`SHMEM_TEAM_SHARED`): those reached by load/store when P2P is on.
     pub fn team_shared(&self) -> Team {
-        self.teams.borrow().shared.clone().unwrap_or_else(|| Team { slot: 1, members: Rc::from([]), my: 0 })
+        self.teams.borrow().shared.clone().unwrap_or_else(|| Team {
+            slot: 1,
+            members: Rc::from([]),
+            my: 0,
+        })
     }
 
     fn psync(&self, team: &Team) -> Sym<u64> {
@@ -161,7 +182,10 @@ impl<P: Provider> Pe<P> {
 
     fn member(&self, team: &Team) -> Result<()> {
         if team.members.get(team.my as usize) != Some(&self.my_pe()) {
-            return Err(ShmemError::Invalid(format!("PE {} is not a member of this team", self.my_pe())));
+            return Err(ShmemError::Invalid(format!(
+                "PE {} is not a member of this team",
+                self.my_pe()
+            )));
         }
         Ok(())
     }
@@ -170,7 +194,9 @@ impl<P: Provider> Pe<P> {
     fn team_allgather_u64(&self, team: &Team, v: u64) -> Result<Vec<u64>> {
         let n = team.members.len();
         if n * 8 > SCRATCH {
-            return Err(ShmemError::Invalid(format!("team of {n} is larger than the scratch allows")));
+            return Err(ShmemError::Invalid(format!(
+                "team of {n} is larger than the scratch allows"
+            )));
         }
         let scratch = self.scratch(team);
         self.team_sync(team)?;
@@ -180,15 +206,26 @@ impl<P: Provider> Pe<P> {
         self.team_barrier(team)?;
         let mut raw = vec![0u8; n * 8];
         self.copy_out(scratch, 0, &mut raw)?;
-        Ok(raw.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap_or([0; 8]))).collect())
+        Ok(raw
+            .chunks_exact(8)
+            .map(|c| u64::from_le_bytes(c.try_into().unwrap_or([0; 8])))
+            .collect())
     }
 
     /// Collective over `parent`: the team of parent PEs `start, start + stride, …` (`size` of
     /// them); `None` on PEs not in it (`shmem_team_split_strided`).
-    pub fn team_split_strided(&self, parent: &Team, start: u32, stride: i32, size: u32) -> Result<Option<Team>> {
+    pub fn team_split_strided(
+        &self,
+        parent: &Team,
+        start: u32,
+        stride: i32,
+        size: u32,
+    ) -> Result<Option<Team>> {
         self.member(parent)?;
         let pn = parent.members.len() as i64;
-        let idx: Vec<i64> = (0..i64::from(size)).map(|k| i64::from(start) + k * i64::from(stride)).collect();
+        let idx: Vec<i64> = (0..i64::from(size))
+            .map(|k| i64::from(start) + k * i64::from(stride))
+            .collect();
         if size == 0 || idx.iter().any(|&i| i < 0 || i >= pn) {
             return Err(ShmemError::Invalid(format!(
                 "split start {start} stride {stride} size {size} leaves a parent team of {pn}"
@@ -199,11 +236,15 @@ impl<P: Provider> Pe<P> {
         sorted.sort_unstable();
         sorted.dedup();
         if sorted.len() != members.len() {
-            return Err(ShmemError::Invalid("split names a PE twice (stride 0?)".into()));
+            return Err(ShmemError::Invalid(
+                "split names a PE twice (stride 0?)".into(),
+            ));
         }
         let free_mask = {
             let t = self.teams.borrow();
-            (0..TEAM_SLOTS).filter(|&s| !t.used[s]).fold(0u64, |m, s| m | 1 << s)
+            (0..TEAM_SLOTS)
+                .filter(|&s| !t.used[s])
+                .fold(0u64, |m, s| m | 1 << s)
         };
         let masks = self.team_allgather_u64(parent, free_mask)?;
         let common = masks.iter().fold(u64::MAX, |a, &m| a & m);
@@ -211,7 +252,9 @@ impl<P: Provider> Pe<P> {
         // Members need a slot free on all of them; the parent's mask covers them.
         if common == 0 {
             self.team_barrier(parent)?;
-            return Err(ShmemError::Invalid(format!("more than {TEAM_SLOTS} teams at once")));
+            return Err(ShmemError::Invalid(format!(
+                "more than {TEAM_SLOTS} teams at once"
+            )));
         }
         let slot = common.trailing_zeros() as usize;
         let my = members.iter().position(|&m| m == me);
@@ -228,13 +271,19 @@ impl<P: Provider> Pe<P> {
         }
         self.team_barrier(parent)?;
         let Some(my) = my else { return Ok(None) };
-        Ok(Some(Team { slot, members, my: my as u32 }))
+        Ok(Some(Team {
+            slot,
+            members,
+            my: my as u32,
+        }))
     }
 
     /// Collective over the team: releases its slot (`shmem_team_destroy`).
     pub fn team_destroy(&self, team: Team) -> Result<()> {
         if team.slot < 2 {
-            return Err(ShmemError::Invalid("the world and shared teams cannot be destroyed".into()));
+            return Err(ShmemError::Invalid(
+                "the world and shared teams cannot be destroyed".into(),
+            ));
         }
         self.member(&team)?;
         self.team_barrier(&team)?;
@@ -249,10 +298,20 @@ impl<P: Provider> Pe<P> {
     }
 
     /// `dst[0..n]` on every member ← `src[0..n]` of member `root` (`shmem_broadcast`).
-    pub fn broadcast<T: Elem>(&self, team: &Team, dst: Sym<T>, src: Sym<T>, n: usize, root: u32) -> Result<()> {
+    pub fn broadcast<T: Elem>(
+        &self,
+        team: &Team,
+        dst: Sym<T>,
+        src: Sym<T>,
+        n: usize,
+        root: u32,
+    ) -> Result<()> {
         self.member(team)?;
         if root >= team.n_pes() {
-            return Err(ShmemError::BadPe { pe: root, n_pes: team.n_pes() });
+            return Err(ShmemError::BadPe {
+                pe: root,
+                n_pes: team.n_pes(),
+            });
         }
         dst.range(0, n)?;
         self.team_sync(team)?;
@@ -279,7 +338,13 @@ impl<P: Provider> Pe<P> {
 
     /// Concatenation of every member's `src[0..n_k]` (n_k may differ) into `dst` on every
     /// member, in team order (`shmem_collect`); returns the total.
-    pub fn collect<T: Elem>(&self, team: &Team, dst: Sym<T>, src: Sym<T>, n: usize) -> Result<usize> {
+    pub fn collect<T: Elem>(
+        &self,
+        team: &Team,
+        dst: Sym<T>,
+        src: Sym<T>,
+        n: usize,
+    ) -> Result<usize> {
         self.member(team)?;
         let data = self.local_copy(src, 0, n)?;
         let counts = self.team_allgather_u64(team, n as u64)?;
@@ -308,17 +373,30 @@ impl<P: Provider> Pe<P> {
 
     /// `dst[i] = op over members of src[i]` for `i < n`, on every member (`shmem_*_reduce`);
     /// `dst` may be `src`. Combined in team order, so floats agree bit for bit on every PE.
-    pub fn reduce<T: Reducible>(&self, team: &Team, dst: Sym<T>, src: Sym<T>, n: usize, op: ReduceOp) -> Result<()> {
+    pub fn reduce<T: Reducible>(
+        &self,
+        team: &Team,
+        dst: Sym<T>,
+        src: Sym<T>,
+        n: usize,
+        op: ReduceOp,
+    ) -> Result<()> {
         self.member(team)?;
         if T::combine(op, T::zeroed(), T::zeroed()).is_none() {
-            return Err(ShmemError::Invalid(format!("{op:?} is not defined for {}", std::any::type_name::<T>())));
+            return Err(ShmemError::Invalid(format!(
+                "{op:?} is not defined for {}",
+                std::any::type_name::<T>()
+            )));
         }
         dst.range(0, n)?;
         src.range(0, n)?;
         let size = team.members.len();
         let chunk = (SCRATCH / (size * size_of::<T>())).max(1);
         if chunk * size * size_of::<T>() > SCRATCH {
-            return Err(ShmemError::Invalid(format!("team of {size} too large for {} reductions", std::any::type_name::<T>())));
+            return Err(ShmemError::Invalid(format!(
+                "team of {size} too large for {} reductions",
+                std::any::type_name::<T>()
+            )));
         }
         let scratch = self.scratch(team);
         let mut at = 0;
@@ -333,7 +411,10 @@ impl<P: Provider> Pe<P> {
             self.team_barrier(team)?;
             let mut raw = vec![0u8; size * chunk * size_of::<T>()];
             self.copy_out(scratch, 0, &mut raw)?;
-            let vals: Vec<T> = raw.chunks_exact(size_of::<T>()).map(bytemuck::pod_read_unaligned).collect();
+            let vals: Vec<T> = raw
+                .chunks_exact(size_of::<T>())
+                .map(bytemuck::pod_read_unaligned)
+                .collect();
             let mut acc: Vec<T> = vals[..len].to_vec();
             for k in 1..size {
                 for (i, a) in acc.iter_mut().enumerate() {

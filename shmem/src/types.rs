@@ -58,7 +58,9 @@ pub(crate) unsafe fn cpu_rmw(addr: *mut u8, width: Width, f: impl Fn(u64) -> Opt
         Width::W32 => {
             // SAFETY: caller.
             let a = unsafe { AtomicU32::from_ptr(addr.cast()) };
-            match a.fetch_update(Ordering::AcqRel, Ordering::Acquire, |v| f(u64::from(v)).map(|n| n as u32)) {
+            match a.fetch_update(Ordering::AcqRel, Ordering::Acquire, |v| {
+                f(u64::from(v)).map(|n| n as u32)
+            }) {
                 Ok(v) | Err(v) => u64::from(v),
             }
         }
@@ -78,10 +80,16 @@ pub(crate) unsafe fn cpu_rmw(addr: *mut u8, width: Width, f: impl Fn(u64) -> Opt
 /// As [`cpu_rmw`].
 pub(crate) unsafe fn cpu_load(addr: *const u8, width: Width) -> u64 {
     match width {
-        // SAFETY: caller.
-        Width::W32 => u64::from(unsafe { AtomicU32::from_ptr(addr.cast_mut().cast()) }.load(Ordering::Acquire)),
-        // SAFETY: caller.
-        Width::W64 => unsafe { AtomicU64::from_ptr(addr.cast_mut().cast()) }.load(Ordering::Acquire),
+        Width::W32 => {
+            // SAFETY: valid, aligned and atomically accessed (caller).
+            let a = unsafe { AtomicU32::from_ptr(addr.cast_mut().cast()) };
+            u64::from(a.load(Ordering::Acquire))
+        }
+        Width::W64 => {
+            // SAFETY: valid, aligned and atomically accessed (caller).
+            let a = unsafe { AtomicU64::from_ptr(addr.cast_mut().cast()) };
+            a.load(Ordering::Acquire)
+        }
     }
 }
 

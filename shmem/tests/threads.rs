@@ -23,7 +23,11 @@ fn check<P: gda_sim::SimModel>(n: u32, c: &Config, want: Transport) {
     })
     .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(r.len(), n as usize);
-    assert!(r[0].checks.len() >= if n > 1 { 8 } else { 5 }, "{:?}", r[0].checks);
+    assert!(
+        r[0].checks.len() >= if n > 1 { 8 } else { 5 },
+        "{:?}",
+        r[0].checks
+    );
 }
 
 #[test]
@@ -73,9 +77,12 @@ fn chaos_seeds_over_rdma_threads() {
         let fabric = gda_sim::Fabric::new(gda_sim::FabricConfig { chaos: Some(seed) });
         let c = cfg(TransportPolicy::Rdma, None);
         let run = |f: &gda_sim::Fabric| match seed % 3 {
-            0 => launch::threads_on::<gda_sim::Sim, _, _>(3, &c, f, |pe| selftest::run(pe, 32)).map(|_| ()),
-            1 => launch::threads_on::<gda_mlx5::Mlx5, _, _>(3, &c, f, |pe| selftest::run(pe, 32)).map(|_| ()),
-            _ => launch::threads_on::<gda_bnxt::Bnxt, _, _>(3, &c, f, |pe| selftest::run(pe, 32)).map(|_| ()),
+            0 => launch::threads_on::<gda_sim::Sim, _, _>(3, &c, f, |pe| selftest::run(pe, 32))
+                .map(|_| ()),
+            1 => launch::threads_on::<gda_mlx5::Mlx5, _, _>(3, &c, f, |pe| selftest::run(pe, 32))
+                .map(|_| ()),
+            _ => launch::threads_on::<gda_bnxt::Bnxt, _, _>(3, &c, f, |pe| selftest::run(pe, 32))
+                .map(|_| ()),
         };
         run(&fabric).unwrap_or_else(|e| panic!("chaos seed {seed}: {e}"));
     }

@@ -45,7 +45,13 @@ pub struct Launch {
 fn sanitize(s: &str) -> String {
     let t: String = s
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '.' { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '.' {
+                c
+            } else {
+                '_'
+            }
+        })
         .take(40)
         .collect();
     if t.is_empty() { "job".into() } else { t }
@@ -67,8 +73,18 @@ impl Launch {
     /// recognised.
     pub fn from_vars(get: impl Fn(&str) -> Option<String>) -> Result<Option<Self>> {
         let pairs: [(&str, &str, &str, &'static str); 5] = [
-            ("GDA_SHMEM_RANK", "GDA_SHMEM_SIZE", "GDA_SHMEM_JOB", "gdarun"),
-            ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_MCA_ess_base_jobid", "mpirun"),
+            (
+                "GDA_SHMEM_RANK",
+                "GDA_SHMEM_SIZE",
+                "GDA_SHMEM_JOB",
+                "gdarun",
+            ),
+            (
+                "OMPI_COMM_WORLD_RANK",
+                "OMPI_COMM_WORLD_SIZE",
+                "OMPI_MCA_ess_base_jobid",
+                "mpirun",
+            ),
             ("PMI_RANK", "PMI_SIZE", "PMI_KVSNAME", "pmi"),
             ("SLURM_PROCID", "SLURM_NTASKS", "SLURM_JOB_ID", "srun"),
             ("RANK", "WORLD_SIZE", "TORCHELASTIC_RUN_ID", "torchrun"),
@@ -82,10 +98,13 @@ impl Launch {
         let (rvar, rv) = rank;
         let r = parse_u32(rvar, &rv)?;
         let (svar, sv) = size;
-        let sv = sv.ok_or_else(|| ShmemError::Config(format!("{rvar} is set but {svar} is not")))?;
+        let sv =
+            sv.ok_or_else(|| ShmemError::Config(format!("{rvar} is set but {svar} is not")))?;
         let n = parse_u32(svar, &sv)?;
         if n == 0 || r >= n {
-            return Err(ShmemError::Config(format!("{rvar}={r} is not below {svar}={n}")));
+            return Err(ShmemError::Config(format!(
+                "{rvar}={r} is not below {svar}={n}"
+            )));
         }
         let mut job_id = job.1.clone().unwrap_or_default();
         if launcher == "srun" {
@@ -95,9 +114,14 @@ impl Launch {
         }
         if job_id.is_empty() {
             // torchrun without a run id, PMI without a KVS name: the rendezvous point names the job.
-            job_id = get("MASTER_PORT").or_else(|| get("GDA_SHMEM_BOOT")).unwrap_or_else(|| "0".into());
+            job_id = get("MASTER_PORT")
+                .or_else(|| get("GDA_SHMEM_BOOT"))
+                .unwrap_or_else(|| "0".into());
         }
-        let job = get("GDA_SHMEM_JOB").map_or_else(|| format!("{launcher}{}", sanitize(&job_id)), |j| sanitize(&j));
+        let job = get("GDA_SHMEM_JOB").map_or_else(
+            || format!("{launcher}{}", sanitize(&job_id)),
+            |j| sanitize(&j),
+        );
         let addr = if let Some(b) = get("GDA_SHMEM_BOOT") {
             parse_addr("GDA_SHMEM_BOOT", &b)?
         } else if let (Some(a), Some(p)) = (get("MASTER_ADDR"), get("MASTER_PORT")) {
@@ -105,16 +129,26 @@ impl Launch {
                 .trim()
                 .parse()
                 .map_err(|_| ShmemError::Config(format!("MASTER_PORT={p:?} is not a port")))?;
-            let host = if a.contains(':') { format!("[{a}]") } else { a.clone() };
-            parse_addr("MASTER_ADDR", &format!("{host}:{}", port.wrapping_add(1).max(1024)))?
+            let host = if a.contains(':') {
+                format!("[{a}]")
+            } else {
+                a.clone()
+            };
+            parse_addr(
+                "MASTER_ADDR",
+                &format!("{host}:{}", port.wrapping_add(1).max(1024)),
+            )?
         } else {
-            let h = job.bytes().fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b)));
+            let h = job
+                .bytes()
+                .fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b)));
             SocketAddr::from(([127, 0, 0, 1], 20_000 + (h % 40_000) as u16))
         };
         let secret = match get("GDA_SHMEM_SECRET") {
-            Some(s) => Some(hex::decode(s.trim()).map_err(|_| {
-                ShmemError::Config("GDA_SHMEM_SECRET must be hex".into())
-            })?),
+            Some(s) => Some(
+                hex::decode(s.trim())
+                    .map_err(|_| ShmemError::Config("GDA_SHMEM_SECRET must be hex".into()))?,
+            ),
             None => None,
         };
         Ok(Some(Self {
@@ -210,23 +244,62 @@ mod tests {
     use std::collections::HashMap;
 
     fn launch(vars: &[(&str, &str)]) -> Result<Option<Launch>> {
-        let m: HashMap<String, String> = vars.iter().map(|(k, v)| ((*k).into(), (*v).into())).collect();
+        let m: HashMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| ((*k).into(), (*v).into()))
+            .collect();
         Launch::from_vars(|k| m.get(k).cloned())
     }
 
     #[test]
     fn every_launcher_is_recognised() {
-        let l = launch(&[("OMPI_COMM_WORLD_RANK", "2"), ("OMPI_COMM_WORLD_SIZE", "4"), ("OMPI_MCA_ess_base_jobid", "77")]).unwrap().unwrap();
-        assert_eq!((l.rank, l.size, l.launcher, l.job.as_str()), (2, 4, "mpirun", "mpirun77"));
+        let l = launch(&[
+            ("OMPI_COMM_WORLD_RANK", "2"),
+            ("OMPI_COMM_WORLD_SIZE", "4"),
+            ("OMPI_MCA_ess_base_jobid", "77"),
+        ])
+        .unwrap()
+        .unwrap();
+        assert_eq!(
+            (l.rank, l.size, l.launcher, l.job.as_str()),
+            (2, 4, "mpirun", "mpirun77")
+        );
         assert!(l.addr.ip().is_loopback());
-        let l = launch(&[("PMI_RANK", "0"), ("PMI_SIZE", "2")]).unwrap().unwrap();
+        let l = launch(&[("PMI_RANK", "0"), ("PMI_SIZE", "2")])
+            .unwrap()
+            .unwrap();
         assert_eq!((l.rank, l.size, l.launcher), (0, 2, "pmi"));
-        let l = launch(&[("SLURM_PROCID", "3"), ("SLURM_NTASKS", "8"), ("SLURM_JOB_ID", "123"), ("SLURM_STEP_ID", "4")]).unwrap().unwrap();
+        let l = launch(&[
+            ("SLURM_PROCID", "3"),
+            ("SLURM_NTASKS", "8"),
+            ("SLURM_JOB_ID", "123"),
+            ("SLURM_STEP_ID", "4"),
+        ])
+        .unwrap()
+        .unwrap();
         assert_eq!((l.rank, l.size, l.job.as_str()), (3, 8, "srun123.4"));
-        let l = launch(&[("RANK", "1"), ("WORLD_SIZE", "2"), ("MASTER_ADDR", "127.0.0.1"), ("MASTER_PORT", "29500")]).unwrap().unwrap();
+        let l = launch(&[
+            ("RANK", "1"),
+            ("WORLD_SIZE", "2"),
+            ("MASTER_ADDR", "127.0.0.1"),
+            ("MASTER_PORT", "29500"),
+        ])
+        .unwrap()
+        .unwrap();
         assert_eq!((l.launcher, l.addr.port()), ("torchrun", 29501));
-        let l = launch(&[("GDA_SHMEM_RANK", "1"), ("GDA_SHMEM_SIZE", "2"), ("GDA_SHMEM_JOB", "j1"), ("GDA_SHMEM_BOOT", "127.0.0.1:4000"), ("GDA_SHMEM_SECRET", "00ff")]).unwrap().unwrap();
-        assert_eq!((l.launcher, l.job.as_str(), l.addr.port(), l.secret), ("gdarun", "j1", 4000, Some(vec![0, 255])));
+        let l = launch(&[
+            ("GDA_SHMEM_RANK", "1"),
+            ("GDA_SHMEM_SIZE", "2"),
+            ("GDA_SHMEM_JOB", "j1"),
+            ("GDA_SHMEM_BOOT", "127.0.0.1:4000"),
+            ("GDA_SHMEM_SECRET", "00ff"),
+        ])
+        .unwrap()
+        .unwrap();
+        assert_eq!(
+            (l.launcher, l.job.as_str(), l.addr.port(), l.secret),
+            ("gdarun", "j1", 4000, Some(vec![0, 255]))
+        );
         assert_eq!(launch(&[]).unwrap(), None);
     }
 
@@ -236,9 +309,31 @@ mod tests {
             (&[("PMI_RANK", "x"), ("PMI_SIZE", "2")][..], "PMI_RANK"),
             (&[("PMI_RANK", "2"), ("PMI_SIZE", "2")][..], "not below"),
             (&[("PMI_RANK", "0")][..], "PMI_SIZE"),
-            (&[("RANK", "0"), ("WORLD_SIZE", "2"), ("MASTER_ADDR", "h"), ("MASTER_PORT", "http")][..], "MASTER_PORT"),
-            (&[("PMI_RANK", "0"), ("PMI_SIZE", "1"), ("GDA_SHMEM_SECRET", "zz")][..], "hex"),
-            (&[("PMI_RANK", "0"), ("PMI_SIZE", "1"), ("GDA_SHMEM_BOOT", "nowhere")][..], "GDA_SHMEM_BOOT"),
+            (
+                &[
+                    ("RANK", "0"),
+                    ("WORLD_SIZE", "2"),
+                    ("MASTER_ADDR", "h"),
+                    ("MASTER_PORT", "http"),
+                ][..],
+                "MASTER_PORT",
+            ),
+            (
+                &[
+                    ("PMI_RANK", "0"),
+                    ("PMI_SIZE", "1"),
+                    ("GDA_SHMEM_SECRET", "zz"),
+                ][..],
+                "hex",
+            ),
+            (
+                &[
+                    ("PMI_RANK", "0"),
+                    ("PMI_SIZE", "1"),
+                    ("GDA_SHMEM_BOOT", "nowhere"),
+                ][..],
+                "GDA_SHMEM_BOOT",
+            ),
         ] {
             let e = launch(vars).unwrap_err().to_string();
             assert!(e.contains(needle), "{e}");

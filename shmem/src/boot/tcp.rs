@@ -66,7 +66,10 @@ fn recv(s: &mut TcpStream, deadline: Instant) -> std::io::Result<Vec<u8>> {
     s.read_exact(&mut n)?;
     let n = u32::from_le_bytes(n);
     if n > MAX_FRAME {
-        return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, "frame too large"));
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "frame too large",
+        ));
     }
     let mut b = vec![0u8; n as usize];
     s.read_exact(&mut b)?;
@@ -104,7 +107,8 @@ impl TcpBoot {
                     }
                     Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                         if Instant::now() >= deadline {
-                            let missing = (1..size).filter(|&r| peers[r as usize].is_none()).collect();
+                            let missing =
+                                (1..size).filter(|&r| peers[r as usize].is_none()).collect();
                             return Err(ShmemError::Timeout {
                                 what: format!("ranks to join the rendezvous at {addr}"),
                                 after: timeout,
@@ -182,8 +186,15 @@ impl TcpBoot {
     }
 
     /// A client's side of the handshake.
-    fn join(s: &mut TcpStream, rank: u32, job: &str, secret: &[u8], deadline: Instant) -> Result<()> {
-        let fail = |e: String| ShmemError::Boot(format!("rank {rank}: handshake with rank 0 failed: {e}"));
+    fn join(
+        s: &mut TcpStream,
+        rank: u32,
+        job: &str,
+        secret: &[u8],
+        deadline: Instant,
+    ) -> Result<()> {
+        let fail =
+            |e: String| ShmemError::Boot(format!("rank {rank}: handshake with rank 0 failed: {e}"));
         let nonce0 = recv(s, deadline).map_err(|e| fail(e.to_string()))?;
         let nonce1: [u8; 32] = rand::random();
         let mut m = rank.to_le_bytes().to_vec();
@@ -191,7 +202,9 @@ impl TcpBoot {
         m.extend_from_slice(&mac(secret, b"gda-client", job, rank, &nonce0));
         send(s, &m).map_err(|e| fail(e.to_string()))?;
         let tag = recv(s, deadline).map_err(|e| {
-            fail(format!("{e} (wrong job secret, or rank {rank} already joined?)"))
+            fail(format!(
+                "{e} (wrong job secret, or rank {rank} already joined?)"
+            ))
         })?;
         if !verify(secret, b"gda-server", job, rank, &nonce1, &tag) {
             return Err(fail("rank 0 does not know the job secret".into()));
@@ -216,7 +229,9 @@ impl Bootstrap for TcpBoot {
     fn allgather(&mut self, mine: &[u8]) -> Result<Vec<Vec<u8>>> {
         let deadline = Instant::now() + self.timeout;
         let lost = |r: u32, e: std::io::Error| {
-            if e.kind() == std::io::ErrorKind::TimedOut || e.kind() == std::io::ErrorKind::WouldBlock {
+            if e.kind() == std::io::ErrorKind::TimedOut
+                || e.kind() == std::io::ErrorKind::WouldBlock
+            {
                 ShmemError::Timeout {
                     what: "a bootstrap collective".into(),
                     after: self.timeout,
@@ -246,7 +261,11 @@ impl Bootstrap for TcpBoot {
             }
             if !missing.is_empty() {
                 return Err(match first_err {
-                    Some(ShmemError::Timeout { what, after, .. }) => ShmemError::Timeout { what, after, missing },
+                    Some(ShmemError::Timeout { what, after, .. }) => ShmemError::Timeout {
+                        what,
+                        after,
+                        missing,
+                    },
                     Some(e) => e,
                     None => ShmemError::Boot("rendezvous incomplete".into()),
                 });
@@ -263,7 +282,9 @@ impl Bootstrap for TcpBoot {
             }
             Ok(all)
         } else {
-            let s = self.peers[0].as_mut().ok_or_else(|| ShmemError::Boot("no rank 0".into()))?;
+            let s = self.peers[0]
+                .as_mut()
+                .ok_or_else(|| ShmemError::Boot("no rank 0".into()))?;
             send(s, mine).map_err(|e| lost(0, e))?;
             let flat = recv(s, deadline).map_err(|e| lost(0, e))?;
             let mut out = Vec::with_capacity(self.size as usize);
@@ -273,7 +294,8 @@ impl Bootstrap for TcpBoot {
                     .get(at..at + 4)
                     .and_then(|b| b.try_into().ok())
                     .map(u32::from_le_bytes)
-                    .ok_or_else(|| ShmemError::Boot("malformed allgather reply".into()))? as usize;
+                    .ok_or_else(|| ShmemError::Boot("malformed allgather reply".into()))?
+                    as usize;
                 let b = flat
                     .get(at + 4..at + 4 + n)
                     .ok_or_else(|| ShmemError::Boot("malformed allgather reply".into()))?;
@@ -297,7 +319,10 @@ mod tests {
     use super::*;
 
     fn free_addr() -> SocketAddr {
-        TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap()
+        TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
     }
 
     #[test]

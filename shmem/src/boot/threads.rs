@@ -76,12 +76,18 @@ impl Bootstrap for ThreadBoot {
 
     fn abort(&self, why: &str) {
         let mut r = self.hub.round.lock().unwrap_or_else(|e| e.into_inner());
-        r.broken.get_or_insert_with(|| format!("PE {} failed: {why}", self.rank));
+        r.broken
+            .get_or_insert_with(|| format!("PE {} failed: {why}", self.rank));
         self.hub.cv.notify_all();
     }
 
     fn broken(&self) -> Option<String> {
-        self.hub.round.lock().unwrap_or_else(|e| e.into_inner()).broken.clone()
+        self.hub
+            .round
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .broken
+            .clone()
     }
 
     fn allgather(&mut self, mine: &[u8]) -> Result<Vec<Vec<u8>>> {
@@ -93,7 +99,11 @@ impl Bootstrap for ThreadBoot {
         let generation = r.generation;
         r.slots[self.rank as usize] = Some(mine.to_vec());
         if r.slots.iter().all(Option::is_some) {
-            let all: Vec<Vec<u8>> = r.slots.iter_mut().map(|s| s.take().unwrap_or_default()).collect();
+            let all: Vec<Vec<u8>> = r
+                .slots
+                .iter_mut()
+                .map(|s| s.take().unwrap_or_default())
+                .collect();
             r.last = Arc::new(all);
             r.generation += 1;
             hub.cv.notify_all();
@@ -106,7 +116,10 @@ impl Bootstrap for ThreadBoot {
                 let missing: Vec<u32> = (0..hub.size)
                     .filter(|&i| r.slots[i as usize].is_none())
                     .collect();
-                r.broken = Some(format!("thread PE {} timed out in a bootstrap collective", self.rank));
+                r.broken = Some(format!(
+                    "thread PE {} timed out in a bootstrap collective",
+                    self.rank
+                ));
                 hub.cv.notify_all();
                 return Err(ShmemError::Timeout {
                     what: "a bootstrap collective".into(),
@@ -151,7 +164,14 @@ mod tests {
             .collect();
         for h in hs {
             for (round, all) in h.join().unwrap().into_iter().enumerate() {
-                assert_eq!(all, vec![vec![0, round as u8], vec![1, round as u8], vec![2, round as u8]]);
+                assert_eq!(
+                    all,
+                    vec![
+                        vec![0, round as u8],
+                        vec![1, round as u8],
+                        vec![2, round as u8]
+                    ]
+                );
             }
         }
         let hub = Hub::new(3, Duration::from_millis(100));
@@ -161,6 +181,9 @@ mod tests {
             other => panic!("{other:?}"),
         }
         // The others now fail fast instead of waiting out their own timeout.
-        assert!(matches!(hub.member(0).allgather(b"y"), Err(ShmemError::Boot(_))));
+        assert!(matches!(
+            hub.member(0).allgather(b"y"),
+            Err(ShmemError::Boot(_))
+        ));
     }
 }

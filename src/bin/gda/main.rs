@@ -92,14 +92,18 @@ fn shmem(a: ShmemArgs) -> ExitCode {
     };
     if !launched {
         let Some(n) = a.pes else {
-            eprintln!("gda shmem: not started by a launcher; give --pes N or run under gdarun -n N");
+            eprintln!(
+                "gda shmem: not started by a launcher; give --pes N or run under gdarun -n N"
+            );
             return ExitCode::from(2);
         };
         let mut argv: Vec<String> = std::env::args().collect();
         if let Ok(exe) = std::env::current_exe() {
             argv[0] = exe.to_string_lossy().into_owned();
         }
-        let timeout = gda::shmem::Config::from_env().map(|c| c.timeout).unwrap_or_default();
+        let timeout = gda::shmem::Config::from_env()
+            .map(|c| c.timeout)
+            .unwrap_or_default();
         let job = launch::Job {
             n,
             argv,
