@@ -1363,12 +1363,15 @@ impl<P: Provider> Pe<P> {
                 std::hint::spin_loop();
                 continue;
             }
-            // Spin, then yield. With RDMA routes a wait that has lasted a while also naps:
-            // with the software NIC, engines are extra threads, and on an oversubscribed host
-            // (2 cores here) yielding alone leaves them waiting for a time slice.
+            // Spin, then yield. With RDMA routes a wait that has lasted a while also naps, for
+            // an eighth of the time waited so far (at most 1 ms: the wake-up delay stays a small
+            // fraction of the wait): with the software NIC the engines are extra threads, and
+            // on an oversubscribed host (2 cores here) a waiter that only yields keeps them
+            // from the CPU, while short fixed naps cost a timer interrupt each.
             let now = Instant::now();
-            if !self.rdma.is_empty() && now - start > Duration::from_micros(50) {
-                std::thread::sleep(Duration::from_micros(1));
+            let waited = now - start;
+            if !self.rdma.is_empty() && waited > Duration::from_micros(50) {
+                std::thread::sleep((waited / 8).min(Duration::from_millis(1)));
             } else {
                 std::thread::yield_now();
             }
