@@ -190,3 +190,69 @@ fn gdarun_reports_bad_usage() {
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("/nonexistent/prog"));
 }
+
+/// Starts `n` PEs by hand with the variables another launcher would set (`vars(rank)`), in a
+/// private runtime directory (where the job secret file goes), and checks them all.
+fn by_hand(n: u32, vars: impl Fn(u32) -> Vec<(String, String)>, transport: &str) {
+    let dir = std::env::temp_dir().join(format!("gda-launch-test-{}-{}", std::process::id(), vars(0)[0].1));
+    std::fs::create_dir_all(&dir).unwrap();
+    let children: Vec<_> = (0..n)
+        .map(|r| {
+            let mut c = Command::new(gda());
+            c.args(["shmem", "check", "--rounds", "16"])
+                .env("XDG_RUNTIME_DIR", &dir)
+                .env("GDA_SHMEM_TIMEOUT_MS", "30000")
+                .env("GDA_SHMEM_TRANSPORT", transport)
+                .env_remove("GDA_SIM_CHAOS");
+            for (k, v) in vars(r) {
+                c.env(k, v);
+            }
+            c.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
+            c.spawn().unwrap()
+        })
+        .collect();
+    for ch in children {
+        let o = ch.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.success(), "{err}");
+        assert!(String::from_utf8_lossy(&o.stdout).contains(": ok, "));
+    }
+    // The secret file (made by rank 0, read by the others) is gone after the rendezvous.
+    let left: Vec<_> = std::fs::read_dir(dir.join("gda")).map(|d| d.flatten().map(|e| e.path()).collect()).unwrap_or_default();
+    assert!(left.is_empty(), "{left:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn free_port_pair() -> u16 {
+    // torchrun's store has MASTER_PORT; gda listens on the next one.
+    loop {
+        let p = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        if p < 65000 && std::net::TcpListener::bind(("127.0.0.1", p + 1)).is_ok() {
+            return p;
+        }
+    }
+}
+
+#[test]
+fn mpirun_srun_and_torchrun_environments() {
+    let id = std::process::id();
+    by_hand(3, |r| vec![
+        ("OMPI_MCA_ess_base_jobid".into(), format!("{id}1")),
+        ("OMPI_COMM_WORLD_RANK".into(), r.to_string()),
+        ("OMPI_COMM_WORLD_SIZE".into(), "3".into()),
+    ], "p2p");
+    by_hand(2, |r| vec![
+        ("SLURM_JOB_ID".into(), format!("{id}2")),
+        ("SLURM_STEP_ID".into(), "0".into()),
+        ("SLURM_PROCID".into(), r.to_string()),
+        ("SLURM_NTASKS".into(), "2".into()),
+    ], "rdma");
+    let port = free_port_pair();
+    by_hand(2, |r| vec![
+        ("TORCHELASTIC_RUN_ID".into(), format!("{id}3")),
+        ("RANK".into(), r.to_string()),
+        ("WORLD_SIZE".into(), "2".into()),
+        ("MASTER_ADDR".into(), "127.0.0.1".into()),
+        ("MASTER_PORT".into(), port.to_string()),
+    ], "auto");
+}

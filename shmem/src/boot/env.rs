@@ -192,6 +192,18 @@ impl Launch {
     }
 }
 
+impl Launch {
+    /// Rank 0, once everyone has joined: removes the secret file (if one was used), so nothing
+    /// of the job stays behind.
+    pub fn forget_secret(&self) {
+        if self.rank == 0 && self.secret.is_none() {
+            if let Ok(p) = secret_path(&self.job) {
+                let _ = std::fs::remove_file(p);
+            }
+        }
+    }
+}
+
 fn parse_addr(var: &str, v: &str) -> Result<SocketAddr> {
     use std::net::ToSocketAddrs;
     v.trim()
