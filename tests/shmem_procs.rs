@@ -194,7 +194,11 @@ fn gdarun_reports_bad_usage() {
 /// Starts `n` PEs by hand with the variables another launcher would set (`vars(rank)`), in a
 /// private runtime directory (where the job secret file goes), and checks them all.
 fn by_hand(n: u32, vars: impl Fn(u32) -> Vec<(String, String)>, transport: &str) {
-    let dir = std::env::temp_dir().join(format!("gda-launch-test-{}-{}", std::process::id(), vars(0)[0].1));
+    let dir = std::env::temp_dir().join(format!(
+        "gda-launch-test-{}-{}",
+        std::process::id(),
+        vars(0)[0].1
+    ));
     std::fs::create_dir_all(&dir).unwrap();
     let children: Vec<_> = (0..n)
         .map(|r| {
@@ -207,7 +211,8 @@ fn by_hand(n: u32, vars: impl Fn(u32) -> Vec<(String, String)>, transport: &str)
             for (k, v) in vars(r) {
                 c.env(k, v);
             }
-            c.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
+            c.stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped());
             c.spawn().unwrap()
         })
         .collect();
@@ -218,7 +223,9 @@ fn by_hand(n: u32, vars: impl Fn(u32) -> Vec<(String, String)>, transport: &str)
         assert!(String::from_utf8_lossy(&o.stdout).contains(": ok, "));
     }
     // The secret file (made by rank 0, read by the others) is gone after the rendezvous.
-    let left: Vec<_> = std::fs::read_dir(dir.join("gda")).map(|d| d.flatten().map(|e| e.path()).collect()).unwrap_or_default();
+    let left: Vec<_> = std::fs::read_dir(dir.join("gda"))
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
     assert!(left.is_empty(), "{left:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -226,7 +233,11 @@ fn by_hand(n: u32, vars: impl Fn(u32) -> Vec<(String, String)>, transport: &str)
 fn free_port_pair() -> u16 {
     // torchrun's store has MASTER_PORT; gda listens on the next one.
     loop {
-        let p = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let p = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
         if p < 65000 && std::net::TcpListener::bind(("127.0.0.1", p + 1)).is_ok() {
             return p;
         }
@@ -236,23 +247,41 @@ fn free_port_pair() -> u16 {
 #[test]
 fn mpirun_srun_and_torchrun_environments() {
     let id = std::process::id();
-    by_hand(3, |r| vec![
-        ("OMPI_MCA_ess_base_jobid".into(), format!("{id}1")),
-        ("OMPI_COMM_WORLD_RANK".into(), r.to_string()),
-        ("OMPI_COMM_WORLD_SIZE".into(), "3".into()),
-    ], "p2p");
-    by_hand(2, |r| vec![
-        ("SLURM_JOB_ID".into(), format!("{id}2")),
-        ("SLURM_STEP_ID".into(), "0".into()),
-        ("SLURM_PROCID".into(), r.to_string()),
-        ("SLURM_NTASKS".into(), "2".into()),
-    ], "rdma");
+    by_hand(
+        3,
+        |r| {
+            vec![
+                ("OMPI_MCA_ess_base_jobid".into(), format!("{id}1")),
+                ("OMPI_COMM_WORLD_RANK".into(), r.to_string()),
+                ("OMPI_COMM_WORLD_SIZE".into(), "3".into()),
+            ]
+        },
+        "p2p",
+    );
+    by_hand(
+        2,
+        |r| {
+            vec![
+                ("SLURM_JOB_ID".into(), format!("{id}2")),
+                ("SLURM_STEP_ID".into(), "0".into()),
+                ("SLURM_PROCID".into(), r.to_string()),
+                ("SLURM_NTASKS".into(), "2".into()),
+            ]
+        },
+        "rdma",
+    );
     let port = free_port_pair();
-    by_hand(2, |r| vec![
-        ("TORCHELASTIC_RUN_ID".into(), format!("{id}3")),
-        ("RANK".into(), r.to_string()),
-        ("WORLD_SIZE".into(), "2".into()),
-        ("MASTER_ADDR".into(), "127.0.0.1".into()),
-        ("MASTER_PORT".into(), port.to_string()),
-    ], "auto");
+    by_hand(
+        2,
+        |r| {
+            vec![
+                ("TORCHELASTIC_RUN_ID".into(), format!("{id}3")),
+                ("RANK".into(), r.to_string()),
+                ("WORLD_SIZE".into(), "2".into()),
+                ("MASTER_ADDR".into(), "127.0.0.1".into()),
+                ("MASTER_PORT".into(), port.to_string()),
+            ]
+        },
+        "auto",
+    );
 }

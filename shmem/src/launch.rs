@@ -120,7 +120,10 @@ pub fn init_launched<P: gda_sim::SimModel>(launch: &Launch, cfg: &Config) -> Res
         &launch.job,
         &secret,
         cfg.timeout,
-    )?;
+    );
+    // Everyone who will ever join has read the secret file by now (or the rendezvous failed).
+    launch.forget_secret();
+    let boot = boot?;
     let chaos =
         gda_sim::FabricConfig::from_chaos_var(std::env::var("GDA_SIM_CHAOS").ok().as_deref())
             .map_err(|e| ShmemError::Config(e.to_string()))?;

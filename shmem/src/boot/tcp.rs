@@ -328,24 +328,33 @@ mod tests {
     #[test]
     fn rendezvous_allgather_and_stray_connections() {
         let addr = free_addr();
-        let t = Duration::from_secs(10);
-        let hs: Vec<_> = (0..4u32)
-            .map(|r| {
-                std::thread::spawn(move || {
-                    let mut b = TcpBoot::connect(r, 4, addr, "jobA", b"secret", t).unwrap();
-                    let a = b.allgather(&[r as u8; 3]).unwrap();
-                    b.barrier().unwrap();
-                    a
-                })
+        let t = Duration::from_secs(20);
+        let spawn = |r: u32| {
+            std::thread::spawn(move || {
+                let mut b = TcpBoot::connect(r, 4, addr, "jobA", b"secret", t).unwrap();
+                let a = b.allgather(&[r as u8; 3]).unwrap();
+                b.barrier().unwrap();
+                a
             })
-            .collect();
-        // Strays: garbage, a wrong secret, an empty connection. None of them may join or stall.
-        std::thread::sleep(Duration::from_millis(50));
-        let mut g = TcpStream::connect(addr).unwrap();
+        };
+        let mut hs = vec![spawn(0)];
+        // Strays reach rank 0 before the real ranks: garbage, a wrong secret, a silent
+        // connection. None of them may join, and the rendezvous must still complete.
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        let mut g = loop {
+            match TcpStream::connect(addr) {
+                Ok(s) => break s,
+                Err(_) if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                Err(e) => panic!("rank 0 never listened: {e}"),
+            }
+        };
         let _ = g.write_all(b"GET / HTTP/1.0\r\n\r\n");
-        let e = TcpBoot::connect(1, 4, addr, "jobA", b"wrong", Duration::from_secs(3));
-        assert!(e.is_err());
+        let e = TcpBoot::connect(1, 4, addr, "jobA", b"wrong", Duration::from_secs(5));
+        assert!(e.is_err(), "a wrong secret joined");
         let _idle = TcpStream::connect(addr);
+        hs.extend((1..4).map(spawn));
         for h in hs {
             let a = h.join().unwrap();
             assert_eq!(a, (0..4u8).map(|r| vec![r; 3]).collect::<Vec<_>>());
@@ -355,8 +364,11 @@ mod tests {
     #[test]
     fn missing_ranks_are_named() {
         let addr = free_addr();
+        // Rank 2 joins, then finds rank 0 gone at its first collective.
         let h = std::thread::spawn(move || {
-            TcpBoot::connect(2, 4, addr, "jobB", b"s", Duration::from_secs(5)).map(|_| ())
+            TcpBoot::connect(2, 4, addr, "jobB", b"s", Duration::from_secs(5))
+                .and_then(|mut b| b.allgather(b"x"))
+                .map(|_| ())
         });
         match TcpBoot::connect(0, 4, addr, "jobB", b"s", Duration::from_millis(600)) {
             Err(ShmemError::Timeout { missing, .. }) => assert_eq!(missing, vec![1, 3]),
