@@ -179,8 +179,11 @@ pub struct Pe<P: Provider> {
     // Kept alive, and dropped in this order after the queues above: the QPs and regions, the
     // mapped peer heaps, this PE's heap.
     domain: Option<Box<dyn Domain<P = P>>>,
-    _peer_segs: Vec<Segment>,
-    _seg: Segment,
+    peer_segs: std::mem::ManuallyDrop<Vec<Segment>>,
+    seg: std::mem::ManuallyDrop<Segment>,
+    /// The final barrier failed (a peer gave up): peers may still be storing into this heap,
+    /// so its mapping is never unmapped (see `Drop`).
+    unsafe_to_unmap: Cell<bool>,
 }
 
 // SAFETY: the raw pointers are into mappings the PE owns (or keeps alive); moving the PE to
@@ -391,8 +394,9 @@ impl<P: Provider> Pe<P> {
             boot: RefCell::new(boot),
             finalized: Cell::new(false),
             domain,
-            _peer_segs: peer_segs,
-            _seg: seg,
+            peer_segs: std::mem::ManuallyDrop::new(peer_segs),
+            seg: std::mem::ManuallyDrop::new(seg),
+            unsafe_to_unmap: Cell::new(false),
         };
         crate::team::init_teams(&pe)?;
         Ok(pe)
@@ -1583,7 +1587,11 @@ impl<P: Provider> Pe<P> {
         }
         let q = self.quiet();
         let b = self.boot.borrow_mut().barrier();
-        q.and(b)
+        let r = q.and(b);
+        if r.is_err() {
+            self.unsafe_to_unmap.set(true);
+        }
+        r
     }
 }
 
@@ -1608,5 +1616,18 @@ fn find_endpoint(b: &[u8], me: u32) -> Option<(u32, &[u8])> {
 impl<P: Provider> Drop for Pe<P> {
     fn drop(&mut self) {
         let _ = self.finish();
+        if self.unsafe_to_unmap.get() {
+            // The job broke down before every PE passed the final barrier: thread PEs of this
+            // process (through pointers into this mapping) and the in-process NIC engine may
+            // still store into it. Keeping the mapping (its name is already gone) is a bounded
+            // leak on an error path; unmapping could crash a peer.
+            return;
+        }
+        // SAFETY: every PE passed the final barrier after a quiet, so nothing accesses these
+        // mappings any more; they are dropped exactly once, here.
+        unsafe {
+            std::mem::ManuallyDrop::drop(&mut self.peer_segs);
+            std::mem::ManuallyDrop::drop(&mut self.seg);
+        }
     }
 }
