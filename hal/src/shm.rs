@@ -219,6 +219,20 @@ pub fn sweep(job: &str) -> io::Result<usize> {
     Ok(n)
 }
 
+/// Whether process `pid` still runs on this host (Linux `/proc`; a zombie — exited, not yet
+/// reaped by its parent — does not). Jobs sharing memory use it to notice a dead peer.
+#[must_use]
+pub fn process_alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // The state letter follows the parenthesised command name.
+        Ok(s) => s
+            .rfind(')')
+            .and_then(|i| s[i + 1..].trim_start().chars().next())
+            .is_some_and(|st| st != 'Z' && st != 'X'),
+        Err(_) => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -247,6 +261,21 @@ mod tests {
         assert_eq!(sweep(&job).unwrap(), 1);
         assert!(list(&job).unwrap().is_empty());
         assert!(Segment::open(&job, "heap0", 1).is_err());
+    }
+
+    #[test]
+    fn liveness() {
+        assert!(process_alive(std::process::id()));
+        let mut c = std::process::Command::new("true").spawn().unwrap();
+        let pid = c.id();
+        // Exited but not reaped: a zombie counts as dead.
+        let t = std::time::Instant::now();
+        while process_alive(pid) && t.elapsed() < std::time::Duration::from_secs(5) {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert!(!process_alive(pid));
+        c.wait().unwrap();
+        assert!(!process_alive(pid));
     }
 
     #[test]

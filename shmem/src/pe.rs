@@ -199,18 +199,6 @@ fn host_key(rank: u32, cfg: &Config) -> String {
     format!("{}/{}", name.trim(), boot.trim())
 }
 
-/// Whether process `pid` still runs (a zombie does not).
-pub(crate) fn alive(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        // The state follows the parenthesised command name.
-        Ok(s) => s
-            .rfind(')')
-            .and_then(|i| s[i + 1..].trim_start().chars().next())
-            .is_some_and(|st| st != 'Z' && st != 'X'),
-        Err(_) => false,
-    }
-}
-
 struct Info {
     pid: u32,
     base: u64,
@@ -779,22 +767,18 @@ impl<P: Provider> Pe<P> {
         n: usize,
         pe: u32,
     ) -> Result<()> {
-        if n == 0 {
+        if !strided(
+            "iput",
+            "reads src",
+            n,
+            src_stride,
+            src.len(),
+            dst,
+            idx,
+            dst_stride,
+        )? {
             return Ok(());
         }
-        if dst_stride == 0 || src_stride == 0 {
-            return Err(ShmemError::Invalid(
-                "iput strides must be at least 1".into(),
-            ));
-        }
-        let last_src = (n - 1) * src_stride;
-        if last_src >= src.len() {
-            return Err(ShmemError::Range(format!(
-                "iput reads src[{last_src}] of {}",
-                src.len()
-            )));
-        }
-        dst.range(idx + (n - 1) * dst_stride, 1)?;
         for k in 0..n {
             self.put(
                 dst,
@@ -819,22 +803,18 @@ impl<P: Provider> Pe<P> {
         n: usize,
         pe: u32,
     ) -> Result<()> {
-        if n == 0 {
+        if !strided(
+            "iget",
+            "writes out",
+            n,
+            out_stride,
+            out.len(),
+            src,
+            idx,
+            src_stride,
+        )? {
             return Ok(());
         }
-        if out_stride == 0 || src_stride == 0 {
-            return Err(ShmemError::Invalid(
-                "iget strides must be at least 1".into(),
-            ));
-        }
-        if (n - 1) * out_stride >= out.len() {
-            return Err(ShmemError::Range(format!(
-                "iget writes out[{}] of {}",
-                (n - 1) * out_stride,
-                out.len()
-            )));
-        }
-        src.range(idx + (n - 1) * src_stride, 1)?;
         if let Route::Rdma(_) = self.route(pe)? {
             // One READ of the covering range, then pick the elements: far fewer round trips.
             let span = (n - 1) * src_stride + 1;
@@ -1336,7 +1316,7 @@ impl<P: Provider> Pe<P> {
         (0..self.n)
             .filter(|&j| only.is_none_or(|o| o == j))
             .filter(|&j| self.same_host[j as usize] && self.pids[j as usize] != me)
-            .find(|&j| !alive(self.pids[j as usize]))
+            .find(|&j| !gda_hal::shm::process_alive(self.pids[j as usize]))
             .map(|j| ShmemError::PeGone {
                 pe: j,
                 pid: self.pids[j as usize],
@@ -1593,6 +1573,42 @@ impl<P: Provider> Pe<P> {
         }
         r
     }
+}
+
+/// Checks a strided transfer of `n` elements: local slice stride and length, symmetric side
+/// stride and range. `Ok(false)`: nothing to do.
+#[allow(clippy::too_many_arguments)]
+fn strided<T: Elem>(
+    what: &str,
+    local_does: &str,
+    n: usize,
+    local_stride: usize,
+    local_len: usize,
+    sym: Sym<T>,
+    idx: usize,
+    sym_stride: usize,
+) -> Result<bool> {
+    if n == 0 {
+        return Ok(false);
+    }
+    if local_stride == 0 || sym_stride == 0 {
+        return Err(ShmemError::Invalid(format!(
+            "{what} strides must be at least 1"
+        )));
+    }
+    let last = (n - 1).checked_mul(local_stride).filter(|&l| l < local_len);
+    if last.is_none() {
+        return Err(ShmemError::Range(format!(
+            "{what} {local_does}[{}] of {local_len}",
+            (n - 1).saturating_mul(local_stride)
+        )));
+    }
+    let end = (n - 1)
+        .checked_mul(sym_stride)
+        .and_then(|d| d.checked_add(idx))
+        .ok_or_else(|| ShmemError::Range(format!("{what} stride overflows")))?;
+    sym.range(end, 1)?;
+    Ok(true)
 }
 
 /// The CAS-loop form of a bitwise atomic.

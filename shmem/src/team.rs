@@ -20,9 +20,6 @@ use crate::heap::Sym;
 use crate::pe::{PSYNC_WORDS, Pe, SCRATCH, TEAM_SLOTS};
 use crate::types::{Cmp, Elem, ReduceOp, Reducible};
 
-/// Barrier rounds at most (2^32 PEs).
-const ROUNDS: usize = 32;
-
 /// A team: an ordered set of PEs with its own synchronisation area.
 #[derive(Clone, Debug)]
 pub struct Team {
@@ -146,18 +143,12 @@ impl<P: Provider> Pe<P> {
             let to = team.members[(my + d) % n];
             let from = team.members[(my + n - d % n) % n];
             self.atomic_add(psync, k, 1u64, to)?;
-            let off = psync.range(k, 1)?;
-            let base = self.local_ptr(psync).cast::<u8>();
-            let _ = off;
-            // SAFETY: word k of this PE's psync area.
-            let word = unsafe { std::sync::atomic::AtomicU64::from_ptr(base.add(k * 8).cast()) };
             self.wait_for(
                 &|| format!("barrier round {k} of a team of {n} (epoch {epoch})"),
                 &|| vec![from],
-                || Ok(word.load(std::sync::atomic::Ordering::Acquire) >= epoch),
+                || self.test(psync, k, Cmp::Ge, epoch),
             )?;
             k += 1;
-            debug_assert!(k <= ROUNDS);
         }
         Ok(())
     }
@@ -427,7 +418,3 @@ impl<P: Provider> Pe<P> {
         self.team_sync(team)
     }
 }
-
-// `Cmp` is re-exported next to the routines that use it.
-#[allow(unused_imports)]
-use Cmp as _;

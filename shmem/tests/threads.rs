@@ -97,6 +97,26 @@ fn misuse_gets_clear_errors() {
         assert!(e.contains("out of range"), "{e}");
         let e = pe.atomic_add(x, 0, 1u64, 9).unwrap_err().to_string();
         assert!(e.contains("PE 9 is not in 0..2"), "{e}");
+        let e = pe
+            .iput(x, 0, 0, &[1u64, 2], 1, 2, 1)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("strides must be at least 1"), "{e}");
+        let e = pe
+            .iput(x, 0, 1, &[1u64, 2], 2, 2, 1)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("iput reads src[2] of 2"), "{e}");
+        let e = pe
+            .iget(&mut [0u64; 4], 1, x, 0, 4, 2, 1)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("out of range"), "{e}");
+        let e = pe
+            .iget(&mut [0u64; 4], usize::MAX, x, 0, 1, 2, 1)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("iget writes out"), "{e}");
         let e = pe.malloc::<u8>(1 << 40).unwrap_err().to_string();
         assert!(e.contains("GDA_SHMEM_HEAP_SIZE"), "{e}");
         let b = pe.malloc::<u32>(3)?;

@@ -677,67 +677,16 @@ fn execute(
             }
             Step::Complete(c, op.units, false)
         }
-        OpKind::Atomic => {
-            let Some((aop, width)) = op.atomic else {
-                return fail(qp, c, WcStatus::LocQpOpErr, op.units);
-            };
-            c.opcode = if matches!(
-                aop,
-                gda_hal::AtomicOp::CompareSwap { .. } | gda_hal::AtomicOp::MaskedCompareSwap { .. }
-            ) {
-                WcOpcode::CompSwap
-            } else {
-                WcOpcode::FetchAdd
-            };
-            c.byte_len = width;
-            let w = u64::from(width);
-            if op.remote.addr % w != 0 {
-                return fail(qp, c, WcStatus::RemInvReqErr, op.units);
-            }
-            let rmr = match rmrs.check_remote(
+        OpKind::Atomic => execute_atomic(qp, ex, op, c, chaos, |_, w| {
+            rmrs.check_remote(
                 rqp.pd,
                 op.remote.rkey,
                 op.remote.addr,
                 w,
                 Access::REMOTE_ATOMIC,
-            ) {
-                Ok(m) => m,
-                Err(e) => return fail(qp, c, remote_fault(e), op.units),
-            };
-            let Some(local) = op.sges.first() else {
-                return fail(qp, c, WcStatus::LocQpOpErr, op.units);
-            };
-            let lmr = match lmrs.check_local(qp.pd, local.lkey, local.addr, w, Access::LOCAL_WRITE)
-            {
-                Ok(m) => m,
-                Err(e) => return fail(qp, c, local_fault(e), op.units),
-            };
-            // SAFETY: the target is inside a region granting REMOTE_ATOMIC and aligned to `w`.
-            let Some(old) =
-                (unsafe { mmio::dma_atomic_rmw(op.remote.addr, width, |v| aop.apply(v, width)) })
-            else {
-                return fail(qp, c, WcStatus::LocQpOpErr, op.units);
-            };
-            let (bytes, n) = model::atomic_result(qp.nic.model, old, width);
-            match chaos.and_then(|ch| ch.defer(0.3)) {
-                Some(k) => {
-                    let due = ex.due_after(k);
-                    ex.pending.push_back(Deferred::Data {
-                        due,
-                        dst: local.addr,
-                        bytes: bytes[..n].to_vec(),
-                        _mr: vec![lmr, rmr],
-                    });
-                    ex.pending_data += 1;
-                }
-                None => {
-                    // SAFETY: the local range was checked (LOCAL_WRITE, `w` bytes).
-                    unsafe { mmio::dma_copy(local.addr as *mut u8, bytes.as_ptr(), n) };
-                    mmio::dma_publish();
-                }
-            }
-            Step::Complete(c, op.units, false)
-        }
+            )
+            .map(|m| (op.remote.addr, Some(m)))
+        }),
     }
 }
 
@@ -823,69 +772,90 @@ fn execute_remote_process(
             }
             Step::Complete(c, op.units, false)
         }
-        OpKind::Atomic => {
-            let Some((aop, width)) = op.atomic else {
-                return fail(qp, c, WcStatus::LocQpOpErr);
-            };
-            c.opcode = if matches!(
-                aop,
-                gda_hal::AtomicOp::CompareSwap { .. } | gda_hal::AtomicOp::MaskedCompareSwap { .. }
-            ) {
-                WcOpcode::CompSwap
-            } else {
-                WcOpcode::FetchAdd
-            };
-            c.byte_len = width;
-            let w = u64::from(width);
-            if op.remote.addr % w != 0 {
-                return fail(qp, c, WcStatus::RemInvReqErr);
-            }
-            let target = match peer.translate(
+        OpKind::Atomic => execute_atomic(qp, ex, op, c, chaos, |ex, w| {
+            let peer = ex.peer.as_mut().ok_or(Fault::BadKey)?;
+            peer.translate(
                 rpd,
                 op.remote.rkey,
                 op.remote.addr,
                 w,
                 Access::REMOTE_ATOMIC,
-            ) {
-                Ok(a) => a,
-                Err(e) => return fail(qp, c, remote_fault(e)),
-            };
-            let Some(local) = op.sges.first() else {
-                return fail(qp, c, WcStatus::LocQpOpErr);
-            };
-            let lmr = match lmrs.check_local(qp.pd, local.lkey, local.addr, w, Access::LOCAL_WRITE)
-            {
-                Ok(m) => m,
-                Err(e) => return fail(qp, c, local_fault(e)),
-            };
-            // SAFETY: the target is inside the peer's region granting REMOTE_ATOMIC, aligned to
-            // `w` (the mapping is page-aligned), and mapped while `peer` holds the segment.
-            let Some(old) =
-                (unsafe { mmio::dma_atomic_rmw(target, width, |v| aop.apply(v, width)) })
-            else {
-                return fail(qp, c, WcStatus::LocQpOpErr);
-            };
-            let (bytes, n) = model::atomic_result(qp.nic.model, old, width);
-            match chaos.and_then(|ch| ch.defer(0.3)) {
-                Some(k) => {
-                    let due = ex.due_after(k);
-                    ex.pending.push_back(Deferred::Data {
-                        due,
-                        dst: local.addr,
-                        bytes: bytes[..n].to_vec(),
-                        _mr: vec![lmr],
-                    });
-                    ex.pending_data += 1;
-                }
-                None => {
-                    // SAFETY: the local range was checked (LOCAL_WRITE, `w` bytes).
-                    unsafe { mmio::dma_copy(local.addr as *mut u8, bytes.as_ptr(), n) };
-                    mmio::dma_publish();
-                }
-            }
-            Step::Complete(c, op.units, false)
+            )
+            .map(|a| (a, None))
+        }),
+    }
+}
+
+/// Executes an atomic; `target` performs the responder's checks for the `w`-byte operand and
+/// returns its address in this process (and the region to hold while the result is pending).
+fn execute_atomic(
+    qp: &Arc<QpInner>,
+    ex: &mut QpExec,
+    op: &WqeOp,
+    mut c: Cpl,
+    chaos: Option<&mut Chaos>,
+    target: impl FnOnce(&mut QpExec, u64) -> Result<(u64, Option<Arc<MrInner>>), Fault>,
+) -> Step {
+    let fail = |qp: &QpInner, c: Cpl, status: WcStatus| {
+        qp.set_error();
+        Step::Complete(Cpl { status, ..c }, op.units, true)
+    };
+    let Some((aop, width)) = op.atomic else {
+        return fail(qp, c, WcStatus::LocQpOpErr);
+    };
+    c.opcode = if matches!(
+        aop,
+        gda_hal::AtomicOp::CompareSwap { .. } | gda_hal::AtomicOp::MaskedCompareSwap { .. }
+    ) {
+        WcOpcode::CompSwap
+    } else {
+        WcOpcode::FetchAdd
+    };
+    c.byte_len = width;
+    let w = u64::from(width);
+    if op.remote.addr % w != 0 {
+        return fail(qp, c, WcStatus::RemInvReqErr);
+    }
+    let (addr, rmr) = match target(ex, w) {
+        Ok(t) => t,
+        Err(e) => return fail(qp, c, remote_fault(e)),
+    };
+    let Some(local) = op.sges.first() else {
+        return fail(qp, c, WcStatus::LocQpOpErr);
+    };
+    let lmr = match qp
+        .nic
+        .mrs
+        .check_local(qp.pd, local.lkey, local.addr, w, Access::LOCAL_WRITE)
+    {
+        Ok(m) => m,
+        Err(e) => return fail(qp, c, local_fault(e)),
+    };
+    // SAFETY: `target` checked the operand against a responder region granting REMOTE_ATOMIC
+    // (mapped here: this process's memory, or a peer's segment the peer view holds), and it is
+    // aligned to `w` (region mappings are page-aligned).
+    let Some(old) = (unsafe { mmio::dma_atomic_rmw(addr, width, |v| aop.apply(v, width)) }) else {
+        return fail(qp, c, WcStatus::LocQpOpErr);
+    };
+    let (bytes, n) = model::atomic_result(qp.nic.model, old, width);
+    match chaos.and_then(|ch| ch.defer(0.3)) {
+        Some(k) => {
+            let due = ex.due_after(k);
+            ex.pending.push_back(Deferred::Data {
+                due,
+                dst: local.addr,
+                bytes: bytes[..n].to_vec(),
+                _mr: std::iter::once(lmr).chain(rmr).collect(),
+            });
+            ex.pending_data += 1;
+        }
+        None => {
+            // SAFETY: the local range was checked (LOCAL_WRITE, `w` bytes).
+            unsafe { mmio::dma_copy(local.addr as *mut u8, bytes.as_ptr(), n) };
+            mmio::dma_publish();
         }
     }
+    Step::Complete(c, op.units, false)
 }
 
 /// RNR: retry later, or fail after `rnr_retry` attempts (7 = forever).

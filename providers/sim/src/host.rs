@@ -358,7 +358,7 @@ impl Peer {
     }
 
     fn alive(&self) -> bool {
-        self.pid <= 0 || std::path::Path::new(&format!("/proc/{}", self.pid)).exists()
+        self.pid <= 0 || gda_hal::shm::process_alive(self.pid as u32)
     }
 
     fn qp(&self, nic: u32, qpn: u32) -> Option<(QpState, u32)> {
