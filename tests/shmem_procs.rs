@@ -285,3 +285,174 @@ fn mpirun_srun_and_torchrun_environments() {
         "auto",
     );
 }
+
+/// Starts `gda shmem check` as one PE with `vars`, output captured.
+fn spawn_pe(vars: &[(&str, String)]) -> std::process::Child {
+    let mut c = Command::new(gda());
+    c.args(["shmem", "check", "--rounds", "8"])
+        .env("GDA_SHMEM_TIMEOUT_MS", "20000")
+        .env_remove("GDA_SIM_CHAOS")
+        .env_remove("GDA_SHMEM_SECRET")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    for (k, v) in vars {
+        c.env(k, v);
+    }
+    c.spawn().unwrap()
+}
+
+fn private_tmp(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("gda-sec-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+#[test]
+fn pes_in_separate_pid_namespaces_are_told_apart() {
+    // Every PE is PID 1 in its own namespace (as in containers). Before the fix, two PEs with
+    // equal PIDs took each other for "this process" and dereferenced the peer's heap address:
+    // both died with SIGSEGV.
+    let probe = Command::new("unshare")
+        .args(["-p", "-f", "--mount-proc", "true"])
+        .output();
+    if !probe.as_ref().is_ok_and(|o| o.status.success()) {
+        eprintln!("SKIPPED: unshare -p -f --mount-proc is not permitted here ({probe:?})");
+        return;
+    }
+    for (transport, shown) in [("p2p", "P2p"), ("rdma", "Rdma")] {
+        let job = format!("tpidns{transport}{}", std::process::id());
+        let o = gdarun(
+            2,
+            &[("GDA_SHMEM_TRANSPORT", transport)],
+            &[
+                "--job",
+                &job,
+                "unshare",
+                "-p",
+                "-f",
+                "--mount-proc",
+                gda(),
+                "shmem",
+                "check",
+                "--rounds",
+                "16",
+            ],
+        );
+        ok(&o, 2, shown);
+        no_shm_left(&job);
+    }
+}
+
+#[test]
+fn a_planted_secret_directory_is_refused_by_every_rank() {
+    use std::os::unix::fs::PermissionsExt;
+    let xdg = private_tmp("planted");
+    let planted = xdg.join("gda");
+    std::fs::create_dir(&planted).unwrap();
+    // World-writable: anyone could have put a secret of their choosing in it.
+    std::fs::set_permissions(&planted, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let id = std::process::id();
+    let pes: Vec<_> = (0..2)
+        .map(|r| {
+            spawn_pe(&[
+                ("XDG_RUNTIME_DIR", xdg.display().to_string()),
+                ("PMI_RANK", r.to_string()),
+                ("PMI_SIZE", "2".into()),
+                ("PMI_KVSNAME", format!("planted{id}")),
+            ])
+        })
+        .collect();
+    for pe in pes {
+        let o = pe.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{err}");
+        assert!(
+            err.contains(&planted.display().to_string()) && err.contains("mode 777"),
+            "{err}"
+        );
+    }
+    std::fs::remove_dir_all(&xdg).unwrap();
+}
+
+#[test]
+fn a_stale_secret_of_an_earlier_job_neither_breaks_nor_serves_the_new_one() {
+    use std::io::Write;
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    let xdg = private_tmp("stale");
+    let dir = xdg.join("gda");
+    std::fs::DirBuilder::new().mode(0o700).create(&dir).unwrap();
+    let id = std::process::id();
+    let job = format!("pmistale{id}");
+    // What an earlier job with this id left behind (a valid, private, but old secret).
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(dir.join(format!("{job}.secret")))
+        .unwrap()
+        .write_all(hex::encode([0x5a_u8; 32]).as_bytes())
+        .unwrap();
+    let vars = |r: u32| {
+        vec![
+            ("XDG_RUNTIME_DIR", xdg.display().to_string()),
+            ("PMI_RANK", r.to_string()),
+            ("PMI_SIZE", "2".into()),
+            ("PMI_KVSNAME", format!("stale{id}")),
+            ("GDA_SHMEM_TRANSPORT", "p2p".into()),
+        ]
+    };
+    // Rank 1 first: it finds the stale file before rank 0 replaces it.
+    let r1 = spawn_pe(&vars(1));
+    std::thread::sleep(Duration::from_millis(500));
+    let r0 = spawn_pe(&vars(0));
+    for pe in [r0, r1] {
+        let o = pe.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.success(), "{err}");
+        assert!(String::from_utf8_lossy(&o.stdout).contains(": ok, "));
+    }
+    assert!(!dir.join(format!("{job}.secret")).exists());
+    std::fs::remove_dir_all(&xdg).unwrap();
+}
+
+#[test]
+fn idle_sockets_at_the_rendezvous_do_not_stall_a_real_job() {
+    let port = free_port_pair() + 1;
+    let id = std::process::id();
+    let vars = |r: u32| {
+        vec![
+            ("GDA_SHMEM_RANK", r.to_string()),
+            ("GDA_SHMEM_SIZE", "2".to_string()),
+            ("GDA_SHMEM_JOB", format!("tidle{id}")),
+            ("GDA_SHMEM_BOOT", format!("127.0.0.1:{port}")),
+            ("GDA_SHMEM_SECRET", hex::encode([3u8; 32])),
+            ("GDA_SHMEM_TRANSPORT", "p2p".into()),
+        ]
+    };
+    let r0 = spawn_pe(&vars(0));
+    // Someone on the host opens connections to the rendezvous and never speaks.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut idle = Vec::new();
+    while idle.len() < 16 {
+        match std::net::TcpStream::connect(("127.0.0.1", port)) {
+            Ok(s) => idle.push(s),
+            Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(10)),
+            Err(e) => panic!("rank 0 never listened: {e}"),
+        }
+    }
+    let start = Instant::now();
+    let r1 = spawn_pe(&vars(1));
+    for pe in [r0, r1] {
+        let o = pe.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.success(), "{err}");
+    }
+    // Before the fix: 16 idle connections x 2 s each, served one at a time.
+    assert!(
+        start.elapsed() < Duration::from_secs(8),
+        "took {:?}",
+        start.elapsed()
+    );
+    drop(idle);
+}

@@ -60,6 +60,26 @@ fn check_part(what: &str, part: &str) -> io::Result<()> {
     }
 }
 
+/// Refuses a segment this user did not create for itself: it must belong to our effective uid
+/// and have mode `0600` exactly (what [`Segment::create`] makes). Another user's segment of the
+/// same name, or one opened up to the group or the world, may hold planted contents.
+fn check_private(name: &str, uid: u32, mode: u32) -> io::Result<()> {
+    let me = rustix::process::geteuid().as_raw();
+    let why = if uid != me {
+        format!("belongs to uid {uid}, not to this user (uid {me})")
+    } else if mode & 0o7777 != 0o600 {
+        format!("has mode {:o}, not 600", mode & 0o7777)
+    } else {
+        return Ok(());
+    };
+    Err(io::Error::new(
+        io::ErrorKind::PermissionDenied,
+        format!(
+            "shared-memory segment {name} {why}: refusing to map it (remove it if it is stale)"
+        ),
+    ))
+}
+
 /// The POSIX name of a job's segment (`/gda-<job>-<what>`).
 pub fn segment_name(job: &str, what: &str) -> io::Result<String> {
     check_part("job id", job)?;
@@ -93,6 +113,7 @@ impl Segment {
         let fd = shm::open(name.as_str(), shm::OFlags::RDWR, Mode::empty())
             .map_err(|e| with_name(e.into(), &name, "open"))?;
         let st = rustix::fs::fstat(&fd).map_err(|e| with_name(e.into(), &name, "stat"))?;
+        check_private(&name, st.st_uid, st.st_mode)?;
         if (st.st_size as u64) < len as u64 {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
@@ -219,6 +240,14 @@ pub fn sweep(job: &str) -> io::Result<usize> {
     Ok(n)
 }
 
+/// The inode of this process's PID namespace (0 if `/proc` cannot tell). PIDs are comparable
+/// only between processes whose namespaces agree: in containers every process can be PID 1.
+#[must_use]
+pub fn pid_namespace() -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/self/ns/pid").map_or(0, |m| m.ino())
+}
+
 /// Whether process `pid` still runs on this host (Linux `/proc`; a zombie — exited, not yet
 /// reaped by its parent — does not). Jobs sharing memory use it to notice a dead peer.
 #[must_use]
@@ -276,6 +305,33 @@ mod tests {
         assert!(!process_alive(pid));
         c.wait().unwrap();
         assert!(!process_alive(pid));
+    }
+
+    #[test]
+    fn segments_of_other_users_or_modes_are_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let job = job();
+        let s = Segment::create(&job, "planted", 4096).unwrap();
+        let path = format!("{SHM_DIR}{}", s.name());
+        // Opened up to the group and the world: another user could have written it.
+        for mode in [0o644, 0o660, 0o606, 0o700] {
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+            let e = Segment::open(&job, "planted", 4096).unwrap_err();
+            assert_eq!(e.kind(), io::ErrorKind::PermissionDenied, "{e}");
+            assert!(e.to_string().contains(&format!("mode {mode:o}")), "{e}");
+            assert!(e.to_string().contains(s.name()), "{e}");
+        }
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        Segment::open(&job, "planted", 4096).unwrap();
+        // Owned by another user (only root can plant that here; otherwise say so).
+        if rustix::process::geteuid().is_root() {
+            std::os::unix::fs::chown(&path, Some(65534), Some(65534)).unwrap();
+            let e = Segment::open(&job, "planted", 4096).unwrap_err();
+            assert!(e.to_string().contains("belongs to uid 65534"), "{e}");
+        } else {
+            eprintln!("SKIPPED: segment owned by another user (needs root to chown)");
+        }
+        s.unlink().unwrap();
     }
 
     #[test]

@@ -112,8 +112,8 @@ pub fn init_from_env<P: gda_sim::SimModel>() -> Result<Pe<P>> {
 /// [`init_from_env`] with explicit parameters.
 #[cfg(feature = "sim")]
 pub fn init_launched<P: gda_sim::SimModel>(launch: &Launch, cfg: &Config) -> Result<Pe<P>> {
-    let secret = launch.secret(cfg.timeout)?;
-    let boot = TcpBoot::connect(
+    let secret = launch.secret_source()?;
+    let boot = TcpBoot::connect_with(
         launch.rank,
         launch.size,
         launch.addr,

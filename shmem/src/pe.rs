@@ -172,6 +172,9 @@ pub struct Pe<P: Provider> {
     bounce_used: Cell<usize>,
     heap: RefCell<Allocator>,
     pids: Vec<u32>,
+    /// Whether `pids[j]` can be checked for liveness here (another process, same host, same
+    /// PID namespace).
+    watch_pid: Vec<bool>,
     same_host: Vec<bool>,
     pub(crate) teams: RefCell<Teams>,
     boot: RefCell<Box<dyn Bootstrap>>,
@@ -199,17 +202,41 @@ fn host_key(rank: u32, cfg: &Config) -> String {
     format!("{}/{}", name.trim(), boot.trim())
 }
 
+/// What a PE tells the others about itself at init.
+///
+/// A process is identified by a random token drawn once per process (`process_token`), never
+/// by its PID: PEs in different PID namespaces (containers, pods) can all be PID 1. The PID is
+/// kept only to notice a dead peer, and only trusted for peers in our own PID namespace.
+/// `base` is the peer's heap address *in its own address space*: it is used as an RDMA remote
+/// address, never as a pointer here.
 struct Info {
+    token: u128,
     pid: u32,
+    pid_ns: u64,
     base: u64,
     len: u64,
     host: String,
 }
 
+/// This process's identity among PEs: 128 random bits from the OS, drawn once.
+fn process_token() -> u128 {
+    static TOKEN: std::sync::OnceLock<u128> = std::sync::OnceLock::new();
+    *TOKEN.get_or_init(|| {
+        use rand::RngCore;
+        let mut b = [0u8; 16];
+        rand::rngs::OsRng.fill_bytes(&mut b);
+        u128::from_le_bytes(b)
+    })
+}
+
+const INFO_FIXED: usize = 16 + 4 + 8 + 8 + 8;
+
 impl Info {
     fn encode(&self) -> Vec<u8> {
-        let mut b = Vec::new();
+        let mut b = Vec::with_capacity(INFO_FIXED + self.host.len());
+        b.extend_from_slice(&self.token.to_le_bytes());
         b.extend_from_slice(&self.pid.to_le_bytes());
+        b.extend_from_slice(&self.pid_ns.to_le_bytes());
         b.extend_from_slice(&self.base.to_le_bytes());
         b.extend_from_slice(&self.len.to_le_bytes());
         b.extend_from_slice(self.host.as_bytes());
@@ -217,16 +244,19 @@ impl Info {
     }
 
     fn decode(b: &[u8]) -> Result<Self> {
-        if b.len() < 20 {
-            return Err(ShmemError::Boot("malformed PE info".into()));
-        }
-        let u =
-            |r: std::ops::Range<usize>| b[r].iter().rev().fold(0u64, |a, &x| a << 8 | u64::from(x));
+        let bad = || ShmemError::Boot(format!("malformed PE info ({} bytes)", b.len()));
+        let (fixed, host) = b.split_at_checked(INFO_FIXED).ok_or_else(bad)?;
+        let (token, rest) = fixed.split_at(16);
+        let (pid, rest) = rest.split_at(4);
+        let (pid_ns, rest) = rest.split_at(8);
+        let (base, len) = rest.split_at(8);
         Ok(Self {
-            pid: u(0..4) as u32,
-            base: u(4..12),
-            len: u(12..20),
-            host: String::from_utf8_lossy(&b[20..]).into_owned(),
+            token: u128::from_le_bytes(token.try_into().map_err(|_| bad())?),
+            pid: u32::from_le_bytes(pid.try_into().map_err(|_| bad())?),
+            pid_ns: u64::from_le_bytes(pid_ns.try_into().map_err(|_| bad())?),
+            base: u64::from_le_bytes(base.try_into().map_err(|_| bad())?),
+            len: u64::from_le_bytes(len.try_into().map_err(|_| bad())?),
+            host: String::from_utf8_lossy(host).into_owned(),
         })
     }
 }
@@ -248,7 +278,9 @@ impl<P: Provider> Pe<P> {
         let seg = Segment::create(&job, &format!("heap{me}"), total)
             .map_err(|e| ShmemError::io(format!("PE {me}: symmetric heap of {total} bytes"), e))?;
         let mine = Info {
+            token: process_token(),
             pid: std::process::id(),
+            pid_ns: gda_hal::shm::pid_namespace(),
             base: seg.as_ptr() as u64,
             len: total as u64,
             host: host_key(me, cfg),
@@ -293,9 +325,10 @@ impl<P: Provider> Pe<P> {
             if !p2p {
                 rdma_pes.push(j32);
                 routes.push(Route::Rdma(rdma_pes.len() - 1));
-            } else if info.pid == mine.pid {
-                routes.push(Route::P2p(info.base as *mut u8));
             } else {
+                // Every peer heap is mapped by name, also a thread PE's of this very process
+                // (a second mapping of the same pages): an address a peer sent is never
+                // dereferenced here, and same-looking PIDs cannot confuse two processes.
                 let s = Segment::open(&job, &format!("heap{j}"), total)
                     .map_err(|e| ShmemError::io(format!("PE {me}: mapping PE {j}'s heap"), e))?;
                 routes.push(Route::P2p(s.as_ptr()));
@@ -377,6 +410,17 @@ impl<P: Provider> Pe<P> {
             bounce_used: Cell::new(0),
             heap: RefCell::new(Allocator::new(heap_size)),
             pids: infos.iter().map(|i| i.pid).collect(),
+            // Liveness by PID only for other processes of our PID namespace (a PID from another
+            // namespace names some unrelated process here).
+            watch_pid: infos
+                .iter()
+                .map(|i| {
+                    i.token != mine.token
+                        && i.host == mine.host
+                        && i.pid_ns == mine.pid_ns
+                        && mine.pid_ns != 0
+                })
+                .collect(),
             same_host,
             teams: RefCell::new(Teams::default()),
             boot: RefCell::new(boot),
@@ -1312,10 +1356,9 @@ impl<P: Provider> Pe<P> {
 
     /// The PE (if any) whose process is gone; `only`: check just that one.
     pub(crate) fn gone_pe(&self, only: Option<u32>) -> Option<ShmemError> {
-        let me = self.pids[self.me as usize];
         (0..self.n)
             .filter(|&j| only.is_none_or(|o| o == j))
-            .filter(|&j| self.same_host[j as usize] && self.pids[j as usize] != me)
+            .filter(|&j| self.watch_pid[j as usize])
             .find(|&j| !gda_hal::shm::process_alive(self.pids[j as usize]))
             .map(|j| ShmemError::PeGone {
                 pe: j,
@@ -1633,9 +1676,9 @@ impl<P: Provider> Drop for Pe<P> {
     fn drop(&mut self) {
         let _ = self.finish();
         if self.unsafe_to_unmap.get() {
-            // The job broke down before every PE passed the final barrier: thread PEs of this
-            // process (through pointers into this mapping) and the in-process NIC engine may
-            // still store into it. Keeping the mapping (its name is already gone) is a bounded
+            // The job broke down before every PE passed the final barrier: the in-process NIC
+            // engine may still execute a peer's RDMA into this mapping (it was registered by
+            // address). Keeping the mapping (its name is already gone) is a bounded
             // leak on an error path; unmapping could crash a peer.
             return;
         }

@@ -30,7 +30,7 @@ use crate::mem::{Access, Fault};
 
 /// Fabric ids of cross-process fabrics: `TAG | job hash << 16 | rank`.
 const TAG: u64 = 0x5348 << 48;
-const MAGIC: u64 = 0x6764_615f_7369_6d31; // "gda_sim1"
+const MAGIC: u64 = 0x6764_615f_7369_6d32; // "gda_sim2"
 const MR_SLOTS: usize = 128;
 const QP_SLOTS: usize = 4096;
 /// How often a requester checks that a peer's process still exists.
@@ -61,6 +61,9 @@ struct QpSlot {
 struct Registry {
     magic: AtomicU64,
     pid: AtomicU64,
+    /// The owner's PID namespace (`gda_hal::shm::pid_namespace`): its `pid` means something
+    /// here only if ours is the same.
+    pid_ns: AtomicU64,
     seq: AtomicU64,
     mrs: [MrSlot; MR_SLOTS],
     qps: [QpSlot; QP_SLOTS],
@@ -111,6 +114,8 @@ impl HostLink {
         let r = registry(&own);
         r.pid
             .store(u64::from(std::process::id()), Ordering::Relaxed);
+        r.pid_ns
+            .store(gda_hal::shm::pid_namespace(), Ordering::Relaxed);
         r.magic.store(MAGIC, Ordering::Release);
         Ok(Self {
             job: job.to_owned(),
@@ -241,9 +246,17 @@ impl HostLink {
                         format!("{} is not a gda sim registry", seg.name()),
                     ));
                 }
+                let ns = registry(&seg).pid_ns.load(Ordering::Relaxed);
+                let same_ns = ns != 0 && ns == gda_hal::shm::pid_namespace();
                 let peer = Arc::new(Peer {
                     job: self.job.clone(),
-                    pid: registry(&seg).pid.load(Ordering::Relaxed) as i32,
+                    // A PID from another namespace names an unrelated process here: such a
+                    // peer's death shows as a timeout instead.
+                    pid: if same_ns {
+                        registry(&seg).pid.load(Ordering::Relaxed) as i32
+                    } else {
+                        0
+                    },
                     reg: seg,
                     segs: Mutex::new(HashMap::new()),
                 });
@@ -294,7 +307,15 @@ impl Peer {
     /// A consistent copy of the peer's regions (mapping their segments on first sight).
     fn snapshot(&self) -> io::Result<(u64, Vec<PeerMr>)> {
         let r = registry(&self.reg);
-        for _ in 0..10_000 {
+        // The owner may be descheduled mid-edit (oversubscribed hosts): retry for a while,
+        // yielding, before giving up.
+        let give_up = Instant::now() + Duration::from_secs(2);
+        let mut tries = 0u32;
+        while tries < 64 || Instant::now() < give_up {
+            tries = tries.saturating_add(1);
+            if tries > 64 {
+                std::thread::yield_now();
+            }
             let g1 = r.seq.load(Ordering::Acquire);
             if g1 % 2 == 1 {
                 std::hint::spin_loop();
@@ -446,8 +467,12 @@ impl PeerQp {
         if mr.pd != pd {
             return Err(Fault::WrongPd);
         }
-        let inside =
-            addr >= mr.addr && addr.checked_add(len).is_some_and(|e| e <= mr.addr + mr.len);
+        // Overflow-checked on both sides: the region's bounds come from another process.
+        let inside = addr >= mr.addr
+            && addr
+                .checked_add(len)
+                .zip(mr.addr.checked_add(mr.len))
+                .is_some_and(|(e, end)| e <= end);
         if !inside {
             return Err(Fault::OutOfBounds);
         }

@@ -2,15 +2,28 @@
 //!
 //! Rank 0 listens; every other rank connects (retrying until the deadline: rank 0 may start
 //! last). Each connection proves knowledge of the job secret in both directions before it
-//! counts: rank 0 sends a nonce, the client answers with its rank, its own nonce and
-//! `HMAC-SHA256(secret, "gda-client" | job | rank | nonce0)`, rank 0 answers with
-//! `HMAC(secret, "gda-server" | job | rank | nonce1)`. A connection that fails (wrong secret,
-//! wrong job, duplicate or out-of-range rank, garbage) is dropped and does not count; the
-//! rendezvous goes on. Collectives go through rank 0 (`allgather`: everyone sends, rank 0
-//! answers with all); they run only at init, team creation and finalize.
+//! counts:
+//!
+//! 1. rank 0 sends a nonce and the secret's id (`HMAC(secret, "gda-key-id" | job)`, 8 bytes) —
+//!    a client whose secret has another id knows at once that its copy is stale (it re-reads
+//!    the secret file) or wrong (a clear error), without ever answering with it;
+//! 2. the client answers with its rank, its own nonce and
+//!    `HMAC-SHA256(secret, "gda-client" | job | rank | nonce0)`;
+//! 3. rank 0 answers `ok` + `HMAC(secret, "gda-server" | job | rank | nonce1)`, or a refusal with
+//!    its reason (a rank that already joined, a rank outside the job).
+//!
+//! Rank 0 runs every handshake on its own thread with its own deadline
+//! ([`HANDSHAKE_TIMEOUT`]), so idle or slow connections cannot add up and stall the
+//! rendezvous; frames before authentication are capped at the handshake's size, so nobody can
+//! make rank 0 allocate before proving the secret. A connection that fails (wrong secret, wrong
+//! job, garbage, silence) is dropped and does not count; the rendezvous goes on. Collectives go
+//! through rank 0 (`allgather`: everyone sends, rank 0 answers with all); they run only at
+//! init, team creation and finalize.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use hmac::{Hmac, Mac};
@@ -19,7 +32,38 @@ use sha2::Sha256;
 use super::Bootstrap;
 use crate::error::{Result, ShmemError};
 
+/// Largest frame after authentication (bootstrap collectives carry endpoints and team masks).
 const MAX_FRAME: u32 = 64 << 20;
+/// Rank 0's first frame: nonce and key id.
+const HELLO_BYTES: usize = 32 + KEY_ID_BYTES;
+const KEY_ID_BYTES: usize = 8;
+/// The client's answer: rank, nonce, tag.
+const ANSWER_BYTES: usize = 4 + 32 + 32;
+/// Rank 0's verdict: a status byte, then the server tag or a refusal reason.
+const VERDICT_MAX: usize = 1 + 256;
+/// Bound of one handshake at rank 0 (each runs on its own thread: these never add up).
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+/// Handshakes rank 0 runs at once; connections beyond are closed at once (a real rank retries).
+const MAX_HANDSHAKES: usize = 256;
+
+/// Where a PE's copy of the job secret comes from.
+#[derive(Clone, Debug)]
+pub enum Secret {
+    /// Given by the launcher (`GDA_SHMEM_SECRET`): it cannot change.
+    Known(Vec<u8>),
+    /// Written by rank 0 to this file (see [`super::env`]): a client that finds it missing or
+    /// stale (another id than rank 0's) reads it again until the deadline.
+    File(PathBuf),
+}
+
+impl Secret {
+    fn current(&self) -> Result<Option<Vec<u8>>> {
+        match self {
+            Self::Known(s) => Ok(Some(s.clone())),
+            Self::File(p) => super::env::read_secret_file(p),
+        }
+    }
+}
 
 /// One process PE's bootstrap.
 pub struct TcpBoot {
@@ -31,32 +75,47 @@ pub struct TcpBoot {
     peers: Vec<Option<TcpStream>>,
 }
 
-fn mac(secret: &[u8], role: &[u8], job: &str, rank: u32, nonce: &[u8]) -> [u8; 32] {
+fn hmac(secret: &[u8], role: &[u8], job: &str, rank: u32, nonce: &[u8]) -> Hmac<Sha256> {
     // HMAC accepts keys of any length; `new_from_slice` cannot fail for it.
     let mut m = <Hmac<Sha256> as Mac>::new_from_slice(secret).unwrap_or_else(|_| unreachable!());
     m.update(role);
     m.update(job.as_bytes());
     m.update(&rank.to_le_bytes());
     m.update(nonce);
-    m.finalize().into_bytes().into()
+    m
+}
+
+fn mac(secret: &[u8], role: &[u8], job: &str, rank: u32, nonce: &[u8]) -> [u8; 32] {
+    hmac(secret, role, job, rank, nonce)
+        .finalize()
+        .into_bytes()
+        .into()
 }
 
 fn verify(secret: &[u8], role: &[u8], job: &str, rank: u32, nonce: &[u8], tag: &[u8]) -> bool {
-    let mut m = <Hmac<Sha256> as Mac>::new_from_slice(secret).unwrap_or_else(|_| unreachable!());
-    m.update(role);
-    m.update(job.as_bytes());
-    m.update(&rank.to_le_bytes());
-    m.update(nonce);
-    m.verify_slice(tag).is_ok()
+    hmac(secret, role, job, rank, nonce)
+        .verify_slice(tag)
+        .is_ok()
+}
+
+/// The public id of a secret (which secret, not the secret: an HMAC of a fixed message).
+fn key_id(secret: &[u8], job: &str) -> [u8; KEY_ID_BYTES] {
+    let m = mac(secret, b"gda-key-id", job, 0, &[]);
+    let mut id = [0u8; KEY_ID_BYTES];
+    id.copy_from_slice(&m[..KEY_ID_BYTES]);
+    id
 }
 
 fn send(s: &mut TcpStream, b: &[u8]) -> std::io::Result<()> {
     let n = u32::try_from(b.len()).map_err(|_| std::io::Error::other("frame too large"))?;
-    s.write_all(&n.to_le_bytes())?;
-    s.write_all(b)
+    let mut f = Vec::with_capacity(4 + b.len());
+    f.extend_from_slice(&n.to_le_bytes());
+    f.extend_from_slice(b);
+    s.write_all(&f)
 }
 
-fn recv(s: &mut TcpStream, deadline: Instant) -> std::io::Result<Vec<u8>> {
+/// Reads one frame of at most `max` bytes (refused before allocating if longer).
+fn recv(s: &mut TcpStream, deadline: Instant, max: u32) -> std::io::Result<Vec<u8>> {
     let left = deadline.saturating_duration_since(Instant::now());
     if left.is_zero() {
         return Err(std::io::ErrorKind::TimedOut.into());
@@ -65,15 +124,40 @@ fn recv(s: &mut TcpStream, deadline: Instant) -> std::io::Result<Vec<u8>> {
     let mut n = [0u8; 4];
     s.read_exact(&mut n)?;
     let n = u32::from_le_bytes(n);
-    if n > MAX_FRAME {
+    if n > max {
         return Err(std::io::Error::new(
             std::io::ErrorKind::InvalidData,
-            "frame too large",
+            format!("frame of {n} bytes (at most {max} allowed here)"),
         ));
     }
     let mut b = vec![0u8; n as usize];
     s.read_exact(&mut b)?;
     Ok(b)
+}
+
+/// Whether an I/O error means the other end closed or reset the connection.
+fn closed(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind as K;
+    matches!(
+        e.kind(),
+        K::UnexpectedEof | K::BrokenPipe | K::ConnectionReset | K::ConnectionAborted
+    )
+}
+
+/// A verified client, handed from its handshake thread to rank 0's main loop.
+struct Verified {
+    rank: u32,
+    stream: TcpStream,
+    nonce1: [u8; 32],
+}
+
+/// What a client's handshake attempt came to.
+enum Joined {
+    Yes(TcpStream),
+    /// Rank 0 closed before greeting (busy, or not rank 0 yet): try again.
+    Retry(String),
+    /// Rank 0 has another secret than ours: re-read it (file) or give up (known).
+    OtherSecret,
 }
 
 impl TcpBoot {
@@ -86,66 +170,43 @@ impl TcpBoot {
         secret: &[u8],
         timeout: Duration,
     ) -> Result<Self> {
+        Self::connect_with(
+            rank,
+            size,
+            addr,
+            job,
+            &Secret::Known(secret.to_vec()),
+            timeout,
+        )
+    }
+
+    /// [`TcpBoot::connect`] with the secret from `secret` (rank 0 needs it at once; the others
+    /// wait for a secret file to appear, and re-read a stale one).
+    pub fn connect_with(
+        rank: u32,
+        size: u32,
+        addr: SocketAddr,
+        job: &str,
+        secret: &Secret,
+        timeout: Duration,
+    ) -> Result<Self> {
         if size == 0 || rank >= size {
             return Err(ShmemError::Config(format!("rank {rank} of {size}")));
         }
         let deadline = Instant::now() + timeout;
         let mut peers: Vec<Option<TcpStream>> = (0..size).map(|_| None).collect();
         if rank == 0 {
-            let l = TcpListener::bind(addr)
-                .map_err(|e| ShmemError::Boot(format!("rank 0 cannot listen on {addr}: {e}")))?;
-            l.set_nonblocking(true)
-                .map_err(|e| ShmemError::io("listener", e))?;
-            let mut joined = 1;
-            while joined < size {
-                match l.accept() {
-                    Ok((mut s, _)) => {
-                        if let Some(r) = Self::admit(&mut s, size, job, secret, &peers, deadline) {
-                            peers[r as usize] = Some(s);
-                            joined += 1;
-                        }
-                    }
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                        if Instant::now() >= deadline {
-                            let missing =
-                                (1..size).filter(|&r| peers[r as usize].is_none()).collect();
-                            return Err(ShmemError::Timeout {
-                                what: format!("ranks to join the rendezvous at {addr}"),
-                                after: timeout,
-                                missing,
-                            });
-                        }
-                        std::thread::sleep(Duration::from_millis(2));
-                    }
-                    Err(e) => return Err(ShmemError::io("accepting a rendezvous connection", e)),
-                }
-            }
+            let key = secret.current()?.ok_or_else(|| {
+                ShmemError::Boot("rank 0 has no job secret to listen with".into())
+            })?;
+            Self::serve(&mut peers, addr, job, &key, deadline, timeout)?;
         } else {
-            let mut last = String::new();
-            let s = loop {
-                if Instant::now() >= deadline {
-                    return Err(ShmemError::Timeout {
-                        what: format!("rank 0 at {addr} ({last})"),
-                        after: timeout,
-                        missing: vec![0],
-                    });
-                }
-                match TcpStream::connect_timeout(&addr, Duration::from_millis(500)) {
-                    Ok(mut s) => match Self::join(&mut s, rank, job, secret, deadline) {
-                        Ok(()) => break s,
-                        Err(e) => return Err(e),
-                    },
-                    Err(e) => {
-                        last = e.to_string();
-                        std::thread::sleep(Duration::from_millis(20));
-                    }
-                }
-            };
-            peers[0] = Some(s);
+            peers[0] = Some(Self::dial(rank, addr, job, secret, deadline, timeout)?);
         }
         for s in peers.iter().flatten() {
             let _ = s.set_nodelay(true);
             let _ = s.set_nonblocking(false);
+            let _ = s.set_write_timeout(Some(timeout));
         }
         Ok(Self {
             rank,
@@ -156,60 +217,221 @@ impl TcpBoot {
         })
     }
 
-    /// Rank 0's side of the handshake; `Some(rank)` if the connection proved the secret.
-    fn admit(
-        s: &mut TcpStream,
+    /// Rank 0: accepts until every rank joined; each handshake runs on its own thread.
+    fn serve(
+        peers: &mut [Option<TcpStream>],
+        addr: SocketAddr,
+        job: &str,
+        secret: &[u8],
+        deadline: Instant,
+        timeout: Duration,
+    ) -> Result<()> {
+        let size = peers.len() as u32;
+        let l = TcpListener::bind(addr)
+            .map_err(|e| ShmemError::Boot(format!("rank 0 cannot listen on {addr}: {e}")))?;
+        l.set_nonblocking(true)
+            .map_err(|e| ShmemError::io("listener", e))?;
+        let (tx, rx) = mpsc::channel::<Verified>();
+        let in_flight = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let mut joined = 1;
+        while joined < size {
+            let mut idle = true;
+            match l.accept() {
+                Ok((s, _)) => {
+                    idle = false;
+                    use std::sync::atomic::Ordering::Relaxed;
+                    if in_flight.load(Relaxed) >= MAX_HANDSHAKES {
+                        drop(s);
+                    } else {
+                        in_flight.fetch_add(1, Relaxed);
+                        let (tx, job, secret, n) = (
+                            tx.clone(),
+                            job.to_owned(),
+                            secret.to_vec(),
+                            in_flight.clone(),
+                        );
+                        let hs_deadline = deadline.min(Instant::now() + HANDSHAKE_TIMEOUT);
+                        let spawned = std::thread::Builder::new()
+                            .name("gda-handshake".into())
+                            .spawn(move || {
+                                if let Some(v) = Self::greet(s, size, &job, &secret, hs_deadline) {
+                                    let _ = tx.send(v);
+                                }
+                                n.fetch_sub(1, Relaxed);
+                            });
+                        if spawned.is_err() {
+                            in_flight.fetch_sub(1, Relaxed);
+                        }
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(ShmemError::io("accepting a rendezvous connection", e)),
+            }
+            while let Ok(mut v) = rx.try_recv() {
+                idle = false;
+                let _ = v.stream.set_write_timeout(Some(HANDSHAKE_TIMEOUT));
+                let slot = &mut peers[v.rank as usize];
+                if slot.is_some() {
+                    let why = format!("rank {} already joined this job", v.rank);
+                    let _ = send(&mut v.stream, &[&[1u8][..], why.as_bytes()].concat());
+                    continue;
+                }
+                let tag = mac(secret, b"gda-server", job, v.rank, &v.nonce1);
+                if send(&mut v.stream, &[&[0u8][..], &tag[..]].concat()).is_ok() {
+                    *slot = Some(v.stream);
+                    joined += 1;
+                }
+            }
+            if Instant::now() >= deadline {
+                let missing = (1..size).filter(|&r| peers[r as usize].is_none()).collect();
+                return Err(ShmemError::Timeout {
+                    what: format!("ranks to join the rendezvous at {addr}"),
+                    after: timeout,
+                    missing,
+                });
+            }
+            if idle {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        Ok(())
+    }
+
+    /// Rank 0's side of one handshake, up to the client's proof; `Some` if it proved the
+    /// secret for a rank of this job.
+    fn greet(
+        mut s: TcpStream,
         size: u32,
         job: &str,
         secret: &[u8],
-        peers: &[Option<TcpStream>],
         deadline: Instant,
-    ) -> Option<u32> {
+    ) -> Option<Verified> {
         s.set_nonblocking(false).ok()?;
-        // A silent stray connection must not stall the rendezvous for long.
-        let hs_deadline = deadline.min(Instant::now() + Duration::from_secs(2));
+        s.set_write_timeout(Some(HANDSHAKE_TIMEOUT)).ok()?;
         let nonce0: [u8; 32] = rand::random();
-        send(s, &nonce0).ok()?;
-        let m = recv(s, hs_deadline).ok()?;
-        if m.len() != 4 + 32 + 32 {
+        send(&mut s, &[&nonce0[..], &key_id(secret, job)[..]].concat()).ok()?;
+        // Capped at the answer's size: nothing big is allocated before the proof.
+        let m = recv(&mut s, deadline, ANSWER_BYTES as u32).ok()?;
+        if m.len() != ANSWER_BYTES {
             return None;
         }
         let rank = u32::from_le_bytes(m[..4].try_into().ok()?);
-        if rank == 0 || rank >= size || peers[rank as usize].is_some() {
-            return None;
-        }
         if !verify(secret, b"gda-client", job, rank, &nonce0, &m[36..]) {
             return None;
         }
-        send(s, &mac(secret, b"gda-server", job, rank, &m[4..36])).ok()?;
-        Some(rank)
+        if rank == 0 || rank >= size {
+            let why = format!("rank {rank} is not in 1..{size} of this job");
+            let _ = send(&mut s, &[&[1u8][..], why.as_bytes()].concat());
+            return None;
+        }
+        let mut nonce1 = [0u8; 32];
+        nonce1.copy_from_slice(&m[4..36]);
+        Some(Verified {
+            rank,
+            stream: s,
+            nonce1,
+        })
     }
 
-    /// A client's side of the handshake.
+    /// A client: connects and handshakes until admitted or the deadline.
+    fn dial(
+        rank: u32,
+        addr: SocketAddr,
+        job: &str,
+        secret: &Secret,
+        deadline: Instant,
+        timeout: Duration,
+    ) -> Result<TcpStream> {
+        let mut last = String::from("nothing tried yet");
+        loop {
+            if Instant::now() >= deadline {
+                return Err(ShmemError::Timeout {
+                    what: format!("rank 0 at {addr} ({last})"),
+                    after: timeout,
+                    missing: vec![0],
+                });
+            }
+            let Some(key) = secret.current()? else {
+                last = "the job secret file does not exist yet".into();
+                std::thread::sleep(Duration::from_millis(20));
+                continue;
+            };
+            match TcpStream::connect_timeout(&addr, Duration::from_millis(500)) {
+                Ok(s) => match Self::join(s, rank, job, &key, deadline)? {
+                    Joined::Yes(s) => return Ok(s),
+                    Joined::Retry(why) => last = why,
+                    Joined::OtherSecret => match secret {
+                        Secret::Known(_) => {
+                            return Err(ShmemError::Boot(format!(
+                                "rank {rank}: rank 0 at {addr} uses another job secret than this \
+                                 PE (GDA_SHMEM_SECRET must be the same on every rank)"
+                            )));
+                        }
+                        Secret::File(p) => {
+                            last = format!("the secret in {} is not rank 0's (yet)", p.display());
+                        }
+                    },
+                },
+                Err(e) => last = e.to_string(),
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// A client's side of the handshake on a fresh connection.
     fn join(
-        s: &mut TcpStream,
+        mut s: TcpStream,
         rank: u32,
         job: &str,
         secret: &[u8],
         deadline: Instant,
-    ) -> Result<()> {
+    ) -> Result<Joined> {
         let fail =
             |e: String| ShmemError::Boot(format!("rank {rank}: handshake with rank 0 failed: {e}"));
-        let nonce0 = recv(s, deadline).map_err(|e| fail(e.to_string()))?;
+        let _ = s.set_write_timeout(Some(HANDSHAKE_TIMEOUT));
+        let hello = match recv(&mut s, deadline, HELLO_BYTES as u32) {
+            Ok(h) if h.len() == HELLO_BYTES => h,
+            Ok(h) => return Err(fail(format!("greeting of {} bytes", h.len()))),
+            Err(e) if closed(&e) => {
+                return Ok(Joined::Retry(
+                    "rank 0 closed the connection before greeting".into(),
+                ));
+            }
+            Err(e) => return Err(fail(e.to_string())),
+        };
+        let (nonce0, id) = hello.split_at(32);
+        if id != key_id(secret, job) {
+            return Ok(Joined::OtherSecret);
+        }
         let nonce1: [u8; 32] = rand::random();
         let mut m = rank.to_le_bytes().to_vec();
         m.extend_from_slice(&nonce1);
-        m.extend_from_slice(&mac(secret, b"gda-client", job, rank, &nonce0));
-        send(s, &m).map_err(|e| fail(e.to_string()))?;
-        let tag = recv(s, deadline).map_err(|e| {
-            fail(format!(
-                "{e} (wrong job secret, or rank {rank} already joined?)"
-            ))
-        })?;
-        if !verify(secret, b"gda-server", job, rank, &nonce1, &tag) {
-            return Err(fail("rank 0 does not know the job secret".into()));
+        m.extend_from_slice(&mac(secret, b"gda-client", job, rank, nonce0));
+        let lost = |e: std::io::Error| {
+            if closed(&e) {
+                fail(format!(
+                    "rank 0 closed the connection without an answer ({e}): it did not accept \
+                     rank {rank}'s proof of the job secret, or the handshake took longer than \
+                     {HANDSHAKE_TIMEOUT:?}"
+                ))
+            } else {
+                fail(e.to_string())
+            }
+        };
+        send(&mut s, &m).map_err(lost)?;
+        let verdict = recv(&mut s, deadline, VERDICT_MAX as u32).map_err(lost)?;
+        match verdict.split_first() {
+            Some((0, tag)) if verify(secret, b"gda-server", job, rank, &nonce1, tag) => {
+                Ok(Joined::Yes(s))
+            }
+            Some((0, _)) => Err(fail("rank 0 does not know the job secret".into())),
+            Some((1, why)) => Err(fail(format!(
+                "rank 0 refused: {}",
+                String::from_utf8_lossy(why)
+            ))),
+            _ => Err(fail("malformed answer from rank 0".into())),
         }
-        Ok(())
     }
 }
 
@@ -237,8 +459,13 @@ impl Bootstrap for TcpBoot {
                     after: self.timeout,
                     missing: vec![r],
                 }
+            } else if closed(&e) {
+                ShmemError::Boot(format!(
+                    "rank {r} closed its bootstrap connection during a collective (its process \
+                     exited, failed or was killed: see its own output) [{e}]"
+                ))
             } else {
-                ShmemError::Boot(format!("connection to rank {r} lost: {e}"))
+                ShmemError::Boot(format!("bootstrap connection to rank {r} failed: {e}"))
             }
         };
         if self.rank == 0 {
@@ -250,7 +477,7 @@ impl Bootstrap for TcpBoot {
                     missing.push(r as u32);
                     continue;
                 };
-                match recv(s, deadline) {
+                match recv(s, deadline, MAX_FRAME) {
                     Ok(b) => all.push(b),
                     Err(e) => {
                         missing.push(r as u32);
@@ -286,7 +513,7 @@ impl Bootstrap for TcpBoot {
                 .as_mut()
                 .ok_or_else(|| ShmemError::Boot("no rank 0".into()))?;
             send(s, mine).map_err(|e| lost(0, e))?;
-            let flat = recv(s, deadline).map_err(|e| lost(0, e))?;
+            let flat = recv(s, deadline, MAX_FRAME).map_err(|e| lost(0, e))?;
             let mut out = Vec::with_capacity(self.size as usize);
             let mut at = 0usize;
             while at < flat.len() {
@@ -359,6 +586,128 @@ mod tests {
             let a = h.join().unwrap();
             assert_eq!(a, (0..4u8).map(|r| vec![r; 3]).collect::<Vec<_>>());
         }
+    }
+
+    fn connect_raw(addr: SocketAddr) -> TcpStream {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            match TcpStream::connect(addr) {
+                Ok(s) => return s,
+                Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(5)),
+                Err(e) => panic!("rank 0 never listened: {e}"),
+            }
+        }
+    }
+
+    #[test]
+    fn idle_connections_do_not_stall_the_rendezvous() {
+        // Before the fix rank 0 served handshakes one at a time, 2 s each: a handful of idle
+        // connections timed a job out. Now each has its own thread and deadline.
+        let addr = free_addr();
+        let t = Duration::from_secs(30);
+        let r0 = std::thread::spawn(move || TcpBoot::connect(0, 3, addr, "jobI", b"k", t));
+        let idle: Vec<TcpStream> = (0..40).map(|_| connect_raw(addr)).collect();
+        let start = Instant::now();
+        let rs: Vec<_> = (1..3)
+            .map(|r| std::thread::spawn(move || TcpBoot::connect(r, 3, addr, "jobI", b"k", t)))
+            .collect();
+        for h in rs {
+            h.join().unwrap().unwrap();
+        }
+        r0.join().unwrap().unwrap();
+        assert!(
+            start.elapsed() < HANDSHAKE_TIMEOUT / 2,
+            "40 idle connections delayed the rendezvous by {:?}",
+            start.elapsed()
+        );
+        drop(idle);
+    }
+
+    #[test]
+    fn preauth_frames_are_capped_and_refusals_are_explained() {
+        let addr = free_addr();
+        let t = Duration::from_secs(20);
+        let r0 = std::thread::spawn(move || TcpBoot::connect(0, 2, addr, "jobC", b"k", t));
+        // Announce a 64 MiB frame before authenticating: rank 0 must hang up at once instead
+        // of allocating and waiting for it.
+        let mut s = connect_raw(addr);
+        let hello = recv(&mut s, Instant::now() + t, HELLO_BYTES as u32).unwrap();
+        assert_eq!(hello.len(), HELLO_BYTES);
+        s.write_all(&(64u32 << 20).to_le_bytes()).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        let start = Instant::now();
+        let mut b = [0u8; 1];
+        let n = s.read(&mut b);
+        assert!(
+            matches!(n, Ok(0)) || n.as_ref().is_err_and(closed),
+            "rank 0 kept the connection: {n:?}"
+        );
+        assert!(start.elapsed() < Duration::from_secs(1));
+        // A rank outside the job is told why.
+        let e = TcpBoot::connect(5, 6, addr, "jobC", b"k", Duration::from_secs(5))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("rank 5 is not in 1..2"), "{e}");
+        // Wrong secret: the client knows before answering, and says so.
+        let e = TcpBoot::connect(1, 2, addr, "jobC", b"other", Duration::from_secs(5))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("another job secret"), "{e}");
+        let _b1 = TcpBoot::connect(1, 2, addr, "jobC", b"k", t).unwrap();
+        r0.join().unwrap().unwrap();
+    }
+
+    #[test]
+    fn duplicate_ranks_are_refused_with_a_reason() {
+        let addr = free_addr();
+        let t = Duration::from_secs(20);
+        let r0 = std::thread::spawn(move || TcpBoot::connect(0, 3, addr, "jobD", b"k", t));
+        let _a = TcpBoot::connect(1, 3, addr, "jobD", b"k", t).unwrap();
+        let e = TcpBoot::connect(1, 3, addr, "jobD", b"k", t)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("rank 1 already joined"), "{e}");
+        let _c = TcpBoot::connect(2, 3, addr, "jobD", b"k", t).unwrap();
+        r0.join().unwrap().unwrap();
+    }
+
+    #[test]
+    fn a_stale_secret_file_is_reread_not_used() {
+        let dir = std::env::temp_dir().join(format!("gda-tcp-stale-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir(&dir).unwrap();
+        let path = dir.join("job.secret");
+        // An earlier job with the same id left its secret behind.
+        let private = |p: &std::path::Path, secret: [u8; 32]| {
+            use std::os::unix::fs::OpenOptionsExt;
+            let mut f = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(p)
+                .unwrap();
+            f.write_all(hex::encode(secret).as_bytes()).unwrap();
+        };
+        private(&path, [7u8; 32]);
+        let addr = free_addr();
+        let t = Duration::from_secs(20);
+        let p = path.clone();
+        let r1 = std::thread::spawn(move || {
+            TcpBoot::connect_with(1, 2, addr, "jobS", &Secret::File(p), t)
+        });
+        // Rank 0 starts late, listening with a fresh secret before writing it out.
+        std::thread::sleep(Duration::from_millis(300));
+        let fresh = [9u8; 32];
+        let r0 = std::thread::spawn(move || TcpBoot::connect(0, 2, addr, "jobS", &fresh, t));
+        std::thread::sleep(Duration::from_millis(300));
+        private(&dir.join("new"), fresh);
+        std::fs::rename(dir.join("new"), &path).unwrap();
+        r1.join().unwrap().unwrap();
+        r0.join().unwrap().unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
