@@ -19,7 +19,7 @@ fn write_every_size<P: SimModel>() {
         let src = t.mr_a(n.max(1), Access::LOCAL_WRITE);
         let dst = t.mr_b(n.max(1) + 64, Access::REMOTE_WRITE);
         let data = pattern(n, n as u8);
-        src.write(0, &data);
+        src.write(0, &data).unwrap();
         let sges = [sge(&src, 0, n as u32)];
         raw.post(
             &WorkRequest::Write {
@@ -74,7 +74,7 @@ fn inline_write_every_size<P: SimModel>() {
         );
         assert_eq!(raw.wait(1)[0].status, WcStatus::Success);
         let mut got = vec![0u8; n];
-        dst.read(100, &mut got);
+        dst.read(100, &mut got).unwrap();
         assert_eq!(got, data, "inline {n}");
     }
 }
@@ -86,7 +86,7 @@ fn read_every_size<P: SimModel>() {
         let src = t.mr_b(n.max(1), Access::REMOTE_READ);
         let dst = t.mr_a(n.max(1) + 16, Access::LOCAL_WRITE);
         let data = pattern(n, 77);
-        src.write(0, &data);
+        src.write(0, &data).unwrap();
         let sges = [sge(&dst, 8, n as u32)];
         raw.post(
             &WorkRequest::Read {
@@ -114,7 +114,7 @@ fn send_recv_and_immediates<P: SimModel>() {
     for &n in SIZES {
         let src = t.mr_a(n.max(1), Access::empty());
         let dst = t.mr_b(n.max(1), Access::LOCAL_WRITE);
-        src.write(0, &pattern(n, 9));
+        src.write(0, &pattern(n, 9)).unwrap();
         rq.post(sge(&dst, 0, n.max(1) as u32));
         let sges = [sge(&src, 0, n as u32)];
         let imm = (n % 2 == 0).then_some(0xdead_0000 | n as u32);
@@ -168,7 +168,7 @@ fn send_recv_and_immediates<P: SimModel>() {
         (WcOpcode::RecvRdmaWithImm, Some(0x1234_5678), 8)
     );
     let mut got = [0u8; 8];
-    dst.read(128, &mut got);
+    dst.read(128, &mut got).unwrap();
     assert_eq!(&got, b"with imm");
 }
 
@@ -265,9 +265,11 @@ fn atomics_every_op_and_width<P: SimModel>() {
         let mut before = [0xeeu8; 16];
         before[..8].copy_from_slice(&init.to_le_bytes()[..8]);
         // Fill with a sentinel so a 4-byte op that touches 8 bytes is caught.
-        target.write(off as usize, &[0xee; 8]);
-        target.write(off as usize, &init.to_le_bytes()[..w as usize]);
-        result.write(0, &[0xcc; 16]);
+        target.write(off as usize, &[0xee; 8]).unwrap();
+        target
+            .write(off as usize, &init.to_le_bytes()[..w as usize])
+            .unwrap();
+        result.write(0, &[0xcc; 16]).unwrap();
         let wr = WorkRequest::Atomic {
             remote: remote(&target, off),
             local: sge(&result, 0, w),
@@ -285,7 +287,7 @@ fn atomics_every_op_and_width<P: SimModel>() {
         let wc = raw.wait(1)[0];
         assert_eq!((wc.status, wc.byte_len), (WcStatus::Success, w), "case {i}");
         let mut fetched_bytes = vec![0u8; w as usize];
-        result.read(0, &mut fetched_bytes);
+        result.read(0, &mut fetched_bytes).unwrap();
         let mask = if w == 8 { u64::MAX } else { 0xffff_ffff };
         assert_eq!(
             fetched::<P>(&fetched_bytes),
@@ -293,7 +295,7 @@ fn atomics_every_op_and_width<P: SimModel>() {
             "case {i}: fetched old value"
         );
         let mut after = [0u8; 8];
-        target.read(off as usize, &mut after);
+        target.read(off as usize, &mut after).unwrap();
         let mut got = [0u8; 8];
         got[..w as usize].copy_from_slice(&after[..w as usize]);
         assert_eq!(
@@ -309,7 +311,9 @@ fn atomics_every_op_and_width<P: SimModel>() {
             );
         }
         let mut rest = [0u8; 8];
-        result.read(w as usize, &mut rest[..(16 - w as usize).min(8)]);
+        result
+            .read(w as usize, &mut rest[..(16 - w as usize).min(8)])
+            .unwrap();
         assert!(
             rest[..(16 - w as usize).min(8)].iter().all(|&b| b == 0xcc),
             "case {i}: result overran its width"
@@ -629,7 +633,7 @@ fn ordering_fence_and_completion_order<P: SimModel>() {
         // FENCE: READ remote into a local buffer, then WRITE that buffer elsewhere with FENCE; the
         // write must carry the read data even when chaos delays the READ's landing.
         let src = t.mr_b(64, Access::REMOTE_READ);
-        src.write(0, &pattern(64, 5));
+        src.write(0, &pattern(64, 5)).unwrap();
         let stage = t.mr_a(64, Access::LOCAL_WRITE);
         let out = t.mr_b(64, Access::REMOTE_WRITE);
         let st = [sge(&stage, 0, 64)];
@@ -811,7 +815,7 @@ fn chaos_seeds_keep_guarantees<P: SimModel>() {
                 .unwrap();
                 sq.quiet().unwrap();
                 let mut got = vec![0u8; n];
-                back.read(64 * me as usize, &mut got);
+                back.read(64 * me as usize, &mut got).unwrap();
                 assert_eq!(
                     got, payload,
                     "seed {seed}: quiet returned before data landed"
@@ -1000,7 +1004,7 @@ fn deregistered_key_fails_after_use<P: SimModel>() {
     let t = Pair::<P>::simple();
     let mut raw = t.raw_a();
     let src = t.mr_a(8, Access::empty());
-    src.write(0, &[7; 8]);
+    src.write(0, &[7; 8]).unwrap();
     let dst = t.mr_b(8, Access::REMOTE_WRITE);
     let s = [sge(&src, 0, 8)];
     let r = remote(&dst, 0);
@@ -1109,7 +1113,7 @@ fn chaos_seed_reproduces_a_missing_fence<P: SimModel>() {
     let run = |seed: Option<u64>| -> bool {
         let t = Pair::<P>::new(seed, CqMode::Normal, QpInit::default());
         let src = t.mr_b(64, Access::REMOTE_READ);
-        src.write(0, &pattern(64, 5));
+        src.write(0, &pattern(64, 5)).unwrap();
         let stage = t.mr_a(64, Access::LOCAL_WRITE);
         let out = t.mr_b(64, Access::REMOTE_WRITE);
         let st = [sge(&stage, 0, 64)];

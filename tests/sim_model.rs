@@ -192,13 +192,13 @@ fn run<P: SimModel>(ops: &[Op], seed: u8, chaos: Option<u64>) -> Result<(), Test
         pattern(N, seed ^ 4),
     ];
     for (m, d) in locals.iter().zip(&ml) {
-        m.write(0, d);
+        m.write(0, d).unwrap();
     }
     for (m, d) in remotes.iter().zip(&mr) {
-        m.write(0, d);
+        m.write(0, d).unwrap();
     }
-    guard_a.write(0, &[0x5a; N]);
-    guard_b.write(0, &[0xa5; N]);
+    guard_a.write(0, &[0x5a; N]).unwrap();
+    guard_b.write(0, &[0xa5; N]).unwrap();
     let mut raw = t.raw_a();
     let mut expect: Vec<WcStatus> = Vec::new();
     let mut failed = false;

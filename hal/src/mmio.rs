@@ -148,17 +148,22 @@ pub unsafe fn store_doorbell64(dst: *mut u64, bytes: [u8; 8]) {
 /// Copies one 64-byte chunk of a WQE to a BlueFlame register as eight 64-bit stores (the
 /// write-combining-friendly pattern the hardware expects).
 ///
+/// The source is read through a raw pointer (queue memory the device reads concurrently is
+/// never borrowed as a Rust reference).
+///
 /// # Safety
-/// `dst` must be valid for 64 bytes of writes and 8-byte aligned.
+/// `dst` must be valid for 64 bytes of writes and 8-byte aligned; `src` valid for 64 bytes of
+/// reads.
 #[inline(always)]
-pub unsafe fn copy_blueflame_chunk(dst: *mut u64, chunk: &[u8; 64]) {
+pub unsafe fn copy_blueflame_chunk(dst: *mut u64, src: *const u8) {
     let mut i = 0;
     while i < 8 {
-        let mut q = [0u8; 8];
-        q.copy_from_slice(&chunk[i * 8..i * 8 + 8]);
-        // SAFETY: `i < 8`, so `dst.add(i)` stays inside the 64 bytes the caller vouched for.
+        // SAFETY: `i < 8`, so both offsets stay inside the 64 bytes the caller vouched for.
         // ORDERING: write-combined; flushed by the caller's `wc_flush`.
-        unsafe { core::ptr::write_volatile(dst.add(i), u64::from_ne_bytes(q)) };
+        unsafe {
+            let q = src.add(i * 8).cast::<u64>().read_unaligned();
+            core::ptr::write_volatile(dst.add(i), q);
+        }
         i += 1;
     }
 }
@@ -329,7 +334,7 @@ mod tests {
         let mut bf = [0u64; 8];
         let chunk: [u8; 64] = core::array::from_fn(|i| i as u8);
         // SAFETY: `bf` is 64 valid aligned bytes.
-        unsafe { copy_blueflame_chunk(bf.as_mut_ptr(), &chunk) };
+        unsafe { copy_blueflame_chunk(bf.as_mut_ptr(), chunk.as_ptr()) };
         assert_eq!(bytemuck::cast_slice::<u64, u8>(&bf), &chunk[..]);
     }
 }

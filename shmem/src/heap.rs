@@ -13,9 +13,14 @@ use crate::types::Elem;
 
 /// A symmetric array of `len` `T`s: the same offset on every PE. `Copy`; freed with
 /// [`crate::Pe::free`].
+///
+/// A `Sym` belongs to the symmetric heap of the job that allocated it (a random id agreed at
+/// init): the PEs of that job accept it, any other `Pe` refuses it with an error, so an offset
+/// valid in one heap can never be used in a smaller one.
 pub struct Sym<T> {
     pub(crate) off: usize,
     pub(crate) len: usize,
+    pub(crate) heap: u64,
     _t: PhantomData<fn() -> T>,
 }
 
@@ -39,10 +44,11 @@ impl<T> std::fmt::Debug for Sym<T> {
 }
 
 impl<T: Elem> Sym<T> {
-    pub(crate) fn new(off: usize, len: usize) -> Self {
+    pub(crate) fn new(off: usize, len: usize, heap: u64) -> Self {
         Self {
             off,
             len,
+            heap,
             _t: PhantomData,
         }
     }
@@ -65,10 +71,14 @@ impl<T: Elem> Sym<T> {
         self.off
     }
 
-    /// Byte offset of elements `[idx, idx + n)`, checked against the allocation.
+    /// Byte offset of elements `[idx, idx + n)`, checked against the allocation
+    /// (overflow-safe; the heap it belongs to is checked by the `Pe`).
     pub(crate) fn range(&self, idx: usize, n: usize) -> Result<usize> {
-        match idx.checked_add(n) {
-            Some(end) if end <= self.len => Ok(self.off + idx * size_of::<T>()),
+        let at = idx
+            .checked_mul(size_of::<T>())
+            .and_then(|b| self.off.checked_add(b));
+        match (idx.checked_add(n), at) {
+            (Some(end), Some(at)) if end <= self.len => Ok(at),
             _ => Err(ShmemError::Range(format!(
                 "elements {idx}..{} of {self:?}",
                 idx.saturating_add(n)
@@ -78,7 +88,7 @@ impl<T: Elem> Sym<T> {
 
     /// The sub-array `[idx, idx + n)`.
     pub fn slice(&self, idx: usize, n: usize) -> Result<Self> {
-        Ok(Self::new(self.range(idx, n)?, n))
+        Ok(Self::new(self.range(idx, n)?, n, self.heap))
     }
 }
 

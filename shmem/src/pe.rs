@@ -171,6 +171,8 @@ pub struct Pe<P: Provider> {
     bounce: usize,
     bounce_used: Cell<usize>,
     heap: RefCell<Allocator>,
+    /// The job heap's id (rank 0's pick at init): every `Sym` of this heap carries it.
+    pub(crate) heap_id: u64,
     pids: Vec<u32>,
     /// Whether `pids[j]` can be checked for liveness here (another process, same host, same
     /// PID namespace).
@@ -211,6 +213,8 @@ fn host_key(rank: u32, cfg: &Config) -> String {
 /// address, never as a pointer here.
 struct Info {
     token: u128,
+    /// Rank 0's is the job heap's id (fresh for every init), which every [`Sym`] carries.
+    heap_id: u64,
     pid: u32,
     pid_ns: u64,
     base: u64,
@@ -229,12 +233,13 @@ fn process_token() -> u128 {
     })
 }
 
-const INFO_FIXED: usize = 16 + 4 + 8 + 8 + 8;
+const INFO_FIXED: usize = 16 + 8 + 4 + 8 + 8 + 8;
 
 impl Info {
     fn encode(&self) -> Vec<u8> {
         let mut b = Vec::with_capacity(INFO_FIXED + self.host.len());
         b.extend_from_slice(&self.token.to_le_bytes());
+        b.extend_from_slice(&self.heap_id.to_le_bytes());
         b.extend_from_slice(&self.pid.to_le_bytes());
         b.extend_from_slice(&self.pid_ns.to_le_bytes());
         b.extend_from_slice(&self.base.to_le_bytes());
@@ -247,11 +252,13 @@ impl Info {
         let bad = || ShmemError::Boot(format!("malformed PE info ({} bytes)", b.len()));
         let (fixed, host) = b.split_at_checked(INFO_FIXED).ok_or_else(bad)?;
         let (token, rest) = fixed.split_at(16);
+        let (heap_id, rest) = rest.split_at(8);
         let (pid, rest) = rest.split_at(4);
         let (pid_ns, rest) = rest.split_at(8);
         let (base, len) = rest.split_at(8);
         Ok(Self {
             token: u128::from_le_bytes(token.try_into().map_err(|_| bad())?),
+            heap_id: u64::from_le_bytes(heap_id.try_into().map_err(|_| bad())?),
             pid: u32::from_le_bytes(pid.try_into().map_err(|_| bad())?),
             pid_ns: u64::from_le_bytes(pid_ns.try_into().map_err(|_| bad())?),
             base: u64::from_le_bytes(base.try_into().map_err(|_| bad())?),
@@ -279,6 +286,7 @@ impl<P: Provider> Pe<P> {
             .map_err(|e| ShmemError::io(format!("PE {me}: symmetric heap of {total} bytes"), e))?;
         let mine = Info {
             token: process_token(),
+            heap_id: rand::random(),
             pid: std::process::id(),
             pid_ns: gda_hal::shm::pid_namespace(),
             base: seg.as_ptr() as u64,
@@ -409,6 +417,7 @@ impl<P: Provider> Pe<P> {
             bounce,
             bounce_used: Cell::new(0),
             heap: RefCell::new(Allocator::new(heap_size)),
+            heap_id: infos[0].heap_id,
             pids: infos.iter().map(|i| i.pid).collect(),
             // Liveness by PID only for other processes of our PID namespace (a PID from another
             // namespace names some unrelated process here).
@@ -508,11 +517,12 @@ impl<P: Provider> Pe<P> {
             .heap
             .borrow_mut()
             .alloc(bytes, alignment.max(align_of::<T>()))?;
-        Ok(Sym::new(off, n))
+        Ok(Sym::new(off, n, self.heap_id))
     }
 
     /// Collective: frees an allocation (after a barrier, so no PE still accesses it).
     pub fn free<T: Elem>(&self, s: Sym<T>) -> Result<()> {
+        self.mine(&s)?;
         self.barrier_all()?;
         self.heap.borrow_mut().free(s.off)
     }
@@ -531,22 +541,53 @@ impl<P: Provider> Pe<P> {
 
     /// This PE's copy of `s`: a raw pointer for loads and stores (others may write it at any
     /// time; use [`Pe::read`]/[`Pe::write`] or atomics unless you synchronised).
-    #[must_use]
-    pub fn local_ptr<T: Elem>(&self, s: Sym<T>) -> *mut T {
-        // SAFETY: `s.off` is inside the heap (it came from the allocator).
-        unsafe { self.base.add(s.off).cast() }
+    pub fn local_ptr<T: Elem>(&self, s: Sym<T>) -> Result<*mut T> {
+        let off = self.at(s, 0, s.len)?;
+        // SAFETY: `at` checked that `s` belongs to this heap and lies inside it.
+        Ok(unsafe { self.base.add(off).cast() })
+    }
+
+    /// Refuses a `Sym` of another job's heap.
+    fn mine<T: Elem>(&self, s: &Sym<T>) -> Result<()> {
+        if s.heap == self.heap_id {
+            Ok(())
+        } else {
+            Err(ShmemError::Invalid(format!(
+                "{s:?} was allocated in another symmetric heap (another job or init) than PE \
+                 {}'s",
+                self.me
+            )))
+        }
+    }
+
+    /// Byte offset of elements `[idx, idx + n)` of `s` in this PE's segment: `s` must belong
+    /// to this job's heap and the range must lie in the allocation and in the symmetric part of
+    /// the segment (overflow-checked).
+    pub(crate) fn at<T: Elem>(&self, s: Sym<T>, idx: usize, n: usize) -> Result<usize> {
+        self.mine(&s)?;
+        let off = s.range(idx, n)?;
+        let end = n
+            .checked_mul(size_of::<T>())
+            .and_then(|b| off.checked_add(b));
+        match end {
+            Some(e) if e <= self.bounce => Ok(off),
+            _ => Err(ShmemError::Range(format!(
+                "{s:?} elements {idx}..+{n} leave PE {}'s symmetric memory",
+                self.me
+            ))),
+        }
     }
 
     /// Reads element `idx` of this PE's copy (a volatile load).
     pub fn read<T: Elem>(&self, s: Sym<T>, idx: usize) -> Result<T> {
-        let off = s.range(idx, 1)?;
+        let off = self.at(s, idx, 1)?;
         // SAFETY: in range; volatile because peers write it behind the compiler's back.
         Ok(unsafe { std::ptr::read_volatile(self.base.add(off).cast::<T>()) })
     }
 
     /// Writes element `idx` of this PE's copy (a volatile store).
     pub fn write<T: Elem>(&self, s: Sym<T>, idx: usize, v: T) -> Result<()> {
-        let off = s.range(idx, 1)?;
+        let off = self.at(s, idx, 1)?;
         // SAFETY: in range.
         unsafe { std::ptr::write_volatile(self.base.add(off).cast::<T>(), v) };
         Ok(())
@@ -554,7 +595,7 @@ impl<P: Provider> Pe<P> {
 
     /// Copies this PE's elements `[idx, idx + out.len())` out.
     pub fn copy_out<T: Elem>(&self, s: Sym<T>, idx: usize, out: &mut [T]) -> Result<()> {
-        let off = s.range(idx, out.len())?;
+        let off = self.at(s, idx, out.len())?;
         fence(Ordering::Acquire);
         // SAFETY: in range; `out` is a distinct Rust slice.
         unsafe {
@@ -569,7 +610,7 @@ impl<P: Provider> Pe<P> {
 
     /// Copies `src` into this PE's elements from `idx`.
     pub fn copy_in<T: Elem>(&self, s: Sym<T>, idx: usize, src: &[T]) -> Result<()> {
-        let off = s.range(idx, src.len())?;
+        let off = self.at(s, idx, src.len())?;
         // SAFETY: in range.
         unsafe {
             std::ptr::copy_nonoverlapping(src.as_ptr(), self.base.add(off).cast::<T>(), src.len())
@@ -699,36 +740,45 @@ impl<P: Provider> Pe<P> {
 
     /// Reads segment offset `off` of PE `pe` into `out` (blocking).
     pub(crate) fn get_bytes(&self, pe: u32, off: usize, out: &mut [u8]) -> Result<()> {
+        // SAFETY: `out` is valid for `out.len()` bytes of writes.
+        unsafe { self.get_into(pe, off, out.as_mut_ptr(), out.len()) }
+    }
+
+    /// Reads `len` bytes at segment offset `off` of PE `pe` to `dst` (blocking). `dst` is a raw
+    /// pointer, not a slice: it may be this PE's own symmetric memory, which peers (and the
+    /// NIC) may write concurrently, so no Rust reference to it is ever formed.
+    ///
+    /// # Safety
+    /// `dst` must be valid for `len` bytes of writes; `off..off + len` range-checked.
+    unsafe fn get_into(&self, pe: u32, off: usize, dst: *mut u8, len: usize) -> Result<()> {
         match self.route(pe)? {
             Route::Local => {
                 fence(Ordering::Acquire);
-                // SAFETY: range-checked by the caller.
-                unsafe { std::ptr::copy(self.base.add(off), out.as_mut_ptr(), out.len()) };
+                // SAFETY: range-checked by the caller; `dst` valid (caller); may overlap.
+                unsafe { std::ptr::copy(self.base.add(off), dst, len) };
             }
             Route::P2p(b) => {
                 fence(Ordering::Acquire);
-                // SAFETY: as above, in the peer's mapping.
-                unsafe { std::ptr::copy_nonoverlapping(b.add(off), out.as_mut_ptr(), out.len()) };
+                // SAFETY: as above, in the peer's mapping (a distinct mapping from `dst`'s).
+                unsafe { std::ptr::copy(b.add(off), dst, len) };
             }
             Route::Rdma(i) => {
                 let r = &self.rdma[i];
                 let chunk = BOUNCE / 2;
-                for (k, part) in out.chunks_mut(chunk).enumerate() {
-                    let at = self.stage(part.len())?;
+                let mut done = 0;
+                while done < len {
+                    let part = chunk.min(len - done);
+                    let at = self.stage(part)?;
                     let wr = WorkRequest::Read {
-                        remote: self.remote(r, off + k * chunk),
-                        sges: &[self.sge(at, part.len())],
+                        remote: self.remote(r, off + done),
+                        sges: &[self.sge(at, part)],
                     };
                     self.post(r, &wr).map_err(|e| self.rdma_err(pe, e))?;
                     self.rdma_quiet(r)?;
-                    // SAFETY: the READ has completed into `at..at+len`.
-                    unsafe {
-                        std::ptr::copy_nonoverlapping(
-                            self.base.add(at),
-                            part.as_mut_ptr(),
-                            part.len(),
-                        )
-                    };
+                    // SAFETY: the READ has completed into `at..at+part`; `dst + done` is valid
+                    // for `part` bytes (caller); staging never overlaps the destination.
+                    unsafe { std::ptr::copy(self.base.add(at), dst.add(done), part) };
+                    done += part;
                 }
             }
         }
@@ -740,7 +790,7 @@ impl<P: Provider> Pe<P> {
     /// Copies `src` to elements `[idx, idx + src.len())` of `dst` on `pe`; `src` may be reused
     /// on return (delivery is complete at the next [`Pe::quiet`]).
     pub fn put<T: Elem>(&self, dst: Sym<T>, idx: usize, src: &[T], pe: u32) -> Result<()> {
-        let off = dst.range(idx, src.len())?;
+        let off = self.at(dst, idx, src.len())?;
         self.put_bytes(pe, off, bytemuck::cast_slice(src))
     }
 
@@ -757,7 +807,7 @@ impl<P: Provider> Pe<P> {
 
     /// Copies elements `[idx, idx + out.len())` of `src` on `pe` into `out` (blocking).
     pub fn get<T: Elem>(&self, out: &mut [T], src: Sym<T>, idx: usize, pe: u32) -> Result<()> {
-        let off = src.range(idx, out.len())?;
+        let off = self.at(src, idx, out.len())?;
         self.get_bytes(pe, off, bytemuck::cast_slice_mut(out))
     }
 
@@ -779,8 +829,8 @@ impl<P: Provider> Pe<P> {
         n: usize,
         pe: u32,
     ) -> Result<()> {
-        let doff = dst.range(didx, n)?;
-        let soff = src.range(sidx, n)?;
+        let doff = self.at(dst, didx, n)?;
+        let soff = self.at(src, sidx, n)?;
         let bytes = n * size_of::<T>();
         match self.route(pe)? {
             Route::Rdma(i) if bytes > 0 => {
@@ -792,9 +842,9 @@ impl<P: Provider> Pe<P> {
                 self.post(r, &wr).map_err(|e| self.rdma_err(pe, e))
             }
             _ => {
-                // SAFETY: `doff..doff+bytes` is this PE's heap, range-checked.
-                let out = unsafe { std::slice::from_raw_parts_mut(self.base.add(doff), bytes) };
-                self.get_bytes(pe, soff, out)
+                // SAFETY: `doff..doff+bytes` is this PE's heap, range-checked; written through
+                // a raw pointer (peers may write it too).
+                unsafe { self.get_into(pe, soff, self.base.add(doff), bytes) }
             }
         }
     }
@@ -811,6 +861,7 @@ impl<P: Provider> Pe<P> {
         n: usize,
         pe: u32,
     ) -> Result<()> {
+        self.mine(&dst)?;
         if !strided(
             "iput",
             "reads src",
@@ -847,6 +898,7 @@ impl<P: Provider> Pe<P> {
         n: usize,
         pe: u32,
     ) -> Result<()> {
+        self.mine(&src)?;
         if !strided(
             "iget",
             "writes out",
@@ -891,7 +943,7 @@ impl<P: Provider> Pe<P> {
         op: SignalOp,
         pe: u32,
     ) -> Result<()> {
-        let soff = sig.range(sidx, 1)?;
+        let soff = self.at(sig, sidx, 1)?;
         self.put(dst, idx, src, pe)?;
         match self.route(pe)? {
             Route::Local | Route::P2p(_) => {
@@ -954,7 +1006,7 @@ impl<P: Provider> Pe<P> {
 
     /// This PE's signal word (`shmem_signal_fetch`).
     pub fn signal_fetch(&self, sig: Sym<u64>, sidx: usize) -> Result<u64> {
-        let off = sig.range(sidx, 1)?;
+        let off = self.at(sig, sidx, 1)?;
         // SAFETY: aligned u64 in this PE's heap.
         Ok(unsafe { cpu_load(self.base.add(off), Width::W64) })
     }
@@ -1120,7 +1172,7 @@ impl<P: Provider> Pe<P> {
     }
 
     fn amo_off<T: AtomicInt>(&self, s: Sym<T>, idx: usize) -> Result<usize> {
-        let off = s.range(idx, 1)?;
+        let off = self.at(s, idx, 1)?;
         if off % size_of::<T>() != 0 {
             return Err(ShmemError::Range(format!(
                 "atomic target {s:?}[{idx}] is not aligned"

@@ -116,11 +116,15 @@ impl<P: Provider> Pe<P> {
     }
 
     fn psync(&self, team: &Team) -> Sym<u64> {
-        Sym::new(self.team_area(team.slot), PSYNC_WORDS)
+        Sym::new(self.team_area(team.slot), PSYNC_WORDS, self.heap_id)
     }
 
     fn scratch(&self, team: &Team) -> Sym<u8> {
-        Sym::new(self.team_area(team.slot) + PSYNC_WORDS * 8, SCRATCH)
+        Sym::new(
+            self.team_area(team.slot) + PSYNC_WORDS * 8,
+            SCRATCH,
+            self.heap_id,
+        )
     }
 
     /// Synchronises the team's PEs without completing outstanding operations
@@ -256,9 +260,9 @@ impl<P: Provider> Pe<P> {
             drop(t);
             // The slot's counters start from zero on every member, before anyone uses them
             // (the parent barrier below).
-            let ps = Sym::<u64>::new(self.team_area(slot), PSYNC_WORDS);
+            let ps = Sym::<u64>::new(self.team_area(slot), PSYNC_WORDS, self.heap_id);
             // SAFETY: this PE's psync words of a slot no team of this PE uses.
-            unsafe { std::ptr::write_bytes(self.local_ptr(ps), 0, PSYNC_WORDS) };
+            unsafe { std::ptr::write_bytes(self.local_ptr(ps)?, 0, PSYNC_WORDS) };
         }
         self.team_barrier(parent)?;
         let Some(my) = my else { return Ok(None) };

@@ -141,3 +141,43 @@ fn misuse_gets_clear_errors() {
     assert!(e.contains("boom"), "{e}");
     assert!(t.elapsed() < std::time::Duration::from_secs(5));
 }
+
+#[test]
+fn a_sym_of_one_heap_is_refused_by_another() {
+    // Before the fix only the `Sym`'s own range was checked: a big allocation of one job used
+    // on a `Pe` with a smaller heap read and wrote past that heap.
+    let mut big = cfg(TransportPolicy::P2p, None);
+    big.heap_size = 1 << 20;
+    let mut small = big.clone();
+    small.heap_size = 64 << 10;
+    let far = launch::threads::<gda_sim::Sim, _, _>(1, &big, |pe| {
+        let _pad = pe.malloc::<u8>(512 << 10)?;
+        let far = pe.malloc::<u64>(1024)?;
+        assert!(far.offset() > small_heap_bytes());
+        Ok(far)
+    })
+    .unwrap_or_else(|e| panic!("{e}"))[0];
+    launch::threads::<gda_sim::Sim, _, _>(2, &small, |pe| {
+        let own = pe.malloc::<u64>(4)?;
+        for e in [
+            pe.put(far, 0, &[1u64], 1).unwrap_err(),
+            pe.get(&mut [0u64; 1], far, 0, 1).unwrap_err(),
+            pe.read(far, 0).unwrap_err(),
+            pe.write(far, 0, 7).unwrap_err(),
+            pe.atomic_add(far, 0, 1u64, 1).unwrap_err(),
+            pe.local_ptr(far).unwrap_err(),
+            pe.free(far).unwrap_err(),
+        ] {
+            assert!(e.to_string().contains("another symmetric heap"), "{e}");
+        }
+        // The heap's own allocations still work, and nothing was touched.
+        pe.write(own, 0, 5)?;
+        assert_eq!(pe.read(own, 0)?, 5);
+        pe.free(own)
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+}
+
+fn small_heap_bytes() -> usize {
+    64 << 10
+}

@@ -282,7 +282,7 @@ pub fn pattern(len: usize, seed: u8) -> Vec<u8> {
 /// Reads a whole region.
 pub fn contents(mr: &Mr) -> Vec<u8> {
     let mut v = vec![0u8; mr.len()];
-    mr.read(0, &mut v);
+    mr.read(0, &mut v).unwrap();
     v
 }
 

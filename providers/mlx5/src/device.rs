@@ -322,10 +322,9 @@ impl Mlx5 {
                 // SAFETY: `src` is a whole WQEBB inside the ring (WQEBBs never straddle the end);
                 // the destination range was vouched for by the caller.
                 unsafe {
-                    let chunk = &*(src as *const [u8; 64]);
                     mmio::copy_blueflame_chunk(
                         reg.wrapping_add(u64::from(i) * 64) as *mut u64,
-                        chunk,
+                        src as *const u8,
                     );
                 }
                 i += 1;

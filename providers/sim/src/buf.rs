@@ -60,18 +60,15 @@ impl DmaBuf {
         };
     }
 
-    /// The bytes. Other agents (the NIC) may write them concurrently; callers that need a
-    /// consistent view synchronise through completions first.
-    #[must_use]
-    pub fn as_slice(&self) -> &[u8] {
-        // SAFETY: `ptr` is valid for `len` bytes for the life of `self`.
-        unsafe { std::slice::from_raw_parts(self.ptr, self.layout.size()) }
-    }
-
-    /// The bytes, mutably.
-    pub fn as_mut_slice(&mut self) -> &mut [u8] {
-        // SAFETY: as above, and `&mut self` excludes other host references.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.layout.size()) }
+    /// Copies `data` into the buffer at `offset` with a raw copy (the NIC may be reading or
+    /// writing other bytes of it: no reference to the buffer is formed). Out-of-range parts
+    /// are dropped.
+    pub fn write_from(&self, offset: usize, data: &[u8]) {
+        let len = data.len().min(self.len().saturating_sub(offset));
+        // SAFETY: `offset + len <= self.len()`; the destination is valid for the life of `self`.
+        unsafe {
+            gda_hal::mmio::dma_copy(self.ptr.add(offset.min(self.len())), data.as_ptr(), len)
+        };
     }
 }
 

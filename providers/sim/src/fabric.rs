@@ -12,11 +12,11 @@ use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use gda_hal::{CqHandle, WqHandle};
-use rand::{RngCore, SeedableRng};
+use rand::RngCore;
 
 use crate::buf::DmaBuf;
 use crate::engine::{self, QpExec};
-use crate::mem::{Access, MrInner, MrTable};
+use crate::mem::{Access, Fault, MrInner, MrTable};
 
 /// Which queue formats a NIC executes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -303,7 +303,6 @@ impl Fabric {
             id,
             model,
             mrs: MrTable::default(),
-            rng: Mutex::new(rand::rngs::SmallRng::from_entropy()),
             next_qpn: AtomicU32::new(0x100),
             next_pd: AtomicU32::new(1),
             next_cqn: AtomicU32::new(1),
@@ -404,17 +403,18 @@ pub(crate) struct NicInner {
     pub(crate) id: u32,
     pub(crate) model: Model,
     pub(crate) mrs: MrTable,
-    rng: Mutex<rand::rngs::SmallRng>,
     next_qpn: AtomicU32,
     next_pd: AtomicU32,
     next_cqn: AtomicU32,
 }
 
 impl NicInner {
+    /// A key nobody can predict: 32 bits straight from the operating system's CSPRNG
+    /// (`getrandom`), so knowing every other key of this or any NIC tells nothing about it.
+    /// (A seeded fast generator would let one observed key give away all the others.)
     fn fresh_key(&self) -> u32 {
-        let mut rng = self.rng.lock().unwrap_or_else(|e| e.into_inner());
         loop {
-            let k = rng.next_u32();
+            let k = rand::rngs::OsRng.next_u32();
             if k != 0 && !self.mrs.key_in_use(k) {
                 return k;
             }
@@ -473,11 +473,11 @@ impl Nic {
         }
         let model = self.inner.model;
         let stride = model.cqe_bytes();
-        let mut buf = DmaBuf::new(entries as usize * stride as usize, 4096);
+        let buf = DmaBuf::new(entries as usize * stride as usize, 4096);
         if model == Model::Mlx5 {
             // rdma-core initialises every CQE to opcode INVALID, owner 0.
-            for c in buf.as_mut_slice().chunks_mut(64) {
-                c[63] = gda_mlx5::wire::cqe64::OP_OWN_INVALID;
+            for at in (63..buf.len()).step_by(64) {
+                buf.write_from(at, &[gda_mlx5::wire::cqe64::OP_OWN_INVALID]);
             }
         }
         Ok(Cq {
@@ -544,6 +544,19 @@ impl Pd {
     #[must_use]
     pub fn nic(&self) -> &Nic {
         &self.nic
+    }
+
+    /// The check this NIC's responder makes before a remote access of `need` to
+    /// `[addr, addr + len)` with `rkey` arrives on a QP of this PD: the key must name a live
+    /// region of this PD that holds the whole range and grants the access. (The engine runs the
+    /// same check for every RDMA WRITE, READ and atomic; a refusal there is a
+    /// `REM_ACCESS_ERR` completion and nothing is touched.)
+    pub fn remote_access(&self, rkey: u32, addr: u64, len: u64, need: Access) -> Result<(), Fault> {
+        self.nic
+            .inner
+            .mrs
+            .check_remote(self.id, rkey, addr, len, need)
+            .map(|_| ())
     }
 
     /// Allocates `len` zeroed, page-aligned bytes and registers them.
@@ -798,40 +811,37 @@ impl Mr {
         self.inner.rkey
     }
 
-    /// Reads `out.len()` bytes at `offset` (the NIC may be writing concurrently; read after the
-    /// completion that announces the data).
-    ///
-    /// # Panics
-    /// If the range leaves the region.
-    pub fn read(&self, offset: usize, out: &mut [u8]) {
-        assert!(offset + out.len() <= self.len(), "read outside the region");
-        // SAFETY: the range is inside the region, which is valid memory while `self` lives.
-        unsafe {
-            gda_hal::mmio::dma_copy(
-                out.as_mut_ptr(),
-                (self.addr() + offset as u64) as *const u8,
-                out.len(),
-            )
-        };
+    /// The region address of `len` bytes at `offset`, if they lie inside the region
+    /// (overflow-checked: a huge `offset` cannot wrap back inside).
+    fn span(&self, offset: usize, len: usize, what: &str) -> Result<u64, SimError> {
+        offset
+            .checked_add(len)
+            .filter(|&end| end <= self.len())
+            .map(|_| self.addr() + offset as u64)
+            .ok_or_else(|| {
+                SimError::InvalidArgument(format!(
+                    "{what} of {len} bytes at offset {offset} leaves the {}-byte region",
+                    self.len()
+                ))
+            })
     }
 
-    /// Writes `data` at `offset`.
-    ///
-    /// # Panics
-    /// If the range leaves the region.
-    pub fn write(&self, offset: usize, data: &[u8]) {
-        assert!(
-            offset + data.len() <= self.len(),
-            "write outside the region"
-        );
+    /// Reads `out.len()` bytes at `offset` (the NIC may be writing concurrently; read after the
+    /// completion that announces the data). A range outside the region is an error and reads
+    /// nothing.
+    pub fn read(&self, offset: usize, out: &mut [u8]) -> Result<(), SimError> {
+        let at = self.span(offset, out.len(), "read")?;
+        // SAFETY: the range is inside the region, which is valid memory while `self` lives.
+        unsafe { gda_hal::mmio::dma_copy(out.as_mut_ptr(), at as *const u8, out.len()) };
+        Ok(())
+    }
+
+    /// Writes `data` at `offset`. A range outside the region is an error and writes nothing.
+    pub fn write(&self, offset: usize, data: &[u8]) -> Result<(), SimError> {
+        let at = self.span(offset, data.len(), "write")?;
         // SAFETY: as above.
-        unsafe {
-            gda_hal::mmio::dma_copy(
-                (self.addr() + offset as u64) as *mut u8,
-                data.as_ptr(),
-                data.len(),
-            )
-        };
+        unsafe { gda_hal::mmio::dma_copy(at as *mut u8, data.as_ptr(), data.len()) };
+        Ok(())
     }
 }
 

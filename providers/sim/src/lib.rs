@@ -34,7 +34,7 @@
 //! sq.post(&wr, SendFlags::empty()).unwrap();
 //! sq.quiet().unwrap();
 //! let mut out = [0u8; 10];
-//! dst.read(0, &mut out);
+//! dst.read(0, &mut out).unwrap();
 //! assert_eq!(&out, b"hello, NIC");
 //! ```
 #![deny(unsafe_op_in_unsafe_fn)]
@@ -55,7 +55,7 @@ pub use fabric::{
     Cq, CqMode, Endpoint, Fabric, FabricConfig, Model, Mr, Nic, Pd, Qp, QpInit, QpState, SimError,
 };
 pub use launch::{ThreadIdx, launch};
-pub use mem::Access;
+pub use mem::{Access, Fault};
 pub use native::Sim;
 
 /// Maps a provider type to the sim device model that executes its queues, so tests can be

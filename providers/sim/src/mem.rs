@@ -1,7 +1,7 @@
 //! Memory regions: keys, access flags and the checks every DMA passes.
 //!
-//! Keys are 32-bit values drawn from a per-NIC random generator seeded from the OS, so a key
-//! cannot be guessed from another; a forged key, a key of another protection domain, or a key
+//! Keys are 32-bit values drawn from the operating system's CSPRNG, so a key cannot be guessed
+//! from another; a forged key, a key of another protection domain, or a key
 //! whose region was deregistered fails the lookup. Every byte the engine touches is inside a
 //! region that granted the access.
 
@@ -57,7 +57,8 @@ impl MrInner {
         addr >= self.addr
             && addr
                 .checked_add(len)
-                .is_some_and(|end| end <= self.addr + self.len)
+                .zip(self.addr.checked_add(self.len))
+                .is_some_and(|(end, last)| end <= last)
     }
 }
 

@@ -111,12 +111,12 @@ fn write_read_atomics_across_fabrics() {
     .unwrap();
     q.quiet().unwrap();
     let mut got = [0u8; 16];
-    b.mr.read(128, &mut got);
+    b.mr.read(128, &mut got).unwrap();
     assert_eq!(&got, b"across processes");
-    a.mr.read(0, &mut got);
+    a.mr.read(0, &mut got).unwrap();
     assert_eq!(&got, b"across processes");
     let mut v = [0u8; 8];
-    b.mr.read(1024, &mut v);
+    b.mr.read(1024, &mut v).unwrap();
     assert_eq!(u64::from_le_bytes(v), 5);
 }
 
@@ -156,7 +156,7 @@ fn remote_checks_and_two_sided_refusal() {
             other => panic!("expected REM_ACCESS_ERR, got {other:?}"),
         }
         let mut v = vec![0u8; 1 << 16];
-        d.mr.read(0, &mut v);
+        d.mr.read(0, &mut v).unwrap();
         assert!(v.iter().all(|&x| x == 0), "a refused access writes nothing");
     }
     // SEND needs the peer's receive queue: refused across processes.
