@@ -4,7 +4,12 @@
 //! bandwidth and message rate (`iterations` back-to-back posts through the multi-producer
 //! posting protocol, one quiet at the end) and latency (post one signalled request, wait for its
 //! CQE; p50 and p99 over the latency iterations). `memcpy` bandwidth for the same size is
-//! measured in the same run, as the yardstick a software NIC is held to.
+//! measured in the same run, with the same iteration count and warm-up and a pre-faulted
+//! destination, as the yardstick a software NIC is held to.
+//!
+//! Every size is measured `repeat` times (fresh QPs each time); the result holds the median of
+//! each figure and its spread ((max − min) / median), so a run disturbed by CPU contention shows
+//! itself instead of passing for a measurement.
 
 use std::time::{Duration, Instant};
 
@@ -57,6 +62,40 @@ pub struct PerfConfig {
     pub cq: CqMode,
     /// Chaos seed.
     pub chaos: Option<u64>,
+    /// Measurements per size (the median is reported, with the spread).
+    pub repeat: u32,
+}
+
+/// Largest message `gda perf` measures.
+pub const MAX_SIZE: usize = 1 << 30;
+
+impl PerfConfig {
+    /// Checks every parameter (before anything is printed or measured).
+    pub fn validate(&self) -> Result<(), PerfError> {
+        let bad = |m: String| Err(PerfError::Invalid(m));
+        if self.sizes.is_empty() {
+            return bad("no message sizes".into());
+        }
+        if let Some(&s) = self.sizes.iter().find(|&&s| s == 0 || s > MAX_SIZE) {
+            return bad(format!("message size {s} is not in 1..=1 GiB"));
+        }
+        if !self.qd.is_power_of_two() || self.qd > 4096 {
+            return bad(format!(
+                "--qd {} must be a power of two up to 4096",
+                self.qd
+            ));
+        }
+        if self.iterations == Some(0) || self.lat_iterations == 0 {
+            return bad("iteration counts must be at least 1".into());
+        }
+        if self.iterations.is_some_and(|i| i > 1 << 32) || self.lat_iterations > 10_000_000 {
+            return bad("iteration counts above 2^32 (bandwidth) or 10^7 (latency)".into());
+        }
+        if !(1..=100).contains(&self.repeat) {
+            return bad(format!("--repeat {} is not in 1..=100", self.repeat));
+        }
+        Ok(())
+    }
 }
 
 /// One result line.
@@ -78,8 +117,17 @@ pub struct PerfResult {
     pub lat_us_p50: f64,
     /// 99th-percentile latency, µs.
     pub lat_us_p99: f64,
-    /// `memcpy` bandwidth for this size in the same run, GB/s.
+    /// `memcpy` bandwidth for this size in the same run (same iterations and warm-up,
+    /// destination pre-faulted), GB/s.
     pub memcpy_gbps: f64,
+    /// Measurements behind each median.
+    pub repeat: u32,
+    /// Spread of the message rate over the repeats: (max − min) / median.
+    pub msg_rate_spread: f64,
+    /// Spread of the p50 latency over the repeats.
+    pub lat_p50_spread: f64,
+    /// Spread of the memcpy bandwidth over the repeats.
+    pub memcpy_spread: f64,
     /// Queue depth.
     pub qd: u32,
     /// CQ mode.
@@ -101,50 +149,80 @@ pub enum PerfError {
     Queue(#[from] gda_hal::SqError),
 }
 
-/// Adaptive iteration count: ~1 GiB or 2M messages per size (long enough that a descheduled
-/// vCPU does not dominate).
-fn default_iters(size: usize) -> u64 {
+/// Adaptive iteration count: ~1 GiB or 2M messages per size, at least 200 (long enough that a
+/// descheduled vCPU does not dominate).
+pub fn default_iters(size: usize) -> u64 {
     ((1u64 << 30) / size.max(1) as u64).clamp(200, 2_000_000)
 }
 
-/// Runs every size; `progress` is called after each size.
+/// Runs every size `cfg.repeat` times; `progress` is called after each size with the medians.
 pub fn run(
     cfg: &PerfConfig,
     mut progress: impl FnMut(&PerfResult),
 ) -> Result<Vec<PerfResult>, PerfError> {
-    if cfg.sizes.is_empty() {
-        return Err(PerfError::Invalid("no message sizes".into()));
-    }
-    if !cfg.qd.is_power_of_two() || cfg.qd > 4096 {
-        return Err(PerfError::Invalid(format!(
-            "--qd {} must be a power of two up to 4096",
-            cfg.qd
-        )));
-    }
+    cfg.validate()?;
     let mut out = Vec::new();
     for &size in &cfg.sizes {
-        if size > 1 << 30 {
-            return Err(PerfError::Invalid(format!(
-                "size {size} is larger than 1 GiB"
-            )));
+        let mut runs = Vec::with_capacity(cfg.repeat as usize);
+        for _ in 0..cfg.repeat {
+            runs.push(match cfg.provider {
+                PerfProvider::Native => run_size::<gda_sim::Sim>(cfg, size)?,
+                PerfProvider::Mlx5 => run_size::<gda_mlx5::Mlx5>(cfg, size)?,
+                #[cfg(feature = "bnxt")]
+                PerfProvider::Bnxt => run_size::<gda_bnxt::Bnxt>(cfg, size)?,
+            });
         }
-        let r = match cfg.provider {
-            PerfProvider::Native => run_size::<gda_sim::Sim>(cfg, size)?,
-            PerfProvider::Mlx5 => run_size::<gda_mlx5::Mlx5>(cfg, size)?,
-            #[cfg(feature = "bnxt")]
-            PerfProvider::Bnxt => run_size::<gda_bnxt::Bnxt>(cfg, size)?,
-        };
+        let r = summarize(runs);
         progress(&r);
         out.push(r);
     }
     Ok(out)
 }
 
-fn memcpy_gbps(size: usize) -> f64 {
+/// Median of each figure over the repeats, with spreads.
+fn summarize(runs: Vec<PerfResult>) -> PerfResult {
+    let stat = |f: &dyn Fn(&PerfResult) -> f64| {
+        let mut v: Vec<f64> = runs.iter().map(f).collect();
+        v.sort_by(f64::total_cmp);
+        let med = v[v.len() / 2];
+        let spread = if med > 0.0 {
+            (v[v.len() - 1] - v[0]) / med
+        } else {
+            0.0
+        };
+        (med, spread)
+    };
+    let (bw, _) = stat(&|r| r.bw_gbps);
+    let (rate, rate_spread) = stat(&|r| r.msg_rate_mps);
+    let (p50, p50_spread) = stat(&|r| r.lat_us_p50);
+    let (p99, _) = stat(&|r| r.lat_us_p99);
+    let (mc, mc_spread) = stat(&|r| r.memcpy_gbps);
+    let n = runs.len() as u32;
+    let mut r = runs.into_iter().next().unwrap_or_else(|| unreachable!());
+    r.bw_gbps = bw;
+    r.msg_rate_mps = rate;
+    r.lat_us_p50 = p50;
+    r.lat_us_p99 = p99;
+    r.memcpy_gbps = mc;
+    r.repeat = n;
+    r.msg_rate_spread = rate_spread;
+    r.lat_p50_spread = p50_spread;
+    r.memcpy_spread = mc_spread;
+    r
+}
+
+/// memcpy bandwidth for `size`-byte copies, measured like the NIC: `warmup` copies, then
+/// `iters` timed ones, into a destination whose pages are already faulted in.
+fn memcpy_gbps(size: usize, warmup: u64, iters: u64) -> f64 {
     let size = size.max(8);
     let src = vec![0x5au8; size];
-    let mut dst = vec![0u8; size];
-    let iters = ((256u64 << 20) / size as u64).clamp(50, 1_000_000);
+    // Written before timing: a fresh zeroed allocation is mapped lazily, and its page faults
+    // would be timed as copy time.
+    let mut dst = vec![0xa5u8; size];
+    for _ in 0..warmup {
+        dst.copy_from_slice(std::hint::black_box(&src));
+        std::hint::black_box(&mut dst);
+    }
     let t = Instant::now();
     for _ in 0..iters {
         dst.copy_from_slice(std::hint::black_box(&src));
@@ -152,6 +230,9 @@ fn memcpy_gbps(size: usize) -> f64 {
     }
     (iters * size as u64) as f64 / t.elapsed().as_secs_f64() / 1e9
 }
+
+/// Posts before the timed part of each run (and copies before the memcpy yardstick's).
+const WARMUP: u64 = 64;
 
 fn run_size<P: SimModel>(cfg: &PerfConfig, size: usize) -> Result<PerfResult, PerfError> {
     let size = if cfg.op == PerfOp::Atomic { 8 } else { size };
@@ -251,7 +332,7 @@ fn run_size<P: SimModel>(cfg: &PerfConfig, size: usize) -> Result<PerfResult, Pe
     // SAFETY: the QP and CQ outlive the queue, which is the only poster and poller of them.
     let sq = unsafe { SendQueue::<P>::new(a.sq_handle(), cq_a.handle(), 30_000) }?;
     // Warm-up, then bandwidth.
-    for _ in 0..64 {
+    for _ in 0..WARMUP {
         top_up(&fabric);
         sq.post(&wr, SendFlags::empty())?;
     }
@@ -292,7 +373,11 @@ fn run_size<P: SimModel>(cfg: &PerfConfig, size: usize) -> Result<PerfResult, Pe
         msg_rate_mps: iters as f64 / secs / 1e6,
         lat_us_p50: pct(0.5),
         lat_us_p99: pct(0.99),
-        memcpy_gbps: memcpy_gbps(size),
+        memcpy_gbps: memcpy_gbps(size, WARMUP, iters),
+        repeat: 1,
+        msg_rate_spread: 0.0,
+        lat_p50_spread: 0.0,
+        memcpy_spread: 0.0,
         qd: cfg.qd,
         cq: if cfg.cq == CqMode::Collapsed {
             "collapsed"
@@ -304,6 +389,11 @@ fn run_size<P: SimModel>(cfg: &PerfConfig, size: usize) -> Result<PerfResult, Pe
 
 /// Measures an idle fabric's engine CPU share over `seconds`.
 pub fn idle(seconds: f64) -> Result<f64, PerfError> {
+    if !seconds.is_finite() || !(0.01..=3600.0).contains(&seconds) {
+        return Err(PerfError::Invalid(format!(
+            "{seconds} seconds: expected 0.01 to 3600"
+        )));
+    }
     let fabric = Fabric::new(FabricConfig::default());
     let nic = fabric.add_nic(gda_sim::Model::Native);
     let pd = nic.alloc_pd();

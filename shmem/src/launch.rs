@@ -138,10 +138,14 @@ pub fn init_launched<P: gda_sim::SimModel>(launch: &Launch, cfg: &Config) -> Res
     pe
 }
 
+/// Most PEs `gdarun` starts on one host (each is a process with a heap mapping and, over RDMA,
+/// queues to every other PE; far more than the cores of any host).
+pub const MAX_PES: u32 = 1024;
+
 /// How `gdarun` starts a job.
 #[derive(Clone, Debug)]
 pub struct Job {
-    /// Number of PEs.
+    /// Number of PEs (1..=[`MAX_PES`]).
     pub n: u32,
     /// Program and arguments.
     pub argv: Vec<String>,
@@ -149,7 +153,8 @@ pub struct Job {
     pub job: Option<String>,
     /// `GDA_SHMEM_HOSTS` for the PEs (simulated hosts).
     pub hosts: Option<u32>,
-    /// How long the others may run on after one PE failed before they are killed.
+    /// How long the others may run on after one PE failed (or after a forwarded signal)
+    /// before they are killed.
     pub grace: Duration,
     /// Extra environment.
     pub env: Vec<(String, String)>,
@@ -164,13 +169,18 @@ pub struct JobOutcome {
     pub swept: usize,
     /// The job id.
     pub job: String,
+    /// The signal (SIGTERM, SIGINT or SIGHUP) that ended the job, if the launcher got one.
+    pub interrupted: Option<i32>,
 }
 
 impl JobOutcome {
-    /// Exit status for the launcher: 0 if every PE succeeded, else the first failure's code
-    /// (128 + signal for a killed PE).
+    /// Exit status for the launcher: 128 + the signal if the launcher was interrupted, else 0
+    /// if every PE succeeded, else the first failure's code (128 + signal for a killed PE).
     #[must_use]
     pub fn exit_code(&self) -> i32 {
+        if let Some(s) = self.interrupted {
+            return 128 + s;
+        }
         self.codes
             .iter()
             .find_map(|&(c, s)| match (c, s) {
@@ -183,17 +193,93 @@ impl JobOutcome {
     }
 }
 
+/// The launcher's view of its PEs: started children, reaped as they end.
+struct Pes {
+    children: Vec<Option<Child>>,
+    codes: Vec<(Option<i32>, Option<i32>)>,
+    left: usize,
+    failed_at: Option<Instant>,
+}
+
+impl Pes {
+    /// Reaps every PE that ended (no zombies pile up, also while others are still starting).
+    fn reap(&mut self) {
+        use std::os::unix::process::ExitStatusExt;
+        for (r, slot) in self.children.iter_mut().enumerate() {
+            let Some(ch) = slot.as_mut() else { continue };
+            let st = match ch.try_wait() {
+                Ok(Some(st)) => st,
+                Ok(None) => continue,
+                // Not our child any more (cannot happen for a `Child`): count it as gone.
+                Err(_) => std::process::ExitStatus::from_raw(1 << 8),
+            };
+            self.codes[r] = (st.code(), st.signal());
+            if !st.success() {
+                match st.signal() {
+                    Some(s) => {
+                        eprintln!("gdarun: PE {r} (pid {}) was killed by signal {s}", ch.id())
+                    }
+                    None => eprintln!(
+                        "gdarun: PE {r} (pid {}) exited with status {}",
+                        ch.id(),
+                        st.code().unwrap_or(-1)
+                    ),
+                }
+                self.failed_at.get_or_insert_with(Instant::now);
+            }
+            *slot = None;
+            self.left -= 1;
+        }
+    }
+
+    /// Sends `sig` to every PE still running, and to whatever it started (each PE leads its
+    /// own process group: a PE that is a shell script or `unshare -f` has children too).
+    fn signal(&self, sig: rustix::process::Signal) {
+        for ch in self.children.iter().flatten() {
+            signal_group(ch, sig);
+        }
+    }
+
+    fn kill_all(&mut self, why: &str) {
+        for (r, slot) in self.children.iter_mut().enumerate() {
+            if let Some(ch) = slot.as_mut() {
+                eprintln!("gdarun: killing PE {r} (pid {}): {why}", ch.id());
+                signal_group(ch, rustix::process::Signal::KILL);
+                let _ = ch.kill();
+            }
+        }
+    }
+}
+
+/// Signals the process group a PE leads (the PE and what it started).
+fn signal_group(ch: &Child, sig: rustix::process::Signal) {
+    if let Some(pid) = i32::try_from(ch.id())
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+    {
+        if rustix::process::kill_process_group(pid, sig).is_err() {
+            let _ = rustix::process::kill_process(pid, sig);
+        }
+    }
+}
+
 /// Starts `job.n` processes of `job.argv` as PEs (rank, size, rendezvous address, job id and a
 /// fresh random secret in their environment), waits for them, and removes the job's shared
 /// memory whatever happened. When a PE fails, the others get `job.grace` to notice (their
 /// waits end with an error naming it) and are then killed.
+///
+/// `run` is a launcher: while it runs, SIGTERM, SIGINT and SIGHUP to this process are caught
+/// and forwarded to the PEs; PEs still running `job.grace` later are killed, the job's shared
+/// memory is swept, and the outcome reports the signal ([`JobOutcome::exit_code`] = 128 + it).
 pub fn run(job: &Job) -> Result<JobOutcome> {
-    use std::os::unix::process::ExitStatusExt;
-    if job.n == 0 {
-        return Err(ShmemError::Config("gdarun: -n must be at least 1".into()));
+    if job.n == 0 || job.n > MAX_PES {
+        return Err(ShmemError::Config(format!(
+            "-n {} is not in 1..={MAX_PES} (the most PEs one host runs)",
+            job.n
+        )));
     }
     let Some((prog, args)) = job.argv.split_first() else {
-        return Err(ShmemError::Config("gdarun: no program given".into()));
+        return Err(ShmemError::Config("no program given".into()));
     };
     let id = job
         .job
@@ -204,14 +290,57 @@ pub fn run(job: &Job) -> Result<JobOutcome> {
         .and_then(|l| l.local_addr())
         .map_err(|e| ShmemError::io("finding a free loopback port", e))?
         .port();
+    // Caught from here on: a signal to the launcher ends the job cleanly, not the launcher
+    // alone (which would leave the PEs orphaned and their shared memory behind).
+    let caught = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut hooks = Vec::new();
+    for sig in [
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGHUP,
+    ] {
+        let id = signal_hook::flag::register_usize(sig, caught.clone(), sig as usize)
+            .map_err(|e| ShmemError::io("installing the launcher's signal handlers", e))?;
+        hooks.push(id);
+    }
+    let out = supervise(job, &id, port, prog, args, &caught);
+    for h in hooks {
+        signal_hook::low_level::unregister(h);
+    }
+    let _ = gda_hal::shm::sweep(&id);
+    out
+}
+
+fn supervise(
+    job: &Job,
+    id: &str,
+    port: u16,
+    prog: &str,
+    args: &[String],
+    caught: &std::sync::atomic::AtomicUsize,
+) -> Result<JobOutcome> {
+    use std::sync::atomic::Ordering::Relaxed;
     let secret: [u8; 32] = rand::random();
-    let mut children: Vec<Option<Child>> = Vec::new();
+    let mut pes = Pes {
+        children: Vec::with_capacity(job.n as usize),
+        codes: vec![(None, None); job.n as usize],
+        left: 0,
+        failed_at: None,
+    };
     for r in 0..job.n {
+        pes.reap();
+        if caught.load(Relaxed) != 0 || pes.failed_at.is_some() {
+            // Do not start the rest of a job that is already ending.
+            pes.codes.truncate(pes.children.len());
+            break;
+        }
         let mut c = Command::new(prog);
+        // Each PE leads a process group, so signals and kills reach what it starts as well.
+        std::os::unix::process::CommandExt::process_group(&mut c, 0);
         c.args(args)
             .env("GDA_SHMEM_RANK", r.to_string())
             .env("GDA_SHMEM_SIZE", job.n.to_string())
-            .env("GDA_SHMEM_JOB", &id)
+            .env("GDA_SHMEM_JOB", id)
             .env("GDA_SHMEM_BOOT", format!("127.0.0.1:{port}"))
             .env("GDA_SHMEM_SECRET", hex::encode(secret));
         if let Some(h) = job.hosts {
@@ -221,63 +350,52 @@ pub fn run(job: &Job) -> Result<JobOutcome> {
             c.env(k, v);
         }
         match c.spawn() {
-            Ok(ch) => children.push(Some(ch)),
+            Ok(ch) => {
+                pes.children.push(Some(ch));
+                pes.left += 1;
+            }
             Err(e) => {
-                for ch in children.iter_mut().flatten() {
-                    let _ = ch.kill();
+                pes.kill_all("the job could not start");
+                for ch in pes.children.iter_mut().flatten() {
                     let _ = ch.wait();
                 }
-                let _ = gda_hal::shm::sweep(&id);
-                return Err(ShmemError::io(format!("gdarun: starting {prog}"), e));
+                return Err(ShmemError::io(format!("starting PE {r} ({prog})"), e));
             }
         }
     }
-    let mut codes = vec![(None, None); job.n as usize];
-    let mut left = job.n as usize;
-    let mut failed_at: Option<Instant> = None;
-    while left > 0 {
-        for (r, slot) in children.iter_mut().enumerate() {
-            let Some(ch) = slot.as_mut() else { continue };
-            if let Ok(Some(st)) = ch.try_wait() {
-                codes[r] = (st.code(), st.signal());
-                if !st.success() {
-                    match st.signal() {
-                        Some(s) => {
-                            eprintln!("gdarun: PE {r} (pid {}) was killed by signal {s}", ch.id())
-                        }
-                        None => eprintln!(
-                            "gdarun: PE {r} (pid {}) exited with status {}",
-                            ch.id(),
-                            st.code().unwrap_or(-1)
-                        ),
-                    }
-                    failed_at.get_or_insert_with(Instant::now);
-                }
-                *slot = None;
-                left -= 1;
+    let mut interrupted: Option<(i32, Instant)> = None;
+    let mut killed = false;
+    while pes.left > 0 {
+        pes.reap();
+        let sig = caught.swap(0, Relaxed);
+        if sig != 0 {
+            let s = sig as i32;
+            eprintln!("gdarun: got signal {s}: forwarding it to the PEs");
+            if let Some(rs) = rustix::process::Signal::from_named_raw(s) {
+                pes.signal(rs);
             }
+            interrupted.get_or_insert((s, Instant::now()));
         }
-        if let Some(t) = failed_at {
-            if t.elapsed() > job.grace {
-                for (r, slot) in children.iter_mut().enumerate() {
-                    if let Some(ch) = slot.as_mut() {
-                        eprintln!(
-                            "gdarun: killing PE {r} (pid {}): another PE failed {:?} ago",
-                            ch.id(),
-                            job.grace
-                        );
-                        let _ = ch.kill();
-                    }
-                }
-            }
+        let since = match (interrupted, pes.failed_at) {
+            (Some((_, t)), _) | (None, Some(t)) => Some(t),
+            (None, None) => None,
+        };
+        if !killed && since.is_some_and(|t| t.elapsed() > job.grace) {
+            killed = true;
+            let why = if interrupted.is_some() {
+                format!("still running {:?} after the signal", job.grace)
+            } else {
+                format!("another PE failed {:?} ago", job.grace)
+            };
+            pes.kill_all(&why);
         }
         std::thread::sleep(Duration::from_millis(5));
     }
-    let swept = gda_hal::shm::sweep(&id).unwrap_or(0);
     Ok(JobOutcome {
-        codes,
-        swept,
-        job: id,
+        codes: pes.codes,
+        swept: gda_hal::shm::sweep(id).unwrap_or(0),
+        job: id.to_owned(),
+        interrupted: interrupted.map(|(s, _)| s),
     })
 }
 

@@ -4,6 +4,9 @@
 //! fresh random job secret in its environment (`GDA_SHMEM_*`). When a PE fails, the others get
 //! a grace period to report it themselves, then are killed; the job's shared memory is removed
 //! however the job ended. The exit status is the first failing PE's (128 + signal if killed).
+//! SIGTERM, SIGINT and SIGHUP to `gdarun` are forwarded to the PEs; those still running after
+//! the grace period are killed, the shared memory is swept, and `gdarun` exits with 128 + the
+//! signal.
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -18,21 +21,32 @@ use clap::Parser;
     after_help = "EXAMPLES:\n  gdarun -n 4 gda shmem check\n  gdarun -n 8 --hosts 2 -- ./my_kernel --size 1m"
 )]
 struct Args {
-    /// Number of PEs.
-    #[arg(short = 'n', long = "np")]
+    /// Number of PEs (1 to 1024).
+    #[arg(short = 'n', long = "np", value_parser = pes)]
     n: u32,
     /// Simulate this many hosts (GDA_SHMEM_HOSTS): same host P2P, else RDMA.
-    #[arg(long)]
+    #[arg(long, value_parser = hosts)]
     hosts: Option<u32>,
     /// Job id (names shared memory; default random).
     #[arg(long)]
     job: Option<String>,
-    /// Seconds the other PEs may run on after one failed (default: GDA_SHMEM_TIMEOUT_MS + 5 s).
-    #[arg(long)]
+    /// Seconds the other PEs may run on after one failed, or after a SIGTERM/SIGINT/SIGHUP to
+    /// gdarun was forwarded to them, before they are killed (0 to 86400; default:
+    /// GDA_SHMEM_TIMEOUT_MS + 5 s).
+    #[arg(long, value_parser = gda::cli::grace_seconds)]
     grace: Option<f64>,
     /// The program and its arguments.
     #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
     argv: Vec<String>,
+}
+
+fn pes(s: &str) -> Result<u32, String> {
+    let max = u64::from(gda::shmem::launch::MAX_PES);
+    gda::cli::count_in(s, 1, max).map(|v| v as u32)
+}
+
+fn hosts(s: &str) -> Result<u32, String> {
+    gda::cli::count_in(s, 1, u64::from(gda::shmem::launch::MAX_PES)).map(|v| v as u32)
 }
 
 fn main() -> ExitCode {

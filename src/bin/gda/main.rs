@@ -55,22 +55,22 @@ struct ShmemArgs {
     what: ShmemWhat,
     /// Start this many PEs (processes) here; without it, run as a PE of the launcher that
     /// started this process (gdarun, mpirun, srun, torchrun).
-    #[arg(long)]
+    #[arg(long, value_parser = |s: &str| gda::cli::count_in(s, 1, u64::from(gda::shmem::launch::MAX_PES)).map(|v| v as u32))]
     pes: Option<u32>,
     /// GDA_SHMEM_TRANSPORT for the PEs started with --pes (auto, rdma, p2p).
     #[arg(long)]
     transport: Option<String>,
     /// Simulate this many hosts (PEs round-robin; same host: P2P, else RDMA).
-    #[arg(long)]
+    #[arg(long, value_parser = |s: &str| gda::cli::count_in(s, 1, u64::from(gda::shmem::launch::MAX_PES)).map(|v| v as u32))]
     hosts: Option<u32>,
     /// Provider whose queue formats the RDMA routes use (the software NIC executes them).
     #[arg(long, value_enum, default_value = "native")]
     provider: gda::shmem_cli::ShmemProvider,
     /// Ordering stress rounds (check).
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, default_value_t = 64, value_parser = |s: &str| gda::cli::count_in(s, 1, 1_000_000).map(|v| v as usize))]
     rounds: usize,
     /// Iterations (perf).
-    #[arg(long, default_value_t = 2_000_000)]
+    #[arg(long, default_value_t = 2_000_000, value_parser = |s: &str| gda::cli::count_in(s, 1, 1 << 32))]
     iters: u64,
     /// Fault injection (check): this PE aborts its process after init.
     #[arg(long)]
@@ -188,12 +188,17 @@ struct PerfArgs {
     /// Message sizes, comma-separated (suffixes k, m allowed).
     #[arg(long, default_value = "8,64,4096,65536,1048576", value_parser = parse_sizes)]
     sizes: Sizes,
-    /// Bandwidth iterations per size (default: about 256 MiB or 200k messages).
-    #[arg(long)]
+    /// Bandwidth iterations per size (default: 1 GiB of messages, between 200 and 2,000,000
+    /// messages: 2,000,000 at 8 B, 1024 at 1 MiB).
+    #[arg(long, value_parser = |s: &str| gda::cli::count_in(s, 1, 1 << 32))]
     iters: Option<u64>,
     /// Latency iterations per size.
-    #[arg(long, default_value_t = 2000)]
+    #[arg(long, default_value_t = 2000, value_parser = |s: &str| gda::cli::count_in(s, 1, 10_000_000))]
     lat_iters: u64,
+    /// Measurements per size: the median is reported with the spread, and a spread above 25 %
+    /// is warned about (CPU contention).
+    #[arg(long, default_value_t = 3, value_parser = |s: &str| gda::cli::count_in(s, 1, 100).map(|v| v as u32))]
+    repeat: u32,
     /// Queue depth (send-queue WQEs, power of two).
     #[arg(long, default_value_t = 128)]
     qd: u32,
@@ -209,8 +214,8 @@ struct PerfArgs {
     /// One JSON object per line and size instead of the table.
     #[arg(long)]
     json: bool,
-    /// Seconds to measure (idle).
-    #[arg(long, default_value_t = 3.0)]
+    /// Seconds to measure (idle; 0.01 to 3600).
+    #[arg(long, default_value_t = 3.0, value_parser = gda::cli::measure_seconds)]
     seconds: f64,
 }
 
@@ -223,6 +228,10 @@ enum CqArg {
 
 #[derive(Clone, Debug)]
 struct Sizes(Vec<usize>);
+
+const fn gda_max_size() -> usize {
+    1 << 30
+}
 
 fn parse_sizes(s: &str) -> Result<Sizes, String> {
     s.split(',')
@@ -238,7 +247,10 @@ fn parse_sizes(s: &str) -> Result<Sizes, String> {
             num.parse::<usize>()
                 .ok()
                 .and_then(|n| n.checked_mul(mult))
-                .ok_or_else(|| format!("{p:?} is not a size (e.g. 8, 4k, 1m)"))
+                .filter(|&n| (1..=gda_max_size()).contains(&n))
+                .ok_or_else(|| {
+                    format!("{p:?} is not a message size from 1 byte to 1 GiB (e.g. 8, 4k, 1m)")
+                })
         })
         .collect::<Result<Vec<_>, _>>()
         .map(Sizes)
@@ -286,7 +298,7 @@ fn perf(a: PerfArgs) -> ExitCode {
         provider: a.provider,
         sizes: sizes.clone(),
         iterations: a.iters,
-        lat_iterations: a.lat_iters.max(1),
+        lat_iterations: a.lat_iters,
         qd: a.qd,
         cq: if a.cq == CqArg::Collapsed {
             gda::sim::CqMode::Collapsed
@@ -294,7 +306,13 @@ fn perf(a: PerfArgs) -> ExitCode {
             gda::sim::CqMode::Normal
         },
         chaos: a.chaos,
+        repeat: a.repeat,
     };
+    // Every argument is checked before the table header is printed.
+    if let Err(e) = cfg.validate() {
+        eprintln!("gda: {e}");
+        return ExitCode::from(2);
+    }
     let bar = indicatif::ProgressBar::new(sizes.len() as u64);
     bar.set_style(
         indicatif::ProgressStyle::with_template("{spinner} {msg} [{bar:30}] {pos}/{len} sizes")
@@ -306,16 +324,18 @@ fn perf(a: PerfArgs) -> ExitCode {
     if !a.json {
         println!("{line}");
         println!(
-            " {:?} BW / message rate / latency — software NIC, provider {:?}, CQ {:?}, qd {}",
-            op, a.provider, a.cq, a.qd
+            " {:?} BW / message rate / latency — software NIC, provider {:?}, CQ {:?}, qd {}, \
+             median of {}",
+            op, a.provider, a.cq, a.qd, a.repeat
         );
         println!("{line}");
         println!(
-            " {:<10} {:>12} {:>12} {:>15} {:>13} {:>13} {:>14}",
+            " {:<10} {:>12} {:>12} {:>15} {:>9} {:>13} {:>13} {:>14}",
             "#bytes",
             "#iterations",
             "BW[GB/s]",
             "MsgRate[Mpps]",
+            "spread",
             "t_p50[usec]",
             "t_p99[usec]",
             "memcpy[GB/s]"
@@ -324,15 +344,29 @@ fn perf(a: PerfArgs) -> ExitCode {
     let json = a.json;
     let res = gda::perf::run(&cfg, |r| {
         bar.suspend(|| {
+            let worst = r.msg_rate_spread.max(r.lat_p50_spread).max(r.memcpy_spread);
+            if r.repeat > 1 && worst > 0.25 {
+                eprintln!(
+                    "gda perf: warning: {} B results vary by {:.0} % over {} repeats (rate {:.0} %, \
+                     p50 {:.0} %, memcpy {:.0} %): the CPU is contended; figures are unreliable",
+                    r.size,
+                    worst * 100.0,
+                    r.repeat,
+                    r.msg_rate_spread * 100.0,
+                    r.lat_p50_spread * 100.0,
+                    r.memcpy_spread * 100.0
+                );
+            }
             if json {
                 println!("{}", serde_json::to_string(r).unwrap_or_default());
             } else {
                 println!(
-                    " {:<10} {:>12} {:>12.3} {:>15.3} {:>13.2} {:>13.2} {:>14.2}",
+                    " {:<10} {:>12} {:>12.3} {:>15.3} {:>8.0}% {:>13.2} {:>13.2} {:>14.2}",
                     r.size,
                     r.iterations,
                     r.bw_gbps,
                     r.msg_rate_mps,
+                    r.msg_rate_spread * 100.0,
                     r.lat_us_p50,
                     r.lat_us_p99,
                     r.memcpy_gbps

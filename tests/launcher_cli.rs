@@ -1,0 +1,238 @@
+//! `gdarun` and `gda perf` under misuse and signals, through the real binaries: bounded `-n`,
+//! validated numbers (no panics), no doubled prefixes, signals forwarded to the PEs with the
+//! job's shared memory swept, and `gda perf` arguments checked before anything is printed.
+
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn gdarun(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_gdarun"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn gda(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_gda"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn usage_error(o: &Output, needle: &str) {
+    let err = String::from_utf8_lossy(&o.stderr);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains(needle), "{needle:?} not in {err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(out.is_empty(), "printed before the argument error: {out}");
+}
+
+#[test]
+fn gdarun_bounds_and_validates_its_numbers() {
+    // Before: -n 1000000 spawned thousands of processes before failing.
+    let t = Instant::now();
+    usage_error(&gdarun(&["-n", "1000000", "true"]), "not in 1..=1024");
+    assert!(t.elapsed() < Duration::from_secs(5));
+    usage_error(&gdarun(&["-n", "0", "true"]), "not in 1..=1024");
+    // Before: Duration::from_secs_f64 panicked on these.
+    for g in ["-1", "nan", "inf", "1e400", "x"] {
+        usage_error(&gdarun(&["-n", "1", "--grace", g, "true"]), "--grace");
+    }
+    usage_error(&gdarun(&["-n", "1", "--hosts", "0", "true"]), "--hosts");
+}
+
+#[test]
+fn gdarun_errors_have_one_prefix() {
+    let o = gdarun(&["-n", "2", "/nonexistent/prog"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert!(err.contains("/nonexistent/prog"), "{err}");
+    assert!(!err.contains("gdarun: gdarun:"), "{err}");
+    assert!(!err.contains("configuration: gdarun"), "{err}");
+}
+
+/// PIDs of `parent`'s children (Linux `/proc/<pid>/task/*/children`).
+fn children(parent: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    for t in std::fs::read_dir(format!("/proc/{parent}/task"))
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        if let Ok(s) = std::fs::read_to_string(t.path().join("children")) {
+            out.extend(s.split_whitespace().filter_map(|p| p.parse::<u32>().ok()));
+        }
+    }
+    out
+}
+
+fn alive(pid: u32) -> bool {
+    gda::hal::shm::process_alive(pid)
+}
+
+/// Starts `gdarun -n 3` of `prog`, waits until all 3 PEs run, plants a segment of the job, and
+/// sends `sig` to gdarun. Returns gdarun's exit code, how long it took, and the PE pids.
+fn interrupt(sig: i32, grace: &str, prog: &[&str]) -> (Option<i32>, Duration, Vec<u32>, String) {
+    let job = format!("tsig{sig}g{grace}x{}", std::process::id());
+    let mut args = vec!["-n", "3", "--grace", grace, "--job", &job, "--"];
+    args.extend_from_slice(prog);
+    let mut g = Command::new(env!("CARGO_BIN_EXE_gdarun"))
+        .args(&args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let pes = loop {
+        let c = children(g.id());
+        if c.len() == 3 {
+            break c;
+        }
+        assert!(Instant::now() < deadline, "PEs did not start: {c:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    // Give the PEs time to set their dispositions (the trap below).
+    std::thread::sleep(Duration::from_millis(300));
+    let seg = gda::hal::shm::Segment::create(&job, "heap0", 4096).unwrap();
+    let t = Instant::now();
+    let pid = rustix::process::Pid::from_raw(g.id() as i32).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::from_named_raw(sig).unwrap())
+        .unwrap();
+    let o = g.wait_with_output_timeout();
+    let took = t.elapsed();
+    drop(seg);
+    assert!(
+        gda::hal::shm::list(&job).unwrap().is_empty(),
+        "the job's shared memory was not swept"
+    );
+    (o.0, took, pes, o.1)
+}
+
+trait WaitTimeout {
+    fn wait_with_output_timeout(self) -> (Option<i32>, String);
+}
+
+impl WaitTimeout for std::process::Child {
+    fn wait_with_output_timeout(mut self) -> (Option<i32>, String) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(st) = self.try_wait().unwrap() {
+                let mut err = String::new();
+                use std::io::Read;
+                if let Some(mut e) = self.stderr.take() {
+                    let _ = e.read_to_string(&mut err);
+                }
+                return (st.code(), err);
+            }
+            if Instant::now() > deadline {
+                let _ = self.kill();
+                panic!("gdarun did not end after the signal");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+#[test]
+fn signals_to_gdarun_reach_the_pes_and_clean_up() {
+    // Before: the PEs were left running as orphans and the shared memory stayed.
+    for (sig, name) in [(15, "SIGTERM"), (2, "SIGINT"), (1, "SIGHUP")] {
+        let (code, took, pes, err) = interrupt(sig, "5", &["sleep", "60"]);
+        assert_eq!(code, Some(128 + sig), "{name}: {err}");
+        assert!(
+            took < Duration::from_secs(4),
+            "{name}: took {took:?}\n{err}"
+        );
+        assert!(err.contains(&format!("got signal {sig}")), "{err}");
+        std::thread::sleep(Duration::from_millis(100));
+        assert!(pes.iter().all(|&p| !alive(p)), "{name}: PEs left: {pes:?}");
+    }
+}
+
+#[test]
+fn pes_that_ignore_the_signal_are_killed_after_the_grace_period() {
+    let (code, took, pes, err) = interrupt(15, "1", &["sh", "-c", "trap '' TERM; sleep 60"]);
+    assert_eq!(code, Some(143), "{err}");
+    assert!(
+        took >= Duration::from_millis(900),
+        "killed before the grace: {took:?}"
+    );
+    assert!(took < Duration::from_secs(6), "{took:?}\n{err}");
+    assert!(err.contains("still running"), "{err}");
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(pes.iter().all(|&p| !alive(p)), "PEs left: {pes:?}");
+}
+
+#[test]
+fn gda_perf_checks_every_argument_before_printing() {
+    // Before: --seconds nan panicked, --sizes 0 was accepted, and the table header came
+    // before the argument error.
+    usage_error(&gda(&["perf", "idle", "--seconds", "nan"]), "--seconds");
+    usage_error(&gda(&["perf", "idle", "--seconds=-2"]), "--seconds");
+    usage_error(&gda(&["perf", "write", "--sizes", "0"]), "--sizes");
+    usage_error(&gda(&["perf", "write", "--sizes", "8,2g"]), "--sizes");
+    usage_error(&gda(&["perf", "write", "--qd", "3"]), "power of two");
+    usage_error(&gda(&["perf", "write", "--iters", "0"]), "--iters");
+    usage_error(&gda(&["perf", "write", "--repeat", "0"]), "--repeat");
+    usage_error(&gda(&["perf", "write", "--lat-iters", "0"]), "--lat-iters");
+}
+
+#[test]
+fn gda_perf_help_states_the_defaults_it_uses() {
+    let o = gda(&["perf", "--help"]);
+    let help = String::from_utf8_lossy(&o.stdout);
+    // The default bandwidth iterations, as `default_iters` computes them.
+    assert_eq!(gda::perf::default_iters(8), 2_000_000);
+    assert_eq!(gda::perf::default_iters(1 << 20), 1024);
+    assert!(help.contains("2,000,000 at 8 B, 1024 at 1 MiB"), "{help}");
+    assert!(help.contains("[default: 3]"), "{help}");
+    assert!(help.contains("[default: 2000]"), "{help}");
+}
+
+#[test]
+fn gda_perf_reports_medians_and_spread() {
+    let o = gda(&[
+        "perf",
+        "write",
+        "--sizes",
+        "8,4k",
+        "--iters",
+        "2000",
+        "--lat-iters",
+        "50",
+        "--repeat",
+        "3",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2);
+    for v in &lines {
+        assert_eq!(v["repeat"], 3);
+        assert_eq!(v["iterations"], 2000);
+        assert!(v["msg_rate_spread"].as_f64().unwrap() >= 0.0);
+        assert!(v["memcpy_gbps"].as_f64().unwrap() > 0.0);
+    }
+}
+
+#[test]
+fn gda_shmem_validates_its_numbers() {
+    usage_error(&gda(&["shmem", "check", "--pes", "0"]), "--pes");
+    usage_error(&gda(&["shmem", "check", "--pes", "5000"]), "--pes");
+    usage_error(
+        &gda(&["shmem", "check", "--pes", "2", "--hosts", "0"]),
+        "--hosts",
+    );
+    usage_error(
+        &gda(&["shmem", "check", "--pes", "2", "--rounds", "0"]),
+        "--rounds",
+    );
+    usage_error(
+        &gda(&["shmem", "perf", "--pes", "2", "--iters", "0"]),
+        "--iters",
+    );
+}
