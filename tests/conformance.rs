@@ -1150,6 +1150,51 @@ fn chaos_seed_reproduces_a_missing_fence<P: SimModel>() {
     }
 }
 
+/// Mutation check of the README's claim that a quiet returning early fails the suite under
+/// chaos. The mutant quiet returns as soon as the request is rung, without waiting for its
+/// completion (what a quiet whose progress check is wrong does: it believes everything rung has
+/// completed), and the data is then checked as the suite's quiet-then-check cases do. The
+/// correct quiet (wait for the signalled completion) passes every seed; the mutant must be
+/// caught by the chaos seeds.
+fn early_quiet_is_caught_by_chaos<P: SimModel>() {
+    const SEEDS: u64 = 24;
+    let run = |seed: u64, early: bool| -> bool {
+        let t = Pair::<P>::new(Some(seed), CqMode::Normal, QpInit::default());
+        let src = t.mr_b(128, Access::REMOTE_READ);
+        src.write(0, &pattern(128, 3)).unwrap();
+        let back = t.mr_a(128, Access::LOCAL_WRITE);
+        let mut raw = t.raw_a();
+        let s = [sge(&back, 0, 128)];
+        raw.post(
+            &WorkRequest::Read {
+                remote: remote(&src, 0),
+                sges: &s,
+            },
+            SendFlags::SIGNALED,
+        );
+        let landed = if early {
+            let seen = contents(&back) == pattern(128, 3);
+            raw.wait(1);
+            seen
+        } else {
+            assert_eq!(raw.wait(1)[0].status, WcStatus::Success);
+            contents(&back) == pattern(128, 3)
+        };
+        landed
+    };
+    for seed in 1..=SEEDS {
+        assert!(
+            run(seed, false),
+            "seed {seed}: the correct wait missed data"
+        );
+    }
+    let caught: Vec<u64> = (1..=SEEDS).filter(|&s| !run(s, true)).collect();
+    assert!(
+        !caught.is_empty(),
+        "no chaos seed of 1..={SEEDS} caught a quiet that returns before the completion"
+    );
+}
+
 macro_rules! conformance {
     ($($name:ident),* $(,)?) => {
         mod native {
@@ -1222,6 +1267,7 @@ conformance!(
     chaos_seeds_keep_guarantees,
     cq_overrun_is_reported,
     chaos_seed_reproduces_a_missing_fence,
+    early_quiet_is_caught_by_chaos,
     fabric_of_many_nics_and_loopback,
     deregistered_key_fails_after_use,
     receives_flush_in_error,

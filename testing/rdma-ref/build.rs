@@ -116,6 +116,23 @@ fn main() {
         ],
     );
 
+    // csrc/bnxt/test_main.c: the C-side checks of the bnxt harness (reference vectors, poll
+    // behaviour, quirks), linked against the harness; tests/bnxt_c_checks.rs runs it.
+    let exe = out.join("bnxt_test_main");
+    let mut cc = cc::Build::new().opt_level(2).get_compiler().to_command();
+    run(cc
+        .arg("-std=gnu11")
+        .arg("-Wall")
+        .arg("-I")
+        .arg(here.join("csrc/bnxt"))
+        .arg(here.join("csrc/bnxt/test_main.c"))
+        .arg(format!("-L{}", out.display()))
+        .arg("-lbnxtref")
+        .arg("-lpthread")
+        .arg("-o")
+        .arg(&exe));
+    println!("cargo:rustc-env=GDA_BNXT_TEST_MAIN={}", exe.display());
+
     println!("cargo:rustc-link-search=native={}", out.display());
     println!("cargo:rustc-link-lib=static=mlx5ref");
     println!("cargo:rustc-link-lib=static=bnxtref");

@@ -533,6 +533,23 @@ impl Provider for Bnxt {
         mmio::wc_flush();
     }
 
+    /// One work completion per valid CQE. What gda produces from a bnxt CQE, field by field:
+    ///
+    /// | field | requester CQE | RC receive CQE |
+    /// |---|---|---|
+    /// | `status`, `vendor_err` | from the status byte (requester table) | from the status byte (responder table) |
+    /// | `wqe_counter` | `con_indx` (mod 2^16): the position after the retired WQEs ([`Provider::completed_unit`]) | `rwrid` |
+    /// | `opcode` | **not produced**: [`WcOpcode::Other`] (the CQE does not carry it) | `Recv` / `RecvRdmaWithImm` |
+    /// | `byte_len` | **not produced**: 0 (not carried) | the received length |
+    /// | `imm` | `None` | the immediate, when flagged |
+    /// | `qpn`, `is_recv` | yes | yes |
+    ///
+    /// A requester CQE may retire several WQEs (coalesced), and after an error CQE the device
+    /// writes no flush CQEs: per-WQE completions, their opcodes and READ/atomic lengths, and
+    /// the flushed completions of outstanding WQEs are the job of whoever recorded what was
+    /// posted (rdma-core keeps a software wrid table for this; gda's `SendQueue` needs only
+    /// positions). The rdma-core differential test (`bnxt_poll_diff`) builds exactly those
+    /// three things in test code, from its own posting record, and compares the rest.
     #[inline(always)]
     unsafe fn poll_cq(cq: &CqHandle, ci: u32) -> Option<WorkCompletion> {
         let ring = cq.ring()?;
