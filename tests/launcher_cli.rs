@@ -77,7 +77,7 @@ fn interrupt(sig: i32, grace: &str, prog: &[&str]) -> (Option<i32>, Duration, Ve
     let job = format!("tsig{sig}g{grace}x{}", std::process::id());
     let mut args = vec!["-n", "3", "--grace", grace, "--job", &job, "--"];
     args.extend_from_slice(prog);
-    let mut g = Command::new(env!("CARGO_BIN_EXE_gdarun"))
+    let g = Command::new(env!("CARGO_BIN_EXE_gdarun"))
         .args(&args)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())

@@ -643,6 +643,9 @@ impl<P: Provider> Pe<P> {
             SendFlags::empty()
         };
         r.sq.post(wr, flags)?;
+        // The software NIC's engine may be napping: wake it now (one atomic load when it is
+        // awake; hardware NICs need nothing here).
+        self.kick();
         r.fence.set(false);
         r.dirty.set(true);
         Ok(())

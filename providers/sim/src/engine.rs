@@ -14,7 +14,10 @@
 //! from a stream per QP derived from the seed, so a seed that finds a bug finds it again.
 //!
 //! Idle costs nothing: after a short spin the thread sleeps with exponential backoff (up to
-//! 2 ms, then 20 ms once idle for 50 ms), and `Fabric::kick` wakes it at once.
+//! 2 ms, then 20 ms once idle for 50 ms). Before it sleeps it says so (`napping`) and scans the
+//! doorbells once more; host posting paths call `Fabric::kick` after ringing, which wakes a
+//! napping engine at once and costs one atomic load when the engine is awake — so a doorbell
+//! never waits for a nap to end, and an idle engine still does not spin.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -154,6 +157,7 @@ pub(crate) fn run(weak: Weak<FabricInner>) {
     let mut idle_since: Option<Instant> = None;
     let mut last_work = Instant::now();
     let mut sleep = Duration::from_micros(20);
+    let mut idle_scans = 0u32;
     loop {
         let Some(f) = weak.upgrade() else { return };
         if f.stop.load(Ordering::Acquire) {
@@ -197,10 +201,28 @@ pub(crate) fn run(weak: Weak<FabricInner>) {
             .elapsed()
             > Duration::from_micros(200)
         {
-            if let Some(f) = weak.upgrade() {
-                f.stats.sleeps.fetch_add(1, Ordering::Relaxed);
+            let Some(f) = weak.upgrade() else { return };
+            // Announce the nap, then look once more: a host that rang a doorbell before seeing
+            // `napping` is served by this scan, one that rings after it wakes us
+            // (`Fabric::kick` from the posting path). No doorbell waits for the nap to end.
+            // ORDERING: SeqCst pairs with the SeqCst load in `Fabric::kick`.
+            f.napping.store(true, Ordering::SeqCst);
+            let mut late = false;
+            for q in &qps {
+                late |= step(&f, q, None);
             }
+            if late {
+                f.napping.store(false, Ordering::Relaxed);
+                idle_since = None;
+                sleep = Duration::from_micros(20);
+                continue;
+            }
+            f.stats.sleeps.fetch_add(1, Ordering::Relaxed);
+            drop(f);
             std::thread::park_timeout(sleep);
+            if let Some(f) = weak.upgrade() {
+                f.napping.store(false, Ordering::Relaxed);
+            }
             // Short naps while work may resume soon; long ones once the fabric has been idle a
             // while (`Fabric::kick` and QP state changes wake it at once).
             let cap = if last_work.elapsed() > Duration::from_millis(50) {
@@ -210,10 +232,21 @@ pub(crate) fn run(weak: Weak<FabricInner>) {
             };
             sleep = (sleep * 2).min(cap);
         } else {
-            std::hint::spin_loop();
+            // Idle but maybe not for long: scan again at once, but offer the CPU between scans
+            // (on a host with fewer cores than PEs + engines, a spinning engine starves the PEs
+            // it serves; yielding costs nothing when nobody else wants the core).
+            idle_scans = idle_scans.wrapping_add(1);
+            if idle_scans % IDLE_SCANS_PER_YIELD == 0 {
+                std::thread::yield_now();
+            } else {
+                std::hint::spin_loop();
+            }
         }
     }
 }
+
+/// Idle scans between two offers of the CPU (`yield_now`) before the engine naps.
+const IDLE_SCANS_PER_YIELD: u32 = 8;
 
 fn lookup(f: &FabricInner, ep: &Endpoint) -> Option<Arc<QpInner>> {
     if ep.fabric != f.id {

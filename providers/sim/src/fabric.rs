@@ -210,6 +210,9 @@ pub(crate) struct FabricInner {
     pub(crate) chaos: Option<u64>,
     pub(crate) engine: Mutex<Option<std::thread::JoinHandle<()>>>,
     pub(crate) engine_thread: Mutex<Option<std::thread::Thread>>,
+    /// The engine is parked (or about to park): a doorbell rung by host code must unpark it
+    /// ([`Fabric::kick`]). Set by the engine before its last scan, cleared when it wakes.
+    pub(crate) napping: std::sync::atomic::AtomicBool,
     pub(crate) stats: engine::Stats,
     /// The cross-process side, for fabrics made by [`Fabric::shared`].
     pub(crate) link: Option<Arc<crate::host::HostLink>>,
@@ -272,6 +275,7 @@ impl Fabric {
                 chaos: config.chaos,
                 engine: Mutex::new(None),
                 engine_thread: Mutex::new(None),
+                napping: std::sync::atomic::AtomicBool::new(false),
                 stats: engine::Stats::default(),
                 link,
             }),
@@ -339,6 +343,17 @@ impl Fabric {
     /// Wakes the engine now (it also polls on its own; this only cuts the wake-up latency after
     /// an idle period).
     pub fn kick(&self) {
+        // ORDERING: SeqCst pairs with the engine's SeqCst store of `napping` before its final
+        // scan: either that scan sees the doorbell stored before this call, or this load sees
+        // the engine napping and wakes it. A running engine costs only this load.
+        if !self.inner.napping.load(Ordering::SeqCst) {
+            return;
+        }
+        self.wake();
+    }
+
+    /// Unparks the engine unconditionally (QP state changes, teardown).
+    pub(crate) fn wake(&self) {
         if let Some(t) = self
             .inner
             .engine_thread
