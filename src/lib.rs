@@ -40,6 +40,8 @@ pub use gda_mlx5 as mlx5;
 #[cfg(feature = "sim")]
 pub use gda_sim as sim;
 
+#[cfg(all(feature = "sim", feature = "mlx5", feature = "bnxt"))]
+pub mod chaos;
 pub mod cli;
 #[cfg(all(feature = "sim", feature = "mlx5"))]
 pub mod perf;

@@ -236,3 +236,33 @@ fn gda_shmem_validates_its_numbers() {
         "--iters",
     );
 }
+
+#[test]
+fn chaos_sweep_runs_every_format_and_says_how_to_replay() {
+    // CI's small sweep; the README reports the big one (`gda chaos --seeds 1000`).
+    let o = gda(&["chaos", "--from", "100", "--seeds", "4"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        out.contains("seeds 100..=103 x 3 provider(s) = 12 runs (2 workloads each), 0 failed"),
+        "{out}"
+    );
+    let f = gda::chaos::Failure {
+        seed: 4242,
+        provider: gda::chaos::ChaosProvider::Bnxt,
+        workload: "shmem",
+        error: String::new(),
+    };
+    assert_eq!(
+        f.replay(),
+        "gda chaos --from 4242 --seeds 1 --provider bnxt"
+    );
+    usage_error(&gda(&["chaos", "--seeds", "0"]), "--seeds");
+    let o = gda(&["chaos", "--from", &u64::MAX.to_string(), "--seeds", "2"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("overflows"));
+}

@@ -53,7 +53,7 @@ fn every_op_and_model_runs_and_prints_a_table() {
                     "perf",
                     op,
                     "--sizes",
-                    "0,64,4k",
+                    "1,64,4k",
                     "--iters",
                     "3000",
                     "--lat-iters",
@@ -100,7 +100,10 @@ fn chaos_and_bad_arguments() {
     ]);
     assert_eq!(code, 0, "{err}");
     for (args, want) in [
-        (&["perf", "write", "--sizes", "8,abc"][..], "not a size"),
+        (
+            &["perf", "write", "--sizes", "8,abc"][..],
+            "not a message size",
+        ),
         (&["perf", "write", "--qd", "100"][..], "power of two"),
         (&["perf", "frobnicate"][..], "invalid value"),
     ] {

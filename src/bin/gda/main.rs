@@ -36,6 +36,86 @@ enum Cmd {
         after_help = "EXAMPLES:\n  gda shmem check --pes 4\n  gda shmem check --pes 4 --transport rdma --provider bnxt\n  gdarun -n 4 gda shmem check\n  gda shmem perf --pes 2 --transport p2p --json"
     )]
     Shmem(ShmemArgs),
+    /// Chaos sweep: the conformance suite's chaos case and `gda shmem check` over N seeds on
+    /// every NIC format; failing seeds are listed with the command that replays each.
+    #[cfg(all(feature = "sim", feature = "mlx5", feature = "bnxt"))]
+    #[command(
+        after_help = "EXAMPLES:\n  gda chaos --seeds 1000\n  gda chaos --from 4242 --seeds 1 --provider mlx5"
+    )]
+    Chaos(ChaosArgs),
+}
+
+#[cfg(all(feature = "sim", feature = "mlx5", feature = "bnxt"))]
+#[derive(clap::Args)]
+struct ChaosArgs {
+    /// Number of seeds.
+    #[arg(long, default_value_t = 100, value_parser = |s: &str| gda::cli::count_in(s, 1, 10_000_000))]
+    seeds: u64,
+    /// First seed.
+    #[arg(long, default_value_t = 1)]
+    from: u64,
+    /// Only this provider (default: native, mlx5 and bnxt).
+    #[arg(long, value_enum)]
+    provider: Option<gda::chaos::ChaosProvider>,
+    /// Ordering-stress rounds of the SHMEM self-test per seed.
+    #[arg(long, default_value_t = 8, value_parser = |s: &str| gda::cli::count_in(s, 1, 10_000).map(|v| v as usize))]
+    rounds: usize,
+}
+
+#[cfg(all(feature = "sim", feature = "mlx5", feature = "bnxt"))]
+fn chaos(a: ChaosArgs) -> ExitCode {
+    use gda::chaos::ChaosProvider;
+    let Some(last) = a.from.checked_add(a.seeds - 1) else {
+        eprintln!(
+            "gda chaos: --from {} + --seeds {} overflows",
+            a.from, a.seeds
+        );
+        return ExitCode::from(2);
+    };
+    let providers: Vec<ChaosProvider> = a.provider.map_or(ChaosProvider::ALL.to_vec(), |p| vec![p]);
+    let bar = indicatif::ProgressBar::new(a.seeds * providers.len() as u64);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{spinner} seeds [{bar:30}] {pos}/{len} {msg}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    let t = std::time::Instant::now();
+    let mut failures = Vec::new();
+    for seed in a.from..=last {
+        for &p in &providers {
+            let f = gda::chaos::seed(p, seed, a.rounds);
+            for x in &f {
+                bar.suspend(|| {
+                    eprintln!("FAIL seed {seed} {} {}: {}", p.name(), x.workload, x.error)
+                });
+            }
+            failures.extend(f);
+            bar.inc(1);
+        }
+        bar.set_message(format!("{} failed", failures.len()));
+    }
+    bar.finish_and_clear();
+    let runs = a.seeds * providers.len() as u64;
+    println!(
+        "chaos sweep: seeds {}..={last} x {} provider(s) = {runs} runs (2 workloads each), {} failed, {:.1} s",
+        a.from,
+        providers.len(),
+        failures.len(),
+        t.elapsed().as_secs_f64()
+    );
+    for f in &failures {
+        println!(
+            "  seed {} {} {}: replay with: {}",
+            f.seed,
+            f.provider.name(),
+            f.workload,
+            f.replay()
+        );
+    }
+    if failures.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
 }
 
 #[cfg(all(feature = "sim", feature = "mlx5", feature = "bnxt"))]
@@ -447,6 +527,8 @@ fn main() -> ExitCode {
         Cmd::Perf(a) => return perf(a),
         #[cfg(all(feature = "sim", feature = "mlx5", feature = "bnxt"))]
         Cmd::Shmem(a) => return shmem(a),
+        #[cfg(all(feature = "sim", feature = "mlx5", feature = "bnxt"))]
+        Cmd::Chaos(a) => return chaos(a),
         Cmd::Wire { cmd } => {
             let mut input = String::new();
             if let Err(e) = std::io::stdin().read_to_string(&mut input) {
