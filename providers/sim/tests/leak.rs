@@ -74,17 +74,18 @@ fn once(seed: u64) {
     );
     let l = pa.create_qp(QpInit::default(), &ca, &ca).unwrap();
     l.bring_up(&l.endpoint()).unwrap();
-    // SAFETY: the QPs and CQs outlive the queues (dropped first, below); each queue is its QP's
-    // only poster and its CQ's only poller at a time (the loopback queue runs after `sa`).
-    let (sa, sb) = unsafe {
-        (
-            SendQueue::<Sim>::new(a.sq_handle(), ca.handle(), 20_000).unwrap(),
-            SendQueue::<Sim>::new(b.sq_handle(), cb.handle(), 20_000).unwrap(),
-        )
-    };
-    write(&sa, &mb);
-    write(&sb, &ma);
-    drop(sa);
+    {
+        // SAFETY: the QPs and CQs outlive the queues (this block); each queue is its QP's only
+        // poster and its CQ's only poller while it lives (the loopback queue comes after).
+        let (sa, sb) = unsafe {
+            (
+                SendQueue::<Sim>::new(a.sq_handle(), ca.handle(), 20_000).unwrap(),
+                SendQueue::<Sim>::new(b.sq_handle(), cb.handle(), 20_000).unwrap(),
+            )
+        };
+        write(&sa, &mb);
+        write(&sb, &ma);
+    }
     // SAFETY: as above.
     let sl = unsafe { SendQueue::<Sim>::new(l.sq_handle(), ca.handle(), 20_000) }.unwrap();
     write(&sl, &ma);
