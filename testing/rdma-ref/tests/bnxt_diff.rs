@@ -490,69 +490,40 @@ fn inline_caps() -> impl Strategy<Value = u32> {
     prop_oneof![Just(96u32), (0u32..=6).prop_map(|k| k * 16)]
 }
 
-/// Static mode: 8 slots per WQE, doorbell index = WQE index, every PSN form.
-#[test]
-fn static_mode() {
+/// A mode whose WQEs take any number of SGEs or inline bytes: random chains on a ring of
+/// `units`, starting at a position drawn from `start`.
+fn sge_mode(name: &str, mode: WqeMode, units: u32, start: impl Strategy<Value = u32>) {
     let strat = (
         proptest::collection::vec(twr(), 1..12),
-        (any::<u32>(), any::<bool>(), 0u32..1 << 24, any::<u32>()),
+        (start, any::<bool>(), 0u32..1 << 24, any::<u32>()),
         (1u32..6, forms(), 1u32..1 << 20, 1u32..=6, inline_caps()),
     );
     run_mode(
-        "static",
+        name,
         strat,
         |(wrs, (start, epoch, psn0, msn0), (mtu, form, qp, sge, inl))| {
-            // rdma-core keeps 1024 slots spare (its `diff`): 512 WQEs never look full.
             run_case(
-                WqeMode::Static,
-                form,
-                512,
-                start,
-                epoch,
-                psn0,
-                msn0,
-                mtu,
-                sge,
-                inl,
-                qp,
-                &wrs,
+                mode, form, units, start, epoch, psn0, msn0, mtu, sge, inl, qp, &wrs,
             )
         },
     );
 }
 
+/// Static mode: 8 slots per WQE, doorbell index = WQE index, every PSN form. rdma-core keeps
+/// 1024 slots spare (its `diff`): 512 WQEs never look full.
+#[test]
+fn static_mode() {
+    sge_mode("static", WqeMode::Static, 512, any::<u32>());
+}
+
 /// Variable mode: a WQE takes the slots it uses and wraps the ring slot by slot.
 #[test]
 fn variable_mode() {
-    let strat = (
-        proptest::collection::vec(twr(), 1..12),
-        (
-            prop_oneof![any::<u32>(), 4080u32..4096],
-            any::<bool>(),
-            0u32..1 << 24,
-            any::<u32>(),
-        ),
-        (1u32..6, forms(), 1u32..1 << 20, 1u32..=6, inline_caps()),
-    );
-    run_mode(
+    sge_mode(
         "variable",
-        strat,
-        |(wrs, (start, epoch, psn0, msn0), (mtu, form, qp, sge, inl))| {
-            run_case(
-                WqeMode::Variable,
-                form,
-                4096,
-                start,
-                epoch,
-                psn0,
-                msn0,
-                mtu,
-                sge,
-                inl,
-                qp,
-                &wrs,
-            )
-        },
+        WqeMode::Variable,
+        4096,
+        prop_oneof![any::<u32>(), 4080u32..4096],
     );
 }
 
