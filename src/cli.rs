@@ -32,6 +32,12 @@ pub fn measure_seconds(s: &str) -> Result<f64, String> {
     Ok(v)
 }
 
+/// A PE or host count: 1 to [`gda_shmem::launch::MAX_PES`] (`gdarun -n`, `--hosts`,
+/// `gda shmem --pes`).
+pub fn pe_count(s: &str) -> Result<u32, String> {
+    count_in(s, 1, u64::from(gda_shmem::launch::MAX_PES)).map(|v| v as u32)
+}
+
 /// A whole number in `min..=max`.
 pub fn count_in(s: &str, min: u64, max: u64) -> Result<u64, String> {
     let v: u64 = s

@@ -225,12 +225,8 @@ struct Info {
 /// This process's identity among PEs: 128 random bits from the OS, drawn once.
 fn process_token() -> u128 {
     static TOKEN: std::sync::OnceLock<u128> = std::sync::OnceLock::new();
-    *TOKEN.get_or_init(|| {
-        use rand::RngCore;
-        let mut b = [0u8; 16];
-        rand::rngs::OsRng.fill_bytes(&mut b);
-        u128::from_le_bytes(b)
-    })
+    // rand's thread RNG is a CSPRNG seeded from the OS.
+    *TOKEN.get_or_init(rand::random)
 }
 
 const INFO_FIXED: usize = 16 + 8 + 4 + 8 + 8 + 8;
@@ -249,20 +245,22 @@ impl Info {
     }
 
     fn decode(b: &[u8]) -> Result<Self> {
-        let bad = || ShmemError::Boot(format!("malformed PE info ({} bytes)", b.len()));
-        let (fixed, host) = b.split_at_checked(INFO_FIXED).ok_or_else(bad)?;
-        let (token, rest) = fixed.split_at(16);
-        let (heap_id, rest) = rest.split_at(8);
-        let (pid, rest) = rest.split_at(4);
-        let (pid_ns, rest) = rest.split_at(8);
-        let (base, len) = rest.split_at(8);
+        let (mut fixed, host) = b
+            .split_at_checked(INFO_FIXED)
+            .ok_or_else(|| ShmemError::Boot(format!("malformed PE info ({} bytes)", b.len())))?;
+        // `fixed` holds exactly INFO_FIXED bytes: every `take` below is in bounds.
+        fn take<const N: usize>(b: &mut &[u8]) -> [u8; N] {
+            let (head, rest) = b.split_at(N);
+            *b = rest;
+            head.try_into().unwrap_or([0; N])
+        }
         Ok(Self {
-            token: u128::from_le_bytes(token.try_into().map_err(|_| bad())?),
-            heap_id: u64::from_le_bytes(heap_id.try_into().map_err(|_| bad())?),
-            pid: u32::from_le_bytes(pid.try_into().map_err(|_| bad())?),
-            pid_ns: u64::from_le_bytes(pid_ns.try_into().map_err(|_| bad())?),
-            base: u64::from_le_bytes(base.try_into().map_err(|_| bad())?),
-            len: u64::from_le_bytes(len.try_into().map_err(|_| bad())?),
+            token: u128::from_le_bytes(take(&mut fixed)),
+            heap_id: u64::from_le_bytes(take(&mut fixed)),
+            pid: u32::from_le_bytes(take(&mut fixed)),
+            pid_ns: u64::from_le_bytes(take(&mut fixed)),
+            base: u64::from_le_bytes(take(&mut fixed)),
+            len: u64::from_le_bytes(take(&mut fixed)),
             host: String::from_utf8_lossy(host).into_owned(),
         })
     }
@@ -690,7 +688,6 @@ impl<P: Provider> Pe<P> {
 
     fn rdma_quiet(&self, r: &RdmaPeer<P>) -> Result<()> {
         if r.dirty.get() {
-            self.kick();
             r.sq.quiet().map_err(|e| self.rdma_err(r.pe, e))?;
             r.dirty.set(false);
         }
@@ -1430,9 +1427,6 @@ impl<P: Provider> Pe<P> {
         missing: &dyn Fn() -> Vec<u32>,
         mut done: impl FnMut() -> Result<bool>,
     ) -> Result<()> {
-        if self.rdma.iter().any(|r| r.dirty.get()) {
-            self.kick();
-        }
         let start = Instant::now();
         let mut next_check = start + Duration::from_millis(10);
         let mut spins = 0u32;

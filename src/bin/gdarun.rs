@@ -22,10 +22,10 @@ use clap::Parser;
 )]
 struct Args {
     /// Number of PEs (1 to 1024).
-    #[arg(short = 'n', long = "np", value_parser = pes)]
+    #[arg(short = 'n', long = "np", value_parser = gda::cli::pe_count)]
     n: u32,
     /// Simulate this many hosts (GDA_SHMEM_HOSTS): same host P2P, else RDMA.
-    #[arg(long, value_parser = hosts)]
+    #[arg(long, value_parser = gda::cli::pe_count)]
     hosts: Option<u32>,
     /// Job id (names shared memory; default random).
     #[arg(long)]
@@ -38,15 +38,6 @@ struct Args {
     /// The program and its arguments.
     #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
     argv: Vec<String>,
-}
-
-fn pes(s: &str) -> Result<u32, String> {
-    let max = u64::from(gda::shmem::launch::MAX_PES);
-    gda::cli::count_in(s, 1, max).map(|v| v as u32)
-}
-
-fn hosts(s: &str) -> Result<u32, String> {
-    gda::cli::count_in(s, 1, u64::from(gda::shmem::launch::MAX_PES)).map(|v| v as u32)
 }
 
 fn main() -> ExitCode {

@@ -349,11 +349,6 @@ impl Fabric {
         if !self.inner.napping.load(Ordering::SeqCst) {
             return;
         }
-        self.wake();
-    }
-
-    /// Unparks the engine unconditionally (QP state changes, teardown).
-    pub(crate) fn wake(&self) {
         if let Some(t) = self
             .inner
             .engine_thread

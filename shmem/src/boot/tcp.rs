@@ -135,6 +135,11 @@ fn recv(s: &mut TcpStream, deadline: Instant, max: u32) -> std::io::Result<Vec<u
     Ok(b)
 }
 
+/// Rank 0's refusal of a client, with the reason it is told.
+fn refuse(s: &mut TcpStream, why: &str) {
+    let _ = send(s, &[&[1u8][..], why.as_bytes()].concat());
+}
+
 /// Whether an I/O error means the other end closed or reset the connection.
 fn closed(e: &std::io::Error) -> bool {
     use std::io::ErrorKind as K;
@@ -273,8 +278,10 @@ impl TcpBoot {
                 let _ = v.stream.set_write_timeout(Some(HANDSHAKE_TIMEOUT));
                 let slot = &mut peers[v.rank as usize];
                 if slot.is_some() {
-                    let why = format!("rank {} already joined this job", v.rank);
-                    let _ = send(&mut v.stream, &[&[1u8][..], why.as_bytes()].concat());
+                    refuse(
+                        &mut v.stream,
+                        &format!("rank {} already joined this job", v.rank),
+                    );
                     continue;
                 }
                 let tag = mac(secret, b"gda-server", job, v.rank, &v.nonce1);
@@ -321,8 +328,10 @@ impl TcpBoot {
             return None;
         }
         if rank == 0 || rank >= size {
-            let why = format!("rank {rank} is not in 1..{size} of this job");
-            let _ = send(&mut s, &[&[1u8][..], why.as_bytes()].concat());
+            refuse(
+                &mut s,
+                &format!("rank {rank} is not in 1..{size} of this job"),
+            );
             return None;
         }
         let mut nonce1 = [0u8; 32];
@@ -644,19 +653,21 @@ mod tests {
         );
         assert!(start.elapsed() < Duration::from_secs(1));
         // A rank outside the job is told why.
-        let e = TcpBoot::connect(5, 6, addr, "jobC", b"k", Duration::from_secs(5))
-            .err()
-            .unwrap()
-            .to_string();
+        let e = refused(5, 6, addr, "jobC", b"k");
         assert!(e.contains("rank 5 is not in 1..2"), "{e}");
         // Wrong secret: the client knows before answering, and says so.
-        let e = TcpBoot::connect(1, 2, addr, "jobC", b"other", Duration::from_secs(5))
-            .err()
-            .unwrap()
-            .to_string();
+        let e = refused(1, 2, addr, "jobC", b"other");
         assert!(e.contains("another job secret"), "{e}");
         let _b1 = TcpBoot::connect(1, 2, addr, "jobC", b"k", t).unwrap();
         r0.join().unwrap().unwrap();
+    }
+
+    /// The error a client that must be refused gets.
+    fn refused(rank: u32, size: u32, addr: SocketAddr, job: &str, secret: &[u8]) -> String {
+        TcpBoot::connect(rank, size, addr, job, secret, Duration::from_secs(5))
+            .err()
+            .unwrap()
+            .to_string()
     }
 
     #[test]
@@ -665,10 +676,7 @@ mod tests {
         let t = Duration::from_secs(20);
         let r0 = std::thread::spawn(move || TcpBoot::connect(0, 3, addr, "jobD", b"k", t));
         let _a = TcpBoot::connect(1, 3, addr, "jobD", b"k", t).unwrap();
-        let e = TcpBoot::connect(1, 3, addr, "jobD", b"k", t)
-            .err()
-            .unwrap()
-            .to_string();
+        let e = refused(1, 3, addr, "jobD", b"k");
         assert!(e.contains("rank 1 already joined"), "{e}");
         let _c = TcpBoot::connect(2, 3, addr, "jobD", b"k", t).unwrap();
         r0.join().unwrap().unwrap();

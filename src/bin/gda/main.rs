@@ -135,13 +135,13 @@ struct ShmemArgs {
     what: ShmemWhat,
     /// Start this many PEs (processes) here; without it, run as a PE of the launcher that
     /// started this process (gdarun, mpirun, srun, torchrun).
-    #[arg(long, value_parser = |s: &str| gda::cli::count_in(s, 1, u64::from(gda::shmem::launch::MAX_PES)).map(|v| v as u32))]
+    #[arg(long, value_parser = gda::cli::pe_count)]
     pes: Option<u32>,
     /// GDA_SHMEM_TRANSPORT for the PEs started with --pes (auto, rdma, p2p).
     #[arg(long)]
     transport: Option<String>,
     /// Simulate this many hosts (PEs round-robin; same host: P2P, else RDMA).
-    #[arg(long, value_parser = |s: &str| gda::cli::count_in(s, 1, u64::from(gda::shmem::launch::MAX_PES)).map(|v| v as u32))]
+    #[arg(long, value_parser = gda::cli::pe_count)]
     hosts: Option<u32>,
     /// Provider whose queue formats the RDMA routes use (the software NIC executes them).
     #[arg(long, value_enum, default_value = "native")]
