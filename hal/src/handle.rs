@@ -28,19 +28,6 @@ pub struct WqHandle {
     pub max_inline: u32,
     /// Most gather entries per WQE.
     pub max_sge: u32,
-    /// BlueFlame half-register size in bytes; 0 means doorbell-only.
-    pub bf_size: u32,
-    /// Address of the provider's per-WQE side table, or 0 (bnxt: the PSN/MSN table software
-    /// fills at post time for retransmission).
-    pub aux: u64,
-    /// Entries in the side table (bnxt MSN form: `msn_tbl_sz`, a power of two), or 0.
-    pub aux_entries: u32,
-    /// Provider-specific mode bits (bnxt: WQE mode and PSN-table form, see `gda_bnxt::Mode`).
-    pub mode: u32,
-    /// Path MTU in bytes, for providers that count packets (bnxt PSNs); 0 otherwise.
-    pub path_mtu: u32,
-    /// The QP's first send PSN (`rq_psn` of the peer); [`SqPos::psn`] counts from it.
-    pub start_psn: u32,
 }
 
 impl WqHandle {
@@ -48,6 +35,22 @@ impl WqHandle {
     #[must_use]
     pub const fn ring(&self) -> Option<Ring> {
         Ring::new(self.entries)
+    }
+}
+
+/// A provider's queue handle: the fields every NIC has ([`WqHandle`]) plus whatever its own
+/// format needs, decoded once when the queue is created (bnxt's WQE mode and PSN table, mlx5's
+/// BlueFlame size). Device functions take the provider's own type, so no vendor field lives
+/// here and nothing is decoded per post.
+pub trait QueueHandle: Copy + core::fmt::Debug + Send + Sync + 'static {
+    /// The common part.
+    fn wq(&self) -> &WqHandle;
+}
+
+impl QueueHandle for WqHandle {
+    #[inline(always)]
+    fn wq(&self) -> &WqHandle {
+        self
     }
 }
 
@@ -102,7 +105,7 @@ pub struct SqPos {
     pub unit: ProdIdx,
     /// WQEs posted before this one. Providers use it modulo a power of two of at most 2^16.
     pub msg: u32,
-    /// Packets posted before this one, modulo 2^24, counted from [`WqHandle::start_psn`].
+    /// Packets posted before this one, modulo 2^24, counted from the queue's first PSN.
     pub psn: u32,
 }
 

@@ -80,6 +80,8 @@ pub mod error;
 pub mod handle;
 pub mod index;
 pub mod mmio;
+#[cfg(feature = "model")]
+pub mod model;
 pub mod op;
 pub mod progress;
 pub mod provider;
@@ -91,7 +93,7 @@ mod sync;
 
 pub use endian::{Be16, Be32, Be64, Le16, Le32, Le64};
 pub use error::{Error, ErrorKind, ParseError};
-pub use handle::{Cost, CqHandle, Posted, SqPos, WorkCompletion, WqHandle};
+pub use handle::{Cost, CqHandle, Posted, QueueHandle, SqPos, WorkCompletion, WqHandle};
 pub use index::{ProdIdx, Ring, WrapIdx16, WrapIdx24};
 pub use op::{
     AtomicOp, AtomicWidth, Completion, Payload, Remote, SendFlags, Sge, Signaled, Unsignaled, W32,

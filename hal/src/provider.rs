@@ -7,7 +7,7 @@
 //! because handles carry raw device addresses. Preconditions are documented and not checked on
 //! the hot path ([`Provider::check`] checks them for tools and tests).
 
-use crate::handle::{Cost, CqHandle, Posted, SqPos, WorkCompletion, WqHandle};
+use crate::handle::{Cost, CqHandle, Posted, QueueHandle, SqPos, WorkCompletion, WqHandle};
 use crate::index::ProdIdx;
 use crate::op::{AtomicOp, AtomicWidth, Completion, Payload, Remote, SendFlags, Sge, WorkRequest};
 use crate::progress::{CollapsedProgress, OutOfWindow};
@@ -144,7 +144,18 @@ pub fn check_common(
 }
 
 /// A NIC family's data path.
+///
+/// The provider owns its types, as wgpu-hal's backends do: its send- and receive-queue handles
+/// carry its own fields next to the common [`WqHandle`], and its CQE is its own `Pod` layout.
 pub trait Provider: Copy + Send + Sync + 'static {
+    /// The send queue as device code sees it (mlx5: with the BlueFlame size; bnxt: with the
+    /// WQE mode, PSN table, path MTU and first PSN decoded at creation).
+    type Sq: QueueHandle;
+    /// The receive queue as device code sees it.
+    type Rq: QueueHandle;
+    /// One completion-queue entry, byte for byte as the device writes it.
+    type Cqe: bytemuck::Pod;
+
     /// Short name (`"mlx5"`, `"bnxt"`, `"sim"`).
     const NAME: &'static str;
     /// Bytes in one send-queue unit (mlx5: 64-byte WQEBB).
@@ -171,28 +182,28 @@ pub trait Provider: Copy + Send + Sync + 'static {
     const TRACKS_PSN: bool = false;
 
     /// What `wr` consumes of the queue: units to reserve, and packets for PSN accounting.
-    fn cost(wq: &WqHandle, wr: &WorkRequest<'_>) -> Cost;
+    fn cost(sq: &Self::Sq, wr: &WorkRequest<'_>) -> Cost;
 
     /// Checks `wr` against the queue's limits; `Ok` (with its cost) means `post` may be called.
-    fn check(wq: &WqHandle, wr: &WorkRequest<'_>) -> Result<Cost, PostError>;
+    fn check(sq: &Self::Sq, wr: &WorkRequest<'_>) -> Result<Cost, PostError>;
 
     /// Width in bits of the completion counter on this queue, for widening it
     /// ([`CollapsedProgress`]). At most [`Provider::WQE_COUNTER_BITS`]; smaller when the device
     /// reports positions modulo the ring (bnxt's consumer index).
     #[inline(always)]
-    fn completion_bits(wq: &WqHandle) -> u32 {
-        let _ = wq;
+    fn completion_bits(sq: &Self::Sq) -> u32 {
+        let _ = sq;
         Self::WQE_COUNTER_BITS
     }
 
     /// Writes the WQE for `wr` at position `at` and returns what its doorbell needs.
     ///
     /// # Safety
-    /// `wq.buf` must address a ring of `wq.entries` units that the caller may write (and
-    /// `wq.aux` the provider's side table, if it uses one); the units
-    /// `[at.unit, at.unit + cost(wq, wr).units)` must be reserved by the caller and free;
+    /// `sq.wq().buf` must address a ring of `sq.wq().entries` units that the caller may write
+    /// (and the provider's side tables, if its handle names any); the units
+    /// `[at.unit, at.unit + cost(sq, wr).units)` must be reserved by the caller and free;
     /// [`Provider::check`] must accept `wr`; inline and gather sources must be readable.
-    unsafe fn post(wq: &WqHandle, at: SqPos, wr: &WorkRequest<'_>, flags: SendFlags) -> Posted;
+    unsafe fn post(sq: &Self::Sq, at: SqPos, wr: &WorkRequest<'_>, flags: SendFlags) -> Posted;
 
     /// RDMA WRITE of `N` gather entries (`N` known at compile time).
     ///
@@ -200,7 +211,7 @@ pub trait Provider: Copy + Send + Sync + 'static {
     /// As [`Provider::post`].
     #[inline(always)]
     unsafe fn post_write<C: Completion, const N: usize>(
-        wq: &WqHandle,
+        sq: &Self::Sq,
         at: SqPos,
         remote: Remote,
         sges: &[Sge; N],
@@ -209,7 +220,7 @@ pub trait Provider: Copy + Send + Sync + 'static {
         // `post`'s dispatch on it folds away after inlining.
         unsafe {
             Self::post(
-                wq,
+                sq,
                 at,
                 &WorkRequest::Write {
                     remote,
@@ -227,7 +238,7 @@ pub trait Provider: Copy + Send + Sync + 'static {
     /// As [`Provider::post`]; `LEN <= wq.max_inline`.
     #[inline(always)]
     unsafe fn post_write_inline<C: Completion, const LEN: usize>(
-        wq: &WqHandle,
+        sq: &Self::Sq,
         at: SqPos,
         remote: Remote,
         data: &[u8; LEN],
@@ -236,7 +247,7 @@ pub trait Provider: Copy + Send + Sync + 'static {
         // `post`'s dispatch on it folds away after inlining.
         unsafe {
             Self::post(
-                wq,
+                sq,
                 at,
                 &WorkRequest::Write {
                     remote,
@@ -254,7 +265,7 @@ pub trait Provider: Copy + Send + Sync + 'static {
     /// As [`Provider::post`].
     #[inline(always)]
     unsafe fn post_read<C: Completion, const N: usize>(
-        wq: &WqHandle,
+        sq: &Self::Sq,
         at: SqPos,
         remote: Remote,
         sges: &[Sge; N],
@@ -263,7 +274,7 @@ pub trait Provider: Copy + Send + Sync + 'static {
         // `post`'s dispatch on it folds away after inlining.
         unsafe {
             Self::post(
-                wq,
+                sq,
                 at,
                 &WorkRequest::Read { remote, sges },
                 SendFlags::for_completion::<C>(),
@@ -277,7 +288,7 @@ pub trait Provider: Copy + Send + Sync + 'static {
     /// As [`Provider::post`].
     #[inline(always)]
     unsafe fn post_send<C: Completion, const N: usize>(
-        wq: &WqHandle,
+        sq: &Self::Sq,
         at: SqPos,
         sges: &[Sge; N],
         imm: Option<u32>,
@@ -286,7 +297,7 @@ pub trait Provider: Copy + Send + Sync + 'static {
         // `post`'s dispatch on it folds away after inlining.
         unsafe {
             Self::post(
-                wq,
+                sq,
                 at,
                 &WorkRequest::Send {
                     payload: Payload::Sges(sges),
@@ -303,7 +314,7 @@ pub trait Provider: Copy + Send + Sync + 'static {
     /// As [`Provider::post`]; `remote.addr` aligned to `W::BYTES`.
     #[inline(always)]
     unsafe fn post_atomic<C: Completion, W: AtomicWidth>(
-        wq: &WqHandle,
+        sq: &Self::Sq,
         at: SqPos,
         remote: Remote,
         local: Sge,
@@ -313,7 +324,7 @@ pub trait Provider: Copy + Send + Sync + 'static {
         // `post`'s dispatch on it folds away after inlining.
         unsafe {
             Self::post(
-                wq,
+                sq,
                 at,
                 &WorkRequest::Atomic {
                     remote,
@@ -332,31 +343,31 @@ pub trait Provider: Copy + Send + Sync + 'static {
     /// # Safety
     /// As [`Provider::post`].
     #[inline(always)]
-    unsafe fn post_nop<C: Completion>(wq: &WqHandle, at: SqPos) -> Posted {
+    unsafe fn post_nop<C: Completion>(sq: &Self::Sq, at: SqPos) -> Posted {
         // SAFETY: forwarded from the caller. The request is a constant of the call site, so
         // `post`'s dispatch on it folds away after inlining.
-        unsafe { Self::post(wq, at, &WorkRequest::Nop, SendFlags::for_completion::<C>()) }
+        unsafe { Self::post(sq, at, &WorkRequest::Nop, SendFlags::for_completion::<C>()) }
     }
 
     /// Publishes the WQEs up to `posted.next` and rings the doorbell: release fence, doorbell
     /// record, doorbell register. Callers ring in producer order (one producer at a time per QP).
     ///
     /// # Safety
-    /// `wq.dbrec` and `wq.db` must be valid for the provider's stores.
-    unsafe fn ring_sq(wq: &WqHandle, posted: &Posted);
+    /// The handle's doorbell record and register must be valid for the provider's stores.
+    unsafe fn ring_sq(sq: &Self::Sq, posted: &Posted);
 
     /// Writes a receive WQE of `N` entries at receive position `at`.
     ///
     /// # Safety
-    /// `rq.buf` must address a receive ring of `rq.entries` WQEs of `rq.stride` bytes; slot `at`
-    /// must be free; `N <= rq.max_sge`.
-    unsafe fn post_recv<const N: usize>(rq: &WqHandle, at: ProdIdx, sges: &[Sge; N]);
+    /// The receive ring must hold `entries` WQEs of `stride` bytes (see [`WqHandle`]); slot `at`
+    /// must be free; `N <= max_sge`.
+    unsafe fn post_recv<const N: usize>(rq: &Self::Rq, at: ProdIdx, sges: &[Sge; N]);
 
     /// Publishes receive WQEs up to `next` (exclusive).
     ///
     /// # Safety
-    /// `rq.dbrec` must be valid.
-    unsafe fn ring_rq(rq: &WqHandle, next: ProdIdx);
+    /// The handle's doorbell record (or register) must be valid.
+    unsafe fn ring_rq(rq: &Self::Rq, next: ProdIdx);
 
     /// Returns the completion at consumer index `ci` if software owns it.
     ///
@@ -375,19 +386,19 @@ pub trait Provider: Copy + Send + Sync + 'static {
     /// report the WQE's first unit as is; bnxt reports the consumer index *after* the retired
     /// WQEs, in doorbell units, which this maps back.
     #[inline(always)]
-    fn completed_unit(wq: &WqHandle, wc: &WorkCompletion) -> u32 {
-        let _ = wq;
+    fn completed_unit(sq: &Self::Sq, wc: &WorkCompletion) -> u32 {
+        let _ = sq;
         wc.wqe_counter
     }
 
     /// Reads a collapsed CQ's slot and folds it into `progress`, window-checked against `rung`
-    /// (the producer position covered by rung doorbells) for the send queue `wq` that reports to
+    /// (the producer position covered by rung doorbells) for the send queue `sq` that reports to
     /// it. `Ok(None)` means nothing new yet.
     ///
     /// # Safety
     /// `cq.buf` must address one CQE of `cq.cqe_bytes` bytes.
     unsafe fn poll_collapsed(
-        wq: &WqHandle,
+        sq: &Self::Sq,
         cq: &CqHandle,
         progress: &mut CollapsedProgress,
         rung: u64,

@@ -40,11 +40,118 @@ pub const INITIAL_PHASE: bool = true;
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Bnxt;
 
-/// The queue's mode, or the kernel default for bits no mode has ([`Bnxt::check`] refuses
-/// those; device functions must not panic).
-#[inline(always)]
-fn mode_of(wq: &WqHandle) -> Mode {
-    Mode::from_bits(wq.mode).unwrap_or_default()
+/// A Thor2 send queue as device code sees it: the common geometry plus what bnxt's format
+/// needs, validated and decoded once by [`BnxtSq::new`] (the WQE mode and PSN-table form, the
+/// table itself, the path MTU that turns lengths into PSNs, and the first PSN), so nothing is
+/// checked or decoded per post.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(C)]
+pub struct BnxtSq {
+    wq: WqHandle,
+    psn_table: u64,
+    psn_entries: u32,
+    path_mtu: u32,
+    start_psn: u32,
+    mode: Mode,
+}
+
+/// Why a bnxt send-queue description is refused.
+fn bad(what: &'static str) -> PostError {
+    PostError::BadHandle { what }
+}
+
+impl BnxtSq {
+    /// Describes a send queue: `wq` (ring of `entries` units of the mode's size, doorbell at
+    /// `wq.db`, no record), its `mode`, the PSN/MSN table at `psn_table` with `psn_entries`
+    /// entries (see [`Mode::psn_entries`]), the path MTU in bytes and the first send PSN.
+    /// `wq.max_sge` and `wq.max_inline` are narrowed to what the mode can carry.
+    pub fn new(
+        wq: WqHandle,
+        mode: Mode,
+        psn_table: u64,
+        psn_entries: u32,
+        path_mtu: u32,
+        start_psn: u32,
+    ) -> Result<Self, PostError> {
+        if wq.ring().is_none() {
+            return Err(PostError::BadRing);
+        }
+        if wq.entries > 1 << 16 {
+            return Err(bad(
+                "bnxt rings hold at most 65536 units (16-bit consumer index)",
+            ));
+        }
+        if psn_table == 0 {
+            return Err(bad("no PSN table address"));
+        }
+        if mode.psn == PsnForm::Msn && (!psn_entries.is_power_of_two() || psn_entries > 1 << 16) {
+            return Err(bad("MSN table size must be a power of two up to 65536"));
+        }
+        if psn_entries < mode.psn_entries(wq.entries) {
+            return Err(bad("PSN table smaller than the ring needs"));
+        }
+        if !path_mtu.is_power_of_two() || !(256..=4096).contains(&path_mtu) {
+            return Err(bad("path MTU must be 256, 512, 1024, 2048 or 4096"));
+        }
+        let (max_inline, max_sge) = match mode.wqe {
+            WqeMode::Fixed3 => (FIXED3_MAX_INLINE, 1),
+            _ => (MAX_INLINE, MAX_SGE),
+        };
+        Ok(Self {
+            wq: WqHandle {
+                max_sge: wq.max_sge.min(max_sge),
+                max_inline: wq.max_inline.min(max_inline),
+                ..wq
+            },
+            psn_table,
+            psn_entries,
+            path_mtu,
+            start_psn: start_psn & gda_hal::handle::PSN_MASK,
+            mode,
+        })
+    }
+
+    /// The queue's mode.
+    #[inline(always)]
+    #[must_use]
+    pub const fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    /// Address of the PSN/MSN table.
+    #[inline(always)]
+    #[must_use]
+    pub const fn psn_table(&self) -> u64 {
+        self.psn_table
+    }
+
+    /// Entries in the PSN/MSN table.
+    #[inline(always)]
+    #[must_use]
+    pub const fn psn_entries(&self) -> u32 {
+        self.psn_entries
+    }
+
+    /// Path MTU in bytes.
+    #[inline(always)]
+    #[must_use]
+    pub const fn path_mtu(&self) -> u32 {
+        self.path_mtu
+    }
+
+    /// The first send PSN.
+    #[inline(always)]
+    #[must_use]
+    pub const fn start_psn(&self) -> u32 {
+        self.start_psn
+    }
+}
+
+impl gda_hal::QueueHandle for BnxtSq {
+    #[inline(always)]
+    fn wq(&self) -> &WqHandle {
+        &self.wq
+    }
 }
 
 /// Total payload bytes (what PSNs count).
@@ -156,8 +263,8 @@ impl Bnxt {
     /// The SQ doorbell value for producer position `next`.
     #[inline(always)]
     #[must_use]
-    pub fn sq_doorbell(wq: &WqHandle, next: ProdIdx) -> DoorbellRepr {
-        Self::sq_doorbell_in(mode_of(wq), wq, next)
+    pub fn sq_doorbell(sq: &BnxtSq, next: ProdIdx) -> DoorbellRepr {
+        Self::sq_doorbell_in(sq.mode, &sq.wq, next)
     }
 
     #[inline(always)]
@@ -174,19 +281,14 @@ impl Bnxt {
     /// The PSN-table entry the WQE at `at` needs, and its byte offset in the table.
     #[inline(always)]
     #[must_use]
-    pub fn psn_entry(wq: &WqHandle, at: SqPos, packets: u32, opcode: WcOpcode) -> (u64, PsnRepr) {
-        Self::psn_entry_in(mode_of(wq), wq, at, packets, opcode)
+    pub fn psn_entry(sq: &BnxtSq, at: SqPos, packets: u32, opcode: WcOpcode) -> (u64, PsnRepr) {
+        Self::psn_entry_in(sq, at, packets, opcode)
     }
 
     #[inline(always)]
-    fn psn_entry_in(
-        mode: Mode,
-        wq: &WqHandle,
-        at: SqPos,
-        packets: u32,
-        opcode: WcOpcode,
-    ) -> (u64, PsnRepr) {
-        let start = psn::psn_add(wq.start_psn, at.psn);
+    fn psn_entry_in(sq: &BnxtSq, at: SqPos, packets: u32, opcode: WcOpcode) -> (u64, PsnRepr) {
+        let (mode, wq) = (sq.mode, &sq.wq);
+        let start = psn::psn_add(sq.start_psn, at.psn);
         let next = psn::psn_add(start, packets);
         let idx = at.unit.0 & wq.entries.wrapping_sub(1);
         let first_slot = idx.wrapping_mul(mode.wqe.slots_per_unit());
@@ -204,7 +306,7 @@ impl Bnxt {
             },
         };
         let index = match mode.psn {
-            PsnForm::Msn => at.msg & wq.aux_entries.wrapping_sub(1),
+            PsnForm::Msn => at.msg & sq.psn_entries.wrapping_sub(1),
             _ => db_idx,
         };
         (u64::from(index) * u64::from(mode.psn.entry_bytes()), repr)
@@ -216,14 +318,14 @@ impl Bnxt {
     /// As [`Provider::post`].
     #[inline(always)]
     unsafe fn write_wqe(
-        wq: &WqHandle,
+        sq: &BnxtSq,
         at: SqPos,
         wr: &WorkRequest<'_>,
         flags: SendFlags,
     ) -> Posted {
-        let mode = mode_of(wq);
+        let (mode, wq) = (sq.mode, &sq.wq);
         let len = payload_len(wr);
-        let cost = cost_in(mode.wqe, wr, len, wq.path_mtu);
+        let cost = cost_in(mode.wqe, wr, len, sq.path_mtu);
         let spu = mode.wqe.slots_per_unit();
         let slots = mode.ring_slots(wq.entries);
         let idx = at.unit.0 & wq.entries.wrapping_sub(1);
@@ -353,9 +455,9 @@ impl Bnxt {
             put(slot(0), hdr);
         }
 
-        let (off, entry) = Self::psn_entry_in(mode, wq, at, cost.packets, wc_opcode(wr));
-        let dst = wq.aux.wrapping_add(off);
-        // SAFETY: `wq.aux` is the queue's PSN table (caller), `off` indexes inside it.
+        let (off, entry) = Self::psn_entry_in(sq, at, cost.packets, wc_opcode(wr));
+        let dst = sq.psn_table.wrapping_add(off);
+        // SAFETY: `psn_table` is the queue's PSN table (caller), `off` indexes inside it.
         unsafe {
             match mode.psn {
                 PsnForm::Legacy => put(dst, entry.emit_legacy()),
@@ -397,6 +499,10 @@ impl Bnxt {
 }
 
 impl Provider for Bnxt {
+    type Sq = BnxtSq;
+    type Rq = WqHandle;
+    type Cqe = Cqe32;
+
     const NAME: &'static str = "bnxt";
     const SQ_UNIT_BYTES: u32 = sqe::SLOT_BYTES;
     const CQE_BYTES: u32 = cqe::CQE_BYTES as u32;
@@ -410,53 +516,24 @@ impl Provider for Bnxt {
     const TRACKS_PSN: bool = true;
 
     #[inline(always)]
-    fn cost(wq: &WqHandle, wr: &WorkRequest<'_>) -> Cost {
-        cost_in(mode_of(wq).wqe, wr, payload_len(wr), wq.path_mtu)
+    fn cost(sq: &BnxtSq, wr: &WorkRequest<'_>) -> Cost {
+        cost_in(sq.mode.wqe, wr, payload_len(wr), sq.path_mtu)
     }
 
-    fn check(wq: &WqHandle, wr: &WorkRequest<'_>) -> Result<Cost, PostError> {
-        let Some(mode) = Mode::from_bits(wq.mode) else {
-            return Err(PostError::BadHandle {
-                what: "unknown bnxt mode bits",
-            });
-        };
-        if wq.aux == 0 {
-            return Err(PostError::BadHandle {
-                what: "no PSN table (aux) address",
-            });
-        }
-        if mode.psn == PsnForm::Msn
-            && (!wq.aux_entries.is_power_of_two() || wq.aux_entries > 1 << 16)
-        {
-            return Err(PostError::BadHandle {
-                what: "MSN table size must be a power of two up to 65536",
-            });
-        }
-        if wq.entries > 1 << 16 {
-            return Err(PostError::BadHandle {
-                what: "bnxt rings hold at most 65536 units (16-bit consumer index)",
-            });
-        }
-        let (max_inline, max_sge) = match mode.wqe {
-            WqeMode::Fixed3 => (FIXED3_MAX_INLINE, 1),
-            _ => (MAX_INLINE, MAX_SGE),
-        };
-        let narrowed = WqHandle {
-            max_sge: wq.max_sge.min(max_sge),
-            ..*wq
-        };
-        gda_hal::provider::check_common(&narrowed, wr, wq.max_inline.min(max_inline))?;
+    /// The queue itself was validated by [`BnxtSq::new`]; only the request is checked here.
+    fn check(sq: &BnxtSq, wr: &WorkRequest<'_>) -> Result<Cost, PostError> {
+        gda_hal::provider::check_common(&sq.wq, wr, sq.wq.max_inline)?;
         if let WorkRequest::Atomic { op, .. } = wr
             && !matches!(op, AtomicOp::CompareSwap { .. } | AtomicOp::FetchAdd { .. })
         {
             // Thor2 has no masked atomics; shmem builds them from CAS loops.
             return Err(PostError::Unsupported);
         }
-        let cost = Self::cost(wq, wr);
-        if cost.units > wq.entries {
+        let cost = Self::cost(sq, wr);
+        if cost.units > sq.wq.entries {
             return Err(PostError::WqeTooLarge {
                 units: cost.units,
-                max: wq.entries,
+                max: sq.wq.entries,
             });
         }
         Ok(cost)
@@ -465,15 +542,15 @@ impl Provider for Bnxt {
     /// bnxt reports the consumer index after the retired WQEs, modulo the ring: widen it with
     /// `log2(entries)` bits.
     #[inline(always)]
-    fn completion_bits(wq: &WqHandle) -> u32 {
-        wq.entries.trailing_zeros().clamp(1, Self::WQE_COUNTER_BITS)
+    fn completion_bits(sq: &BnxtSq) -> u32 {
+        sq.wq.entries.trailing_zeros().clamp(1, Self::WQE_COUNTER_BITS)
     }
 
     /// `con_indx` is in doorbell units (slots in the fixed-3 form) and points *after* the
     /// retired WQEs; the unit before it lies inside the newest one.
     #[inline(always)]
-    fn completed_unit(wq: &WqHandle, wc: &WorkCompletion) -> u32 {
-        let units = match mode_of(wq).wqe {
+    fn completed_unit(sq: &BnxtSq, wc: &WorkCompletion) -> u32 {
+        let units = match sq.mode.wqe {
             WqeMode::Fixed3 => wc.wqe_counter / 3,
             _ => wc.wqe_counter,
         };
@@ -481,19 +558,19 @@ impl Provider for Bnxt {
     }
 
     #[inline(always)]
-    unsafe fn post(wq: &WqHandle, at: SqPos, wr: &WorkRequest<'_>, flags: SendFlags) -> Posted {
+    unsafe fn post(sq: &BnxtSq, at: SqPos, wr: &WorkRequest<'_>, flags: SendFlags) -> Posted {
         // SAFETY: forwarded from the caller.
-        unsafe { Self::write_wqe(wq, at, wr, flags) }
+        unsafe { Self::write_wqe(sq, at, wr, flags) }
     }
 
     /// Release fence (`mmio_wc_start`), then one 64-bit store of the doorbell.
     #[inline(always)]
-    unsafe fn ring_sq(wq: &WqHandle, posted: &Posted) {
+    unsafe fn ring_sq(sq: &BnxtSq, posted: &Posted) {
         mmio::wqe_to_dbrec_fence();
-        // SAFETY: `wq.db` is the queue's doorbell (caller); one 64-bit store, as the device
+        // SAFETY: `sq.wq.db` is the queue's doorbell (caller); one 64-bit store, as the device
         // needs (two 32-bit halves from different producers would mix indexes).
         unsafe {
-            mmio::store_u64_release(wq.db as *mut u64, u64::from_le_bytes(posted.doorbell));
+            mmio::store_u64_release(sq.wq.db as *mut u64, u64::from_le_bytes(posted.doorbell));
         }
         mmio::wc_flush();
     }
@@ -582,7 +659,7 @@ impl Provider for Bnxt {
     /// rewritten, and the poll reports nothing (try again).
     #[inline(always)]
     unsafe fn poll_collapsed(
-        wq: &WqHandle,
+        sq: &BnxtSq,
         cq: &CqHandle,
         progress: &mut CollapsedProgress,
         rung: u64,
@@ -601,7 +678,7 @@ impl Provider for Bnxt {
             return Ok(None);
         }
         let before = progress.complete_below();
-        progress.observe(Self::completed_unit(wq, &wc), rung)?;
+        progress.observe(Self::completed_unit(sq, &wc), rung)?;
         Ok((progress.complete_below() != before).then_some(wc))
     }
 }
@@ -617,17 +694,18 @@ mod tests {
     #[test]
     fn check_refuses_bad_handles_and_requests() {
         let mut mem = [0u8; 4096];
-        let good = WqHandle {
+        let wq = WqHandle {
             buf: mem.as_mut_ptr() as u64,
             entries: 16,
             max_inline: 96,
             max_sge: MAX_SGE,
-            aux: mem.as_mut_ptr() as u64 + 2048,
-            aux_entries: 16,
-            mode: Mode::default().bits(),
-            path_mtu: 1024,
             ..WqHandle::default()
         };
+        let table = mem.as_mut_ptr() as u64 + 2048;
+        let make = |wq: WqHandle, mode: Mode, table: u64, entries: u32, mtu: u32| {
+            BnxtSq::new(wq, mode, table, entries, mtu, 0)
+        };
+        let good = make(wq, Mode::default(), table, 16, 1024).unwrap();
         let remote = gda_hal::Remote { addr: 0, rkey: 1 };
         let write = WorkRequest::Write {
             remote,
@@ -635,45 +713,60 @@ mod tests {
             imm: None,
         };
         assert!(Bnxt::check(&good, &write).is_ok());
-        let bad_handle =
-            |wq: WqHandle| matches!(Bnxt::check(&wq, &write), Err(PostError::BadHandle { .. }));
+        let bad_handle = |r: Result<BnxtSq, PostError>| matches!(r, Err(PostError::BadHandle { .. }));
         assert!(
-            bad_handle(WqHandle { mode: 0x33, ..good }),
-            "unknown mode bits"
+            bad_handle(make(wq, Mode::default(), 0, 16, 1024)),
+            "no PSN table"
         );
-        assert!(bad_handle(WqHandle { aux: 0, ..good }), "no PSN table");
         assert!(
-            bad_handle(WqHandle {
-                aux_entries: 12,
-                ..good
-            }),
+            bad_handle(make(wq, Mode::default(), table, 12, 1024)),
             "MSN table not a power of two"
         );
         assert!(
-            bad_handle(WqHandle {
-                entries: 1 << 17,
-                ..good
-            }),
+            bad_handle(make(wq, Mode::default(), table, 8, 1024)),
+            "MSN table smaller than the ring"
+        );
+        assert!(
+            bad_handle(make(wq, Mode::default(), table, 16, 1000)),
+            "path MTU not a power of two"
+        );
+        assert!(
+            bad_handle(make(
+                WqHandle {
+                    entries: 1 << 17,
+                    ..wq
+                },
+                Mode::default(),
+                table,
+                1 << 17,
+                1024
+            )),
             "ring beyond 16-bit indexes"
         );
         assert_eq!(
-            Bnxt::check(
-                &WqHandle {
+            make(
+                WqHandle {
                     entries: 12,
-                    ..good
+                    ..wq
                 },
-                &write
+                Mode::default(),
+                table,
+                16,
+                1024
             ),
             Err(PostError::BadRing)
         );
-        let fixed3 = WqHandle {
-            mode: Mode {
+        let fixed3 = make(
+            wq,
+            Mode {
                 wqe: WqeMode::Fixed3,
                 psn: PsnForm::Msn,
-            }
-            .bits(),
-            ..good
-        };
+            },
+            table,
+            32,
+            1024,
+        )
+        .unwrap();
         assert_eq!(
             Bnxt::check(&fixed3, &write),
             Err(PostError::InlineTooLong {
@@ -708,15 +801,17 @@ mod tests {
             Bnxt::check(&good, &many),
             Err(PostError::TooManySges { n: 7, .. })
         ));
-        let tiny = WqHandle {
-            mode: Mode {
+        let tiny = make(
+            WqHandle { entries: 4, ..wq },
+            Mode {
                 wqe: WqeMode::Variable,
                 psn: PsnForm::Msn,
-            }
-            .bits(),
-            entries: 4,
-            ..good
-        };
+            },
+            table,
+            2,
+            1024,
+        )
+        .unwrap();
         let six = WorkRequest::Send {
             payload: Payload::Sges(&sges[..6]),
             imm: None,

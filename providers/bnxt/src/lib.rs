@@ -22,8 +22,10 @@
 extern crate std;
 
 pub mod device;
+#[cfg(feature = "model")]
+pub mod model;
 pub mod mode;
 pub mod wire;
 
-pub use device::Bnxt;
+pub use device::{Bnxt, BnxtSq};
 pub use mode::{Mode, PsnForm, WqeMode};

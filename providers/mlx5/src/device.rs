@@ -28,6 +28,24 @@ use crate::wire::{
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Mlx5;
 
+/// A ConnectX send queue as device code sees it: the common geometry plus the BlueFlame
+/// register size (`mlx5dv_qp.bf.size`), the only mlx5-specific field posting needs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(C)]
+pub struct Mlx5Sq {
+    /// Ring, doorbell record (`dbrec`), BlueFlame register (`db`) and limits.
+    pub wq: WqHandle,
+    /// BlueFlame half-register size in bytes; 0 means doorbell-only.
+    pub bf_size: u32,
+}
+
+impl gda_hal::QueueHandle for Mlx5Sq {
+    #[inline(always)]
+    fn wq(&self) -> &WqHandle {
+        &self.wq
+    }
+}
+
 /// 16-byte units per WQEBB.
 const DS_PER_WQEBB: u32 = 4;
 
@@ -288,22 +306,23 @@ unsafe fn post_atomic_any(
 
 impl Mlx5 {
     /// rdma-core's doorbell: record, then either the 8-byte doorbell or (when `blueflame`) the
-    /// whole WQE copied in 64-byte chunks, at `wq.db + bf_offset`. Returns the next BlueFlame
-    /// offset (`bf_offset ^ wq.bf_size`), which rdma-core toggles after every ring.
+    /// whole WQE copied in 64-byte chunks, at `sq.wq.db + bf_offset`. Returns the next BlueFlame
+    /// offset (`bf_offset ^ sq.bf_size`), which rdma-core toggles after every ring.
     ///
     /// rdma-core uses BlueFlame only for a single WQE of more than one DS that fits in
     /// `bf_size` and used inline data; callers choose.
     ///
     /// # Safety
-    /// As [`Provider::ring_sq`]; with `blueflame`, `wq.db + bf_offset` must be valid for the
+    /// As [`Provider::ring_sq`]; with `blueflame`, `sq.wq.db + bf_offset` must be valid for the
     /// WQE's size rounded up to 64 bytes, and the WQE must not wrap past `posted.next`.
     #[inline(always)]
     pub unsafe fn ring_sq_bf(
-        wq: &WqHandle,
+        sq: &Mlx5Sq,
         posted: &Posted,
         bf_offset: u32,
         blueflame: bool,
     ) -> u32 {
+        let wq = &sq.wq;
         mmio::wqe_to_dbrec_fence();
         // SAFETY: `wq.dbrec` is a valid doorbell record (caller); word 1 is the send counter.
         unsafe {
@@ -334,11 +353,14 @@ impl Mlx5 {
             unsafe { mmio::store_doorbell64(reg as *mut u64, posted.doorbell) };
         }
         mmio::wc_flush();
-        bf_offset ^ wq.bf_size
+        bf_offset ^ sq.bf_size
     }
 }
 
 impl Provider for Mlx5 {
+    type Sq = Mlx5Sq;
+    type Rq = WqHandle;
+    type Cqe = Cqe64;
     const NAME: &'static str = "mlx5";
     const SQ_UNIT_BYTES: u32 = WQEBB_BYTES;
     const CQE_BYTES: u32 = cqe64::CQE_BYTES as u32;
@@ -351,14 +373,15 @@ impl Provider for Mlx5 {
     const ATOMIC_RESULT_BIG_ENDIAN: bool = true;
 
     #[inline(always)]
-    fn cost(_wq: &WqHandle, wr: &WorkRequest<'_>) -> Cost {
+    fn cost(_sq: &Mlx5Sq, wr: &WorkRequest<'_>) -> Cost {
         Cost {
             units: wqebbs_for_ds(ds_for(wr)),
             packets: 0,
         }
     }
 
-    fn check(wq: &WqHandle, wr: &WorkRequest<'_>) -> Result<Cost, PostError> {
+    fn check(sq: &Mlx5Sq, wr: &WorkRequest<'_>) -> Result<Cost, PostError> {
+        let wq = &sq.wq;
         gda_hal::provider::check_common(wq, wr, wq.max_inline.min(Self::MAX_INLINE_BYTES))?;
         let ds = ds_for(wr);
         let units = wqebbs_for_ds(ds);
@@ -372,7 +395,8 @@ impl Provider for Mlx5 {
     }
 
     #[inline(always)]
-    unsafe fn post(wq: &WqHandle, at: SqPos, wr: &WorkRequest<'_>, flags: SendFlags) -> Posted {
+    unsafe fn post(sq: &Mlx5Sq, at: SqPos, wr: &WorkRequest<'_>, flags: SendFlags) -> Posted {
+        let wq = &sq.wq;
         let fm = ctrl_flags(flags);
         // SAFETY: forwarded from the caller.
         unsafe {
@@ -417,12 +441,12 @@ impl Provider for Mlx5 {
         }
     }
 
-    /// NVSHMEM-style minimal doorbell: always at `wq.db` (no BlueFlame-half toggling); see
+    /// NVSHMEM-style minimal doorbell: always at `sq.wq.db` (no BlueFlame-half toggling); see
     /// [`Mlx5::ring_sq_bf`] for rdma-core's convention.
     #[inline(always)]
-    unsafe fn ring_sq(wq: &WqHandle, posted: &Posted) {
+    unsafe fn ring_sq(sq: &Mlx5Sq, posted: &Posted) {
         // SAFETY: forwarded from the caller.
-        unsafe { Self::ring_sq_bf(wq, posted, 0, false) };
+        unsafe { Self::ring_sq_bf(sq, posted, 0, false) };
     }
 
     #[inline(always)]
@@ -494,36 +518,33 @@ impl Provider for Mlx5 {
         }
     }
 
+    /// A collapsed CQ has one slot, which the NIC overwrites with every completion. The tail
+    /// word of a CQE (`sop_drop_qpn`, `wqe_counter`, `signature`, `op_own`: bytes 56..64) says
+    /// which completion is there, and the device writes it as one aligned 8-byte unit. So: load
+    /// the tail word once, read the CQE, load the tail word again, and accept the CQE only if the
+    /// tail did not change (a different `wqe_counter` means the slot was overwritten meanwhile).
     #[inline(always)]
     unsafe fn poll_collapsed(
-        _wq: &WqHandle,
+        _sq: &Mlx5Sq,
         cq: &CqHandle,
         progress: &mut CollapsedProgress,
         rung: u64,
     ) -> Result<Option<WorkCompletion>, OutOfWindow> {
         let addr = cqe_addr(cq, 0);
-        let own = addr.wrapping_add(cqe64::field::OP_OWN as u64) as *const u8;
-        let sig = addr.wrapping_add(cqe64::field::SIGNATURE as u64) as *const u8;
-        // Seqlock order: the signature (a software NIC's generation) before the ownership byte.
-        // A rewrite invalidates `op_own` before it writes the new body, so a valid `op_own` read
-        // after the signature proves the signature belongs to a complete CQE. (Reading `op_own`
-        // first let a rewrite slip in between and a torn CQE pass both re-checks.)
-        // SAFETY: slot 0 is inside the CQ buffer the caller vouched for.
-        let g1 = unsafe { mmio::load_u8_acquire(sig) };
-        // SAFETY: as above.
-        let o1 = unsafe { mmio::load_u8_acquire(own) };
-        if o1 >> cqe64::op_own::OPCODE_SHIFT == crate::wire::CqeOpcode::Invalid.raw() {
+        let tail = addr.wrapping_add(cqe64::TAIL_OFFSET as u64) as *const u64;
+        // SAFETY: slot 0 is inside the CQ buffer the caller vouched for; the tail word is 8-byte
+        // aligned (CQEs are 64-byte aligned).
+        let t1 = unsafe { mmio::load_u64_acquire(tail) };
+        let op_own = t1.to_ne_bytes()[7];
+        if op_own >> cqe64::op_own::OPCODE_SHIFT == crate::wire::CqeOpcode::Invalid.raw() {
             return Ok(None);
         }
         mmio::dma_read_barrier();
         // SAFETY: as above.
         let cqe = unsafe { mmio::read_seg(addr as *const Cqe64) };
-        // The slot is rewritten in place: accept it only if it did not change while we read it
-        // (a software NIC bumps the signature byte per CQE; hardware writes the slot whole).
         mmio::dma_read_barrier();
         // SAFETY: as above.
-        let (o2, g2) = unsafe { (mmio::load_u8_acquire(own), mmio::load_u8_acquire(sig)) };
-        if o1 != o2 || g1 != g2 {
+        if unsafe { mmio::load_u64_acquire(tail) } != t1 {
             return Ok(None);
         }
         let before = progress.complete_below();

@@ -19,6 +19,8 @@
 extern crate std;
 
 pub mod device;
+#[cfg(feature = "model")]
+pub mod model;
 pub mod wire;
 
-pub use device::Mlx5;
+pub use device::{Mlx5, Mlx5Sq};

@@ -2,7 +2,7 @@
 //! CQ polling and collapsed-CQ reconstruction.
 
 use gda_hal::*;
-use gda_mlx5::Mlx5;
+use gda_mlx5::{Mlx5, Mlx5Sq};
 use gda_mlx5::wire::{self, CqeOpcode, CqeRepr, Opcode, PayloadRepr, Syndrome, WqeRepr};
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
@@ -26,18 +26,19 @@ impl Ring {
             entries,
         }
     }
-    fn wq(&mut self, qpn: u32) -> WqHandle {
-        WqHandle {
-            buf: self.mem.as_mut_ptr() as u64,
-            dbrec: self.dbrec.as_mut_ptr() as u64,
-            db: self.db.as_mut_ptr() as u64,
-            entries: self.entries,
-            stride: 0,
-            qpn,
-            max_inline: Mlx5::MAX_INLINE_BYTES,
-            max_sge: 30,
+    fn wq(&mut self, qpn: u32) -> Mlx5Sq {
+        Mlx5Sq {
+            wq: WqHandle {
+                buf: self.mem.as_mut_ptr() as u64,
+                dbrec: self.dbrec.as_mut_ptr() as u64,
+                db: self.db.as_mut_ptr() as u64,
+                entries: self.entries,
+                stride: 0,
+                qpn,
+                max_inline: Mlx5::MAX_INLINE_BYTES,
+                max_sge: 30,
+            },
             bf_size: 256,
-            ..WqHandle::default()
         }
     }
     fn bytes(&self) -> &[u8] {
@@ -150,8 +151,11 @@ fn inline_spans_wqebbs_and_wraps() {
     let w = WqeRepr::parse(&bytes).unwrap();
     assert_eq!(w.payload, PayloadRepr::Inline(&data[..]));
     // Too long for the QP: a clear error, nothing written.
-    let wq_small = WqHandle {
-        max_inline: 64,
+    let wq_small = Mlx5Sq {
+        wq: WqHandle {
+            max_inline: 64,
+            ..wq.wq
+        },
         ..wq
     };
     assert_eq!(
@@ -312,38 +316,38 @@ fn collapsed_cq_rejects_stale_and_out_of_window() {
     // SAFETY: test-owned memory throughout.
     unsafe {
         assert_eq!(
-            Mlx5::poll_collapsed(&WqHandle::default(), &cq, &mut prog, 0x1_0000),
+            Mlx5::poll_collapsed(&Mlx5Sq::default(), &cq, &mut prog, 0x1_0000),
             Ok(None),
             "nothing written yet"
         );
         set(&mut cqe, 0xfff4, false);
         assert!(
-            Mlx5::poll_collapsed(&WqHandle::default(), &cq, &mut prog, 0x1_0000)
+            Mlx5::poll_collapsed(&Mlx5Sq::default(), &cq, &mut prog, 0x1_0000)
                 .unwrap()
                 .is_some()
         );
         assert_eq!(prog.complete_below(), 0xfff5);
         assert_eq!(
-            Mlx5::poll_collapsed(&WqHandle::default(), &cq, &mut prog, 0x1_0000),
+            Mlx5::poll_collapsed(&Mlx5Sq::default(), &cq, &mut prog, 0x1_0000),
             Ok(None),
             "same value: no progress"
         );
         // Wrapped counter 0x0003 while only up to 0x1_0000 was rung: out of window, rejected.
         set(&mut cqe, 0x0003, false);
-        assert!(Mlx5::poll_collapsed(&WqHandle::default(), &cq, &mut prog, 0x1_0000).is_err());
+        assert!(Mlx5::poll_collapsed(&Mlx5Sq::default(), &cq, &mut prog, 0x1_0000).is_err());
         assert_eq!(
             prog.complete_below(),
             0xfff5,
             "a bad read never moves progress"
         );
         // Once 0x1_0004 has been rung it is legitimate progress across the 16-bit wrap.
-        let wc = Mlx5::poll_collapsed(&WqHandle::default(), &cq, &mut prog, 0x1_0004)
+        let wc = Mlx5::poll_collapsed(&Mlx5Sq::default(), &cq, &mut prog, 0x1_0004)
             .unwrap()
             .unwrap();
         assert_eq!(wc.wqe_counter, 3);
         assert_eq!(prog.complete_below(), 0x1_0004);
         set(&mut cqe, 0x0003 + 1, true);
-        let wc = Mlx5::poll_collapsed(&WqHandle::default(), &cq, &mut prog, 0x1_0008)
+        let wc = Mlx5::poll_collapsed(&Mlx5Sq::default(), &cq, &mut prog, 0x1_0008)
             .unwrap()
             .unwrap();
         assert_eq!(wc.status, WcStatus::RemAccessErr);

@@ -30,7 +30,7 @@ use rand::{Rng, SeedableRng};
 
 use crate::fabric::{CqInner, Endpoint, FabricInner, QpInner, QpState};
 use crate::mem::{Access, Fault, KeyCache, MrInner};
-use crate::model::{self, Cpl, OpKind, WqeOp};
+use gda_hal::model::{Cpl, OpKind, Seq, WqeOp};
 
 /// Counters the engine keeps.
 #[derive(Debug, Default)]
@@ -111,16 +111,18 @@ pub(crate) struct QpExec {
     /// rings and regions (found by `gda chaos`, whose RSS grew 0.4 MB per seed).
     remote: Option<Weak<QpInner>>,
     /// The responder when it lives in another process (cross-process fabric).
-    peer: Option<crate::host::PeerQp>,
+    peer: Option<crate::xproc::PeerQp>,
     remote_epoch: u64,
     op: WqeOp,
     scratch: Vec<u8>,
     recv_sges: Vec<Sge>,
     lcache: KeyCache,
     rcache: KeyCache,
-    /// bnxt: messages and PSNs consumed so far (what the next PSN-table entry must say).
-    seq: crate::bnxt_model::Seq,
-    /// WQEs completed since the last CQE on the send CQ (bnxt retires them before an error).
+    /// Messages and PSNs consumed so far (what a model that checks per-WQE records, such as
+    /// bnxt's PSN table, compares them with).
+    seq: Seq,
+    /// WQEs completed since the last CQE on the send CQ (models that coalesce completions
+    /// retire them before an error).
     unreported: u32,
     /// This QP's own chaos stream: every per-WQE decision (hold, delayed data, delayed CQE)
     /// comes from it, so a seed gives the same decisions for the same WQE sequence whatever
@@ -300,7 +302,7 @@ fn step_qp(
     // Doorbells only move the target forward, and the record read with the newest one covers
     // everything rung before it: look for new ones once the known backlog is done.
     if ex.sq_pos >= ex.sq_target {
-        if let Some(t) = model::sq_doorbell(qp, ex.sq_pos) {
+        if let Some(t) = qp.model().sq_doorbell(&qp.view, ex.sq_pos) {
             if t - ex.sq_pos > u64::from(qp.init.sq_units) {
                 // A doorbell claiming more WQEs than the ring holds is a producer bug (or a
                 // stale value): refuse it rather than execute old ring contents.
@@ -308,7 +310,7 @@ fn step_qp(
                     qp.set_error();
                     let c = err_cpl(
                         qp,
-                        model::counter_for(qp, ex.sq_pos, 1),
+                        qp.model().counter_for(&qp.view, ex.sq_pos, 1),
                         0,
                         WcStatus::LocQpOpErr,
                     );
@@ -341,7 +343,7 @@ fn step_qp(
         budget -= 1;
         let mut op = std::mem::take(&mut ex.op);
         let mut scratch = std::mem::take(&mut ex.scratch);
-        let fetched = model::fetch(qp, ex.sq_pos, &mut op, &mut scratch);
+        let fetched = qp.model().fetch(&qp.view, ex.sq_pos, &mut op, &mut scratch);
         ex.scratch = scratch;
         let state = qp.state();
         let outcome = match fetched {
@@ -365,11 +367,9 @@ fn step_qp(
                 )
             }
             Ok(())
-                if let Some(m) = qp.nic.model.bnxt_mode()
-                    && let Err(what) =
-                        crate::bnxt_model::check_psn(qp, m, ex.sq_pos, &ex.seq, &op) =>
+                if let Err(what) = qp.model().check_sequence(&qp.view, ex.sq_pos, &ex.seq, &op) =>
             {
-                // The hardware would retransmit from a wrong PSN: a driver bug, reported.
+                // bnxt: the hardware would retransmit from a wrong PSN: a driver bug, reported.
                 f.stats.psn_errors.fetch_add(1, Ordering::Relaxed);
                 if std::env::var_os("GDA_SIM_TRACE").is_some() {
                     eprintln!("gda-sim: QP {:#x} WQE at {}: {what}", qp.qpn, ex.sq_pos);
@@ -413,13 +413,13 @@ fn step_qp(
                     let cq = qp.send_cq.clone();
                     if ex.unreported > 0
                         && !c.status.is_ok()
-                        && matches!(qp.nic.model, crate::fabric::Model::Bnxt(_))
+                        && qp.model().coalesces_completions()
                     {
                         // bnxt charges an error CQE to the oldest outstanding WQE: retire the
                         // ones that completed silently before it first.
                         let ok = Cpl {
                             status: WcStatus::Success,
-                            counter: model::counter_for(qp, start, 0),
+                            counter: qp.model().counter_for(&qp.view, start, 0),
                             ..c
                         };
                         complete(ex, cq.clone(), ok, chaos.as_deref_mut());
@@ -474,7 +474,7 @@ fn flush_cpl(qp: &QpInner, counter: u32, hw_opcode: u8) -> Cpl {
 fn complete(ex: &mut QpExec, cq: Arc<CqInner>, c: Cpl, chaos: Option<&mut Chaos>) {
     let defer = chaos.and_then(|ch| ch.defer(0.2));
     if defer.is_none() && ex.pending.is_empty() {
-        model::write_cqe(&cq, &c);
+        cq.write_cqe(&c);
         return;
     }
     // Behind earlier deferred items it lands when they do (order is kept by the queue).
@@ -499,7 +499,7 @@ fn drain_pending(ex: &mut QpExec, now: Instant, all: bool) -> bool {
                 ex.pending_data -= 1;
             }
             Some(Deferred::Cqe { cq, c, .. }) => {
-                model::write_cqe(&cq, &c);
+                cq.write_cqe(&c);
             }
             None => {}
         }
@@ -554,7 +554,7 @@ fn execute(
         ex.remote = ep.and_then(|ep| lookup(f, &ep)).map(|q| Arc::downgrade(&q));
         ex.peer = match (&ex.remote, ep, &f.link) {
             (None, Some(ep), Some(link)) => match link.peer_of(&ep) {
-                Some(Ok(p)) => Some(crate::host::PeerQp::new(p, &ep)),
+                Some(Ok(p)) => Some(crate::xproc::PeerQp::new(p, &ep)),
                 _ => None,
             },
             _ => None,
@@ -608,7 +608,7 @@ fn execute(
                             imm: Some(imm),
                             ..base_cpl(&rqp, pos as u32, 0)
                         };
-                        model::write_cqe(&rqp.recv_cq, &rc);
+                        rqp.recv_cq.write_cqe(&rc);
                     }
                     Recv::Empty => return rnr(qp, ex, c, op),
                 }
@@ -640,7 +640,7 @@ fn execute(
                         imm: op.imm,
                         ..rc
                     };
-                    model::write_cqe(&rqp.recv_cq, &rc);
+                    rqp.recv_cq.write_cqe(&rc);
                     Step::Complete(c, op.units, false)
                 }
                 Err((local_status, remote_status)) => {
@@ -652,7 +652,7 @@ fn execute(
                             status: rs,
                             ..rc
                         };
-                        model::write_cqe(&rqp.recv_cq, &rc);
+                        rqp.recv_cq.write_cqe(&rc);
                     }
                     fail(qp, c, local_status, op.units)
                 }
@@ -875,7 +875,7 @@ fn execute_atomic(
     let Some(old) = (unsafe { mmio::dma_atomic_rmw(addr, width, |v| aop.apply(v, width)) }) else {
         return fail(qp, c, WcStatus::LocQpOpErr);
     };
-    let (bytes, n) = model::atomic_result(qp.nic.model, old, width);
+    let (bytes, n) = qp.model().atomic_result(old, width);
     match chaos.and_then(|ch| ch.defer(0.3)) {
         Some(k) => {
             let due = ex.due_after(k);
@@ -931,7 +931,7 @@ enum Recv {
 /// atomic on the QP, not in its exec state, because a loopback QP is its own responder.)
 fn take_recv(rqp: &QpInner) -> Recv {
     let pos = rqp.rq_consumed.load(Ordering::Acquire);
-    let prod = model::rq_producer(rqp, pos);
+    let prod = rqp.model().rq_producer(&rqp.view, pos);
     // More posted than the ring holds is a stale or garbage producer value: nothing usable.
     if prod > pos && prod - pos <= u64::from(rqp.init.rq_wqes) {
         rqp.rq_consumed.store(pos + 1, Ordering::Release);
@@ -976,7 +976,7 @@ fn scatter_send(
     pos: u64,
     sges: &mut Vec<Sge>,
 ) -> Result<(), (WcStatus, Option<WcStatus>)> {
-    if model::fetch_recv(rqp, pos, sges).is_err() {
+    if rqp.model().fetch_recv(&rqp.view, pos, sges).is_err() {
         return Err((WcStatus::RemOpErr, Some(WcStatus::LocQpOpErr)));
     }
     let len = staged.len() as u64;

@@ -11,61 +11,16 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
-use gda_hal::{CqHandle, WqHandle};
+use gda_hal::CqHandle;
+use gda_hal::model::{CqView, DeviceModel, ModelFor, Modeled, QpGeometry, QpView, Region};
 use rand::RngCore;
 
 use crate::buf::DmaBuf;
 use crate::engine::{self, QpExec};
 use crate::mem::{Access, Fault, MrInner, MrTable};
 
-/// Which queue formats a NIC executes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Model {
-    /// The `Sim` provider's own format.
-    Native,
-    /// ConnectX formats (driven by `gda_mlx5::Mlx5`'s device functions).
-    Mlx5,
-    /// Broadcom NetXtreme-E / Thor2 formats (driven by `gda_bnxt::Bnxt`'s device functions) in
-    /// the given WQE mode and PSN-table form. There is no doorbell record: the engine learns the
-    /// producer position from the doorbell word alone, and checks every WQE's PSN-table entry.
-    Bnxt(gda_bnxt::Mode),
-}
-
-impl Model {
-    /// Send-queue unit bytes (bnxt: 16-byte slots grouped per the WQE mode).
-    #[must_use]
-    pub const fn sq_unit(self) -> u32 {
-        match self {
-            Self::Native | Self::Mlx5 => 64,
-            Self::Bnxt(m) => 16 * m.wqe.slots_per_unit(),
-        }
-    }
-    /// CQE stride bytes.
-    #[must_use]
-    pub const fn cqe_bytes(self) -> u32 {
-        match self {
-            Self::Native | Self::Bnxt(_) => 32,
-            Self::Mlx5 => 64,
-        }
-    }
-    /// Name as the CLI spells it.
-    #[must_use]
-    pub const fn name(self) -> &'static str {
-        match self {
-            Self::Native => "native",
-            Self::Mlx5 => "mlx5",
-            Self::Bnxt(_) => "bnxt",
-        }
-    }
-    /// The bnxt mode, if this is the bnxt model.
-    #[must_use]
-    pub const fn bnxt_mode(self) -> Option<gda_bnxt::Mode> {
-        match self {
-            Self::Bnxt(m) => Some(m),
-            _ => None,
-        }
-    }
-}
+/// A device model, shared by a NIC and its CQs and QPs (see [`gda_hal::model`]).
+pub type Model = Arc<dyn DeviceModel>;
 
 /// QP states (`enum ibv_qp_state` order).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -215,7 +170,7 @@ pub(crate) struct FabricInner {
     pub(crate) napping: std::sync::atomic::AtomicBool,
     pub(crate) stats: engine::Stats,
     /// The cross-process side, for fabrics made by [`Fabric::shared`].
-    pub(crate) link: Option<Arc<crate::host::HostLink>>,
+    pub(crate) link: Option<Arc<crate::xproc::HostLink>>,
 }
 
 /// A set of software NICs that can reach each other (in one process), with one engine thread.
@@ -247,7 +202,7 @@ impl Fabric {
     /// `/gda-<job>-sim<rank>` (mode 0600, removed on drop or by [`Fabric::unlink_registry`]);
     /// see the `host` module for the protocol.
     pub fn shared(config: FabricConfig, job: &str, rank: u32) -> Result<Self, SimError> {
-        let link = crate::host::HostLink::create(job, rank)
+        let link = crate::xproc::HostLink::create(job, rank)
             .map_err(|e| SimError::InvalidArgument(format!("cross-process fabric: {e}")))?;
         let id = link.fabric_id();
         Ok(Self::with_link(config, id, Some(Arc::new(link))))
@@ -264,7 +219,7 @@ impl Fabric {
         }
     }
 
-    fn with_link(config: FabricConfig, id: u64, link: Option<Arc<crate::host::HostLink>>) -> Self {
+    fn with_link(config: FabricConfig, id: u64, link: Option<Arc<crate::xproc::HostLink>>) -> Self {
         Self {
             inner: Arc::new(FabricInner {
                 id,
@@ -299,8 +254,14 @@ impl Fabric {
         self.inner.chaos
     }
 
-    /// Adds a NIC executing `model` queues.
-    pub fn add_nic(&self, model: Model) -> Nic {
+    /// Adds a NIC executing the queues of provider `P` in its default configuration.
+    pub fn add_nic_for<P: Modeled>(&self) -> Nic {
+        self.add_nic(P::model())
+    }
+
+    /// Adds a NIC executing `model`'s queues.
+    pub fn add_nic(&self, model: impl DeviceModel) -> Nic {
+        let model: Model = Arc::new(model);
         let mut nics = self.inner.nics.write().unwrap_or_else(|e| e.into_inner());
         let id = nics.len() as u32;
         let nic = Arc::new(NicInner {
@@ -443,16 +404,16 @@ impl std::fmt::Debug for Nic {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Nic")
             .field("id", &self.inner.id)
-            .field("model", &self.inner.model)
+            .field("model", &self.inner.model.name())
             .finish()
     }
 }
 
 impl Nic {
-    /// The queue format this NIC executes.
+    /// The device model this NIC executes.
     #[must_use]
-    pub fn model(&self) -> Model {
-        self.inner.model
+    pub fn model(&self) -> &dyn DeviceModel {
+        &*self.inner.model
     }
 
     /// The fabric.
@@ -481,24 +442,32 @@ impl Nic {
                 "CQ size {entries} must be a power of two up to 2^22"
             )));
         }
-        let model = self.inner.model;
+        let model = self.inner.model.clone();
         let stride = model.cqe_bytes();
         let buf = DmaBuf::new(entries as usize * stride as usize, 4096);
-        if model == Model::Mlx5 {
-            // rdma-core initialises every CQE to opcode INVALID, owner 0.
-            for at in (63..buf.len()).step_by(64) {
-                buf.write_from(at, &[gda_mlx5::wire::cqe64::OP_OWN_INVALID]);
+        let dbrec = DmaBuf::new(64, 64);
+        let cqn = self.inner.next_cqn.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: both buffers are owned by the CQ and outlive every copy of the view (the CQ
+        // holds them next to it); DmaBufs are at least 64-byte aligned.
+        let view = unsafe {
+            CqView {
+                cqn,
+                entries,
+                collapsed: mode == CqMode::Collapsed,
+                buf: Region::new(buf.addr(), buf.len()),
+                dbrec: Region::new(dbrec.addr(), dbrec.len()),
             }
-        }
+        };
+        model.init_cq(&view);
         Ok(Cq {
             inner: Arc::new(CqInner {
                 fabric: self.fabric.inner.id,
-                cqn: self.inner.next_cqn.fetch_add(1, Ordering::Relaxed),
+                cqn,
                 model,
+                view,
                 mode,
                 entries,
-                buf,
-                dbrec: DmaBuf::new(64, 64),
+                _mem: [buf, dbrec],
                 prod: AtomicU64::new(0),
                 overrun: AtomicBool::new(false),
             }),
@@ -674,12 +643,16 @@ impl Pd {
                 init.max_sge
             )));
         }
-        if send_cq.inner.model != self.nic.inner.model
-            || recv_cq.inner.model != self.nic.inner.model
-        {
-            return Err(SimError::InvalidArgument(
-                "CQs must belong to a NIC of the same model".into(),
-            ));
+        let model = self.nic.inner.model.clone();
+        for cq in [send_cq, recv_cq] {
+            if cq.inner.model.name() != model.name() {
+                return Err(SimError::InvalidArgument(format!(
+                    "CQ {} belongs to a {} NIC, the QP to a {} NIC",
+                    cq.inner.cqn,
+                    cq.inner.model.name(),
+                    model.name()
+                )));
+            }
         }
         let fid = self.nic.fabric.inner.id;
         if send_cq.inner.fabric != fid || recv_cq.inner.fabric != fid {
@@ -687,63 +660,43 @@ impl Pd {
                 "CQs must belong to the QP's fabric".into(),
             ));
         }
-        if self.nic.inner.model == Model::Mlx5 && init.sq_units > 1 << 15 {
-            return Err(SimError::InvalidArgument(format!(
-                "sq_units = {} exceeds 32768 WQEBBs: the mlx5 16-bit counters could not tell a full ring from an empty one",
-                init.sq_units
-            )));
-        }
-        let model = self.nic.inner.model;
-        if let Model::Bnxt(m) = model {
-            let max_sge = if m.wqe == gda_bnxt::WqeMode::Fixed3 {
-                1
-            } else {
-                gda_bnxt::device::MAX_SGE
-            };
-            if init.max_sge > max_sge {
-                return Err(SimError::InvalidArgument(format!(
-                    "max_sge = {} exceeds {max_sge} for bnxt {} mode",
-                    init.max_sge,
-                    m.wqe.name()
-                )));
-            }
-            if !init.path_mtu.is_power_of_two() || !(256..=4096).contains(&init.path_mtu) {
-                return Err(SimError::InvalidArgument(format!(
-                    "path_mtu = {} must be 256, 512, 1024, 2048 or 4096",
-                    init.path_mtu
-                )));
-            }
-        }
-        let rq_stride = match model {
-            Model::Native => (16 * (1 + init.max_sge)).next_power_of_two(),
-            Model::Mlx5 => (16 * init.max_sge).next_power_of_two().max(16),
-            // Receive WQEs: header slot, reserved slot, SGEs (static mode: always 8 slots).
-            Model::Bnxt(m) if m.wqe == gda_bnxt::WqeMode::Static => 128,
-            Model::Bnxt(_) => 16 * (2 + init.max_sge),
+        let geometry = QpGeometry {
+            sq_units: init.sq_units,
+            rq_wqes: init.rq_wqes,
+            max_sge: init.max_sge,
+            max_inline: init.max_inline,
+            path_mtu: init.path_mtu,
         };
-        // The send ring; bnxt's PSN/MSN table follows it (as rdma-core lays it out).
-        let sq_bytes = match model {
-            Model::Bnxt(m) => {
-                m.ring_slots(init.sq_units) as usize * 16
-                    + m.psn_entries(init.sq_units) as usize * m.psn.entry_bytes() as usize
-            }
-            _ => init.sq_units as usize * 64,
-        };
-
+        let layout = model.layout(&geometry).map_err(SimError::InvalidArgument)?;
+        let rq_stride = layout.rq_stride;
         let qpn = self.nic.inner.next_qpn.fetch_add(1, Ordering::Relaxed) & 0x00ff_ffff;
-        // bnxt's first send PSN: near the 24-bit wrap, so every run crosses it.
+        // The first send PSN: near the 24-bit wrap, so every run crosses it.
         let start_psn = 0x00ff_ff00 | (qpn & 0xff);
+        let sq = DmaBuf::new(layout.sq_bytes, 4096);
+        let rq = DmaBuf::new(init.rq_wqes as usize * rq_stride as usize, 4096);
+        let dbrec = DmaBuf::new(64, 64);
+        let db = DmaBuf::new(1024, 4096);
+        // SAFETY: the buffers are owned by the QP and outlive every copy of the view (the QP
+        // holds them next to it); DmaBufs are at least 64-byte aligned.
+        let view = unsafe {
+            QpView {
+                qpn,
+                start_psn,
+                geometry,
+                rq_stride,
+                sq: Region::new(sq.addr(), sq.len()),
+                rq: Region::new(rq.addr(), rq.len()),
+                dbrec: Region::new(dbrec.addr(), dbrec.len()),
+                db: Region::new(db.addr(), db.len()),
+            }
+        };
         let inner = Arc::new(QpInner {
             nic: self.nic.inner.clone(),
             qpn,
             pd: self.id,
             init,
-            sq: DmaBuf::new(sq_bytes, 4096),
-            start_psn,
-            rq: DmaBuf::new(init.rq_wqes as usize * rq_stride as usize, 4096),
-            rq_stride,
-            dbrec: DmaBuf::new(64, 64),
-            db: DmaBuf::new(1024, 4096),
+            view,
+            _mem: [sq, rq, dbrec, db],
             send_cq: send_cq.inner.clone(),
             recv_cq: recv_cq.inner.clone(),
             state: AtomicU8::new(QpState::Reset as u8),
@@ -869,13 +822,33 @@ pub(crate) struct CqInner {
     pub(crate) fabric: u64,
     pub(crate) cqn: u32,
     pub(crate) model: Model,
+    /// The model's view of `buf` and `dbrec`.
+    pub(crate) view: CqView,
     pub(crate) mode: CqMode,
     pub(crate) entries: u32,
-    pub(crate) buf: DmaBuf,
-    pub(crate) dbrec: DmaBuf,
+    /// The CQE ring and consumer record, owned here for `view` (never read directly).
+    _mem: [DmaBuf; 2],
     /// CQEs written so far (engine only).
     pub(crate) prod: AtomicU64,
     pub(crate) overrun: AtomicBool,
+}
+
+impl CqInner {
+    /// Writes a completion through the model; `false` if the CQ overran (the CQE is dropped
+    /// and the CQ flagged, as hardware raises a CQ error). Engine only: one writer per CQ.
+    pub(crate) fn write_cqe(&self, c: &gda_hal::model::Cpl) -> bool {
+        let prod = self.prod.load(Ordering::Relaxed);
+        // CQEs the consumer has not released yet, from its (untrusted) consumer index: an index
+        // "ahead" of the producer is as wrong as a full ring, and both are an overrun.
+        if self.mode != CqMode::Collapsed && self.model.cq_outstanding(&self.view, prod) >= self.entries
+        {
+            self.overrun.store(true, Ordering::Release);
+            return false;
+        }
+        self.model.write_cqe(&self.view, c, prod);
+        self.prod.store(prod + 1, Ordering::Release);
+        true
+    }
 }
 
 /// A completion queue.
@@ -897,18 +870,7 @@ impl Cq {
     /// The device handle kernels poll with.
     #[must_use]
     pub fn handle(&self) -> CqHandle {
-        let c = &self.inner;
-        let bnxt = matches!(c.model, Model::Bnxt(_));
-        CqHandle {
-            buf: c.buf.addr(),
-            // bnxt: no consumer record; the CQ doorbell word carries the consumer index.
-            dbrec: if bnxt { 0 } else { c.dbrec.addr() },
-            db: if bnxt { c.dbrec.addr() } else { 0 },
-            entries: c.entries,
-            cqe_bytes: c.model.cqe_bytes(),
-            cqn: c.cqn,
-            collapsed: u32::from(c.mode == CqMode::Collapsed),
-        }
+        self.inner.model.cq_handle(&self.inner.view)
     }
 
     /// Whether the NIC found the CQ full and dropped a completion (hardware raises a CQ error).
@@ -929,15 +891,11 @@ pub(crate) struct QpInner {
     pub(crate) qpn: u32,
     pub(crate) pd: u32,
     pub(crate) init: QpInit,
-    /// First send PSN (bnxt model).
-    pub(crate) start_psn: u32,
-    pub(crate) sq: DmaBuf,
-    pub(crate) rq: DmaBuf,
-    pub(crate) rq_stride: u32,
-    /// mlx5: doorbell record (word 0 RQ, word 1 SQ). native: RQ producer word at offset 0.
-    pub(crate) dbrec: DmaBuf,
-    /// The doorbell page (UAR stand-in). mlx5: BlueFlame halves at 0 and 256. native: offset 0.
-    pub(crate) db: DmaBuf,
+    /// The model's view of the QP's memory.
+    pub(crate) view: QpView,
+    /// Send buffer, receive ring, doorbell-record page and doorbell page (the UAR stand-in),
+    /// owned here for `view`; what each holds is the model's business.
+    _mem: [DmaBuf; 4],
     pub(crate) send_cq: Arc<CqInner>,
     pub(crate) recv_cq: Arc<CqInner>,
     pub(crate) state: AtomicU8,
@@ -948,6 +906,9 @@ pub(crate) struct QpInner {
 }
 
 impl QpInner {
+    pub(crate) fn model(&self) -> &dyn DeviceModel {
+        &*self.nic.model
+    }
     pub(crate) fn state(&self) -> QpState {
         QpState::from_u8(self.state.load(Ordering::Acquire))
     }
@@ -955,9 +916,6 @@ impl QpInner {
         self.state.store(QpState::Error as u8, Ordering::Release);
     }
 }
-
-/// Offset of the bnxt RQ doorbell word in the QP's doorbell page.
-pub(crate) const RQ_DB_OFFSET: u64 = 64;
 
 /// An RC queue pair.
 pub struct Qp {
@@ -997,70 +955,31 @@ impl Qp {
         }
     }
 
-    /// The send queue's device handle.
-    #[must_use]
-    pub fn sq_handle(&self) -> WqHandle {
-        let q = &self.inner;
-        if let Model::Bnxt(m) = q.nic.model {
-            let fixed3 = m.wqe == gda_bnxt::WqeMode::Fixed3;
-            return WqHandle {
-                buf: q.sq.addr(),
-                dbrec: 0,
-                db: q.db.addr(),
-                entries: q.init.sq_units,
-                stride: 0,
-                qpn: q.qpn,
-                max_inline: q.init.max_inline.min(if fixed3 {
-                    gda_bnxt::device::FIXED3_MAX_INLINE
-                } else {
-                    gda_bnxt::device::MAX_INLINE
-                }),
-                max_sge: q.init.max_sge,
-                bf_size: 0,
-                aux: q.sq.addr() + u64::from(m.ring_slots(q.init.sq_units)) * 16,
-                aux_entries: m.psn_entries(q.init.sq_units),
-                mode: m.bits(),
-                path_mtu: q.init.path_mtu,
-                start_psn: q.start_psn,
-            };
-        }
-        let (dbrec, db) = match q.nic.model {
-            Model::Mlx5 => (q.dbrec.addr(), q.db.addr()),
-            _ => (0, q.db.addr()),
-        };
-        WqHandle {
-            buf: q.sq.addr(),
-            dbrec,
-            db,
-            entries: q.init.sq_units,
-            stride: 64,
-            qpn: q.qpn,
-            max_inline: q.init.max_inline,
-            max_sge: q.init.max_sge,
-            bf_size: if q.nic.model == Model::Mlx5 { 256 } else { 0 },
-            ..WqHandle::default()
-        }
+    /// The model of this QP's NIC, as provider `P`'s, or an error naming both.
+    fn model_for<P: Modeled>(&self) -> Result<&P::Model, SimError> {
+        let m = self.inner.model();
+        m.as_any().downcast_ref::<P::Model>().ok_or_else(|| {
+            SimError::InvalidArgument(format!(
+                "QP {:#x} is on a {} NIC, not one driven by the {} provider",
+                self.inner.qpn,
+                m.name(),
+                P::NAME
+            ))
+        })
     }
 
-    /// The receive queue's device handle.
-    #[must_use]
-    pub fn rq_handle(&self) -> WqHandle {
-        let q = &self.inner;
-        let bnxt = matches!(q.nic.model, Model::Bnxt(_));
-        WqHandle {
-            buf: q.rq.addr(),
-            dbrec: if bnxt { 0 } else { q.dbrec.addr() },
-            // bnxt: the RQ doorbell has its own word of the QP's doorbell page (hardware takes
-            // every store; a polled sim word would lose one SQ/RQ store to the other).
-            db: if bnxt { q.db.addr() + RQ_DB_OFFSET } else { 0 },
-            entries: q.init.rq_wqes,
-            stride: q.rq_stride,
-            qpn: q.qpn,
-            max_inline: 0,
-            max_sge: q.init.max_sge,
-            bf_size: 0,
-            ..WqHandle::default()
-        }
+    /// The send queue's handle for provider `P`'s device functions.
+    pub fn sq_handle<P: Modeled>(&self) -> Result<P::Sq, SimError> {
+        <P::Model as ModelFor<P>>::sq_handle(self.model_for::<P>()?, &self.inner.view)
+            .map_err(SimError::InvalidArgument)
+    }
+
+    /// The receive queue's handle for provider `P`'s device functions.
+    pub fn rq_handle<P: Modeled>(&self) -> Result<P::Rq, SimError> {
+        Ok(<P::Model as ModelFor<P>>::rq_handle(
+            self.model_for::<P>()?,
+            &self.inner.view,
+        ))
     }
 
     /// Moves Reset → Init.
@@ -1189,7 +1108,7 @@ mod tests {
         };
         assert_eq!(Endpoint::from_bytes(&ep.to_bytes()).unwrap(), ep);
         let f = Fabric::new(FabricConfig::default());
-        let pd = f.add_nic(Model::Native).alloc_pd();
+        let pd = f.add_nic(gda_native::model::NativeModel).alloc_pd();
         let mrs: Vec<_> = (0..500).map(|_| pd.alloc_mr(8, Access::ALL)).collect();
         let mut keys: Vec<u32> = mrs.iter().flat_map(|m| [m.lkey(), m.rkey()]).collect();
         keys.sort_unstable();

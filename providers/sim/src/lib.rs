@@ -39,44 +39,29 @@
 //! ```
 #![deny(unsafe_op_in_unsafe_fn)]
 
-mod bnxt_model;
 mod buf;
 pub mod engine;
 pub mod fabric;
-mod host;
 pub mod launch;
 pub mod mem;
-mod model;
-pub mod native;
+mod xproc;
 
 pub use buf::DmaBuf;
 pub use engine::StatsSnapshot;
 pub use fabric::{
     Cq, CqMode, Endpoint, Fabric, FabricConfig, Model, Mr, Nic, Pd, Qp, QpInit, QpState, SimError,
 };
+pub use gda_hal::model::{DeviceModel, Modeled};
 pub use launch::{ThreadIdx, launch};
 pub use mem::{Access, Fault};
-pub use native::Sim;
 
-/// Maps a provider type to the sim device model that executes its queues, so tests can be
-/// generic over the provider.
-pub trait SimModel: gda_hal::Provider {
-    /// The model.
-    const MODEL: Model;
-}
-
-impl SimModel for Sim {
-    const MODEL: Model = Model::Native;
-}
-
-impl SimModel for gda_mlx5::Mlx5 {
-    const MODEL: Model = Model::Mlx5;
-}
-
-/// Thor2's defaults: static WQEs and the MSN table (other modes: `Model::Bnxt(mode)`).
-impl SimModel for gda_bnxt::Bnxt {
-    const MODEL: Model = Model::Bnxt(gda_bnxt::Mode {
-        wqe: gda_bnxt::WqeMode::Static,
-        psn: gda_bnxt::PsnForm::Msn,
-    });
+/// The device models this software NIC executes, one line per vendor (adding a vendor: see
+/// `providers/README.md`). Tools look models up here by name.
+#[must_use]
+pub fn models() -> Vec<Model> {
+    vec![
+        std::sync::Arc::new(gda_native::model::NativeModel),
+        std::sync::Arc::new(gda_mlx5::model::Mlx5Model),
+        std::sync::Arc::new(gda_bnxt::model::BnxtModel::default()),
+    ]
 }

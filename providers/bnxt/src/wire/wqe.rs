@@ -192,7 +192,7 @@ mod tests {
     extern crate std;
     use super::*;
     use crate::mode::{Mode, PsnForm};
-    use crate::{Bnxt, device::MAX_SGE};
+    use crate::{Bnxt, BnxtSq, device::MAX_SGE};
     use gda_hal::{Payload, Provider, SendFlags, SqPos, WorkRequest, WqHandle};
     use proptest::prelude::*;
     use std::vec;
@@ -226,8 +226,9 @@ mod tests {
             };
             let mut ring = vec![0u8; 16 * 8 * 8 + 16 * 64];
             let base = ring.as_mut_ptr() as u64;
-            let wq = WqHandle { buf: base, entries: 8, max_inline: 96, max_sge: MAX_SGE, aux: base + 16 * 8 * 8, aux_entries: 8,
-                mode: Mode { wqe: mode, psn: PsnForm::Msn }.bits(), path_mtu: 1024, ..WqHandle::default() };
+            let wq = WqHandle { buf: base, entries: 8, max_inline: 96, max_sge: MAX_SGE, ..WqHandle::default() };
+            let m = Mode { wqe: mode, psn: PsnForm::Msn };
+            let wq = BnxtSq::new(wq, m, base + 16 * 8 * 8, m.psn_entries(8), 1024, 0).unwrap();
             prop_assume!(Bnxt::check(&wq, &wr).is_ok());
             // SAFETY: the ring and table are owned here.
             unsafe { Bnxt::post(&wq, SqPos::ZERO, &wr, SendFlags::SIGNALED) };

@@ -11,6 +11,9 @@ pub const CQE_BYTES: usize = 64;
 /// `op_own` of a slot software has invalidated (opcode INVALID, owner 0), as rdma-core
 /// initialises every CQE.
 pub const OP_OWN_INVALID: u8 = 0xf0;
+/// Offset of the CQE's tail word (`sop_drop_qpn`, `wqe_counter`, `signature`, `op_own`): the
+/// aligned 8 bytes that identify a completion, written by the device as one unit.
+pub const TAIL_OFFSET: usize = field::SOP_DROP_QPN;
 
 /// Byte offsets of the fields the view layer reads.
 pub mod field {

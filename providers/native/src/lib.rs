@@ -1,5 +1,9 @@
-//! The `Sim` provider: the software NIC's own queue format, designed for a software device —
-//! little-endian, naturally aligned, fixed offsets, no bit packing to undo.
+//! # gda-native — the native queue format
+//!
+//! The [`Native`] provider: the software NIC's own queue format, designed for a software
+//! device — little-endian, naturally aligned, fixed offsets, no bit packing to undo. It is a
+//! provider like mlx5 and bnxt: device functions here, its device model in [`model`] (feature
+//! `model`), one struct per structure ([`NativeWqe`], [`NativeCqe`]) used by both.
 //!
 //! | structure | size | layout |
 //! |---|---|---|
@@ -12,6 +16,14 @@
 //! A WQE is 1 header unit plus extension units; `units` in the header says how many, so the
 //! device never parses to find the next WQE.
 
+#![no_std]
+#![deny(unsafe_op_in_unsafe_fn)]
+
+#[cfg(feature = "std")]
+extern crate std;
+
+#[cfg(feature = "model")]
+pub mod model;
 pub mod wire;
 
 use gda_hal::{
@@ -21,9 +33,9 @@ use gda_hal::{
 };
 pub use wire::{NativeCqe, NativeOp, NativeSge, NativeWqe, flags};
 
-/// The software NIC's own provider.
+/// The native format's provider.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Sim;
+pub struct Native;
 
 /// Bytes per queue unit.
 pub const UNIT_BYTES: u32 = 64;
@@ -252,8 +264,12 @@ unsafe fn write(wq: &WqHandle, pos: SqPos, wr: &WorkRequest<'_>, fl: SendFlags) 
     Posted::new(pos, cost, u64::from(next.0).to_le_bytes())
 }
 
-impl Provider for Sim {
-    const NAME: &'static str = "sim";
+impl Provider for Native {
+    type Sq = WqHandle;
+    type Rq = WqHandle;
+    type Cqe = NativeCqe;
+
+    const NAME: &'static str = "native";
     const SQ_UNIT_BYTES: u32 = UNIT_BYTES;
     const CQE_BYTES: u32 = 32;
     const MAX_INLINE_BYTES: u32 = (MAX_UNITS - 1) * UNIT_BYTES;
@@ -361,7 +377,7 @@ impl Provider for Sim {
         rung: u64,
     ) -> Result<Option<WorkCompletion>, OutOfWindow> {
         let own = cq.buf.wrapping_add(31) as *const u8;
-        let gen_at = cq.buf.wrapping_add(20) as *const u8;
+        let gen_at = cq.buf.wrapping_add(wire::GENERATION_OFFSET as u64) as *const u8;
         // Seqlock order: the generation before the owner byte. The writer invalidates the owner
         // before it writes a new body (and generation), so a valid owner read after the
         // generation proves no rewrite had begun when the generation was read.

@@ -135,8 +135,12 @@ pub struct NativeCqe {
     pub flags: u8,
     /// Vendor error (the raw status for errors).
     pub vendor_err: u8,
-    /// Reserved (offset 20).
-    pub reserved_20: [u8; 11],
+    /// Generation: the low byte of the CQE's sequence number plus one. A collapsed CQ rewrites
+    /// its one slot in place; a poller reads the generation, the owner, the body, then both
+    /// again, and accepts the CQE only if neither changed (the native format's own protocol).
+    pub generation: u8,
+    /// Reserved (offset 21).
+    pub reserved_21: [u8; 10],
     /// Ownership: 0 = never written; else `1 + pass parity` (see [`owner_for`]).
     pub owner: u8,
 }
@@ -152,7 +156,13 @@ const _: () = {
     assert!(offset_of!(NativeWqe, op1) == 56);
     assert!(size_of::<NativeCqe>() == 32);
     assert!(offset_of!(NativeCqe, status) == 16 && offset_of!(NativeCqe, owner) == 31);
+    assert!(offset_of!(NativeCqe, generation) == GENERATION_OFFSET);
 };
+
+/// Offset of [`NativeCqe::generation`].
+pub const GENERATION_OFFSET: usize = 20;
+/// Offset of [`NativeCqe::owner`].
+pub const OWNER_OFFSET: usize = 31;
 
 /// The owner byte a CQE carries at free-running index `ci` of a `2^log2`-entry ring: 1 on even
 /// passes, 2 on odd ones (a zeroed ring is never owned by software).

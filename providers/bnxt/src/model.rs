@@ -15,61 +15,62 @@
 //!   WQE. Before an error CQE, WQEs that completed without a CQE are retired by a success CQE
 //!   first, as rdma-core's poll (which charges the error to the oldest outstanding WQE) expects.
 
-use gda_bnxt::wire::cqe::rc_flags;
-use gda_bnxt::wire::psn::{self as bpsn, MsnEntry, PsnEntry, PsnExtEntry, PsnRepr};
-use gda_bnxt::wire::sqe::{self, BnxtSge};
-use gda_bnxt::wire::{
+use std::format;
+use std::vec::Vec;
+
+use gda_hal::model::{
+    Cpl, CqView, DeviceModel, Malformed, ModelError, ModelFor, Modeled, OpKind, QpGeometry,
+    QpLayout, QpView, Seq, WqeOp,
+};
+use gda_hal::{CqHandle, Sge, WcOpcode, WcStatus, WqHandle};
+
+use crate::device::{FIXED3_MAX_INLINE, MAX_INLINE, MAX_SGE};
+use crate::wire::cqe::rc_flags;
+use crate::wire::psn::{self as bpsn, MsnEntry, PsnEntry, PsnExtEntry, PsnRepr};
+use crate::wire::sqe::{self, BnxtSge};
+use crate::wire::{
     CqeBody, CqeRepr, CqeType, DbType, DoorbellRepr, ParseError, ReqStatus, RespStatus, RqeHdr,
     SendWqe, WqePayload, WqeType,
 };
-use gda_bnxt::{Bnxt, Mode, PsnForm, WqeMode};
-use gda_hal::{Sge, WcOpcode, WcStatus, mmio};
+use crate::{Bnxt, BnxtSq, Mode, PsnForm, WqeMode};
 
-use crate::fabric::{CqInner, QpInner, RQ_DB_OFFSET};
-use crate::model::{Cpl, Malformed, OpKind, WqeOp};
+/// Offset of the RQ doorbell word in the QP's doorbell page (hardware takes every store; a
+/// polled word shared by SQ and RQ would lose one store to the other).
+const RQ_DB_OFFSET: u64 = 64;
 
-/// The running sequence the engine expects: messages and PSNs of WQEs consumed so far.
-#[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct Seq {
-    pub msg: u32,
-    /// Packets since the QP's start PSN.
-    pub psn: u32,
-}
-
-impl Seq {
-    pub(crate) fn advance(&mut self, packets: u32) {
-        self.msg = self.msg.wrapping_add(1);
-        self.psn = self.psn.wrapping_add(packets) & bpsn::PSN_MASK;
-    }
+/// A first send PSN near the 24-bit wrap, so every run crosses it.
+#[must_use]
+pub const fn start_psn_for(qpn: u32) -> u32 {
+    0x00ff_ff00 | (qpn & 0xff)
 }
 
 /// Copies `out.len() / 16` slots starting at `first` (< the ring's slot count), unwrapping at
 /// the ring's end with at most two reads.
-fn read_slots(qp: &QpInner, mode: Mode, first: u32, out: &mut [u8]) {
-    let ring = mode.ring_slots(qp.init.sq_units) as usize * 16;
+fn read_slots(qp: &QpView, mode: Mode, first: u32, out: &mut [u8]) {
+    let ring = mode.ring_slots(qp.geometry.sq_units) as usize * 16;
     let at = first as usize * 16;
     let head = out.len().min(ring.saturating_sub(at));
     let (a, b) = out.split_at_mut(head);
-    qp.sq.read_into(at, a);
-    qp.sq.read_into(0, b);
+    qp.sq.read(at, a);
+    qp.sq.read(0, b);
 }
 
 /// The requester CQE's consumer index after position `after`: the doorbell index there (the
 /// hardware reports its consumer index in the doorbell's units, modulo the ring).
-pub(crate) fn con_index(qp: &QpInner, mode: Mode, after: u64) -> u32 {
-    Bnxt::db_index(mode.wqe, qp.init.sq_units, after as u32)
+fn con_index(qp: &QpView, mode: Mode, after: u64) -> u32 {
+    Bnxt::db_index(mode.wqe, qp.geometry.sq_units, after as u32)
 }
 
 /// Decodes the send WQE at unit `pos` from its own copy of the ring bytes (with gda-bnxt's
 /// checked decoder: a malformed WQE is an error completion, never trusted).
-pub(crate) fn fetch(
-    qp: &QpInner,
+fn fetch(
+    qp: &QpView,
     mode: Mode,
     pos: u64,
     op: &mut WqeOp,
     scratch: &mut Vec<u8>,
 ) -> Result<(), Malformed> {
-    let entries = qp.init.sq_units;
+    let entries = qp.geometry.sq_units;
     let spu = mode.wqe.slots_per_unit();
     let first = (pos & (u64::from(entries) - 1)) as u32 * spu;
     let mut head = [0u8; 16];
@@ -121,7 +122,7 @@ pub(crate) fn fetch(
         // A zero-length SGE (the fixed form's empty third slot) moves nothing.
         WqePayload::Sges(s) => op.sges.extend(s.iter().filter(|g| g.length != 0)),
     }
-    if op.sges.len() > qp.init.max_sge as usize {
+    if op.sges.len() > qp.geometry.max_sge as usize {
         return Err(bad(WcStatus::LocQpOpErr));
     }
     op.kind = Some(match w.hdr.wqe_type {
@@ -137,20 +138,20 @@ pub(crate) fn fetch(
     if op.kind == Some(OpKind::Write) && op.length() == 0 && op.sges.is_empty() {
         op.kind = Some(OpKind::Nop);
     }
-    op.packets = bpsn::packets(w.length(), qp.init.path_mtu);
+    op.packets = bpsn::packets(w.length(), qp.geometry.path_mtu);
     Ok(())
 }
 
 /// Checks the PSN-table entry of the WQE at `pos` against the engine's sequence. Returns what
 /// is wrong, or `Ok`.
-pub(crate) fn check_psn(
-    qp: &QpInner,
+fn check_psn(
+    qp: &QpView,
     mode: Mode,
     pos: u64,
     seq: &Seq,
     op: &WqeOp,
 ) -> Result<(), &'static str> {
-    let entries = qp.init.sq_units;
+    let entries = qp.geometry.sq_units;
     let idx = (pos & (u64::from(entries) - 1)) as u32;
     let first_slot = idx * mode.wqe.slots_per_unit();
     let db_idx = if mode.wqe == WqeMode::Fixed3 {
@@ -165,17 +166,17 @@ pub(crate) fn check_psn(
         PsnForm::Msn => {
             let i = seq.msg & (mode.psn_entries(entries) - 1);
             let mut b = [0u8; 8];
-            qp.sq.read_into(table + i as usize * 8, &mut b);
+            qp.sq.read(table + i as usize * 8, &mut b);
             PsnRepr::parse_msn(&bytemuck::pod_read_unaligned::<MsnEntry>(&b))
         }
         PsnForm::Legacy => {
             let mut b = [0u8; 8];
-            qp.sq.read_into(table + db_idx as usize * 8, &mut b);
+            qp.sq.read(table + db_idx as usize * 8, &mut b);
             PsnRepr::parse_legacy(&bytemuck::pod_read_unaligned::<PsnEntry>(&b))
         }
         PsnForm::Ext => {
             let mut b = [0u8; 16];
-            qp.sq.read_into(table + db_idx as usize * 16, &mut b);
+            qp.sq.read(table + db_idx as usize * 16, &mut b);
             PsnRepr::parse_ext(&bytemuck::pod_read_unaligned::<PsnExtEntry>(&b))
         }
     };
@@ -203,15 +204,15 @@ fn widen(pos: u64, v: u64, entries: u64) -> u64 {
 
 /// The producer position the newest SQ doorbell names (widened from `pos`), or `None` if no
 /// doorbell for this queue has been seen.
-pub(crate) fn sq_doorbell(qp: &QpInner, mode: Mode, pos: u64) -> Option<u64> {
-    // SAFETY: the QP's doorbell page, 8-byte aligned, written only with 64-bit stores.
-    let raw = unsafe { mmio::load_u64_acquire(qp.db.addr() as *const u64) };
+fn sq_doorbell(qp: &QpView, mode: Mode, pos: u64) -> Option<u64> {
+    // Written only with 64-bit stores.
+    let raw = qp.db.load_u64(0)?;
     let db = DoorbellRepr::parse(raw).ok()?;
     // A doorbell for another queue or of another type cannot be attributed: hardware drops it.
     if db.db_type != DbType::Sq || db.xid != qp.qpn & 0xf_ffff {
         return None;
     }
-    let entries = u64::from(qp.init.sq_units);
+    let entries = u64::from(qp.geometry.sq_units);
     let idx = match mode.wqe {
         WqeMode::Fixed3 => {
             if db.index % 3 != 0 {
@@ -230,13 +231,11 @@ pub(crate) fn sq_doorbell(qp: &QpInner, mode: Mode, pos: u64) -> Option<u64> {
 }
 
 /// The widened receive producer position from the RQ doorbell.
-pub(crate) fn rq_producer(qp: &QpInner, pos: u64) -> u64 {
-    // SAFETY: the RQ word of the QP's doorbell page.
-    let raw = unsafe { mmio::load_u64_acquire((qp.db.addr() + RQ_DB_OFFSET) as *const u64) };
-    let Ok(db) = DoorbellRepr::parse(raw) else {
+fn rq_producer(qp: &QpView, pos: u64) -> u64 {
+    let Some(Ok(db)) = qp.db.load_u64(RQ_DB_OFFSET as usize).map(DoorbellRepr::parse) else {
         return pos;
     };
-    let entries = u64::from(qp.init.rq_wqes);
+    let entries = u64::from(qp.geometry.rq_wqes);
     if db.db_type != DbType::Rq || db.xid != qp.qpn & 0xf_ffff || u64::from(db.index) >= entries {
         return pos;
     }
@@ -245,15 +244,15 @@ pub(crate) fn rq_producer(qp: &QpInner, pos: u64) -> u64 {
 }
 
 /// Reads the receive WQE at `pos`.
-pub(crate) fn fetch_recv(qp: &QpInner, pos: u64, out: &mut Vec<Sge>) -> Result<(), ()> {
-    let slot = (pos & (u64::from(qp.init.rq_wqes) - 1)) as usize;
+fn fetch_recv(qp: &QpView, pos: u64, out: &mut Vec<Sge>) -> Result<(), ()> {
+    let slot = (pos & (u64::from(qp.geometry.rq_wqes) - 1)) as usize;
     let stride = qp.rq_stride as usize;
     let mut b = [0u8; 16 * 8];
     let wqe = b.get_mut(..stride).ok_or(())?;
-    qp.rq.read_into(slot * stride, wqe);
+    qp.rq.read(slot * stride, wqe);
     let h: RqeHdr = bytemuck::pod_read_unaligned(&wqe[..16]);
     let ws = h.slots() as usize;
-    if !h.is_recv() || ws < 3 || ws * 16 > stride || ws - 2 > qp.init.max_sge as usize {
+    if !h.is_recv() || ws < 3 || ws * 16 > stride || ws - 2 > qp.geometry.max_sge as usize {
         return Err(());
     }
     for chunk in wqe[32..ws * 16].chunks_exact(16) {
@@ -267,9 +266,8 @@ pub(crate) fn fetch_recv(qp: &QpInner, pos: u64, out: &mut Vec<Sge>) -> Result<(
 
 /// CQEs the consumer has not released, from the CQ doorbell (index + epoch, modulo twice the
 /// ring). A CQ never rung has released nothing.
-pub(crate) fn outstanding(cq: &CqInner, prod: u64) -> u32 {
-    // SAFETY: the CQ's doorbell word, 8-byte aligned.
-    let raw = unsafe { mmio::load_u64_acquire(cq.dbrec.addr() as *const u64) };
+fn outstanding(cq: &CqView, prod: u64) -> u32 {
+    let raw = cq.dbrec.load_u64(0).unwrap_or(0);
     let entries = u64::from(cq.entries);
     let ci = match DoorbellRepr::parse(raw) {
         Ok(db) if db.db_type == DbType::Cq && u64::from(db.index) < entries => {
@@ -281,7 +279,7 @@ pub(crate) fn outstanding(cq: &CqInner, prod: u64) -> u32 {
 }
 
 /// Writes one bnxt CQE at `slot` (phase for pass `prod / entries`; collapsed: always 1).
-pub(crate) fn write_cqe(cq: &CqInner, c: &Cpl, prod: u64, collapsed: bool) {
+fn write_cqe(cq: &CqView, c: &Cpl, prod: u64, collapsed: bool) {
     let log2 = cq.entries.trailing_zeros();
     let slot = if collapsed {
         0
@@ -330,14 +328,166 @@ pub(crate) fn write_cqe(cq: &CqInner, c: &Cpl, prod: u64, collapsed: bool) {
         body,
     }
     .emit();
-    let bytes = bytemuck::bytes_of(&e);
-    let addr = cq.buf.addr() + slot * 32;
-    let mut tail = [0u8; 8];
-    tail.copy_from_slice(&bytes[24..32]);
-    // SAFETY: the slot is inside the CQ buffer. Body first, then the 8-byte word holding the
-    // phase bit with release, so a reader that sees the phase sees the body.
-    unsafe {
-        mmio::dma_copy(addr as *mut u8, bytes.as_ptr(), 24);
-        mmio::store_u64_release((addr + 24) as *mut u64, u64::from_ne_bytes(tail));
+    // Body first, then the 8-byte word holding the phase bit with release, so a reader that
+    // sees the phase sees the body.
+    cq.buf.publish_cqe(slot as usize * 32, bytemuck::bytes_of(&e));
+}
+
+/// The Thor2 model in one WQE mode and PSN-table form.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BnxtModel {
+    /// The queues' mode, as the kernel reports it at QP creation.
+    pub mode: Mode,
+}
+
+impl DeviceModel for BnxtModel {
+    fn name(&self) -> &'static str {
+        "bnxt"
+    }
+
+    fn cqe_bytes(&self) -> u32 {
+        32
+    }
+
+    fn layout(&self, g: &QpGeometry) -> Result<QpLayout, ModelError> {
+        let m = self.mode;
+        let max_sge = if m.wqe == WqeMode::Fixed3 { 1 } else { MAX_SGE };
+        if g.max_sge > max_sge {
+            return Err(format!(
+                "max_sge = {} exceeds {max_sge} for bnxt {} mode",
+                g.max_sge,
+                m.wqe.name()
+            ));
+        }
+        if !g.path_mtu.is_power_of_two() || !(256..=4096).contains(&g.path_mtu) {
+            return Err(format!(
+                "path_mtu = {} must be 256, 512, 1024, 2048 or 4096",
+                g.path_mtu
+            ));
+        }
+        // Receive WQEs: header slot, reserved slot, SGEs (static mode: always 8 slots). The
+        // send ring is followed by its PSN/MSN table, as rdma-core lays it out.
+        Ok(QpLayout {
+            sq_bytes: m.ring_slots(g.sq_units) as usize * 16
+                + m.psn_entries(g.sq_units) as usize * m.psn.entry_bytes() as usize,
+            rq_stride: if m.wqe == WqeMode::Static {
+                128
+            } else {
+                16 * (2 + g.max_sge)
+            },
+        })
+    }
+
+    /// No consumer record: the CQ doorbell word carries the consumer index.
+    fn cq_handle(&self, cq: &CqView) -> CqHandle {
+        CqHandle {
+            buf: cq.buf.addr(),
+            dbrec: 0,
+            db: cq.dbrec.addr(),
+            entries: cq.entries,
+            cqe_bytes: 32,
+            cqn: cq.cqn,
+            collapsed: u32::from(cq.collapsed),
+        }
+    }
+
+    fn sq_doorbell(&self, qp: &QpView, pos: u64) -> Option<u64> {
+        sq_doorbell(qp, self.mode, pos)
+    }
+
+    fn fetch(
+        &self,
+        qp: &QpView,
+        pos: u64,
+        op: &mut WqeOp,
+        scratch: &mut Vec<u8>,
+    ) -> Result<(), Malformed> {
+        op.reset();
+        fetch(qp, self.mode, pos, op, scratch)
+    }
+
+    fn check_sequence(&self, qp: &QpView, pos: u64, seq: &Seq, op: &WqeOp) -> Result<(), ModelError> {
+        check_psn(qp, self.mode, pos, seq, op).map_err(ModelError::from)
+    }
+
+    fn counter_for(&self, qp: &QpView, start: u64, units: u32) -> u32 {
+        con_index(qp, self.mode, start + u64::from(units))
+    }
+
+    fn coalesces_completions(&self) -> bool {
+        true
+    }
+
+    fn rq_producer(&self, qp: &QpView, pos: u64) -> u64 {
+        rq_producer(qp, pos)
+    }
+
+    fn fetch_recv(&self, qp: &QpView, pos: u64, out: &mut Vec<Sge>) -> Result<(), ()> {
+        out.clear();
+        fetch_recv(qp, pos, out)
+    }
+
+    fn cq_outstanding(&self, cq: &CqView, prod: u64) -> u32 {
+        outstanding(cq, prod)
+    }
+
+    fn write_cqe(&self, cq: &CqView, c: &Cpl, prod: u64) {
+        write_cqe(cq, c, prod, cq.collapsed);
+    }
+
+    fn as_any(&self) -> &dyn core::any::Any {
+        self
+    }
+}
+
+impl ModelFor<Bnxt> for BnxtModel {
+    fn sq_handle(&self, qp: &QpView) -> Result<BnxtSq, ModelError> {
+        let m = self.mode;
+        let fixed3 = m.wqe == WqeMode::Fixed3;
+        let wq = WqHandle {
+            buf: qp.sq.addr(),
+            dbrec: 0,
+            db: qp.db.addr(),
+            entries: qp.geometry.sq_units,
+            stride: 0,
+            qpn: qp.qpn,
+            max_inline: qp
+                .geometry
+                .max_inline
+                .min(if fixed3 { FIXED3_MAX_INLINE } else { MAX_INLINE }),
+            max_sge: qp.geometry.max_sge,
+        };
+        let table = qp.sq.addr() + u64::from(m.ring_slots(qp.geometry.sq_units)) * 16;
+        BnxtSq::new(
+            wq,
+            m,
+            table,
+            m.psn_entries(qp.geometry.sq_units),
+            qp.geometry.path_mtu,
+            qp.start_psn,
+        )
+        .map_err(|e| format!("bnxt send queue: {e}"))
+    }
+
+    /// The RQ doorbell has its own word of the QP's doorbell page.
+    fn rq_handle(&self, qp: &QpView) -> WqHandle {
+        WqHandle {
+            buf: qp.rq.addr(),
+            dbrec: 0,
+            db: qp.db.addr() + RQ_DB_OFFSET,
+            entries: qp.geometry.rq_wqes,
+            stride: qp.rq_stride,
+            qpn: qp.qpn,
+            max_inline: 0,
+            max_sge: qp.geometry.max_sge,
+        }
+    }
+}
+
+impl Modeled for Bnxt {
+    type Model = BnxtModel;
+    /// Thor2's defaults: static WQEs and the MSN table.
+    fn model() -> BnxtModel {
+        BnxtModel::default()
     }
 }

@@ -1,0 +1,340 @@
+//! The native device model (feature `model`): how the software NIC reads the queues
+//! [`Native`]'s device functions write, and writes its CQEs.
+
+use std::vec::Vec;
+
+use gda_hal::model::{
+    Cpl, CqView, DeviceModel, Malformed, ModelError, ModelFor, Modeled, OpKind, QpGeometry,
+    QpLayout, QpView, WqeOp,
+};
+use gda_hal::{AtomicOp, CqHandle, Remote, Sge, WcStatus, WqHandle};
+
+use crate::wire::{self, NativeCqe, NativeOp, NativeSge, NativeWqe, flags};
+use crate::{Native, UNIT_BYTES};
+
+/// The native model.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NativeModel;
+
+/// Copies `units` 64-byte units of the SQ ring starting at unit `pos` into `out`, unwrapping at
+/// the end.
+fn copy_ring(qp: &QpView, pos: u64, units: u32, out: &mut Vec<u8>) {
+    let entries = u64::from(qp.geometry.sq_units);
+    out.clear();
+    out.resize(units as usize * 64, 0);
+    for (i, chunk) in out.chunks_exact_mut(64).enumerate() {
+        let slot = (pos + i as u64) & (entries - 1);
+        qp.sq.read(slot as usize * 64, chunk);
+    }
+}
+
+/// Widens a 32-bit position to the one at or after `pos`.
+fn widen32(pos: u64, v: u32) -> u64 {
+    pos + u64::from(v.wrapping_sub(pos as u32))
+}
+
+fn fetch(
+    qp: &QpView,
+    pos: u64,
+    op: &mut WqeOp,
+    scratch: &mut Vec<u8>,
+) -> Result<(), Malformed> {
+    let entries = u64::from(qp.geometry.sq_units);
+    let off = (pos & (entries - 1)) as usize * 64;
+    let mut head = [0u8; 64];
+    qp.sq.read(off, &mut head);
+    let h: NativeWqe = bytemuck::pod_read_unaligned(&head);
+    let bad = |units: u32| Malformed {
+        status: WcStatus::LocQpOpErr,
+        units: units.clamp(1, qp.geometry.sq_units),
+        counter: pos as u32,
+    };
+    let units = u32::from(h.units);
+    if units == 0 || units > crate::MAX_UNITS || units > qp.geometry.sq_units {
+        return Err(bad(1));
+    }
+    if units > 1 {
+        copy_ring(qp, pos, units, scratch);
+    } else {
+        scratch.clear();
+        scratch.extend_from_slice(&head);
+    }
+    let bytes: &[u8] = scratch;
+    op.units = units;
+    // The device reports its own position (the header's `counter` must equal it).
+    op.counter = pos as u32;
+    op.hw_opcode = h.opcode;
+    op.signaled = h.flags & flags::SIGNALED != 0;
+    op.fence = h.flags & flags::FENCE != 0;
+    op.solicited = h.flags & flags::SOLICITED != 0;
+    op.remote = Remote {
+        addr: h.remote_addr,
+        rkey: h.rkey,
+    };
+    let kind = NativeOp::from_raw(h.opcode).ok_or(bad(units))?;
+    let ext = &bytes[64..];
+    let read_sges = |op: &mut WqeOp| -> Result<(), Malformed> {
+        let n = u32::from(h.nsge);
+        if n > qp.geometry.max_sge || (n > 1 && (n - 1).div_ceil(4) + 1 > units) {
+            return Err(bad(units));
+        }
+        if n >= 1 {
+            op.sges.push(Sge {
+                addr: h.local.addr,
+                length: h.local.length,
+                lkey: h.local.lkey,
+            });
+        }
+        for i in 1..n as usize {
+            let e: NativeSge = bytemuck::pod_read_unaligned(&ext[(i - 1) * 16..i * 16]);
+            op.sges.push(Sge {
+                addr: e.addr,
+                length: e.length,
+                lkey: e.lkey,
+            });
+        }
+        Ok(())
+    };
+    let payload = |op: &mut WqeOp| -> Result<(), Malformed> {
+        if h.flags & flags::INLINE != 0 {
+            let len = h.length as usize;
+            if len.div_ceil(64) as u32 + 1 != units.max(1) && !(len == 0 && units == 1) {
+                return Err(Malformed {
+                    status: WcStatus::LocLenErr,
+                    ..bad(units)
+                });
+            }
+            op.set_inline(ext.get(..len).unwrap_or_default());
+            Ok(())
+        } else {
+            read_sges(op)
+        }
+    };
+    match kind {
+        NativeOp::Nop => op.kind = Some(OpKind::Nop),
+        NativeOp::Write | NativeOp::WriteImm => {
+            op.kind = Some(OpKind::Write);
+            op.imm = (kind == NativeOp::WriteImm).then_some(h.imm);
+            payload(op)?;
+        }
+        NativeOp::Send | NativeOp::SendImm => {
+            op.kind = Some(OpKind::Send);
+            op.imm = (kind == NativeOp::SendImm).then_some(h.imm);
+            payload(op)?;
+        }
+        NativeOp::Read => {
+            op.kind = Some(OpKind::Read);
+            read_sges(op)?;
+        }
+        NativeOp::CompSwap
+        | NativeOp::FetchAdd
+        | NativeOp::MaskedCompSwap
+        | NativeOp::MaskedFetchAdd => {
+            let width = u32::from(h.width);
+            let masked = matches!(kind, NativeOp::MaskedCompSwap | NativeOp::MaskedFetchAdd);
+            if !(width == 8 || (masked && width == 4)) || h.nsge != 1 {
+                return Err(bad(units));
+            }
+            let a = match kind {
+                NativeOp::CompSwap => AtomicOp::CompareSwap {
+                    compare: h.op0,
+                    swap: h.op1,
+                },
+                NativeOp::FetchAdd => AtomicOp::FetchAdd { add: h.op0 },
+                NativeOp::MaskedCompSwap => {
+                    if units < 2 {
+                        return Err(bad(units));
+                    }
+                    let cm = u64::from_le_bytes(ext[..8].try_into().unwrap_or([0; 8]));
+                    let sm = u64::from_le_bytes(ext[8..16].try_into().unwrap_or([0; 8]));
+                    AtomicOp::MaskedCompareSwap {
+                        compare: h.op0,
+                        compare_mask: cm,
+                        swap: h.op1,
+                        swap_mask: sm,
+                    }
+                }
+                _ => AtomicOp::MaskedFetchAdd {
+                    add: h.op0,
+                    field_boundary: h.op1,
+                },
+            };
+            op.kind = Some(OpKind::Atomic);
+            op.atomic = Some((a, width));
+            op.sges.push(Sge {
+                addr: h.local.addr,
+                length: width,
+                lkey: h.local.lkey,
+            });
+        }
+    }
+    Ok(())
+}
+
+
+impl DeviceModel for NativeModel {
+    fn name(&self) -> &'static str {
+        "native"
+    }
+
+    fn cqe_bytes(&self) -> u32 {
+        32
+    }
+
+    fn layout(&self, g: &QpGeometry) -> Result<QpLayout, ModelError> {
+        Ok(QpLayout {
+            sq_bytes: g.sq_units as usize * UNIT_BYTES as usize,
+            rq_stride: (16 * (1 + g.max_sge)).next_power_of_two(),
+        })
+    }
+
+    fn cq_handle(&self, cq: &CqView) -> CqHandle {
+        CqHandle {
+            buf: cq.buf.addr(),
+            dbrec: cq.dbrec.addr(),
+            db: 0,
+            entries: cq.entries,
+            cqe_bytes: 32,
+            cqn: cq.cqn,
+            collapsed: u32::from(cq.collapsed),
+        }
+    }
+
+    /// The doorbell word is the producer position itself.
+    fn sq_doorbell(&self, qp: &QpView, pos: u64) -> Option<u64> {
+        let v = qp.db.load_u64(0)? as u32;
+        let target = widen32(pos, v);
+        (target != pos).then_some(target)
+    }
+
+    fn fetch(
+        &self,
+        qp: &QpView,
+        pos: u64,
+        op: &mut WqeOp,
+        scratch: &mut Vec<u8>,
+    ) -> Result<(), Malformed> {
+        op.reset();
+        fetch(qp, pos, op, scratch)
+    }
+
+    fn counter_for(&self, _qp: &QpView, start: u64, _units: u32) -> u32 {
+        start as u32
+    }
+
+    fn rq_producer(&self, qp: &QpView, pos: u64) -> u64 {
+        qp.dbrec.load_u64(0).map_or(pos, |v| widen32(pos, v as u32))
+    }
+
+    fn fetch_recv(&self, qp: &QpView, pos: u64, out: &mut Vec<Sge>) -> Result<(), ()> {
+        out.clear();
+        let slot = (pos & (u64::from(qp.geometry.rq_wqes) - 1)) as usize;
+        let stride = qp.rq_stride as usize;
+        let mut wqe_buf = [0u8; 16 * 32];
+        let wqe = wqe_buf.get_mut(..stride).ok_or(())?;
+        qp.rq.read(slot * stride, wqe);
+        let n = u32::from_le_bytes(wqe[..4].try_into().map_err(|_| ())?) as usize;
+        if n > qp.geometry.max_sge as usize || 16 * (n + 1) > stride {
+            return Err(());
+        }
+        for i in 0..n {
+            let e: NativeSge = bytemuck::pod_read_unaligned(&wqe[16 * (i + 1)..16 * (i + 2)]);
+            out.push(Sge {
+                addr: e.addr,
+                length: e.length,
+                lkey: e.lkey,
+            });
+        }
+        Ok(())
+    }
+
+    fn cq_outstanding(&self, cq: &CqView, prod: u64) -> u32 {
+        let ci = cq.dbrec.load_u64(0).unwrap_or(0);
+        (prod as u32).wrapping_sub(ci as u32)
+    }
+
+    /// A collapsed CQ's slot is rewritten in place: the owner byte is invalidated first and the
+    /// body carries a new generation, so a poller that re-checks both never accepts a torn CQE.
+    fn write_cqe(&self, cq: &CqView, c: &Cpl, prod: u64) {
+        let log2 = cq.entries.trailing_zeros();
+        let slot = if cq.collapsed {
+            0
+        } else {
+            prod & (u64::from(cq.entries) - 1)
+        };
+        let off = slot as usize * 32;
+        let n = NativeCqe {
+            counter: c.counter,
+            byte_len: c.byte_len,
+            imm: c.imm.unwrap_or(0),
+            qpn: c.qpn,
+            status: c.status.as_raw() as u8,
+            opcode: c.opcode as u32 as u8,
+            flags: (if c.is_recv { wire::cqe_flags::RECV } else { 0 })
+                | (if c.imm.is_some() {
+                    wire::cqe_flags::HAS_IMM
+                } else {
+                    0
+                }),
+            vendor_err: if c.status.is_ok() {
+                0
+            } else {
+                c.status.as_raw() as u8
+            },
+            generation: (prod as u8).wrapping_add(1),
+            owner: 0,
+            ..NativeCqe::default()
+        };
+        let owner = if cq.collapsed {
+            1
+        } else {
+            wire::owner_for(prod as u32, log2)
+        };
+        if cq.collapsed {
+            cq.buf.store_u8(off + wire::OWNER_OFFSET, 0);
+            gda_hal::mmio::dma_publish();
+        }
+        let bytes = bytemuck::bytes_of(&n);
+        cq.buf.write(off, &bytes[..wire::OWNER_OFFSET]);
+        cq.buf.store_u8(off + wire::OWNER_OFFSET, owner);
+    }
+
+    fn as_any(&self) -> &dyn core::any::Any {
+        self
+    }
+}
+
+impl ModelFor<Native> for NativeModel {
+    fn sq_handle(&self, qp: &QpView) -> Result<WqHandle, ModelError> {
+        Ok(WqHandle {
+            buf: qp.sq.addr(),
+            dbrec: 0,
+            db: qp.db.addr(),
+            entries: qp.geometry.sq_units,
+            stride: 64,
+            qpn: qp.qpn,
+            max_inline: qp.geometry.max_inline,
+            max_sge: qp.geometry.max_sge,
+        })
+    }
+
+    fn rq_handle(&self, qp: &QpView) -> WqHandle {
+        WqHandle {
+            buf: qp.rq.addr(),
+            dbrec: qp.dbrec.addr(),
+            db: 0,
+            entries: qp.geometry.rq_wqes,
+            stride: qp.rq_stride,
+            qpn: qp.qpn,
+            max_inline: 0,
+            max_sge: qp.geometry.max_sge,
+        }
+    }
+}
+
+impl Modeled for Native {
+    type Model = NativeModel;
+    fn model() -> NativeModel {
+        NativeModel
+    }
+}
