@@ -29,7 +29,7 @@ fn main() {
 }
 
 fn run() -> gda_shmem::Result<()> {
-    let pe = launch::init_from_env::<gda_sim::Sim>()?;
+    let pe = launch::init_from_env::<gda_native::Native>()?;
     let (me, n) = (pe.my_pe(), pe.n_pes());
     let right = (me + 1) % n;
     let left = (me + n - 1) % n;

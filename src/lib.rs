@@ -35,6 +35,7 @@
 #[cfg(feature = "bnxt")]
 pub use gda_bnxt as bnxt;
 pub use gda_hal as hal;
+pub use gda_native as native;
 #[cfg(feature = "mlx5")]
 pub use gda_mlx5 as mlx5;
 #[cfg(feature = "sim")]

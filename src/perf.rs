@@ -14,7 +14,7 @@
 use std::time::{Duration, Instant};
 
 use gda_hal::{AtomicOp, Payload, ProdIdx, Remote, SendFlags, SendQueue, Sge, WorkRequest};
-use gda_sim::{Access, CqMode, Fabric, FabricConfig, QpInit, SimModel};
+use gda_sim::{Access, CqMode, DeviceModel, Fabric, FabricConfig, Modeled, QpInit};
 use serde::Serialize;
 
 /// Which operation to measure.
@@ -166,7 +166,7 @@ pub fn run(
         let mut runs = Vec::with_capacity(cfg.repeat as usize);
         for _ in 0..cfg.repeat {
             runs.push(match cfg.provider {
-                PerfProvider::Native => run_size::<gda_sim::Sim>(cfg, size)?,
+                PerfProvider::Native => run_size::<gda_native::Native>(cfg, size)?,
                 PerfProvider::Mlx5 => run_size::<gda_mlx5::Mlx5>(cfg, size)?,
                 #[cfg(feature = "bnxt")]
                 PerfProvider::Bnxt => run_size::<gda_bnxt::Bnxt>(cfg, size)?,
@@ -234,11 +234,11 @@ fn memcpy_gbps(size: usize, warmup: u64, iters: u64) -> f64 {
 /// Posts before the timed part of each run (and copies before the memcpy yardstick's).
 const WARMUP: u64 = 64;
 
-fn run_size<P: SimModel>(cfg: &PerfConfig, size: usize) -> Result<PerfResult, PerfError> {
+fn run_size<P: Modeled>(cfg: &PerfConfig, size: usize) -> Result<PerfResult, PerfError> {
     let size = if cfg.op == PerfOp::Atomic { 8 } else { size };
     let fabric = Fabric::new(FabricConfig { chaos: cfg.chaos });
-    let na = fabric.add_nic(P::MODEL);
-    let nb = fabric.add_nic(P::MODEL);
+    let na = fabric.add_nic_for::<P>();
+    let nb = fabric.add_nic_for::<P>();
     let (pa, pb) = (na.alloc_pd(), nb.alloc_pd());
     let units_per = match cfg.op {
         PerfOp::Write | PerfOp::Send => 1,
@@ -295,7 +295,7 @@ fn run_size<P: SimModel>(cfg: &PerfConfig, size: usize) -> Result<PerfResult, Pe
         },
     };
     // Receives for SEND: kept topped up from the responder's CQ.
-    let rq = b.rq_handle();
+    let rq = b.rq_handle::<P>().unwrap();
     let rcq = rcq_b.handle();
     let rbuf = pb.alloc_mr(size.max(8), Access::LOCAL_WRITE);
     let rsge = [Sge {
@@ -316,7 +316,7 @@ fn run_size<P: SimModel>(cfg: &PerfConfig, size: usize) -> Result<PerfResult, Pe
             }
             P::update_cq_ci(&rcq, rci);
             let mut posted = false;
-            while rpos.wrapping_sub(rci) < rq.entries {
+            while rpos.wrapping_sub(rci) < gda_hal::QueueHandle::wq(&rq).entries {
                 P::post_recv(&rq, ProdIdx(rpos), &rsge);
                 rpos = rpos.wrapping_add(1);
                 posted = true;
@@ -330,7 +330,7 @@ fn run_size<P: SimModel>(cfg: &PerfConfig, size: usize) -> Result<PerfResult, Pe
     top_up(&fabric);
     fabric.kick();
     // SAFETY: the QP and CQ outlive the queue, which is the only poster and poller of them.
-    let sq = unsafe { SendQueue::<P>::new(a.sq_handle(), cq_a.handle(), 30_000) }?;
+    let sq = unsafe { SendQueue::<P>::new(a.sq_handle::<P>().unwrap(), cq_a.handle(), 30_000) }?;
     // Warm-up, then bandwidth.
     for _ in 0..WARMUP {
         top_up(&fabric);
@@ -366,7 +366,7 @@ fn run_size<P: SimModel>(cfg: &PerfConfig, size: usize) -> Result<PerfResult, Pe
     };
     Ok(PerfResult {
         op: cfg.op,
-        provider: P::MODEL.name(),
+        provider: P::model().name(),
         size,
         iterations: iters,
         bw_gbps: (iters * size as u64) as f64 / secs / 1e9,
@@ -395,7 +395,7 @@ pub fn idle(seconds: f64) -> Result<f64, PerfError> {
         )));
     }
     let fabric = Fabric::new(FabricConfig::default());
-    let nic = fabric.add_nic(gda_sim::Model::Native);
+    let nic = fabric.add_nic(gda_native::model::NativeModel);
     let pd = nic.alloc_pd();
     let cq = nic.create_cq(64, CqMode::Normal)?;
     let qp = pd.create_qp(QpInit::default(), &cq, &cq)?;

@@ -19,7 +19,7 @@ pub enum ShmemProvider {
 /// Runs `f` on this process's PE for the chosen provider.
 pub fn with_pe<R>(p: ShmemProvider, f: impl FnOnce(&dyn PeOps) -> Result<R>) -> Result<R> {
     match p {
-        ShmemProvider::Native => run_on(&launch::init_from_env::<gda_sim::Sim>()?, f),
+        ShmemProvider::Native => run_on(&launch::init_from_env::<gda_native::Native>()?, f),
         ShmemProvider::Mlx5 => run_on(&launch::init_from_env::<gda_mlx5::Mlx5>()?, f),
         ShmemProvider::Bnxt => run_on(&launch::init_from_env::<gda_bnxt::Bnxt>()?, f),
     }

@@ -440,17 +440,18 @@ mod mlx5 {
         let mut ring = vec![[0u64; 8]; wr.sq_wqe_cnt as usize];
         let mut dbrec = [0u32; 2];
         let mut db = [0u64; 1];
-        let wq = WqHandle {
-            buf: ring.as_mut_ptr() as u64,
-            dbrec: dbrec.as_mut_ptr() as u64,
-            db: db.as_mut_ptr() as u64,
-            entries: wr.sq_wqe_cnt,
-            stride: 0,
-            qpn: wr.qp_num,
-            max_inline: wr.max_inline_data.unwrap_or(Mlx5::MAX_INLINE_BYTES),
-            max_sge: wr.max_send_sge.unwrap_or(30),
+        let wq = gda_mlx5::Mlx5Sq {
+            wq: WqHandle {
+                buf: ring.as_mut_ptr() as u64,
+                dbrec: dbrec.as_mut_ptr() as u64,
+                db: db.as_mut_ptr() as u64,
+                entries: wr.sq_wqe_cnt,
+                stride: 0,
+                qpn: wr.qp_num,
+                max_inline: wr.max_inline_data.unwrap_or(Mlx5::MAX_INLINE_BYTES),
+                max_sge: wr.max_send_sge.unwrap_or(30),
+            },
             bf_size: 0,
-            ..WqHandle::default()
         };
         let units = Mlx5::check(&wq, &req)?.units;
         // SAFETY: the ring, record and doorbell stand-in are owned here; `check` accepted the
@@ -594,20 +595,22 @@ mod bnxt {
         let table = mode.psn_entries(entries) as usize * mode.psn.entry_bytes() as usize;
         let mut mem = vec![0u8; slots * 16 + table];
         let mut db = [0u64; 1];
-        let wq = WqHandle {
-            buf: mem.as_mut_ptr() as u64,
-            db: db.as_mut_ptr() as u64,
-            entries,
-            qpn: wr.qp_num,
-            max_inline: wr.max_inline_data.unwrap_or(Bnxt::MAX_INLINE_BYTES),
-            max_sge: wr.max_send_sge.unwrap_or(gda_bnxt::device::MAX_SGE),
-            aux: mem.as_mut_ptr() as u64 + slots as u64 * 16,
-            aux_entries: mode.psn_entries(entries),
-            mode: mode.bits(),
-            path_mtu: mtu,
-            start_psn: 0,
-            ..WqHandle::default()
-        };
+        let wq = gda_bnxt::BnxtSq::new(
+            WqHandle {
+                buf: mem.as_mut_ptr() as u64,
+                db: db.as_mut_ptr() as u64,
+                entries,
+                qpn: wr.qp_num,
+                max_inline: wr.max_inline_data.unwrap_or(Bnxt::MAX_INLINE_BYTES),
+                max_sge: wr.max_send_sge.unwrap_or(gda_bnxt::device::MAX_SGE),
+                ..WqHandle::default()
+            },
+            mode,
+            mem.as_mut_ptr() as u64 + slots as u64 * 16,
+            mode.psn_entries(entries),
+            mtu,
+            0,
+        )?;
         let cost = Bnxt::check(&wq, &req)?;
         let at = SqPos {
             unit: ProdIdx(wr.cur_post),

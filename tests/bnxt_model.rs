@@ -10,7 +10,7 @@ use std::time::Duration;
 use common::*;
 use gda::bnxt::{Bnxt, Mode, PsnForm, WqeMode};
 use gda::hal::{Payload, Provider, SendFlags, SqPos, WcStatus, WorkRequest};
-use gda::sim::{Access, Model, QpState};
+use gda::sim::{Access, QpState};
 
 fn write<'a>(dst: &gda::sim::Mr, data: &'a [u8]) -> WorkRequest<'a> {
     WorkRequest::Write {
@@ -24,10 +24,10 @@ fn write<'a>(dst: &gda::sim::Mr, data: &'a [u8]) -> WorkRequest<'a> {
 fn doorbell_alone_drives_the_queue() {
     for form in [PsnForm::Legacy, PsnForm::Ext, PsnForm::Msn] {
         for wqe in [WqeMode::Static, WqeMode::Variable, WqeMode::Fixed3] {
-            with_model(Model::Bnxt(Mode { wqe, psn: form }), || {
+            with_model(gda::bnxt::model::BnxtModel::from(Mode { wqe, psn: form }), || {
                 let t = Pair::<Bnxt>::simple();
                 let mut raw = t.raw_a();
-                assert_eq!(raw.sq.dbrec, 0, "bnxt has no doorbell record");
+                assert_eq!(gda::hal::QueueHandle::wq(&raw.sq).dbrec, 0, "bnxt has no doorbell record");
                 let dst = t.mr_b(16, Access::REMOTE_WRITE);
                 let wr = write(&dst, b"abc");
                 Bnxt::check(&raw.sq, &wr).unwrap();
@@ -50,7 +50,7 @@ fn doorbell_alone_drives_the_queue() {
 fn a_wrong_psn_entry_is_an_error() {
     for form in [PsnForm::Legacy, PsnForm::Ext, PsnForm::Msn] {
         with_model(
-            Model::Bnxt(Mode {
+            gda::bnxt::model::BnxtModel::from(Mode {
                 wqe: WqeMode::Variable,
                 psn: form,
             }),
@@ -91,7 +91,7 @@ fn psns_cross_the_24_bit_wrap() {
     let src = t.mr_a(8192, Access::LOCAL_WRITE);
     let dst = t.mr_b(8192, Access::REMOTE_WRITE);
     let s = [sge(&src, 0, 8192)];
-    let start = raw.sq.start_psn;
+    let start = raw.sq.start_psn();
     assert!(
         start > 0xff_0000,
         "start PSN {start:#x} is not near the wrap"

@@ -8,11 +8,12 @@ use std::time::Duration;
 
 use common::*;
 use gda::hal::{AtomicOp, Payload, SendFlags, SendQueue, WcOpcode, WcStatus, WorkRequest};
-use gda::sim::{Access, CqMode, QpInit, QpState, SimModel, launch};
+use gda::hal::QueueHandle;
+use gda::sim::{Access, CqMode, QpInit, QpState, Modeled, launch};
 
 const SIZES: &[usize] = &[0, 1, 7, 8, 63, 64, 4095, 4096, 65536, 1 << 20];
 
-fn write_every_size<P: SimModel>() {
+fn write_every_size<P: Modeled>() {
     let t = Pair::<P>::simple();
     let mut raw = t.raw_a();
     for &n in SIZES {
@@ -44,12 +45,12 @@ fn write_every_size<P: SimModel>() {
     }
 }
 
-fn inline_write_every_size<P: SimModel>() {
+fn inline_write_every_size<P: Modeled>() {
     let t = Pair::<P>::simple();
     let mut raw = t.raw_a();
     let dst = t.mr_b(4096, Access::REMOTE_WRITE);
     for n in [0usize, 1, 7, 8, 12, 13, 16, 17, 63, 64, 96, 100, 200, 256] {
-        if n > raw.sq.max_inline as usize {
+        if n > raw.sq.wq().max_inline as usize {
             // Beyond the format's inline maximum (bnxt: 96 bytes) a clear refusal.
             let data = pattern(n, 3);
             let wr = WorkRequest::Write {
@@ -79,7 +80,7 @@ fn inline_write_every_size<P: SimModel>() {
     }
 }
 
-fn read_every_size<P: SimModel>() {
+fn read_every_size<P: Modeled>() {
     let t = Pair::<P>::simple();
     let mut raw = t.raw_a();
     for &n in SIZES {
@@ -107,7 +108,7 @@ fn read_every_size<P: SimModel>() {
     }
 }
 
-fn send_recv_and_immediates<P: SimModel>() {
+fn send_recv_and_immediates<P: Modeled>() {
     let t = Pair::<P>::simple();
     let mut raw = t.raw_a();
     let mut rq = t.recv_b();
@@ -172,7 +173,7 @@ fn send_recv_and_immediates<P: SimModel>() {
     assert_eq!(&got, b"with imm");
 }
 
-fn atomics_every_op_and_width<P: SimModel>() {
+fn atomics_every_op_and_width<P: Modeled>() {
     let t = Pair::<P>::simple();
     let mut raw = t.raw_a();
     let target = t.mr_b(64, Access::REMOTE_ATOMIC | Access::REMOTE_READ);
@@ -321,7 +322,7 @@ fn atomics_every_op_and_width<P: SimModel>() {
     }
 }
 
-fn nop_and_unsignaled_retirement<P: SimModel>() {
+fn nop_and_unsignaled_retirement<P: Modeled>() {
     let t = Pair::<P>::simple();
     let mut raw = t.raw_a();
     let dst = t.mr_b(64, Access::REMOTE_WRITE);
@@ -361,7 +362,7 @@ fn nop_and_unsignaled_retirement<P: SimModel>() {
 }
 
 /// Posts a failing request followed by good ones and checks status, flush and no side effects.
-fn expect_error<P: SimModel>(
+fn expect_error<P: Modeled>(
     t: &Pair<P>,
     raw: &mut common::Raw<P>,
     bad: WorkRequest<'_>,
@@ -397,7 +398,7 @@ fn expect_error<P: SimModel>(
     );
 }
 
-fn errors_have_hardware_status_and_flush<P: SimModel>() {
+fn errors_have_hardware_status_and_flush<P: Modeled>() {
     type Case = (&'static str, WcStatus);
     let cases: &[Case] = &[
         ("bad lkey", WcStatus::LocProtErr),
@@ -483,22 +484,22 @@ fn errors_have_hardware_status_and_flush<P: SimModel>() {
     }
 }
 
-impl<P: SimModel> Pair<P> {
+impl<P: Modeled> Pair<P> {
     /// A region of NIC A in a protection domain the requester QP does not belong to.
     fn a_nic_other_pd_mr(&self) -> gda::sim::Mr {
         self.pd_a.nic().alloc_pd().alloc_mr(64, Access::ALL)
     }
 }
 
-fn qp_not_ready_and_rnr<P: SimModel>() {
+fn qp_not_ready_and_rnr<P: Modeled>() {
     // QP in INIT: a rung doorbell is a local QP operation error.
     let fabric = gda::sim::Fabric::new(Default::default());
-    let nic = fabric.add_nic(model::<P>());
+    let nic = fabric.add_shared_model_nic(model::<P>());
     let pd = nic.alloc_pd();
     let cq = nic.create_cq(64, CqMode::Normal).unwrap();
     let qp = pd.create_qp(QpInit::default(), &cq, &cq).unwrap();
     qp.init().unwrap();
-    let mut raw = common::Raw::<P>::new(qp.sq_handle(), cq.handle());
+    let mut raw = common::Raw::<P>::new(qp.sq_handle::<P>().unwrap(), cq.handle());
     raw.post(&WorkRequest::Nop, SendFlags::SIGNALED);
     raw.post(&WorkRequest::Nop, SendFlags::empty());
     let w = raw.wait(2);
@@ -567,7 +568,7 @@ fn qp_not_ready_and_rnr<P: SimModel>() {
     assert_eq!(contents(&small), vec![0, 0]);
 }
 
-fn malformed_wqes_give_error_cqes<P: SimModel>() {
+fn malformed_wqes_give_error_cqes<P: Modeled>() {
     for garbage in [[0xffu8; 64], [0u8; 64], {
         let mut g = [0u8; 64];
         g[0] = 0xee;
@@ -576,23 +577,21 @@ fn malformed_wqes_give_error_cqes<P: SimModel>() {
         g
     }] {
         let t = Pair::<P>::simple();
-        let sq = t.a.sq_handle();
-        // Write garbage where the next WQE goes and ring a doorbell for one unit.
+        let sq = t.a.sq_handle::<P>().unwrap();
+        // Post a NOP (so the doorbell is the provider's own), overwrite it with garbage, then
+        // ring the doorbell for it.
         // SAFETY: the ring belongs to this test's QP; unit 0 is free.
-        unsafe { std::ptr::copy_nonoverlapping(garbage.as_ptr(), sq.buf as *mut u8, 64) };
-        let posted = gda::hal::Posted {
-            start: gda::hal::SqPos::ZERO,
-            next: gda::hal::SqPos::at_unit(1),
-            doorbell: match model::<P>() {
-                gda::sim::Model::Mlx5 => {
-                    [garbage[0], garbage[1], garbage[2], garbage[3], 0, 0, 0, 1]
-                }
-                gda::sim::Model::Bnxt(_) => {
-                    gda::bnxt::Bnxt::sq_doorbell(&sq, gda::hal::ProdIdx(1)).to_bytes()
-                }
-                _ => 1u64.to_le_bytes(),
-            },
+        let posted = unsafe {
+            P::post(
+                &sq,
+                gda::hal::SqPos::ZERO,
+                &gda::hal::WorkRequest::Nop,
+                gda::hal::SendFlags::SIGNALED,
+            )
         };
+        assert_eq!(posted.next.unit.0, 1, "a NOP is one unit");
+        // SAFETY: as above.
+        unsafe { std::ptr::copy_nonoverlapping(garbage.as_ptr(), sq.wq().buf as *mut u8, 64) };
         // SAFETY: the QP's doorbell record and register.
         unsafe { P::ring_sq(&sq, &posted) };
         let mut raw = t.raw_a();
@@ -608,7 +607,7 @@ fn malformed_wqes_give_error_cqes<P: SimModel>() {
     }
 }
 
-fn ordering_fence_and_completion_order<P: SimModel>() {
+fn ordering_fence_and_completion_order<P: Modeled>() {
     for seed in [None, Some(1), Some(2), Some(3), Some(4)] {
         let t = Pair::<P>::new(seed, CqMode::Normal, QpInit::default());
         let mut raw = t.raw_a();
@@ -661,7 +660,7 @@ fn ordering_fence_and_completion_order<P: SimModel>() {
     }
 }
 
-fn ring_wrap_far_past_65536<P: SimModel>() {
+fn ring_wrap_far_past_65536<P: Modeled>() {
     for mode in [CqMode::Normal, CqMode::Collapsed] {
         let t = Pair::<P>::new(
             None,
@@ -673,7 +672,7 @@ fn ring_wrap_far_past_65536<P: SimModel>() {
         );
         let dst = t.mr_b(8, Access::REMOTE_WRITE);
         // SAFETY: the QP and CQ outlive the queue; it is the only poster and poller.
-        let sq = unsafe { SendQueue::<P>::new(t.a.sq_handle(), t.cq_a.handle(), 20_000) }.unwrap();
+        let sq = unsafe { SendQueue::<P>::new(t.a.sq_handle::<P>().unwrap(), t.cq_a.handle(), 20_000) }.unwrap();
         let n = 70_000u64;
         for i in 0..n {
             sq.post(
@@ -692,7 +691,7 @@ fn ring_wrap_far_past_65536<P: SimModel>() {
     }
 }
 
-fn many_threads_one_qp<P: SimModel>() {
+fn many_threads_one_qp<P: Modeled>() {
     for mode in [CqMode::Normal, CqMode::Collapsed] {
         let t = Pair::<P>::new(
             None,
@@ -706,7 +705,7 @@ fn many_threads_one_qp<P: SimModel>() {
         let ctr = t.mr_b(8, Access::REMOTE_ATOMIC);
         let res = t.mr_a(16 * 8, Access::LOCAL_WRITE);
         // SAFETY: as above.
-        let sq = unsafe { SendQueue::<P>::new(t.a.sq_handle(), t.cq_a.handle(), 20_000) }.unwrap();
+        let sq = unsafe { SendQueue::<P>::new(t.a.sq_handle::<P>().unwrap(), t.cq_a.handle(), 20_000) }.unwrap();
         let per = 400u64;
         launch(16, |tid| {
             for i in 0..per {
@@ -760,20 +759,20 @@ fn many_threads_one_qp<P: SimModel>() {
 /// The chaos case `gda chaos` sweeps over any number of seeds (the same function): with four
 /// threads on one QP, data is there after every quiet and every atomic counts, on seeds 1..=12
 /// (even seeds with a collapsed CQ).
-fn chaos_seeds_keep_guarantees<P: SimModel>() {
+fn chaos_seeds_keep_guarantees<P: Modeled>() {
     for seed in 1..=12u64 {
         gda::chaos::guarantees_on::<P>(model::<P>(), seed).unwrap_or_else(|e| panic!("{e}"));
     }
 }
 
-fn cq_overrun_is_reported<P: SimModel>() {
+fn cq_overrun_is_reported<P: Modeled>() {
     let fabric = gda::sim::Fabric::new(Default::default());
-    let nic = fabric.add_nic(model::<P>());
+    let nic = fabric.add_shared_model_nic(model::<P>());
     let pd = nic.alloc_pd();
     let cq = nic.create_cq(4, CqMode::Normal).unwrap();
     let qp = pd.create_qp(QpInit::default(), &cq, &cq).unwrap();
     qp.bring_up(&qp.endpoint()).unwrap();
-    let mut raw = common::Raw::<P>::new(qp.sq_handle(), cq.handle());
+    let mut raw = common::Raw::<P>::new(qp.sq_handle::<P>().unwrap(), cq.handle());
     for _ in 0..8 {
         raw.post(&WorkRequest::Nop, SendFlags::SIGNALED);
     }
@@ -789,7 +788,7 @@ fn cq_overrun_is_reported<P: SimModel>() {
 /// index ahead of the producer, a doorbell claiming more than the ring, a SEND with a bad local
 /// key (must not use up the responder's receive), CQs from another fabric, a CQ too small for
 /// the send queue.
-fn misuse_is_contained<P: SimModel>() {
+fn misuse_is_contained<P: Modeled>() {
     // Consumer index "ahead" of the producer: reported as overrun, engine keeps running.
     let t = Pair::<P>::simple();
     let h = t.cq_a.handle();
@@ -823,20 +822,20 @@ fn misuse_is_contained<P: SimModel>() {
             ..QpInit::default()
         },
     );
-    let sq = t.a.sq_handle();
-    let p = gda::hal::Posted {
-        start: gda::hal::SqPos::ZERO,
-        next: gda::hal::SqPos::at_unit(40),
-        // bnxt's doorbell (index + epoch) cannot name more than twice the ring: it names
-        // 40 mod 32, and the zeroed WQEs there are refused the same way.
-        doorbell: match model::<P>() {
-            gda::sim::Model::Mlx5 => [0, 0, 0x27, 0, 0, 0, 0, 1],
-            gda::sim::Model::Bnxt(_) => {
-                gda::bnxt::Bnxt::sq_doorbell(&sq, gda::hal::ProdIdx(40)).to_bytes()
-            }
-            _ => 40u64.to_le_bytes(),
-        },
+    let sq = t.a.sq_handle::<P>().unwrap();
+    // A doorbell naming position 40 on a 16-unit ring: the provider's own doorbell for a NOP
+    // posted (out of turn) at 39. bnxt's doorbell (index + epoch) cannot name more than twice
+    // the ring: it names 40 mod 32, and the zeroed WQEs there are refused the same way.
+    // SAFETY: the ring belongs to this test's QP; slot 39 mod 16 is free.
+    let p = unsafe {
+        P::post(
+            &sq,
+            gda::hal::SqPos::at_unit(39),
+            &gda::hal::WorkRequest::Nop,
+            gda::hal::SendFlags::SIGNALED,
+        )
     };
+    assert_eq!(p.next.unit.0, 40);
     // SAFETY: the QP's own doorbell record and register.
     unsafe { P::ring_sq(&sq, &p) };
     let mut raw = t.raw_a();
@@ -867,7 +866,7 @@ fn misuse_is_contained<P: SimModel>() {
     let cq = t.pd_a.nic().create_cq(64, CqMode::Normal).unwrap();
     let a2 = t.pd_a.create_qp(QpInit::default(), &cq, &cq).unwrap();
     a2.bring_up(&t.b.endpoint()).unwrap();
-    let mut raw = common::Raw::<P>::new(a2.sq_handle(), cq.handle());
+    let mut raw = common::Raw::<P>::new(a2.sq_handle::<P>().unwrap(), cq.handle());
     raw.post(
         &WorkRequest::Send {
             payload: Payload::Inline(b"second"),
@@ -886,7 +885,7 @@ fn misuse_is_contained<P: SimModel>() {
     // CQs of another fabric, and a CQ smaller than the send queue.
     let other = gda::sim::Fabric::new(Default::default());
     let ocq = other
-        .add_nic(model::<P>())
+        .add_shared_model_nic(model::<P>())
         .create_cq(64, CqMode::Normal)
         .unwrap();
     let e = t
@@ -898,11 +897,11 @@ fn misuse_is_contained<P: SimModel>() {
     let small = t.pd_a.nic().create_cq(16, CqMode::Normal).unwrap();
     let q = t.pd_a.create_qp(QpInit::default(), &small, &small).unwrap();
     // SAFETY: handles of live objects.
-    assert!(unsafe { SendQueue::<P>::new(q.sq_handle(), small.handle(), 1000) }.is_err());
+    assert!(unsafe { SendQueue::<P>::new(q.sq_handle::<P>().unwrap(), small.handle(), 1000) }.is_err());
 }
 
 /// A QP in Error completes its posted receives with `WR_FLUSH_ERR`, and later ones too.
-fn receives_flush_in_error<P: SimModel>() {
+fn receives_flush_in_error<P: Modeled>() {
     let t = Pair::<P>::simple();
     let mut rq = t.recv_b();
     let buf = t.mr_b(64, Access::LOCAL_WRITE);
@@ -936,7 +935,7 @@ fn receives_flush_in_error<P: SimModel>() {
 
 /// A key that worked, then was deregistered, fails at once (the engine's key cache must not
 /// keep it alive), and nothing is written.
-fn deregistered_key_fails_after_use<P: SimModel>() {
+fn deregistered_key_fails_after_use<P: Modeled>() {
     let t = Pair::<P>::simple();
     let mut raw = t.raw_a();
     let src = t.mr_a(8, Access::empty());
@@ -968,9 +967,9 @@ fn deregistered_key_fails_after_use<P: SimModel>() {
 }
 
 /// Four NICs in a ring, each QP writing to the next NIC's region, plus a loopback QP.
-fn fabric_of_many_nics_and_loopback<P: SimModel>() {
+fn fabric_of_many_nics_and_loopback<P: Modeled>() {
     let fabric = gda::sim::Fabric::new(Default::default());
-    let nics: Vec<_> = (0..4).map(|_| fabric.add_nic(model::<P>())).collect();
+    let nics: Vec<_> = (0..4).map(|_| fabric.add_shared_model_nic(model::<P>())).collect();
     let pds: Vec<_> = nics.iter().map(|n| n.alloc_pd()).collect();
     let cqs: Vec<_> = nics
         .iter()
@@ -991,7 +990,7 @@ fn fabric_of_many_nics_and_loopback<P: SimModel>() {
         q.ready().unwrap();
     }
     for i in 0..4 {
-        let mut raw = common::Raw::<P>::new(qps[i].sq_handle(), cqs[i].handle());
+        let mut raw = common::Raw::<P>::new(qps[i].sq_handle::<P>().unwrap(), cqs[i].handle());
         let msg = [i as u8 + 1; 16];
         raw.post(
             &WorkRequest::Write {
@@ -1014,7 +1013,7 @@ fn fabric_of_many_nics_and_loopback<P: SimModel>() {
     let cq = nics[0].create_cq(64, CqMode::Normal).unwrap();
     let lo = pds[0].create_qp(QpInit::default(), &cq, &cq).unwrap();
     lo.bring_up(&lo.endpoint()).unwrap();
-    let mut raw = common::Raw::<P>::new(lo.sq_handle(), cq.handle());
+    let mut raw = common::Raw::<P>::new(lo.sq_handle::<P>().unwrap(), cq.handle());
     raw.post(
         &WorkRequest::Write {
             remote: remote(&mrs[0], 32),
@@ -1027,7 +1026,7 @@ fn fabric_of_many_nics_and_loopback<P: SimModel>() {
     assert_eq!(&contents(&mrs[0])[32..40], b"loopback");
     // Endpoints from elsewhere are refused with a clear error.
     let other = gda::sim::Fabric::new(Default::default());
-    let on = other.add_nic(model::<P>());
+    let on = other.add_shared_model_nic(model::<P>());
     let ocq = on.create_cq(4, CqMode::Normal).unwrap();
     let oq = on
         .alloc_pd()
@@ -1045,7 +1044,7 @@ fn fabric_of_many_nics_and_loopback<P: SimModel>() {
 
 /// A kernel with a real bug — a WRITE that forwards data an earlier READ fetched, without FENCE —
 /// passes without chaos, is caught by some seeds, and each such seed catches it again.
-fn chaos_seed_reproduces_a_missing_fence<P: SimModel>() {
+fn chaos_seed_reproduces_a_missing_fence<P: Modeled>() {
     let run = |seed: Option<u64>| -> bool {
         let t = Pair::<P>::new(seed, CqMode::Normal, QpInit::default());
         let src = t.mr_b(64, Access::REMOTE_READ);
@@ -1062,7 +1061,7 @@ fn chaos_seed_reproduces_a_missing_fence<P: SimModel>() {
             payload: Payload::Sges(&st),
             imm: None,
         };
-        let sq = t.a.sq_handle();
+        let sq = t.a.sq_handle::<P>().unwrap();
         // Both WQEs behind one doorbell, as a kernel batching its posts would do.
         // SAFETY: the QP's ring, record and doorbell; positions 0.. are free.
         unsafe {
@@ -1092,7 +1091,7 @@ fn chaos_seed_reproduces_a_missing_fence<P: SimModel>() {
 /// completed), and the data is then checked as the suite's quiet-then-check cases do. The
 /// correct quiet (wait for the signalled completion) passes every seed; the mutant must be
 /// caught by the chaos seeds.
-fn early_quiet_is_caught_by_chaos<P: SimModel>() {
+fn early_quiet_is_caught_by_chaos<P: Modeled>() {
     const SEEDS: u64 = 24;
     let run = |seed: u64, early: bool| -> bool {
         let t = Pair::<P>::new(Some(seed), CqMode::Normal, QpInit::default());
@@ -1133,7 +1132,7 @@ fn early_quiet_is_caught_by_chaos<P: SimModel>() {
 macro_rules! conformance {
     ($($name:ident),* $(,)?) => {
         mod native {
-            $( #[test] fn $name() { super::$name::<gda::sim::Sim>(); } )*
+            $( #[test] fn $name() { super::$name::<gda::native::Native>(); } )*
         }
         mod mlx5 {
             $( #[test] fn $name() { super::$name::<gda::mlx5::Mlx5>(); } )*
@@ -1146,7 +1145,7 @@ macro_rules! conformance {
         mod bnxt_variable {
             $( #[test] fn $name() {
                 crate::common::with_model(
-                    gda::sim::Model::Bnxt(gda::bnxt::Mode {
+                    gda::bnxt::model::BnxtModel::from(gda::bnxt::Mode {
                         wqe: gda::bnxt::WqeMode::Variable,
                         psn: gda::bnxt::PsnForm::Ext,
                     }),
@@ -1163,7 +1162,7 @@ macro_rules! conformance_fixed3 {
         mod bnxt_fixed3 {
             $( #[test] fn $name() {
                 crate::common::with_model(
-                    gda::sim::Model::Bnxt(gda::bnxt::Mode {
+                    gda::bnxt::model::BnxtModel::from(gda::bnxt::Mode {
                         wqe: gda::bnxt::WqeMode::Fixed3,
                         psn: gda::bnxt::PsnForm::Legacy,
                     }),

@@ -7,7 +7,7 @@ mod common;
 
 use common::*;
 use gda::hal::{AtomicOp, Payload, SendFlags, WcStatus, WorkRequest};
-use gda::sim::{Access, CqMode, QpInit, SimModel};
+use gda::sim::{Access, CqMode, QpInit, Modeled};
 use proptest::prelude::*;
 
 const N: usize = 256;
@@ -179,7 +179,7 @@ fn model(
     Ok(())
 }
 
-fn run<P: SimModel>(ops: &[Op], seed: u8, chaos: Option<u64>) -> Result<(), TestCaseError> {
+fn run<P: Modeled>(ops: &[Op], seed: u8, chaos: Option<u64>) -> Result<(), TestCaseError> {
     let t = Pair::<P>::new(chaos, CqMode::Normal, QpInit::default());
     let locals: Vec<_> = LOCAL_ACCESS.iter().map(|&a| t.mr_a(N, a)).collect();
     let remotes: Vec<_> = (0..3).map(|r| t.mr_b(N, remote_access(r))).collect();
@@ -315,7 +315,7 @@ proptest! {
 
     #[test]
     fn native_matches_memory_model(ops in proptest::collection::vec(arb_op(), 1..24), seed: u8, chaos in proptest::option::of(1u64..1000)) {
-        run::<gda::sim::Sim>(&ops, seed, chaos)?;
+        run::<gda::native::Native>(&ops, seed, chaos)?;
     }
 
     #[test]

@@ -512,7 +512,13 @@ impl<P: Provider> SendQueue<P> {
         &self.sq
     }
 
-    /// The shared counters.
+    /// The common part of the queue's handle (ring geometry and limits).
+    #[must_use]
+    pub fn wq(&self) -> &crate::handle::WqHandle {
+        self.sq.wq()
+    }
+
+    /// The shared counters (read-only: the mutators are crate-private).
     #[must_use]
     pub fn counters(&self) -> &Counters {
         &self.counters

@@ -6,7 +6,7 @@
 //! implements it ([`SimDomain`]); hardware verbs (ConnectX, Thor2) plug in here.
 
 use gda_hal::shm::Segment;
-use gda_hal::{CqHandle, Provider, WqHandle};
+use gda_hal::{CqHandle, Provider};
 
 use crate::error::{Result, ShmemError};
 
@@ -21,7 +21,7 @@ pub trait Domain: Send {
     /// Connects QP `qp` to a peer's endpoint bytes and makes it ready to send.
     fn connect(&mut self, qp: usize, remote: &[u8]) -> Result<()>;
     /// The send queue and its CQ (valid while the domain lives).
-    fn queues(&self, qp: usize) -> (WqHandle, CqHandle);
+    fn queues(&self, qp: usize) -> Result<(<Self::P as Provider>::Sq, CqHandle)>;
     /// Called once every PE has connected (e.g. to remove shared names).
     fn connected(&mut self) -> Result<()> {
         Ok(())
@@ -38,7 +38,7 @@ pub use sim::SimDomain;
 #[cfg(feature = "sim")]
 mod sim {
     use super::*;
-    use gda_sim::{Access, Cq, CqMode, Endpoint, Fabric, Mr, Pd, Qp, QpInit, SimModel};
+    use gda_sim::{Access, Cq, CqMode, Endpoint, Fabric, Mr, Pd, Qp, QpInit, Modeled};
     use std::marker::PhantomData;
 
     /// The software NIC as an RDMA domain: one NIC per PE, on a fabric shared by thread PEs
@@ -59,11 +59,11 @@ mod sim {
         }
     }
 
-    impl<P: SimModel> SimDomain<P> {
+    impl<P: Modeled> SimDomain<P> {
         /// A NIC of `P`'s device model on `fabric` (`shared`: a cross-process fabric, whose
         /// regions are published to the other processes).
         pub fn new(fabric: &Fabric, shared: bool) -> Self {
-            let nic = fabric.add_nic(P::MODEL);
+            let nic = fabric.add_nic_for::<P>();
             Self {
                 fabric: fabric.clone(),
                 pd: nic.alloc_pd(),
@@ -80,7 +80,7 @@ mod sim {
         }
     }
 
-    impl<P: SimModel> Domain for SimDomain<P> {
+    impl<P: Modeled> Domain for SimDomain<P> {
         type P = P;
 
         fn register(&mut self, seg: &Segment, offset: usize, len: usize) -> Result<(u32, u32)> {
@@ -127,11 +127,12 @@ mod sim {
             q.bring_up(&ep).map_err(sim_err)
         }
 
-        fn queues(&self, qp: usize) -> (WqHandle, CqHandle) {
-            self.qps
+        fn queues(&self, qp: usize) -> Result<(P::Sq, CqHandle)> {
+            let (q, c) = self
+                .qps
                 .get(qp)
-                .map(|(q, c)| (q.sq_handle(), c.handle()))
-                .unwrap_or_default()
+                .ok_or_else(|| ShmemError::Invalid(format!("no QP {qp}")))?;
+            Ok((q.sq_handle::<P>().map_err(sim_err)?, c.handle()))
         }
 
         fn connected(&mut self) -> Result<()> {

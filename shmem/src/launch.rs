@@ -15,7 +15,7 @@ use crate::pe::{Config, Pe};
 #[cfg(feature = "sim")]
 pub fn threads<P, R, F>(n: u32, cfg: &Config, f: F) -> Result<Vec<R>>
 where
-    P: gda_sim::SimModel,
+    P: gda_sim::Modeled,
     R: Send,
     F: Fn(&Pe<P>) -> Result<R> + Sync,
 {
@@ -27,7 +27,7 @@ where
 #[cfg(feature = "sim")]
 pub fn threads_on<P, R, F>(n: u32, cfg: &Config, fabric: &gda_sim::Fabric, f: F) -> Result<Vec<R>>
 where
-    P: gda_sim::SimModel,
+    P: gda_sim::Modeled,
     R: Send,
     F: Fn(&Pe<P>) -> Result<R> + Sync,
 {
@@ -99,7 +99,7 @@ where
 /// `torchrun`; see [`crate::boot::env`]), with [`Config::from_env`], over the software NIC's
 /// cross-process fabric for RDMA routes.
 #[cfg(feature = "sim")]
-pub fn init_from_env<P: gda_sim::SimModel>() -> Result<Pe<P>> {
+pub fn init_from_env<P: gda_sim::Modeled>() -> Result<Pe<P>> {
     let launch = Launch::from_env()?.ok_or_else(|| {
         ShmemError::Config(
             "no launcher environment (run under gdarun -n N, mpirun, srun or torchrun)".into(),
@@ -111,7 +111,7 @@ pub fn init_from_env<P: gda_sim::SimModel>() -> Result<Pe<P>> {
 
 /// [`init_from_env`] with explicit parameters.
 #[cfg(feature = "sim")]
-pub fn init_launched<P: gda_sim::SimModel>(launch: &Launch, cfg: &Config) -> Result<Pe<P>> {
+pub fn init_launched<P: gda_sim::Modeled>(launch: &Launch, cfg: &Config) -> Result<Pe<P>> {
     let secret = launch.secret_source()?;
     let boot = TcpBoot::connect_with(
         launch.rank,

@@ -15,7 +15,7 @@
 //!
 //! ```
 //! use gda_shmem::{Config, launch};
-//! let sums = launch::threads::<gda_sim::Sim, _, _>(4, &Config::default(), |pe| {
+//! let sums = launch::threads::<gda_native::Native, _, _>(4, &Config::default(), |pe| {
 //!     let x = pe.calloc::<u64>(1)?;
 //!     // Everyone adds its rank + 1 into PE 0's x.
 //!     pe.atomic_add(x, 0, u64::from(pe.my_pe()) + 1, 0)?;

@@ -376,7 +376,7 @@ impl<P: Provider> Pe<P> {
                 pe: j,
                 what: e.to_string(),
             })?;
-            let (wq, cq) = d.queues(qp_of[k]);
+            let (wq, cq) = d.queues(qp_of[k])?;
             let ms = u64::try_from(cfg.timeout.as_millis()).unwrap_or(u64::MAX);
             // SAFETY: the domain owns the QP and CQ and outlives the queue (field order: `rdma`
             // drops first); this queue is their only poster and poller.
@@ -708,7 +708,7 @@ impl<P: Provider> Pe<P> {
             },
             Route::Rdma(i) => {
                 let r = &self.rdma[i];
-                let max_inline = r.sq.handle().max_inline as usize;
+                let max_inline = r.sq.wq().max_inline as usize;
                 if src.len() <= max_inline {
                     let wr = WorkRequest::Write {
                         remote: self.remote(r, off),

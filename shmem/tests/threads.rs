@@ -13,7 +13,7 @@ fn cfg(t: TransportPolicy, hosts: Option<u32>) -> Config {
     }
 }
 
-fn check<P: gda_sim::SimModel>(n: u32, c: &Config, want: Transport) {
+fn check<P: gda_sim::Modeled>(n: u32, c: &Config, want: Transport) {
     let r = launch::threads::<P, _, _>(n, c, |pe| {
         let other = (pe.my_pe() + 1) % pe.n_pes();
         if other != pe.my_pe() {
@@ -32,12 +32,12 @@ fn check<P: gda_sim::SimModel>(n: u32, c: &Config, want: Transport) {
 
 #[test]
 fn p2p_threads() {
-    check::<gda_sim::Sim>(4, &cfg(TransportPolicy::P2p, None), Transport::P2p);
+    check::<gda_native::Native>(4, &cfg(TransportPolicy::P2p, None), Transport::P2p);
 }
 
 #[test]
 fn rdma_threads_native() {
-    check::<gda_sim::Sim>(3, &cfg(TransportPolicy::Rdma, None), Transport::Rdma);
+    check::<gda_native::Native>(3, &cfg(TransportPolicy::Rdma, None), Transport::Rdma);
 }
 
 #[test]
@@ -66,7 +66,7 @@ fn mixed_threads() {
 
 #[test]
 fn single_pe() {
-    check::<gda_sim::Sim>(1, &cfg(TransportPolicy::Auto, None), Transport::Local);
+    check::<gda_native::Native>(1, &cfg(TransportPolicy::Auto, None), Transport::Local);
 }
 
 #[test]
@@ -77,7 +77,7 @@ fn chaos_seeds_over_rdma_threads() {
         let fabric = gda_sim::Fabric::new(gda_sim::FabricConfig { chaos: Some(seed) });
         let c = cfg(TransportPolicy::Rdma, None);
         let run = |f: &gda_sim::Fabric| match seed % 3 {
-            0 => launch::threads_on::<gda_sim::Sim, _, _>(3, &c, f, |pe| selftest::run(pe, 32))
+            0 => launch::threads_on::<gda_native::Native, _, _>(3, &c, f, |pe| selftest::run(pe, 32))
                 .map(|_| ()),
             1 => launch::threads_on::<gda_mlx5::Mlx5, _, _>(3, &c, f, |pe| selftest::run(pe, 32))
                 .map(|_| ()),
@@ -91,7 +91,7 @@ fn chaos_seeds_over_rdma_threads() {
 #[test]
 fn misuse_gets_clear_errors() {
     let c = cfg(TransportPolicy::Auto, None);
-    launch::threads::<gda_sim::Sim, _, _>(2, &c, |pe| {
+    launch::threads::<gda_native::Native, _, _>(2, &c, |pe| {
         let x = pe.malloc::<u64>(4)?;
         let e = pe.put(x, 3, &[1, 2], 1).unwrap_err().to_string();
         assert!(e.contains("out of range"), "{e}");
@@ -130,7 +130,7 @@ fn misuse_gets_clear_errors() {
     .unwrap_or_else(|e| panic!("{e}"));
     // A PE that fails makes the others fail at once (not at the timeout), naming it.
     let t = std::time::Instant::now();
-    let e = launch::threads::<gda_sim::Sim, _, _>(3, &c, |pe| {
+    let e = launch::threads::<gda_native::Native, _, _>(3, &c, |pe| {
         if pe.my_pe() == 1 {
             return Err(gda_shmem::ShmemError::Invalid("boom".into()));
         }
@@ -150,14 +150,14 @@ fn a_sym_of_one_heap_is_refused_by_another() {
     big.heap_size = 1 << 20;
     let mut small = big.clone();
     small.heap_size = 64 << 10;
-    let far = launch::threads::<gda_sim::Sim, _, _>(1, &big, |pe| {
+    let far = launch::threads::<gda_native::Native, _, _>(1, &big, |pe| {
         let _pad = pe.malloc::<u8>(512 << 10)?;
         let far = pe.malloc::<u64>(1024)?;
         assert!(far.offset() > small_heap_bytes());
         Ok(far)
     })
     .unwrap_or_else(|e| panic!("{e}"))[0];
-    launch::threads::<gda_sim::Sim, _, _>(2, &small, |pe| {
+    launch::threads::<gda_native::Native, _, _>(2, &small, |pe| {
         let own = pe.malloc::<u64>(4)?;
         for e in [
             pe.put(far, 0, &[1u64], 1).unwrap_err(),

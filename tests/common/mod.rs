@@ -2,37 +2,50 @@
 //! provider's sim model, a connected QP pair, and raw (device-function level) posting/polling.
 #![allow(dead_code)]
 
-use std::cell::Cell;
+use std::cell::RefCell;
+use std::sync::Arc;
 use std::collections::VecDeque;
 use std::marker::PhantomData;
 use std::time::{Duration, Instant};
 
 use gda::hal::{
     CqHandle, Posted, ProdIdx, Provider, SendFlags, Sge, SqPos, WorkCompletion, WorkRequest,
-    WqHandle,
 };
 use gda::hal::{WcOpcode, WcStatus};
-use gda::sim::{Access, Cq, CqMode, Fabric, FabricConfig, Model, Mr, Pd, Qp, QpInit, SimModel};
+use gda::sim::{
+    Access, Cq, CqMode, DeviceModel, Fabric, FabricConfig, Model, Modeled, Mr, Pd, Qp, QpInit,
+};
 
 thread_local! {
-    static MODEL: Cell<Option<Model>> = const { Cell::new(None) };
+    static MODEL: RefCell<Option<Model>> = const { RefCell::new(None) };
 }
 
-/// The sim model tests of provider `P` run on: `P::MODEL`, or the one [`with_model`] set (bnxt
-/// runs the suite in several WQE modes).
-pub fn model<P: SimModel>() -> Model {
-    MODEL.with(Cell::get).unwrap_or(P::MODEL)
+/// The sim model tests of provider `P` run on: `P::model()`, or the one [`with_model`] set
+/// (bnxt runs the suite in several WQE modes).
+pub fn model<P: Modeled>() -> Model {
+    MODEL
+        .with(|c| c.borrow().clone())
+        .unwrap_or_else(|| Arc::new(P::model()))
 }
 
 /// Runs `f` with [`model`] returning `m` on this thread.
-pub fn with_model(m: Model, f: impl FnOnce()) {
-    MODEL.with(|c| c.set(Some(m)));
+pub fn with_model(m: impl DeviceModel, f: impl FnOnce()) {
+    MODEL.with(|c| *c.borrow_mut() = Some(Arc::new(m)));
     f();
-    MODEL.with(|c| c.set(None));
+    MODEL.with(|c| *c.borrow_mut() = None);
+}
+
+/// `init` with as many gather entries as `model` accepts (bnxt's fixed three-slot WQEs carry
+/// one), asking the model rather than naming a vendor.
+pub fn fit(model: &dyn DeviceModel, mut init: QpInit) -> QpInit {
+    while init.max_sge > 1 && model.layout(&init.geometry()).is_err() {
+        init.max_sge -= 1;
+    }
+    init
 }
 
 /// Two connected QPs: `a` (requester) on NIC 0, `b` (responder) on NIC 1.
-pub struct Pair<P: SimModel> {
+pub struct Pair<P: Modeled> {
     pub fabric: Fabric,
     pub pd_a: Pd,
     pub pd_b: Pd,
@@ -43,20 +56,13 @@ pub struct Pair<P: SimModel> {
     _p: PhantomData<P>,
 }
 
-impl<P: SimModel> Pair<P> {
+impl<P: Modeled> Pair<P> {
     pub fn new(chaos: Option<u64>, mode: CqMode, init: QpInit) -> Self {
-        let mut init = init;
-        if let Some(m) = model::<P>().bnxt_mode() {
-            if m.wqe == gda::bnxt::WqeMode::Fixed3 {
-                // One SGE (or 16 inline bytes) per WQE in the fixed three-slot form.
-                init.max_sge = 1;
-            } else {
-                init.max_sge = init.max_sge.min(gda::bnxt::device::MAX_SGE);
-            }
-        }
+        let m = model::<P>();
+        let init = fit(&*m, init);
         let fabric = Fabric::new(FabricConfig { chaos });
-        let na = fabric.add_nic(model::<P>());
-        let nb = fabric.add_nic(model::<P>());
+        let na = fabric.add_shared_model_nic(m.clone());
+        let nb = fabric.add_shared_model_nic(m);
         let (pd_a, pd_b) = (na.alloc_pd(), nb.alloc_pd());
         let cq_a = na.create_cq(1024, mode).unwrap();
         let rcq_a = na.create_cq(64, CqMode::Normal).unwrap();
@@ -83,11 +89,11 @@ impl<P: SimModel> Pair<P> {
     }
 
     pub fn raw_a(&self) -> Raw<P> {
-        Raw::new(self.a.sq_handle(), self.cq_a.handle())
+        Raw::new(self.a.sq_handle::<P>().unwrap(), self.cq_a.handle())
     }
 
     pub fn recv_b(&self) -> RecvQ<P> {
-        RecvQ::new(self.b.rq_handle(), self.rcq_b.handle())
+        RecvQ::new(self.b.rq_handle::<P>().unwrap(), self.rcq_b.handle())
     }
 
     pub fn mr_a(&self, len: usize, access: Access) -> Mr {
@@ -116,7 +122,7 @@ pub fn remote(mr: &Mr, off: u64) -> gda::hal::Remote {
 
 /// Raw device-function access to a send queue and its CQ (single-threaded tests).
 pub struct Raw<P: Provider> {
-    pub sq: WqHandle,
+    pub sq: P::Sq,
     pub cq: CqHandle,
     pub pos: SqPos,
     pub ci: u32,
@@ -127,7 +133,7 @@ pub struct Raw<P: Provider> {
 }
 
 impl<P: Provider> Raw<P> {
-    pub fn new(sq: WqHandle, cq: CqHandle) -> Self {
+    pub fn new(sq: P::Sq, cq: CqHandle) -> Self {
         Self {
             sq,
             cq,
@@ -240,7 +246,7 @@ pub fn poll_n<P: Provider>(cq: &CqHandle, ci: &mut u32, n: usize) -> Vec<WorkCom
 
 /// A receive queue and its CQ.
 pub struct RecvQ<P: Provider> {
-    pub rq: WqHandle,
+    pub rq: P::Rq,
     pub cq: CqHandle,
     pub pos: u32,
     pub ci: u32,
@@ -248,7 +254,7 @@ pub struct RecvQ<P: Provider> {
 }
 
 impl<P: Provider> RecvQ<P> {
-    pub fn new(rq: WqHandle, cq: CqHandle) -> Self {
+    pub fn new(rq: P::Rq, cq: CqHandle) -> Self {
         Self {
             rq,
             cq,

@@ -340,6 +340,12 @@ pub struct BnxtModel {
     pub mode: Mode,
 }
 
+impl From<Mode> for BnxtModel {
+    fn from(mode: Mode) -> Self {
+        Self { mode }
+    }
+}
+
 impl DeviceModel for BnxtModel {
     fn name(&self) -> &'static str {
         "bnxt"

@@ -261,7 +261,11 @@ impl Fabric {
 
     /// Adds a NIC executing `model`'s queues.
     pub fn add_nic(&self, model: impl DeviceModel) -> Nic {
-        let model: Model = Arc::new(model);
+        self.add_shared_model_nic(Arc::new(model))
+    }
+
+    /// Adds a NIC executing a model that other NICs may share.
+    pub fn add_shared_model_nic(&self, model: Model) -> Nic {
         let mut nics = self.inner.nics.write().unwrap_or_else(|e| e.into_inner());
         let id = nics.len() as u32;
         let nic = Arc::new(NicInner {
@@ -499,6 +503,20 @@ pub struct QpInit {
     pub path_mtu: u32,
 }
 
+impl QpInit {
+    /// The sizes a device model checks and lays out.
+    #[must_use]
+    pub fn geometry(&self) -> QpGeometry {
+        QpGeometry {
+            sq_units: self.sq_units,
+            rq_wqes: self.rq_wqes,
+            max_sge: self.max_sge,
+            max_inline: self.max_inline,
+            path_mtu: self.path_mtu,
+        }
+    }
+}
+
 impl Default for QpInit {
     fn default() -> Self {
         Self {
@@ -660,13 +678,7 @@ impl Pd {
                 "CQs must belong to the QP's fabric".into(),
             ));
         }
-        let geometry = QpGeometry {
-            sq_units: init.sq_units,
-            rq_wqes: init.rq_wqes,
-            max_sge: init.max_sge,
-            max_inline: init.max_inline,
-            path_mtu: init.path_mtu,
-        };
+        let geometry = init.geometry();
         let layout = model.layout(&geometry).map_err(SimError::InvalidArgument)?;
         let rq_stride = layout.rq_stride;
         let qpn = self.nic.inner.next_qpn.fetch_add(1, Ordering::Relaxed) & 0x00ff_ffff;

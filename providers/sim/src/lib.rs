@@ -5,30 +5,33 @@
 //! engine that notices doorbells exactly as device functions leave them in memory, fetches WQEs
 //! from ring memory, executes them with RC semantics and writes CQEs.
 //!
-//! **Device models** decide the byte formats: [`Model::Native`] is the [`Sim`] provider's own
-//! simple format; [`Model::Mlx5`] executes ConnectX WQEs, doorbell records, doorbells and CQEs,
-//! so a kernel written against `gda_mlx5::Mlx5` runs unchanged here; [`Model::Bnxt`] executes
-//! Broadcom bnxt_re queues from the doorbell alone and checks the PSN table entries software
-//! fills (see `bnxt_model.rs`). The engine never trusts
-//! queue bytes: a malformed WQE becomes the error CQE hardware would write.
+//! **Device models** decide the byte formats. Each lives in its provider's crate and implements
+//! [`gda_hal::model::DeviceModel`]; the engine is written once against that trait and never
+//! names a vendor. `gda_native::model::NativeModel` runs gda's own simple format;
+//! `gda_mlx5::model::Mlx5Model` executes ConnectX WQEs, doorbell records, doorbells and CQEs, so
+//! a kernel written against `gda_mlx5::Mlx5` runs unchanged here; `gda_bnxt::model::BnxtModel`
+//! executes Broadcom bnxt_re queues from the doorbell alone and checks the PSN-table entries
+//! software fills. [`models`] lists them. The engine never trusts queue bytes: a malformed WQE
+//! becomes the error CQE hardware would write.
 //!
 //! **Chaos mode** (`GDA_SIM_CHAOS=<seed>` or [`FabricConfig::chaos`]) varies QP service order,
 //! batch sizes and delays without breaking any guarantee hardware gives; a seed reproduces the
 //! engine's choices.
 //!
 //! ```
-//! use gda_sim::{Access, CqMode, Fabric, FabricConfig, Model, QpInit, Sim};
+//! use gda_native::Native;
+//! use gda_sim::{Access, CqMode, Fabric, FabricConfig, QpInit};
 //! use gda_hal::{Payload, Remote, SendFlags, SendQueue, WorkRequest};
 //!
 //! let fabric = Fabric::new(FabricConfig::default());
-//! let nic = fabric.add_nic(Model::Native);
+//! let nic = fabric.add_nic_for::<Native>();
 //! let pd = nic.alloc_pd();
 //! let cq = nic.create_cq(256, CqMode::Normal).unwrap();
 //! let qp = pd.create_qp(QpInit::default(), &cq, &cq).unwrap();
 //! qp.bring_up(&qp.endpoint()).unwrap(); // loopback
 //! let dst = pd.alloc_mr(64, Access::ALL);
 //! // SAFETY: the QP and CQ outlive the queue, which is the only poster and poller.
-//! let sq = unsafe { SendQueue::<Sim>::new(qp.sq_handle(), cq.handle(), 5_000) }.unwrap();
+//! let sq = unsafe { SendQueue::<Native>::new(qp.sq_handle::<Native>().unwrap(), cq.handle(), 5_000) }.unwrap();
 //! let wr = WorkRequest::Write { remote: Remote { addr: dst.addr(), rkey: dst.rkey() },
 //!     payload: Payload::Inline(b"hello, NIC"), imm: None };
 //! sq.post(&wr, SendFlags::empty()).unwrap();

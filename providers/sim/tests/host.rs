@@ -7,7 +7,9 @@ use gda_hal::shm::{self, Segment};
 use gda_hal::{
     AtomicOp, Payload, Remote, SendFlags, SendQueue, Sge, SqError, WcStatus, WorkRequest,
 };
-use gda_sim::{Access, CqMode, Fabric, FabricConfig, Model, QpInit, SimError};
+use gda_sim::{Access, CqMode, Fabric, FabricConfig, QpInit, SimError};
+use gda_mlx5::model::Mlx5Model;
+use gda_native::model::NativeModel;
 
 fn job(tag: &str) -> String {
     format!("simhost{}{tag}", std::process::id())
@@ -30,7 +32,7 @@ struct Side {
     cq: gda_sim::Cq,
 }
 
-fn side(job: &str, rank: u32, model: Model) -> Side {
+fn side(job: &str, rank: u32, model: impl gda_sim::DeviceModel) -> Side {
     let fabric = Fabric::shared(FabricConfig::default(), job, rank).unwrap();
     let nic = fabric.add_nic(model);
     let pd = nic.alloc_pd();
@@ -49,17 +51,17 @@ fn side(job: &str, rank: u32, model: Model) -> Side {
     }
 }
 
-fn sq(s: &Side) -> SendQueue<gda_sim::Sim> {
+fn sq(s: &Side) -> SendQueue<gda_native::Native> {
     // SAFETY: the QP and CQ outlive the queue in every test below.
-    unsafe { SendQueue::new(s.qp.sq_handle(), s.cq.handle(), 5_000) }.unwrap()
+    unsafe { SendQueue::new(s.qp.sq_handle::<gda_native::Native>().unwrap(), s.cq.handle(), 5_000) }.unwrap()
 }
 
 #[test]
 fn write_read_atomics_across_fabrics() {
     let job = job("a");
     let _sweep = Sweep(job.clone());
-    let a = side(&job, 0, Model::Native);
-    let b = side(&job, 1, Model::Native);
+    let a = side(&job, 0, NativeModel);
+    let b = side(&job, 1, NativeModel);
     a.qp.bring_up(&b.qp.endpoint()).unwrap();
     b.qp.bring_up(&a.qp.endpoint()).unwrap();
     // Every process has mapped what it needs: the names can go.
@@ -124,16 +126,16 @@ fn write_read_atomics_across_fabrics() {
 fn remote_checks_and_two_sided_refusal() {
     let job = job("b");
     let _sweep = Sweep(job.clone());
-    let a = side(&job, 0, Model::Mlx5);
-    let b = side(&job, 1, Model::Native);
+    let a = side(&job, 0, Mlx5Model);
+    let b = side(&job, 1, NativeModel);
     a.qp.bring_up(&b.qp.endpoint()).unwrap();
     b.qp.bring_up(&a.qp.endpoint()).unwrap();
     // A forged rkey, and a range crossing the region's end: REM_ACCESS_ERR, nothing written.
     for (i, (flip, off)) in [(1u32, 0u64), (0, (1 << 16) - 4)].into_iter().enumerate() {
         let job = format!("{job}k{i}");
         let _sweep = Sweep(job.clone());
-        let c = side(&job, 0, Model::Mlx5);
-        let d = side(&job, 1, Model::Native);
+        let c = side(&job, 0, Mlx5Model);
+        let d = side(&job, 1, NativeModel);
         c.qp.bring_up(&d.qp.endpoint()).unwrap();
         d.qp.bring_up(&c.qp.endpoint()).unwrap();
         let q = unsafe_sq::<gda_mlx5::Mlx5>(&c);
@@ -175,17 +177,17 @@ fn remote_checks_and_two_sided_refusal() {
     }
 }
 
-fn unsafe_sq<P: gda_hal::Provider>(s: &Side) -> SendQueue<P> {
+fn unsafe_sq<P: gda_sim::Modeled>(s: &Side) -> SendQueue<P> {
     // SAFETY: the QP and CQ outlive the queue.
-    unsafe { SendQueue::new(s.qp.sq_handle(), s.cq.handle(), 5_000) }.unwrap()
+    unsafe { SendQueue::new(s.qp.sq_handle::<P>().unwrap(), s.cq.handle(), 5_000) }.unwrap()
 }
 
 #[test]
 fn a_vanished_responder_stops_answering() {
     let job = job("c");
     let _sweep = Sweep(job.clone());
-    let a = side(&job, 0, Model::Native);
-    let b = side(&job, 1, Model::Native);
+    let a = side(&job, 0, NativeModel);
+    let b = side(&job, 1, NativeModel);
     a.qp.bring_up(&b.qp.endpoint()).unwrap();
     b.qp.bring_up(&a.qp.endpoint()).unwrap();
     let ep = b.qp.endpoint();
@@ -209,7 +211,7 @@ fn a_vanished_responder_stops_answering() {
     }
     // Connecting to a rank whose registry is gone is a clear error.
     let _sweep_z = Sweep(format!("{job}z"));
-    let c = side(&format!("{job}z"), 0, Model::Native);
+    let c = side(&format!("{job}z"), 0, NativeModel);
     c.qp.init().unwrap();
     let e = c.qp.connect(&ep).unwrap_err();
     drop(c);
@@ -223,14 +225,14 @@ fn register_shared_needs_a_shared_fabric_and_a_matching_segment() {
     let job = job("d");
     let _sweep = Sweep(job.clone());
     let f = Fabric::new(FabricConfig::default());
-    let pd = f.add_nic(Model::Native).alloc_pd();
+    let pd = f.add_nic_for::<gda_native::Native>().alloc_pd();
     let seg = Segment::create(&job, "m", 4096).unwrap();
     // SAFETY: refused before any registration happens.
     let e = unsafe { pd.register_shared(seg.as_ptr() as u64, 4096, Access::ALL, &seg, 0) };
     assert!(e.is_err());
     let g = Fabric::shared(FabricConfig::default(), &job, 3).unwrap();
     {
-        let pd = g.add_nic(Model::Native).alloc_pd();
+        let pd = g.add_nic_for::<gda_native::Native>().alloc_pd();
         // SAFETY: refused (range past the segment).
         let e = unsafe { pd.register_shared(seg.as_ptr() as u64, 8192, Access::ALL, &seg, 0) };
         assert!(e.is_err());

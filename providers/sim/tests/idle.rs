@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use gda_sim::{CqMode, Fabric, FabricConfig, Model, QpInit};
+use gda_sim::{CqMode, Fabric, FabricConfig, QpInit};
 
 #[test]
 #[cfg_attr(
@@ -12,7 +12,7 @@ use gda_sim::{CqMode, Fabric, FabricConfig, Model, QpInit};
 )]
 fn idle_engine_uses_under_one_percent_of_a_core() {
     let fabric = Fabric::new(FabricConfig::default());
-    let nic = fabric.add_nic(Model::Mlx5);
+    let nic = fabric.add_nic_for::<gda_mlx5::Mlx5>();
     let pd = nic.alloc_pd();
     let cq = nic.create_cq(64, CqMode::Normal).unwrap();
     let qps: Vec<_> = (0..8)

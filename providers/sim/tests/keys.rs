@@ -7,7 +7,8 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use gda_hal::{Payload, Remote, SendFlags, SendQueue, SqError, WcStatus, WorkRequest};
-use gda_sim::{Access, CqMode, Fabric, FabricConfig, Fault, Model, QpInit};
+use gda_native::Native;
+use gda_sim::{Access, CqMode, Fabric, FabricConfig, Fault, QpInit};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 
@@ -17,7 +18,7 @@ const CASES: u32 = 1000;
 #[test]
 fn a_million_forged_rkeys_are_all_refused() {
     let fabric = Fabric::new(FabricConfig::default());
-    let nic = fabric.add_nic(Model::Native);
+    let nic = fabric.add_nic_for::<Native>();
     let pd = nic.alloc_pd();
     let mr = pd.alloc_mr(4096, Access::ALL);
     let (tried, accepted) = (AtomicU64::new(0), AtomicU64::new(0));
@@ -65,7 +66,7 @@ fn keys_do_not_follow_from_each_other() {
     // first; from the OS they share nothing. 256 regions: all keys distinct, and neither the
     // differences nor the xors of consecutive keys repeat (they would for an LCG or a counter).
     let fabric = Fabric::new(FabricConfig::default());
-    let pd = fabric.add_nic(Model::Native).alloc_pd();
+    let pd = fabric.add_nic_for::<Native>().alloc_pd();
     let mrs: Vec<_> = (0..256).map(|_| pd.alloc_mr(64, Access::ALL)).collect();
     let keys: Vec<u32> = mrs.iter().flat_map(|m| [m.lkey(), m.rkey()]).collect();
     let mut uniq = keys.clone();
@@ -85,7 +86,7 @@ fn keys_do_not_follow_from_each_other() {
 #[test]
 fn forged_writes_through_the_engine_write_nothing() {
     let fabric = Fabric::new(FabricConfig::default());
-    let nic = fabric.add_nic(Model::Native);
+    let nic = fabric.add_nic_for::<Native>();
     let pd = nic.alloc_pd();
     let target = pd.alloc_mr(4096, Access::ALL);
     let mut runner = TestRunner::new(Config {
@@ -102,7 +103,7 @@ fn forged_writes_through_the_engine_write_nothing() {
             let qp = pd.create_qp(QpInit::default(), &cq, &cq).unwrap();
             qp.bring_up(&qp.endpoint()).unwrap();
             // SAFETY: the QP and CQ outlive the queue, its only poster and poller.
-            let sq = unsafe { SendQueue::<gda_sim::Sim>::new(qp.sq_handle(), cq.handle(), 5_000) }
+            let sq = unsafe { SendQueue::<Native>::new(qp.sq_handle::<Native>().unwrap(), cq.handle(), 5_000) }
                 .unwrap();
             sq.post(
                 &WorkRequest::Write {
@@ -138,7 +139,7 @@ fn region_accessors_refuse_out_of_range_offsets() {
     // around and passed.
     let fabric = Fabric::new(FabricConfig::default());
     let mr = fabric
-        .add_nic(Model::Native)
+        .add_nic_for::<Native>()
         .alloc_pd()
         .alloc_mr(64, Access::ALL);
     mr.write(0, &[1; 64]).unwrap();

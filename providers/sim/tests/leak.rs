@@ -9,7 +9,8 @@ use std::sync::atomic::{AtomicIsize, Ordering};
 use std::time::Duration;
 
 use gda_hal::{Payload, Remote, SendFlags, SendQueue, WorkRequest};
-use gda_sim::{Access, CqMode, Fabric, FabricConfig, Mr, QpInit, Sim};
+use gda_native::Native;
+use gda_sim::{Access, CqMode, Fabric, FabricConfig, Mr, QpInit};
 
 struct Counting;
 
@@ -37,7 +38,7 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static ALLOC: Counting = Counting;
 
-fn write(sq: &SendQueue<Sim>, to: &Mr) {
+fn write(sq: &SendQueue<Native>, to: &Mr) {
     let wr = WorkRequest::Write {
         remote: Remote {
             addr: to.addr(),
@@ -54,8 +55,8 @@ fn write(sq: &SendQueue<Sim>, to: &Mr) {
 fn once(seed: u64) {
     let fabric = Fabric::new(FabricConfig { chaos: Some(seed) });
     let (na, nb) = (
-        fabric.add_nic(gda_sim::Model::Native),
-        fabric.add_nic(gda_sim::Model::Native),
+        fabric.add_nic_for::<Native>(),
+        fabric.add_nic_for::<Native>(),
     );
     let (pa, pb) = (na.alloc_pd(), nb.alloc_pd());
     let (ca, cb) = (
@@ -79,15 +80,15 @@ fn once(seed: u64) {
         // poster and its CQ's only poller while it lives (the loopback queue comes after).
         let (sa, sb) = unsafe {
             (
-                SendQueue::<Sim>::new(a.sq_handle(), ca.handle(), 20_000).unwrap(),
-                SendQueue::<Sim>::new(b.sq_handle(), cb.handle(), 20_000).unwrap(),
+                SendQueue::<Native>::new(a.sq_handle::<Native>().unwrap(), ca.handle(), 20_000).unwrap(),
+                SendQueue::<Native>::new(b.sq_handle::<Native>().unwrap(), cb.handle(), 20_000).unwrap(),
             )
         };
         write(&sa, &mb);
         write(&sb, &ma);
     }
     // SAFETY: as above.
-    let sl = unsafe { SendQueue::<Sim>::new(l.sq_handle(), ca.handle(), 20_000) }.unwrap();
+    let sl = unsafe { SendQueue::<Native>::new(l.sq_handle::<Native>().unwrap(), ca.handle(), 20_000) }.unwrap();
     write(&sl, &ma);
 }
 

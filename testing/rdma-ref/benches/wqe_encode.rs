@@ -22,17 +22,18 @@ fn bench(c: &mut Criterion) {
     let mut ring = case::ring(RING);
     let mut dbrec = [0u32; 2];
     let mut db = [0u64; 64];
-    let wq = WqHandle {
-        buf: ring.as_mut_ptr() as u64,
-        dbrec: dbrec.as_mut_ptr() as u64,
-        db: db.as_mut_ptr() as u64,
-        entries: RING,
-        stride: 0,
-        qpn: 0x1234,
-        max_inline: 256,
-        max_sge: 4,
+    let wq = gda_mlx5::Mlx5Sq {
+        wq: WqHandle {
+            buf: ring.as_mut_ptr() as u64,
+            dbrec: dbrec.as_mut_ptr() as u64,
+            db: db.as_mut_ptr() as u64,
+            entries: RING,
+            stride: 0,
+            qpn: 0x1234,
+            max_inline: 256,
+            max_sge: 4,
+        },
         bf_size: 0,
-        ..WqHandle::default()
     };
     let remote = Remote {
         addr: 0x7f00_0000_1000,

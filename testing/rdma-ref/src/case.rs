@@ -189,17 +189,18 @@ impl Case {
         let wr = self.to_gda(&inline);
         let mut dbrec = [0u32; 2];
         let mut uar = [[0u64; 8]; 16];
-        let wq = WqHandle {
-            buf: sq.as_mut_ptr() as u64,
-            dbrec: dbrec.as_mut_ptr() as u64,
-            db: uar.as_mut_ptr() as u64,
-            entries: self.cfg.sq_wqe_cnt,
-            stride: 0,
-            qpn: self.cfg.qp_num,
-            max_inline: self.cfg.max_inline,
-            max_sge: self.cfg.max_sge,
+        let wq = gda_mlx5::Mlx5Sq {
+            wq: WqHandle {
+                buf: sq.as_mut_ptr() as u64,
+                dbrec: dbrec.as_mut_ptr() as u64,
+                db: uar.as_mut_ptr() as u64,
+                entries: self.cfg.sq_wqe_cnt,
+                stride: 0,
+                qpn: self.cfg.qp_num,
+                max_inline: self.cfg.max_inline,
+                max_sge: self.cfg.max_sge,
+            },
             bf_size: self.cfg.bf_size,
-            ..WqHandle::default()
         };
         Mlx5::check(&wq, &wr)?;
         let ds = gda_mlx5::device::ds_for(&wr);

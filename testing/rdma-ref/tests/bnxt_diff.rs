@@ -316,20 +316,23 @@ fn run_case(
 
     // gda over a 0x5a ring.
     let mut g = vec![0x5au8; len];
-    let wq = WqHandle {
-        buf: g.as_mut_ptr() as u64,
-        db: 0,
-        entries: units,
-        qpn: qp_id,
-        max_inline,
-        max_sge,
-        aux: g.as_mut_ptr() as u64 + u64::from(slots) * 16,
-        aux_entries: mode.psn_entries(units),
-        mode: mode.bits(),
-        path_mtu: 128 << mtu_enum,
-        start_psn: 0,
-        ..WqHandle::default()
-    };
+    let wq = gda_bnxt::BnxtSq::new(
+        WqHandle {
+            buf: g.as_mut_ptr() as u64,
+            db: 0,
+            entries: units,
+            qpn: qp_id,
+            max_inline,
+            max_sge,
+            ..WqHandle::default()
+        },
+        mode,
+        g.as_mut_ptr() as u64 + u64::from(slots) * 16,
+        mode.psn_entries(units),
+        128 << mtu_enum,
+        0,
+    )
+    .expect("a geometry rdma-core accepted");
     let mut at = SqPos {
         unit: gda_hal::ProdIdx(first + if epoch { units } else { 0 }),
         msg: msn0,
@@ -579,19 +582,22 @@ fn reference_vectors_from_the_fact_sheet() {
         wqe: WqeMode::Static,
         psn: PsnForm::Legacy,
     };
-    let wq = WqHandle {
-        buf: g.as_mut_ptr() as u64,
-        entries: 16,
-        qpn: 0x21,
-        max_inline: 96,
-        max_sge: 6,
-        aux: g.as_mut_ptr() as u64 + 8 * 16 * 16,
-        aux_entries: 16,
-        mode: mode.bits(),
-        path_mtu: 1024,
-        start_psn: 0x100,
-        ..WqHandle::default()
-    };
+    let wq = gda_bnxt::BnxtSq::new(
+        WqHandle {
+            buf: g.as_mut_ptr() as u64,
+            entries: 16,
+            qpn: 0x21,
+            max_inline: 96,
+            max_sge: 6,
+            ..WqHandle::default()
+        },
+        mode,
+        g.as_mut_ptr() as u64 + 8 * 16 * 16,
+        16,
+        1024,
+        0x100,
+    )
+    .unwrap();
     let sge = [Sge {
         addr: 0x7f00_0000_2000,
         length: 4096,

@@ -272,15 +272,24 @@ fn check(s: &Scenario) -> Result<(), TestCaseError> {
         cqn: 0x10,
         ..CqHandle::default()
     };
-    let wq = WqHandle {
-        entries: MAX_SWR,
-        mode: Mode {
-            wqe: WqeMode::Static,
-            psn: PsnForm::Msn,
-        }
-        .bits(),
-        ..WqHandle::default()
+    let mode = Mode {
+        wqe: WqeMode::Static,
+        psn: PsnForm::Msn,
     };
+    // Only the ring geometry and mode matter here (nothing is posted); the table is real.
+    let mut table = vec![0u64; mode.psn_entries(MAX_SWR) as usize];
+    let wq = gda_bnxt::BnxtSq::new(
+        WqHandle {
+            entries: MAX_SWR,
+            ..WqHandle::default()
+        },
+        mode,
+        table.as_mut_ptr() as u64,
+        mode.psn_entries(MAX_SWR),
+        1024,
+        0,
+    )
+    .unwrap();
     let mut sq: VecDeque<(usize, BrefSwqe)> = swqe.iter().copied().enumerate().collect();
     let mut rq: VecDeque<u64> = rq_ids.iter().copied().collect();
     let mut cons = s.cons;

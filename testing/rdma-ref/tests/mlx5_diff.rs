@@ -136,7 +136,7 @@ fn check(case: &Case) -> Result<Outcome, TestCaseError> {
     // (the fact sheet's "impossible request"), and rdma-core is not run on it.
     let inline = case.inline_bytes();
     let units = <gda_mlx5::Mlx5 as gda_hal::Provider>::cost(
-        &gda_hal::WqHandle::default(),
+        &gda_mlx5::Mlx5Sq::default(),
         &case.to_gda(&inline),
     )
     .units;
