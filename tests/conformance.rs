@@ -589,13 +589,12 @@ fn malformed_wqes_give_error_cqes<P: Modeled>() {
                 gda::hal::SendFlags::SIGNALED,
             )
         };
-        assert_eq!(posted.next.unit.0, 1, "a NOP is one unit");
         // SAFETY: as above.
         unsafe { std::ptr::copy_nonoverlapping(garbage.as_ptr(), sq.wq().buf as *mut u8, 64) };
         // SAFETY: the QP's doorbell record and register.
         unsafe { P::ring_sq(&sq, &posted) };
         let mut raw = t.raw_a();
-        raw.pos = gda::hal::SqPos::at_unit(1);
+        raw.pos = posted.next;
         let w = raw.wait(1);
         assert!(
             matches!(w[0].status, WcStatus::LocQpOpErr | WcStatus::LocLenErr),
@@ -824,13 +823,14 @@ fn misuse_is_contained<P: Modeled>() {
     );
     let sq = t.a.sq_handle::<P>().unwrap();
     // A doorbell naming position 40 on a 16-unit ring: the provider's own doorbell for a NOP
-    // posted (out of turn) at 39. bnxt's doorbell (index + epoch) cannot name more than twice
+    // posted (out of turn) just before 40. bnxt's doorbell (index + epoch) cannot name more than twice
     // the ring: it names 40 mod 32, and the zeroed WQEs there are refused the same way.
-    // SAFETY: the ring belongs to this test's QP; slot 39 mod 16 is free.
+    let nop = P::cost(&sq, &gda::hal::WorkRequest::Nop).units;
+    // SAFETY: the ring belongs to this test's QP; the slots before 40 are free.
     let p = unsafe {
         P::post(
             &sq,
-            gda::hal::SqPos::at_unit(39),
+            gda::hal::SqPos::at_unit(40 - nop),
             &gda::hal::WorkRequest::Nop,
             gda::hal::SendFlags::SIGNALED,
         )

@@ -1,5 +1,5 @@
 //! Model-checks the posting protocol's counters with loom:
-//! `RUSTFLAGS="--cfg loom" cargo test -p gda-hal --test loom --release`.
+//! `RUSTFLAGS="--cfg loom" cargo test -p gda-hal --test loom --release --features loom-internals`.
 //!
 //! Producers share a tiny ring; a fake device completes whatever has been rung. Every
 //! interleaving must ring doorbells in reservation order with monotone doorbell values, never
@@ -135,4 +135,166 @@ fn two_producers_psn_tracking_wrapping() {
 #[test]
 fn two_producers_psn_tracking_ring_full() {
     run(2, 2, 2, 1, true);
+}
+
+/// The shipped `SendQueue` — reservation, quarter-ring signalling, ring-in-order, polling and
+/// `quiet` with its signalled-NOP marker — driven through a fake provider whose "device" executes
+/// rung WQEs when the CQ is polled and, like hardware, writes CQEs only for signalled ones.
+mod shipped_quiet {
+    use gda_hal::op::{SendFlags, WorkRequest};
+    use gda_hal::progress::{CollapsedProgress, OutOfWindow};
+    use gda_hal::{Cost, CqHandle, PostError, Posted, ProdIdx, Provider, SendQueue, Sge, SqPos};
+    use gda_hal::{WcOpcode, WcStatus, WorkCompletion, WqHandle};
+    use loom::sync::{Arc, Mutex};
+
+    /// The fake NIC: WQE slots (signalled or not), the doorbell, and the CQEs written so far.
+    #[derive(Default)]
+    struct Nic {
+        slots: Vec<bool>,
+        doorbell: u64,
+        executed: u64,
+        cqes: Vec<u32>,
+    }
+
+    type Dev = Mutex<Nic>;
+
+    fn dev<'a>(addr: u64) -> &'a Dev {
+        // SAFETY: every handle of these tests carries the address of a `Dev` that the model
+        // iteration keeps alive (an `Arc` held until all threads joined).
+        unsafe { &*(addr as *const Dev) }
+    }
+
+    #[derive(Clone, Copy, Debug)]
+    struct Fake;
+
+    impl Provider for Fake {
+        type Sq = WqHandle;
+        type Rq = WqHandle;
+        type Cqe = u64;
+        const NAME: &'static str = "fake";
+        const SQ_UNIT_BYTES: u32 = 64;
+        const CQE_BYTES: u32 = 8;
+        const MAX_INLINE_BYTES: u32 = 0;
+        const MAX_WQE_UNITS: u32 = 1;
+        const HAS_DOORBELL_RECORD: bool = false;
+        const WQE_COUNTER_BITS: u32 = 32;
+        const CQ_INDEX_BITS: u32 = 32;
+        const ATOMIC_RESULT_BIG_ENDIAN: bool = false;
+
+        fn cost(_: &WqHandle, _: &WorkRequest<'_>) -> Cost {
+            Cost { units: 1, packets: 0 }
+        }
+        fn check(sq: &WqHandle, wr: &WorkRequest<'_>) -> Result<Cost, PostError> {
+            sq.ring().ok_or(PostError::BadRing)?;
+            Ok(Self::cost(sq, wr))
+        }
+        unsafe fn post(sq: &WqHandle, at: SqPos, _: &WorkRequest<'_>, f: SendFlags) -> Posted {
+            let mut n = dev(sq.buf).lock().unwrap();
+            let slot = (at.unit.0 % sq.entries) as usize;
+            n.slots[slot] = f.contains(SendFlags::SIGNALED);
+            Posted::new(at, Cost { units: 1, packets: 0 }, [0; 8])
+        }
+        unsafe fn ring_sq(sq: &WqHandle, posted: &Posted) {
+            let mut n = dev(sq.buf).lock().unwrap();
+            let next = u64::from(posted.next.unit.0);
+            assert!(next > n.doorbell, "doorbells must move forward");
+            n.doorbell = next;
+        }
+        unsafe fn post_recv<const N: usize>(_: &WqHandle, _: ProdIdx, _: &[Sge; N]) {}
+        unsafe fn ring_rq(_: &WqHandle, _: ProdIdx) {}
+        unsafe fn poll_cq(cq: &CqHandle, ci: u32) -> Option<WorkCompletion> {
+            let mut n = dev(cq.buf).lock().unwrap();
+            // The device executes everything rung so far, writing CQEs for signalled WQEs.
+            while n.executed < n.doorbell {
+                let pos = n.executed;
+                let len = n.slots.len() as u64;
+                if n.slots[(pos % len) as usize] {
+                    n.cqes.push(pos as u32);
+                }
+                n.executed += 1;
+            }
+            n.cqes.get(ci as usize).map(|&c| WorkCompletion {
+                status: WcStatus::Success,
+                opcode: WcOpcode::RdmaWrite,
+                wqe_counter: c,
+                byte_len: 0,
+                imm: None,
+                qpn: 1,
+                vendor_err: 0,
+                is_recv: false,
+            })
+        }
+        unsafe fn update_cq_ci(_: &CqHandle, _: u32) {}
+        unsafe fn poll_collapsed(
+            _: &WqHandle,
+            _: &CqHandle,
+            _: &mut CollapsedProgress,
+            _: u64,
+        ) -> Result<Option<WorkCompletion>, OutOfWindow> {
+            Ok(None)
+        }
+    }
+
+    /// Two producers post `posts` unsignalled-by-request writes each on an 8-unit ring (so the
+    /// quarter-ring rule leaves some WQEs unsignalled) and quiet. Whatever the interleaving,
+    /// quiet returns only once the device has executed everything reserved before it began —
+    /// through the signalled NOP when the newest WQE asked for no CQE.
+    fn run(posts: usize) {
+        let mut b = loom::model::Builder::new();
+        b.preemption_bound = Some(2);
+        b.check(move || {
+            let nic = Arc::new(Mutex::new(Nic {
+                slots: vec![false; 8],
+                ..Nic::default()
+            }));
+            let addr = &*nic as *const Dev as u64;
+            let wq = WqHandle {
+                buf: addr,
+                entries: 8,
+                qpn: 1,
+                max_sge: 1,
+                ..WqHandle::default()
+            };
+            let cq = CqHandle {
+                buf: addr,
+                entries: 8,
+                cqe_bytes: 8,
+                ..CqHandle::default()
+            };
+            // SAFETY: the fake device outlives the queue; only this queue polls the CQ.
+            let sq = Arc::new(unsafe { SendQueue::<Fake>::new(wq, cq, 1_000) }.unwrap());
+            let handles: Vec<_> = (0..2)
+                .map(|_| {
+                    let (sq, nic) = (sq.clone(), nic.clone());
+                    loom::thread::spawn(move || {
+                        for _ in 0..posts {
+                            sq.post(&WorkRequest::Nop, SendFlags::empty()).unwrap();
+                        }
+                        let before = sq.counters().reserved();
+                        sq.quiet().unwrap();
+                        let executed = nic.lock().unwrap().executed;
+                        assert!(
+                            executed >= before,
+                            "quiet returned with {executed} of {before} reserved WQEs executed"
+                        );
+                    })
+                })
+                .collect();
+            for h in handles {
+                h.join().unwrap();
+            }
+            let n = nic.lock().unwrap();
+            assert_eq!(n.doorbell, sq.counters().reserved(), "every reservation was rung");
+        });
+    }
+
+    #[test]
+    fn one_post_each_then_quiet() {
+        run(1);
+    }
+
+    #[test]
+    fn two_posts_each_then_quiet() {
+        run(2);
+    }
 }
