@@ -120,8 +120,8 @@ pub fn guarantees_on<P: Modeled>(model: gda_sim::Model, seed: u64) -> Result<(),
     let res = pa.alloc_mr(8 * THREADS as usize, Access::LOCAL_WRITE);
     // SAFETY: the QP and CQ outlive the queue (all are dropped at the end of this function,
     // the queue first); it is their only poster and poller.
-    let sq =
-        unsafe { SendQueue::<P>::new(a.sq_handle::<P>().unwrap(), cq_a.handle(), 20_000) }.map_err(|x| e(&x))?;
+    let sq = unsafe { SendQueue::<P>::new(a.sq_handle::<P>().unwrap(), cq_a.handle(), 20_000) }
+        .map_err(|x| e(&x))?;
     let rem = |mr: &gda_sim::Mr, off: u64| Remote {
         addr: mr.addr() + off,
         rkey: mr.rkey(),

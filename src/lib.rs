@@ -35,18 +35,18 @@
 #[cfg(feature = "bnxt")]
 pub use gda_bnxt as bnxt;
 pub use gda_hal as hal;
-pub use gda_native as native;
 #[cfg(feature = "mlx5")]
 pub use gda_mlx5 as mlx5;
+pub use gda_native as native;
 #[cfg(feature = "sim")]
 pub use gda_sim as sim;
 
-#[cfg(all(feature = "sim", feature = "mlx5", feature = "bnxt"))]
+#[cfg(sim_all)]
 pub mod chaos;
 pub mod cli;
-#[cfg(all(feature = "sim", feature = "mlx5"))]
+#[cfg(sim_mlx5)]
 pub mod perf;
-#[cfg(all(feature = "sim", feature = "mlx5", feature = "bnxt"))]
+#[cfg(sim_all)]
 pub mod shmem_cli;
 pub mod wire;
 

@@ -1,7 +1,7 @@
 //! What the sim's bnxt device model checks beyond the conformance suite: it runs from the
 //! doorbell alone, and it rejects WQEs whose PSN-table entry does not follow the PSN sequence
 //! (the bug class where concurrent producers fill entries out of order).
-#![cfg(all(feature = "sim", feature = "bnxt"))]
+#![cfg(sim_bnxt)]
 
 mod common;
 
@@ -24,24 +24,31 @@ fn write<'a>(dst: &gda::sim::Mr, data: &'a [u8]) -> WorkRequest<'a> {
 fn doorbell_alone_drives_the_queue() {
     for form in [PsnForm::Legacy, PsnForm::Ext, PsnForm::Msn] {
         for wqe in [WqeMode::Static, WqeMode::Variable, WqeMode::Fixed3] {
-            with_model(gda::bnxt::model::BnxtModel::from(Mode { wqe, psn: form }), || {
-                let t = Pair::<Bnxt>::simple();
-                let mut raw = t.raw_a();
-                assert_eq!(gda::hal::QueueHandle::wq(&raw.sq).dbrec, 0, "bnxt has no doorbell record");
-                let dst = t.mr_b(16, Access::REMOTE_WRITE);
-                let wr = write(&dst, b"abc");
-                Bnxt::check(&raw.sq, &wr).unwrap();
-                // Written but not rung: the NIC must not see it.
-                // SAFETY: the QP's ring; position 0 is free.
-                let p = unsafe { Bnxt::post(&raw.sq, SqPos::ZERO, &wr, SendFlags::SIGNALED) };
-                assert!(raw.drain_for(Duration::from_millis(30)).is_empty());
-                assert_eq!(&contents(&dst)[..3], &[0, 0, 0]);
-                // SAFETY: the QP's doorbell.
-                unsafe { Bnxt::ring_sq(&raw.sq, &p) };
-                raw.pos = p.next;
-                assert_eq!(raw.wait(1)[0].status, WcStatus::Success);
-                assert_eq!(&contents(&dst)[..3], b"abc");
-            });
+            with_model(
+                gda::bnxt::model::BnxtModel::from(Mode { wqe, psn: form }),
+                || {
+                    let t = Pair::<Bnxt>::simple();
+                    let mut raw = t.raw_a();
+                    assert_eq!(
+                        gda::hal::QueueHandle::wq(&raw.sq).dbrec,
+                        0,
+                        "bnxt has no doorbell record"
+                    );
+                    let dst = t.mr_b(16, Access::REMOTE_WRITE);
+                    let wr = write(&dst, b"abc");
+                    Bnxt::check(&raw.sq, &wr).unwrap();
+                    // Written but not rung: the NIC must not see it.
+                    // SAFETY: the QP's ring; position 0 is free.
+                    let p = unsafe { Bnxt::post(&raw.sq, SqPos::ZERO, &wr, SendFlags::SIGNALED) };
+                    assert!(raw.drain_for(Duration::from_millis(30)).is_empty());
+                    assert_eq!(&contents(&dst)[..3], &[0, 0, 0]);
+                    // SAFETY: the QP's doorbell.
+                    unsafe { Bnxt::ring_sq(&raw.sq, &p) };
+                    raw.pos = p.next;
+                    assert_eq!(raw.wait(1)[0].status, WcStatus::Success);
+                    assert_eq!(&contents(&dst)[..3], b"abc");
+                },
+            );
         }
     }
 }

@@ -7,9 +7,9 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use gda::hal::{AtomicOp, Payload, SendFlags, SendQueue, WcOpcode, WcStatus, WorkRequest};
 use gda::hal::QueueHandle;
-use gda::sim::{Access, CqMode, QpInit, QpState, Modeled, launch};
+use gda::hal::{AtomicOp, Payload, SendFlags, SendQueue, WcOpcode, WcStatus, WorkRequest};
+use gda::sim::{Access, CqMode, Modeled, QpInit, QpState, launch};
 
 const SIZES: &[usize] = &[0, 1, 7, 8, 63, 64, 4095, 4096, 65536, 1 << 20];
 
@@ -671,7 +671,9 @@ fn ring_wrap_far_past_65536<P: Modeled>() {
         );
         let dst = t.mr_b(8, Access::REMOTE_WRITE);
         // SAFETY: the QP and CQ outlive the queue; it is the only poster and poller.
-        let sq = unsafe { SendQueue::<P>::new(t.a.sq_handle::<P>().unwrap(), t.cq_a.handle(), 20_000) }.unwrap();
+        let sq =
+            unsafe { SendQueue::<P>::new(t.a.sq_handle::<P>().unwrap(), t.cq_a.handle(), 20_000) }
+                .unwrap();
         let n = 70_000u64;
         for i in 0..n {
             sq.post(
@@ -704,7 +706,9 @@ fn many_threads_one_qp<P: Modeled>() {
         let ctr = t.mr_b(8, Access::REMOTE_ATOMIC);
         let res = t.mr_a(16 * 8, Access::LOCAL_WRITE);
         // SAFETY: as above.
-        let sq = unsafe { SendQueue::<P>::new(t.a.sq_handle::<P>().unwrap(), t.cq_a.handle(), 20_000) }.unwrap();
+        let sq =
+            unsafe { SendQueue::<P>::new(t.a.sq_handle::<P>().unwrap(), t.cq_a.handle(), 20_000) }
+                .unwrap();
         let per = 400u64;
         launch(16, |tid| {
             for i in 0..per {
@@ -897,7 +901,9 @@ fn misuse_is_contained<P: Modeled>() {
     let small = t.pd_a.nic().create_cq(16, CqMode::Normal).unwrap();
     let q = t.pd_a.create_qp(QpInit::default(), &small, &small).unwrap();
     // SAFETY: handles of live objects.
-    assert!(unsafe { SendQueue::<P>::new(q.sq_handle::<P>().unwrap(), small.handle(), 1000) }.is_err());
+    assert!(
+        unsafe { SendQueue::<P>::new(q.sq_handle::<P>().unwrap(), small.handle(), 1000) }.is_err()
+    );
 }
 
 /// A QP in Error completes its posted receives with `WR_FLUSH_ERR`, and later ones too.
@@ -969,7 +975,9 @@ fn deregistered_key_fails_after_use<P: Modeled>() {
 /// Four NICs in a ring, each QP writing to the next NIC's region, plus a loopback QP.
 fn fabric_of_many_nics_and_loopback<P: Modeled>() {
     let fabric = gda::sim::Fabric::new(Default::default());
-    let nics: Vec<_> = (0..4).map(|_| fabric.add_shared_model_nic(model::<P>())).collect();
+    let nics: Vec<_> = (0..4)
+        .map(|_| fabric.add_shared_model_nic(model::<P>()))
+        .collect();
     let pds: Vec<_> = nics.iter().map(|n| n.alloc_pd()).collect();
     let cqs: Vec<_> = nics
         .iter()

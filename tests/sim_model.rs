@@ -7,7 +7,7 @@ mod common;
 
 use common::*;
 use gda::hal::{AtomicOp, Payload, SendFlags, WcStatus, WorkRequest};
-use gda::sim::{Access, CqMode, QpInit, Modeled};
+use gda::sim::{Access, CqMode, Modeled, QpInit};
 use proptest::prelude::*;
 
 const N: usize = 256;

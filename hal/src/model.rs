@@ -209,7 +209,13 @@ impl Region {
             return false;
         }
         // SAFETY: in range of the view (checked), whose memory is valid (constructor contract).
-        unsafe { mmio::dma_copy(out.as_mut_ptr(), (self.addr as usize + off) as *const u8, out.len()) };
+        unsafe {
+            mmio::dma_copy(
+                out.as_mut_ptr(),
+                (self.addr as usize + off) as *const u8,
+                out.len(),
+            )
+        };
         true
     }
 
@@ -219,7 +225,13 @@ impl Region {
             return false;
         }
         // SAFETY: as in `read`.
-        unsafe { mmio::dma_copy((self.addr as usize + off) as *mut u8, data.as_ptr(), data.len()) };
+        unsafe {
+            mmio::dma_copy(
+                (self.addr as usize + off) as *mut u8,
+                data.as_ptr(),
+                data.len(),
+            )
+        };
         true
     }
 
@@ -386,7 +398,13 @@ pub trait DeviceModel: Debug + Send + Sync + 'static {
 
     /// Checks what the format asks software to record per WQE against the engine's RC sequence
     /// (bnxt: the PSN-table entry). `Err` names the mismatch; the WQE fails.
-    fn check_sequence(&self, qp: &QpView, pos: u64, seq: &Seq, op: &WqeOp) -> Result<(), ModelError> {
+    fn check_sequence(
+        &self,
+        qp: &QpView,
+        pos: u64,
+        seq: &Seq,
+        op: &WqeOp,
+    ) -> Result<(), ModelError> {
         let _ = (qp, pos, seq, op);
         Ok(())
     }

@@ -686,7 +686,11 @@ impl<P: Provider> SendQueue<P> {
 #[must_use]
 pub const fn max_wqe_units(capacity: u64, format_max: u32) -> u32 {
     let half = (capacity + 1) / 2;
-    let m = if (format_max as u64) < half { format_max as u64 } else { half };
+    let m = if (format_max as u64) < half {
+        format_max as u64
+    } else {
+        half
+    };
     if m == 0 { 1 } else { m as u32 }
 }
 
@@ -753,7 +757,13 @@ mod tests {
                                 0 => m,
                                 1 => 1,
                                 2 => 1 + ((i * 7) % u64::from(m)) as u32,
-                                _ => if i % 3 == 0 { m } else { 1 },
+                                _ => {
+                                    if i % 3 == 0 {
+                                        m
+                                    } else {
+                                        1
+                                    }
+                                }
                             };
                             let end = pos + u64::from(u);
                             assert!(

@@ -182,7 +182,10 @@ mod shipped_quiet {
         const ATOMIC_RESULT_BIG_ENDIAN: bool = false;
 
         fn cost(_: &WqHandle, _: &WorkRequest<'_>) -> Cost {
-            Cost { units: 1, packets: 0 }
+            Cost {
+                units: 1,
+                packets: 0,
+            }
         }
         fn check(sq: &WqHandle, wr: &WorkRequest<'_>) -> Result<Cost, PostError> {
             sq.ring().ok_or(PostError::BadRing)?;
@@ -192,7 +195,14 @@ mod shipped_quiet {
             let mut n = dev(sq.buf).lock().unwrap();
             let slot = (at.unit.0 % sq.entries) as usize;
             n.slots[slot] = f.contains(SendFlags::SIGNALED);
-            Posted::new(at, Cost { units: 1, packets: 0 }, [0; 8])
+            Posted::new(
+                at,
+                Cost {
+                    units: 1,
+                    packets: 0,
+                },
+                [0; 8],
+            )
         }
         unsafe fn ring_sq(sq: &WqHandle, posted: &Posted) {
             let mut n = dev(sq.buf).lock().unwrap();
@@ -286,7 +296,11 @@ mod shipped_quiet {
                 h.join().unwrap();
             }
             let n = nic.lock().unwrap();
-            assert_eq!(n.doorbell, sq.counters().reserved(), "every reservation was rung");
+            assert_eq!(
+                n.doorbell,
+                sq.counters().reserved(),
+                "every reservation was rung"
+            );
         });
     }
 

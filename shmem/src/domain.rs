@@ -38,7 +38,7 @@ pub use sim::SimDomain;
 #[cfg(feature = "sim")]
 mod sim {
     use super::*;
-    use gda_sim::{Access, Cq, CqMode, Endpoint, Fabric, Mr, Pd, Qp, QpInit, Modeled};
+    use gda_sim::{Access, Cq, CqMode, Endpoint, Fabric, Modeled, Mr, Pd, Qp, QpInit};
     use std::marker::PhantomData;
 
     /// The software NIC as an RDMA domain: one NIC per PE, on a fabric shared by thread PEs

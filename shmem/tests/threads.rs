@@ -77,8 +77,10 @@ fn chaos_seeds_over_rdma_threads() {
         let fabric = gda_sim::Fabric::new(gda_sim::FabricConfig { chaos: Some(seed) });
         let c = cfg(TransportPolicy::Rdma, None);
         let run = |f: &gda_sim::Fabric| match seed % 3 {
-            0 => launch::threads_on::<gda_native::Native, _, _>(3, &c, f, |pe| selftest::run(pe, 32))
-                .map(|_| ()),
+            0 => {
+                launch::threads_on::<gda_native::Native, _, _>(3, &c, f, |pe| selftest::run(pe, 32))
+                    .map(|_| ())
+            }
             1 => launch::threads_on::<gda_mlx5::Mlx5, _, _>(3, &c, f, |pe| selftest::run(pe, 32))
                 .map(|_| ()),
             _ => launch::threads_on::<gda_bnxt::Bnxt, _, _>(3, &c, f, |pe| selftest::run(pe, 32))

@@ -3,9 +3,9 @@
 #![allow(dead_code)]
 
 use std::cell::RefCell;
-use std::sync::Arc;
 use std::collections::VecDeque;
 use std::marker::PhantomData;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use gda::hal::{

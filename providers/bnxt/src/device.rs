@@ -317,12 +317,7 @@ impl Bnxt {
     /// # Safety
     /// As [`Provider::post`].
     #[inline(always)]
-    unsafe fn write_wqe(
-        sq: &BnxtSq,
-        at: SqPos,
-        wr: &WorkRequest<'_>,
-        flags: SendFlags,
-    ) -> Posted {
+    unsafe fn write_wqe(sq: &BnxtSq, at: SqPos, wr: &WorkRequest<'_>, flags: SendFlags) -> Posted {
         let (mode, wq) = (sq.mode, &sq.wq);
         let len = payload_len(wr);
         let cost = cost_in(mode.wqe, wr, len, sq.path_mtu);
@@ -543,7 +538,10 @@ impl Provider for Bnxt {
     /// `log2(entries)` bits.
     #[inline(always)]
     fn completion_bits(sq: &BnxtSq) -> u32 {
-        sq.wq.entries.trailing_zeros().clamp(1, Self::WQE_COUNTER_BITS)
+        sq.wq
+            .entries
+            .trailing_zeros()
+            .clamp(1, Self::WQE_COUNTER_BITS)
     }
 
     /// `con_indx` is in doorbell units (slots in the fixed-3 form) and points *after* the
@@ -713,7 +711,8 @@ mod tests {
             imm: None,
         };
         assert!(Bnxt::check(&good, &write).is_ok());
-        let bad_handle = |r: Result<BnxtSq, PostError>| matches!(r, Err(PostError::BadHandle { .. }));
+        let bad_handle =
+            |r: Result<BnxtSq, PostError>| matches!(r, Err(PostError::BadHandle { .. }));
         assert!(
             bad_handle(make(wq, Mode::default(), 0, 16, 1024)),
             "no PSN table"
@@ -745,10 +744,7 @@ mod tests {
         );
         assert_eq!(
             make(
-                WqHandle {
-                    entries: 12,
-                    ..wq
-                },
+                WqHandle { entries: 12, ..wq },
                 Mode::default(),
                 table,
                 16,

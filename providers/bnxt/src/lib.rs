@@ -22,9 +22,9 @@
 extern crate std;
 
 pub mod device;
+pub mod mode;
 #[cfg(feature = "model")]
 pub mod model;
-pub mod mode;
 pub mod wire;
 
 pub use device::{Bnxt, BnxtSq};

@@ -144,13 +144,7 @@ fn fetch(
 
 /// Checks the PSN-table entry of the WQE at `pos` against the engine's sequence. Returns what
 /// is wrong, or `Ok`.
-fn check_psn(
-    qp: &QpView,
-    mode: Mode,
-    pos: u64,
-    seq: &Seq,
-    op: &WqeOp,
-) -> Result<(), &'static str> {
+fn check_psn(qp: &QpView, mode: Mode, pos: u64, seq: &Seq, op: &WqeOp) -> Result<(), &'static str> {
     let entries = qp.geometry.sq_units;
     let idx = (pos & (u64::from(entries) - 1)) as u32;
     let first_slot = idx * mode.wqe.slots_per_unit();
@@ -232,7 +226,11 @@ fn sq_doorbell(qp: &QpView, mode: Mode, pos: u64) -> Option<u64> {
 
 /// The widened receive producer position from the RQ doorbell.
 fn rq_producer(qp: &QpView, pos: u64) -> u64 {
-    let Some(Ok(db)) = qp.db.load_u64(RQ_DB_OFFSET as usize).map(DoorbellRepr::parse) else {
+    let Some(Ok(db)) = qp
+        .db
+        .load_u64(RQ_DB_OFFSET as usize)
+        .map(DoorbellRepr::parse)
+    else {
         return pos;
     };
     let entries = u64::from(qp.geometry.rq_wqes);
@@ -330,7 +328,8 @@ fn write_cqe(cq: &CqView, c: &Cpl, prod: u64, collapsed: bool) {
     .emit();
     // Body first, then the 8-byte word holding the phase bit with release, so a reader that
     // sees the phase sees the body.
-    cq.buf.publish_cqe(slot as usize * 32, bytemuck::bytes_of(&e));
+    cq.buf
+        .publish_cqe(slot as usize * 32, bytemuck::bytes_of(&e));
 }
 
 /// The Thor2 model in one WQE mode and PSN-table form.
@@ -412,7 +411,13 @@ impl DeviceModel for BnxtModel {
         fetch(qp, self.mode, pos, op, scratch)
     }
 
-    fn check_sequence(&self, qp: &QpView, pos: u64, seq: &Seq, op: &WqeOp) -> Result<(), ModelError> {
+    fn check_sequence(
+        &self,
+        qp: &QpView,
+        pos: u64,
+        seq: &Seq,
+        op: &WqeOp,
+    ) -> Result<(), ModelError> {
         check_psn(qp, self.mode, pos, seq, op).map_err(ModelError::from)
     }
 
@@ -457,10 +462,11 @@ impl ModelFor<Bnxt> for BnxtModel {
             entries: qp.geometry.sq_units,
             stride: 0,
             qpn: qp.qpn,
-            max_inline: qp
-                .geometry
-                .max_inline
-                .min(if fixed3 { FIXED3_MAX_INLINE } else { MAX_INLINE }),
+            max_inline: qp.geometry.max_inline.min(if fixed3 {
+                FIXED3_MAX_INLINE
+            } else {
+                MAX_INLINE
+            }),
             max_sge: qp.geometry.max_sge,
         };
         let table = qp.sq.addr() + u64::from(m.ring_slots(qp.geometry.sq_units)) * 16;

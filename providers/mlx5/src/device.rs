@@ -316,12 +316,7 @@ impl Mlx5 {
     /// As [`Provider::ring_sq`]; with `blueflame`, `sq.wq.db + bf_offset` must be valid for the
     /// WQE's size rounded up to 64 bytes, and the WQE must not wrap past `posted.next`.
     #[inline(always)]
-    pub unsafe fn ring_sq_bf(
-        sq: &Mlx5Sq,
-        posted: &Posted,
-        bf_offset: u32,
-        blueflame: bool,
-    ) -> u32 {
+    pub unsafe fn ring_sq_bf(sq: &Mlx5Sq, posted: &Posted, bf_offset: u32, blueflame: bool) -> u32 {
         let wq = &sq.wq;
         mmio::wqe_to_dbrec_fence();
         // SAFETY: `wq.dbrec` is a valid doorbell record (caller); word 1 is the send counter.

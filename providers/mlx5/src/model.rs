@@ -256,7 +256,8 @@ impl DeviceModel for Mlx5Model {
         .emit();
         // The body, then the tail word (`wqe_counter`, `op_own`) in one store: as one PCIe
         // write of the whole CQE lands, and what the device functions' polls rely on.
-        cq.buf.publish_cqe(slot as usize * 64, bytemuck::bytes_of(&e));
+        cq.buf
+            .publish_cqe(slot as usize * 64, bytemuck::bytes_of(&e));
     }
 
     /// ConnectX returns an atomic's old value big-endian (`ATOMIC_HCA_REPLY_BE`).

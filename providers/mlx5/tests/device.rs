@@ -2,8 +2,8 @@
 //! CQ polling and collapsed-CQ reconstruction.
 
 use gda_hal::*;
-use gda_mlx5::{Mlx5, Mlx5Sq};
 use gda_mlx5::wire::{self, CqeOpcode, CqeRepr, Opcode, PayloadRepr, Syndrome, WqeRepr};
+use gda_mlx5::{Mlx5, Mlx5Sq};
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 

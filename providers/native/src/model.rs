@@ -33,12 +33,7 @@ fn widen32(pos: u64, v: u32) -> u64 {
     pos + u64::from(v.wrapping_sub(pos as u32))
 }
 
-fn fetch(
-    qp: &QpView,
-    pos: u64,
-    op: &mut WqeOp,
-    scratch: &mut Vec<u8>,
-) -> Result<(), Malformed> {
+fn fetch(qp: &QpView, pos: u64, op: &mut WqeOp, scratch: &mut Vec<u8>) -> Result<(), Malformed> {
     let entries = u64::from(qp.geometry.sq_units);
     let off = (pos & (entries - 1)) as usize * 64;
     let mut head = [0u8; 64];
@@ -170,7 +165,6 @@ fn fetch(
     }
     Ok(())
 }
-
 
 impl DeviceModel for NativeModel {
     fn name(&self) -> &'static str {

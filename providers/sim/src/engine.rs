@@ -411,9 +411,7 @@ fn step_qp(
                 ex.seq.advance(ex.op.packets);
                 if always || ex.op.signaled || !c.status.is_ok() {
                     let cq = qp.send_cq.clone();
-                    if ex.unreported > 0
-                        && !c.status.is_ok()
-                        && qp.model().coalesces_completions()
+                    if ex.unreported > 0 && !c.status.is_ok() && qp.model().coalesces_completions()
                     {
                         // bnxt charges an error CQE to the oldest outstanding WQE: retire the
                         // ones that completed silently before it first.

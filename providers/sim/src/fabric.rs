@@ -852,7 +852,8 @@ impl CqInner {
         let prod = self.prod.load(Ordering::Relaxed);
         // CQEs the consumer has not released yet, from its (untrusted) consumer index: an index
         // "ahead" of the producer is as wrong as a full ring, and both are an overrun.
-        if self.mode != CqMode::Collapsed && self.model.cq_outstanding(&self.view, prod) >= self.entries
+        if self.mode != CqMode::Collapsed
+            && self.model.cq_outstanding(&self.view, prod) >= self.entries
         {
             self.overrun.store(true, Ordering::Release);
             return false;

@@ -7,9 +7,9 @@ use gda_hal::shm::{self, Segment};
 use gda_hal::{
     AtomicOp, Payload, Remote, SendFlags, SendQueue, Sge, SqError, WcStatus, WorkRequest,
 };
-use gda_sim::{Access, CqMode, Fabric, FabricConfig, QpInit, SimError};
 use gda_mlx5::model::Mlx5Model;
 use gda_native::model::NativeModel;
+use gda_sim::{Access, CqMode, Fabric, FabricConfig, QpInit, SimError};
 
 fn job(tag: &str) -> String {
     format!("simhost{}{tag}", std::process::id())
@@ -53,7 +53,14 @@ fn side(job: &str, rank: u32, model: impl gda_sim::DeviceModel) -> Side {
 
 fn sq(s: &Side) -> SendQueue<gda_native::Native> {
     // SAFETY: the QP and CQ outlive the queue in every test below.
-    unsafe { SendQueue::new(s.qp.sq_handle::<gda_native::Native>().unwrap(), s.cq.handle(), 5_000) }.unwrap()
+    unsafe {
+        SendQueue::new(
+            s.qp.sq_handle::<gda_native::Native>().unwrap(),
+            s.cq.handle(),
+            5_000,
+        )
+    }
+    .unwrap()
 }
 
 #[test]

@@ -103,8 +103,10 @@ fn forged_writes_through_the_engine_write_nothing() {
             let qp = pd.create_qp(QpInit::default(), &cq, &cq).unwrap();
             qp.bring_up(&qp.endpoint()).unwrap();
             // SAFETY: the QP and CQ outlive the queue, its only poster and poller.
-            let sq = unsafe { SendQueue::<Native>::new(qp.sq_handle::<Native>().unwrap(), cq.handle(), 5_000) }
-                .unwrap();
+            let sq = unsafe {
+                SendQueue::<Native>::new(qp.sq_handle::<Native>().unwrap(), cq.handle(), 5_000)
+            }
+            .unwrap();
             sq.post(
                 &WorkRequest::Write {
                     remote: Remote {

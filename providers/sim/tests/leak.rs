@@ -80,15 +80,19 @@ fn once(seed: u64) {
         // poster and its CQ's only poller while it lives (the loopback queue comes after).
         let (sa, sb) = unsafe {
             (
-                SendQueue::<Native>::new(a.sq_handle::<Native>().unwrap(), ca.handle(), 20_000).unwrap(),
-                SendQueue::<Native>::new(b.sq_handle::<Native>().unwrap(), cb.handle(), 20_000).unwrap(),
+                SendQueue::<Native>::new(a.sq_handle::<Native>().unwrap(), ca.handle(), 20_000)
+                    .unwrap(),
+                SendQueue::<Native>::new(b.sq_handle::<Native>().unwrap(), cb.handle(), 20_000)
+                    .unwrap(),
             )
         };
         write(&sa, &mb);
         write(&sb, &ma);
     }
     // SAFETY: as above.
-    let sl = unsafe { SendQueue::<Native>::new(l.sq_handle::<Native>().unwrap(), ca.handle(), 20_000) }.unwrap();
+    let sl =
+        unsafe { SendQueue::<Native>::new(l.sq_handle::<Native>().unwrap(), ca.handle(), 20_000) }
+            .unwrap();
     write(&sl, &ma);
 }
 

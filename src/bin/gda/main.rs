@@ -25,27 +25,27 @@ enum Cmd {
         cmd: WireCmd,
     },
     /// perftest-style bandwidth, message-rate and latency runs on the software NIC.
-    #[cfg(all(feature = "sim", feature = "mlx5"))]
+    #[cfg(sim_mlx5)]
     #[command(
         after_help = "EXAMPLES:\n  gda perf write --sizes 8,1048576\n  gda perf read --provider mlx5 --cq collapsed --json\n  gda perf idle --seconds 3"
     )]
     Perf(PerfArgs),
     /// The SHMEM layer across processes: `check` runs every routine, `perf` the benchmarks.
-    #[cfg(all(feature = "sim", feature = "mlx5", feature = "bnxt"))]
+    #[cfg(sim_all)]
     #[command(
         after_help = "EXAMPLES:\n  gda shmem check --pes 4\n  gda shmem check --pes 4 --transport rdma --provider bnxt\n  gdarun -n 4 gda shmem check\n  gda shmem perf --pes 2 --transport p2p --json"
     )]
     Shmem(ShmemArgs),
     /// Chaos sweep: the conformance suite's chaos case and `gda shmem check` over N seeds on
     /// every NIC format; failing seeds are listed with the command that replays each.
-    #[cfg(all(feature = "sim", feature = "mlx5", feature = "bnxt"))]
+    #[cfg(sim_all)]
     #[command(
         after_help = "EXAMPLES:\n  gda chaos --seeds 1000\n  gda chaos --from 4242 --seeds 1 --provider mlx5"
     )]
     Chaos(ChaosArgs),
 }
 
-#[cfg(all(feature = "sim", feature = "mlx5", feature = "bnxt"))]
+#[cfg(sim_all)]
 #[derive(clap::Args)]
 struct ChaosArgs {
     /// Number of seeds.
@@ -62,7 +62,7 @@ struct ChaosArgs {
     rounds: usize,
 }
 
-#[cfg(all(feature = "sim", feature = "mlx5", feature = "bnxt"))]
+#[cfg(sim_all)]
 fn chaos(a: ChaosArgs) -> ExitCode {
     use gda::chaos::ChaosProvider;
     let Some(last) = a.from.checked_add(a.seeds - 1) else {
@@ -118,7 +118,7 @@ fn chaos(a: ChaosArgs) -> ExitCode {
     }
 }
 
-#[cfg(all(feature = "sim", feature = "mlx5", feature = "bnxt"))]
+#[cfg(sim_all)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 enum ShmemWhat {
     /// Every routine, data checked, ordering guarantees tested.
@@ -127,7 +127,7 @@ enum ShmemWhat {
     Perf,
 }
 
-#[cfg(all(feature = "sim", feature = "mlx5", feature = "bnxt"))]
+#[cfg(sim_all)]
 #[derive(clap::Args)]
 struct ShmemArgs {
     /// What to run.
@@ -160,7 +160,7 @@ struct ShmemArgs {
     json: bool,
 }
 
-#[cfg(all(feature = "sim", feature = "mlx5", feature = "bnxt"))]
+#[cfg(sim_all)]
 fn shmem(a: ShmemArgs) -> ExitCode {
     use gda::shmem::launch;
     let launched = match gda::shmem::boot::env::Launch::from_env() {
@@ -244,7 +244,7 @@ fn shmem(a: ShmemArgs) -> ExitCode {
     }
 }
 
-#[cfg(all(feature = "sim", feature = "mlx5"))]
+#[cfg(sim_mlx5)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 enum PerfWhat {
     /// RDMA WRITE.
@@ -259,7 +259,7 @@ enum PerfWhat {
     Idle,
 }
 
-#[cfg(all(feature = "sim", feature = "mlx5"))]
+#[cfg(sim_mlx5)]
 #[derive(clap::Args)]
 struct PerfArgs {
     /// What to measure.
@@ -299,7 +299,7 @@ struct PerfArgs {
     seconds: f64,
 }
 
-#[cfg(all(feature = "sim", feature = "mlx5"))]
+#[cfg(sim_mlx5)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 enum CqArg {
     Normal,
@@ -336,7 +336,7 @@ fn parse_sizes(s: &str) -> Result<Sizes, String> {
         .map(Sizes)
 }
 
-#[cfg(all(feature = "sim", feature = "mlx5"))]
+#[cfg(sim_mlx5)]
 fn perf(a: PerfArgs) -> ExitCode {
     use gda::perf::{PerfConfig, PerfOp};
     if a.what == PerfWhat::Idle {
@@ -523,11 +523,11 @@ enum WireCmd {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.cmd {
-        #[cfg(all(feature = "sim", feature = "mlx5"))]
+        #[cfg(sim_mlx5)]
         Cmd::Perf(a) => return perf(a),
-        #[cfg(all(feature = "sim", feature = "mlx5", feature = "bnxt"))]
+        #[cfg(sim_all)]
         Cmd::Shmem(a) => return shmem(a),
-        #[cfg(all(feature = "sim", feature = "mlx5", feature = "bnxt"))]
+        #[cfg(sim_all)]
         Cmd::Chaos(a) => return chaos(a),
         Cmd::Wire { cmd } => {
             let mut input = String::new();
