@@ -900,10 +900,9 @@ fn misuse_is_contained<P: Modeled>() {
     assert!(e.contains("fabric"), "{e}");
     let small = t.pd_a.nic().create_cq(16, CqMode::Normal).unwrap();
     let q = t.pd_a.create_qp(QpInit::default(), &small, &small).unwrap();
+    let h = q.sq_handle::<P>().unwrap();
     // SAFETY: handles of live objects.
-    assert!(
-        unsafe { SendQueue::<P>::new(q.sq_handle::<P>().unwrap(), small.handle(), 1000) }.is_err()
-    );
+    assert!(unsafe { SendQueue::<P>::new(h, small.handle(), 1000) }.is_err());
 }
 
 /// A QP in Error completes its posted receives with `WR_FLUSH_ERR`, and later ones too.

@@ -359,6 +359,10 @@ pub struct CqView {
     pub dbrec: Region,
 }
 
+/// A malformed receive WQE (the responder reports `LOC_QP_OP_ERR`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BadRecv;
+
 /// Why a model refuses a QP or CQ.
 pub type ModelError = std::string::String;
 
@@ -422,7 +426,7 @@ pub trait DeviceModel: Debug + Send + Sync + 'static {
     fn rq_producer(&self, qp: &QpView, pos: u64) -> u64;
 
     /// Reads the receive WQE at `pos` into `out`; `Err` if malformed.
-    fn fetch_recv(&self, qp: &QpView, pos: u64, out: &mut Vec<Sge>) -> Result<(), ()>;
+    fn fetch_recv(&self, qp: &QpView, pos: u64, out: &mut Vec<Sge>) -> Result<(), BadRecv>;
 
     /// CQEs the consumer has not released, from its (untrusted) consumer index, for a CQ that
     /// has produced `prod`. Must not fail on any value.

@@ -685,7 +685,7 @@ impl<P: Provider> SendQueue<P> {
 /// WQE before it (see [`signal_interval`]).
 #[must_use]
 pub const fn max_wqe_units(capacity: u64, format_max: u32) -> u32 {
-    let half = (capacity + 1) / 2;
+    let half = capacity.div_ceil(2);
     let m = if (format_max as u64) < half {
         format_max as u64
     } else {

@@ -19,8 +19,8 @@ use std::format;
 use std::vec::Vec;
 
 use gda_hal::model::{
-    Cpl, CqView, DeviceModel, Malformed, ModelError, ModelFor, Modeled, OpKind, QpGeometry,
-    QpLayout, QpView, Seq, WqeOp,
+    BadRecv, Cpl, CqView, DeviceModel, Malformed, ModelError, ModelFor, Modeled, OpKind,
+    QpGeometry, QpLayout, QpView, Seq, WqeOp,
 };
 use gda_hal::{CqHandle, Sge, WcOpcode, WcStatus, WqHandle};
 
@@ -242,16 +242,16 @@ fn rq_producer(qp: &QpView, pos: u64) -> u64 {
 }
 
 /// Reads the receive WQE at `pos`.
-fn fetch_recv(qp: &QpView, pos: u64, out: &mut Vec<Sge>) -> Result<(), ()> {
+fn fetch_recv(qp: &QpView, pos: u64, out: &mut Vec<Sge>) -> Result<(), BadRecv> {
     let slot = (pos & (u64::from(qp.geometry.rq_wqes) - 1)) as usize;
     let stride = qp.rq_stride as usize;
     let mut b = [0u8; 16 * 8];
-    let wqe = b.get_mut(..stride).ok_or(())?;
+    let wqe = b.get_mut(..stride).ok_or(BadRecv)?;
     qp.rq.read(slot * stride, wqe);
     let h: RqeHdr = bytemuck::pod_read_unaligned(&wqe[..16]);
     let ws = h.slots() as usize;
     if !h.is_recv() || ws < 3 || ws * 16 > stride || ws - 2 > qp.geometry.max_sge as usize {
-        return Err(());
+        return Err(BadRecv);
     }
     for chunk in wqe[32..ws * 16].chunks_exact(16) {
         let s = bytemuck::pod_read_unaligned::<BnxtSge>(chunk).parse();
@@ -433,7 +433,7 @@ impl DeviceModel for BnxtModel {
         rq_producer(qp, pos)
     }
 
-    fn fetch_recv(&self, qp: &QpView, pos: u64, out: &mut Vec<Sge>) -> Result<(), ()> {
+    fn fetch_recv(&self, qp: &QpView, pos: u64, out: &mut Vec<Sge>) -> Result<(), BadRecv> {
         out.clear();
         fetch_recv(qp, pos, out)
     }

@@ -4,8 +4,8 @@
 //! [`CqeRepr::emit`] — the structures that are compared byte for byte with rdma-core.
 
 use gda_hal::model::{
-    Cpl, CqView, DeviceModel, Malformed, ModelError, ModelFor, Modeled, OpKind, QpGeometry,
-    QpLayout, QpView, WqeOp,
+    BadRecv, Cpl, CqView, DeviceModel, Malformed, ModelError, ModelFor, Modeled, OpKind,
+    QpGeometry, QpLayout, QpView, WqeOp,
 };
 use gda_hal::{CqHandle, Sge, WcOpcode, WcStatus, WqHandle};
 use std::format;
@@ -196,19 +196,19 @@ impl DeviceModel for Mlx5Model {
         }
     }
 
-    fn fetch_recv(&self, qp: &QpView, pos: u64, out: &mut Vec<Sge>) -> Result<(), ()> {
+    fn fetch_recv(&self, qp: &QpView, pos: u64, out: &mut Vec<Sge>) -> Result<(), BadRecv> {
         out.clear();
         let slot = (pos & (u64::from(qp.geometry.rq_wqes) - 1)) as usize;
         let stride = qp.rq_stride as usize;
         let mut wqe_buf = [0u8; 16 * 32];
-        let wqe = wqe_buf.get_mut(..stride).ok_or(())?;
+        let wqe = wqe_buf.get_mut(..stride).ok_or(BadRecv)?;
         qp.rq.read(slot * stride, wqe);
         for chunk in wqe.chunks_exact(16).take(qp.geometry.max_sge as usize) {
             let d: m::DataSeg = bytemuck::pod_read_unaligned(chunk);
             if d.is_terminator() {
                 break;
             }
-            out.push(d.parse().map_err(|_| ())?);
+            out.push(d.parse().map_err(|_| BadRecv)?);
         }
         Ok(())
     }

@@ -4,8 +4,8 @@
 use std::vec::Vec;
 
 use gda_hal::model::{
-    Cpl, CqView, DeviceModel, Malformed, ModelError, ModelFor, Modeled, OpKind, QpGeometry,
-    QpLayout, QpView, WqeOp,
+    BadRecv, Cpl, CqView, DeviceModel, Malformed, ModelError, ModelFor, Modeled, OpKind,
+    QpGeometry, QpLayout, QpView, WqeOp,
 };
 use gda_hal::{AtomicOp, CqHandle, Remote, Sge, WcStatus, WqHandle};
 
@@ -220,16 +220,16 @@ impl DeviceModel for NativeModel {
         qp.dbrec.load_u64(0).map_or(pos, |v| widen32(pos, v as u32))
     }
 
-    fn fetch_recv(&self, qp: &QpView, pos: u64, out: &mut Vec<Sge>) -> Result<(), ()> {
+    fn fetch_recv(&self, qp: &QpView, pos: u64, out: &mut Vec<Sge>) -> Result<(), BadRecv> {
         out.clear();
         let slot = (pos & (u64::from(qp.geometry.rq_wqes) - 1)) as usize;
         let stride = qp.rq_stride as usize;
         let mut wqe_buf = [0u8; 16 * 32];
-        let wqe = wqe_buf.get_mut(..stride).ok_or(())?;
+        let wqe = wqe_buf.get_mut(..stride).ok_or(BadRecv)?;
         qp.rq.read(slot * stride, wqe);
-        let n = u32::from_le_bytes(wqe[..4].try_into().map_err(|_| ())?) as usize;
+        let n = u32::from_le_bytes(wqe[..4].try_into().map_err(|_| BadRecv)?) as usize;
         if n > qp.geometry.max_sge as usize || 16 * (n + 1) > stride {
-            return Err(());
+            return Err(BadRecv);
         }
         for i in 0..n {
             let e: NativeSge = bytemuck::pod_read_unaligned(&wqe[16 * (i + 1)..16 * (i + 2)]);
