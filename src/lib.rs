@@ -14,12 +14,12 @@
 //! ```
 //! use gda::hal::{Provider, WorkRequest, Payload, Remote, WqHandle, SqPos, SendFlags};
 //! # #[cfg(feature = "mlx5")] {
-//! use gda::mlx5::Mlx5;
+//! use gda::mlx5::{Mlx5, Mlx5Sq};
 //! let mut ring = vec![[0u64; 8]; 8];                  // 8 WQEBBs of ordinary memory
 //! let (mut dbrec, mut db) = ([0u32; 2], [0u64; 1]);
-//! let wq = WqHandle { buf: ring.as_mut_ptr() as u64, dbrec: dbrec.as_mut_ptr() as u64,
-//!     db: db.as_mut_ptr() as u64, entries: 8, qpn: 0x1234, max_inline: 64, max_sge: 4,
-//!     ..Default::default() };
+//! let wq = Mlx5Sq { wq: WqHandle { buf: ring.as_mut_ptr() as u64,
+//!     dbrec: dbrec.as_mut_ptr() as u64, db: db.as_mut_ptr() as u64, entries: 8, qpn: 0x1234,
+//!     max_inline: 64, max_sge: 4, ..Default::default() }, bf_size: 0 };
 //! let wr = WorkRequest::Write { remote: Remote { addr: 0x1000, rkey: 7 },
 //!     payload: Payload::Inline(b"hello"), imm: None };
 //! assert_eq!(Mlx5::check(&wq, &wr).map(|c| c.units), Ok(1));
