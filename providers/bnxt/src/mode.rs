@@ -1,6 +1,6 @@
 //! Queue modes: how WQEs sit in the ring and which PSN-table form software fills
 //! (nic-formats.md §E.1, §E.6). The kernel reports them at context and QP creation; device
-//! code reads them from [`gda_hal::WqHandle::mode`].
+//! code gets them from [`crate::BnxtSq::mode`], decoded once at queue creation.
 
 /// How send WQEs occupy the ring, and what a "unit" of the posting protocol is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -98,7 +98,7 @@ impl Default for Mode {
 }
 
 impl Mode {
-    /// The value for [`gda_hal::WqHandle::mode`]: WQE mode in bits 3..0, PSN form in 7..4.
+    /// A compact encoding (for tools and serialized endpoints): WQE mode in bits 3..0, PSN form in 7..4.
     #[inline(always)]
     #[must_use]
     pub const fn bits(self) -> u32 {
