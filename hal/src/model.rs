@@ -344,6 +344,24 @@ pub struct QpView {
     pub db: Region,
 }
 
+impl QpView {
+    /// The receive queue's common handle: ring, entries, stride and limits, with the doorbell
+    /// record and register the model names (0 for none).
+    #[must_use]
+    pub fn rq_wq(&self, dbrec: u64, db: u64) -> crate::handle::WqHandle {
+        crate::handle::WqHandle {
+            buf: self.rq.addr(),
+            dbrec,
+            db,
+            entries: self.geometry.rq_wqes,
+            stride: self.rq_stride,
+            qpn: self.qpn,
+            max_inline: 0,
+            max_sge: self.geometry.max_sge,
+        }
+    }
+}
+
 /// A CQ's memory, as a model sees it.
 #[derive(Clone, Copy, Debug)]
 pub struct CqView {

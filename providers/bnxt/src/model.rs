@@ -483,16 +483,7 @@ impl ModelFor<Bnxt> for BnxtModel {
 
     /// The RQ doorbell has its own word of the QP's doorbell page.
     fn rq_handle(&self, qp: &QpView) -> WqHandle {
-        WqHandle {
-            buf: qp.rq.addr(),
-            dbrec: 0,
-            db: qp.db.addr() + RQ_DB_OFFSET,
-            entries: qp.geometry.rq_wqes,
-            stride: qp.rq_stride,
-            qpn: qp.qpn,
-            max_inline: 0,
-            max_sge: qp.geometry.max_sge,
-        }
+        qp.rq_wq(0, qp.db.addr() + RQ_DB_OFFSET)
     }
 }
 

@@ -313,16 +313,7 @@ impl ModelFor<Native> for NativeModel {
     }
 
     fn rq_handle(&self, qp: &QpView) -> WqHandle {
-        WqHandle {
-            buf: qp.rq.addr(),
-            dbrec: qp.dbrec.addr(),
-            db: 0,
-            entries: qp.geometry.rq_wqes,
-            stride: qp.rq_stride,
-            qpn: qp.qpn,
-            max_inline: 0,
-            max_sge: qp.geometry.max_sge,
-        }
+        qp.rq_wq(qp.dbrec.addr(), 0)
     }
 }
 
