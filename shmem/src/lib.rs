@@ -35,6 +35,7 @@ pub mod launch;
 pub mod pe;
 pub mod selftest;
 pub mod team;
+mod transport;
 pub mod types;
 
 pub use domain::Domain;
@@ -42,6 +43,9 @@ pub use domain::Domain;
 pub use domain::SimDomain;
 pub use error::{Result, ShmemError};
 pub use heap::Sym;
-pub use pe::{Config, Pe, Transport, TransportPolicy};
+/// The former name of [`TransportKind`] (which transport reaches a PE), kept so existing
+/// callers compile. The transports themselves are an internal trait.
+pub use pe::TransportKind as Transport;
+pub use pe::{Config, Pe, TransportKind, TransportPolicy};
 pub use team::Team;
 pub use types::{AtomicInt, Cmp, Elem, ReduceOp, Reducible, SignalOp, Width};
