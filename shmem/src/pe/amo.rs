@@ -1,5 +1,5 @@
 //! Atomic memory operations (`shmem_atomic_*`), 32- or 64-bit by the operand type, each one
-//! call of [`Transport::amo`]: how an operation is done (a CPU atomic, a NIC atomic, a masked
+//! call of `Transport::amo`: how an operation is done (a CPU atomic, a NIC atomic, a masked
 //! swap, a compare-and-swap loop) is the transport's business.
 
 use gda_hal::Provider;

@@ -31,7 +31,7 @@ fn host_key(rank: u32, cfg: &Config) -> String {
 /// address, never as a pointer here.
 struct Info {
     token: u128,
-    /// Rank 0's is the job heap's id (fresh for every init), which every [`Sym`] carries.
+    /// Rank 0's is the job heap's id (fresh for every init), which every [`Sym`](crate::Sym) carries.
     heap_id: u64,
     pid: u32,
     pid_ns: u64,

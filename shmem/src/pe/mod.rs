@@ -1,4 +1,4 @@
-//! The PE handle: its state, and the routines built on [`Transport`].
+//! The PE handle: its state, and the routines built on the transports (`transport::Transport`).
 //!
 //! | file | what |
 //! |---|---|

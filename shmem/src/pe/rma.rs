@@ -1,5 +1,5 @@
 //! Remote memory access: put and get (blocking, non-blocking, single-element, strided) and
-//! put-with-signal, each written once against [`Transport`].
+//! put-with-signal, each written once against `transport::Transport`.
 
 use gda_hal::Provider;
 
@@ -13,13 +13,13 @@ impl<P: Provider> Pe<P> {
     /// Writes `src` to segment offset `off` of PE `pe` (any transport; `off..off + len`
     /// range-checked by the caller).
     #[inline]
-    pub(crate) fn put_bytes(&self, pe: u32, off: usize, src: &[u8]) -> Result<()> {
+    fn put_bytes(&self, pe: u32, off: usize, src: &[u8]) -> Result<()> {
         self.route(pe)?.put(&self.net, off, src)
     }
 
     /// Reads segment offset `off` of PE `pe` into `out` (blocking; range-checked by the caller).
     #[inline]
-    pub(crate) fn get_bytes(&self, pe: u32, off: usize, out: &mut [u8]) -> Result<()> {
+    fn get_bytes(&self, pe: u32, off: usize, out: &mut [u8]) -> Result<()> {
         // SAFETY: `out` is valid for `out.len()` bytes of writes.
         unsafe {
             self.route(pe)?

@@ -298,3 +298,30 @@ impl<P: Provider> Net<P> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn amo_apply_is_each_operation_at_its_width() {
+        use Width::{W32, W64};
+        assert_eq!(Amo::Fetch.apply(5, W64), None);
+        assert_eq!(Amo::Set(9).apply(5, W64), Some(9));
+        // 32-bit results wrap at 32 bits (the operand's bits, zero-extended).
+        assert_eq!(Amo::Add(1).apply(0xffff_ffff, W32), Some(0));
+        assert_eq!(Amo::Add(1).apply(0xffff_ffff, W64), Some(0x1_0000_0000));
+        assert_eq!(Amo::Add(u64::MAX).apply(0, W64), Some(u64::MAX));
+        assert_eq!(Amo::And(0b1100).apply(0b1010, W32), Some(0b1000));
+        assert_eq!(Amo::Or(0b1100).apply(0b1010, W32), Some(0b1110));
+        assert_eq!(Amo::Xor(0b1100).apply(0b1010, W32), Some(0b0110));
+        let cas = Amo::CompareSwap {
+            compare: 3,
+            swap: 4,
+        };
+        assert_eq!(cas.apply(3, W32), Some(4));
+        assert_eq!(cas.apply(2, W32), None);
+        assert_eq!(all_ones(W32), 0xffff_ffff);
+        assert_eq!(all_ones(W64), u64::MAX);
+    }
+}

@@ -194,7 +194,7 @@ impl<P: Provider> Rdma<P> {
     fn cas(&self, net: &Net<P>, off: usize, w: Width, compare: u64, swap: u64) -> Result<u64> {
         match self.amo_fetch(net, off, w, AtomicOp::CompareSwap { compare, swap })? {
             Ok(v) => return Ok(v),
-            // No narrower fallback for 8 bytes: report the NIC's refusal as the source.
+            // An 8-byte operand has no wider word to fall back on: report the NIC's refusal.
             Err(e) if w == Width::W64 => {
                 return Err(self.err(net, "compare-and-swap", SqError::Post(e)));
             }
@@ -372,16 +372,9 @@ impl<P: Provider> Transport<P> for Rdma<P> {
     }
 
     fn amo(&self, net: &Net<P>, off: usize, w: Width, op: Amo, fetch: bool) -> Result<u64> {
-        match op {
-            Amo::CompareSwap { compare, swap } => return self.cas(net, off, w, compare, swap),
-            // Without a native fetch-add, a CAS that never matches (or matches 0 with 0) reads.
-            Amo::Fetch => {
-                return match self.amo_fetch(net, off, w, AtomicOp::FetchAdd { add: 0 })? {
-                    Ok(v) => Ok(v),
-                    Err(_) => self.cas(net, off, w, 0, 0),
-                };
-            }
-            _ => {}
+        // Compare-and-swap is its own NIC operation, with its own 4-byte fallback.
+        if let Amo::CompareSwap { compare, swap } = op {
+            return self.cas(net, off, w, compare, swap);
         }
         if let Some(native) = Self::native(op, w) {
             if !fetch {
@@ -392,7 +385,8 @@ impl<P: Provider> Transport<P> for Rdma<P> {
                 return Ok(v);
             }
         }
-        // No single NIC atomic (or the NIC refused it): a compare-and-swap loop.
+        // No single NIC atomic (or the NIC refused it): a compare-and-swap loop (a fetch is
+        // then one CAS that stores what it finds).
         let mut cur = self.cas(net, off, w, 0, 0)?;
         loop {
             let Some(new) = op.apply(cur, w) else {
