@@ -181,3 +181,11 @@ fn a_sym_of_one_heap_is_refused_by_another() {
 fn small_heap_bytes() -> usize {
     64 << 10
 }
+
+/// The enum's former name still names it (callers written against `Transport` compile).
+#[test]
+fn transport_is_still_the_kind_enum() {
+    let k: gda_shmem::Transport = TransportKind::P2p;
+    assert_eq!(k, gda_shmem::pe::Transport::P2p);
+    assert_eq!(format!("{:?}", gda_shmem::Transport::Rdma), "Rdma");
+}

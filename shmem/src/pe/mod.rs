@@ -30,8 +30,12 @@ use crate::boot::Bootstrap;
 use crate::error::{Result, ShmemError};
 use crate::heap::Allocator;
 use crate::team::Teams;
-use crate::transport::{Net, Route, Transport};
+// The trait only for its methods: `pe::Transport` is the old name of `TransportKind`.
+use crate::transport::Transport as _;
+use crate::transport::{Net, Route};
 
+/// The former name of [`TransportKind`], kept so existing callers compile.
+pub use TransportKind as Transport;
 pub use config::{Config, TransportPolicy, parse_size};
 pub(crate) use wait::Liveness;
 
