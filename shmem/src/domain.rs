@@ -53,10 +53,7 @@ mod sim {
     }
 
     fn sim_err(e: gda_sim::SimError) -> ShmemError {
-        ShmemError::Rdma {
-            pe: u32::MAX,
-            what: e.to_string(),
-        }
+        ShmemError::rdma_setup(None, &e)
     }
 
     impl<P: Modeled> SimDomain<P> {

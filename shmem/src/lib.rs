@@ -10,6 +10,11 @@
 //!   functions (mlx5, bnxt, or the software NIC's native format), posting WQEs and ringing
 //!   doorbells from the calling thread: no proxy. Fence sets the FENCE flag on the next WQE.
 //!
+//! Both are implementations of one internal transport trait (put, get, atomics, signal, fence,
+//! quiet, wait progress); every routine of [`Pe`] is written once against it and dispatched
+//! through a per-PE enum, statically, so a P2P `shmem_p` still inlines to one store. All
+//! load/store and CPU-atomic access of symmetric memory goes through `gda_hal::mmio`.
+//!
 //! PEs are threads of one process ([`launch::threads`]) or processes started by `gdarun`,
 //! `mpirun`, `srun` or `torchrun` ([`launch::init_from_env`]). See `DESIGN.md` §5.
 //!
@@ -35,6 +40,7 @@ pub mod launch;
 pub mod pe;
 pub mod selftest;
 pub mod team;
+mod transport;
 pub mod types;
 
 pub use domain::Domain;
@@ -42,6 +48,9 @@ pub use domain::Domain;
 pub use domain::SimDomain;
 pub use error::{Result, ShmemError};
 pub use heap::Sym;
-pub use pe::{Config, Pe, Transport, TransportPolicy};
+/// The former name of [`TransportKind`] (which transport reaches a PE), kept so existing
+/// callers compile. The transports themselves are an internal trait.
+pub use pe::Transport;
+pub use pe::{Config, Pe, TransportKind, TransportPolicy};
 pub use team::Team;
 pub use types::{AtomicInt, Cmp, Elem, ReduceOp, Reducible, SignalOp, Width};

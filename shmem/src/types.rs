@@ -1,7 +1,5 @@
 //! Element types: what symmetric memory holds, what atomics and reductions take.
 
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-
 /// A type symmetric memory can hold and puts/gets can move (plain bytes, any bit pattern).
 pub trait Elem: bytemuck::Pod + Send + Sync + PartialEq + std::fmt::Debug + 'static {}
 
@@ -48,50 +46,6 @@ macro_rules! atomic_ints {
     )*};
 }
 atomic_ints!(u32 => W32, u32; i32 => W32, u32; u64 => W64, u64; i64 => W64, u64);
-
-/// Applies `f` atomically to the `width`-wide integer at `addr`; returns the old bits.
-///
-/// # Safety
-/// `addr` must be valid, aligned to the width and accessed only atomically by others.
-pub(crate) unsafe fn cpu_rmw(addr: *mut u8, width: Width, f: impl Fn(u64) -> Option<u64>) -> u64 {
-    match width {
-        Width::W32 => {
-            // SAFETY: caller.
-            let a = unsafe { AtomicU32::from_ptr(addr.cast()) };
-            match a.fetch_update(Ordering::AcqRel, Ordering::Acquire, |v| {
-                f(u64::from(v)).map(|n| n as u32)
-            }) {
-                Ok(v) | Err(v) => u64::from(v),
-            }
-        }
-        Width::W64 => {
-            // SAFETY: caller.
-            let a = unsafe { AtomicU64::from_ptr(addr.cast()) };
-            match a.fetch_update(Ordering::AcqRel, Ordering::Acquire, f) {
-                Ok(v) | Err(v) => v,
-            }
-        }
-    }
-}
-
-/// Atomic load of the `width`-wide integer at `addr`.
-///
-/// # Safety
-/// As [`cpu_rmw`].
-pub(crate) unsafe fn cpu_load(addr: *const u8, width: Width) -> u64 {
-    match width {
-        Width::W32 => {
-            // SAFETY: valid, aligned and atomically accessed (caller).
-            let a = unsafe { AtomicU32::from_ptr(addr.cast_mut().cast()) };
-            u64::from(a.load(Ordering::Acquire))
-        }
-        Width::W64 => {
-            // SAFETY: valid, aligned and atomically accessed (caller).
-            let a = unsafe { AtomicU64::from_ptr(addr.cast_mut().cast()) };
-            a.load(Ordering::Acquire)
-        }
-    }
-}
 
 /// Comparison for `wait_until` and `test` (OpenSHMEM's `SHMEM_CMP_*`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

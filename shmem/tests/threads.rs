@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use gda_shmem::{Config, Transport, TransportPolicy, launch, selftest};
+use gda_shmem::{Config, TransportKind, TransportPolicy, launch, selftest};
 
 fn cfg(t: TransportPolicy, hosts: Option<u32>) -> Config {
     Config {
@@ -13,7 +13,7 @@ fn cfg(t: TransportPolicy, hosts: Option<u32>) -> Config {
     }
 }
 
-fn check<P: gda_sim::Modeled>(n: u32, c: &Config, want: Transport) {
+fn check<P: gda_sim::Modeled>(n: u32, c: &Config, want: TransportKind) {
     let r = launch::threads::<P, _, _>(n, c, |pe| {
         let other = (pe.my_pe() + 1) % pe.n_pes();
         if other != pe.my_pe() {
@@ -32,22 +32,22 @@ fn check<P: gda_sim::Modeled>(n: u32, c: &Config, want: Transport) {
 
 #[test]
 fn p2p_threads() {
-    check::<gda_native::Native>(4, &cfg(TransportPolicy::P2p, None), Transport::P2p);
+    check::<gda_native::Native>(4, &cfg(TransportPolicy::P2p, None), TransportKind::P2p);
 }
 
 #[test]
 fn rdma_threads_native() {
-    check::<gda_native::Native>(3, &cfg(TransportPolicy::Rdma, None), Transport::Rdma);
+    check::<gda_native::Native>(3, &cfg(TransportPolicy::Rdma, None), TransportKind::Rdma);
 }
 
 #[test]
 fn rdma_threads_mlx5() {
-    check::<gda_mlx5::Mlx5>(3, &cfg(TransportPolicy::Rdma, None), Transport::Rdma);
+    check::<gda_mlx5::Mlx5>(3, &cfg(TransportPolicy::Rdma, None), TransportKind::Rdma);
 }
 
 #[test]
 fn rdma_threads_bnxt() {
-    check::<gda_bnxt::Bnxt>(3, &cfg(TransportPolicy::Rdma, None), Transport::Rdma);
+    check::<gda_bnxt::Bnxt>(3, &cfg(TransportPolicy::Rdma, None), TransportKind::Rdma);
 }
 
 #[test]
@@ -56,8 +56,8 @@ fn mixed_threads() {
     let c = cfg(TransportPolicy::Auto, Some(2));
     launch::threads::<gda_mlx5::Mlx5, _, _>(4, &c, |pe| {
         let me = pe.my_pe();
-        assert_eq!(pe.transport_to((me + 1) % 4)?, Transport::Rdma);
-        assert_eq!(pe.transport_to((me + 2) % 4)?, Transport::P2p);
+        assert_eq!(pe.transport_to((me + 1) % 4)?, TransportKind::Rdma);
+        assert_eq!(pe.transport_to((me + 2) % 4)?, TransportKind::P2p);
         assert_eq!(pe.team_shared().n_pes(), 2);
         selftest::run(pe, 32)
     })
@@ -66,7 +66,7 @@ fn mixed_threads() {
 
 #[test]
 fn single_pe() {
-    check::<gda_native::Native>(1, &cfg(TransportPolicy::Auto, None), Transport::Local);
+    check::<gda_native::Native>(1, &cfg(TransportPolicy::Auto, None), TransportKind::Local);
 }
 
 #[test]
@@ -182,4 +182,12 @@ fn a_sym_of_one_heap_is_refused_by_another() {
 
 fn small_heap_bytes() -> usize {
     64 << 10
+}
+
+/// The enum's former name still names it (callers written against `Transport` compile).
+#[test]
+fn transport_is_still_the_kind_enum() {
+    let k: gda_shmem::Transport = TransportKind::P2p;
+    assert_eq!(k, gda_shmem::pe::Transport::P2p);
+    assert_eq!(format!("{:?}", gda_shmem::Transport::Rdma), "Rdma");
 }

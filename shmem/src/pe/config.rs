@@ -1,0 +1,98 @@
+//! Configuration: the transport policy and the `GDA_SHMEM_*` variables.
+
+use std::time::Duration;
+
+use crate::error::{Result, ShmemError};
+
+/// Which transport reaches which PE.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TransportPolicy {
+    /// P2P for PEs on the same host, RDMA for the others.
+    Auto,
+    /// RDMA through the provider for every other PE.
+    Rdma,
+    /// P2P for every PE (all must share the host).
+    P2p,
+}
+
+impl std::str::FromStr for TransportPolicy {
+    type Err = ShmemError;
+    fn from_str(s: &str) -> Result<Self> {
+        match s.trim() {
+            "" | "auto" => Ok(Self::Auto),
+            "rdma" => Ok(Self::Rdma),
+            "p2p" => Ok(Self::P2p),
+            o => Err(ShmemError::Config(format!(
+                "GDA_SHMEM_TRANSPORT={o:?}: expected auto, rdma or p2p"
+            ))),
+        }
+    }
+}
+
+/// Configuration (defaults, or [`Config::from_env`]).
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Symmetric heap bytes per PE (`GDA_SHMEM_HEAP_SIZE`, suffixes K/M/G; default 64 MiB).
+    pub heap_size: usize,
+    /// Transport choice (`GDA_SHMEM_TRANSPORT=auto|rdma|p2p`).
+    pub transport: TransportPolicy,
+    /// Bound of every wait (`GDA_SHMEM_TIMEOUT_MS`; default 30 s).
+    pub timeout: Duration,
+    /// Pretend the PEs are spread round-robin over this many hosts (`GDA_SHMEM_HOSTS`), so one
+    /// machine can run the mixed P2P/RDMA configuration of a cluster.
+    pub hosts: Option<u32>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            heap_size: 64 << 20,
+            transport: TransportPolicy::Auto,
+            timeout: Duration::from_secs(30),
+            hosts: None,
+        }
+    }
+}
+
+/// Parses a size with an optional K/M/G suffix (binary).
+pub fn parse_size(var: &str, s: &str) -> Result<usize> {
+    let t = s.trim();
+    let (num, mul) = match t.chars().last().map(|c| c.to_ascii_uppercase()) {
+        Some('K') => (&t[..t.len() - 1], 1usize << 10),
+        Some('M') => (&t[..t.len() - 1], 1 << 20),
+        Some('G') => (&t[..t.len() - 1], 1 << 30),
+        _ => (t, 1),
+    };
+    num.trim()
+        .parse::<usize>()
+        .ok()
+        .and_then(|n| n.checked_mul(mul))
+        .filter(|&n| n > 0)
+        .ok_or_else(|| ShmemError::Config(format!("{var}={s:?} is not a size (e.g. 64M)")))
+}
+
+impl Config {
+    /// Defaults overridden by `GDA_SHMEM_*` variables.
+    pub fn from_env() -> Result<Self> {
+        let mut c = Self::default();
+        if let Ok(v) = std::env::var("GDA_SHMEM_HEAP_SIZE") {
+            c.heap_size = parse_size("GDA_SHMEM_HEAP_SIZE", &v)?;
+        }
+        if let Ok(v) = std::env::var("GDA_SHMEM_TRANSPORT") {
+            c.transport = v.parse()?;
+        }
+        if let Ok(v) = std::env::var("GDA_SHMEM_TIMEOUT_MS") {
+            let ms: u64 = v.trim().parse().map_err(|_| {
+                ShmemError::Config(format!("GDA_SHMEM_TIMEOUT_MS={v:?} is not a number"))
+            })?;
+            c.timeout = Duration::from_millis(ms.max(1));
+        }
+        if let Ok(v) = std::env::var("GDA_SHMEM_HOSTS") {
+            let h: u32 = v.trim().parse().ok().filter(|&h| h > 0).ok_or_else(|| {
+                ShmemError::Config(format!("GDA_SHMEM_HOSTS={v:?} is not a positive number"))
+            })?;
+            c.hosts = Some(h);
+        }
+        Ok(c)
+    }
+}

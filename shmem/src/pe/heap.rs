@@ -1,0 +1,151 @@
+//! The symmetric heap as a PE sees it: collective allocation, and this PE's own copy.
+
+use std::sync::atomic::{Ordering, fence};
+
+use gda_hal::{Provider, mmio};
+
+use super::{Pe, TEAM_BYTES};
+use crate::error::{Result, ShmemError};
+use crate::heap::Sym;
+use crate::types::Elem;
+
+impl<P: Provider> Pe<P> {
+    /// Collective: allocates `n` elements (uninitialised contents) with identical offsets on
+    /// every PE; ends with a barrier, as `shmem_malloc` does.
+    pub fn malloc<T: Elem>(&self, n: usize) -> Result<Sym<T>> {
+        self.align::<T>(align_of::<T>().max(8), n)
+    }
+
+    /// Collective: as [`Pe::malloc`], zero-filled.
+    pub fn calloc<T: Elem>(&self, n: usize) -> Result<Sym<T>> {
+        let s = self.align_nobarrier::<T>(align_of::<T>().max(8), n)?;
+        // SAFETY: the block is inside the heap and nobody else uses it before the barrier.
+        unsafe { mmio::sym_fill(self.base.add(s.off), 0, n * size_of::<T>()) };
+        self.barrier_all()?;
+        Ok(s)
+    }
+
+    /// Collective: `n` elements aligned to `alignment` bytes (a power of two).
+    pub fn align<T: Elem>(&self, alignment: usize, n: usize) -> Result<Sym<T>> {
+        let s = self.align_nobarrier(alignment, n)?;
+        self.barrier_all()?;
+        Ok(s)
+    }
+
+    fn align_nobarrier<T: Elem>(&self, alignment: usize, n: usize) -> Result<Sym<T>> {
+        let bytes = n.checked_mul(size_of::<T>()).ok_or_else(|| {
+            ShmemError::Invalid(format!(
+                "{n} elements of {} overflow",
+                std::any::type_name::<T>()
+            ))
+        })?;
+        let off = self
+            .heap
+            .borrow_mut()
+            .alloc(bytes, alignment.max(align_of::<T>()))?;
+        Ok(Sym::new(off, n, self.heap_id))
+    }
+
+    /// Collective: frees an allocation (after a barrier, so no PE still accesses it).
+    pub fn free<T: Elem>(&self, s: Sym<T>) -> Result<()> {
+        self.mine(&s)?;
+        self.barrier_all()?;
+        self.heap.borrow_mut().free(s.off)
+    }
+
+    /// Live allocations (for leak checks).
+    #[must_use]
+    pub fn allocations(&self) -> usize {
+        self.heap.borrow().live()
+    }
+
+    /// Heap size per PE.
+    #[must_use]
+    pub fn heap_size(&self) -> usize {
+        self.heap_size
+    }
+
+    /// This PE's copy of `s`: a raw pointer for loads and stores (others may write it at any
+    /// time; use [`Pe::read`]/[`Pe::write`] or atomics unless you synchronised).
+    pub fn local_ptr<T: Elem>(&self, s: Sym<T>) -> Result<*mut T> {
+        let off = self.at(s, 0, s.len)?;
+        // SAFETY: `at` checked that `s` belongs to this heap and lies inside it.
+        Ok(unsafe { self.base.add(off).cast() })
+    }
+
+    /// Refuses a `Sym` of another job's heap.
+    pub(super) fn mine<T: Elem>(&self, s: &Sym<T>) -> Result<()> {
+        if s.heap == self.heap_id {
+            Ok(())
+        } else {
+            Err(ShmemError::Invalid(format!(
+                "{s:?} was allocated in another symmetric heap (another job or init) than PE \
+                 {}'s",
+                self.me
+            )))
+        }
+    }
+
+    /// Byte offset of elements `[idx, idx + n)` of `s` in this PE's segment: `s` must belong
+    /// to this job's heap and the range must lie in the allocation and in the symmetric part of
+    /// the segment (overflow-checked).
+    pub(crate) fn at<T: Elem>(&self, s: Sym<T>, idx: usize, n: usize) -> Result<usize> {
+        self.mine(&s)?;
+        let off = s.range(idx, n)?;
+        let end = n
+            .checked_mul(size_of::<T>())
+            .and_then(|b| off.checked_add(b));
+        match end {
+            Some(e) if e <= self.bounce => Ok(off),
+            _ => Err(ShmemError::Range(format!(
+                "{s:?} elements {idx}..+{n} leave PE {}'s symmetric memory",
+                self.me
+            ))),
+        }
+    }
+
+    /// Reads element `idx` of this PE's copy (a volatile load).
+    pub fn read<T: Elem>(&self, s: Sym<T>, idx: usize) -> Result<T> {
+        let off = self.at(s, idx, 1)?;
+        // SAFETY: in range and aligned (allocations are aligned for `T`); volatile because peers
+        // write it behind the compiler's back.
+        Ok(unsafe { mmio::sym_read(self.base.add(off).cast::<T>()) })
+    }
+
+    /// Writes element `idx` of this PE's copy (a volatile store).
+    pub fn write<T: Elem>(&self, s: Sym<T>, idx: usize, v: T) -> Result<()> {
+        let off = self.at(s, idx, 1)?;
+        // SAFETY: in range and aligned.
+        unsafe { mmio::sym_write(self.base.add(off).cast::<T>(), v) };
+        Ok(())
+    }
+
+    /// Copies this PE's elements `[idx, idx + out.len())` out.
+    pub fn copy_out<T: Elem>(&self, s: Sym<T>, idx: usize, out: &mut [T]) -> Result<()> {
+        let off = self.at(s, idx, out.len())?;
+        fence(Ordering::Acquire);
+        // SAFETY: in range; `out` is a Rust slice of the same byte length.
+        unsafe {
+            mmio::sym_copy(
+                out.as_mut_ptr().cast(),
+                self.base.add(off),
+                size_of_val(out),
+            );
+        }
+        Ok(())
+    }
+
+    /// Copies `src` into this PE's elements from `idx`.
+    pub fn copy_in<T: Elem>(&self, s: Sym<T>, idx: usize, src: &[T]) -> Result<()> {
+        let off = self.at(s, idx, src.len())?;
+        // SAFETY: in range; `src` is a Rust slice of the same byte length.
+        unsafe { mmio::sym_copy(self.base.add(off), src.as_ptr().cast(), size_of_val(src)) };
+        fence(Ordering::Release);
+        Ok(())
+    }
+
+    /// Internal symmetric area of team slot `slot` (psync words, then scratch).
+    pub(crate) fn team_area(&self, slot: usize) -> usize {
+        self.internal + slot * TEAM_BYTES
+    }
+}

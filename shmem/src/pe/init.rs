@@ -1,0 +1,278 @@
+//! Collective initialisation: the heap segment, the exchange of PE information, the routes.
+
+use std::cell::{Cell, RefCell};
+
+use gda_hal::shm::Segment;
+use gda_hal::{Provider, SendQueue};
+
+use super::{BOUNCE, Config, Liveness, Pe, TEAM_BYTES, TEAM_SLOTS, TransportPolicy};
+use crate::boot::Bootstrap;
+use crate::domain::Domain;
+use crate::error::{Result, ShmemError};
+use crate::heap::Allocator;
+use crate::team::Teams;
+use crate::transport::{Net, P2p, Rdma, Route, Staging};
+
+fn host_key(rank: u32, cfg: &Config) -> String {
+    if let Some(h) = cfg.hosts {
+        return format!("simulated-host-{}", rank % h);
+    }
+    let name = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
+    format!("{}/{}", name.trim(), boot.trim())
+}
+
+/// What a PE tells the others about itself at init.
+///
+/// A process is identified by a random token drawn once per process (`process_token`), never
+/// by its PID: PEs in different PID namespaces (containers, pods) can all be PID 1. The PID is
+/// kept only to notice a dead peer, and only trusted for peers in our own PID namespace.
+/// `base` is the peer's heap address *in its own address space*: it is used as an RDMA remote
+/// address, never as a pointer here.
+struct Info {
+    token: u128,
+    /// Rank 0's is the job heap's id (fresh for every init), which every [`Sym`](crate::Sym) carries.
+    heap_id: u64,
+    pid: u32,
+    pid_ns: u64,
+    base: u64,
+    len: u64,
+    host: String,
+}
+
+/// This process's identity among PEs: 128 random bits from the OS, drawn once.
+fn process_token() -> u128 {
+    static TOKEN: std::sync::OnceLock<u128> = std::sync::OnceLock::new();
+    // rand's thread RNG is a CSPRNG seeded from the OS.
+    *TOKEN.get_or_init(rand::random)
+}
+
+const INFO_FIXED: usize = 16 + 8 + 4 + 8 + 8 + 8;
+
+impl Info {
+    fn encode(&self) -> Vec<u8> {
+        let mut b = Vec::with_capacity(INFO_FIXED + self.host.len());
+        b.extend_from_slice(&self.token.to_le_bytes());
+        b.extend_from_slice(&self.heap_id.to_le_bytes());
+        b.extend_from_slice(&self.pid.to_le_bytes());
+        b.extend_from_slice(&self.pid_ns.to_le_bytes());
+        b.extend_from_slice(&self.base.to_le_bytes());
+        b.extend_from_slice(&self.len.to_le_bytes());
+        b.extend_from_slice(self.host.as_bytes());
+        b
+    }
+
+    fn decode(b: &[u8]) -> Result<Self> {
+        let (mut fixed, host) = b
+            .split_at_checked(INFO_FIXED)
+            .ok_or_else(|| ShmemError::Boot(format!("malformed PE info ({} bytes)", b.len())))?;
+        // `fixed` holds exactly INFO_FIXED bytes: every `take` below is in bounds.
+        fn take<const N: usize>(b: &mut &[u8]) -> [u8; N] {
+            let (head, rest) = b.split_at(N);
+            *b = rest;
+            head.try_into().unwrap_or([0; N])
+        }
+        Ok(Self {
+            token: u128::from_le_bytes(take(&mut fixed)),
+            heap_id: u64::from_le_bytes(take(&mut fixed)),
+            pid: u32::from_le_bytes(take(&mut fixed)),
+            pid_ns: u64::from_le_bytes(take(&mut fixed)),
+            base: u64::from_le_bytes(take(&mut fixed)),
+            len: u64::from_le_bytes(take(&mut fixed)),
+            host: String::from_utf8_lossy(host).into_owned(),
+        })
+    }
+}
+
+impl<P: Provider> Pe<P> {
+    /// Collective initialisation over `boot`. `domain` is the NIC for RDMA routes (`None`: P2P
+    /// only, an error if some PE needs RDMA).
+    pub fn init(
+        mut boot: Box<dyn Bootstrap>,
+        mut domain: Option<Box<dyn Domain<P = P>>>,
+        cfg: &Config,
+    ) -> Result<Self> {
+        let (me, n) = (boot.rank(), boot.size());
+        let job = boot.job().to_owned();
+        let heap_size = cfg.heap_size.next_multiple_of(4096);
+        let internal = heap_size;
+        let bounce = internal + TEAM_SLOTS * TEAM_BYTES;
+        let total = bounce + BOUNCE;
+        let seg = Segment::create(&job, &format!("heap{me}"), total)
+            .map_err(|e| ShmemError::io(format!("PE {me}: symmetric heap of {total} bytes"), e))?;
+        let mine = Info {
+            token: process_token(),
+            heap_id: rand::random(),
+            pid: std::process::id(),
+            pid_ns: gda_hal::shm::pid_namespace(),
+            base: seg.as_ptr() as u64,
+            len: total as u64,
+            host: host_key(me, cfg),
+        };
+        let infos = boot
+            .allgather(&mine.encode())?
+            .iter()
+            .map(|b| Info::decode(b))
+            .collect::<Result<Vec<_>>>()?;
+        if let Some((j, i)) = infos
+            .iter()
+            .enumerate()
+            .find(|(_, i)| i.len != total as u64)
+        {
+            return Err(ShmemError::Config(format!(
+                "PE {j} has a heap of {} bytes, PE {me} of {total}: GDA_SHMEM_HEAP_SIZE must agree",
+                i.len
+            )));
+        }
+        let same_host: Vec<bool> = infos.iter().map(|i| i.host == mine.host).collect();
+        // Routes, and the segments of same-host processes mapped here. This PE's own route is
+        // P2P to its own heap (`Local`); RDMA routes are filled in below, once connected.
+        let mut routes: Vec<Option<Route<P>>> = Vec::with_capacity(n as usize);
+        let mut peer_segs = Vec::new();
+        let mut rdma_pes = Vec::new();
+        for (j, info) in infos.iter().enumerate() {
+            let j32 = j as u32;
+            let p2p = match cfg.transport {
+                _ if j32 == me => {
+                    routes.push(Some(Route::P2p(P2p::new(seg.as_ptr(), true))));
+                    continue;
+                }
+                TransportPolicy::Rdma => false,
+                TransportPolicy::Auto => same_host[j],
+                TransportPolicy::P2p if same_host[j] => true,
+                TransportPolicy::P2p => {
+                    return Err(ShmemError::Config(format!(
+                        "GDA_SHMEM_TRANSPORT=p2p but PE {j} is on another host ({})",
+                        info.host
+                    )));
+                }
+            };
+            if !p2p {
+                rdma_pes.push(j32);
+                routes.push(None);
+            } else {
+                // Every peer heap is mapped by name, also a thread PE's of this very process
+                // (a second mapping of the same pages): an address a peer sent is never
+                // dereferenced here, and same-looking PIDs cannot confuse two processes.
+                let s = Segment::open(&job, &format!("heap{j}"), total)
+                    .map_err(|e| ShmemError::io(format!("PE {me}: mapping PE {j}'s heap"), e))?;
+                routes.push(Some(Route::P2p(P2p::new(s.as_ptr(), false))));
+                peer_segs.push(s);
+            }
+        }
+        // RDMA: register the whole segment once, one RC QP per RDMA peer, exchange endpoints.
+        let mut lkey = 0;
+        let mut blob = Vec::new();
+        let mut qp_of = Vec::new();
+        if !rdma_pes.is_empty() {
+            let d = domain.as_mut().ok_or_else(|| {
+                ShmemError::Config(format!(
+                    "PE {me} reaches PEs {rdma_pes:?} by RDMA but no RDMA domain was given"
+                ))
+            })?;
+            let (l, r) = d.register(&seg, 0, total)?;
+            lkey = l;
+            blob.extend_from_slice(&r.to_le_bytes());
+            for &j in &rdma_pes {
+                let (q, ep) = d.create_qp()?;
+                qp_of.push(q);
+                blob.extend_from_slice(&j.to_le_bytes());
+                blob.extend_from_slice(&(ep.len() as u32).to_le_bytes());
+                blob.extend_from_slice(&ep);
+            }
+        }
+        let blobs = boot.allgather(&blob)?;
+        for (k, &j) in rdma_pes.iter().enumerate() {
+            let b = &blobs[j as usize];
+            let (rkey, ep) = find_endpoint(b, me).ok_or_else(|| {
+                ShmemError::Boot(format!("PE {j} published no RDMA endpoint for PE {me}"))
+            })?;
+            let d = domain
+                .as_mut()
+                .ok_or_else(|| ShmemError::Invalid("no domain".into()))?;
+            d.connect(qp_of[k], ep).map_err(|e| e.for_peer(j))?;
+            let (wq, cq) = d.queues(qp_of[k])?;
+            let ms = u64::try_from(cfg.timeout.as_millis()).unwrap_or(u64::MAX);
+            // SAFETY: the domain owns the QP and CQ and outlives the queue (`Net`'s field
+            // order: `routes` drops before `domain`); this queue is their only poster and
+            // poller.
+            let sq = unsafe { SendQueue::<P>::new(wq, cq, ms) }.map_err(|e| ShmemError::Rdma {
+                pe: j,
+                op: "queue setup",
+                source: e,
+            })?;
+            routes[j as usize] = Some(Route::Rdma(Rdma::new(j, sq, infos[j as usize].base, rkey)));
+        }
+        let routes = routes
+            .into_iter()
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(|| ShmemError::Invalid("a PE without a route".into()))?;
+        // Everyone has mapped and connected: the names can go (a PE killed from now on leaves
+        // nothing in /dev/shm).
+        boot.barrier()?;
+        seg.unlink()
+            .map_err(|e| ShmemError::io("removing the heap's name", e))?;
+        if let Some(d) = domain.as_mut() {
+            d.connected()?;
+        }
+        boot.barrier()?;
+        // Liveness by PID only for other processes of our PID namespace (a PID from another
+        // namespace names some unrelated process here).
+        let live = Liveness::new(
+            infos.iter().map(|i| i.pid).collect(),
+            infos
+                .iter()
+                .map(|i| {
+                    i.token != mine.token
+                        && i.host == mine.host
+                        && i.pid_ns == mine.pid_ns
+                        && mine.pid_ns != 0
+                })
+                .collect(),
+        );
+        let pe = Self {
+            me,
+            n,
+            timeout: cfg.timeout,
+            net: Net {
+                routes,
+                base: seg.as_ptr(),
+                lkey,
+                staging: Staging::new(bounce, BOUNCE),
+                live,
+                rdma_routes: rdma_pes.len(),
+                domain,
+            },
+            base: seg.as_ptr(),
+            heap_size,
+            internal,
+            bounce,
+            heap: RefCell::new(Allocator::new(heap_size)),
+            heap_id: infos[0].heap_id,
+            same_host,
+            teams: RefCell::new(Teams::default()),
+            boot: RefCell::new(boot),
+            finalized: Cell::new(false),
+            peer_segs: std::mem::ManuallyDrop::new(peer_segs),
+            seg: std::mem::ManuallyDrop::new(seg),
+            unsafe_to_unmap: Cell::new(false),
+        };
+        crate::team::init_teams(&pe)?;
+        Ok(pe)
+    }
+}
+
+fn find_endpoint(b: &[u8], me: u32) -> Option<(u32, &[u8])> {
+    let rkey = u32::from_le_bytes(b.get(..4)?.try_into().ok()?);
+    let mut at = 4;
+    while at + 8 <= b.len() {
+        let j = u32::from_le_bytes(b[at..at + 4].try_into().ok()?);
+        let n = u32::from_le_bytes(b[at + 4..at + 8].try_into().ok()?) as usize;
+        let ep = b.get(at + 8..at + 8 + n)?;
+        if j == me {
+            return Some((rkey, ep));
+        }
+        at += 8 + n;
+    }
+    None
+}

@@ -1,0 +1,276 @@
+//! Ordering and waiting: quiet, fence, `wait_until` and `test` in their forms, and the bounded
+//! polling loop under every wait (which also notices dead peers and broken bootstraps).
+
+use std::time::{Duration, Instant};
+
+use gda_hal::Provider;
+
+use super::Pe;
+use crate::error::{Result, ShmemError};
+use crate::heap::Sym;
+use crate::transport::load;
+use crate::types::{AtomicInt, Cmp};
+
+/// Which PEs' processes this PE can check for liveness, and their PIDs.
+pub(crate) struct Liveness {
+    pids: Vec<u32>,
+    /// Whether `pids[j]` can be checked here (another process, same host, same PID namespace).
+    watch: Vec<bool>,
+}
+
+impl Liveness {
+    /// `pids[j]` is PE `j`'s process id; `watch[j]` whether it may be checked.
+    pub(crate) fn new(pids: Vec<u32>, watch: Vec<bool>) -> Self {
+        Self { pids, watch }
+    }
+
+    /// The PE (if any) whose process is gone; `only`: check just that one.
+    pub(crate) fn gone(&self, only: Option<u32>) -> Option<ShmemError> {
+        (0..self.pids.len() as u32)
+            .filter(|&j| only.is_none_or(|o| o == j))
+            .filter(|&j| self.watch[j as usize])
+            .find(|&j| !gda_hal::shm::process_alive(self.pids[j as usize]))
+            .map(|j| ShmemError::PeGone {
+                pe: j,
+                pid: self.pids[j as usize],
+                what: "the job".into(),
+            })
+    }
+}
+
+impl<P: Provider> Pe<P> {
+    /// Waits until every put, get, atomic and signal this PE issued is complete and visible
+    /// at its target.
+    pub fn quiet(&self) -> Result<()> {
+        self.net.quiet_all()
+    }
+
+    /// Orders this PE's puts, atomics and signals to each PE: those issued after the fence
+    /// are delivered after those issued before it. Not a quiet: nothing is waited for here.
+    /// P2P: a release fence (later stores cannot pass earlier ones). RDMA: the next WQE to
+    /// each PE carries the FENCE flag (the NIC starts it only after earlier READs and atomics
+    /// on that QP completed; WRITEs on one RC QP are placed in order).
+    pub fn fence(&self) {
+        self.net.fence_all();
+    }
+
+    /// The PE (if any) whose process is gone; `only`: check just that one.
+    pub(crate) fn gone_pe(&self, only: Option<u32>) -> Option<ShmemError> {
+        self.net.live.gone(only)
+    }
+
+    /// Polls `done` until it holds, within the timeout, failing early when a same-host PE's
+    /// process is gone. `missing` names the PEs awaited, for the timeout error.
+    pub(crate) fn wait_for(
+        &self,
+        what: &dyn Fn() -> String,
+        missing: &dyn Fn() -> Vec<u32>,
+        mut done: impl FnMut() -> Result<bool>,
+    ) -> Result<()> {
+        let start = Instant::now();
+        let mut next_check = start + Duration::from_millis(10);
+        let mut spins = 0u32;
+        loop {
+            if done()? {
+                return Ok(());
+            }
+            spins += 1;
+            if spins < 256 {
+                std::hint::spin_loop();
+                continue;
+            }
+            // Spin, then yield. With RDMA routes a wait that has lasted a while also naps, for
+            // an eighth of the time waited so far (at most 1 ms: the wake-up delay stays a small
+            // fraction of the wait): with the software NIC the engines are extra threads, and
+            // on an oversubscribed host (2 cores here) a waiter that only yields keeps them
+            // from the CPU, while short fixed naps cost a timer interrupt each.
+            let now = Instant::now();
+            let waited = now - start;
+            if self.net.rdma_routes > 0 && waited > Duration::from_micros(50) {
+                std::thread::sleep((waited / 8).min(Duration::from_millis(1)));
+            } else {
+                std::thread::yield_now();
+            }
+            if now >= next_check {
+                next_check = now + Duration::from_millis(10);
+                if let Some(ShmemError::PeGone { pe, pid, .. }) = self.gone_pe(None) {
+                    return Err(ShmemError::PeGone {
+                        pe,
+                        pid,
+                        what: what(),
+                    });
+                }
+                if let Some(why) = self.boot.borrow().broken() {
+                    return Err(ShmemError::Boot(format!(
+                        "{why} (while waiting for {})",
+                        what()
+                    )));
+                }
+                // Keep completions flowing so peers' waits on us make progress.
+                self.net.progress_all();
+                if now - start >= self.timeout {
+                    return Err(ShmemError::Timeout {
+                        what: what(),
+                        after: self.timeout,
+                        missing: missing(),
+                    });
+                }
+            }
+        }
+    }
+
+    /// Waits until this PE's `ivar[idx] <cmp> value` (`shmem_wait_until`).
+    pub fn wait_until<T: AtomicInt + PartialOrd>(
+        &self,
+        ivar: Sym<T>,
+        idx: usize,
+        cmp: Cmp,
+        value: T,
+    ) -> Result<()> {
+        let off = self.amo_off(ivar, idx)?;
+        // SAFETY: an aligned operand in this PE's heap, accessed atomically by all.
+        let load = || T::from_bits(unsafe { load(self.base.add(off), T::WIDTH) });
+        self.wait_for(
+            &|| format!("{ivar:?}[{idx}] {cmp:?} {value:?}"),
+            &Vec::new,
+            || Ok(cmp.holds(load(), value)),
+        )
+    }
+
+    /// Whether this PE's `ivar[idx] <cmp> value` holds now (`shmem_test`).
+    pub fn test<T: AtomicInt + PartialOrd>(
+        &self,
+        ivar: Sym<T>,
+        idx: usize,
+        cmp: Cmp,
+        value: T,
+    ) -> Result<bool> {
+        let off = self.amo_off(ivar, idx)?;
+        // SAFETY: an aligned operand in this PE's heap, accessed atomically by all.
+        let v = T::from_bits(unsafe { load(self.base.add(off), T::WIDTH) });
+        Ok(cmp.holds(v, value))
+    }
+
+    fn satisfied<T: AtomicInt + PartialOrd>(
+        &self,
+        ivars: Sym<T>,
+        status: Option<&[bool]>,
+        cmp: Cmp,
+        value: T,
+    ) -> Result<Vec<usize>> {
+        let mut out = Vec::new();
+        for i in 0..ivars.len() {
+            if status.is_some_and(|s| s.get(i).copied().unwrap_or(false)) {
+                continue;
+            }
+            if self.test(ivars, i, cmp, value)? {
+                out.push(i);
+            }
+        }
+        Ok(out)
+    }
+
+    fn considered(n: usize, status: Option<&[bool]>) -> usize {
+        (0..n)
+            .filter(|&i| !status.is_some_and(|s| s.get(i).copied().unwrap_or(false)))
+            .count()
+    }
+
+    /// Whether every element of `ivars` not excluded by `status` (true = skip) satisfies the
+    /// comparison (`shmem_test_all`).
+    pub fn test_all<T: AtomicInt + PartialOrd>(
+        &self,
+        ivars: Sym<T>,
+        status: Option<&[bool]>,
+        cmp: Cmp,
+        value: T,
+    ) -> Result<bool> {
+        Ok(self.satisfied(ivars, status, cmp, value)?.len()
+            == Self::considered(ivars.len(), status))
+    }
+
+    /// The first element satisfying the comparison, if any (`shmem_test_any`).
+    pub fn test_any<T: AtomicInt + PartialOrd>(
+        &self,
+        ivars: Sym<T>,
+        status: Option<&[bool]>,
+        cmp: Cmp,
+        value: T,
+    ) -> Result<Option<usize>> {
+        Ok(self.satisfied(ivars, status, cmp, value)?.first().copied())
+    }
+
+    /// Every element satisfying the comparison (`shmem_test_some`).
+    pub fn test_some<T: AtomicInt + PartialOrd>(
+        &self,
+        ivars: Sym<T>,
+        status: Option<&[bool]>,
+        cmp: Cmp,
+        value: T,
+    ) -> Result<Vec<usize>> {
+        self.satisfied(ivars, status, cmp, value)
+    }
+
+    /// Waits until every considered element satisfies the comparison (`shmem_wait_until_all`).
+    pub fn wait_until_all<T: AtomicInt + PartialOrd>(
+        &self,
+        ivars: Sym<T>,
+        status: Option<&[bool]>,
+        cmp: Cmp,
+        value: T,
+    ) -> Result<()> {
+        self.wait_for(
+            &|| format!("all of {ivars:?} {cmp:?} {value:?}"),
+            &Vec::new,
+            || self.test_all(ivars, status, cmp, value),
+        )
+    }
+
+    /// Waits until some considered element satisfies it; returns its index
+    /// (`shmem_wait_until_any`; `None` if every element is excluded).
+    pub fn wait_until_any<T: AtomicInt + PartialOrd>(
+        &self,
+        ivars: Sym<T>,
+        status: Option<&[bool]>,
+        cmp: Cmp,
+        value: T,
+    ) -> Result<Option<usize>> {
+        if Self::considered(ivars.len(), status) == 0 {
+            return Ok(None);
+        }
+        let mut found = None;
+        self.wait_for(
+            &|| format!("any of {ivars:?} {cmp:?} {value:?}"),
+            &Vec::new,
+            || {
+                found = self.test_any(ivars, status, cmp, value)?;
+                Ok(found.is_some())
+            },
+        )?;
+        Ok(found)
+    }
+
+    /// Waits until at least one considered element satisfies it; returns all that do
+    /// (`shmem_wait_until_some`).
+    pub fn wait_until_some<T: AtomicInt + PartialOrd>(
+        &self,
+        ivars: Sym<T>,
+        status: Option<&[bool]>,
+        cmp: Cmp,
+        value: T,
+    ) -> Result<Vec<usize>> {
+        if Self::considered(ivars.len(), status) == 0 {
+            return Ok(Vec::new());
+        }
+        let mut found = Vec::new();
+        self.wait_for(
+            &|| format!("some of {ivars:?} {cmp:?} {value:?}"),
+            &Vec::new,
+            || {
+                found = self.test_some(ivars, status, cmp, value)?;
+                Ok(!found.is_empty())
+            },
+        )?;
+        Ok(found)
+    }
+}

@@ -1,0 +1,131 @@
+//! P2P: the target's heap is mapped into this address space; puts are stores, atomics are CPU
+//! atomics. Every access goes through `gda_hal::mmio`'s symmetric-memory functions.
+
+use std::sync::atomic::{Ordering, fence};
+
+use gda_hal::{Provider, mmio};
+
+use super::{Amo, Net, Transport};
+use crate::error::Result;
+use crate::pe::TransportKind;
+use crate::types::{SignalOp, Width};
+
+/// A PE reached by load/store: a peer's heap mapped here, or this PE's own heap.
+pub(crate) struct P2p {
+    /// The first byte of the target's segment in this address space.
+    base: *mut u8,
+    /// The target is this PE.
+    local: bool,
+}
+
+impl P2p {
+    /// The route to the segment mapped at `base` (kept mapped while the route is used).
+    pub(crate) fn new(base: *mut u8, local: bool) -> Self {
+        Self { base, local }
+    }
+
+    /// The target's byte at `off`.
+    #[inline(always)]
+    fn at(&self, off: usize) -> *mut u8 {
+        // `wrapping_add`: no `unsafe` needed to form the address; every caller's offset is
+        // range-checked inside the segment, so it is the same as `add`.
+        self.base.wrapping_add(off)
+    }
+}
+
+/// Atomic load (acquire) of the `w`-wide operand at `addr`.
+///
+/// # Safety
+/// `addr` must be valid, aligned to the width, and accessed only atomically by others.
+#[inline(always)]
+pub(crate) unsafe fn load(addr: *const u8, w: Width) -> u64 {
+    match w {
+        // SAFETY: valid, aligned, atomically accessed (caller).
+        Width::W32 => u64::from(unsafe { mmio::load_u32_acquire(addr.cast()) }),
+        // SAFETY: as above.
+        Width::W64 => unsafe { mmio::load_u64_acquire(addr.cast()) },
+    }
+}
+
+impl<P: Provider> Transport<P> for P2p {
+    #[inline]
+    fn kind(&self) -> TransportKind {
+        if self.local {
+            TransportKind::Local
+        } else {
+            TransportKind::P2p
+        }
+    }
+
+    #[inline]
+    fn put(&self, _: &Net<P>, off: usize, src: &[u8]) -> Result<()> {
+        // SAFETY: `off..off + len` is range-checked inside the target's segment, mapped at
+        // `base`; `src` is a Rust slice (it may be this PE's own heap through `local_ptr`, so
+        // overlap is allowed).
+        unsafe { mmio::sym_copy(self.at(off), src.as_ptr(), src.len()) };
+        Ok(())
+    }
+
+    #[inline]
+    unsafe fn get(&self, _: &Net<P>, off: usize, dst: *mut u8, len: usize) -> Result<()> {
+        // Stores the target made before it published them (a release fence, store or RMW
+        // that this PE has observed) are visible to the copy.
+        fence(Ordering::Acquire);
+        // SAFETY: the source is range-checked in the mapping; `dst` is valid (caller); may
+        // overlap (the self route).
+        unsafe { mmio::sym_copy(dst, self.at(off), len) };
+        Ok(())
+    }
+
+    #[inline]
+    fn get_nbi(&self, net: &Net<P>, dst_off: usize, src_off: usize, len: usize) -> Result<()> {
+        // A copy completes at once. The destination is this PE's own segment (route `me`).
+        let dst = net.base.wrapping_add(dst_off);
+        // SAFETY: `dst_off..+len` is range-checked in this PE's segment, valid for writes.
+        unsafe { Transport::<P>::get(self, net, src_off, dst, len) }
+    }
+
+    #[inline]
+    fn signal(&self, _: &Net<P>, off: usize, value: u64, op: SignalOp) -> Result<()> {
+        let p = self.at(off).cast::<u64>();
+        // Release (both arms): the data stores of the put before happen-before the signal.
+        match op {
+            // SAFETY: an aligned u64 inside the target's heap, accessed atomically by all.
+            SignalOp::Set => unsafe { mmio::store_u64_release(p, value) },
+            SignalOp::Add => {
+                // SAFETY: as above.
+                unsafe { mmio::fetch_add_u64_release(p, value) };
+            }
+        }
+        Ok(())
+    }
+
+    #[inline]
+    fn amo(&self, _: &Net<P>, off: usize, w: Width, op: Amo, _fetch: bool) -> Result<u64> {
+        let p = self.at(off);
+        Ok(match w {
+            // SAFETY: an aligned operand inside the target's heap, accessed atomically by all.
+            Width::W32 => u64::from(unsafe {
+                mmio::atomic_update_u32(p.cast(), |v| op.apply(u64::from(v), w).map(|n| n as u32))
+            }),
+            // SAFETY: as above.
+            Width::W64 => unsafe { mmio::atomic_update_u64(p.cast(), |v| op.apply(v, w)) },
+        })
+    }
+
+    #[inline]
+    fn fence(&self) {
+        // Later stores cannot pass earlier ones (x86: compiler fence only).
+        fence(Ordering::Release);
+    }
+
+    #[inline]
+    fn quiet(&self, _: &Net<P>) -> Result<()> {
+        // Every earlier store and atomic is globally visible before anything after the quiet.
+        fence(Ordering::SeqCst);
+        Ok(())
+    }
+
+    #[inline]
+    fn progress(&self) {}
+}
