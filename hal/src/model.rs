@@ -345,6 +345,19 @@ pub struct QpView {
 }
 
 impl QpView {
+    /// Copies `units` ring units of `unit_bytes` starting at free-running unit `pos` of the send
+    /// ring into `out` (resized), unwrapping at the ring's end: the private copy a WQE is
+    /// decoded from.
+    pub fn copy_sq_units(&self, pos: u64, units: u32, unit_bytes: usize, out: &mut Vec<u8>) {
+        let entries = u64::from(self.geometry.sq_units);
+        out.clear();
+        out.resize(units as usize * unit_bytes, 0);
+        for (i, chunk) in out.chunks_exact_mut(unit_bytes).enumerate() {
+            let slot = (pos + i as u64) & (entries - 1);
+            self.sq.read(slot as usize * unit_bytes, chunk);
+        }
+    }
+
     /// The receive queue's common handle: ring, entries, stride and limits, with the doorbell
     /// record and register the model names (0 for none).
     #[must_use]

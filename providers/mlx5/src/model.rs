@@ -21,17 +21,6 @@ const BF_SIZE: u32 = 256;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Mlx5Model;
 
-/// Copies `units` WQEBBs of the ring starting at unit `pos` into `out`, unwrapping at the end.
-fn copy_ring(qp: &QpView, pos: u64, units: u32, out: &mut Vec<u8>) {
-    let entries = u64::from(qp.geometry.sq_units);
-    out.clear();
-    out.resize(units as usize * 64, 0);
-    for (i, chunk) in out.chunks_exact_mut(64).enumerate() {
-        let slot = (pos + i as u64) & (entries - 1);
-        qp.sq.read(slot as usize * 64, chunk);
-    }
-}
-
 /// The syndrome hardware reports for a status.
 fn syndrome_for(status: WcStatus) -> Syndrome {
     match status {
@@ -132,7 +121,7 @@ impl DeviceModel for Mlx5Model {
             units,
             counter,
         };
-        copy_ring(qp, pos, units, scratch);
+        qp.copy_sq_units(pos, units, 64, scratch);
         let w = WqeRepr::parse(scratch).map_err(|e| bad(m::syndrome_of(&e).wc_status()))?;
         op.units = units;
         op.counter = counter;

@@ -16,18 +16,6 @@ use crate::{Native, UNIT_BYTES};
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct NativeModel;
 
-/// Copies `units` 64-byte units of the SQ ring starting at unit `pos` into `out`, unwrapping at
-/// the end.
-fn copy_ring(qp: &QpView, pos: u64, units: u32, out: &mut Vec<u8>) {
-    let entries = u64::from(qp.geometry.sq_units);
-    out.clear();
-    out.resize(units as usize * 64, 0);
-    for (i, chunk) in out.chunks_exact_mut(64).enumerate() {
-        let slot = (pos + i as u64) & (entries - 1);
-        qp.sq.read(slot as usize * 64, chunk);
-    }
-}
-
 /// Widens a 32-bit position to the one at or after `pos`.
 fn widen32(pos: u64, v: u32) -> u64 {
     pos + u64::from(v.wrapping_sub(pos as u32))
@@ -49,7 +37,7 @@ fn fetch(qp: &QpView, pos: u64, op: &mut WqeOp, scratch: &mut Vec<u8>) -> Result
         return Err(bad(1));
     }
     if units > 1 {
-        copy_ring(qp, pos, units, scratch);
+        qp.copy_sq_units(pos, units, 64, scratch);
     } else {
         scratch.clear();
         scratch.extend_from_slice(&head);
