@@ -146,6 +146,11 @@ impl Chaos {
 }
 
 impl QpExec {
+    /// Whether deferred READ or atomic data is still waiting to land.
+    fn has_pending_data(&self) -> bool {
+        self.pending_data > 0
+    }
+
     fn due_after(&self, wqes: u64) -> Due {
         Due {
             wqes: self.executed + wqes,
@@ -684,7 +689,11 @@ fn execute(
                         Err(e) => return fail(qp, c, local_fault(e), op.units),
                     }
                 }
-                let defer = chaos.and_then(|ch| ch.defer(0.3));
+                // Responses land in order: behind earlier deferred data (an atomic's result, an
+                // earlier READ), this READ's data is queued too, even when chaos did not delay it.
+                let defer = chaos
+                    .and_then(|ch| ch.defer(0.3))
+                    .or_else(|| ex.has_pending_data().then_some(0));
                 let mut src = op.remote.addr;
                 for s in op.sges.iter().filter(|s| s.length > 0) {
                     if let Some(k) = defer {
@@ -874,7 +883,11 @@ fn execute_atomic(
         return fail(qp, c, WcStatus::LocQpOpErr);
     };
     let (bytes, n) = qp.model().atomic_result(old, width);
-    match chaos.and_then(|ch| ch.defer(0.3)) {
+    // In order behind earlier deferred data, as for READs.
+    let defer = chaos
+        .and_then(|ch| ch.defer(0.3))
+        .or_else(|| ex.has_pending_data().then_some(0));
+    match defer {
         Some(k) => {
             let due = ex.due_after(k);
             ex.pending.push_back(Deferred::Data {
