@@ -27,7 +27,7 @@ pub mod model;
 pub mod wire;
 
 use gda_hal::{
-    AtomicOp, CollapsedProgress, Cost, CqHandle, OutOfWindow, Payload, PostError, Posted, ProdIdx,
+    AtomicOp, Checked, CollapsedProgress, Cost, CqHandle, OutOfWindow, Payload, PostError, Posted, ProdIdx,
     Provider, Remote, SendFlags, Sge, SqPos, WcOpcode, WcStatus, WorkCompletion, WorkRequest,
     WqHandle, mmio,
 };
@@ -78,13 +78,18 @@ fn unit_ptr(wq: &WqHandle, at: ProdIdx, k: u32) -> u64 {
     wq.buf.wrapping_add(u64::from(slot) * u64::from(UNIT_BYTES))
 }
 
-/// Writes a WQE of any kind.
+/// Writes a WQE of any kind; `units` is the request's checked cost ([`units_for`]), used as is.
 ///
 /// # Safety
-/// As [`Provider::post`].
-unsafe fn write(wq: &WqHandle, pos: SqPos, wr: &WorkRequest<'_>, fl: SendFlags) -> Posted {
+/// As [`Provider::post_checked`], with `units == units_for(wr)`.
+unsafe fn write(
+    wq: &WqHandle,
+    pos: SqPos,
+    wr: &WorkRequest<'_>,
+    units: u32,
+    fl: SendFlags,
+) -> Posted {
     let at = pos.unit;
-    let units = units_for(wr);
     let mut h = NativeWqe {
         units: units as u8,
         counter: at.0,
@@ -305,9 +310,10 @@ impl Provider for Native {
         Ok(Cost { units, packets: 0 })
     }
 
-    unsafe fn post(wq: &WqHandle, at: SqPos, wr: &WorkRequest<'_>, flags: SendFlags) -> Posted {
-        // SAFETY: forwarded.
-        unsafe { write(wq, at, wr, flags) }
+    /// Writes the WQE with the unit count `check` derived (not counted again).
+    unsafe fn post_checked(req: &Checked<'_, Self>, at: SqPos, flags: SendFlags) -> Posted {
+        // SAFETY: forwarded; the cost is the checked one.
+        unsafe { write(req.queue(), at, req.request(), req.cost().units, flags) }
     }
 
     unsafe fn ring_sq(wq: &WqHandle, posted: &Posted) {
