@@ -299,9 +299,8 @@ impl<P: Provider> SendQueue<P> {
                 "inline payload longer than the provider's format allows"
             );
         }
-        admit(LEN, self.fast.write_inline, |max| PostError::InlineTooLong {
-            len: LEN,
-            max,
+        admit(LEN, self.fast.write_inline, |max| {
+            PostError::InlineTooLong { len: LEN, max }
         })?;
         self.post_fast(&WriteInline(remote, data), flags)
     }
@@ -320,7 +319,10 @@ impl<P: Provider> SendQueue<P> {
         sges: &[Sge; N],
         flags: SendFlags,
     ) -> Result<u64, SqError> {
-        admit(N, self.fast.write_sges, |max| PostError::TooManySges { n: N, max })?;
+        admit(N, self.fast.write_sges, |max| PostError::TooManySges {
+            n: N,
+            max,
+        })?;
         self.post_fast(&WriteSges(remote, sges), flags)
     }
 
@@ -336,7 +338,10 @@ impl<P: Provider> SendQueue<P> {
         sges: &[Sge; N],
         flags: SendFlags,
     ) -> Result<u64, SqError> {
-        admit(N, self.fast.read_sges, |max| PostError::TooManySges { n: N, max })?;
+        admit(N, self.fast.read_sges, |max| PostError::TooManySges {
+            n: N,
+            max,
+        })?;
         self.post_fast(&ReadSges(remote, sges), flags)
     }
 
@@ -352,7 +357,10 @@ impl<P: Provider> SendQueue<P> {
         imm: Option<u32>,
         flags: SendFlags,
     ) -> Result<u64, SqError> {
-        admit(N, self.fast.send_sges, |max| PostError::TooManySges { n: N, max })?;
+        admit(N, self.fast.send_sges, |max| PostError::TooManySges {
+            n: N,
+            max,
+        })?;
         self.post_fast(&SendSges(sges, imm), flags)
     }
 

@@ -17,8 +17,8 @@
 use gda_hal::mmio;
 use gda_hal::op::Payload;
 use gda_hal::{
-    AtomicOp, Checked, CollapsedProgress, Cost, CqHandle, OutOfWindow, PostError, Posted, ProdIdx, Provider,
-    SendFlags, Sge, SqPos, WcOpcode, WorkCompletion, WorkRequest, WqHandle,
+    AtomicOp, Checked, CollapsedProgress, Cost, CqHandle, OutOfWindow, PostError, Posted, ProdIdx,
+    Provider, SendFlags, Sge, SqPos, WcOpcode, WorkCompletion, WorkRequest, WqHandle,
 };
 
 use crate::mode::{Mode, PsnForm, WqeMode};

@@ -13,9 +13,9 @@
 //! BlueFlame halves and the optional whole-WQE BlueFlame copy.
 
 use gda_hal::{
-    AtomicOp, Checked, CollapsedProgress, Cost, CqHandle, OutOfWindow, Payload, PostError, Posted, ProdIdx,
-    Provider, Remote, SendFlags, Sge, SqPos, WcOpcode, WcStatus, WorkCompletion, WorkRequest,
-    WqHandle, mmio,
+    AtomicOp, Checked, CollapsedProgress, Cost, CqHandle, OutOfWindow, Payload, PostError, Posted,
+    ProdIdx, Provider, Remote, SendFlags, Sge, SqPos, WcOpcode, WcStatus, WorkCompletion,
+    WorkRequest, WqHandle, mmio,
 };
 
 use crate::wire::ctrl_seg::fm_ce_se;

@@ -27,9 +27,9 @@ pub mod model;
 pub mod wire;
 
 use gda_hal::{
-    AtomicOp, Checked, CollapsedProgress, Cost, CqHandle, OutOfWindow, Payload, PostError, Posted, ProdIdx,
-    Provider, Remote, SendFlags, Sge, SqPos, WcOpcode, WcStatus, WorkCompletion, WorkRequest,
-    WqHandle, mmio,
+    AtomicOp, Checked, CollapsedProgress, Cost, CqHandle, OutOfWindow, Payload, PostError, Posted,
+    ProdIdx, Provider, Remote, SendFlags, Sge, SqPos, WcOpcode, WcStatus, WorkCompletion,
+    WorkRequest, WqHandle, mmio,
 };
 pub use wire::{NativeCqe, NativeOp, NativeSge, NativeWqe, flags};
 
