@@ -44,11 +44,13 @@ pub const MAX_UNITS: u32 = 16;
 /// SGEs in one extension unit.
 const SGES_PER_UNIT: u32 = 4;
 
+#[inline(always)]
 fn nonempty(sges: &[Sge]) -> impl Iterator<Item = &Sge> {
     sges.iter().filter(|s| s.length != 0)
 }
 
 /// Units a request occupies.
+#[inline(always)]
 #[must_use]
 pub fn units_for(wr: &WorkRequest<'_>) -> u32 {
     let payload_units = |p: &Payload<'_>| match p {
@@ -82,6 +84,7 @@ fn unit_ptr(wq: &WqHandle, at: ProdIdx, k: u32) -> u64 {
 ///
 /// # Safety
 /// As [`Provider::post_checked`], with `units == units_for(wr)`.
+#[inline(always)]
 unsafe fn write(
     wq: &WqHandle,
     pos: SqPos,
@@ -284,6 +287,7 @@ impl Provider for Native {
     const CQ_INDEX_BITS: u32 = 32;
     const ATOMIC_RESULT_BIG_ENDIAN: bool = false;
 
+    #[inline(always)]
     fn cost(_wq: &WqHandle, wr: &WorkRequest<'_>) -> Cost {
         Cost {
             units: units_for(wr),
@@ -311,6 +315,7 @@ impl Provider for Native {
     }
 
     /// Writes the WQE with the unit count `check` derived (not counted again).
+    #[inline(always)]
     unsafe fn post_checked(req: &Checked<'_, Self>, at: SqPos, flags: SendFlags) -> Posted {
         // SAFETY: forwarded; the cost is the checked one.
         unsafe { write(req.queue(), at, req.request(), req.cost().units, flags) }
