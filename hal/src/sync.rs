@@ -31,7 +31,8 @@ impl Waiter {
     const SPINS_BEFORE_YIELD: u32 = 64;
 
     /// A wait that gives up after `timeout_ms` milliseconds (with `std`), or after about
-    /// `timeout_ms * 100_000` spin steps without `std`.
+    /// `timeout_ms * 100_000` spin steps without `std` (under `--cfg loom`: `timeout_ms`
+    /// yields).
     #[must_use]
     pub fn new(timeout_ms: u64) -> Self {
         Self {
@@ -49,6 +50,13 @@ impl Waiter {
         self.spins = self.spins.wrapping_add(1);
         #[cfg(loom)]
         {
+            // Under the model checker `timeout_ms` counts yields: loom may keep choosing a
+            // yielding waiter over the runnable thread it waits for (a yield point is not a
+            // preemption, so the preemption bound does not end such a schedule). A budget makes
+            // those unfair schedules end in `TimedOut` instead of an unbounded path.
+            if u64::from(self.spins) > self.timeout_ms {
+                return Err(TimedOut);
+            }
             loom::thread::yield_now();
             return Ok(());
         }
