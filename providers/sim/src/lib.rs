@@ -39,6 +39,25 @@
 //! let mut out = [0u8; 10];
 //! dst.read(0, &mut out).unwrap();
 //! assert_eq!(&out, b"hello, NIC");
+//!
+//! // The same put when its size is known at compile time: the typed path, same WQE bytes.
+//! sq.post_write_inline::<10>(Remote { addr: dst.addr() + 16, rkey: dst.rkey() },
+//!     b"typed, NIC", SendFlags::empty()).unwrap();
+//! sq.quiet().unwrap();
+//! dst.read(16, &mut out).unwrap();
+//! assert_eq!(&out, b"typed, NIC");
+//! ```
+//!
+//! A typed size no queue of the provider can hold does not compile (here above bnxt's 96
+//! inline bytes; a size above one queue's own limit is an `SqError` at run time):
+//!
+//! ```compile_fail,E0080
+//! use gda_bnxt::Bnxt;
+//! use gda_hal::{Remote, SendFlags, SendQueue};
+//! fn put(sq: &SendQueue<Bnxt>) {
+//!     let _ = sq.post_write_inline::<97>(Remote::default(), &[0; 97], SendFlags::empty());
+//! }
+//! let _instantiate: fn(&SendQueue<Bnxt>) = put;
 //! ```
 #![deny(unsafe_op_in_unsafe_fn)]
 
