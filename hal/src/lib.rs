@@ -20,6 +20,7 @@
 //! | [`progress`] | window-checked completion progress for collapsed CQs (DESIGN.md §7.1) |
 //! | [`status`] | [`WcStatus`]/[`WcOpcode`], numbered as rdma-core's `ibv_wc_*` |
 //! | [`error`] | [`ErrorKind`] and the [`Error`] trait every gda error implements |
+//! | `control` (std) | the host control path every NIC implements: device, PD, MR, CQ, typed RC QP transitions, paths, endpoints |
 //!
 //! Design choices: providers are zero-sized marker types (as wgpu-hal's backends); sizes known
 //! at compile time are const generics or marker types so each (provider, operation) pair is
@@ -75,6 +76,8 @@ macro_rules! raw_enum {
 }
 
 pub mod bits;
+#[cfg(feature = "std")]
+pub mod control;
 pub mod endian;
 pub mod error;
 pub mod handle;
