@@ -43,20 +43,31 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 mod buf;
-pub mod engine;
-pub mod fabric;
+mod cq;
+mod device;
+mod engine;
+mod fabric;
 pub mod launch;
-pub mod mem;
+mod mem;
+mod nic;
+mod pd;
+mod qp;
+mod state;
+mod types;
 mod xproc;
 
 pub use buf::DmaBuf;
-pub use engine::StatsSnapshot;
-pub use fabric::{
-    Cq, CqMode, Endpoint, Fabric, FabricConfig, Model, Mr, Nic, Pd, Qp, QpInit, QpState, SimError,
-};
+pub use cq::Cq;
+pub use device::{SimDevice, SimQp};
+pub use fabric::{Fabric, FabricConfig};
 pub use gda_hal::model::{DeviceModel, Modeled};
 pub use launch::{ThreadIdx, launch};
 pub use mem::{Access, Fault};
+pub use nic::Nic;
+pub use pd::{Mr, Pd};
+pub use qp::{Qp, QpInit};
+pub use state::StatsSnapshot;
+pub use types::{CqMode, Endpoint, Model, QpState, SimError};
 
 /// The device models this software NIC executes, one line per vendor (adding a vendor: see
 /// `providers/README.md`). Tools look models up here by name.

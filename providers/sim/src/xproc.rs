@@ -25,8 +25,8 @@ use std::time::{Duration, Instant};
 
 use gda_hal::shm::Segment;
 
-use crate::fabric::{Endpoint, QpState};
 use crate::mem::{Access, Fault};
+use crate::types::{Endpoint, QpState};
 
 /// Fabric ids of cross-process fabrics: `TAG | job hash << 16 | rank`.
 const TAG: u64 = 0x5348 << 48;
@@ -125,6 +125,11 @@ impl HostLink {
             write: Mutex::new(()),
             peers: RwLock::new(HashMap::new()),
         })
+    }
+
+    /// The job this fabric belongs to.
+    pub(crate) fn job(&self) -> &str {
+        &self.job
     }
 
     /// The fabric id of this process's fabric.
