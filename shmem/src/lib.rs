@@ -43,9 +43,7 @@ pub mod team;
 mod transport;
 pub mod types;
 
-pub use domain::Domain;
-#[cfg(feature = "sim")]
-pub use domain::SimDomain;
+pub use domain::{Nudge, RdmaNic};
 pub use error::{Result, ShmemError};
 pub use heap::Sym;
 /// The former name of [`TransportKind`] (which transport reaches a PE), kept so existing

@@ -33,7 +33,7 @@ pub(crate) use rdma::{Rdma, Staging};
 
 use gda_hal::Provider;
 
-use crate::domain::Domain;
+use crate::domain::{Conn, Nudge};
 use crate::error::Result;
 use crate::pe::{Liveness, TransportKind};
 use crate::types::{SignalOp, Width};
@@ -261,7 +261,10 @@ pub(crate) struct Net<P: Provider> {
     /// How many routes are RDMA (waits nap when there are any: see `Pe::wait_for`).
     pub(crate) rdma_routes: usize,
     /// The NIC control path, `None` when every route is P2P.
-    pub(crate) domain: Option<Box<dyn Domain<P = P>>>,
+    /// The NIC's control-path objects (PD, region, QPs, CQs), kept alive for the queues.
+    pub(crate) _nic: Option<Box<dyn Conn<P>>>,
+    /// The NIC's engine wake-up (the software NIC's; `None` on hardware and P2P).
+    pub(crate) nudge: Option<Nudge>,
 }
 
 impl<P: Provider> Net<P> {
@@ -290,11 +293,11 @@ impl<P: Provider> Net<P> {
     }
 
     /// Wakes the NIC before this PE waits on it. Hardware needs nothing; the software NIC's
-    /// engine naps when idle (see [`Domain::kick`]).
+    /// engine naps when idle (see [`crate::domain::Nudge`]).
     #[inline]
     pub(crate) fn kick(&self) {
-        if let Some(d) = &self.domain {
-            d.kick();
+        if let Some(n) = &self.nudge {
+            n();
         }
     }
 }
