@@ -50,5 +50,5 @@ pub mod perf;
 pub mod shmem_cli;
 pub mod wire;
 
-/// The SHMEM layer (always built; its RDMA domain on the software NIC needs `sim`).
+/// The SHMEM layer (always built; its RDMA routes run on any `gda_hal::control::Device`, the software NIC's with `sim`).
 pub use gda_shmem as shmem;
