@@ -271,18 +271,38 @@ impl<P: Provider> Net<P> {
     /// Quiets every route, then recycles the staging memory (nothing in flight uses it any
     /// more).
     pub(crate) fn quiet_all(&self) -> Result<()> {
+        // P2P routes differ only in the mapping they store to: one quiet (a full fence) covers
+        // all of them, so it runs once, not once per same-host PE.
+        if let Some(p) = self.first_p2p() {
+            p.quiet(self)?;
+        }
         for r in &self.routes {
-            r.quiet(self)?;
+            if let Route::Rdma(t) = r {
+                t.quiet(self)?;
+            }
         }
         self.staging.reset();
         Ok(())
     }
 
-    /// Orders later operations to every PE after earlier ones.
+    /// Orders later operations to every PE after earlier ones (the P2P fence once, as above).
     pub(crate) fn fence_all(&self) {
-        for r in &self.routes {
-            r.fence();
+        if let Some(p) = self.first_p2p() {
+            Transport::<P>::fence(p);
         }
+        for r in &self.routes {
+            if let Route::Rdma(t) = r {
+                t.fence();
+            }
+        }
+    }
+
+    /// A P2P route (every PE has one: to itself).
+    fn first_p2p(&self) -> Option<&P2p> {
+        self.routes.iter().find_map(|r| match r {
+            Route::P2p(p) => Some(p),
+            Route::Rdma(_) => None,
+        })
     }
 
     /// Lets every route's outstanding work progress.
