@@ -9,16 +9,13 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, RwLock};
 
-use gda_hal::model::{DeviceModel, Modeled};
 use rand::RngCore;
 
-use crate::mem::MrTable;
-use crate::nic::Nic;
-use crate::state::{FabricInner, NicInner, QpInner, Stats};
-use crate::types::{Endpoint, Model, SimError};
+use crate::state::{FabricInner, QpInner, Stats};
+use crate::types::{Endpoint, SimError};
 
 /// Fabric configuration.
 #[derive(Clone, Copy, Debug, Default)]
@@ -131,35 +128,6 @@ impl Fabric {
     #[must_use]
     pub fn chaos_seed(&self) -> Option<u64> {
         self.inner.chaos
-    }
-
-    /// Adds a NIC executing the queues of provider `P` in its default configuration.
-    pub fn add_nic_for<P: Modeled>(&self) -> Nic {
-        self.add_nic(P::model())
-    }
-
-    /// Adds a NIC executing `model`'s queues.
-    pub fn add_nic(&self, model: impl DeviceModel) -> Nic {
-        self.add_shared_model_nic(Arc::new(model))
-    }
-
-    /// Adds a NIC executing a model that other NICs may share.
-    pub fn add_shared_model_nic(&self, model: Model) -> Nic {
-        let mut nics = self.inner.nics.write().unwrap_or_else(|e| e.into_inner());
-        let id = nics.len() as u32;
-        let nic = Arc::new(NicInner {
-            id,
-            model,
-            mrs: MrTable::default(),
-            next_qpn: AtomicU32::new(0x100),
-            next_pd: AtomicU32::new(1),
-            next_cqn: AtomicU32::new(1),
-        });
-        nics.push(nic.clone());
-        Nic {
-            fabric: self.clone(),
-            inner: nic,
-        }
     }
 
     /// Engine statistics (WQEs executed, idle sleeps), for tests and `gda perf`.

@@ -65,9 +65,9 @@ pub use launch::{ThreadIdx, launch};
 pub use mem::{Access, Fault};
 pub use nic::Nic;
 pub use pd::{Mr, Pd};
-pub use qp::{Qp, QpInit};
+pub use qp::Qp;
 pub use state::StatsSnapshot;
-pub use types::{CqMode, Endpoint, Model, QpState, SimError};
+pub use types::{CqMode, Endpoint, Model, QpInit, QpState, SimError};
 
 /// The device models this software NIC executes, one line per vendor (adding a vendor: see
 /// `providers/README.md`). Tools look models up here by name.

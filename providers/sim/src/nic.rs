@@ -1,17 +1,17 @@
 //! A software NIC: protection domains and completion queues are made here.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 use gda_hal::control::{QueueBuffer, QueueMemory};
-use gda_hal::model::{CqView, DeviceModel, Region};
+use gda_hal::model::{CqView, DeviceModel, Modeled, Region};
 
 use crate::buf::QueueMem;
 use crate::cq::Cq;
 use crate::fabric::Fabric;
-use crate::pd::Pd;
+use crate::mem::MrTable;
 use crate::state::{CqInner, NicInner};
-use crate::types::{CqMode, SimError};
+use crate::types::{CqMode, Model, SimError};
 
 /// A software NIC.
 #[derive(Clone)]
@@ -29,6 +29,37 @@ impl std::fmt::Debug for Nic {
     }
 }
 
+impl Fabric {
+    /// Adds a NIC executing the queues of provider `P` in its default configuration.
+    pub fn add_nic_for<P: Modeled>(&self) -> Nic {
+        self.add_nic(P::model())
+    }
+
+    /// Adds a NIC executing `model`'s queues.
+    pub fn add_nic(&self, model: impl DeviceModel) -> Nic {
+        self.add_shared_model_nic(Arc::new(model))
+    }
+
+    /// Adds a NIC executing a model that other NICs may share.
+    pub fn add_shared_model_nic(&self, model: Model) -> Nic {
+        let mut nics = self.inner.nics.write().unwrap_or_else(|e| e.into_inner());
+        let id = nics.len() as u32;
+        let nic = Arc::new(NicInner {
+            id,
+            model,
+            mrs: MrTable::default(),
+            next_qpn: AtomicU32::new(0x100),
+            next_pd: AtomicU32::new(1),
+            next_cqn: AtomicU32::new(1),
+        });
+        nics.push(nic.clone());
+        Nic {
+            fabric: self.clone(),
+            inner: nic,
+        }
+    }
+}
+
 impl Nic {
     /// The device model this NIC executes.
     #[must_use]
@@ -40,14 +71,6 @@ impl Nic {
     #[must_use]
     pub fn fabric(&self) -> &Fabric {
         &self.fabric
-    }
-
-    /// Allocates a protection domain.
-    pub fn alloc_pd(&self) -> Pd {
-        Pd {
-            nic: self.clone(),
-            id: self.inner.next_pd.fetch_add(1, Ordering::Relaxed),
-        }
     }
 
     /// Most CQEs a CQ may hold.

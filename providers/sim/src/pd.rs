@@ -6,12 +6,23 @@ use crate::buf::DmaBuf;
 use crate::mem::{Access, Fault, MrInner};
 use crate::nic::Nic;
 use crate::types::SimError;
+use std::sync::atomic::Ordering;
 
 /// A protection domain.
 #[derive(Clone, Debug)]
 pub struct Pd {
     pub(crate) nic: Nic,
     pub(crate) id: u32,
+}
+
+impl Nic {
+    /// Allocates a protection domain.
+    pub fn alloc_pd(&self) -> Pd {
+        Pd {
+            nic: self.clone(),
+            id: self.inner.next_pd.fetch_add(1, Ordering::Relaxed),
+        }
+    }
 }
 
 impl Pd {

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use gda_hal::model::DeviceModel;
+use gda_hal::model::{DeviceModel, QpGeometry};
 
 /// A device model, shared by a NIC and its CQs and QPs (see [`gda_hal::model`]).
 pub type Model = Arc<dyn DeviceModel>;
@@ -129,3 +129,53 @@ impl Endpoint {
         })
     }
 }
+
+/// Sizes of a new QP.
+#[derive(Clone, Copy, Debug)]
+pub struct QpInit {
+    /// Send-queue units (64-byte units; a power of two).
+    pub sq_units: u32,
+    /// Receive-queue WQEs (a power of two).
+    pub rq_wqes: u32,
+    /// Largest inline payload.
+    pub max_inline: u32,
+    /// Most gather entries per WQE (send and receive).
+    pub max_sge: u32,
+    /// RNR retries before `RNR_RETRY_EXC_ERR`; 7 means retry forever (as in verbs).
+    pub rnr_retry: u8,
+    /// Path MTU in bytes (256..=4096, a power of two): what PSNs count on the bnxt model.
+    pub path_mtu: u32,
+}
+
+impl QpInit {
+    /// Most units in a send queue and WQEs in a receive queue.
+    pub const MAX_WQES: u32 = 1 << 16;
+    /// Most gather entries per WQE.
+    pub const MAX_SGE: u32 = 30;
+
+    /// The sizes a device model checks and lays out.
+    #[must_use]
+    pub fn geometry(&self) -> QpGeometry {
+        QpGeometry {
+            sq_units: self.sq_units,
+            rq_wqes: self.rq_wqes,
+            max_sge: self.max_sge,
+            max_inline: self.max_inline,
+            path_mtu: self.path_mtu,
+        }
+    }
+}
+
+impl Default for QpInit {
+    fn default() -> Self {
+        Self {
+            sq_units: 256,
+            rq_wqes: 256,
+            max_inline: 256,
+            max_sge: 4,
+            rnr_retry: 7,
+            path_mtu: 1024,
+        }
+    }
+}
+
