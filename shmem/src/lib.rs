@@ -39,8 +39,8 @@ pub mod heap;
 pub mod launch;
 pub mod pe;
 pub mod selftest;
-pub mod team;
 mod transport;
+pub use pe::team;
 pub mod types;
 
 pub use domain::{Nudge, RdmaNic};

@@ -15,7 +15,7 @@ use rand::{Rng, RngCore};
 
 use crate::buf::QueueMem;
 use crate::mem::{KeyCache, MrInner, MrTable};
-use crate::types::{QpInit, CqMode, Endpoint, Model, QpState};
+use crate::types::{CqMode, Endpoint, Model, QpInit, QpState};
 
 pub(crate) struct FabricInner {
     pub(crate) id: u64,

@@ -5,12 +5,12 @@ use std::cell::{Cell, RefCell};
 use gda_hal::shm::Segment;
 use gda_hal::{Provider, SendQueue};
 
+use super::team::Teams;
 use super::{BOUNCE, Config, Liveness, Pe, TEAM_BYTES, TEAM_SLOTS, TransportPolicy};
 use crate::boot::Bootstrap;
 use crate::domain::{Conn, DeviceConn, Nudge, RdmaNic};
 use crate::error::{Result, ShmemError};
 use crate::heap::Allocator;
-use crate::team::Teams;
 use crate::transport::{Net, P2p, Rdma, Route, Staging};
 
 fn host_key(rank: u32, cfg: &Config) -> String {
@@ -273,7 +273,7 @@ impl<P: Provider> Pe<P> {
             seg: std::mem::ManuallyDrop::new(seg),
             unsafe_to_unmap: Cell::new(false),
         };
-        crate::team::init_teams(&pe)?;
+        super::team::init_teams(&pe)?;
         Ok(pe)
     }
 }

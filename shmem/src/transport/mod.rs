@@ -25,9 +25,11 @@
 //! domain; that context ([`Net`]) is passed to every method instead of being duplicated (or
 //! reference-counted) in each route.
 
+mod live;
 mod p2p;
 mod rdma;
 
+pub(crate) use live::Liveness;
 pub(crate) use p2p::{P2p, load};
 pub(crate) use rdma::{Rdma, Staging};
 
@@ -35,7 +37,6 @@ use gda_hal::Provider;
 
 use crate::domain::{Conn, Nudge};
 use crate::error::Result;
-use crate::pe::{Liveness, TransportKind};
 use crate::types::{SignalOp, Width};
 
 /// An atomic memory operation on a 32- or 64-bit operand (the width is passed beside it).
@@ -240,6 +241,20 @@ impl<P: Provider> Transport<P> for Route<P> {
     fn progress(&self) {
         delegate!(self, t => Transport::<P>::progress(t))
     }
+}
+
+/// Which transport reaches a PE (as reported by [`crate::Pe::transport_to`]).
+///
+/// Named `Transport` before the transports became a trait; `gda_shmem::Transport` is still an
+/// alias of it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TransportKind {
+    /// The calling PE itself.
+    Local,
+    /// Shared memory.
+    P2p,
+    /// RDMA through the provider.
+    Rdma,
 }
 
 /// Everything a PE uses to reach the others: a route per PE and what the routes share.
