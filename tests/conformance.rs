@@ -1136,18 +1136,21 @@ fn early_quiet_is_caught_by_chaos<P: Modeled>() {
     );
 }
 
+/// One module of tests per registered provider (`gda::sim::for_each_provider!`: every vendor in
+/// the software NIC's registry, in its default configuration — bnxt: static WQEs, MSN table),
+/// each running every test of `$tests` on it.
+macro_rules! per_provider {
+    ([$($prov:ident => $p:ty),* $(,)?] $tests:tt) => {
+        $( mod $prov { per_provider!(@tests $p; $tests); } )*
+    };
+    (@tests $p:ty; ($($name:ident),*)) => {
+        $( #[test] fn $name() { super::$name::<$p>(); } )*
+    };
+}
+
 macro_rules! conformance {
     ($($name:ident),* $(,)?) => {
-        mod native {
-            $( #[test] fn $name() { super::$name::<gda::native::Native>(); } )*
-        }
-        mod mlx5 {
-            $( #[test] fn $name() { super::$name::<gda::mlx5::Mlx5>(); } )*
-        }
-        /// Thor2 defaults: static WQEs, MSN table.
-        mod bnxt {
-            $( #[test] fn $name() { super::$name::<gda::bnxt::Bnxt>(); } )*
-        }
+        gda::sim::for_each_provider!(per_provider ($($name),*));
         /// Variable WQEs (wrapping slot by slot) with P5/P7 16-byte PSN entries.
         mod bnxt_variable {
             $( #[test] fn $name() {

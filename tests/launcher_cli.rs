@@ -253,7 +253,7 @@ fn chaos_sweep_runs_every_format_and_says_how_to_replay() {
     );
     let f = gda::chaos::Failure {
         seed: 4242,
-        provider: gda::chaos::ChaosProvider::Bnxt,
+        provider: gda::ProviderName::new("bnxt").unwrap(),
         workload: "shmem",
         error: String::new(),
     };

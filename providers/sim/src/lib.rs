@@ -47,6 +47,8 @@ pub mod engine;
 pub mod fabric;
 pub mod launch;
 pub mod mem;
+#[macro_use]
+pub mod registry;
 mod xproc;
 
 pub use buf::DmaBuf;
@@ -58,13 +60,10 @@ pub use gda_hal::model::{DeviceModel, Modeled};
 pub use launch::{ThreadIdx, launch};
 pub use mem::{Access, Fault};
 
-/// The device models this software NIC executes, one line per vendor (adding a vendor: see
-/// `providers/README.md`). Tools look models up here by name.
-#[must_use]
-pub fn models() -> Vec<Model> {
-    vec![
-        std::sync::Arc::new(gda_native::model::NativeModel),
-        std::sync::Arc::new(gda_mlx5::model::Mlx5Model),
-        std::sync::Arc::new(gda_bnxt::model::BnxtModel::default()),
-    ]
+// The provider registry: one line per vendor (adding a vendor: see `providers/README.md`).
+// Generates `models()`, `registry::NAMES`, `registry::dispatch` and `for_each_provider!`.
+register! {$
+    native => gda_native::Native,
+    mlx5 => gda_mlx5::Mlx5,
+    bnxt => gda_bnxt::Bnxt,
 }
