@@ -4,7 +4,7 @@
 //! NIC whose engine perturbs, from that seed, everything hardware leaves unspecified (QP service
 //! order, batch sizes, delays before execution and before completions):
 //!
-//! - [`guarantees`]: the conformance suite's chaos case (`tests/conformance.rs` calls this very
+//! - [`guarantees`]: the conformance suite's chaos case (`tests/conformance/` calls this very
 //!   function): four threads share one QP and post inline WRITEs and 8-byte fetch-adds, quiet,
 //!   READ back what they wrote and quiet again — the data must be there after every quiet, and
 //!   the counter must end at the number of adds; even seeds use a collapsed CQ;
