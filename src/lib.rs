@@ -40,6 +40,8 @@ pub use gda_hal as hal;
 #[cfg(feature = "mlx5")]
 pub use gda_mlx5 as mlx5;
 pub use gda_native as native;
+/// Host-side OS services: shared-memory segments and process liveness.
+pub use gda_os as os;
 #[cfg(feature = "sim")]
 pub use gda_sim as sim;
 

@@ -5,8 +5,8 @@
 //! and atomic is built by the provider's device functions (`SendQueue<P>`). The software NIC
 //! implements it ([`SimDomain`]); hardware verbs (ConnectX, Thor2) plug in here.
 
-use gda_hal::shm::Segment;
 use gda_hal::{CqHandle, Provider};
+use gda_os::shm::Segment;
 
 use crate::error::{Result, ShmemError};
 

@@ -583,7 +583,7 @@ impl Pd {
         addr: u64,
         len: usize,
         access: Access,
-        seg: &gda_hal::shm::Segment,
+        seg: &gda_os::shm::Segment,
         seg_offset: usize,
     ) -> Result<Mr, SimError> {
         let link = self.nic.fabric.inner.link.clone().ok_or_else(|| {
