@@ -14,9 +14,10 @@ mod ordering;
 use std::time::Duration;
 
 use common::*;
+use gda::grid::launch;
 use gda::hal::QueueHandle;
 use gda::hal::{AtomicOp, Payload, SendFlags, SendQueue, WcOpcode, WcStatus, WorkRequest};
-use gda::sim::{Access, CqMode, Modeled, QpInit, QpState, launch};
+use gda::sim::{Access, CqMode, Modeled, QpInit, QpState};
 
 use data::*;
 use errors::*;

@@ -45,7 +45,6 @@
 mod buf;
 pub mod engine;
 pub mod fabric;
-pub mod launch;
 pub mod mem;
 #[macro_use]
 pub mod registry;
@@ -57,7 +56,6 @@ pub use fabric::{
     Cq, CqMode, Endpoint, Fabric, FabricConfig, Model, Mr, Nic, Pd, Qp, QpInit, QpState, SimError,
 };
 pub use gda_hal::model::{DeviceModel, Modeled};
-pub use launch::{ThreadIdx, launch};
 pub use mem::{Access, Fault};
 
 // The provider registry: one line per vendor (adding a vendor: see `providers/README.md`).
