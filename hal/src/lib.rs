@@ -88,8 +88,6 @@ pub mod model;
 pub mod op;
 pub mod progress;
 pub mod provider;
-#[cfg(feature = "shm")]
-pub mod shm;
 pub mod sq;
 pub mod status;
 mod sync;

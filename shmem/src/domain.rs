@@ -12,8 +12,8 @@ use gda_hal::control::{
     Access, CqAttr, Device, Endpoint, LocalPath, MemoryDesc, MemoryRegion, PathRequest, QpCaps,
     RcQp, Reset, Rts,
 };
-use gda_hal::shm::Segment;
 use gda_hal::{CqHandle, Provider};
+use gda_os::shm::Segment;
 
 use crate::error::{Result, ShmemError};
 

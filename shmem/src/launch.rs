@@ -98,7 +98,7 @@ where
             })
             .collect()
     });
-    let _ = gda_hal::shm::sweep(hub.job());
+    let _ = gda_os::shm::sweep(hub.job());
     // Report the root cause: a PE's own failure ranks above the errors it caused elsewhere
     // (timeouts, aborts seen through the hub).
     let mut first: Option<(u8, ShmemError)> = None;
@@ -186,7 +186,7 @@ where
     let pe = Pe::init(Box::new(boot), nic, cfg);
     if pe.is_err() {
         // Leave nothing behind when init fails (peers may have died half way).
-        let _ = gda_hal::shm::sweep(&launch.job);
+        let _ = gda_os::shm::sweep(&launch.job);
     }
     pe
 }
@@ -338,7 +338,7 @@ pub fn run(job: &Job) -> Result<JobOutcome> {
         .job
         .clone()
         .unwrap_or_else(|| format!("r{}x{:08x}", std::process::id(), rand::random::<u32>()));
-    gda_hal::shm::segment_name(&id, "x").map_err(|e| ShmemError::Config(e.to_string()))?;
+    gda_os::shm::segment_name(&id, "x").map_err(|e| ShmemError::Config(e.to_string()))?;
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map_err(|e| ShmemError::io("finding a free loopback port", e))?
@@ -360,7 +360,7 @@ pub fn run(job: &Job) -> Result<JobOutcome> {
     for h in hooks {
         signal_hook::low_level::unregister(h);
     }
-    let _ = gda_hal::shm::sweep(&id);
+    let _ = gda_os::shm::sweep(&id);
     out
 }
 
@@ -446,7 +446,7 @@ fn supervise(
     }
     Ok(JobOutcome {
         codes: pes.codes,
-        swept: gda_hal::shm::sweep(id).unwrap_or(0),
+        swept: gda_os::shm::sweep(id).unwrap_or(0),
         job: id.to_owned(),
         interrupted: interrupted.map(|(s, _)| s),
     })

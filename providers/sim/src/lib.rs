@@ -47,13 +47,14 @@ mod cq;
 mod device;
 mod engine;
 mod fabric;
-pub mod launch;
 mod mem;
 mod nic;
 mod pd;
 mod qp;
 mod state;
 mod types;
+#[macro_use]
+pub mod registry;
 mod xproc;
 
 pub use buf::DmaBuf;
@@ -61,7 +62,6 @@ pub use cq::Cq;
 pub use device::{SimDevice, SimQp};
 pub use fabric::{Fabric, FabricConfig};
 pub use gda_hal::model::{DeviceModel, Modeled};
-pub use launch::{ThreadIdx, launch};
 pub use mem::{Access, Fault};
 pub use nic::Nic;
 pub use pd::{Mr, Pd};
@@ -69,13 +69,10 @@ pub use qp::Qp;
 pub use state::StatsSnapshot;
 pub use types::{CqMode, Endpoint, Model, QpInit, QpState, SimError};
 
-/// The device models this software NIC executes, one line per vendor (adding a vendor: see
-/// `providers/README.md`). Tools look models up here by name.
-#[must_use]
-pub fn models() -> Vec<Model> {
-    vec![
-        std::sync::Arc::new(gda_native::model::NativeModel),
-        std::sync::Arc::new(gda_mlx5::model::Mlx5Model),
-        std::sync::Arc::new(gda_bnxt::model::BnxtModel::default()),
-    ]
+// The provider registry: one line per vendor (adding a vendor: see `providers/README.md`).
+// Generates `models()`, `registry::NAMES`, `registry::dispatch` and `for_each_provider!`.
+register! {$
+    native => gda_native::Native,
+    mlx5 => gda_mlx5::Mlx5,
+    bnxt => gda_bnxt::Bnxt,
 }

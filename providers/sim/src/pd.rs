@@ -78,7 +78,7 @@ impl Pd {
         addr: u64,
         len: usize,
         access: Access,
-        seg: &gda_hal::shm::Segment,
+        seg: &gda_os::shm::Segment,
         seg_offset: usize,
     ) -> Result<Mr, SimError> {
         if addr != seg.as_ptr() as u64 + seg_offset as u64 {

@@ -2,8 +2,8 @@
 
 use std::cell::{Cell, RefCell};
 
-use gda_hal::shm::Segment;
 use gda_hal::{Provider, SendQueue};
+use gda_os::shm::Segment;
 
 use super::team::Teams;
 use super::{BOUNCE, Config, Liveness, Pe, TEAM_BYTES, TEAM_SLOTS, TransportPolicy};
@@ -122,7 +122,7 @@ impl<P: Provider> Pe<P> {
             token: process_token(),
             heap_id: rand::random(),
             pid: std::process::id(),
-            pid_ns: gda_hal::shm::pid_namespace(),
+            pid_ns: gda_os::process::pid_namespace(),
             base: seg.as_ptr() as u64,
             len: total as u64,
             host: host_key(me, cfg),

@@ -25,7 +25,7 @@ use std::cell::{Cell, RefCell};
 use std::time::Duration;
 
 use gda_hal::Provider;
-use gda_hal::shm::Segment;
+use gda_os::shm::Segment;
 
 use crate::boot::Bootstrap;
 use crate::error::{Result, ShmemError};

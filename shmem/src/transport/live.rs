@@ -21,7 +21,7 @@ impl Liveness {
         (0..self.pids.len() as u32)
             .filter(|&j| only.is_none_or(|o| o == j))
             .filter(|&j| self.watch[j as usize])
-            .find(|&j| !gda_hal::shm::process_alive(self.pids[j as usize]))
+            .find(|&j| !gda_os::process::process_alive(self.pids[j as usize]))
             .map(|j| ShmemError::PeGone {
                 pe: j,
                 pid: self.pids[j as usize],
