@@ -101,7 +101,7 @@ pub use op::{
     W64, WorkRequest,
 };
 pub use progress::{CollapsedProgress, OutOfWindow};
-pub use provider::{PostError, Provider};
+pub use provider::{Checked, PostError, Provider};
 pub use sq::{Counters, SendQueue, SqError};
 pub use status::{WcOpcode, WcStatus};
 

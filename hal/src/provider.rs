@@ -48,6 +48,9 @@ pub enum PostError {
         /// What is wrong.
         what: &'static str,
     },
+    /// A [`Checked`] request was posted on a queue other than the one it was checked against
+    /// (check it with that queue's [`crate::SendQueue::check`]).
+    OtherQueue,
 }
 
 impl core::fmt::Display for PostError {
@@ -69,6 +72,9 @@ impl core::fmt::Display for PostError {
             Self::BadAtomicWidth(w) => write!(f, "atomic width {w} is not supported (use 4 or 8)"),
             Self::Unsupported => f.write_str("operation not supported by this provider"),
             Self::BadHandle { what } => write!(f, "bad queue handle: {what}"),
+            Self::OtherQueue => {
+                f.write_str("request was checked against a different queue; check it on this one")
+            }
         }
     }
 }
@@ -80,11 +86,86 @@ impl crate::error::Error for PostError {
             Self::InlineTooLong { .. } | Self::TooManySges { .. } | Self::WqeTooLarge { .. } => {
                 ErrorKind::TooLarge
             }
-            Self::BadRing | Self::BadAtomicWidth(_) | Self::BadHandle { .. } => {
+            Self::BadRing | Self::BadAtomicWidth(_) | Self::BadHandle { .. } | Self::OtherQueue => {
                 ErrorKind::InvalidArgument
             }
             Self::Unsupported => ErrorKind::Unsupported,
         }
+    }
+}
+
+/// A work request that [`Provider::check`] accepted for one queue, with the [`Cost`] it derived.
+///
+/// Validation happens once, here; [`Provider::post_checked`] and
+/// [`crate::SendQueue::post_checked`] reuse the cost instead of classifying the request again,
+/// so a caller posting the same request repeatedly pays for the check once. The value borrows
+/// the queue handle it was checked against, and a [`crate::SendQueue`] refuses one checked
+/// against another queue ([`PostError::OtherQueue`]).
+pub struct Checked<'a, P: Provider> {
+    sq: &'a P::Sq,
+    wr: WorkRequest<'a>,
+    cost: Cost,
+}
+
+impl<P: Provider> Clone for Checked<'_, P> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<P: Provider> Copy for Checked<'_, P> {}
+
+impl<P: Provider> core::fmt::Debug for Checked<'_, P> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Checked")
+            .field("provider", &P::NAME)
+            .field("wr", &self.wr)
+            .field("cost", &self.cost)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'a, P: Provider> Checked<'a, P> {
+    /// Checks `wr` against the queue `sq` ([`Provider::check`]).
+    ///
+    /// # Errors
+    /// The [`PostError`] `check` returns.
+    #[inline]
+    pub fn new(sq: &'a P::Sq, wr: &WorkRequest<'a>) -> Result<Self, PostError> {
+        let cost = P::check(sq, wr)?;
+        Ok(Self { sq, wr: *wr, cost })
+    }
+
+    /// A request known to be valid for `sq` without checking it.
+    ///
+    /// # Safety
+    /// [`Provider::check`] must accept `wr` on `sq`, and `cost` must be what it returns (equally,
+    /// [`Provider::cost`]): device functions trust both to stay inside the reserved units.
+    #[inline(always)]
+    #[must_use]
+    pub const unsafe fn new_unchecked(sq: &'a P::Sq, wr: WorkRequest<'a>, cost: Cost) -> Self {
+        Self { sq, wr, cost }
+    }
+
+    /// The queue handle the request was checked against.
+    #[inline(always)]
+    #[must_use]
+    pub const fn queue(&self) -> &'a P::Sq {
+        self.sq
+    }
+
+    /// The request.
+    #[inline(always)]
+    #[must_use]
+    pub const fn request(&self) -> &WorkRequest<'a> {
+        &self.wr
+    }
+
+    /// What it consumes of the queue.
+    #[inline(always)]
+    #[must_use]
+    pub const fn cost(&self) -> Cost {
+        self.cost
     }
 }
 
@@ -196,14 +277,32 @@ pub trait Provider: Copy + Send + Sync + 'static {
         Self::WQE_COUNTER_BITS
     }
 
-    /// Writes the WQE for `wr` at position `at` and returns what its doorbell needs.
+    /// Writes the WQE for a checked request at position `at` on the queue it was checked
+    /// against ([`Checked::queue`]) and returns what its doorbell needs. The request's
+    /// [`Checked::cost`] is used as is: nothing `check` derived is derived again.
+    ///
+    /// # Safety
+    /// `req.queue().wq().buf` must address a ring of `entries` units that the caller may write
+    /// (and the provider's side tables, if its handle names any); the units
+    /// `[at.unit, at.unit + req.cost().units)` must be reserved by the caller and free; inline
+    /// and gather sources must be readable.
+    unsafe fn post_checked(req: &Checked<'_, Self>, at: SqPos, flags: SendFlags) -> Posted;
+
+    /// Writes the WQE for `wr` at position `at` and returns what its doorbell needs (derives the
+    /// cost, then [`Provider::post_checked`]).
     ///
     /// # Safety
     /// `sq.wq().buf` must address a ring of `sq.wq().entries` units that the caller may write
     /// (and the provider's side tables, if its handle names any); the units
     /// `[at.unit, at.unit + cost(sq, wr).units)` must be reserved by the caller and free;
     /// [`Provider::check`] must accept `wr`; inline and gather sources must be readable.
-    unsafe fn post(sq: &Self::Sq, at: SqPos, wr: &WorkRequest<'_>, flags: SendFlags) -> Posted;
+    #[inline(always)]
+    unsafe fn post(sq: &Self::Sq, at: SqPos, wr: &WorkRequest<'_>, flags: SendFlags) -> Posted {
+        // SAFETY: the caller guarantees `check` accepts `wr`, and `cost` is what it returns.
+        let req = unsafe { Checked::<Self>::new_unchecked(sq, *wr, Self::cost(sq, wr)) };
+        // SAFETY: forwarded from the caller.
+        unsafe { Self::post_checked(&req, at, flags) }
+    }
 
     /// RDMA WRITE of `N` gather entries (`N` known at compile time).
     ///

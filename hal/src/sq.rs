@@ -25,10 +25,13 @@ use crate::handle::{Cost, CqHandle, PSN_MASK, Posted, QueueHandle, SqPos};
 use crate::index::ProdIdx;
 use crate::op::{SendFlags, WorkRequest};
 use crate::progress::{CollapsedProgress, OutOfWindow};
-use crate::provider::{PostError, Provider};
+use crate::provider::{Checked, PostError, Provider};
 use crate::status::WcStatus;
 use crate::sync::{AtomicBool, AtomicU32, AtomicU64};
 pub use crate::sync::{TimedOut, Waiter};
+
+mod fast;
+pub use fast::{FAST_MAX_INLINE_BYTES, FAST_MAX_SGES};
 
 /// Why a posting-protocol call failed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -450,6 +453,8 @@ pub struct SendQueue<P: Provider> {
     error: AtomicU64,
     /// Start + 1 of the newest signalled WQE rung (0: none).
     signaled_marker: AtomicU64,
+    /// What the typed fast path accepts on this queue (probed once, at construction).
+    fast: fast::Limits,
     _p: PhantomData<P>,
 }
 
@@ -489,6 +494,7 @@ impl<P: Provider> SendQueue<P> {
         let counters = Counters::with_capacity(capacity, P::TRACKS_PSN);
         let max_units = max_wqe_units(counters.capacity(), P::MAX_WQE_UNITS);
         let signal_every = signal_interval(counters.capacity(), max_units);
+        let fast = fast::Limits::probe::<P>(&sq, max_units);
         Ok(Self {
             sq,
             cq,
@@ -502,6 +508,7 @@ impl<P: Provider> SendQueue<P> {
             newest_plus_one: AtomicU64::new(0),
             error: AtomicU64::new(0),
             signaled_marker: AtomicU64::new(0),
+            fast,
             _p: PhantomData,
         })
     }
@@ -524,21 +531,89 @@ impl<P: Provider> SendQueue<P> {
         &self.counters
     }
 
-    /// Posts one work request and rings its doorbell in reservation order. Returns the WQE's
-    /// start position.
+    /// Checks `wr` once against this queue: the provider's limits ([`Provider::check`]) and the
+    /// largest WQE the queue accepts. The result can be posted any number of times with
+    /// [`SendQueue::post_checked`], which does not check or classify it again.
     ///
-    /// A CQE is requested when `flags` asks for one and, so that slots keep being recycled,
-    /// whenever the WQE crosses a quarter of the ring; [`SendQueue::quiet`] adds a signalled NOP
-    /// when the newest WQE was not signalled. Fewer CQEs is less device traffic per message.
-    pub fn post(&self, wr: &WorkRequest<'_>, flags: SendFlags) -> Result<u64, SqError> {
-        let cost = P::check(&self.sq, wr)?;
-        let units = cost.units;
+    /// # Errors
+    /// [`SqError::Post`] with what does not fit.
+    pub fn check<'a>(&'a self, wr: &WorkRequest<'a>) -> Result<Checked<'a, P>, SqError> {
+        let req = Checked::new(&self.sq, wr)?;
+        self.fits(req.cost().units)?;
+        Ok(req)
+    }
+
+    /// Refuses a WQE larger than the queue accepts ([`max_wqe_units`]).
+    #[inline(always)]
+    fn fits(&self, units: u32) -> Result<(), SqError> {
         if units > self.max_units {
             return Err(SqError::Post(PostError::WqeTooLarge {
                 units,
                 max: self.max_units,
             }));
         }
+        Ok(())
+    }
+
+    /// Posts one work request and rings its doorbell in reservation order. Returns the WQE's
+    /// start position.
+    ///
+    /// The request is checked once ([`SendQueue::check`]) and then posted as
+    /// [`SendQueue::post_checked`] would. A CQE is requested when `flags` asks for one and, so
+    /// that slots keep being recycled, whenever the WQE crosses a quarter of the ring;
+    /// [`SendQueue::quiet`] adds a signalled NOP when the newest WQE was not signalled. Fewer
+    /// CQEs is less device traffic per message.
+    ///
+    /// # Errors
+    /// [`SqError::Post`] if the request does not fit; a timeout, a poisoned queue or a
+    /// completion error met while waiting for ring room or for the doorbell ticket.
+    pub fn post(&self, wr: &WorkRequest<'_>, flags: SendFlags) -> Result<u64, SqError> {
+        let req = self.check(wr)?;
+        self.post_valid(&req, flags)
+    }
+
+    /// Posts a request checked by [`SendQueue::check`] (or [`Checked::new`] on this queue's
+    /// [`SendQueue::handle`]) without checking or classifying it again: the per-post cost is the
+    /// ring protocol and the WQE stores.
+    ///
+    /// # Errors
+    /// [`PostError::OtherQueue`] if `req` was checked against another queue; as
+    /// [`SendQueue::post`] otherwise.
+    pub fn post_checked(&self, req: &Checked<'_, P>, flags: SendFlags) -> Result<u64, SqError> {
+        if !core::ptr::eq(req.queue(), &self.sq) {
+            return Err(SqError::Post(PostError::OtherQueue));
+        }
+        // `Checked::new` knows the provider's limits, not this queue's window.
+        self.fits(req.cost().units)?;
+        self.post_valid(req, flags)
+    }
+
+    /// [`SendQueue::post_checked`] for a request known to be checked against this queue.
+    #[inline(always)]
+    fn post_valid(&self, req: &Checked<'_, P>, flags: SendFlags) -> Result<u64, SqError> {
+        self.post_with(req.cost(), flags, |pos, flags| {
+            // SAFETY: `req` was checked against this queue's handle, which is live (constructor
+            // contract); `post_with` reserved `req.cost().units` at `pos` and waited until they
+            // were free.
+            unsafe { P::post_checked(req, pos, flags) }
+        })
+    }
+
+    /// The ring protocol every post follows, whatever writes the WQE: reserve `cost`, decide
+    /// whether the WQE must be signalled, wait for room, `write` the WQE at the reserved
+    /// position with the final flags, ring in reservation order — and poison the queue if any
+    /// wait fails while the reservation is held.
+    ///
+    /// `write` must write a WQE of exactly `cost` at the position it is given; `cost.units`
+    /// must not exceed `self.max_units` (callers check it, or it holds by construction).
+    #[inline(always)]
+    fn post_with(
+        &self,
+        cost: Cost,
+        flags: SendFlags,
+        write: impl FnOnce(SqPos, SendFlags) -> Posted,
+    ) -> Result<u64, SqError> {
+        let units = cost.units;
         let mut waiter = Waiter::new(self.timeout_ms);
         let (start, pos) = self.counters.reserve(cost);
         let end = start + u64::from(units);
@@ -551,9 +626,7 @@ impl<P: Provider> SendQueue<P> {
             .counters
             .wait_room(start, units, &mut waiter, || self.poll())
             .and_then(|()| {
-                // SAFETY: `check` accepted the request, the units are reserved by this call and
-                // free (`wait_room`), and the handle is live (constructor contract).
-                let posted: Posted = unsafe { P::post(&self.sq, pos, wr, flags) };
+                let posted = write(pos, flags);
                 self.counters.ring_in_order(start, units, &mut waiter, || {
                     // SAFETY: the doorbell record and register are live (constructor contract);
                     // we hold the ticket, so this is the only doorbell store in flight.

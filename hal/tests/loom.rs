@@ -143,7 +143,9 @@ fn two_producers_psn_tracking_ring_full() {
 mod shipped_quiet {
     use gda_hal::op::{SendFlags, WorkRequest};
     use gda_hal::progress::{CollapsedProgress, OutOfWindow};
-    use gda_hal::{Cost, CqHandle, PostError, Posted, ProdIdx, Provider, SendQueue, Sge, SqPos};
+    use gda_hal::{
+        Checked, Cost, CqHandle, PostError, Posted, ProdIdx, Provider, SendQueue, Sge, SqPos,
+    };
     use gda_hal::{WcOpcode, WcStatus, WorkCompletion, WqHandle};
     use loom::sync::{Arc, Mutex};
 
@@ -191,7 +193,8 @@ mod shipped_quiet {
             sq.ring().ok_or(PostError::BadRing)?;
             Ok(Self::cost(sq, wr))
         }
-        unsafe fn post(sq: &WqHandle, at: SqPos, _: &WorkRequest<'_>, f: SendFlags) -> Posted {
+        unsafe fn post_checked(req: &Checked<'_, Self>, at: SqPos, f: SendFlags) -> Posted {
+            let sq = req.queue();
             let mut n = dev(sq.buf).lock().unwrap();
             let slot = (at.unit.0 % sq.entries) as usize;
             n.slots[slot] = f.contains(SendFlags::SIGNALED);

@@ -17,8 +17,8 @@
 use gda_hal::mmio;
 use gda_hal::op::Payload;
 use gda_hal::{
-    AtomicOp, CollapsedProgress, Cost, CqHandle, OutOfWindow, PostError, Posted, ProdIdx, Provider,
-    SendFlags, Sge, SqPos, WcOpcode, WorkCompletion, WorkRequest, WqHandle,
+    AtomicOp, Checked, CollapsedProgress, Cost, CqHandle, OutOfWindow, PostError, Posted, ProdIdx,
+    Provider, SendFlags, Sge, SqPos, WcOpcode, WorkCompletion, WorkRequest, WqHandle,
 };
 
 use crate::mode::{Mode, PsnForm, WqeMode};
@@ -312,15 +312,21 @@ impl Bnxt {
         (u64::from(index) * u64::from(mode.psn.entry_bytes()), repr)
     }
 
-    /// Writes the WQE for `wr` (any mode) and its PSN-table entry.
+    /// Writes the WQE for `wr` (any mode) and its PSN-table entry; `cost` is the request's
+    /// checked cost (units and PSNs), used as is.
     ///
     /// # Safety
-    /// As [`Provider::post`].
+    /// As [`Provider::post_checked`], with `cost == Bnxt::cost(sq, wr)`.
     #[inline(always)]
-    unsafe fn write_wqe(sq: &BnxtSq, at: SqPos, wr: &WorkRequest<'_>, flags: SendFlags) -> Posted {
+    unsafe fn write_wqe(
+        sq: &BnxtSq,
+        at: SqPos,
+        wr: &WorkRequest<'_>,
+        cost: Cost,
+        flags: SendFlags,
+    ) -> Posted {
         let (mode, wq) = (sq.mode, &sq.wq);
         let len = payload_len(wr);
-        let cost = cost_in(mode.wqe, wr, len, sq.path_mtu);
         let spu = mode.wqe.slots_per_unit();
         let slots = mode.ring_slots(wq.entries);
         let idx = at.unit.0 & wq.entries.wrapping_sub(1);
@@ -555,10 +561,12 @@ impl Provider for Bnxt {
         units.wrapping_sub(1)
     }
 
+    /// Writes the WQE with the cost `check` derived (its PSN count needs the payload length
+    /// and the path MTU; neither is computed again).
     #[inline(always)]
-    unsafe fn post(sq: &BnxtSq, at: SqPos, wr: &WorkRequest<'_>, flags: SendFlags) -> Posted {
-        // SAFETY: forwarded from the caller.
-        unsafe { Self::write_wqe(sq, at, wr, flags) }
+    unsafe fn post_checked(req: &Checked<'_, Self>, at: SqPos, flags: SendFlags) -> Posted {
+        // SAFETY: forwarded from the caller; the cost is the checked one.
+        unsafe { Self::write_wqe(req.queue(), at, req.request(), req.cost(), flags) }
     }
 
     /// Release fence (`mmio_wc_start`), then one 64-bit store of the doorbell.

@@ -13,9 +13,9 @@
 //! BlueFlame halves and the optional whole-WQE BlueFlame copy.
 
 use gda_hal::{
-    AtomicOp, CollapsedProgress, Cost, CqHandle, OutOfWindow, Payload, PostError, Posted, ProdIdx,
-    Provider, Remote, SendFlags, Sge, SqPos, WcOpcode, WcStatus, WorkCompletion, WorkRequest,
-    WqHandle, mmio,
+    AtomicOp, Checked, CollapsedProgress, Cost, CqHandle, OutOfWindow, Payload, PostError, Posted,
+    ProdIdx, Provider, Remote, SendFlags, Sge, SqPos, WcOpcode, WcStatus, WorkCompletion,
+    WorkRequest, WqHandle, mmio,
 };
 
 use crate::wire::ctrl_seg::fm_ce_se;
@@ -389,13 +389,15 @@ impl Provider for Mlx5 {
         Ok(Cost { units, packets: 0 })
     }
 
+    /// One dispatch on the operation; the DS count is the segments written (the control
+    /// segment takes it from there), so nothing `check` derived is computed again.
     #[inline(always)]
-    unsafe fn post(sq: &Mlx5Sq, at: SqPos, wr: &WorkRequest<'_>, flags: SendFlags) -> Posted {
-        let wq = &sq.wq;
+    unsafe fn post_checked(req: &Checked<'_, Self>, at: SqPos, flags: SendFlags) -> Posted {
+        let wq = &req.queue().wq;
         let fm = ctrl_flags(flags);
         // SAFETY: forwarded from the caller.
         unsafe {
-            match *wr {
+            match *req.request() {
                 WorkRequest::Write {
                     remote,
                     payload,

@@ -28,7 +28,7 @@ pub mod model;
 pub mod wire;
 
 use gda_hal::{
-    CollapsedProgress, Cost, CqHandle, OutOfWindow, PostError, Posted, ProdIdx, Provider,
+    Checked, CollapsedProgress, Cost, CqHandle, OutOfWindow, PostError, Posted, ProdIdx, Provider,
     SendFlags, Sge, SqPos, WcOpcode, WcStatus, WorkCompletion, WorkRequest, WqHandle, mmio,
 };
 pub use wire::{NativeCqe, NativeOp, NativeSge, NativeWqe, flags};
@@ -129,9 +129,11 @@ impl Provider for Native {
         Ok(Cost { units, packets: 0 })
     }
 
-    unsafe fn post(wq: &WqHandle, at: SqPos, wr: &WorkRequest<'_>, flags: SendFlags) -> Posted {
-        // SAFETY: forwarded.
-        unsafe { write(wq, at, wr, flags) }
+    /// Writes the checked request's [`WqeRepr`](wire::WqeRepr) (its unit count is the one
+    /// `check` derived from the same `Repr`).
+    unsafe fn post_checked(req: &Checked<'_, Self>, at: SqPos, flags: SendFlags) -> Posted {
+        // SAFETY: forwarded: `check` accepted the request and the caller reserved its units.
+        unsafe { write(req.queue(), at, req.request(), flags) }
     }
 
     unsafe fn ring_sq(wq: &WqHandle, posted: &Posted) {
