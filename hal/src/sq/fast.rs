@@ -258,7 +258,7 @@ impl<P: Provider> SendQueue<P> {
         let wr = op.request();
         let cost: Cost = P::cost(&self.sq, &wr);
         self.post_with(cost, flags, |pos, flags| {
-            // SAFETY (all three arms): the shape was admitted against `Limits`, so `check`
+            // SAFETY: (all three arms) the shape was admitted against `Limits`, so `check`
             // accepts `wr` on this queue and its WQE fits the window; `cost` is `P::cost` of
             // it; `post_with` reserved `cost.units` at `pos` and waited until they were free;
             // the handle is live (constructor contract).
@@ -285,7 +285,6 @@ impl<P: Provider> SendQueue<P> {
     /// [`PostError::InlineTooLong`] (with the largest `LEN` this queue accepts) if `LEN` is
     /// above the queue's `max_inline` or its WQE would exceed the queue's largest; otherwise
     /// as [`SendQueue::post`].
-
     #[inline]
     pub fn post_write_inline<const LEN: usize>(
         &self,
