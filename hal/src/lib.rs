@@ -27,6 +27,12 @@
 //! straight-line stores; posting returns no `Result` (preconditions are documented, and
 //! [`Provider::check`] validates them off the hot path); completions carry a status enum.
 //!
+//! Who validates what: [`Provider::check`] once per request, returning its cost; a [`Checked`]
+//! request carries that cost to [`Provider::post_checked`], which does not derive it again.
+//! [`SendQueue`] checks a [`WorkRequest`] once per `post`, not at all for a [`Checked`] one
+//! (`post_checked`), and for its typed methods (`post_write_inline::<LEN>` …) only compares the
+//! const size with the bound it probed when the queue was built.
+//!
 //! Validation: layouts are asserted at compile time in each provider; the mlx5 provider is
 //! compared byte for byte with rdma-core's own `mlx5_post_send` (crate `gda-rdma-ref`).
 #![no_std]

@@ -17,6 +17,14 @@
 //!
 //! [`Counters`] is the provider-independent core (model-checked with loom in `tests/loom.rs`);
 //! [`SendQueue`] binds it to a [`Provider`]'s device functions and a CQ.
+//!
+//! Every post takes the same path (`SendQueue::post_with`); only what writes the WQE differs:
+//! [`SendQueue::post`] checks a [`WorkRequest`] once and hands the [`Checked`] request to
+//! [`Provider::post_checked`]; [`SendQueue::post_checked`] posts a request checked earlier;
+//! the typed methods ([`SendQueue::post_write_inline`], [`SendQueue::post_write`],
+//! [`SendQueue::post_read`], [`SendQueue::post_send`], [`SendQueue::post_atomic`]) call the
+//! provider's const-generic device functions after one compare against limits probed at
+//! construction.
 
 use core::marker::PhantomData;
 use core::sync::atomic::Ordering;

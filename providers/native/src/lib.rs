@@ -42,11 +42,13 @@ pub const UNIT_BYTES: u32 = 64;
 /// Most units one WQE spans.
 pub const MAX_UNITS: u32 = 16;
 
+#[inline(always)]
 fn nonempty(sges: &[Sge]) -> impl Iterator<Item = &Sge> {
     sges.iter().filter(|s| s.length != 0)
 }
 
 /// Units a request occupies.
+#[inline(always)]
 #[must_use]
 pub fn units_for(wr: &WorkRequest<'_>) -> u32 {
     wire::WqeRepr::from_request(wr, SendFlags::empty(), 0).needed_units()
@@ -62,7 +64,7 @@ fn unit_ptr(wq: &WqHandle, at: ProdIdx, k: u32) -> u64 {
 /// last.
 ///
 /// # Safety
-/// As [`Provider::post`].
+/// As [`Provider::post_checked`].
 #[inline(always)]
 unsafe fn write(wq: &WqHandle, pos: SqPos, wr: &WorkRequest<'_>, fl: SendFlags) -> Posted {
     let at = pos.unit;
@@ -103,6 +105,7 @@ impl Provider for Native {
     const CQ_INDEX_BITS: u32 = 32;
     const ATOMIC_RESULT_BIG_ENDIAN: bool = false;
 
+    #[inline(always)]
     fn cost(_wq: &WqHandle, wr: &WorkRequest<'_>) -> Cost {
         Cost {
             units: units_for(wr),
@@ -131,6 +134,7 @@ impl Provider for Native {
 
     /// Writes the checked request's [`WqeRepr`](wire::WqeRepr) (its unit count is the one
     /// `check` derived from the same `Repr`).
+    #[inline(always)]
     unsafe fn post_checked(req: &Checked<'_, Self>, at: SqPos, flags: SendFlags) -> Posted {
         // SAFETY: forwarded: `check` accepted the request and the caller reserved its units.
         unsafe { write(req.queue(), at, req.request(), flags) }
