@@ -62,7 +62,7 @@ impl Fabric {
 
     /// This process's fabric of a cross-process job on one host: NICs of other processes that
     /// joined the same `job` (with other ranks) are reachable by RDMA WRITE, READ and atomics on
-    /// regions registered with [`Pd::register_shared`]. Creates the shared registry
+    /// regions registered with [`Pd::register_shared`](crate::Pd::register_shared). Creates the shared registry
     /// `/gda-<job>-sim<rank>` (mode 0600, removed on drop or by [`Fabric::unlink_registry`]);
     /// see the `host` module for the protocol.
     pub fn shared(config: FabricConfig, job: &str, rank: u32) -> Result<Self, SimError> {
