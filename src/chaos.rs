@@ -1,10 +1,10 @@
 //! `gda chaos`: a sweep of chaos seeds over every NIC format.
 //!
-//! For each seed and each provider (`native`, `mlx5`, `bnxt`), two workloads run on a software
+//! For each seed and each registered provider ([`ProviderName::all`]), two workloads run on a software
 //! NIC whose engine perturbs, from that seed, everything hardware leaves unspecified (QP service
 //! order, batch sizes, delays before execution and before completions):
 //!
-//! - [`guarantees`]: the conformance suite's chaos case (`tests/conformance.rs` calls this very
+//! - [`guarantees`]: the conformance suite's chaos case (`tests/conformance/` calls this very
 //!   function): four threads share one QP and post inline WRITEs and 8-byte fetch-adds, quiet,
 //!   READ back what they wrote and quiet again — the data must be there after every quiet, and
 //!   the counter must end at the number of adds; even seeds use a collapsed CQ;
@@ -18,31 +18,7 @@ use std::time::Duration;
 use gda_hal::{AtomicOp, Payload, Remote, SendFlags, SendQueue, Sge, WorkRequest};
 use gda_sim::{Access, CqMode, Fabric, FabricConfig, Modeled, QpInit};
 
-/// Which queue format a sweep runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum ChaosProvider {
-    /// The `Sim` provider's own format.
-    Native,
-    /// ConnectX (mlx5) WQEs and CQEs.
-    Mlx5,
-    /// Thor2 (bnxt_re) WQEs, PSN table and CQEs (static WQEs, MSN table).
-    Bnxt,
-}
-
-impl ChaosProvider {
-    /// All three.
-    pub const ALL: [Self; 3] = [Self::Native, Self::Mlx5, Self::Bnxt];
-
-    /// The name `--provider` takes.
-    #[must_use]
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Native => "native",
-            Self::Mlx5 => "mlx5",
-            Self::Bnxt => "bnxt",
-        }
-    }
-}
+use crate::provider::{Dispatch, ProviderName};
 
 /// One failed (seed, provider, workload).
 #[derive(Clone, Debug)]
@@ -50,7 +26,7 @@ pub struct Failure {
     /// The chaos seed.
     pub seed: u64,
     /// The provider.
-    pub provider: ChaosProvider,
+    pub provider: ProviderName,
     /// `guarantees` or `shmem`.
     pub workload: &'static str,
     /// What went wrong.
@@ -63,8 +39,7 @@ impl Failure {
     pub fn replay(&self) -> String {
         format!(
             "gda chaos --from {} --seeds 1 --provider {}",
-            self.seed,
-            self.provider.name()
+            self.seed, self.provider
         )
     }
 }
@@ -207,22 +182,25 @@ pub fn shmem<P: Modeled>(seed: u64, rounds: usize) -> Result<(), String> {
     .map_err(|x| format!("seed {seed}: {x}"))
 }
 
+/// Both workloads of one seed, for the provider chosen at run time.
+struct Workloads {
+    seed: u64,
+    rounds: usize,
+}
+
+impl Dispatch for Workloads {
+    type Output = (Result<(), String>, Result<(), String>);
+    fn run<P: Modeled>(self) -> Self::Output {
+        (
+            guarantees::<P>(self.seed),
+            shmem::<P>(self.seed, self.rounds),
+        )
+    }
+}
+
 /// Runs both workloads for one seed on one provider.
-pub fn seed(p: ChaosProvider, seed: u64, rounds: usize) -> Vec<Failure> {
-    let (g, s) = match p {
-        ChaosProvider::Native => (
-            guarantees::<gda_native::Native>(seed),
-            shmem::<gda_native::Native>(seed, rounds),
-        ),
-        ChaosProvider::Mlx5 => (
-            guarantees::<gda_mlx5::Mlx5>(seed),
-            shmem::<gda_mlx5::Mlx5>(seed, rounds),
-        ),
-        ChaosProvider::Bnxt => (
-            guarantees::<gda_bnxt::Bnxt>(seed),
-            shmem::<gda_bnxt::Bnxt>(seed, rounds),
-        ),
-    };
+pub fn seed(p: ProviderName, seed: u64, rounds: usize) -> Vec<Failure> {
+    let (g, s) = p.run(Workloads { seed, rounds });
     [("guarantees", g), ("shmem", s)]
         .into_iter()
         .filter_map(|(workload, r)| {

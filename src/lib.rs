@@ -3,7 +3,9 @@
 //! Accelerator code, and CPU threads standing in for it, builds NIC work-queue entries itself,
 //! rings the NIC doorbell itself and polls completions itself, with no CPU proxy. This facade
 //! re-exports the hardware-abstraction core ([`hal`]) and the providers compiled in by features,
-//! and hosts the `gda` command-line tool's library parts ([`wire`]).
+//! and hosts the `gda` command-line tool's library parts ([`wire`], and with `sim` the
+//! provider-generic `perf`, `shmem_cli` and `chaos`, which take any provider registered with the
+//! software NIC by its `ProviderName`).
 //!
 //! | feature | default | what |
 //! |---|---|---|
@@ -38,17 +40,25 @@ pub use gda_hal as hal;
 #[cfg(feature = "mlx5")]
 pub use gda_mlx5 as mlx5;
 pub use gda_native as native;
+/// Host-side OS services: shared-memory segments and process liveness.
+pub use gda_os as os;
 #[cfg(feature = "sim")]
 pub use gda_sim as sim;
 
-#[cfg(sim_all)]
+#[cfg(feature = "sim")]
 pub mod chaos;
 pub mod cli;
-#[cfg(sim_mlx5)]
+pub mod grid;
+#[cfg(feature = "sim")]
 pub mod perf;
-#[cfg(sim_all)]
+#[cfg(feature = "sim")]
+pub mod provider;
+#[cfg(feature = "sim")]
 pub mod shmem_cli;
 pub mod wire;
 
-/// The SHMEM layer (always built; its RDMA domain on the software NIC needs `sim`).
+#[cfg(feature = "sim")]
+pub use provider::ProviderName;
+
+/// The SHMEM layer (always built; its RDMA routes run on any `gda_hal::control::Device`, the software NIC's with `sim`).
 pub use gda_shmem as shmem;

@@ -17,6 +17,8 @@ use gda_hal::{AtomicOp, Payload, ProdIdx, Remote, SendFlags, SendQueue, Sge, Wor
 use gda_sim::{Access, CqMode, DeviceModel, Fabric, FabricConfig, Modeled, QpInit};
 use serde::Serialize;
 
+use crate::provider::{Dispatch, ProviderName};
+
 /// Which operation to measure.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -31,25 +33,13 @@ pub enum PerfOp {
     Send,
 }
 
-/// Which sim device model runs the queues.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum PerfProvider {
-    /// The `Sim` provider's own format.
-    Native,
-    /// `gda_mlx5::Mlx5` device functions on the mlx5 model.
-    Mlx5,
-    /// `gda_bnxt::Bnxt` device functions on the bnxt model (static WQEs, MSN table).
-    #[cfg(feature = "bnxt")]
-    Bnxt,
-}
-
 /// Run parameters.
 #[derive(Clone, Debug)]
 pub struct PerfConfig {
     /// Operation.
     pub op: PerfOp,
-    /// Provider / model.
-    pub provider: PerfProvider,
+    /// Provider: its device functions post, its sim device model executes.
+    pub provider: ProviderName,
     /// Message sizes in bytes.
     pub sizes: Vec<usize>,
     /// Bandwidth iterations per size (`None`: adaptive).
@@ -165,12 +155,7 @@ pub fn run(
     for &size in &cfg.sizes {
         let mut runs = Vec::with_capacity(cfg.repeat as usize);
         for _ in 0..cfg.repeat {
-            runs.push(match cfg.provider {
-                PerfProvider::Native => run_size::<gda_native::Native>(cfg, size)?,
-                PerfProvider::Mlx5 => run_size::<gda_mlx5::Mlx5>(cfg, size)?,
-                #[cfg(feature = "bnxt")]
-                PerfProvider::Bnxt => run_size::<gda_bnxt::Bnxt>(cfg, size)?,
-            });
+            runs.push(cfg.provider.run(RunSize(cfg, size))?);
         }
         let r = summarize(runs);
         progress(&r);
@@ -233,6 +218,16 @@ fn memcpy_gbps(size: usize, warmup: u64, iters: u64) -> f64 {
 
 /// Posts before the timed part of each run (and copies before the memcpy yardstick's).
 const WARMUP: u64 = 64;
+
+/// [`run_size`] for the provider chosen at run time.
+struct RunSize<'a>(&'a PerfConfig, usize);
+
+impl Dispatch for RunSize<'_> {
+    type Output = Result<PerfResult, PerfError>;
+    fn run<P: Modeled>(self) -> Self::Output {
+        run_size::<P>(self.0, self.1)
+    }
+}
 
 fn run_size<P: Modeled>(cfg: &PerfConfig, size: usize) -> Result<PerfResult, PerfError> {
     let size = if cfg.op == PerfOp::Atomic { 8 } else { size };

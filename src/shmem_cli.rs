@@ -5,23 +5,20 @@ use std::time::Instant;
 
 use gda_shmem::{Pe, Result, ShmemError, launch, selftest};
 
-/// Which provider's queues the RDMA routes use (the sim NIC executes them).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum ShmemProvider {
-    /// The software NIC's own format.
-    Native,
-    /// ConnectX (mlx5) WQEs, doorbells and CQEs.
-    Mlx5,
-    /// Broadcom Thor2 (bnxt_re) WQEs, PSN table, doorbells and CQEs.
-    Bnxt,
-}
+use crate::provider::{Dispatch, ProviderName};
 
 /// Runs `f` on this process's PE for the chosen provider.
-pub fn with_pe<R>(p: ShmemProvider, f: impl FnOnce(&dyn PeOps) -> Result<R>) -> Result<R> {
-    match p {
-        ShmemProvider::Native => run_on(&launch::init_from_env::<gda_native::Native>()?, f),
-        ShmemProvider::Mlx5 => run_on(&launch::init_from_env::<gda_mlx5::Mlx5>()?, f),
-        ShmemProvider::Bnxt => run_on(&launch::init_from_env::<gda_bnxt::Bnxt>()?, f),
+pub fn with_pe<R>(p: ProviderName, f: impl FnOnce(&dyn PeOps) -> Result<R>) -> Result<R> {
+    p.run(WithPe(f, std::marker::PhantomData))
+}
+
+/// [`with_pe`] for the provider chosen at run time.
+struct WithPe<F, R>(F, std::marker::PhantomData<fn() -> R>);
+
+impl<R, F: FnOnce(&dyn PeOps) -> Result<R>> Dispatch for WithPe<F, R> {
+    type Output = Result<R>;
+    fn run<P: gda_sim::Modeled>(self) -> Result<R> {
+        run_on(&launch::init_from_env::<P>()?, self.0)
     }
 }
 

@@ -68,7 +68,7 @@ fn children(parent: u32) -> Vec<u32> {
 }
 
 fn alive(pid: u32) -> bool {
-    gda::hal::shm::process_alive(pid)
+    gda::os::process::process_alive(pid)
 }
 
 /// Starts `gdarun -n 3` of `prog`, waits until all 3 PEs run, plants a segment of the job, and
@@ -94,7 +94,7 @@ fn interrupt(sig: i32, grace: &str, prog: &[&str]) -> (Option<i32>, Duration, Ve
     };
     // Give the PEs time to set their dispositions (the trap below).
     std::thread::sleep(Duration::from_millis(300));
-    let seg = gda::hal::shm::Segment::create(&job, "heap0", 4096).unwrap();
+    let seg = gda::os::shm::Segment::create(&job, "heap0", 4096).unwrap();
     let t = Instant::now();
     let pid = rustix::process::Pid::from_raw(g.id() as i32).unwrap();
     rustix::process::kill_process(pid, rustix::process::Signal::from_named_raw(sig).unwrap())
@@ -103,7 +103,7 @@ fn interrupt(sig: i32, grace: &str, prog: &[&str]) -> (Option<i32>, Duration, Ve
     let took = t.elapsed();
     drop(seg);
     assert!(
-        gda::hal::shm::list(&job).unwrap().is_empty(),
+        gda::os::shm::list(&job).unwrap().is_empty(),
         "the job's shared memory was not swept"
     );
     (o.0, took, pes, o.1)
@@ -253,7 +253,7 @@ fn chaos_sweep_runs_every_format_and_says_how_to_replay() {
     );
     let f = gda::chaos::Failure {
         seed: 4242,
-        provider: gda::chaos::ChaosProvider::Bnxt,
+        provider: gda::ProviderName::new("bnxt").unwrap(),
         workload: "shmem",
         error: String::new(),
     };

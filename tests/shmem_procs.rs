@@ -33,7 +33,7 @@ fn ok(o: &Output, n: u32, transport: &str) {
 }
 
 fn no_shm_left(job: &str) {
-    let left = gda::hal::shm::list(job).unwrap();
+    let left = gda::os::shm::list(job).unwrap();
     assert!(left.is_empty(), "shared memory left behind: {left:?}");
 }
 

@@ -20,6 +20,7 @@
 //! | [`progress`] | window-checked completion progress for collapsed CQs (DESIGN.md §7.1) |
 //! | [`status`] | [`WcStatus`]/[`WcOpcode`], numbered as rdma-core's `ibv_wc_*` |
 //! | [`error`] | [`ErrorKind`] and the [`Error`] trait every gda error implements |
+//! | `control` (std) | the host control path every NIC implements: device, PD, MR, CQ, typed RC QP transitions, paths, endpoints |
 //!
 //! Design choices: providers are zero-sized marker types (as wgpu-hal's backends); sizes known
 //! at compile time are const generics or marker types so each (provider, operation) pair is
@@ -81,6 +82,8 @@ macro_rules! raw_enum {
 }
 
 pub mod bits;
+#[cfg(feature = "std")]
+pub mod control;
 pub mod endian;
 pub mod error;
 pub mod handle;
@@ -91,8 +94,6 @@ pub mod model;
 pub mod op;
 pub mod progress;
 pub mod provider;
-#[cfg(feature = "shm")]
-pub mod shm;
 pub mod sq;
 pub mod status;
 mod sync;

@@ -1,143 +1,188 @@
-//! The RDMA control path the SHMEM layer needs: register the heap, make and connect RC QPs.
+//! The NIC a PE reaches RDMA peers through: any [`gda_hal::control::Device`] whose provider is
+//! the PE's.
 //!
-//! This is the seam between gda-shmem and a NIC's host side. The data path never goes through
-//! it: once [`Domain::queues`] has handed out a QP's send-queue and CQ handles, every put, get
-//! and atomic is built by the provider's device functions (`SendQueue<P>`). The software NIC
-//! implements it ([`SimDomain`]); hardware verbs (ConnectX, Thor2) plug in here.
+//! The data path never goes through here: once a QP is connected, every put, get and atomic
+//! is built by the provider's device functions (`SendQueue<P>`). This module only brings the
+//! QPs up — register the segment once, one RC QP per RDMA peer, endpoints exchanged through
+//! the bootstrap — with the same code for the software NIC and for hardware.
 
-use gda_hal::shm::Segment;
+use std::sync::Arc;
+
+use gda_hal::control::{
+    Access, CqAttr, Device, Endpoint, LocalPath, MemoryDesc, MemoryRegion, PathRequest, QpCaps,
+    RcQp, Reset, Rts,
+};
 use gda_hal::{CqHandle, Provider};
+use gda_os::shm::Segment;
 
 use crate::error::{Result, ShmemError};
 
-/// A NIC's control path, as the SHMEM layer uses it.
-pub trait Domain: Send {
-    /// The provider whose queues this domain's QPs are.
-    type P: Provider;
-    /// Registers `[offset, offset + len)` of `seg` (the heap, once); returns `(lkey, rkey)`.
-    fn register(&mut self, seg: &Segment, offset: usize, len: usize) -> Result<(u32, u32)>;
-    /// Creates an RC QP; returns its index and the bytes a peer needs to connect to it.
-    fn create_qp(&mut self) -> Result<(usize, Vec<u8>)>;
-    /// Connects QP `qp` to a peer's endpoint bytes and makes it ready to send.
-    fn connect(&mut self, qp: usize, remote: &[u8]) -> Result<()>;
-    /// The send queue and its CQ (valid while the domain lives).
-    fn queues(&self, qp: usize) -> Result<(<Self::P as Provider>::Sq, CqHandle)>;
-    /// Called once every PE has connected (e.g. to remove shared names).
-    fn connected(&mut self) -> Result<()> {
-        Ok(())
-    }
-    /// Called before this PE waits on RDMA progress. Hardware needs nothing; the software
-    /// NIC's engine naps when idle and this wakes it (a PE about to wait would otherwise pay
-    /// the nap).
-    fn kick(&self) {}
+/// A wake-up for a NIC whose engine naps when idle (the software NIC's): called after posting
+/// and before waiting on RDMA progress. Hardware needs none.
+pub type Nudge = Arc<dyn Fn() + Send + Sync>;
+
+/// What a PE is given for its RDMA routes.
+pub struct RdmaNic<D> {
+    /// The device.
+    pub device: D,
+    /// Which port and GID to use (default: [`gda_hal::control::select_path`]'s choice).
+    pub path: PathRequest,
+    /// The engine wake-up of a software NIC (`None` on hardware).
+    pub nudge: Option<Nudge>,
 }
 
-#[cfg(feature = "sim")]
-pub use sim::SimDomain;
+impl<D> RdmaNic<D> {
+    /// `device` with the default path and no wake-up.
+    pub fn new(device: D) -> Self {
+        Self {
+            device,
+            path: PathRequest::default(),
+            nudge: None,
+        }
+    }
+}
 
-#[cfg(feature = "sim")]
-mod sim {
-    use super::*;
-    use gda_sim::{Access, Cq, CqMode, Endpoint, Fabric, Modeled, Mr, Pd, Qp, QpInit};
-    use std::marker::PhantomData;
+impl<D> std::fmt::Debug for RdmaNic<D> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RdmaNic")
+            .field("path", &self.path)
+            .field("nudge", &self.nudge.is_some())
+            .finish_non_exhaustive()
+    }
+}
 
-    /// The software NIC as an RDMA domain: one NIC per PE, on a fabric shared by thread PEs
-    /// or on this process's side of a cross-process fabric.
-    pub struct SimDomain<P> {
-        fabric: Fabric,
-        pd: Pd,
-        shared: bool,
-        mrs: Vec<Mr>,
-        qps: Vec<(Qp, Cq)>,
-        _p: PhantomData<fn() -> P>,
+/// Queue sizes of every SHMEM QP: 1024 send units (one staged put or atomic is one or two),
+/// CQEs for all of them, a few receives (SHMEM uses none).
+const SEND_WR: u32 = 1024;
+const CQ_ENTRIES: u32 = 4096;
+const RECV_WR: u32 = 16;
+
+fn setup_err(e: &dyn gda_hal::Error) -> ShmemError {
+    ShmemError::rdma_setup(None, e)
+}
+
+/// What `Pe::init` needs of a NIC, with the device type erased (a PE is generic over its
+/// provider only).
+pub(crate) trait Conn<P: Provider>: Send {
+    /// Registers the whole segment; returns `(lkey, rkey)`.
+    fn register(&mut self, seg: &Segment) -> Result<(u32, u32)>;
+    /// A new RC QP; its index and endpoint bytes.
+    fn create_qp(&mut self) -> Result<(usize, Vec<u8>)>;
+    /// Connects QP `qp` to the peer whose endpoint bytes are `remote`.
+    fn connect(&mut self, qp: usize, remote: &[u8]) -> Result<()>;
+    /// QP `qp`'s send queue and CQ handles (valid while `self` lives).
+    fn queues(&self, qp: usize) -> Result<(P::Sq, CqHandle)>;
+}
+
+enum Qp<D: Device> {
+    Reset(RcQp<D::Qp, Reset>),
+    Ready(RcQp<D::Qp, Rts>),
+    /// A refused transition left it here; dropped with the rest.
+    Failed,
+}
+
+/// A device with its protection domain, region and QPs (dropped in reverse: QPs, CQs,
+/// region, PD, device).
+pub(crate) struct DeviceConn<D: Device> {
+    qps: Vec<(Qp<D>, D::Cq)>,
+    mrs: Vec<D::Mr>,
+    pd: D::Pd,
+    path: LocalPath,
+    device: D,
+}
+
+impl<D: Device> DeviceConn<D> {
+    pub(crate) fn open(nic: RdmaNic<D>) -> Result<Self> {
+        let path = nic.device.path(nic.path).map_err(|e| setup_err(&e))?;
+        let pd = nic.device.alloc_pd().map_err(|e| setup_err(&e))?;
+        Ok(Self {
+            qps: Vec::new(),
+            mrs: Vec::new(),
+            pd,
+            path,
+            device: nic.device,
+        })
     }
 
-    fn sim_err(e: gda_sim::SimError) -> ShmemError {
-        ShmemError::rdma_setup(None, &e)
+    fn qp(&self, qp: usize) -> Result<&(Qp<D>, D::Cq)> {
+        self.qps
+            .get(qp)
+            .ok_or_else(|| ShmemError::Invalid(format!("no QP {qp}")))
+    }
+}
+
+impl<D: Device + 'static> Conn<D::Provider> for DeviceConn<D>
+where
+    D::Pd: Send,
+{
+    fn register(&mut self, seg: &Segment) -> Result<(u32, u32)> {
+        let mem = MemoryDesc::SharedHost {
+            addr: seg.as_ptr(),
+            len: seg.len(),
+            object: seg.name(),
+            offset: 0,
+            object_len: seg.len(),
+        };
+        // SAFETY: the PE keeps the segment mapped until after this connection (and so the
+        // region) is dropped (`Net`'s field order, then `Pe`'s mappings).
+        let mr = unsafe { self.device.register(&self.pd, &mem, Access::ALL) }
+            .map_err(|e| setup_err(&e))?;
+        let keys = (mr.lkey(), mr.rkey());
+        self.mrs.push(mr);
+        Ok(keys)
     }
 
-    impl<P: Modeled> SimDomain<P> {
-        /// A NIC of `P`'s device model on `fabric` (`shared`: a cross-process fabric, whose
-        /// regions are published to the other processes).
-        pub fn new(fabric: &Fabric, shared: bool) -> Self {
-            let nic = fabric.add_nic_for::<P>();
-            Self {
-                fabric: fabric.clone(),
-                pd: nic.alloc_pd(),
-                shared,
-                mrs: Vec::new(),
-                qps: Vec::new(),
-                _p: PhantomData,
+    fn create_qp(&mut self) -> Result<(usize, Vec<u8>)> {
+        let cq = self
+            .device
+            .create_cq(&CqAttr::new(CQ_ENTRIES))
+            .map_err(|e| setup_err(&e))?;
+        let caps = QpCaps {
+            send_wr: SEND_WR,
+            recv_wr: RECV_WR,
+            ..QpCaps::default()
+        };
+        let qp = self
+            .device
+            .create_rc_qp(&self.pd, &cq, &cq, &caps)
+            .map_err(|e| setup_err(&e))?;
+        let ep = qp.endpoint(&self.path).to_bytes().to_vec();
+        self.qps.push((Qp::Reset(qp), cq));
+        Ok((self.qps.len() - 1, ep))
+    }
+
+    fn connect(&mut self, qp: usize, remote: &[u8]) -> Result<()> {
+        let remote = Endpoint::from_bytes(remote).map_err(|e| setup_err(&e))?;
+        let path = self.path;
+        let slot = self
+            .qps
+            .get_mut(qp)
+            .ok_or_else(|| ShmemError::Invalid(format!("no QP {qp}")))?;
+        match std::mem::replace(&mut slot.0, Qp::Failed) {
+            Qp::Reset(q) => match q.connect(&path, &remote) {
+                Ok(q) => {
+                    slot.0 = Qp::Ready(q);
+                    Ok(())
+                }
+                Err(r) => Err(setup_err(&r.error)),
+            },
+            other => {
+                slot.0 = other;
+                Err(ShmemError::Invalid(format!(
+                    "QP {qp} was already connected"
+                )))
             }
         }
-
-        /// The fabric.
-        pub fn fabric(&self) -> &Fabric {
-            &self.fabric
-        }
     }
 
-    impl<P: Modeled> Domain for SimDomain<P> {
-        type P = P;
-
-        fn register(&mut self, seg: &Segment, offset: usize, len: usize) -> Result<(u32, u32)> {
-            if offset.checked_add(len).is_none_or(|e| e > seg.len()) {
-                return Err(ShmemError::Invalid(
-                    "registration outside the segment".into(),
-                ));
-            }
-            let addr = seg.as_ptr() as u64 + offset as u64;
-            let mr = if self.shared {
-                // SAFETY: the range is inside `seg`, which the PE keeps mapped until after the
-                // domain (and so the region) is dropped.
-                unsafe { self.pd.register_shared(addr, len, Access::ALL, seg, offset) }
-                    .map_err(sim_err)?
-            } else {
-                // SAFETY: as above.
-                unsafe { self.pd.register(addr, len, Access::ALL) }
-            };
-            let keys = (mr.lkey(), mr.rkey());
-            self.mrs.push(mr);
-            Ok(keys)
+    fn queues(&self, qp: usize) -> Result<(<D::Provider as Provider>::Sq, CqHandle)> {
+        use gda_hal::control::CompletionQueue;
+        let (q, cq) = self.qp(qp)?;
+        let sq = match q {
+            Qp::Ready(q) => q.sq_handle(),
+            _ => return Err(ShmemError::Invalid(format!("QP {qp} is not connected"))),
         }
-
-        fn create_qp(&mut self) -> Result<(usize, Vec<u8>)> {
-            let nic = self.pd.nic();
-            let cq = nic.create_cq(4096, CqMode::Normal).map_err(sim_err)?;
-            let init = QpInit {
-                sq_units: 1024,
-                rq_wqes: 16,
-                ..QpInit::default()
-            };
-            let qp = self.pd.create_qp(init, &cq, &cq).map_err(sim_err)?;
-            let ep = qp.endpoint().to_bytes().to_vec();
-            self.qps.push((qp, cq));
-            Ok((self.qps.len() - 1, ep))
-        }
-
-        fn connect(&mut self, qp: usize, remote: &[u8]) -> Result<()> {
-            let ep = Endpoint::from_bytes(remote).map_err(sim_err)?;
-            let (q, _) = self
-                .qps
-                .get(qp)
-                .ok_or_else(|| ShmemError::Invalid(format!("no QP {qp}")))?;
-            q.bring_up(&ep).map_err(sim_err)
-        }
-
-        fn queues(&self, qp: usize) -> Result<(P::Sq, CqHandle)> {
-            let (q, c) = self
-                .qps
-                .get(qp)
-                .ok_or_else(|| ShmemError::Invalid(format!("no QP {qp}")))?;
-            Ok((q.sq_handle::<P>().map_err(sim_err)?, c.handle()))
-        }
-
-        fn connected(&mut self) -> Result<()> {
-            self.fabric.unlink_registry().map_err(sim_err)
-        }
-
-        fn kick(&self) {
-            self.fabric.kick();
-        }
+        .map_err(|e| setup_err(&e))?;
+        Ok((sq, cq.handle()))
     }
 }

@@ -6,8 +6,10 @@ use std::time::{Duration, Instant};
 use crate::boot::env::Launch;
 use crate::boot::tcp::TcpBoot;
 use crate::boot::threads::Hub;
+use crate::domain::RdmaNic;
 use crate::error::{Result, ShmemError};
 use crate::pe::{Config, Pe};
+use gda_hal::control::Device;
 
 /// Runs `f` on `n` PEs that are threads of this process, over the software NIC of `P`'s device
 /// model for RDMA routes (chaos from `GDA_SIM_CHAOS`); returns each PE's result by rank, or
@@ -31,6 +33,38 @@ where
     R: Send,
     F: Fn(&Pe<P>) -> Result<R> + Sync,
 {
+    threads_with(
+        n,
+        cfg,
+        |_| Ok(sim_nic::<P>(fabric, gda_sim::SimDevice::new(fabric))),
+        f,
+    )
+}
+
+/// A software NIC as a PE's RDMA NIC, with its fabric's engine wake-up.
+#[cfg(feature = "sim")]
+fn sim_nic<P: gda_sim::Modeled>(
+    fabric: &gda_sim::Fabric,
+    device: gda_sim::SimDevice<P>,
+) -> RdmaNic<gda_sim::SimDevice<P>> {
+    let f = fabric.clone();
+    RdmaNic {
+        nudge: Some(std::sync::Arc::new(move || f.kick())),
+        ..RdmaNic::new(device)
+    }
+}
+
+/// Runs `f` on `n` PEs that are threads of this process, PE `r` reaching its RDMA peers through
+/// the NIC `open(r)` returns (any control-path device); returns each PE's result by rank, or
+/// the first error (with its rank).
+pub fn threads_with<D, O, R, F>(n: u32, cfg: &Config, open: O, f: F) -> Result<Vec<R>>
+where
+    D: Device + 'static,
+    D::Pd: Send,
+    O: Fn(u32) -> Result<RdmaNic<D>> + Sync,
+    R: Send,
+    F: Fn(&Pe<D::Provider>) -> Result<R> + Sync,
+{
     if n == 0 {
         return Err(ShmemError::Config("zero PEs".into()));
     }
@@ -39,12 +73,11 @@ where
         let hs: Vec<_> = (0..n)
             .map(|r| {
                 let boot = hub.member(r);
-                let (f, cfg, fabric) = (&f, cfg, fabric);
+                let (f, cfg, open) = (&f, cfg, &open);
                 std::thread::Builder::new()
                     .name(format!("pe{r}"))
                     .spawn_scoped(s, move || {
-                        let domain = crate::domain::SimDomain::<P>::new(fabric, false);
-                        let pe = Pe::<P>::init(Box::new(boot), Some(Box::new(domain)), cfg)?;
+                        let pe = Pe::init(Box::new(boot), open(r)?, cfg)?;
                         let out = f(&pe);
                         if let Err(e) = &out {
                             pe.abort(&e.to_string());
@@ -65,7 +98,7 @@ where
             })
             .collect()
     });
-    let _ = gda_hal::shm::sweep(hub.job());
+    let _ = gda_os::shm::sweep(hub.job());
     // Report the root cause: a PE's own failure ranks above the errors it caused elsewhere
     // (timeouts, aborts seen through the hub).
     let mut first: Option<(u8, ShmemError)> = None;
@@ -112,6 +145,32 @@ pub fn init_from_env<P: gda_sim::Modeled>() -> Result<Pe<P>> {
 /// [`init_from_env`] with explicit parameters.
 #[cfg(feature = "sim")]
 pub fn init_launched<P: gda_sim::Modeled>(launch: &Launch, cfg: &Config) -> Result<Pe<P>> {
+    let chaos =
+        gda_sim::FabricConfig::from_chaos_var(std::env::var("GDA_SIM_CHAOS").ok().as_deref())
+            .map_err(|e| ShmemError::Config(e.to_string()))?;
+    let fabric = gda_sim::Fabric::shared(chaos, &launch.job, launch.rank)
+        .map_err(|e| ShmemError::Config(e.to_string()))?;
+    let nic = sim_nic::<P>(&fabric, gda_sim::SimDevice::new(&fabric));
+    let pe = init_launched_with(launch, cfg, nic)?;
+    // Every PE has connected (init ends with a barrier): the registry's name can go, so a
+    // killed process leaves nothing in /dev/shm.
+    fabric
+        .unlink_registry()
+        .map_err(|e| ShmemError::rdma_setup(None, &e))?;
+    Ok(pe)
+}
+
+/// Initialises this process's PE as rank `launch.rank` of `launch`'s job, reaching RDMA peers
+/// through `nic` (any control-path device).
+pub fn init_launched_with<D>(
+    launch: &Launch,
+    cfg: &Config,
+    nic: RdmaNic<D>,
+) -> Result<Pe<D::Provider>>
+where
+    D: Device + 'static,
+    D::Pd: Send,
+{
     let secret = launch.secret_source()?;
     let boot = TcpBoot::connect_with(
         launch.rank,
@@ -124,16 +183,10 @@ pub fn init_launched<P: gda_sim::Modeled>(launch: &Launch, cfg: &Config) -> Resu
     // Everyone who will ever join has read the secret file by now (or the rendezvous failed).
     launch.forget_secret();
     let boot = boot?;
-    let chaos =
-        gda_sim::FabricConfig::from_chaos_var(std::env::var("GDA_SIM_CHAOS").ok().as_deref())
-            .map_err(|e| ShmemError::Config(e.to_string()))?;
-    let fabric = gda_sim::Fabric::shared(chaos, &launch.job, launch.rank)
-        .map_err(|e| ShmemError::Config(e.to_string()))?;
-    let domain = crate::domain::SimDomain::<P>::new(&fabric, true);
-    let pe = Pe::<P>::init(Box::new(boot), Some(Box::new(domain)), cfg);
+    let pe = Pe::init(Box::new(boot), nic, cfg);
     if pe.is_err() {
         // Leave nothing behind when init fails (peers may have died half way).
-        let _ = gda_hal::shm::sweep(&launch.job);
+        let _ = gda_os::shm::sweep(&launch.job);
     }
     pe
 }
@@ -285,7 +338,7 @@ pub fn run(job: &Job) -> Result<JobOutcome> {
         .job
         .clone()
         .unwrap_or_else(|| format!("r{}x{:08x}", std::process::id(), rand::random::<u32>()));
-    gda_hal::shm::segment_name(&id, "x").map_err(|e| ShmemError::Config(e.to_string()))?;
+    gda_os::shm::segment_name(&id, "x").map_err(|e| ShmemError::Config(e.to_string()))?;
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map_err(|e| ShmemError::io("finding a free loopback port", e))?
@@ -307,7 +360,7 @@ pub fn run(job: &Job) -> Result<JobOutcome> {
     for h in hooks {
         signal_hook::low_level::unregister(h);
     }
-    let _ = gda_hal::shm::sweep(&id);
+    let _ = gda_os::shm::sweep(&id);
     out
 }
 
@@ -393,7 +446,7 @@ fn supervise(
     }
     Ok(JobOutcome {
         codes: pes.codes,
-        swept: gda_hal::shm::sweep(id).unwrap_or(0),
+        swept: gda_os::shm::sweep(id).unwrap_or(0),
         job: id.to_owned(),
         interrupted: interrupted.map(|(s, _)| s),
     })

@@ -39,13 +39,11 @@ pub mod heap;
 pub mod launch;
 pub mod pe;
 pub mod selftest;
-pub mod team;
 mod transport;
+pub use pe::team;
 pub mod types;
 
-pub use domain::Domain;
-#[cfg(feature = "sim")]
-pub use domain::SimDomain;
+pub use domain::{Nudge, RdmaNic};
 pub use error::{Result, ShmemError};
 pub use heap::Sym;
 /// The former name of [`TransportKind`] (which transport reaches a PE), kept so existing

@@ -1,4 +1,4 @@
-//! Ring-protocol arithmetic checked against a simulated device.
+//! Unit tests of the posting protocol's arithmetic (signalling, WQE-size limits).
 
 use super::*;
 

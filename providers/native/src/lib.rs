@@ -3,7 +3,8 @@
 //! The [`Native`] provider: the software NIC's own queue format, designed for a software
 //! device — little-endian, naturally aligned, fixed offsets, no bit packing to undo. It is a
 //! provider like mlx5 and bnxt: device functions here, its device model in [`model`] (feature
-//! `model`), one struct per structure ([`NativeWqe`], [`NativeCqe`]) used by both.
+//! `model`), one struct per structure ([`NativeWqe`], [`NativeCqe`]) used by both, and one
+//! typed send WQE, [`wire::WqeRepr`], that the device functions emit and the model parses.
 //!
 //! | structure | size | layout |
 //! |---|---|---|
@@ -27,9 +28,8 @@ pub mod model;
 pub mod wire;
 
 use gda_hal::{
-    AtomicOp, Checked, CollapsedProgress, Cost, CqHandle, OutOfWindow, Payload, PostError, Posted,
-    ProdIdx, Provider, Remote, SendFlags, Sge, SqPos, WcOpcode, WcStatus, WorkCompletion,
-    WorkRequest, WqHandle, mmio,
+    Checked, CollapsedProgress, Cost, CqHandle, OutOfWindow, PostError, Posted, ProdIdx, Provider,
+    SendFlags, Sge, SqPos, WcOpcode, WcStatus, WorkCompletion, WorkRequest, WqHandle, mmio,
 };
 pub use wire::{NativeCqe, NativeOp, NativeSge, NativeWqe, flags};
 
@@ -41,8 +41,6 @@ pub struct Native;
 pub const UNIT_BYTES: u32 = 64;
 /// Most units one WQE spans.
 pub const MAX_UNITS: u32 = 16;
-/// SGEs in one extension unit.
-const SGES_PER_UNIT: u32 = 4;
 
 #[inline(always)]
 fn nonempty(sges: &[Sge]) -> impl Iterator<Item = &Sge> {
@@ -53,25 +51,7 @@ fn nonempty(sges: &[Sge]) -> impl Iterator<Item = &Sge> {
 #[inline(always)]
 #[must_use]
 pub fn units_for(wr: &WorkRequest<'_>) -> u32 {
-    let payload_units = |p: &Payload<'_>| match p {
-        Payload::Inline(d) => (d.len() as u32).div_ceil(UNIT_BYTES),
-        Payload::Sges(s) => (nonempty(s).count() as u32)
-            .saturating_sub(1)
-            .div_ceil(SGES_PER_UNIT),
-    };
-    1 + match wr {
-        WorkRequest::Write { payload, .. } | WorkRequest::Send { payload, .. } => {
-            payload_units(payload)
-        }
-        WorkRequest::Read { sges, .. } => (nonempty(sges).count() as u32)
-            .saturating_sub(1)
-            .div_ceil(SGES_PER_UNIT),
-        WorkRequest::Atomic {
-            op: AtomicOp::MaskedCompareSwap { .. },
-            ..
-        } => 1,
-        WorkRequest::Atomic { .. } | WorkRequest::Nop => 0,
-    }
+    wire::WqeRepr::from_request(wr, SendFlags::empty(), 0).needed_units()
 }
 
 #[inline(always)]
@@ -80,193 +60,31 @@ fn unit_ptr(wq: &WqHandle, at: ProdIdx, k: u32) -> u64 {
     wq.buf.wrapping_add(u64::from(slot) * u64::from(UNIT_BYTES))
 }
 
-/// Writes a WQE of any kind; `units` is the request's checked cost ([`units_for`]), used as is.
+/// Writes a WQE of any kind: its [`WqeRepr`](wire::WqeRepr), extension units first, the header
+/// last.
 ///
 /// # Safety
-/// As [`Provider::post_checked`], with `units == units_for(wr)`.
+/// As [`Provider::post_checked`].
 #[inline(always)]
-unsafe fn write(
-    wq: &WqHandle,
-    pos: SqPos,
-    wr: &WorkRequest<'_>,
-    units: u32,
-    fl: SendFlags,
-) -> Posted {
+unsafe fn write(wq: &WqHandle, pos: SqPos, wr: &WorkRequest<'_>, fl: SendFlags) -> Posted {
     let at = pos.unit;
-    let mut h = NativeWqe {
-        units: units as u8,
-        counter: at.0,
-        ..NativeWqe::default()
-    };
-    h.flags = (if fl.contains(SendFlags::SIGNALED) {
-        flags::SIGNALED
-    } else {
-        0
-    }) | (if fl.contains(SendFlags::FENCE) {
-        flags::FENCE
-    } else {
-        0
-    }) | (if fl.contains(SendFlags::SOLICITED) {
-        flags::SOLICITED
-    } else {
-        0
-    });
-    let mut ext: [[u8; 64]; 1] = [[0; 64]];
-    let mut sge_list: &[Sge] = &[];
-    let mut inline: &[u8] = &[];
-    let set_remote = |h: &mut NativeWqe, r: Remote| {
-        h.remote_addr = r.addr;
-        h.rkey = r.rkey;
-    };
-    match *wr {
-        WorkRequest::Write {
-            remote,
-            payload,
-            imm,
-        } => {
-            h.opcode = if imm.is_some() {
-                NativeOp::WriteImm as u8
-            } else {
-                NativeOp::Write as u8
-            };
-            set_remote(&mut h, remote);
-            h.imm = imm.unwrap_or(0);
-            match payload {
-                Payload::Inline(d) => inline = d,
-                Payload::Sges(s) => sge_list = s,
-            }
+    let repr = wire::WqeRepr::from_request(wr, fl, at.0);
+    let units = u32::from(repr.units);
+    let mut out = [0u8; UNIT_BYTES as usize];
+    for k in 1..units {
+        let dst = unit_ptr(wq, at, k);
+        let unit = repr.unit(k, &mut out);
+        if let Ok(full) = <[u8; 64]>::try_from(unit) {
+            // SAFETY: unit `k` is inside the WQE's reserved units (caller).
+            unsafe { mmio::write_seg(dst as *mut [u8; 64], full) };
+        } else if !unit.is_empty() {
+            // SAFETY: as above; a partial unit (the inline tail) is shorter than a unit.
+            unsafe { mmio::copy_bytes(dst as *mut u8, unit) };
         }
-        WorkRequest::Send { payload, imm } => {
-            h.opcode = if imm.is_some() {
-                NativeOp::SendImm as u8
-            } else {
-                NativeOp::Send as u8
-            };
-            h.imm = imm.unwrap_or(0);
-            match payload {
-                Payload::Inline(d) => inline = d,
-                Payload::Sges(s) => sge_list = s,
-            }
-        }
-        WorkRequest::Read { remote, sges } => {
-            h.opcode = NativeOp::Read as u8;
-            set_remote(&mut h, remote);
-            sge_list = sges;
-        }
-        WorkRequest::Atomic {
-            remote,
-            local,
-            op,
-            bytes,
-        } => {
-            set_remote(&mut h, remote);
-            h.width = bytes as u8;
-            h.local = NativeSge {
-                addr: local.addr,
-                length: bytes,
-                lkey: local.lkey,
-            };
-            h.nsge = 1;
-            match op {
-                AtomicOp::CompareSwap { compare, swap } => {
-                    h.opcode = NativeOp::CompSwap as u8;
-                    h.op0 = compare;
-                    h.op1 = swap;
-                }
-                AtomicOp::FetchAdd { add } => {
-                    h.opcode = NativeOp::FetchAdd as u8;
-                    h.op0 = add;
-                }
-                AtomicOp::MaskedCompareSwap {
-                    compare,
-                    compare_mask,
-                    swap,
-                    swap_mask,
-                } => {
-                    h.opcode = NativeOp::MaskedCompSwap as u8;
-                    h.op0 = compare;
-                    h.op1 = swap;
-                    ext[0][..8].copy_from_slice(&compare_mask.to_le_bytes());
-                    ext[0][8..16].copy_from_slice(&swap_mask.to_le_bytes());
-                }
-                AtomicOp::MaskedFetchAdd {
-                    add,
-                    field_boundary,
-                } => {
-                    h.opcode = NativeOp::MaskedFetchAdd as u8;
-                    h.op0 = add;
-                    h.op1 = field_boundary;
-                }
-            }
-        }
-        WorkRequest::Nop => h.opcode = NativeOp::Nop as u8,
-    }
-    if !inline.is_empty()
-        || matches!(
-            wr,
-            WorkRequest::Write {
-                payload: Payload::Inline(_),
-                ..
-            } | WorkRequest::Send {
-                payload: Payload::Inline(_),
-                ..
-            }
-        )
-    {
-        h.flags |= flags::INLINE;
-        h.length = inline.len() as u32;
-        for (k, chunk) in inline.chunks(UNIT_BYTES as usize).enumerate() {
-            // SAFETY: unit `1 + k` is inside the WQE's reserved units (caller).
-            unsafe { mmio::copy_bytes(unit_ptr(wq, at, 1 + k as u32) as *mut u8, chunk) };
-        }
-    } else if !sge_list.is_empty() {
-        let mut it = nonempty(sge_list);
-        let mut n = 0u32;
-        let mut total = 0u32;
-        if let Some(first) = it.next() {
-            h.local = NativeSge {
-                addr: first.addr,
-                length: first.length,
-                lkey: first.lkey,
-            };
-            n = 1;
-            total = first.length;
-        }
-        let mut unit = [0u8; 64];
-        let mut in_unit = 0usize;
-        let mut k = 1u32;
-        for s in it {
-            let e = NativeSge {
-                addr: s.addr,
-                length: s.length,
-                lkey: s.lkey,
-            };
-            unit[in_unit * 16..in_unit * 16 + 16].copy_from_slice(bytemuck::bytes_of(&e));
-            in_unit += 1;
-            n += 1;
-            total = total.wrapping_add(s.length);
-            if in_unit == SGES_PER_UNIT as usize {
-                // SAFETY: unit `k` is inside the reserved units.
-                unsafe { mmio::write_seg(unit_ptr(wq, at, k) as *mut [u8; 64], unit) };
-                unit = [0; 64];
-                in_unit = 0;
-                k += 1;
-            }
-        }
-        if in_unit > 0 {
-            // SAFETY: as above.
-            unsafe { mmio::write_seg(unit_ptr(wq, at, k) as *mut [u8; 64], unit) };
-        }
-        h.nsge = n as u8;
-        h.length = total;
-    }
-    if h.opcode == NativeOp::MaskedCompSwap as u8 {
-        // SAFETY: unit 1 is reserved for the masks.
-        unsafe { mmio::write_seg(unit_ptr(wq, at, 1) as *mut [u8; 64], ext[0]) };
     }
     // SAFETY: unit 0 is the first reserved unit; written last so a reader that sees the header
     // sees the extension units too (ordering is provided by the doorbell anyway).
-    unsafe { mmio::write_seg(unit_ptr(wq, at, 0) as *mut NativeWqe, h) };
+    unsafe { mmio::write_seg(unit_ptr(wq, at, 0) as *mut NativeWqe, repr.header()) };
     let next = at.add(units);
     let cost = Cost { units, packets: 0 };
     Posted::new(pos, cost, u64::from(next.0).to_le_bytes())
@@ -314,11 +132,12 @@ impl Provider for Native {
         Ok(Cost { units, packets: 0 })
     }
 
-    /// Writes the WQE with the unit count `check` derived (not counted again).
+    /// Writes the checked request's [`WqeRepr`](wire::WqeRepr) (its unit count is the one
+    /// `check` derived from the same `Repr`).
     #[inline(always)]
     unsafe fn post_checked(req: &Checked<'_, Self>, at: SqPos, flags: SendFlags) -> Posted {
-        // SAFETY: forwarded; the cost is the checked one.
-        unsafe { write(req.queue(), at, req.request(), req.cost().units, flags) }
+        // SAFETY: forwarded: `check` accepted the request and the caller reserved its units.
+        unsafe { write(req.queue(), at, req.request(), flags) }
     }
 
     unsafe fn ring_sq(wq: &WqHandle, posted: &Posted) {

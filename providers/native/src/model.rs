@@ -7,9 +7,9 @@ use gda_hal::model::{
     BadRecv, Cpl, CqView, DeviceModel, Malformed, ModelError, ModelFor, Modeled, OpKind,
     QpGeometry, QpLayout, QpView, WqeOp,
 };
-use gda_hal::{AtomicOp, CqHandle, Remote, Sge, WcStatus, WqHandle};
+use gda_hal::{CqHandle, ParseError, Remote, SendFlags, Sge, WcStatus, WqHandle};
 
-use crate::wire::{self, NativeCqe, NativeOp, NativeSge, NativeWqe, flags};
+use crate::wire::{self, Data, NativeCqe, NativeSge, NativeWqe, Sges, WqeBody, WqeRepr};
 use crate::{Native, UNIT_BYTES};
 
 /// The native model.
@@ -42,112 +42,76 @@ fn fetch(qp: &QpView, pos: u64, op: &mut WqeOp, scratch: &mut Vec<u8>) -> Result
         scratch.clear();
         scratch.extend_from_slice(&head);
     }
-    let bytes: &[u8] = scratch;
     op.units = units;
     // The device reports its own position (the header's `counter` must equal it).
     op.counter = pos as u32;
     op.hw_opcode = h.opcode;
-    op.signaled = h.flags & flags::SIGNALED != 0;
-    op.fence = h.flags & flags::FENCE != 0;
-    op.solicited = h.flags & flags::SOLICITED != 0;
-    op.remote = Remote {
-        addr: h.remote_addr,
-        rkey: h.rkey,
-    };
-    let kind = NativeOp::from_raw(h.opcode).ok_or(bad(units))?;
-    let ext = &bytes[64..];
-    let read_sges = |op: &mut WqeOp| -> Result<(), Malformed> {
-        let n = u32::from(h.nsge);
-        if n > qp.geometry.max_sge || (n > 1 && (n - 1).div_ceil(4) + 1 > units) {
+    let wqe = WqeRepr::parse(scratch).map_err(|e| Malformed {
+        status: match e {
+            ParseError::Range { field, .. } if field == wire::INLINE_LENGTH => WcStatus::LocLenErr,
+            _ => WcStatus::LocQpOpErr,
+        },
+        ..bad(units)
+    })?;
+    op.signaled = wqe.flags.contains(SendFlags::SIGNALED);
+    op.fence = wqe.flags.contains(SendFlags::FENCE);
+    op.solicited = wqe.flags.contains(SendFlags::SOLICITED);
+    let sges = |op: &mut WqeOp, s: &Sges<'_>| -> Result<(), Malformed> {
+        if s.len() > qp.geometry.max_sge as usize {
             return Err(bad(units));
         }
-        if n >= 1 {
-            op.sges.push(Sge {
-                addr: h.local.addr,
-                length: h.local.length,
-                lkey: h.local.lkey,
-            });
-        }
-        for i in 1..n as usize {
-            let e: NativeSge = bytemuck::pod_read_unaligned(&ext[(i - 1) * 16..i * 16]);
-            op.sges.push(Sge {
-                addr: e.addr,
-                length: e.length,
-                lkey: e.lkey,
-            });
-        }
+        op.sges.extend(s.iter().map(|e| Sge {
+            addr: e.addr,
+            length: e.length,
+            lkey: e.lkey,
+        }));
         Ok(())
     };
-    let payload = |op: &mut WqeOp| -> Result<(), Malformed> {
-        if h.flags & flags::INLINE != 0 {
-            let len = h.length as usize;
-            if len.div_ceil(64) as u32 + 1 != units.max(1) && !(len == 0 && units == 1) {
-                return Err(Malformed {
-                    status: WcStatus::LocLenErr,
-                    ..bad(units)
-                });
-            }
-            op.set_inline(ext.get(..len).unwrap_or_default());
+    let data = |op: &mut WqeOp, d: &Data<'_>| match d {
+        Data::Inline(b) => {
+            op.set_inline(b);
             Ok(())
-        } else {
-            read_sges(op)
         }
+        Data::Gather(s) => sges(op, s),
     };
-    match kind {
-        NativeOp::Nop => op.kind = Some(OpKind::Nop),
-        NativeOp::Write | NativeOp::WriteImm => {
+    // SEND and NOP carry no remote (the engine does not read it for them).
+    op.remote = Remote::default();
+    match wqe.body {
+        WqeBody::Nop => op.kind = Some(OpKind::Nop),
+        WqeBody::Write {
+            remote,
+            imm,
+            data: d,
+        } => {
             op.kind = Some(OpKind::Write);
-            op.imm = (kind == NativeOp::WriteImm).then_some(h.imm);
-            payload(op)?;
+            op.remote = remote;
+            op.imm = imm;
+            data(op, &d)?;
         }
-        NativeOp::Send | NativeOp::SendImm => {
+        WqeBody::Send { imm, data: d } => {
             op.kind = Some(OpKind::Send);
-            op.imm = (kind == NativeOp::SendImm).then_some(h.imm);
-            payload(op)?;
+            op.imm = imm;
+            data(op, &d)?;
         }
-        NativeOp::Read => {
+        WqeBody::Read { remote, sges: s } => {
             op.kind = Some(OpKind::Read);
-            read_sges(op)?;
+            op.remote = remote;
+            sges(op, &s)?;
         }
-        NativeOp::CompSwap
-        | NativeOp::FetchAdd
-        | NativeOp::MaskedCompSwap
-        | NativeOp::MaskedFetchAdd => {
-            let width = u32::from(h.width);
-            let masked = matches!(kind, NativeOp::MaskedCompSwap | NativeOp::MaskedFetchAdd);
-            if !(width == 8 || (masked && width == 4)) || h.nsge != 1 {
-                return Err(bad(units));
-            }
-            let a = match kind {
-                NativeOp::CompSwap => AtomicOp::CompareSwap {
-                    compare: h.op0,
-                    swap: h.op1,
-                },
-                NativeOp::FetchAdd => AtomicOp::FetchAdd { add: h.op0 },
-                NativeOp::MaskedCompSwap => {
-                    if units < 2 {
-                        return Err(bad(units));
-                    }
-                    let cm = u64::from_le_bytes(ext[..8].try_into().unwrap_or([0; 8]));
-                    let sm = u64::from_le_bytes(ext[8..16].try_into().unwrap_or([0; 8]));
-                    AtomicOp::MaskedCompareSwap {
-                        compare: h.op0,
-                        compare_mask: cm,
-                        swap: h.op1,
-                        swap_mask: sm,
-                    }
-                }
-                _ => AtomicOp::MaskedFetchAdd {
-                    add: h.op0,
-                    field_boundary: h.op1,
-                },
-            };
+        WqeBody::Atomic {
+            remote,
+            local_addr,
+            lkey,
+            width,
+            op: a,
+        } => {
             op.kind = Some(OpKind::Atomic);
-            op.atomic = Some((a, width));
+            op.remote = remote;
+            op.atomic = Some((a, u32::from(width)));
             op.sges.push(Sge {
-                addr: h.local.addr,
-                length: width,
-                lkey: h.local.lkey,
+                addr: local_addr,
+                length: u32::from(width),
+                lkey,
             });
         }
     }

@@ -78,3 +78,94 @@ impl Drop for DmaBuf {
         unsafe { dealloc(self.ptr, self.layout) };
     }
 }
+
+/// Queue memory: the NIC's own, or the caller's (`gda_hal::control::QueueMemory::Caller`),
+/// zeroed either way and released on drop.
+#[derive(Debug)]
+pub(crate) enum QueueMem {
+    /// The NIC's own buffer.
+    Own(DmaBuf),
+    /// Memory from the caller's allocator, returned to it on drop.
+    Caller {
+        ptr: std::ptr::NonNull<u8>,
+        len: usize,
+        what: gda_hal::control::QueueBuffer,
+        alloc: std::sync::Arc<dyn gda_hal::control::QueueAllocator>,
+    },
+}
+
+// SAFETY: as for `DmaBuf`: plain memory reached only through `gda_hal::mmio`; the allocator is
+// `Send + Sync` by its trait bound.
+unsafe impl Send for QueueMem {}
+// SAFETY: as above.
+unsafe impl Sync for QueueMem {}
+
+impl QueueMem {
+    /// `len` zeroed bytes aligned to `align` for `what`, from `memory`; an allocator that
+    /// refuses, or returns memory that is not aligned, is an error naming the buffer.
+    pub(crate) fn new(
+        memory: &gda_hal::control::QueueMemory,
+        what: gda_hal::control::QueueBuffer,
+        len: usize,
+        align: usize,
+    ) -> Result<Self, String> {
+        use gda_hal::control::QueueMemory;
+        match memory {
+            QueueMemory::Provider => Ok(Self::Own(DmaBuf::new(len, align))),
+            QueueMemory::Caller(a) => {
+                let len = len.max(1);
+                let ptr = a.alloc(what, len, align).ok_or_else(|| {
+                    format!("the queue allocator refused {len} bytes for the {what:?}")
+                })?;
+                let mem = Self::Caller {
+                    ptr,
+                    len,
+                    what,
+                    alloc: a.clone(),
+                };
+                if ptr.as_ptr() as usize % align != 0 {
+                    // Dropping `mem` hands the memory back.
+                    return Err(format!(
+                        "the queue allocator returned {ptr:p} for the {what:?}, not {align}-byte aligned"
+                    ));
+                }
+                // SAFETY: the allocator gave `len` bytes at `ptr` for this queue (its contract);
+                // nobody else uses them yet.
+                unsafe { gda_hal::mmio::sym_fill(ptr.as_ptr(), 0, len) };
+                Ok(mem)
+            }
+        }
+    }
+
+    /// Address of the first byte.
+    pub(crate) fn addr(&self) -> u64 {
+        match self {
+            Self::Own(b) => b.addr(),
+            Self::Caller { ptr, .. } => ptr.as_ptr() as u64,
+        }
+    }
+
+    /// Length in bytes.
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            Self::Own(b) => b.len(),
+            Self::Caller { len, .. } => *len,
+        }
+    }
+}
+
+impl Drop for QueueMem {
+    fn drop(&mut self) {
+        if let Self::Caller {
+            ptr,
+            len,
+            what,
+            alloc,
+        } = self
+        {
+            // SAFETY: `ptr` came from `alloc.alloc(what, len, _)`; the queue that used it is
+            // gone (this is its last owner).
+            unsafe { alloc.free(*what, *ptr, *len) };
+        }
+    }
+}

@@ -62,28 +62,36 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 mod buf;
-pub mod engine;
-pub mod fabric;
-pub mod launch;
-pub mod mem;
+mod cq;
+mod device;
+mod engine;
+mod fabric;
+mod mem;
+mod nic;
+mod pd;
+mod qp;
+mod state;
+mod types;
+#[macro_use]
+pub mod registry;
 mod xproc;
 
 pub use buf::DmaBuf;
-pub use engine::StatsSnapshot;
-pub use fabric::{
-    Cq, CqMode, Endpoint, Fabric, FabricConfig, Model, Mr, Nic, Pd, Qp, QpInit, QpState, SimError,
-};
+pub use cq::Cq;
+pub use device::{SimDevice, SimQp};
+pub use fabric::{Fabric, FabricConfig};
 pub use gda_hal::model::{DeviceModel, Modeled};
-pub use launch::{ThreadIdx, launch};
 pub use mem::{Access, Fault};
+pub use nic::Nic;
+pub use pd::{Mr, Pd};
+pub use qp::Qp;
+pub use state::StatsSnapshot;
+pub use types::{CqMode, Endpoint, Model, QpInit, QpState, SimError};
 
-/// The device models this software NIC executes, one line per vendor (adding a vendor: see
-/// `providers/README.md`). Tools look models up here by name.
-#[must_use]
-pub fn models() -> Vec<Model> {
-    vec![
-        std::sync::Arc::new(gda_native::model::NativeModel),
-        std::sync::Arc::new(gda_mlx5::model::Mlx5Model),
-        std::sync::Arc::new(gda_bnxt::model::BnxtModel::default()),
-    ]
+// The provider registry: one line per vendor (adding a vendor: see `providers/README.md`).
+// Generates `models()`, `registry::NAMES`, `registry::dispatch` and `for_each_provider!`.
+register! {$
+    native => gda_native::Native,
+    mlx5 => gda_mlx5::Mlx5,
+    bnxt => gda_bnxt::Bnxt,
 }

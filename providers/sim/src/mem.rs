@@ -11,25 +11,7 @@ use std::sync::{Arc, RwLock};
 
 use crate::buf::DmaBuf;
 
-bitflags::bitflags! {
-    /// Region access rights, numbered as `enum ibv_access_flags`.
-    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-    pub struct Access: u32 {
-        /// The local NIC may write (receive targets, READ and atomic results).
-        const LOCAL_WRITE = 1 << 0;
-        /// Remote peers may RDMA WRITE.
-        const REMOTE_WRITE = 1 << 1;
-        /// Remote peers may RDMA READ.
-        const REMOTE_READ = 1 << 2;
-        /// Remote peers may perform atomics.
-        const REMOTE_ATOMIC = 1 << 3;
-    }
-}
-
-impl Access {
-    /// Every right.
-    pub const ALL: Access = Access::all();
-}
+pub use gda_hal::control::Access;
 
 /// A registered region.
 #[derive(Debug)]

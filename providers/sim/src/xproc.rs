@@ -23,10 +23,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
-use gda_hal::shm::Segment;
+use gda_os::shm::Segment;
 
-use crate::fabric::{Endpoint, QpState};
 use crate::mem::{Access, Fault};
+use crate::types::{Endpoint, QpState};
 
 /// Fabric ids of cross-process fabrics: `TAG | job hash << 16 | rank`.
 const TAG: u64 = 0x5348 << 48;
@@ -61,7 +61,7 @@ struct QpSlot {
 struct Registry {
     magic: AtomicU64,
     pid: AtomicU64,
-    /// The owner's PID namespace (`gda_hal::shm::pid_namespace`): its `pid` means something
+    /// The owner's PID namespace (`gda_os::process::pid_namespace`): its `pid` means something
     /// here only if ours is the same.
     pid_ns: AtomicU64,
     seq: AtomicU64,
@@ -115,7 +115,7 @@ impl HostLink {
         r.pid
             .store(u64::from(std::process::id()), Ordering::Relaxed);
         r.pid_ns
-            .store(gda_hal::shm::pid_namespace(), Ordering::Relaxed);
+            .store(gda_os::process::pid_namespace(), Ordering::Relaxed);
         r.magic.store(MAGIC, Ordering::Release);
         Ok(Self {
             job: job.to_owned(),
@@ -125,6 +125,11 @@ impl HostLink {
             write: Mutex::new(()),
             peers: RwLock::new(HashMap::new()),
         })
+    }
+
+    /// The job this fabric belongs to.
+    pub(crate) fn job(&self) -> &str {
+        &self.job
     }
 
     /// The fabric id of this process's fabric.
@@ -247,7 +252,7 @@ impl HostLink {
                     ));
                 }
                 let ns = registry(&seg).pid_ns.load(Ordering::Relaxed);
-                let same_ns = ns != 0 && ns == gda_hal::shm::pid_namespace();
+                let same_ns = ns != 0 && ns == gda_os::process::pid_namespace();
                 let peer = Arc::new(Peer {
                     job: self.job.clone(),
                     // A PID from another namespace names an unrelated process here: such a
@@ -379,7 +384,7 @@ impl Peer {
     }
 
     fn alive(&self) -> bool {
-        self.pid <= 0 || gda_hal::shm::process_alive(self.pid as u32)
+        self.pid <= 0 || gda_os::process::process_alive(self.pid as u32)
     }
 
     fn qp(&self, nic: u32, qpn: u32) -> Option<(QpState, u32)> {

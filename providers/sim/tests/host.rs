@@ -3,12 +3,12 @@
 //! them in one test process exercise exactly the cross-process path. gda-shmem's process tests
 //! run it between real processes.
 
-use gda_hal::shm::{self, Segment};
 use gda_hal::{
     AtomicOp, Payload, Remote, SendFlags, SendQueue, Sge, SqError, WcStatus, WorkRequest,
 };
 use gda_mlx5::model::Mlx5Model;
 use gda_native::model::NativeModel;
+use gda_os::shm::{self, Segment};
 use gda_sim::{Access, CqMode, Fabric, FabricConfig, QpInit, SimError};
 
 fn job(tag: &str) -> String {

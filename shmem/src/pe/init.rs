@@ -2,15 +2,15 @@
 
 use std::cell::{Cell, RefCell};
 
-use gda_hal::shm::Segment;
 use gda_hal::{Provider, SendQueue};
+use gda_os::shm::Segment;
 
+use super::team::Teams;
 use super::{BOUNCE, Config, Liveness, Pe, TEAM_BYTES, TEAM_SLOTS, TransportPolicy};
 use crate::boot::Bootstrap;
-use crate::domain::Domain;
+use crate::domain::{Conn, DeviceConn, Nudge, RdmaNic};
 use crate::error::{Result, ShmemError};
 use crate::heap::Allocator;
-use crate::team::Teams;
 use crate::transport::{Net, P2p, Rdma, Route, Staging};
 
 fn host_key(rank: u32, cfg: &Config) -> String {
@@ -85,11 +85,29 @@ impl Info {
 }
 
 impl<P: Provider> Pe<P> {
-    /// Collective initialisation over `boot`. `domain` is the NIC for RDMA routes (`None`: P2P
-    /// only, an error if some PE needs RDMA).
-    pub fn init(
+    /// Collective initialisation over `boot`, reaching RDMA peers through `nic`: any
+    /// control-path device of provider `P` (the software NIC's `gda_sim::SimDevice`, or a
+    /// hardware one).
+    pub fn init<D>(boot: Box<dyn Bootstrap>, nic: RdmaNic<D>, cfg: &Config) -> Result<Self>
+    where
+        D: gda_hal::control::Device<Provider = P> + 'static,
+        D::Pd: Send,
+    {
+        let nudge = nic.nudge.clone();
+        let conn = DeviceConn::open(nic)?;
+        Self::init_with(boot, Some(Box::new(conn)), nudge, cfg)
+    }
+
+    /// Collective initialisation over `boot` with P2P routes only (an error if some PE needs
+    /// RDMA).
+    pub fn init_p2p(boot: Box<dyn Bootstrap>, cfg: &Config) -> Result<Self> {
+        Self::init_with(boot, None, None, cfg)
+    }
+
+    fn init_with(
         mut boot: Box<dyn Bootstrap>,
-        mut domain: Option<Box<dyn Domain<P = P>>>,
+        mut domain: Option<Box<dyn Conn<P>>>,
+        nudge: Option<Nudge>,
         cfg: &Config,
     ) -> Result<Self> {
         let (me, n) = (boot.rank(), boot.size());
@@ -104,7 +122,7 @@ impl<P: Provider> Pe<P> {
             token: process_token(),
             heap_id: rand::random(),
             pid: std::process::id(),
-            pid_ns: gda_hal::shm::pid_namespace(),
+            pid_ns: gda_os::process::pid_namespace(),
             base: seg.as_ptr() as u64,
             len: total as u64,
             host: host_key(me, cfg),
@@ -170,7 +188,7 @@ impl<P: Provider> Pe<P> {
                     "PE {me} reaches PEs {rdma_pes:?} by RDMA but no RDMA domain was given"
                 ))
             })?;
-            let (l, r) = d.register(&seg, 0, total)?;
+            let (l, r) = d.register(&seg)?;
             lkey = l;
             blob.extend_from_slice(&r.to_le_bytes());
             for &j in &rdma_pes {
@@ -212,9 +230,6 @@ impl<P: Provider> Pe<P> {
         boot.barrier()?;
         seg.unlink()
             .map_err(|e| ShmemError::io("removing the heap's name", e))?;
-        if let Some(d) = domain.as_mut() {
-            d.connected()?;
-        }
         boot.barrier()?;
         // Liveness by PID only for other processes of our PID namespace (a PID from another
         // namespace names some unrelated process here).
@@ -241,7 +256,8 @@ impl<P: Provider> Pe<P> {
                 staging: Staging::new(bounce, BOUNCE),
                 live,
                 rdma_routes: rdma_pes.len(),
-                domain,
+                _nic: domain,
+                nudge,
             },
             base: seg.as_ptr(),
             heap_size,
@@ -257,7 +273,7 @@ impl<P: Provider> Pe<P> {
             seg: std::mem::ManuallyDrop::new(seg),
             unsafe_to_unmap: Cell::new(false),
         };
-        crate::team::init_teams(&pe)?;
+        super::team::init_teams(&pe)?;
         Ok(pe)
     }
 }

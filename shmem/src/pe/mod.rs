@@ -10,13 +10,14 @@
 //! | `wait.rs` | quiet, fence, waits and tests, liveness of peers |
 //! | `teardown.rs` | abort, finalize, drop |
 //!
-//! Teams and collectives are in [`crate::team`]; the transports in `crate::transport`.
+//! Teams and collectives are in [`team`]; the transports in `crate::transport`.
 
 mod amo;
 mod config;
 mod heap;
 mod init;
 mod rma;
+pub mod team;
 mod teardown;
 mod wait;
 
@@ -24,20 +25,21 @@ use std::cell::{Cell, RefCell};
 use std::time::Duration;
 
 use gda_hal::Provider;
-use gda_hal::shm::Segment;
+use gda_os::shm::Segment;
 
 use crate::boot::Bootstrap;
 use crate::error::{Result, ShmemError};
 use crate::heap::Allocator;
-use crate::team::Teams;
+use team::Teams;
 // The trait only for its methods: `pe::Transport` is the old name of `TransportKind`.
 use crate::transport::Transport as _;
 use crate::transport::{Net, Route};
 
+pub(crate) use crate::transport::Liveness;
+pub use crate::transport::TransportKind;
 /// The former name of [`TransportKind`], kept so existing callers compile.
 pub use TransportKind as Transport;
 pub use config::{Config, TransportPolicy, parse_size};
-pub(crate) use wait::Liveness;
 
 /// Team slots (world, shared, and up to 14 split teams at once).
 pub(crate) const TEAM_SLOTS: usize = 16;
@@ -48,20 +50,6 @@ pub(crate) const SCRATCH: usize = 64 << 10;
 pub(crate) const TEAM_BYTES: usize = PSYNC_WORDS * 8 + SCRATCH;
 /// Private staging memory for RDMA sources, destinations and atomic results.
 const BOUNCE: usize = 4 << 20;
-
-/// Which transport reaches a PE (as reported by [`Pe::transport_to`]).
-///
-/// Named `Transport` before the transports became a trait; `gda_shmem::Transport` is still an
-/// alias of it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TransportKind {
-    /// The calling PE itself.
-    Local,
-    /// Shared memory.
-    P2p,
-    /// RDMA through the provider.
-    Rdma,
-}
 
 /// A processing element: its symmetric heap, its routes to every PE and its teams.
 ///

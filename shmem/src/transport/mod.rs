@@ -25,17 +25,18 @@
 //! domain; that context ([`Net`]) is passed to every method instead of being duplicated (or
 //! reference-counted) in each route.
 
+mod live;
 mod p2p;
 mod rdma;
 
+pub(crate) use live::Liveness;
 pub(crate) use p2p::{P2p, load};
 pub(crate) use rdma::{Rdma, Staging};
 
 use gda_hal::Provider;
 
-use crate::domain::Domain;
+use crate::domain::{Conn, Nudge};
 use crate::error::Result;
-use crate::pe::{Liveness, TransportKind};
 use crate::types::{SignalOp, Width};
 
 /// An atomic memory operation on a 32- or 64-bit operand (the width is passed beside it).
@@ -242,6 +243,20 @@ impl<P: Provider> Transport<P> for Route<P> {
     }
 }
 
+/// Which transport reaches a PE (as reported by [`crate::Pe::transport_to`]).
+///
+/// Named `Transport` before the transports became a trait; `gda_shmem::Transport` is still an
+/// alias of it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TransportKind {
+    /// The calling PE itself.
+    Local,
+    /// Shared memory.
+    P2p,
+    /// RDMA through the provider.
+    Rdma,
+}
+
 /// Everything a PE uses to reach the others: a route per PE and what the routes share.
 ///
 /// Field order is drop order: the queues (in `routes`) go before the domain that owns their QPs
@@ -261,25 +276,48 @@ pub(crate) struct Net<P: Provider> {
     /// How many routes are RDMA (waits nap when there are any: see `Pe::wait_for`).
     pub(crate) rdma_routes: usize,
     /// The NIC control path, `None` when every route is P2P.
-    pub(crate) domain: Option<Box<dyn Domain<P = P>>>,
+    /// The NIC's control-path objects (PD, region, QPs, CQs), kept alive for the queues.
+    pub(crate) _nic: Option<Box<dyn Conn<P>>>,
+    /// The NIC's engine wake-up (the software NIC's; `None` on hardware and P2P).
+    pub(crate) nudge: Option<Nudge>,
 }
 
 impl<P: Provider> Net<P> {
     /// Quiets every route, then recycles the staging memory (nothing in flight uses it any
     /// more).
     pub(crate) fn quiet_all(&self) -> Result<()> {
+        // P2P routes differ only in the mapping they store to: one quiet (a full fence) covers
+        // all of them, so it runs once, not once per same-host PE.
+        if let Some(p) = self.first_p2p() {
+            p.quiet(self)?;
+        }
         for r in &self.routes {
-            r.quiet(self)?;
+            if let Route::Rdma(t) = r {
+                t.quiet(self)?;
+            }
         }
         self.staging.reset();
         Ok(())
     }
 
-    /// Orders later operations to every PE after earlier ones.
+    /// Orders later operations to every PE after earlier ones (the P2P fence once, as above).
     pub(crate) fn fence_all(&self) {
-        for r in &self.routes {
-            r.fence();
+        if let Some(p) = self.first_p2p() {
+            Transport::<P>::fence(p);
         }
+        for r in &self.routes {
+            if let Route::Rdma(t) = r {
+                t.fence();
+            }
+        }
+    }
+
+    /// A P2P route (every PE has one: to itself).
+    fn first_p2p(&self) -> Option<&P2p> {
+        self.routes.iter().find_map(|r| match r {
+            Route::P2p(p) => Some(p),
+            Route::Rdma(_) => None,
+        })
     }
 
     /// Lets every route's outstanding work progress.
@@ -290,11 +328,11 @@ impl<P: Provider> Net<P> {
     }
 
     /// Wakes the NIC before this PE waits on it. Hardware needs nothing; the software NIC's
-    /// engine naps when idle (see [`Domain::kick`]).
+    /// engine naps when idle (see [`crate::domain::Nudge`]).
     #[inline]
     pub(crate) fn kick(&self) {
-        if let Some(d) = &self.domain {
-            d.kick();
+        if let Some(n) = &self.nudge {
+            n();
         }
     }
 }

@@ -5,9 +5,9 @@ use std::sync::atomic::{Ordering, fence};
 
 use gda_hal::{Provider, mmio};
 
+use super::TransportKind;
 use super::{Amo, Net, Transport};
 use crate::error::Result;
-use crate::pe::TransportKind;
 use crate::types::{SignalOp, Width};
 
 /// A PE reached by load/store: a peer's heap mapped here, or this PE's own heap.

@@ -9,9 +9,9 @@ use gda_hal::{
     WorkRequest, mmio,
 };
 
+use super::TransportKind;
 use super::{Amo, Net, Transport, all_ones};
 use crate::error::{Result, ShmemError};
-use crate::pe::TransportKind;
 use crate::types::{SignalOp, Width};
 
 /// Private staging memory: a bump allocator over a range of this PE's segment, recycled by

@@ -25,27 +25,27 @@ enum Cmd {
         cmd: WireCmd,
     },
     /// perftest-style bandwidth, message-rate and latency runs on the software NIC.
-    #[cfg(sim_mlx5)]
+    #[cfg(feature = "sim")]
     #[command(
         after_help = "EXAMPLES:\n  gda perf write --sizes 8,1048576\n  gda perf read --provider mlx5 --cq collapsed --json\n  gda perf idle --seconds 3"
     )]
     Perf(PerfArgs),
     /// The SHMEM layer across processes: `check` runs every routine, `perf` the benchmarks.
-    #[cfg(sim_all)]
+    #[cfg(feature = "sim")]
     #[command(
         after_help = "EXAMPLES:\n  gda shmem check --pes 4\n  gda shmem check --pes 4 --transport rdma --provider bnxt\n  gdarun -n 4 gda shmem check\n  gda shmem perf --pes 2 --transport p2p --json"
     )]
     Shmem(ShmemArgs),
     /// Chaos sweep: the conformance suite's chaos case and `gda shmem check` over N seeds on
     /// every NIC format; failing seeds are listed with the command that replays each.
-    #[cfg(sim_all)]
+    #[cfg(feature = "sim")]
     #[command(
         after_help = "EXAMPLES:\n  gda chaos --seeds 1000\n  gda chaos --from 4242 --seeds 1 --provider mlx5"
     )]
     Chaos(ChaosArgs),
 }
 
-#[cfg(sim_all)]
+#[cfg(feature = "sim")]
 #[derive(clap::Args)]
 struct ChaosArgs {
     /// Number of seeds.
@@ -54,17 +54,16 @@ struct ChaosArgs {
     /// First seed.
     #[arg(long, default_value_t = 1)]
     from: u64,
-    /// Only this provider (default: native, mlx5 and bnxt).
+    /// Only this provider (default: every provider built in).
     #[arg(long, value_enum)]
-    provider: Option<gda::chaos::ChaosProvider>,
+    provider: Option<gda::ProviderName>,
     /// Ordering-stress rounds of the SHMEM self-test per seed.
     #[arg(long, default_value_t = 8, value_parser = |s: &str| gda::cli::count_in(s, 1, 10_000).map(|v| v as usize))]
     rounds: usize,
 }
 
-#[cfg(sim_all)]
+#[cfg(feature = "sim")]
 fn chaos(a: ChaosArgs) -> ExitCode {
-    use gda::chaos::ChaosProvider;
     let Some(last) = a.from.checked_add(a.seeds - 1) else {
         eprintln!(
             "gda chaos: --from {} + --seeds {} overflows",
@@ -72,7 +71,9 @@ fn chaos(a: ChaosArgs) -> ExitCode {
         );
         return ExitCode::from(2);
     };
-    let providers: Vec<ChaosProvider> = a.provider.map_or(ChaosProvider::ALL.to_vec(), |p| vec![p]);
+    let providers: Vec<gda::ProviderName> = a
+        .provider
+        .map_or(gda::ProviderName::all().to_vec(), |p| vec![p]);
     let bar = indicatif::ProgressBar::new(a.seeds * providers.len() as u64);
     bar.set_style(
         indicatif::ProgressStyle::with_template("{spinner} seeds [{bar:30}] {pos}/{len} {msg}")
@@ -84,9 +85,7 @@ fn chaos(a: ChaosArgs) -> ExitCode {
         for &p in &providers {
             let f = gda::chaos::seed(p, seed, a.rounds);
             for x in &f {
-                bar.suspend(|| {
-                    eprintln!("FAIL seed {seed} {} {}: {}", p.name(), x.workload, x.error)
-                });
+                bar.suspend(|| eprintln!("FAIL seed {seed} {p} {}: {}", x.workload, x.error));
             }
             failures.extend(f);
             bar.inc(1);
@@ -106,7 +105,7 @@ fn chaos(a: ChaosArgs) -> ExitCode {
         println!(
             "  seed {} {} {}: replay with: {}",
             f.seed,
-            f.provider.name(),
+            f.provider,
             f.workload,
             f.replay()
         );
@@ -118,7 +117,7 @@ fn chaos(a: ChaosArgs) -> ExitCode {
     }
 }
 
-#[cfg(sim_all)]
+#[cfg(feature = "sim")]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 enum ShmemWhat {
     /// Every routine, data checked, ordering guarantees tested.
@@ -127,7 +126,7 @@ enum ShmemWhat {
     Perf,
 }
 
-#[cfg(sim_all)]
+#[cfg(feature = "sim")]
 #[derive(clap::Args)]
 struct ShmemArgs {
     /// What to run.
@@ -145,7 +144,7 @@ struct ShmemArgs {
     hosts: Option<u32>,
     /// Provider whose queue formats the RDMA routes use (the software NIC executes them).
     #[arg(long, value_enum, default_value = "native")]
-    provider: gda::shmem_cli::ShmemProvider,
+    provider: gda::ProviderName,
     /// Ordering stress rounds (check).
     #[arg(long, default_value_t = 64, value_parser = |s: &str| gda::cli::count_in(s, 1, 1_000_000).map(|v| v as usize))]
     rounds: usize,
@@ -160,7 +159,7 @@ struct ShmemArgs {
     json: bool,
 }
 
-#[cfg(sim_all)]
+#[cfg(feature = "sim")]
 fn shmem(a: ShmemArgs) -> ExitCode {
     use gda::shmem::launch;
     let launched = match gda::shmem::boot::env::Launch::from_env() {
@@ -244,7 +243,7 @@ fn shmem(a: ShmemArgs) -> ExitCode {
     }
 }
 
-#[cfg(sim_mlx5)]
+#[cfg(feature = "sim")]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 enum PerfWhat {
     /// RDMA WRITE.
@@ -259,7 +258,7 @@ enum PerfWhat {
     Idle,
 }
 
-#[cfg(sim_mlx5)]
+#[cfg(feature = "sim")]
 #[derive(clap::Args)]
 struct PerfArgs {
     /// What to measure.
@@ -284,7 +283,7 @@ struct PerfArgs {
     qd: u32,
     /// Device model / provider.
     #[arg(long, value_enum, default_value = "native")]
-    provider: gda::perf::PerfProvider,
+    provider: gda::ProviderName,
     /// Completion-queue mode.
     #[arg(long, value_enum, default_value = "normal")]
     cq: CqArg,
@@ -299,7 +298,7 @@ struct PerfArgs {
     seconds: f64,
 }
 
-#[cfg(sim_mlx5)]
+#[cfg(feature = "sim")]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 enum CqArg {
     Normal,
@@ -336,7 +335,7 @@ fn parse_sizes(s: &str) -> Result<Sizes, String> {
         .map(Sizes)
 }
 
-#[cfg(sim_mlx5)]
+#[cfg(feature = "sim")]
 fn perf(a: PerfArgs) -> ExitCode {
     use gda::perf::{PerfConfig, PerfOp};
     if a.what == PerfWhat::Idle {
@@ -523,11 +522,11 @@ enum WireCmd {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.cmd {
-        #[cfg(sim_mlx5)]
+        #[cfg(feature = "sim")]
         Cmd::Perf(a) => return perf(a),
-        #[cfg(sim_all)]
+        #[cfg(feature = "sim")]
         Cmd::Shmem(a) => return shmem(a),
-        #[cfg(sim_all)]
+        #[cfg(feature = "sim")]
         Cmd::Chaos(a) => return chaos(a),
         Cmd::Wire { cmd } => {
             let mut input = String::new();

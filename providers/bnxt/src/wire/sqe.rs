@@ -181,6 +181,13 @@ pub const fn imm_to_key_immd(imm: u32) -> u32 {
     imm.swap_bytes()
 }
 
+/// Largest inline payload (`BNXT_RE_MAX_INLINE_SIZE`).
+pub const MAX_INLINE: u32 = 96;
+/// Most SGEs in one WQE (static mode's 6; variable WQEs are held to the same 8-slot bound).
+pub const MAX_SGE: u32 = 6;
+/// Inline bytes that fit the fixed three-slot form.
+pub const FIXED3_MAX_INLINE: u32 = 16;
+
 #[cfg(test)]
 mod tests {
     extern crate std;

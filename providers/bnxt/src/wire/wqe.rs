@@ -77,7 +77,7 @@ impl<'a> SendWqe<'a> {
         let max_ws = match mode {
             WqeMode::Static => 8,
             WqeMode::Fixed3 => 3,
-            WqeMode::Variable => (sqe::HDR_SLOTS + crate::device::MAX_SGE) as usize,
+            WqeMode::Variable => (sqe::HDR_SLOTS + sqe::MAX_SGE) as usize,
         };
         if ws < 2 || ws > max_ws || (mode == WqeMode::Fixed3 && ws != 3) {
             return Err(ParseError::Range {

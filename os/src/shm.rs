@@ -1,6 +1,7 @@
 //! Named shared-memory segments (POSIX `shm_open`, Linux) for memory several processes map.
 //!
-//! Used by the software NIC's cross-process fabric and by gda-shmem's P2P transport. The rules
+//! Used by the software NIC's cross-process fabric and by gda-shmem's P2P transport (a job's
+//! processes also check each other's liveness: [`crate::process`]). The rules
 //! that make a job's shared memory safe to leave lying around are here, once:
 //!
 //! - names are `/gda-<job>-<what>`, with `job` and `what` restricted to `[A-Za-z0-9_.]`, so a
@@ -10,9 +11,6 @@
 //! - [`Segment::unlink`] removes the name while the mappings stay valid, so once every process has
 //!   mapped a segment its name can go and a killed process leaves nothing behind;
 //! - [`sweep`] removes every name of a job (launchers call it when a job ends, however it ends).
-
-use std::format;
-use std::prelude::rust_2024::*;
 
 use core::ptr::NonNull;
 use std::ffi::CString;
@@ -240,28 +238,6 @@ pub fn sweep(job: &str) -> io::Result<usize> {
     Ok(n)
 }
 
-/// The inode of this process's PID namespace (0 if `/proc` cannot tell). PIDs are comparable
-/// only between processes whose namespaces agree: in containers every process can be PID 1.
-#[must_use]
-pub fn pid_namespace() -> u64 {
-    use std::os::unix::fs::MetadataExt;
-    std::fs::metadata("/proc/self/ns/pid").map_or(0, |m| m.ino())
-}
-
-/// Whether process `pid` still runs on this host (Linux `/proc`; a zombie — exited, not yet
-/// reaped by its parent — does not). Jobs sharing memory use it to notice a dead peer.
-#[must_use]
-pub fn process_alive(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        // The state letter follows the parenthesised command name.
-        Ok(s) => s
-            .rfind(')')
-            .and_then(|i| s[i + 1..].trim_start().chars().next())
-            .is_some_and(|st| st != 'Z' && st != 'X'),
-        Err(_) => false,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -290,21 +266,6 @@ mod tests {
         assert_eq!(sweep(&job).unwrap(), 1);
         assert!(list(&job).unwrap().is_empty());
         assert!(Segment::open(&job, "heap0", 1).is_err());
-    }
-
-    #[test]
-    fn liveness() {
-        assert!(process_alive(std::process::id()));
-        let mut c = std::process::Command::new("true").spawn().unwrap();
-        let pid = c.id();
-        // Exited but not reaped: a zombie counts as dead.
-        let t = std::time::Instant::now();
-        while process_alive(pid) && t.elapsed() < std::time::Duration::from_secs(5) {
-            std::thread::sleep(std::time::Duration::from_millis(5));
-        }
-        assert!(!process_alive(pid));
-        c.wait().unwrap();
-        assert!(!process_alive(pid));
     }
 
     #[test]

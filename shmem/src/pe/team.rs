@@ -15,9 +15,9 @@ use std::rc::Rc;
 
 use gda_hal::Provider;
 
+use super::{PSYNC_WORDS, Pe, SCRATCH, TEAM_SLOTS};
 use crate::error::{Result, ShmemError};
 use crate::heap::Sym;
-use crate::pe::{PSYNC_WORDS, Pe, SCRATCH, TEAM_SLOTS};
 use crate::types::{Cmp, Elem, ReduceOp, Reducible};
 
 /// A team: an ordered set of PEs with its own synchronisation area.

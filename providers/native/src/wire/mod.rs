@@ -1,7 +1,11 @@
 //! Native queue structures (little-endian, naturally aligned). See the table in the parent
-//! module.
+//! module. Layer 1 is the `Pod` structs here; layer 2 is [`WqeRepr`], the send WQE as a value
+//! that the device functions emit and the device model parses.
 
 use bytemuck::{Pod, Zeroable};
+
+mod wqe;
+pub use wqe::{Data, INLINE_LENGTH, SGE_BYTES, SGES_PER_UNIT, Sges, WqeBody, WqeRepr};
 
 /// A gather entry, in `ibv_sge` order.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]

@@ -1,5 +1,14 @@
 //! Kernels on CPU threads: run a closure as a grid of threads with ids, the way a GPU launches a
 //! kernel, so tests and examples read like GDA kernels.
+//!
+//! A host-side runtime helper, so it lives in the facade: it is no concern of a NIC (it was in
+//! the software NIC's crate) and needs `std` threads, which the `no_std` core (`gda-hal`) must
+//! not grow. Device code is written against `gda::hal` either way; only its launch differs.
+//!
+//! ```
+//! let ids = gda::grid::launch(4, |t| t.id * 10 + t.grid);
+//! assert_eq!(ids, [4, 14, 24, 34]);
+//! ```
 
 /// A thread's position in the grid.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,0 +1,16 @@
+//! # gda-os — the operating-system services gda's host side shares
+//!
+//! What several gda crates need from the OS and the `no_std` core (`gda-hal`) must not hold:
+//!
+//! | module | what |
+//! |---|---|
+//! | [`shm`] | named POSIX shared-memory segments (`/dev/shm/gda-<job>-<what>`, mode 0600, `O_EXCL`), listing and sweeping a job's names |
+//! | [`process`] | process liveness and PID namespaces, for jobs whose processes share memory |
+//!
+//! Users: the software NIC's cross-process fabric (`gda-sim`), gda-shmem's P2P transport and
+//! launchers, and the `gda`/`gdarun` tools. Linux only (`/dev/shm`, `/proc`). This crate depends
+//! on no other gda crate.
+#![deny(unsafe_op_in_unsafe_fn)]
+
+pub mod process;
+pub mod shm;

@@ -1,0 +1,86 @@
+//! Executing an atomic (fetch-add, compare-and-swap) at a responder of this process.
+
+use std::sync::Arc;
+
+use gda_hal::model::{Cpl, WqeOp};
+use gda_hal::{WcOpcode, WcStatus, mmio};
+
+use super::complete::*;
+use crate::mem::{Access, Fault, MrInner};
+use crate::state::{Chaos, Deferred, QpExec, QpInner};
+
+/// Executes an atomic; `target` performs the responder's checks for the `w`-byte operand and
+/// returns its address in this process (and the region to hold while the result is pending).
+pub(super) fn execute_atomic(
+    qp: &Arc<QpInner>,
+    ex: &mut QpExec,
+    op: &WqeOp,
+    mut c: Cpl,
+    chaos: Option<&mut Chaos>,
+    target: impl FnOnce(&mut QpExec, u64) -> Result<(u64, Option<Arc<MrInner>>), Fault>,
+) -> Step {
+    let fail = |qp: &QpInner, c: Cpl, status: WcStatus| {
+        qp.set_error();
+        Step::Complete(Cpl { status, ..c }, op.units, true)
+    };
+    let Some((aop, width)) = op.atomic else {
+        return fail(qp, c, WcStatus::LocQpOpErr);
+    };
+    c.opcode = if matches!(
+        aop,
+        gda_hal::AtomicOp::CompareSwap { .. } | gda_hal::AtomicOp::MaskedCompareSwap { .. }
+    ) {
+        WcOpcode::CompSwap
+    } else {
+        WcOpcode::FetchAdd
+    };
+    c.byte_len = width;
+    let w = u64::from(width);
+    if op.remote.addr % w != 0 {
+        return fail(qp, c, WcStatus::RemInvReqErr);
+    }
+    let (addr, rmr) = match target(ex, w) {
+        Ok(t) => t,
+        Err(e) => return fail(qp, c, remote_fault(e)),
+    };
+    let Some(local) = op.sges.first() else {
+        return fail(qp, c, WcStatus::LocQpOpErr);
+    };
+    let lmr = match qp
+        .nic
+        .mrs
+        .check_local(qp.pd, local.lkey, local.addr, w, Access::LOCAL_WRITE)
+    {
+        Ok(m) => m,
+        Err(e) => return fail(qp, c, local_fault(e)),
+    };
+    // SAFETY: `target` checked the operand against a responder region granting REMOTE_ATOMIC
+    // (mapped here: this process's memory, or a peer's segment the peer view holds), and it is
+    // aligned to `w` (region mappings are page-aligned).
+    let Some(old) = (unsafe { mmio::dma_atomic_rmw(addr, width, |v| aop.apply(v, width)) }) else {
+        return fail(qp, c, WcStatus::LocQpOpErr);
+    };
+    let (bytes, n) = qp.model().atomic_result(old, width);
+    // In order behind earlier deferred data, as for READs.
+    let defer = chaos
+        .and_then(|ch| ch.defer(0.3))
+        .or_else(|| ex.has_pending_data().then_some(0));
+    match defer {
+        Some(k) => {
+            let due = ex.due_after(k);
+            ex.pending.push_back(Deferred::Data {
+                due,
+                dst: local.addr,
+                bytes: bytes[..n].to_vec(),
+                _mr: std::iter::once(lmr).chain(rmr).collect(),
+            });
+            ex.pending_data += 1;
+        }
+        None => {
+            // SAFETY: the local range was checked (LOCAL_WRITE, `w` bytes).
+            unsafe { mmio::dma_copy(local.addr as *mut u8, bytes.as_ptr(), n) };
+            mmio::dma_publish();
+        }
+    }
+    Step::Complete(c, op.units, false)
+}

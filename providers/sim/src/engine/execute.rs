@@ -1,0 +1,218 @@
+//! Executing one WQE against a responder of this process: RDMA WRITE, READ, SEND and atomics
+//! with RC semantics and every key and range checked.
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Weak};
+
+use gda_hal::model::{Cpl, OpKind, WqeOp};
+use gda_hal::{WcOpcode, WcStatus, mmio};
+
+use super::atomic::*;
+use super::complete::*;
+use super::data::*;
+use super::recv::*;
+use super::remote::*;
+use crate::mem::Access;
+use crate::state::{Chaos, Deferred, FabricInner, QpExec, QpInner};
+use crate::types::QpState;
+/// Executes one WQE against the connected responder.
+pub(super) fn execute(
+    f: &FabricInner,
+    qp: &Arc<QpInner>,
+    ex: &mut QpExec,
+    op: &WqeOp,
+    chaos: Option<&mut Chaos>,
+) -> Step {
+    let mut c = base_cpl(qp, op.counter, op.hw_opcode);
+    let fail = |qp: &QpInner, c: Cpl, status: WcStatus, units: u32| {
+        qp.set_error();
+        Step::Complete(Cpl { status, ..c }, units, true)
+    };
+    let kind = op.kind.unwrap_or(OpKind::Nop);
+    if kind == OpKind::Nop {
+        return Step::Complete(c, op.units, false);
+    }
+    // Re-resolve the responder whenever QPs come or go, so a destroyed peer stops answering.
+    let epoch = f.epoch.load(Ordering::Acquire);
+    if (ex.remote.is_none() && ex.peer.is_none()) || ex.remote_epoch != epoch {
+        let ep = *qp.remote.lock().unwrap_or_else(|e| e.into_inner());
+        ex.remote = ep.and_then(|ep| f.lookup(&ep)).map(|q| Arc::downgrade(&q));
+        ex.peer = match (&ex.remote, ep, &f.link) {
+            (None, Some(ep), Some(link)) => match link.peer_of(&ep) {
+                Some(Ok(p)) => Some(crate::xproc::PeerQp::new(p, &ep)),
+                _ => None,
+            },
+            _ => None,
+        };
+        ex.remote_epoch = epoch;
+    }
+    if ex.remote.is_none() {
+        return match ex.peer.as_mut().and_then(|p| p.ready()) {
+            Some(rpd) => execute_remote_process(qp, ex, op, kind, c, rpd, chaos),
+            // No responder: the requester's retries run out.
+            None => fail(qp, c, WcStatus::RetryExcErr, op.units),
+        };
+    }
+    let Some(rqp) = ex.remote.as_ref().and_then(Weak::upgrade) else {
+        return fail(qp, c, WcStatus::RetryExcErr, op.units);
+    };
+    if !matches!(rqp.state(), QpState::Rtr | QpState::Rts) {
+        // No responder: the requester's retries run out.
+        return fail(qp, c, WcStatus::RetryExcErr, op.units);
+    }
+    let lmrs = &qp.nic.mrs;
+    let rmrs = &rqp.nic.mrs;
+    let len = op.length();
+    match kind {
+        OpKind::Nop => Step::Complete(c, op.units, false),
+        OpKind::Write => {
+            c.opcode = WcOpcode::RdmaWrite;
+            if len > 0 {
+                if let Err(e) = rmrs.check_remote_cached(
+                    &mut ex.rcache,
+                    rqp.pd,
+                    op.remote.rkey,
+                    op.remote.addr,
+                    len,
+                    Access::REMOTE_WRITE,
+                ) {
+                    return fail(qp, c, remote_fault(e), op.units);
+                }
+                if let Err(s) = gather_to(lmrs, &mut ex.lcache, qp.pd, op, op.remote.addr) {
+                    return fail(qp, c, s, op.units);
+                }
+                mmio::dma_publish();
+            }
+            if let Some(imm) = op.imm {
+                match take_recv(&rqp) {
+                    Recv::Got(pos) => {
+                        let rc = Cpl {
+                            opcode: WcOpcode::RecvRdmaWithImm,
+                            is_recv: true,
+                            byte_len: len as u32,
+                            imm: Some(imm),
+                            ..base_cpl(&rqp, pos as u32, 0)
+                        };
+                        rqp.recv_cq.write_cqe(&rc);
+                    }
+                    Recv::Empty => return rnr(qp, ex, c, op),
+                }
+            }
+            Step::Complete(c, op.units, false)
+        }
+        OpKind::Send => {
+            c.opcode = WcOpcode::Send;
+            // The requester's own checks come first: a bad local key must not use up (or
+            // complete) a receive at the responder.
+            let staged = match stage_source(qp, op) {
+                Ok(v) => v,
+                Err(st) => return fail(qp, c, st, op.units),
+            };
+            let pos = match take_recv(&rqp) {
+                Recv::Got(pos) => pos,
+                Recv::Empty => return rnr(qp, ex, c, op),
+            };
+            let mut sges = std::mem::take(&mut ex.recv_sges);
+            let res = scatter_send(&rqp, &staged, pos, &mut sges);
+            ex.recv_sges = sges;
+            let rc = base_cpl(&rqp, pos as u32, 0);
+            match res {
+                Ok(()) => {
+                    let rc = Cpl {
+                        opcode: WcOpcode::Recv,
+                        is_recv: true,
+                        byte_len: len as u32,
+                        imm: op.imm,
+                        ..rc
+                    };
+                    rqp.recv_cq.write_cqe(&rc);
+                    Step::Complete(c, op.units, false)
+                }
+                Err((local_status, remote_status)) => {
+                    if let Some(rs) = remote_status {
+                        rqp.set_error();
+                        let rc = Cpl {
+                            opcode: WcOpcode::Recv,
+                            is_recv: true,
+                            status: rs,
+                            ..rc
+                        };
+                        rqp.recv_cq.write_cqe(&rc);
+                    }
+                    fail(qp, c, local_status, op.units)
+                }
+            }
+        }
+        OpKind::Read => {
+            c.opcode = WcOpcode::RdmaRead;
+            c.byte_len = len as u32;
+            if len > 0 {
+                // The source region stays registered (and its memory alive) while it is read.
+                let _src_mr = match rmrs.check_remote(
+                    rqp.pd,
+                    op.remote.rkey,
+                    op.remote.addr,
+                    len,
+                    Access::REMOTE_READ,
+                ) {
+                    Ok(mr) => mr,
+                    Err(e) => return fail(qp, c, remote_fault(e), op.units),
+                };
+                let mut keep = Vec::new();
+                for s in op.sges.iter().filter(|s| s.length > 0) {
+                    match lmrs.check_local(
+                        qp.pd,
+                        s.lkey,
+                        s.addr,
+                        u64::from(s.length),
+                        Access::LOCAL_WRITE,
+                    ) {
+                        Ok(mr) => keep.push(mr),
+                        Err(e) => return fail(qp, c, local_fault(e), op.units),
+                    }
+                }
+                // Responses land in order: behind earlier deferred data (an atomic's result, an
+                // earlier READ), this READ's data is queued too, even when chaos did not delay it.
+                let defer = chaos
+                    .and_then(|ch| ch.defer(0.3))
+                    .or_else(|| ex.has_pending_data().then_some(0));
+                let mut src = op.remote.addr;
+                for s in op.sges.iter().filter(|s| s.length > 0) {
+                    if let Some(k) = defer {
+                        let mut bytes = vec![0u8; s.length as usize];
+                        // SAFETY: the source range was checked against a responder region.
+                        unsafe {
+                            mmio::dma_copy(bytes.as_mut_ptr(), src as *const u8, bytes.len())
+                        };
+                        let due = ex.due_after(k);
+                        ex.pending.push_back(Deferred::Data {
+                            due,
+                            dst: s.addr,
+                            bytes,
+                            _mr: keep.clone(),
+                        });
+                        ex.pending_data += 1;
+                    } else {
+                        // SAFETY: both ranges were checked against regions granting the access.
+                        unsafe {
+                            mmio::dma_copy(s.addr as *mut u8, src as *const u8, s.length as usize)
+                        };
+                    }
+                    src += u64::from(s.length);
+                }
+                mmio::dma_publish();
+            }
+            Step::Complete(c, op.units, false)
+        }
+        OpKind::Atomic => execute_atomic(qp, ex, op, c, chaos, |_, w| {
+            rmrs.check_remote(
+                rqp.pd,
+                op.remote.rkey,
+                op.remote.addr,
+                w,
+                Access::REMOTE_ATOMIC,
+            )
+            .map(|m| (op.remote.addr, Some(m)))
+        }),
+    }
+}

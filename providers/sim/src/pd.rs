@@ -1,0 +1,258 @@
+//! Protection domains and the memory regions registered in them.
+
+use std::sync::Arc;
+
+use crate::buf::DmaBuf;
+use crate::mem::{Access, Fault, MrInner};
+use crate::nic::Nic;
+use crate::types::SimError;
+use std::sync::atomic::Ordering;
+
+/// A protection domain.
+#[derive(Clone, Debug)]
+pub struct Pd {
+    pub(crate) nic: Nic,
+    pub(crate) id: u32,
+}
+
+impl Nic {
+    /// Allocates a protection domain.
+    pub fn alloc_pd(&self) -> Pd {
+        Pd {
+            nic: self.clone(),
+            id: self.inner.next_pd.fetch_add(1, Ordering::Relaxed),
+        }
+    }
+}
+
+impl Pd {
+    /// The protection domain's number.
+    #[must_use]
+    pub fn id(&self) -> u32 {
+        self.id
+    }
+
+    /// The NIC.
+    #[must_use]
+    pub fn nic(&self) -> &Nic {
+        &self.nic
+    }
+
+    /// The check this NIC's responder makes before a remote access of `need` to
+    /// `[addr, addr + len)` with `rkey` arrives on a QP of this PD: the key must name a live
+    /// region of this PD that holds the whole range and grants the access. (The engine runs the
+    /// same check for every RDMA WRITE, READ and atomic; a refusal there is a
+    /// `REM_ACCESS_ERR` completion and nothing is touched.)
+    pub fn remote_access(&self, rkey: u32, addr: u64, len: u64, need: Access) -> Result<(), Fault> {
+        self.nic
+            .inner
+            .mrs
+            .check_remote(self.id, rkey, addr, len, need)
+            .map(|_| ())
+    }
+
+    /// Allocates `len` zeroed, page-aligned bytes and registers them.
+    pub fn alloc_mr(&self, len: usize, access: Access) -> Mr {
+        let buf = DmaBuf::new(len, 4096);
+        let (addr, l) = (buf.addr(), len as u64);
+        self.insert(addr, l, access, Some(buf))
+    }
+
+    /// Registers caller memory.
+    ///
+    /// # Safety
+    /// `[addr, addr + len)` must stay valid (and not be freed) until the returned [`Mr`] and
+    /// every operation using its keys are finished; the NIC reads and writes it at any time.
+    pub unsafe fn register(&self, addr: u64, len: usize, access: Access) -> Mr {
+        self.insert(addr, len as u64, access, None)
+    }
+
+    /// Registers caller memory that lies in the shared-memory segment `seg` (at `seg_offset`)
+    /// and publishes it to the processes of this fabric's job, which can then reach it by RDMA.
+    /// Fails on an in-process fabric or when the range is not inside the segment.
+    ///
+    /// # Safety
+    /// As [`Pd::register`]; besides, `addr` must be `seg.as_ptr() + seg_offset`.
+    pub unsafe fn register_shared(
+        &self,
+        addr: u64,
+        len: usize,
+        access: Access,
+        seg: &gda_os::shm::Segment,
+        seg_offset: usize,
+    ) -> Result<Mr, SimError> {
+        if addr != seg.as_ptr() as u64 + seg_offset as u64 {
+            return Err(SimError::InvalidArgument(format!(
+                "region {addr:#x}+{len} is not at offset {seg_offset} of {}",
+                seg.name()
+            )));
+        }
+        // SAFETY: as this function's contract; `addr` was checked against the mapping above.
+        unsafe { self.register_object(addr, len, access, seg.name(), seg_offset, seg.len()) }
+    }
+
+    /// Registers caller memory that lies at `offset` of the job's shared-memory object named
+    /// `object` (`/gda-<job>-<what>`, of `object_len` bytes) and publishes it to the processes
+    /// of this fabric's job, which map the object by name to reach it. Fails on an
+    /// in-process fabric, for an object of another job, or when the range leaves the object.
+    ///
+    /// # Safety
+    /// As [`Pd::register`]; besides, `addr` must be where this process maps `object` plus
+    /// `offset`.
+    pub unsafe fn register_object(
+        &self,
+        addr: u64,
+        len: usize,
+        access: Access,
+        object: &str,
+        offset: usize,
+        object_len: usize,
+    ) -> Result<Mr, SimError> {
+        let link = self.nic.fabric.inner.link.clone().ok_or_else(|| {
+            SimError::InvalidArgument(
+                "registering a shared object needs a fabric made by Fabric::shared".into(),
+            )
+        })?;
+        if offset.checked_add(len).is_none_or(|e| e > object_len) {
+            return Err(SimError::InvalidArgument(format!(
+                "region of {len} bytes at offset {offset} leaves {object} ({object_len} bytes)"
+            )));
+        }
+        let what = object
+            .strip_prefix(&format!("/gda-{}-", link.job()))
+            .filter(|w| !w.is_empty() && !w.contains('/'))
+            .ok_or_else(|| {
+                SimError::InvalidArgument(format!(
+                    "{object} is not a shared object of job {}",
+                    link.job()
+                ))
+            })?
+            .to_owned();
+        let mut mr = self.insert(addr, len as u64, access, None);
+        let slot = link
+            .publish_mr(
+                mr.rkey(),
+                self.id,
+                access,
+                addr,
+                len as u64,
+                &what,
+                offset as u64,
+                object_len as u64,
+            )
+            .map_err(SimError::InvalidArgument)?;
+        mr.shared = Some(slot);
+        Ok(mr)
+    }
+
+    fn insert(&self, addr: u64, len: u64, access: Access, owned: Option<DmaBuf>) -> Mr {
+        let nic = &self.nic.inner;
+        let mut owned = owned;
+        loop {
+            let mr = Arc::new(MrInner {
+                pd: self.id,
+                addr,
+                len,
+                access,
+                lkey: nic.fresh_key(),
+                rkey: nic.fresh_key(),
+                _owned: owned.take(),
+            });
+            if nic.mrs.insert(mr.clone()) {
+                return Mr {
+                    nic: self.nic.clone(),
+                    inner: mr,
+                    shared: None,
+                };
+            }
+            // A key raced with another registration: take the memory back and try again.
+            owned = Arc::try_unwrap(mr).ok().and_then(|m| m._owned);
+        }
+    }
+}
+/// A registered memory region. Dropping it deregisters the keys.
+pub struct Mr {
+    nic: Nic,
+    inner: Arc<MrInner>,
+    /// Registry slot, for regions published to other processes.
+    shared: Option<usize>,
+}
+
+impl std::fmt::Debug for Mr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Mr")
+            .field("addr", &format_args!("{:#x}", self.inner.addr))
+            .field("len", &self.inner.len)
+            .finish()
+    }
+}
+
+impl Mr {
+    /// First byte.
+    #[must_use]
+    pub fn addr(&self) -> u64 {
+        self.inner.addr
+    }
+    /// Length.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.inner.len as usize
+    }
+    /// Whether the region is empty.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.inner.len == 0
+    }
+    /// Local key.
+    #[must_use]
+    pub fn lkey(&self) -> u32 {
+        self.inner.lkey
+    }
+    /// Remote key.
+    #[must_use]
+    pub fn rkey(&self) -> u32 {
+        self.inner.rkey
+    }
+
+    /// The region address of `len` bytes at `offset`, if they lie inside the region
+    /// (overflow-checked: a huge `offset` cannot wrap back inside).
+    fn span(&self, offset: usize, len: usize, what: &str) -> Result<u64, SimError> {
+        offset
+            .checked_add(len)
+            .filter(|&end| end <= self.len())
+            .map(|_| self.addr() + offset as u64)
+            .ok_or_else(|| {
+                SimError::InvalidArgument(format!(
+                    "{what} of {len} bytes at offset {offset} leaves the {}-byte region",
+                    self.len()
+                ))
+            })
+    }
+
+    /// Reads `out.len()` bytes at `offset` (the NIC may be writing concurrently; read after the
+    /// completion that announces the data). A range outside the region is an error and reads
+    /// nothing.
+    pub fn read(&self, offset: usize, out: &mut [u8]) -> Result<(), SimError> {
+        let at = self.span(offset, out.len(), "read")?;
+        // SAFETY: the range is inside the region, which is valid memory while `self` lives.
+        unsafe { gda_hal::mmio::dma_copy(out.as_mut_ptr(), at as *const u8, out.len()) };
+        Ok(())
+    }
+
+    /// Writes `data` at `offset`. A range outside the region is an error and writes nothing.
+    pub fn write(&self, offset: usize, data: &[u8]) -> Result<(), SimError> {
+        let at = self.span(offset, data.len(), "write")?;
+        // SAFETY: as above.
+        unsafe { gda_hal::mmio::dma_copy(at as *mut u8, data.as_ptr(), data.len()) };
+        Ok(())
+    }
+}
+
+impl Drop for Mr {
+    fn drop(&mut self) {
+        self.nic.inner.mrs.remove(self.inner.lkey, self.inner.rkey);
+        if let (Some(slot), Some(l)) = (self.shared, &self.nic.fabric.inner.link) {
+            l.retract_mr(slot);
+        }
+    }
+}

@@ -1,0 +1,310 @@
+//! RC queue pairs: creation, the verbs state machine, handles for device code.
+
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+
+use gda_hal::control::{QueueBuffer, QueueMemory};
+use gda_hal::model::{ModelFor, Modeled, QpView, Region};
+
+use crate::buf::{DmaBuf, QueueMem};
+use crate::cq::Cq;
+use crate::fabric::Fabric;
+use crate::pd::Pd;
+use crate::state::QpExec;
+use crate::state::QpInner;
+use crate::types::{Endpoint, QpInit, QpState, SimError};
+
+impl Pd {
+    /// Creates an RC QP in state Reset.
+    pub fn create_qp(&self, init: QpInit, send_cq: &Cq, recv_cq: &Cq) -> Result<Qp, SimError> {
+        self.create_qp_in(init, send_cq, recv_cq, &QueueMemory::Provider)
+    }
+
+    /// [`Pd::create_qp`] with the rings and doorbell record in `memory`.
+    pub fn create_qp_in(
+        &self,
+        init: QpInit,
+        send_cq: &Cq,
+        recv_cq: &Cq,
+        memory: &QueueMemory,
+    ) -> Result<Qp, SimError> {
+        for (what, v) in [("sq_units", init.sq_units), ("rq_wqes", init.rq_wqes)] {
+            if !v.is_power_of_two() || v > QpInit::MAX_WQES {
+                return Err(SimError::InvalidArgument(format!(
+                    "{what} = {v} must be a power of two up to 65536"
+                )));
+            }
+        }
+        if init.max_sge == 0 || init.max_sge > QpInit::MAX_SGE {
+            return Err(SimError::InvalidArgument(format!(
+                "max_sge = {} must be 1..=30",
+                init.max_sge
+            )));
+        }
+        let model = self.nic.inner.model.clone();
+        for cq in [send_cq, recv_cq] {
+            if cq.inner.model.name() != model.name() {
+                return Err(SimError::InvalidArgument(format!(
+                    "CQ {} belongs to a {} NIC, the QP to a {} NIC",
+                    cq.inner.cqn,
+                    cq.inner.model.name(),
+                    model.name()
+                )));
+            }
+        }
+        let fid = self.nic.fabric.inner.id;
+        if send_cq.inner.fabric != fid || recv_cq.inner.fabric != fid {
+            return Err(SimError::InvalidArgument(
+                "CQs must belong to the QP's fabric".into(),
+            ));
+        }
+        let geometry = init.geometry();
+        let layout = model.layout(&geometry).map_err(SimError::InvalidArgument)?;
+        let rq_stride = layout.rq_stride;
+        let qpn = self.nic.inner.next_qpn.fetch_add(1, Ordering::Relaxed) & 0x00ff_ffff;
+        // The first send PSN: near the 24-bit wrap, so every run crosses it.
+        let start_psn = 0x00ff_ff00 | (qpn & 0xff);
+        let mem = |what, len, align| {
+            QueueMem::new(memory, what, len, align).map_err(SimError::InvalidArgument)
+        };
+        let sq = mem(QueueBuffer::SendQueue, layout.sq_bytes, 4096)?;
+        let rq = mem(
+            QueueBuffer::RecvQueue,
+            init.rq_wqes as usize * rq_stride as usize,
+            4096,
+        )?;
+        let dbrec = mem(QueueBuffer::DoorbellRecord, 64, 64)?;
+        // The doorbell page stands in for the device's register page: never caller memory.
+        let db = QueueMem::Own(DmaBuf::new(1024, 4096));
+        // SAFETY: the buffers are owned by the QP and outlive every copy of the view (the QP
+        // holds them next to it); all are at least 64-byte aligned (`QueueMem::new` checks).
+        let view = unsafe {
+            QpView {
+                qpn,
+                start_psn,
+                geometry,
+                rq_stride,
+                sq: Region::new(sq.addr(), sq.len()),
+                rq: Region::new(rq.addr(), rq.len()),
+                dbrec: Region::new(dbrec.addr(), dbrec.len()),
+                db: Region::new(db.addr(), db.len()),
+            }
+        };
+        let inner = Arc::new(QpInner {
+            nic: self.nic.inner.clone(),
+            qpn,
+            pd: self.id,
+            init,
+            view,
+            _mem: [sq, rq, dbrec, db],
+            send_cq: send_cq.inner.clone(),
+            recv_cq: recv_cq.inner.clone(),
+            state: AtomicU8::new(QpState::Reset as u8),
+            remote: Mutex::new(None),
+            rq_consumed: AtomicU64::new(0),
+            rnr_retry: AtomicU8::new(init.rnr_retry),
+            exec: Mutex::new(QpExec::default()),
+        });
+        let fabric = self.nic.fabric.clone();
+        fabric
+            .inner
+            .qps
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert((self.nic.inner.id, qpn), inner.clone());
+        fabric.inner.epoch.fetch_add(1, Ordering::Release);
+        let qp = Qp { fabric, inner };
+        qp.publish();
+        qp.fabric.ensure_engine();
+        qp.fabric.kick();
+        Ok(qp)
+    }
+}
+
+impl Qp {
+    /// Tells the other processes of a cross-process fabric this QP's state.
+    fn publish(&self) {
+        if let Some(l) = &self.fabric.inner.link {
+            let q = &self.inner;
+            l.publish_qp(q.nic.id, q.qpn, q.pd, Some(q.state()));
+        }
+    }
+}
+
+/// An RC queue pair.
+pub struct Qp {
+    fabric: Fabric,
+    pub(crate) inner: Arc<QpInner>,
+}
+
+impl std::fmt::Debug for Qp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Qp")
+            .field("qpn", &self.inner.qpn)
+            .field("state", &self.inner.state())
+            .finish()
+    }
+}
+
+impl Qp {
+    /// QP number.
+    #[must_use]
+    pub fn qpn(&self) -> u32 {
+        self.inner.qpn
+    }
+
+    /// The first PSN this QP sends (fixed at creation, near the 24-bit wrap).
+    #[must_use]
+    pub fn start_psn(&self) -> u32 {
+        self.inner.view.start_psn
+    }
+
+    /// RNR retries before `RNR_RETRY_EXC_ERR` (7 or more: forever).
+    pub fn set_rnr_retry(&self, retries: u8) {
+        self.inner
+            .rnr_retry
+            .store(retries.min(7), Ordering::Relaxed);
+    }
+
+    /// Current state.
+    #[must_use]
+    pub fn state(&self) -> QpState {
+        self.inner.state()
+    }
+
+    /// What a peer needs to connect to this QP.
+    #[must_use]
+    pub fn endpoint(&self) -> Endpoint {
+        Endpoint {
+            fabric: self.fabric.inner.id,
+            nic: self.inner.nic.id,
+            qpn: self.inner.qpn,
+        }
+    }
+
+    /// The model of this QP's NIC, as provider `P`'s, or an error naming both.
+    fn model_for<P: Modeled>(&self) -> Result<&P::Model, SimError> {
+        let m = self.inner.model();
+        m.as_any().downcast_ref::<P::Model>().ok_or_else(|| {
+            SimError::InvalidArgument(format!(
+                "QP {:#x} is on a {} NIC, not one driven by the {} provider",
+                self.inner.qpn,
+                m.name(),
+                P::NAME
+            ))
+        })
+    }
+
+    /// The send queue's handle for provider `P`'s device functions.
+    pub fn sq_handle<P: Modeled>(&self) -> Result<P::Sq, SimError> {
+        <P::Model as ModelFor<P>>::sq_handle(self.model_for::<P>()?, &self.inner.view)
+            .map_err(SimError::InvalidArgument)
+    }
+
+    /// The receive queue's handle for provider `P`'s device functions.
+    pub fn rq_handle<P: Modeled>(&self) -> Result<P::Rq, SimError> {
+        Ok(<P::Model as ModelFor<P>>::rq_handle(
+            self.model_for::<P>()?,
+            &self.inner.view,
+        ))
+    }
+
+    /// Moves Reset → Init.
+    pub fn init(&self) -> Result<(), SimError> {
+        self.transition(QpState::Reset, QpState::Init)
+    }
+
+    /// Moves Init → Rtr, connected to `remote` (a QP on this fabric; may be itself: loopback).
+    pub fn connect(&self, remote: &Endpoint) -> Result<(), SimError> {
+        if self.fabric.lookup(remote).is_none() {
+            let peer = self
+                .fabric
+                .inner
+                .link
+                .as_ref()
+                .and_then(|l| l.peer_of(remote));
+            match peer {
+                Some(Ok(p)) if p.has_qp(remote) => {}
+                Some(Err(e)) => {
+                    return Err(SimError::InvalidArgument(format!(
+                        "endpoint {remote:?}: peer process unreachable: {e}"
+                    )));
+                }
+                _ => return Err(SimError::UnknownEndpoint(*remote)),
+            }
+        }
+        *self.inner.remote.lock().unwrap_or_else(|e| e.into_inner()) = Some(*remote);
+        self.transition(QpState::Init, QpState::Rtr)?;
+        // A new responder: the engine re-resolves it.
+        self.fabric.inner.epoch.fetch_add(1, Ordering::Release);
+        Ok(())
+    }
+
+    /// Moves Rtr → Rts.
+    pub fn ready(&self) -> Result<(), SimError> {
+        self.transition(QpState::Rtr, QpState::Rts)?;
+        self.fabric.kick();
+        Ok(())
+    }
+
+    /// Init, connect and ready in one call.
+    pub fn bring_up(&self, remote: &Endpoint) -> Result<(), SimError> {
+        self.init()?;
+        self.connect(remote)?;
+        self.ready()
+    }
+
+    /// Moves to Error: outstanding and future WQEs complete with `WR_FLUSH_ERR`.
+    pub fn set_error(&self) {
+        self.inner.set_error();
+        self.publish();
+        self.fabric.kick();
+    }
+
+    fn transition(&self, from: QpState, to: QpState) -> Result<(), SimError> {
+        self.inner
+            .state
+            .compare_exchange(from as u8, to as u8, Ordering::AcqRel, Ordering::Acquire)
+            .map(|_| self.publish())
+            .map_err(|cur| SimError::InvalidTransition {
+                qpn: self.inner.qpn,
+                from: QpState::from_u8(cur),
+                to,
+            })
+    }
+
+    /// Requests a state the verbs machine does not reach by the helpers above (for tests of
+    /// refused transitions): anything other than the next state fails with a readable error.
+    pub fn modify(&self, to: QpState) -> Result<(), SimError> {
+        let from = self.state();
+        match (from, to) {
+            (_, QpState::Error) => {
+                self.set_error();
+                Ok(())
+            }
+            (QpState::Reset, QpState::Init) => self.init(),
+            (QpState::Rtr, QpState::Rts) => self.ready(),
+            _ => Err(SimError::InvalidTransition {
+                qpn: self.inner.qpn,
+                from,
+                to,
+            }),
+        }
+    }
+}
+
+impl Drop for Qp {
+    fn drop(&mut self) {
+        self.fabric
+            .inner
+            .qps
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&(self.inner.nic.id, self.inner.qpn));
+        self.fabric.inner.epoch.fetch_add(1, Ordering::Release);
+        if let Some(l) = &self.fabric.inner.link {
+            l.publish_qp(self.inner.nic.id, self.inner.qpn, self.inner.pd, None);
+        }
+    }
+}

@@ -1,0 +1,281 @@
+//! The software NIC's shared state: what the host-side handles and the engine both reach.
+//! Data only (and the few methods that keep it consistent): the engine's logic lives in
+//! `engine`, the handles' in `fabric`, `nic`, `pd`, `cq` and `qp`. Nothing here imports either,
+//! so the modules form no cycle.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock, Weak};
+use std::time::{Duration, Instant};
+
+use gda_hal::Sge;
+use gda_hal::model::{Cpl, CqView, DeviceModel, QpView, Seq, WqeOp};
+use rand::rngs::SmallRng;
+use rand::{Rng, RngCore};
+
+use crate::buf::QueueMem;
+use crate::mem::{KeyCache, MrInner, MrTable};
+use crate::types::{CqMode, Endpoint, Model, QpInit, QpState};
+
+pub(crate) struct FabricInner {
+    pub(crate) id: u64,
+    pub(crate) nics: RwLock<Vec<Arc<NicInner>>>,
+    pub(crate) qps: RwLock<HashMap<(u32, u32), Arc<QpInner>>>,
+    pub(crate) epoch: AtomicU64,
+    pub(crate) stop: AtomicBool,
+    pub(crate) chaos: Option<u64>,
+    pub(crate) engine: Mutex<Option<std::thread::JoinHandle<()>>>,
+    pub(crate) engine_thread: Mutex<Option<std::thread::Thread>>,
+    /// The engine is parked (or about to park): a doorbell rung by host code must unpark it
+    /// ([`Fabric::kick`]). Set by the engine before its last scan, cleared when it wakes.
+    pub(crate) napping: std::sync::atomic::AtomicBool,
+    pub(crate) stats: Stats,
+    /// The cross-process side, for fabrics made by [`Fabric::shared`].
+    pub(crate) link: Option<Arc<crate::xproc::HostLink>>,
+}
+
+impl FabricInner {
+    /// The QP of this process an endpoint names, if it is on this fabric.
+    pub(crate) fn lookup(&self, ep: &Endpoint) -> Option<Arc<QpInner>> {
+        if ep.fabric != self.id {
+            return None;
+        }
+        self.qps
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&(ep.nic, ep.qpn))
+            .cloned()
+    }
+}
+
+impl Drop for FabricInner {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(t) = self.engine_thread.get_mut().ok().and_then(|t| t.take()) {
+            t.unpark();
+        }
+        if let Some(h) = self.engine.get_mut().ok().and_then(|h| h.take()) {
+            if h.thread().id() != std::thread::current().id() {
+                let _ = h.join();
+            }
+        }
+    }
+}
+
+pub(crate) struct NicInner {
+    pub(crate) id: u32,
+    pub(crate) model: Model,
+    pub(crate) mrs: MrTable,
+    pub(crate) next_qpn: AtomicU32,
+    pub(crate) next_pd: AtomicU32,
+    pub(crate) next_cqn: AtomicU32,
+}
+
+impl NicInner {
+    /// A key nobody can predict: 32 bits straight from the operating system's CSPRNG
+    /// (`getrandom`), so knowing every other key of this or any NIC tells nothing about it.
+    /// (A seeded fast generator would let one observed key give away all the others.)
+    pub(crate) fn fresh_key(&self) -> u32 {
+        loop {
+            let k = rand::rngs::OsRng.next_u32();
+            if k != 0 && !self.mrs.key_in_use(k) {
+                return k;
+            }
+        }
+    }
+}
+
+pub(crate) struct CqInner {
+    /// The fabric whose engine writes this CQ (one writer per CQ).
+    pub(crate) fabric: u64,
+    pub(crate) cqn: u32,
+    pub(crate) model: Model,
+    /// The model's view of `buf` and `dbrec`.
+    pub(crate) view: CqView,
+    pub(crate) mode: CqMode,
+    pub(crate) entries: u32,
+    /// The CQE ring and consumer record, owned here for `view` (never read directly).
+    pub(crate) _mem: [QueueMem; 2],
+    /// CQEs written so far (engine only).
+    pub(crate) prod: AtomicU64,
+    pub(crate) overrun: AtomicBool,
+}
+
+impl CqInner {
+    /// Writes a completion through the model; `false` if the CQ overran (the CQE is dropped
+    /// and the CQ flagged, as hardware raises a CQ error). Engine only: one writer per CQ.
+    pub(crate) fn write_cqe(&self, c: &gda_hal::model::Cpl) -> bool {
+        let prod = self.prod.load(Ordering::Relaxed);
+        // CQEs the consumer has not released yet, from its (untrusted) consumer index: an index
+        // "ahead" of the producer is as wrong as a full ring, and both are an overrun.
+        if self.mode != CqMode::Collapsed
+            && self.model.cq_outstanding(&self.view, prod) >= self.entries
+        {
+            self.overrun.store(true, Ordering::Release);
+            return false;
+        }
+        self.model.write_cqe(&self.view, c, prod);
+        self.prod.store(prod + 1, Ordering::Release);
+        true
+    }
+}
+
+pub(crate) struct QpInner {
+    pub(crate) nic: Arc<NicInner>,
+    pub(crate) qpn: u32,
+    pub(crate) pd: u32,
+    pub(crate) init: QpInit,
+    /// The model's view of the QP's memory.
+    pub(crate) view: QpView,
+    /// Send buffer, receive ring, doorbell-record page and doorbell page (the UAR stand-in),
+    /// owned here for `view`; what each holds is the model's business.
+    pub(crate) _mem: [QueueMem; 4],
+    pub(crate) send_cq: Arc<CqInner>,
+    pub(crate) recv_cq: Arc<CqInner>,
+    pub(crate) state: AtomicU8,
+    pub(crate) remote: Mutex<Option<Endpoint>>,
+    /// Receive WQEs consumed (engine only).
+    pub(crate) rq_consumed: AtomicU64,
+    /// RNR retries before `RNR_RETRY_EXC_ERR` (7: forever); set at creation and by RTS.
+    pub(crate) rnr_retry: AtomicU8,
+    pub(crate) exec: Mutex<QpExec>,
+}
+
+impl QpInner {
+    pub(crate) fn model(&self) -> &dyn DeviceModel {
+        &*self.nic.model
+    }
+    pub(crate) fn state(&self) -> QpState {
+        QpState::from_u8(self.state.load(Ordering::Acquire))
+    }
+    pub(crate) fn set_error(&self) {
+        self.state.store(QpState::Error as u8, Ordering::Release);
+    }
+}
+
+/// Counters the engine keeps.
+#[derive(Debug, Default)]
+pub(crate) struct Stats {
+    pub(crate) wqes: AtomicU64,
+    pub(crate) sleeps: AtomicU64,
+    pub(crate) psn_errors: AtomicU64,
+}
+
+/// A copy of the engine counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StatsSnapshot {
+    /// WQEs executed or flushed.
+    pub wqes: u64,
+    /// Times the engine went to sleep for lack of work.
+    pub sleeps: u64,
+    /// bnxt model: WQEs whose PSN-table entry did not match the engine's PSN sequence.
+    pub psn_errors: u64,
+}
+
+impl Stats {
+    pub(crate) fn snapshot(&self) -> StatsSnapshot {
+        StatsSnapshot {
+            wqes: self.wqes.load(Ordering::Relaxed),
+            sleeps: self.sleeps.load(Ordering::Relaxed),
+            psn_errors: self.psn_errors.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// When a deferred item lands: after this QP has executed `wqes` WQEs in all, or at `time`,
+/// whichever comes first. Counting WQEs makes chaos decisions replay the same way for a seed;
+/// the time bound keeps an idle QP from holding data back.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Due {
+    pub(crate) wqes: u64,
+    pub(crate) time: Instant,
+}
+
+/// Longest a deferred item waits for later WQEs before landing anyway.
+pub(crate) const DEFER_TIME_BOUND: Duration = Duration::from_micros(200);
+
+/// Something chaos mode delays, applied in order.
+pub(crate) enum Deferred {
+    /// READ/atomic result data landing in local memory.
+    Data {
+        due: Due,
+        dst: u64,
+        bytes: Vec<u8>,
+        _mr: Vec<Arc<MrInner>>,
+    },
+    /// A completion.
+    Cqe { due: Due, cq: Arc<CqInner>, c: Cpl },
+}
+
+impl Deferred {
+    pub(crate) fn due(&self) -> Due {
+        match self {
+            Self::Data { due, .. } | Self::Cqe { due, .. } => *due,
+        }
+    }
+}
+
+/// Per-QP engine state.
+#[derive(Default)]
+pub(crate) struct QpExec {
+    pub(crate) sq_pos: u64,
+    pub(crate) sq_target: u64,
+    pub(crate) rnr_attempts: u32,
+    pub(crate) rnr_next: Option<Instant>,
+    pub(crate) hold_until: Option<Instant>,
+    /// WQEs executed or flushed on this QP (the clock deferred items are due by).
+    pub(crate) executed: u64,
+    pub(crate) pending: VecDeque<Deferred>,
+    pub(crate) pending_data: usize,
+    /// The responder (same process). Weak: the two QPs of a connected pair each sit in the
+    /// other's `exec`, and strong references made every pair that both sent leak with its CQs,
+    /// rings and regions (found by `gda chaos`, whose RSS grew 0.4 MB per seed).
+    pub(crate) remote: Option<Weak<QpInner>>,
+    /// The responder when it lives in another process (cross-process fabric).
+    pub(crate) peer: Option<crate::xproc::PeerQp>,
+    pub(crate) remote_epoch: u64,
+    pub(crate) op: WqeOp,
+    pub(crate) scratch: Vec<u8>,
+    pub(crate) recv_sges: Vec<Sge>,
+    pub(crate) lcache: KeyCache,
+    pub(crate) rcache: KeyCache,
+    /// Messages and PSNs consumed so far (what a model that checks per-WQE records, such as
+    /// bnxt's PSN table, compares them with).
+    pub(crate) seq: Seq,
+    /// WQEs completed since the last CQE on the send CQ (models that coalesce completions
+    /// retire them before an error).
+    pub(crate) unreported: u32,
+    /// This QP's own chaos stream: every per-WQE decision (hold, delayed data, delayed CQE)
+    /// comes from it, so a seed gives the same decisions for the same WQE sequence whatever
+    /// the timing of other QPs or of doorbells.
+    pub(crate) chaos: Option<Chaos>,
+}
+
+pub(crate) struct Chaos {
+    pub(crate) rng: SmallRng,
+}
+
+impl Chaos {
+    pub(crate) fn delay(&mut self, p: f64, max_us: u64) -> Option<Duration> {
+        (self.rng.gen_bool(p)).then(|| Duration::from_micros(self.rng.gen_range(1..=max_us)))
+    }
+
+    /// With probability `p`, how many more WQEs an item waits for (1..=3).
+    pub(crate) fn defer(&mut self, p: f64) -> Option<u64> {
+        self.rng.gen_bool(p).then(|| self.rng.gen_range(1..=3))
+    }
+}
+
+impl QpExec {
+    /// Whether deferred READ or atomic data is still waiting to land.
+    pub(crate) fn has_pending_data(&self) -> bool {
+        self.pending_data > 0
+    }
+
+    pub(crate) fn due_after(&self, wqes: u64) -> Due {
+        Due {
+            wqes: self.executed + wqes,
+            time: Instant::now() + DEFER_TIME_BOUND,
+        }
+    }
+}
