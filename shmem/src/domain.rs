@@ -111,10 +111,7 @@ impl<D: Device> DeviceConn<D> {
     }
 }
 
-impl<D: Device + 'static> Conn<D::Provider> for DeviceConn<D>
-where
-    D::Pd: Send,
-{
+impl<D: Device + 'static> Conn<D::Provider> for DeviceConn<D> {
     fn register(&mut self, seg: &Segment) -> Result<(u32, u32)> {
         let mem = MemoryDesc::SharedHost {
             addr: seg.as_ptr(),

@@ -60,7 +60,6 @@ fn sim_nic<P: gda_sim::Modeled>(
 pub fn threads_with<D, O, R, F>(n: u32, cfg: &Config, open: O, f: F) -> Result<Vec<R>>
 where
     D: Device + 'static,
-    D::Pd: Send,
     O: Fn(u32) -> Result<RdmaNic<D>> + Sync,
     R: Send,
     F: Fn(&Pe<D::Provider>) -> Result<R> + Sync,
@@ -169,7 +168,6 @@ pub fn init_launched_with<D>(
 ) -> Result<Pe<D::Provider>>
 where
     D: Device + 'static,
-    D::Pd: Send,
 {
     let secret = launch.secret_source()?;
     let boot = TcpBoot::connect_with(

@@ -103,13 +103,8 @@ impl Fabric {
 
     /// A fabric configured from the environment: `GDA_SIM_CHAOS=<seed>` enables chaos mode.
     pub fn from_env() -> Result<Self, SimError> {
-        let chaos = match std::env::var("GDA_SIM_CHAOS") {
-            Ok(s) if !s.is_empty() => Some(s.trim().parse::<u64>().map_err(|_| {
-                SimError::InvalidArgument(format!("GDA_SIM_CHAOS={s:?} is not a u64 seed"))
-            })?),
-            _ => None,
-        };
-        Ok(Self::new(FabricConfig { chaos }))
+        let var = std::env::var("GDA_SIM_CHAOS").ok();
+        Ok(Self::new(FabricConfig::from_chaos_var(var.as_deref())?))
     }
 
     /// This fabric's id (what its QPs' addresses and GIDs carry).

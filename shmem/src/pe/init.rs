@@ -91,7 +91,6 @@ impl<P: Provider> Pe<P> {
     pub fn init<D>(boot: Box<dyn Bootstrap>, nic: RdmaNic<D>, cfg: &Config) -> Result<Self>
     where
         D: gda_hal::control::Device<Provider = P> + 'static,
-        D::Pd: Send,
     {
         let nudge = nic.nudge.clone();
         let conn = DeviceConn::open(nic)?;
