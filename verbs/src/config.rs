@@ -1,0 +1,137 @@
+//! Which simulated devices a process sees: `GDA_VERBS_DEVICES`.
+//!
+//! A comma-separated list of `kind[:count]`, `kind` being `mlx5` (a ConnectX, named
+//! `gda_mlx5_<n>`) or `bnxt` (a Thor2, `gda_bnxt_<n>`). Unset: `mlx5,bnxt` (one of each). Empty:
+//! no devices (`ibv_get_device_list` returns an empty list, as on a host without RDMA NICs).
+
+use std::fmt;
+
+/// The family of a simulated device (its device model and the verbs data path's provider).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// NVIDIA/Mellanox ConnectX: the mlx5 device model.
+    Mlx5,
+    /// Broadcom Thor2: the bnxt device model.
+    Bnxt,
+}
+
+impl Kind {
+    /// The name part (`gda_<kind>_<n>`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Mlx5 => "mlx5",
+            Kind::Bnxt => "bnxt",
+        }
+    }
+}
+
+/// One device to create.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeviceSpec {
+    /// Family.
+    pub kind: Kind,
+    /// Index among devices of its family (`gda_mlx5_<index>`).
+    pub index: u32,
+}
+
+impl DeviceSpec {
+    /// `gda_<kind>_<index>`.
+    pub fn name(&self) -> String {
+        format!("gda_{}_{}", self.kind.as_str(), self.index)
+    }
+}
+
+/// A malformed `GDA_VERBS_DEVICES`.
+#[derive(Debug, PartialEq, Eq)]
+pub struct ConfigError(pub String);
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "GDA_VERBS_DEVICES: {}", self.0)
+    }
+}
+
+/// Most devices of one family (names stay short; a host rarely has more NICs).
+pub const MAX_PER_KIND: u32 = 16;
+
+/// The devices `value` (the variable's value, `None` when unset) asks for.
+pub fn parse(value: Option<&str>) -> Result<Vec<DeviceSpec>, ConfigError> {
+    let value = value.unwrap_or("mlx5,bnxt");
+    let mut out = Vec::new();
+    let mut counts = [0u32; 2];
+    for item in value.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let (kind, count) = match item.split_once(':') {
+            Some((k, c)) => (
+                k.trim(),
+                c.trim().parse::<u32>().map_err(|_| {
+                    ConfigError(format!("{item:?}: the count after ':' is not a number"))
+                })?,
+            ),
+            None => (item, 1),
+        };
+        let kind = match kind {
+            "mlx5" => Kind::Mlx5,
+            "bnxt" => Kind::Bnxt,
+            other => {
+                return Err(ConfigError(format!(
+                    "unknown device kind {other:?} (expected mlx5 or bnxt, e.g. \"mlx5:2,bnxt\")"
+                )));
+            }
+        };
+        let slot = &mut counts[kind as usize];
+        if count == 0 || *slot + count > MAX_PER_KIND {
+            return Err(ConfigError(format!(
+                "{item:?}: between 1 and {MAX_PER_KIND} devices of each kind"
+            )));
+        }
+        for _ in 0..count {
+            out.push(DeviceSpec { kind, index: *slot });
+            *slot += 1;
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_is_one_of_each() {
+        let d = parse(None).unwrap();
+        let names: Vec<_> = d.iter().map(DeviceSpec::name).collect();
+        assert_eq!(names, ["gda_mlx5_0", "gda_bnxt_0"]);
+    }
+
+    #[test]
+    fn counts_and_empty() {
+        let names: Vec<_> = parse(Some("mlx5:2, bnxt ,mlx5"))
+            .unwrap()
+            .iter()
+            .map(DeviceSpec::name)
+            .collect();
+        assert_eq!(
+            names,
+            ["gda_mlx5_0", "gda_mlx5_1", "gda_bnxt_0", "gda_mlx5_2"]
+        );
+        assert!(parse(Some("")).unwrap().is_empty());
+    }
+
+    #[test]
+    fn malformed_values_are_named() {
+        let mut refused = 0;
+        for bad in [
+            "efa",
+            "mlx5:x",
+            "mlx5:0",
+            "mlx5:17",
+            "mlx5:9,mlx5:8",
+            "mlx5:-1",
+        ] {
+            let e = parse(Some(bad)).unwrap_err();
+            assert!(e.to_string().starts_with("GDA_VERBS_DEVICES: "), "{e}");
+            refused += 1;
+        }
+        assert_eq!(refused, 6);
+    }
+}

@@ -1,0 +1,869 @@
+//! Devices and contexts: `ibv_get_device_list`, `ibv_open_device`, the queries (`ibv_query_device`,
+//! `ibv_query_port`, `ibv_query_gid` and their `_ex` forms) and the name helpers.
+//!
+//! One software-NIC fabric per process (made on first use) holds one NIC per configured device
+//! ([`crate::config`]). A device looks like a ConnectX-6 Dx (or a Thor2) with one RoCE v2 port:
+//! active MTU 4096, the GID table the sim NIC publishes (link-local and IPv4-mapped entries, each
+//! as RoCE v1 and v2), the limits the software NIC enforces.
+
+use std::ffi::{CStr, c_char, c_int, c_void};
+use std::sync::{Mutex, OnceLock};
+
+use gda_hal::control::{Device as _, DeviceInfo, GidType, PortInfo};
+use gda_sim::{Fabric, FabricConfig, Nic, SimDevice};
+use ibverbs_sys as sys;
+
+use crate::abi::{self, Errno, VerbsContext, guard, ret_code, ret_ptr, set_errno};
+use crate::config::{self, DeviceSpec, Kind};
+
+/// PCI vendor ids, as the real devices report them.
+const MELLANOX_VENDOR_ID: u32 = 0x02c9;
+const BROADCOM_VENDOR_ID: u32 = 0x14e4;
+/// ConnectX-6 Dx and BCM57608 (Thor2) part numbers.
+const CX6DX_PART_ID: u32 = 4125;
+const THOR2_PART_ID: u32 = 0x1760;
+
+/// Entries in a port's GID table (as a ConnectX reports; the unpopulated ones read as zero).
+pub const GID_TABLE_LEN: c_int = 256;
+
+/// One simulated device of this process.
+pub struct Device {
+    /// What it was made from.
+    pub spec: DeviceSpec,
+    /// Its NIC on the process fabric.
+    pub nic: Nic,
+    /// Ports, GIDs and limits (from the sim NIC's control path).
+    pub info: DeviceInfo,
+    /// The `struct ibv_device` handed to programs (lives as long as the process).
+    pub ibv: *mut sys::ibv_device,
+    /// Node GUID (host order).
+    pub guid: u64,
+}
+
+// SAFETY: `ibv` points to a leaked, never-freed `ibv_device` that is only read after creation.
+unsafe impl Send for Device {}
+// SAFETY: as above.
+unsafe impl Sync for Device {}
+
+/// The process's software NICs.
+pub struct Runtime {
+    /// The fabric every device of this process is a NIC of.
+    pub fabric: Fabric,
+    /// The devices, in `GDA_VERBS_DEVICES` order.
+    pub devices: Vec<Device>,
+}
+
+static RUNTIME: OnceLock<Result<Runtime, String>> = OnceLock::new();
+
+/// The runtime, made on first use; `Err` explains a bad configuration (also printed once).
+pub fn runtime() -> Result<&'static Runtime, Errno> {
+    RUNTIME
+        .get_or_init(|| {
+            let r = build_runtime();
+            if let Err(e) = &r {
+                eprintln!("gda-verbs: {e}");
+            }
+            r
+        })
+        .as_ref()
+        .map_err(|e| Errno::inval(e.clone()))
+}
+
+fn build_runtime() -> Result<Runtime, String> {
+    let specs = config::parse(std::env::var("GDA_VERBS_DEVICES").ok().as_deref())
+        .map_err(|e| e.to_string())?;
+    let chaos = FabricConfig::from_chaos_var(std::env::var("GDA_SIM_CHAOS").ok().as_deref())
+        .map_err(|e| e.to_string())?;
+    let fabric = crate::fabric::process_fabric(chaos)?;
+    let mut devices = Vec::new();
+    for spec in specs {
+        let (nic, info) = match spec.kind {
+            Kind::Mlx5 => {
+                let d = SimDevice::<gda_mlx5::Mlx5>::new(&fabric);
+                (d.nic().clone(), d.info().clone())
+            }
+            Kind::Bnxt => {
+                let d = SimDevice::<gda_bnxt::Bnxt>::new(&fabric);
+                (d.nic().clone(), d.info().clone())
+            }
+        };
+        let name = spec.name();
+        // SAFETY: `ibv_device` is plain C data: all zeros is a valid value.
+        let mut dev: Box<sys::ibv_device> = Box::new(unsafe { std::mem::zeroed() });
+        dev.node_type = sys::IBV_NODE_CA;
+        dev.transport_type = sys::IBV_TRANSPORT_IB;
+        abi::put_cstr(&mut dev.name, &name);
+        abi::put_cstr(&mut dev.dev_name, &format!("uverbs{}", devices.len()));
+        abi::put_cstr(
+            &mut dev.dev_path,
+            &format!("/sys/class/infiniband_verbs/uverbs{}", devices.len()),
+        );
+        abi::put_cstr(
+            &mut dev.ibdev_path,
+            &format!("/sys/class/infiniband/{name}"),
+        );
+        let guid = fabric.id() ^ (u64::from(nic.index()) << 56) ^ 0x0002_c903_0000_0000;
+        devices.push(Device {
+            spec,
+            nic,
+            info,
+            ibv: Box::into_raw(dev),
+            guid,
+        });
+    }
+    Ok(Runtime { fabric, devices })
+}
+
+/// The device behind a `struct ibv_device` this library handed out.
+pub fn device_of(dev: *const sys::ibv_device) -> Result<&'static Device, Errno> {
+    let rt = runtime()?;
+    rt.devices
+        .iter()
+        .find(|d| std::ptr::eq(d.ibv, dev))
+        .ok_or_else(|| Errno::new(libc::ENODEV, "not a device of this library"))
+}
+
+/// An open device: rdma-core's extended context followed by this library's state.
+#[repr(C)]
+pub struct Context {
+    /// What programs see (`&vctx.context`).
+    pub vctx: VerbsContext,
+    magic: u64,
+    /// The device.
+    pub dev: &'static Device,
+    /// The async event fd (an eventfd nothing is written to: the software NIC raises no
+    /// asynchronous events).
+    pub async_fd: c_int,
+    /// Per-context data-path state (QPs by number, for completions).
+    pub dp: crate::qp::ContextQps,
+    /// Objects created on this context and not yet destroyed (`ibv_close_device` with
+    /// objects alive is the caller's bug; counted for the trace).
+    pub live: Mutex<u64>,
+}
+
+const CONTEXT_MAGIC: u64 = 0x6764_615f_7663_7478; // "gda_vctx"
+
+impl Context {
+    /// The context behind `ctx`, or `EINVAL` for a null or foreign pointer.
+    ///
+    /// # Safety
+    /// `ctx` is null or points to an `ibv_context` (of this library or not) that is alive.
+    pub unsafe fn from_ibv<'a>(ctx: *mut sys::ibv_context) -> Result<&'a Context, Errno> {
+        if ctx.is_null() {
+            return Err(Errno::inval("null context"));
+        }
+        let off = std::mem::offset_of!(Context, vctx) + std::mem::offset_of!(VerbsContext, context);
+        let base = ctx.cast::<u8>().wrapping_sub(off).cast::<Context>();
+        // SAFETY: a context of this library is the `context` member of a live `Context`; for
+        // another library's the read of `magic` is within its (larger) extended context —
+        // checked before anything else is touched.
+        let c = unsafe { &*base };
+        if c.vctx.context.abi_compat != abi::VERBS_ABI_IS_EXTENDED || c.magic != CONTEXT_MAGIC {
+            return Err(Errno::inval("not a context of this library"));
+        }
+        Ok(c)
+    }
+
+    /// The `ibv_context` pointer programs hold.
+    pub fn ibv(&self) -> *mut sys::ibv_context {
+        std::ptr::from_ref(&self.vctx.context).cast_mut()
+    }
+
+    /// The device's one port.
+    pub fn port(&self) -> &PortInfo {
+        &self.dev.info.ports[0]
+    }
+}
+
+/// Fills the operations of a new context: each module installs its own.
+fn install_ops(v: &mut VerbsContext) {
+    v.query_port = Some(verbs_query_port);
+    v.query_device_ex = Some(verbs_query_device_ex);
+    crate::cq::install(v);
+    crate::qp::install(v);
+}
+
+#[unsafe(no_mangle)]
+/// `ibv_get_device_list`: a NULL-terminated array (freed with `ibv_free_device_list`).
+///
+/// # Safety
+/// `num` is null or writable.
+pub unsafe extern "C" fn gdav_ibv_get_device_list(num: *mut c_int) -> *mut *mut sys::ibv_device {
+    guard("ibv_get_device_list", std::ptr::null_mut(), || {
+        let rt = match runtime() {
+            Ok(r) => r,
+            Err(e) => return ret_ptr("ibv_get_device_list", Err(e)),
+        };
+        let n = rt.devices.len();
+        // SAFETY: calloc of n+1 pointers; checked for NULL below.
+        let list = unsafe { libc::calloc(n + 1, size_of::<*mut sys::ibv_device>()) }
+            .cast::<*mut sys::ibv_device>();
+        if list.is_null() {
+            set_errno(libc::ENOMEM);
+            return std::ptr::null_mut();
+        }
+        for (i, d) in rt.devices.iter().enumerate() {
+            // SAFETY: `list` has n+1 slots.
+            unsafe { *list.add(i) = d.ibv };
+        }
+        if !num.is_null() {
+            // SAFETY: the caller passes a writable int or NULL.
+            unsafe { *num = n as c_int };
+        }
+        list
+    })
+}
+
+#[unsafe(no_mangle)]
+/// `ibv_free_device_list`.
+///
+/// # Safety
+/// `list` came from `ibv_get_device_list` (or is null).
+pub unsafe extern "C" fn gdav_ibv_free_device_list(list: *mut *mut sys::ibv_device) {
+    // SAFETY: allocated by calloc in `ibv_get_device_list`; free(NULL) is a no-op.
+    unsafe { libc::free(list.cast()) };
+}
+
+#[unsafe(no_mangle)]
+/// `ibv_get_device_name`.
+///
+/// # Safety
+/// `dev` is null or a device of this library.
+pub unsafe extern "C" fn gdav_ibv_get_device_name(dev: *mut sys::ibv_device) -> *const c_char {
+    match device_of(dev) {
+        // SAFETY: the device lives for the process.
+        Ok(d) => unsafe { (*d.ibv).name.as_ptr() },
+        Err(e) => ret_ptr("ibv_get_device_name", Err::<*mut c_char, _>(e)),
+    }
+}
+
+#[unsafe(no_mangle)]
+/// `ibv_get_device_guid` (network byte order).
+///
+/// # Safety
+/// `dev` is null or a device of this library.
+pub unsafe extern "C" fn gdav_ibv_get_device_guid(dev: *mut sys::ibv_device) -> u64 {
+    device_of(dev).map_or(0, |d| d.guid.to_be())
+}
+
+#[unsafe(no_mangle)]
+/// `ibv_get_device_index`: the position in the device list, or -1.
+///
+/// # Safety
+/// `dev` is null or a device of this library.
+pub unsafe extern "C" fn gdav_ibv_get_device_index(dev: *mut sys::ibv_device) -> c_int {
+    let Ok(rt) = runtime() else { return -1 };
+    rt.devices
+        .iter()
+        .position(|d| std::ptr::eq(d.ibv, dev))
+        .map_or(-1, |i| i as c_int)
+}
+
+#[unsafe(no_mangle)]
+/// `ibv_open_device`.
+///
+/// # Safety
+/// `dev` is null or a device of this library.
+pub unsafe extern "C" fn gdav_ibv_open_device(dev: *mut sys::ibv_device) -> *mut sys::ibv_context {
+    guard("ibv_open_device", std::ptr::null_mut(), || {
+        ret_ptr("ibv_open_device", open(dev))
+    })
+}
+
+fn open(dev: *mut sys::ibv_device) -> Result<*mut sys::ibv_context, Errno> {
+    let d = device_of(dev)?;
+    // SAFETY: eventfd with valid flags.
+    let async_fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+    if async_fd < 0 {
+        return Err(Errno::new(
+            libc::EMFILE,
+            "no file descriptor for the async events",
+        ));
+    }
+    // SAFETY: VerbsContext is C data (pointers, integers, a pthread mutex): all zeros is valid
+    // and means "operation not provided".
+    let mut vctx: VerbsContext = unsafe { std::mem::zeroed() };
+    vctx.sz = size_of::<VerbsContext>();
+    vctx.context.device = dev;
+    vctx.context.cmd_fd = -1;
+    vctx.context.async_fd = async_fd;
+    vctx.context.num_comp_vectors = 1;
+    vctx.context.abi_compat = abi::VERBS_ABI_IS_EXTENDED;
+    install_ops(&mut vctx);
+    let ctx = Box::new(Context {
+        vctx,
+        magic: CONTEXT_MAGIC,
+        dev: d,
+        async_fd,
+        dp: crate::qp::ContextQps::default(),
+        live: Mutex::new(0),
+    });
+    let ctx = Box::leak(ctx);
+    // SAFETY: the mutex is zeroed memory at its final address; init with default attributes.
+    unsafe {
+        libc::pthread_mutex_init(
+            std::ptr::addr_of_mut!(ctx.vctx.context.mutex).cast(),
+            std::ptr::null(),
+        )
+    };
+    Ok(ctx.ibv())
+}
+
+#[unsafe(no_mangle)]
+/// `ibv_close_device`.
+///
+/// # Safety
+/// `ctx` is null or a context of this library not used after this call.
+pub unsafe extern "C" fn gdav_ibv_close_device(ctx: *mut sys::ibv_context) -> c_int {
+    guard("ibv_close_device", libc::EIO, || {
+        // SAFETY: the caller's contract.
+        let r = unsafe { Context::from_ibv(ctx) }.map(|c| {
+            let live = *c.live.lock().unwrap_or_else(|e| e.into_inner());
+            if live > 0 {
+                abi::trace(format_args!(
+                    "ibv_close_device: {live} objects still alive on {}",
+                    c.dev.spec.name()
+                ));
+            }
+            // SAFETY: an fd this context opened.
+            unsafe { libc::close(c.async_fd) };
+            let p = std::ptr::from_ref(c).cast_mut();
+            // SAFETY: made by Box::leak in `open`; the caller does not use it again.
+            drop(unsafe { Box::from_raw(p) });
+        });
+        ret_code("ibv_close_device", r)
+    })
+}
+
+#[unsafe(no_mangle)]
+/// `ibv_query_device`.
+///
+/// # Safety
+/// `ctx` is a context of this library; `attr` is writable.
+pub unsafe extern "C" fn gdav_ibv_query_device(
+    ctx: *mut sys::ibv_context,
+    attr: *mut sys::ibv_device_attr,
+) -> c_int {
+    guard("ibv_query_device", libc::EIO, || {
+        // SAFETY: the caller's contract.
+        let r = unsafe { Context::from_ibv(ctx) }.and_then(|c| {
+            if attr.is_null() {
+                return Err(Errno::inval("null attr"));
+            }
+            // SAFETY: checked non-null; the caller passes a writable struct.
+            unsafe { attr.write(device_attr(c.dev)) };
+            Ok(())
+        });
+        ret_code("ibv_query_device", r)
+    })
+}
+
+/// A ConnectX-6 Dx's (or Thor2's) attributes, with the software NIC's limits.
+pub fn device_attr(d: &Device) -> sys::ibv_device_attr {
+    // SAFETY: plain C data.
+    let mut a: sys::ibv_device_attr = unsafe { std::mem::zeroed() };
+    abi::put_cstr(&mut a.fw_ver, &d.info.fw_ver);
+    a.node_guid = d.guid.to_be();
+    a.sys_image_guid = d.guid.to_be();
+    a.max_mr_size = u64::MAX;
+    a.page_size_cap = 0xffff_f000;
+    (a.vendor_id, a.vendor_part_id) = match d.spec.kind {
+        Kind::Mlx5 => (MELLANOX_VENDOR_ID, CX6DX_PART_ID),
+        Kind::Bnxt => (BROADCOM_VENDOR_ID, THOR2_PART_ID),
+    };
+    a.max_qp = 1 << 17;
+    a.max_qp_wr = (d.info.max_qp_wr as c_int).min(32768);
+    a.device_cap_flags = sys::IBV_DEVICE_RC_RNR_NAK_GEN
+        | sys::IBV_DEVICE_PORT_ACTIVE_EVENT
+        | sys::IBV_DEVICE_SYS_IMAGE_GUID
+        | sys::IBV_DEVICE_CHANGE_PHY_PORT;
+    a.max_sge = d.info.max_sge as c_int;
+    a.max_sge_rd = d.info.max_sge as c_int;
+    a.max_cq = 1 << 24;
+    a.max_cqe = d.info.max_cqe as c_int;
+    a.max_mr = 1 << 24;
+    a.max_pd = 1 << 24;
+    a.max_qp_rd_atom = d.info.max_rd_atomic as c_int;
+    a.max_qp_init_rd_atom = d.info.max_rd_atomic as c_int;
+    a.max_res_rd_atom = (d.info.max_rd_atomic as c_int) << 16;
+    a.atomic_cap = sys::IBV_ATOMIC_HCA;
+    a.max_pkeys = 1;
+    a.local_ca_ack_delay = 16;
+    a.phys_port_cnt = d.info.ports.len() as u8;
+    a
+}
+
+unsafe extern "C" fn verbs_query_device_ex(
+    ctx: *mut sys::ibv_context,
+    _input: *const sys::ibv_query_device_ex_input,
+    attr: *mut sys::ibv_device_attr_ex,
+    attr_size: usize,
+) -> c_int {
+    guard("ibv_query_device_ex", libc::EIO, || {
+        // SAFETY: verbs.h calls this with the program's context.
+        let r = unsafe { Context::from_ibv(ctx) }.and_then(|c| {
+            let base = size_of::<sys::ibv_device_attr>();
+            if attr.is_null() || attr_size < base {
+                return Err(Errno::inval("attr smaller than struct ibv_device_attr"));
+            }
+            // SAFETY: plain C data.
+            let mut ex: sys::ibv_device_attr_ex = unsafe { std::mem::zeroed() };
+            ex.orig_attr = device_attr(c.dev);
+            ex.phys_port_cnt_ex = u32::from(ex.orig_attr.phys_port_cnt);
+            let n = attr_size.min(size_of::<sys::ibv_device_attr_ex>());
+            // SAFETY: the caller's struct has `attr_size` writable bytes; we copy at most that.
+            unsafe {
+                std::ptr::write_bytes(attr.cast::<u8>(), 0, attr_size);
+                std::ptr::copy_nonoverlapping(
+                    std::ptr::from_ref(&ex).cast::<u8>(),
+                    attr.cast::<u8>(),
+                    n,
+                );
+            }
+            Ok(())
+        });
+        ret_code("ibv_query_device_ex", r)
+    })
+}
+
+/// The port attributes of `c`'s port 1.
+pub fn port_attr(c: &Context) -> sys::ibv_port_attr {
+    let p = c.port();
+    // SAFETY: plain C data.
+    let mut a: sys::ibv_port_attr = unsafe { std::mem::zeroed() };
+    a.state = sys::ibv_port_state::IBV_PORT_ACTIVE;
+    a.max_mtu = p.max_mtu as sys::ibv_mtu;
+    a.active_mtu = p.active_mtu as sys::ibv_mtu;
+    a.gid_tbl_len = GID_TABLE_LEN;
+    // IBV_PORT_CM_SUP | IBV_PORT_IP_BASED_GIDS (bits 16 and 26), as a RoCE port reports.
+    a.port_cap_flags = (1 << 16) | (1 << 26);
+    a.max_msg_sz = 1 << 30;
+    a.pkey_tbl_len = 1;
+    a.lid = p.lid;
+    a.max_vl_num = 4;
+    a.active_width = 2; // 4x
+    a.active_speed = 32; // 25 Gb/s per lane: 100 Gb/s
+    a.phys_state = 5; // LinkUp
+    a.link_layer = sys::IBV_LINK_LAYER_ETHERNET as u8;
+    a
+}
+
+/// Size of rdma-core's `struct _compat_ibv_port_attr` (through `flags`), what the exported
+/// `ibv_query_port` writes.
+const COMPAT_PORT_ATTR_BYTES: usize = std::mem::offset_of!(sys::ibv_port_attr, flags) + 1;
+
+fn query_port(ctx: *mut sys::ibv_context, port: u8, out: *mut u8, len: usize) -> Result<(), Errno> {
+    // SAFETY: the caller (the exported function's contract) passes a context of this library.
+    let c = unsafe { Context::from_ibv(ctx) }?;
+    if out.is_null() {
+        return Err(Errno::inval("null port_attr"));
+    }
+    if port == 0 || usize::from(port) > c.dev.info.ports.len() {
+        return Err(Errno::inval(format!(
+            "port {port} does not exist (the device has 1)"
+        )));
+    }
+    let a = port_attr(c);
+    let n = len.min(size_of::<sys::ibv_port_attr>());
+    // SAFETY: the caller's struct has `len` writable bytes; at most that many are written.
+    unsafe {
+        std::ptr::write_bytes(out, 0, len);
+        std::ptr::copy_nonoverlapping(std::ptr::from_ref(&a).cast::<u8>(), out, n);
+    }
+    Ok(())
+}
+
+#[unsafe(no_mangle)]
+/// `ibv_query_port` (the exported compat form: writes `struct _compat_ibv_port_attr`).
+///
+/// # Safety
+/// `ctx` is a context of this library; `attr` has room for the compat struct.
+pub unsafe extern "C" fn gdav_ibv_query_port(
+    ctx: *mut sys::ibv_context,
+    port: u8,
+    attr: *mut c_void,
+) -> c_int {
+    guard("ibv_query_port", libc::EIO, || {
+        ret_code(
+            "ibv_query_port",
+            query_port(ctx, port, attr.cast(), COMPAT_PORT_ATTR_BYTES),
+        )
+    })
+}
+
+unsafe extern "C" fn verbs_query_port(
+    ctx: *mut sys::ibv_context,
+    port: u8,
+    attr: *mut sys::ibv_port_attr,
+    len: usize,
+) -> c_int {
+    guard("ibv_query_port", libc::EIO, || {
+        ret_code("ibv_query_port", query_port(ctx, port, attr.cast(), len))
+    })
+}
+
+/// The GID entry at `index` of port `port`, or `None` when that index is unpopulated.
+fn gid_entry(c: &Context, port: u32, index: u32) -> Result<Option<sys::ibv_gid_entry>, Errno> {
+    if port == 0 || port as usize > c.dev.info.ports.len() {
+        return Err(Errno::inval(format!(
+            "port {port} does not exist (the device has 1)"
+        )));
+    }
+    if index >= GID_TABLE_LEN as u32 {
+        return Err(Errno::inval(format!(
+            "GID index {index} is outside the table ({GID_TABLE_LEN} entries)"
+        )));
+    }
+    Ok(c.port().gids.iter().find(|g| g.index == index).map(|g| {
+        // SAFETY: plain C data.
+        let mut e: sys::ibv_gid_entry = unsafe { std::mem::zeroed() };
+        e.gid.raw = g.gid.0;
+        e.gid_index = index;
+        e.port_num = port;
+        e.gid_type = match g.kind {
+            GidType::Ib => sys::IBV_GID_TYPE_IB,
+            GidType::RoceV1 => sys::IBV_GID_TYPE_ROCE_V1,
+            GidType::RoceV2 => sys::IBV_GID_TYPE_ROCE_V2,
+        };
+        e
+    }))
+}
+
+#[unsafe(no_mangle)]
+/// `ibv_query_gid`: an unpopulated index reads as the zero GID.
+///
+/// # Safety
+/// `ctx` is a context of this library; `gid` is writable.
+pub unsafe extern "C" fn gdav_ibv_query_gid(
+    ctx: *mut sys::ibv_context,
+    port: u8,
+    index: c_int,
+    gid: *mut sys::ibv_gid,
+) -> c_int {
+    guard("ibv_query_gid", libc::EIO, || {
+        let r = (|| {
+            // SAFETY: the caller's contract.
+            let c = unsafe { Context::from_ibv(ctx) }?;
+            if gid.is_null() || index < 0 {
+                return Err(Errno::inval("null gid or negative index"));
+            }
+            let e = gid_entry(c, u32::from(port), index as u32)?;
+            // SAFETY: checked non-null; the caller's union is writable.
+            unsafe { (*gid).raw = e.map_or([0; 16], |e| e.gid.raw) };
+            Ok(())
+        })();
+        ret_code("ibv_query_gid", r)
+    })
+}
+
+#[unsafe(no_mangle)]
+/// `_ibv_query_gid_ex` (behind `ibv_query_gid_ex`): `ENODATA` for an unpopulated index.
+///
+/// # Safety
+/// `ctx` is a context of this library; `entry` has `entry_size` writable bytes.
+pub unsafe extern "C" fn gdav__ibv_query_gid_ex(
+    ctx: *mut sys::ibv_context,
+    port: u32,
+    index: u32,
+    entry: *mut sys::ibv_gid_entry,
+    flags: u32,
+    entry_size: usize,
+) -> c_int {
+    guard("ibv_query_gid_ex", libc::EIO, || {
+        let r = (|| {
+            // SAFETY: the caller's contract.
+            let c = unsafe { Context::from_ibv(ctx) }?;
+            if entry.is_null() || flags != 0 || entry_size < size_of::<sys::ibv_gid_entry>() {
+                return Err(Errno::inval(
+                    "null entry, unknown flags or entry_size too small",
+                ));
+            }
+            match gid_entry(c, port, index)? {
+                // SAFETY: checked non-null and large enough.
+                Some(e) => unsafe { entry.write(e) },
+                None => return Err(Errno::new(libc::ENODATA, format!("GID {index} is empty"))),
+            }
+            Ok(())
+        })();
+        ret_code("ibv_query_gid_ex", r)
+    })
+}
+
+#[unsafe(no_mangle)]
+/// `_ibv_query_gid_table` (behind `ibv_query_gid_table`): the populated entries.
+///
+/// # Safety
+/// `ctx` is a context of this library; `entries` has `max` entries of `entry_size` bytes.
+pub unsafe extern "C" fn gdav__ibv_query_gid_table(
+    ctx: *mut sys::ibv_context,
+    entries: *mut sys::ibv_gid_entry,
+    max: usize,
+    flags: u32,
+    entry_size: usize,
+) -> isize {
+    guard("ibv_query_gid_table", -(libc::EIO as isize), || {
+        // SAFETY: the caller's contract.
+        let c = match unsafe { Context::from_ibv(ctx) } {
+            Ok(c) => c,
+            Err(_) => return -(libc::EINVAL as isize),
+        };
+        if flags != 0
+            || entry_size < size_of::<sys::ibv_gid_entry>()
+            || (entries.is_null() && max > 0)
+        {
+            return -(libc::EINVAL as isize);
+        }
+        let mut n = 0usize;
+        for g in &c.port().gids {
+            if n == max {
+                return -(libc::EINVAL as isize);
+            }
+            if let Ok(Some(e)) = gid_entry(c, 1, g.index) {
+                // SAFETY: `n < max` entries of `entry_size` bytes each.
+                unsafe {
+                    entries
+                        .cast::<u8>()
+                        .add(n * entry_size)
+                        .cast::<sys::ibv_gid_entry>()
+                        .write_unaligned(e)
+                };
+                n += 1;
+            }
+        }
+        n as isize
+    })
+}
+
+#[unsafe(no_mangle)]
+/// `ibv_query_gid_type` (rdma-core private ABI, used by `ibv_devinfo`): 0 = IB/RoCE v1,
+/// 1 = RoCE v2, as sysfs spells it.
+///
+/// # Safety
+/// `ctx` is a context of this library; `kind` is writable.
+pub unsafe extern "C" fn gdav_ibv_query_gid_type(
+    ctx: *mut sys::ibv_context,
+    port: u8,
+    index: u32,
+    kind: *mut c_int,
+) -> c_int {
+    guard("ibv_query_gid_type", -1, || {
+        let r = (|| {
+            // SAFETY: the caller's contract.
+            let c = unsafe { Context::from_ibv(ctx) }?;
+            if kind.is_null() {
+                return Err(Errno::inval("null type"));
+            }
+            let e = gid_entry(c, u32::from(port), index)?
+                .ok_or_else(|| Errno::new(libc::ENODATA, format!("GID {index} is empty")))?;
+            // SAFETY: checked non-null.
+            unsafe { *kind = c_int::from(e.gid_type == sys::IBV_GID_TYPE_ROCE_V2) };
+            Ok(())
+        })();
+        if ret_code("ibv_query_gid_type", r) == 0 {
+            0
+        } else {
+            -1
+        }
+    })
+}
+
+#[unsafe(no_mangle)]
+/// `ibv_query_pkey`: the one default P_Key 0xffff.
+///
+/// # Safety
+/// `ctx` is a context of this library; `pkey` is writable.
+pub unsafe extern "C" fn gdav_ibv_query_pkey(
+    ctx: *mut sys::ibv_context,
+    port: u8,
+    index: c_int,
+    pkey: *mut u16,
+) -> c_int {
+    guard("ibv_query_pkey", libc::EIO, || {
+        let r = (|| {
+            // SAFETY: the caller's contract.
+            let c = unsafe { Context::from_ibv(ctx) }?;
+            if pkey.is_null()
+                || port == 0
+                || usize::from(port) > c.dev.info.ports.len()
+                || index != 0
+            {
+                return Err(Errno::inval(format!("port {port}, pkey index {index}")));
+            }
+            // SAFETY: checked non-null.
+            unsafe { *pkey = 0xffff_u16.to_be() };
+            Ok(())
+        })();
+        ret_code("ibv_query_pkey", r)
+    })
+}
+
+#[unsafe(no_mangle)]
+/// `ibv_get_pkey_index`: index 0 for the default P_Key.
+///
+/// # Safety
+/// `ctx` is a context of this library.
+pub unsafe extern "C" fn gdav_ibv_get_pkey_index(
+    ctx: *mut sys::ibv_context,
+    port: u8,
+    pkey: u16,
+) -> c_int {
+    // SAFETY: the caller's contract.
+    match unsafe { Context::from_ibv(ctx) } {
+        Ok(_) if port == 1 && u16::from_be(pkey) & 0x7fff == 0x7fff => 0,
+        _ => {
+            set_errno(libc::EINVAL);
+            -1
+        }
+    }
+}
+
+#[unsafe(no_mangle)]
+/// `ibv_read_sysfs_file`: the software devices have no sysfs directory; `board_id` is answered
+/// (`ibv_devinfo` prints it), anything else is `ENOENT`.
+///
+/// # Safety
+/// `dir` and `file` are C strings; `buf` has `size` writable bytes.
+pub unsafe extern "C" fn gdav_ibv_read_sysfs_file(
+    dir: *const c_char,
+    file: *const c_char,
+    buf: *mut c_char,
+    size: usize,
+) -> c_int {
+    if dir.is_null() || file.is_null() || buf.is_null() || size == 0 {
+        set_errno(libc::EINVAL);
+        return -1;
+    }
+    // SAFETY: C strings from the caller.
+    let (dir, file) = unsafe { (CStr::from_ptr(dir), CStr::from_ptr(file)) };
+    let ours = dir
+        .to_str()
+        .ok()
+        .and_then(|d| d.strip_prefix("/sys/class/infiniband/"))
+        .is_some_and(|n| n.starts_with("gda_"));
+    if ours && file.to_bytes() == b"board_id" {
+        let v = b"GDA-SIM-0001";
+        let n = v.len().min(size - 1);
+        // SAFETY: `n + 1 <= size` bytes written.
+        unsafe {
+            std::ptr::copy_nonoverlapping(v.as_ptr().cast::<c_char>(), buf, n);
+            *buf.add(n) = 0;
+        }
+        return n as c_int;
+    }
+    set_errno(libc::ENOENT);
+    -1
+}
+
+#[unsafe(no_mangle)]
+/// `ibv_fork_init`: nothing to do (no pinned pages to protect).
+pub extern "C" fn gdav_ibv_fork_init() -> c_int {
+    0
+}
+
+#[unsafe(no_mangle)]
+/// `ibv_is_fork_initialized`: `IBV_FORK_UNNEEDED`.
+pub extern "C" fn gdav_ibv_is_fork_initialized() -> c_int {
+    2
+}
+
+#[unsafe(no_mangle)]
+/// `ibv_get_async_event`: the software NIC raises none; a non-blocking fd returns `EAGAIN`.
+///
+/// # Safety
+/// `ctx` is a context of this library.
+pub unsafe extern "C" fn gdav_ibv_get_async_event(
+    ctx: *mut sys::ibv_context,
+    _ev: *mut c_void,
+) -> c_int {
+    // SAFETY: the caller's contract.
+    let Ok(c) = (unsafe { Context::from_ibv(ctx) }) else {
+        set_errno(libc::EINVAL);
+        return -1;
+    };
+    let mut v = 0u64;
+    // SAFETY: reading 8 bytes from our eventfd into `v`.
+    let n = unsafe { libc::read(c.async_fd, std::ptr::from_mut(&mut v).cast(), 8) };
+    if n < 0 {
+        return -1;
+    }
+    set_errno(libc::EAGAIN);
+    -1
+}
+
+#[unsafe(no_mangle)]
+/// `ibv_ack_async_event`: nothing was handed out.
+pub extern "C" fn gdav_ibv_ack_async_event(_ev: *mut c_void) {}
+
+macro_rules! names {
+    ($fn:ident, $ty:ty, [$($v:expr => $s:expr),* $(,)?]) => {
+        #[unsafe(no_mangle)]
+        #[allow(missing_docs)]
+        pub extern "C" fn $fn(v: $ty) -> *const c_char {
+            let s: &'static CStr = match v as i64 { $(x if x == $v as i64 => $s,)* _ => c"unknown" };
+            s.as_ptr()
+        }
+    };
+}
+
+names!(gdav_ibv_node_type_str, c_int, [1 => c"InfiniBand channel adapter", 2 => c"InfiniBand switch", 3 => c"InfiniBand router", 4 => c"iWARP NIC", 5 => c"usNIC", 6 => c"usNIC UDP", 7 => c"unspecified"]);
+names!(gdav_ibv_port_state_str, c_int, [0 => c"PORT_NOP", 1 => c"PORT_DOWN", 2 => c"PORT_INIT", 3 => c"PORT_ARMED", 4 => c"PORT_ACTIVE", 5 => c"PORT_ACTIVE_DEFER"]);
+names!(gdav_ibv_event_type_str, c_int, [0 => c"CQ error", 1 => c"local work queue catastrophic error", 2 => c"invalid request local work queue error", 3 => c"local access violation work queue error", 4 => c"communication established", 5 => c"send queue drained", 6 => c"path migrated", 7 => c"path migration request error", 8 => c"local catastrophic error", 9 => c"port active", 10 => c"port error", 11 => c"LID change", 12 => c"P_Key change", 13 => c"SM change", 14 => c"SRQ catastrophic error", 15 => c"SRQ limit reached", 16 => c"last WQE reached", 17 => c"client reregistration", 18 => c"GID table change", 19 => c"WQ fatal"]);
+names!(gdav_ibv_wc_status_str, c_int, [0 => c"success", 1 => c"local length error", 2 => c"local QP operation error", 3 => c"local EE context operation error", 4 => c"local protection error", 5 => c"Work Request Flushed Error", 6 => c"memory management operation error", 7 => c"bad response error", 8 => c"local access error", 9 => c"remote invalid request error", 10 => c"remote access error", 11 => c"remote operation error", 12 => c"transport retry counter exceeded", 13 => c"RNR retry counter exceeded", 14 => c"local RDD violation error", 15 => c"remote invalid RD request", 16 => c"aborted error", 17 => c"invalid EE context number", 18 => c"invalid EE context state", 19 => c"fatal error", 20 => c"response timeout error", 21 => c"general error", 22 => c"TM error", 23 => c"TM rendezvous error"]);
+names!(gdav_ibv_wr_opcode_str, c_int, [0 => c"RDMA_WRITE", 1 => c"RDMA_WRITE_WITH_IMM", 2 => c"SEND", 3 => c"SEND_WITH_IMM", 4 => c"RDMA_READ", 5 => c"ATOMIC_CMP_AND_SWP", 6 => c"ATOMIC_FETCH_AND_ADD", 7 => c"LOCAL_INV", 8 => c"BIND_MW", 9 => c"SEND_WITH_INV", 10 => c"TSO", 11 => c"DRIVER1", 14 => c"FLUSH", 15 => c"ATOMIC_WRITE"]);
+
+#[unsafe(no_mangle)]
+/// `ibv_rate_to_mult` (2.5 Gb/s multiples).
+pub extern "C" fn gdav_ibv_rate_to_mult(rate: c_int) -> c_int {
+    match rate {
+        2 => 1,
+        5 => 2,
+        3 => 4,
+        6 => 8,
+        7 => 12,
+        8 => 16,
+        9 => 24,
+        4 => 32,
+        10 => 48,
+        _ => -1,
+    }
+}
+
+#[unsafe(no_mangle)]
+/// `mult_to_ibv_rate`.
+pub extern "C" fn gdav_mult_to_ibv_rate(mult: c_int) -> c_int {
+    match mult {
+        1 => 2,
+        2 => 5,
+        4 => 3,
+        8 => 6,
+        12 => 7,
+        16 => 8,
+        24 => 9,
+        32 => 4,
+        48 => 10,
+        _ => 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn compat_port_attr_is_48_bytes() {
+        assert_eq!(COMPAT_PORT_ATTR_BYTES, 48);
+    }
+
+    #[test]
+    fn wc_status_names() {
+        let s = |v| {
+            // SAFETY: the names are static C strings.
+            unsafe { CStr::from_ptr(gdav_ibv_wc_status_str(v)) }
+                .to_str()
+                .unwrap()
+        };
+        assert_eq!(s(0), "success");
+        assert_eq!(s(5), "Work Request Flushed Error");
+        assert_eq!(s(99), "unknown");
+    }
+}

@@ -1,0 +1,49 @@
+//! # gda-verbs — rdma-core's verbs API on gda's software NIC
+//!
+//! A C shared library with the ABI of rdma-core v55's `libibverbs.so.1` and `libmlx5.so.1`
+//! (and the `libefa.so.1` names Debian's perftest links), backed by the software NIC
+//! (`gda-sim`). With `LD_LIBRARY_PATH=target/<profile>/verbs-sim`, programs built against
+//! rdma-core — perftest, `ibv_devinfo`, `ibv_rc_pingpong`, gda's own rdma-core control path —
+//! run unmodified on a machine without RDMA hardware.
+//!
+//! ## Design
+//! - **Exports come from rdma-core's own symbol maps.** The build script reads
+//!   `libibverbs.map.in`, `libmlx5.map` and `libefa.map` from the rdma-core source that
+//!   `ibverbs-sys` vendors and exports every symbol under the version node the real library
+//!   gives it (`IBVERBS_1.1`, `IBVERBS_PRIVATE_34`, `MLX5_1.21`, …), so versioned imports and
+//!   `dlvsym` resolve and a program linked with `-z now` loads. A symbol implemented here is an
+//!   `extern "C" fn gdav_<name>`; every other one is a generated stub that sets
+//!   `errno = EOPNOTSUPP` and returns `NULL`/`EOPNOTSUPP` — a failure at run time, never at
+//!   load time. [`EXPORTS`] lists them.
+//! - **One file, three names.** `verbs-sim/libibverbs.so.1`, `libmlx5.so.1` and `libefa.so.1`
+//!   are links to this one library; the dynamic loader maps a file once, so all three share
+//!   one state (the devices, the objects `mlx5dv_init_obj` is asked about).
+//! - **An extended context.** Every context is a `struct verbs_context`
+//!   ([`abi::VerbsContext`]), so `verbs.h`'s static-inline helpers (`ibv_post_send`,
+//!   `ibv_poll_cq`, `ibv_query_port`, the `_ex` calls) dispatch into this library.
+//! - **Validated as a kernel driver validates.** Wrong attributes, states, keys and lifetimes
+//!   get the errno an mlx5 kernel driver returns; `GDA_VERBS_TRACE=1` prints which check
+//!   refused a call.
+//!
+//! ## Environment
+//! | variable | meaning |
+//! |---|---|
+//! | `GDA_VERBS_DEVICES` | devices to show: `mlx5[:n],bnxt[:n]` (default `mlx5,bnxt`; empty: none) |
+//! | `GDA_VERBS_TRACE` | `1`: a line on stderr for each refused or unsupported call |
+//! | `GDA_SIM_CHAOS` | a seed: the software NIC's chaos mode |
+#![deny(unsafe_op_in_unsafe_fn)]
+// The exported functions are the C API; their documentation is rdma-core's man pages.
+#![allow(clippy::missing_safety_doc)]
+
+pub mod abi;
+pub mod config;
+pub mod cq;
+pub mod device;
+pub mod fabric;
+pub mod qp;
+
+mod exports {
+    include!(concat!(env!("OUT_DIR"), "/exports.rs"));
+}
+
+pub use exports::EXPORTS;
