@@ -41,6 +41,7 @@ pub mod cq;
 pub mod device;
 pub mod fabric;
 pub mod qp;
+pub mod qp_state;
 
 mod exports {
     include!(concat!(env!("OUT_DIR"), "/exports.rs"));
