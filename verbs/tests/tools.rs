@@ -1,0 +1,147 @@
+//! The verbs library as rdma-core's own tools and the dynamic loader see it: `ibv_devices`,
+//! `ibv_devinfo -v`, `GDA_VERBS_DEVICES`, versioned symbols, stubs, and every Debian RDMA
+//! program loading with all its symbols bound at start (`LD_BIND_NOW=1`).
+
+mod support;
+
+use std::time::Duration;
+
+use support::*;
+
+const LIMIT: Duration = Duration::from_secs(30);
+
+fn text(o: &std::process::Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn ibv_devices_lists_the_configured_devices() {
+    let Some(p) = system_program("/usr/bin/ibv_devices", "ibverbs-utils") else {
+        return;
+    };
+    let cases = [
+        (None, vec!["gda_mlx5_0", "gda_bnxt_0"]),
+        (Some("mlx5:2"), vec!["gda_mlx5_0", "gda_mlx5_1"]),
+        (
+            Some("bnxt:3"),
+            vec!["gda_bnxt_0", "gda_bnxt_1", "gda_bnxt_2"],
+        ),
+    ];
+    let mut compared = 0;
+    for (value, want) in &cases {
+        let mut c = verbs_command(&p);
+        match value {
+            Some(v) => c.env("GDA_VERBS_DEVICES", v),
+            None => c.env_remove("GDA_VERBS_DEVICES"),
+        };
+        let o = run_with_deadline(&mut c, LIMIT);
+        let (out, err) = text(&o);
+        assert!(o.status.success(), "{value:?}: {err}");
+        let names: Vec<&str> = out
+            .lines()
+            .skip(2)
+            .filter_map(|l| l.split_whitespace().next())
+            .collect();
+        assert_eq!(&names, want, "{value:?}:\n{out}");
+        compared += 1;
+    }
+    // No devices: the tool says so; a bad value: a clear error and a failing exit.
+    let o = run_with_deadline(verbs_command(&p).env("GDA_VERBS_DEVICES", ""), LIMIT);
+    let (out, _) = text(&o);
+    assert!(!out.contains("gda_"), "{out}");
+    let o = run_with_deadline(verbs_command(&p).env("GDA_VERBS_DEVICES", "mlx6"), LIMIT);
+    let (_, err) = text(&o);
+    assert!(!o.status.success());
+    assert!(
+        err.contains("GDA_VERBS_DEVICES: unknown device kind \"mlx6\""),
+        "{err}"
+    );
+    assert_eq!(compared, 3);
+}
+
+#[test]
+fn ibv_devinfo_describes_a_roce_v2_connectx() {
+    let Some(p) = system_program("/usr/bin/ibv_devinfo", "ibverbs-utils") else {
+        return;
+    };
+    let o = run_with_deadline(verbs_command(&p).args(["-v", "-d", "gda_mlx5_0"]), LIMIT);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    let mut found = 0;
+    for want in [
+        "hca_id:\tgda_mlx5_0",
+        "vendor_id:\t\t\t0x02c9",
+        "phys_port_cnt:\t\t\t1",
+        "state:\t\t\tPORT_ACTIVE (4)",
+        "active_mtu:\t\t4096 (5)",
+        "link_layer:\t\tEthernet",
+        "atomic_cap:\t\t\tATOMIC_HCA (1)",
+        ", RoCE v2",
+        ", RoCE v1",
+    ] {
+        assert!(out.contains(want), "missing {want:?} in:\n{out}");
+        found += 1;
+    }
+    assert_eq!(found, 9);
+    // The Thor2 shows Broadcom's vendor id.
+    let o = run_with_deadline(verbs_command(&p).args(["-d", "gda_bnxt_0"]), LIMIT);
+    let (out, _) = text(&o);
+    assert!(out.contains("vendor_id:\t\t\t0x14e4"), "{out}");
+}
+
+#[test]
+fn versioned_symbols_and_stubs() {
+    let exe = compile_c("symbols");
+    let o = run_with_deadline(&mut verbs_command(&exe), LIMIT);
+    let (out, err) = text(&o);
+    println!("{out}{err}");
+    assert!(o.status.success());
+    let (passed, failed) = tally(&out);
+    assert_eq!((passed, failed), (19, 0));
+}
+
+/// Every RDMA program Debian ships loads on the library with every symbol bound at start: no
+/// missing symbol or version node.
+#[test]
+fn debian_programs_load_with_bind_now() {
+    let programs = [
+        ("/usr/bin/ib_write_bw", "perftest"),
+        ("/usr/bin/ib_read_bw", "perftest"),
+        ("/usr/bin/ib_send_bw", "perftest"),
+        ("/usr/bin/ib_atomic_bw", "perftest"),
+        ("/usr/bin/ib_write_lat", "perftest"),
+        ("/usr/bin/ib_read_lat", "perftest"),
+        ("/usr/bin/ib_send_lat", "perftest"),
+        ("/usr/bin/ibv_rc_pingpong", "ibverbs-utils"),
+        ("/usr/bin/ibv_devinfo", "ibverbs-utils"),
+        ("/usr/bin/ibv_devices", "ibverbs-utils"),
+    ];
+    let mut loaded = 0;
+    for (path, pkg) in programs {
+        let Some(p) = system_program(path, pkg) else {
+            continue;
+        };
+        let o = run_with_deadline(
+            verbs_command(&p).env("LD_BIND_NOW", "1").arg("--help"),
+            LIMIT,
+        );
+        let (out, err) = text(&o);
+        for bad in [
+            "symbol lookup error",
+            "not found (required by",
+            "undefined symbol",
+            "error while loading shared libraries",
+        ] {
+            assert!(!err.contains(bad), "{path}: {err}");
+        }
+        // 127: the loader gave up before main.
+        assert_ne!(o.status.code(), Some(127), "{path}:\n{out}\n{err}");
+        loaded += 1;
+    }
+    if std::env::var_os("CI").is_some() {
+        assert_eq!(loaded, programs.len());
+    }
+}
