@@ -336,7 +336,7 @@ fn main() {
             let link = dir.join(name);
             let _ = fs::remove_file(&link);
             #[cfg(unix)]
-            let _ = std::os::unix::fs::symlink("../libgda_verbs.so", &link);
+            let _ = std::os::unix::fs::symlink("../deps/libgda_verbs.so", &link);
         }
     }
 }
