@@ -1,6 +1,543 @@
-//! Completion queues and completion channels.
+//! Completion queues: `ibv_create_cq`, `ibv_create_cq_ex` (the `ibv_cq_ex` poll API),
+//! `ops.poll_cq`, `ops.req_notify_cq`, `ibv_destroy_cq`.
+//!
+//! A CQ is the software NIC's CQ: the device model writes real CQEs (mlx5 64-byte CQEs with
+//! the owner bit, bnxt 32-byte CQEs with the phase bit) into its ring and `poll_cq` reads them
+//! with the provider's own device functions — the same ring `mlx5dv_init_obj` hands out.
 
-use crate::abi::VerbsContext;
+use std::ffi::{c_int, c_void};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+
+use gda_hal::{CqHandle, Provider, WcOpcode, WcStatus, WorkCompletion};
+use gda_sim::CqMode;
+use ibverbs_sys as sys;
+
+use crate::abi::{Errno, VerbsContext, guard, ret_code, ret_ptr};
+use crate::channel::Channel;
+use crate::config::Kind;
+use crate::device::Context;
+
+const CQ_MAGIC: u64 = 0x6764_6176_5f63_7100; // "gdav_cq"
+
+/// `struct ibv_wc` (ibverbs-sys keeps its first fields private, so it is laid out here; the
+/// size is pinned below).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Wc {
+    /// `wr_id`.
+    pub wr_id: u64,
+    /// `enum ibv_wc_status`.
+    pub status: u32,
+    /// `enum ibv_wc_opcode`.
+    pub opcode: u32,
+    /// Vendor syndrome.
+    pub vendor_err: u32,
+    /// Bytes transferred.
+    pub byte_len: u32,
+    /// Immediate data, network byte order.
+    pub imm_data: u32,
+    /// Local QP number.
+    pub qp_num: u32,
+    /// Remote QP number.
+    pub src_qp: u32,
+    /// `IBV_WC_*` flags.
+    pub wc_flags: u32,
+    /// P_Key index.
+    pub pkey_index: u16,
+    /// Source LID.
+    pub slid: u16,
+    /// Service level.
+    pub sl: u8,
+    /// DLID path bits.
+    pub dlid_path_bits: u8,
+}
+const _: () = assert!(size_of::<Wc>() == size_of::<sys::ibv_wc>());
+
+/// `IBV_WC_WITH_IMM`.
+pub const WC_WITH_IMM: u32 = 1 << 1;
+
+/// What one QP's bookkeeping says about a completion it owns.
+pub struct Retired {
+    /// The work request's id.
+    pub wr_id: u64,
+    /// The requester opcode (send completions; bnxt CQEs do not carry it).
+    pub opcode: Option<WcOpcode>,
+    /// Bytes, for READ and atomics (bnxt CQEs do not carry it).
+    pub byte_len: Option<u32>,
+    /// The remote QP number.
+    pub src_qp: u32,
+}
+
+/// Poll state: the consumer index, and the completion the `ibv_cq_ex` API is looking at.
+#[derive(Default)]
+pub struct PollState {
+    ci: u32,
+    cur: Wc,
+    in_poll: bool,
+}
+
+/// A completion queue: `ibv_cq_ex` first (`ibv_cq` is its prefix).
+#[repr(C)]
+pub struct Cq {
+    /// What programs see.
+    pub ex: sys::ibv_cq_ex,
+    magic: u64,
+    /// Its context.
+    pub ctx: &'static Context,
+    /// The software NIC's CQ.
+    pub sim: gda_sim::Cq,
+    /// The ring, as the device functions see it.
+    pub handle: CqHandle,
+    /// The device family (which device functions read the ring).
+    pub kind: Kind,
+    /// Consumer index and the `_ex` API's current completion.
+    pub poll: Mutex<PollState>,
+    /// QPs using it.
+    pub users: AtomicU32,
+    /// Its completion channel (or null).
+    pub channel: *const Channel,
+    /// `ibv_req_notify_cq` was called and no event has been raised since.
+    pub armed: AtomicBool,
+}
+
+// SAFETY: the raw pointers are to objects that outlive the CQ (the channel refuses destruction
+// while a CQ uses it); all mutable state is behind atomics or the mutex.
+unsafe impl Send for Cq {}
+// SAFETY: as above.
+unsafe impl Sync for Cq {}
+
+impl Cq {
+    /// The CQ behind `cq` (an `ibv_cq` or `ibv_cq_ex` pointer).
+    ///
+    /// # Safety
+    /// `cq` is null or points to a live `ibv_cq`.
+    pub unsafe fn from_ibv<'a>(cq: *mut sys::ibv_cq) -> Result<&'a Cq, Errno> {
+        if cq.is_null() {
+            return Err(Errno::inval("null CQ"));
+        }
+        // SAFETY: `ibv_cq` is the prefix of `ibv_cq_ex`, the first member of `Cq`.
+        let c = unsafe { &*cq.cast::<Cq>() };
+        if c.magic != CQ_MAGIC {
+            return Err(Errno::inval("not a CQ of this library"));
+        }
+        Ok(c)
+    }
+
+    /// Whether a completion is waiting at the consumer index (for the event thread).
+    pub fn has_completion(&self) -> bool {
+        let ci = self.poll.lock().unwrap_or_else(|e| e.into_inner()).ci;
+        // SAFETY: the handle addresses the sim CQ's ring, alive as long as `self`.
+        unsafe {
+            match self.kind {
+                Kind::Mlx5 => gda_mlx5::Mlx5::poll_cq(&self.handle, ci).is_some(),
+                Kind::Bnxt => gda_bnxt::Bnxt::poll_cq(&self.handle, ci).is_some(),
+            }
+        }
+    }
+
+    /// Takes the next completion, if any, as an `ibv_wc`.
+    fn next(&self, st: &mut PollState) -> Option<Wc> {
+        // SAFETY: the handle addresses the sim CQ's ring, alive as long as `self`.
+        let wc = unsafe {
+            match self.kind {
+                Kind::Mlx5 => take::<gda_mlx5::Mlx5>(&self.handle, &mut st.ci),
+                Kind::Bnxt => take::<gda_bnxt::Bnxt>(&self.handle, &mut st.ci),
+            }
+        }?;
+        Some(self.to_ibv(&wc))
+    }
+
+    fn to_ibv(&self, wc: &WorkCompletion) -> Wc {
+        let retired = self.ctx.dp.retire(wc);
+        let (wr_id, opcode, byte_len, src_qp) = match &retired {
+            Some(r) => (
+                r.wr_id,
+                r.opcode.filter(|_| !wc.is_recv).unwrap_or(wc.opcode),
+                r.byte_len.filter(|_| !wc.is_recv).unwrap_or(wc.byte_len),
+                r.src_qp,
+            ),
+            None => (0, wc.opcode, wc.byte_len, 0),
+        };
+        let mut out = Wc {
+            wr_id,
+            status: wc.status as u32,
+            opcode: opcode as u32,
+            vendor_err: u32::from(wc.vendor_err),
+            byte_len,
+            qp_num: wc.qpn,
+            src_qp,
+            ..Wc::default()
+        };
+        if let Some(imm) = wc.imm.filter(|_| wc.is_recv) {
+            out.imm_data = imm.to_be();
+            out.wc_flags |= WC_WITH_IMM;
+        }
+        if wc.status != WcStatus::Success {
+            // Verbs leaves the other fields undefined on error; keep them quiet.
+            out.byte_len = 0;
+        }
+        out
+    }
+}
+
+/// Reads the CQE at `*ci` with `P`'s device functions and consumes it.
+///
+/// # Safety
+/// `cq` addresses a live CQ ring of `P`'s format.
+unsafe fn take<P: Provider>(cq: &CqHandle, ci: &mut u32) -> Option<WorkCompletion> {
+    // SAFETY: the caller's contract.
+    let wc = unsafe { P::poll_cq(cq, *ci) }?;
+    *ci = ci.wrapping_add(1);
+    // SAFETY: as above.
+    unsafe { P::update_cq_ci(cq, *ci) };
+    Some(wc)
+}
 
 /// Installs the CQ operations of a new context.
-pub fn install(_v: &mut VerbsContext) {}
+pub fn install(v: &mut VerbsContext) {
+    v.context.ops.poll_cq = Some(poll_cq);
+    v.context.ops.req_notify_cq = Some(req_notify_cq);
+    v.create_cq_ex = Some(create_cq_ex);
+}
+
+/// Most CQEs a CQ may ask for (the device's `max_cqe`).
+pub const MAX_CQE: u32 = 1 << 22;
+
+fn create(
+    ctx: *mut sys::ibv_context,
+    cqe: c_int,
+    cq_context: *mut c_void,
+    channel: *mut sys::ibv_comp_channel,
+    comp_vector: c_int,
+) -> Result<&'static Cq, Errno> {
+    // SAFETY: the caller's context (checked).
+    let c: &'static Context = unsafe { Context::from_ibv(ctx) }?;
+    if cqe < 1 || cqe as u32 > MAX_CQE {
+        return Err(Errno::inval(format!("cqe {cqe} outside 1..={MAX_CQE}")));
+    }
+    if comp_vector < 0 || comp_vector >= c.vctx.context.num_comp_vectors {
+        return Err(Errno::inval(format!(
+            "comp_vector {comp_vector} does not exist"
+        )));
+    }
+    let ch = if channel.is_null() {
+        std::ptr::null()
+    } else {
+        // SAFETY: the caller's channel (checked).
+        let ch = unsafe { Channel::from_ibv(channel) }?;
+        if !std::ptr::eq(ch.ibv.context, c.ibv()) {
+            return Err(Errno::inval("completion channel of another context"));
+        }
+        ch.users.fetch_add(1, Ordering::AcqRel);
+        std::ptr::from_ref(ch)
+    };
+    // As mlx5: a power of two above the request (one entry stays empty).
+    let entries = (cqe as u32 + 1).next_power_of_two().max(2);
+    let sim = match c.dev.nic.create_cq(entries, CqMode::Normal) {
+        Ok(s) => s,
+        Err(e) => {
+            if !ch.is_null() {
+                // SAFETY: taken above.
+                unsafe { &*ch }.users.fetch_sub(1, Ordering::AcqRel);
+            }
+            return Err(Errno::new(libc::ENOMEM, format!("CQ of {entries}: {e}")));
+        }
+    };
+    let handle = sim.handle();
+    // SAFETY: ibv_cq_ex is C data; zero is its "nothing set" value.
+    let mut ex: sys::ibv_cq_ex = unsafe { std::mem::zeroed() };
+    ex.context = c.ibv();
+    ex.channel = channel;
+    ex.cq_context = cq_context;
+    ex.handle = handle.cqn;
+    ex.cqe = (entries - 1) as c_int;
+    let cq = Box::leak(Box::new(Cq {
+        ex,
+        magic: CQ_MAGIC,
+        ctx: c,
+        sim,
+        handle,
+        kind: c.dev.spec.kind,
+        poll: Mutex::new(PollState::default()),
+        users: AtomicU32::new(0),
+        channel: ch,
+        armed: AtomicBool::new(false),
+    }));
+    // SAFETY: the mutex and condition variable are zeroed memory at their final address.
+    unsafe {
+        libc::pthread_mutex_init(std::ptr::addr_of_mut!(cq.ex.mutex).cast(), std::ptr::null());
+        libc::pthread_cond_init(std::ptr::addr_of_mut!(cq.ex.cond).cast(), std::ptr::null());
+    }
+    c.retain();
+    Ok(cq)
+}
+
+#[unsafe(no_mangle)]
+/// `ibv_create_cq`.
+pub unsafe extern "C" fn gdav_ibv_create_cq(
+    ctx: *mut sys::ibv_context,
+    cqe: c_int,
+    cq_context: *mut c_void,
+    channel: *mut sys::ibv_comp_channel,
+    comp_vector: c_int,
+) -> *mut sys::ibv_cq {
+    guard("ibv_create_cq", std::ptr::null_mut(), || {
+        let r = create(ctx, cqe, cq_context, channel, comp_vector)
+            .map(|c| std::ptr::from_ref(c).cast_mut().cast());
+        ret_ptr("ibv_create_cq", r)
+    })
+}
+
+/// `IBV_WC_EX_WITH_*` bits the `_ex` API can read here: byte_len, imm, qp_num, src_qp,
+/// slid, sl, dlid_path_bits.
+const WC_EX_SUPPORTED: u64 =
+    (1 << 0) | (1 << 1) | (1 << 2) | (1 << 3) | (1 << 4) | (1 << 5) | (1 << 6);
+
+unsafe extern "C" fn create_cq_ex(
+    ctx: *mut sys::ibv_context,
+    attr: *mut sys::ibv_cq_init_attr_ex,
+) -> *mut sys::ibv_cq_ex {
+    guard("ibv_create_cq_ex", std::ptr::null_mut(), || {
+        let r = (|| {
+            if attr.is_null() {
+                return Err(Errno::inval("null attr"));
+            }
+            // SAFETY: checked non-null; the caller's struct.
+            let a = unsafe { &*attr };
+            if a.wc_flags & !WC_EX_SUPPORTED != 0 {
+                return Err(Errno::new(
+                    libc::EOPNOTSUPP,
+                    format!(
+                        "wc_flags {:#x} not supported",
+                        a.wc_flags & !WC_EX_SUPPORTED
+                    ),
+                ));
+            }
+            // IBV_CQ_INIT_ATTR_MASK_FLAGS (1) and _PD (2) are understood; other masks refused.
+            if a.comp_mask & !0x3 != 0 || (a.comp_mask & 0x2 != 0 && !a.parent_domain.is_null()) {
+                return Err(Errno::new(libc::EOPNOTSUPP, "comp_mask / parent domain"));
+            }
+            let cq = create(
+                ctx,
+                a.cqe as c_int,
+                a.cq_context,
+                a.channel,
+                a.comp_vector as c_int,
+            )?;
+            // SAFETY: the CQ was just made and is not shared yet.
+            let ex = unsafe { &mut *std::ptr::addr_of!(cq.ex).cast_mut() };
+            ex.start_poll = Some(ex_start_poll);
+            ex.next_poll = Some(ex_next_poll);
+            ex.end_poll = Some(ex_end_poll);
+            ex.read_opcode = Some(ex_read_opcode);
+            ex.read_vendor_err = Some(ex_read_vendor_err);
+            ex.read_byte_len = Some(ex_read_byte_len);
+            ex.read_imm_data = Some(ex_read_imm_data);
+            ex.read_qp_num = Some(ex_read_qp_num);
+            ex.read_src_qp = Some(ex_read_src_qp);
+            ex.read_wc_flags = Some(ex_read_wc_flags);
+            ex.read_slid = Some(ex_read_slid);
+            ex.read_sl = Some(ex_read_sl);
+            ex.read_dlid_path_bits = Some(ex_read_dlid_path_bits);
+            Ok(std::ptr::addr_of!(cq.ex).cast_mut())
+        })();
+        ret_ptr("ibv_create_cq_ex", r)
+    })
+}
+
+#[unsafe(no_mangle)]
+/// `ibv_destroy_cq`: `EBUSY` while a QP uses it.
+pub unsafe extern "C" fn gdav_ibv_destroy_cq(cq: *mut sys::ibv_cq) -> c_int {
+    guard("ibv_destroy_cq", libc::EIO, || {
+        let r = (|| {
+            // SAFETY: the caller's CQ (checked).
+            let c = unsafe { Cq::from_ibv(cq) }?;
+            let users = c.users.load(Ordering::Acquire);
+            if users > 0 {
+                return Err(Errno::new(
+                    libc::EBUSY,
+                    format!("CQ {} is used by {users} QPs", c.handle.cqn),
+                ));
+            }
+            crate::channel::disarm(c);
+            if let Some(ch) = c.channel_ref() {
+                ch.forget(c);
+                ch.users.fetch_sub(1, Ordering::AcqRel);
+            }
+            let ctx = c.ctx;
+            // SAFETY: made by Box::leak in `create`; the magic is cleared first so a stale
+            // pointer is refused rather than freed twice (best effort).
+            unsafe {
+                (*cq.cast::<Cq>()).magic = 0;
+                drop(Box::from_raw(cq.cast::<Cq>()));
+            }
+            ctx.release();
+            Ok(())
+        })();
+        ret_code("ibv_destroy_cq", r)
+    })
+}
+
+impl Cq {
+    /// The completion channel, if any.
+    pub fn channel_ref(&self) -> Option<&Channel> {
+        // SAFETY: the channel outlives the CQ (its destruction is refused while in use).
+        (!self.channel.is_null()).then(|| unsafe { &*self.channel })
+    }
+}
+
+#[unsafe(no_mangle)]
+/// `ibv_resize_cq`: not supported by the software NIC.
+pub unsafe extern "C" fn gdav_ibv_resize_cq(cq: *mut sys::ibv_cq, _cqe: c_int) -> c_int {
+    // SAFETY: the caller's CQ (checked).
+    let r = unsafe { Cq::from_ibv(cq) }
+        .and_then(|_| Err(Errno::new(libc::EOPNOTSUPP, "resizing a CQ")));
+    ret_code("ibv_resize_cq", r)
+}
+
+unsafe extern "C" fn poll_cq(cq: *mut sys::ibv_cq, n: c_int, wc: *mut sys::ibv_wc) -> c_int {
+    guard("ibv_poll_cq", -1, || {
+        // SAFETY: verbs.h passes the program's CQ.
+        let Ok(c) = (unsafe { Cq::from_ibv(cq) }) else {
+            return -1;
+        };
+        if n < 0 || (n > 0 && wc.is_null()) {
+            return -1;
+        }
+        let mut st = c.poll.lock().unwrap_or_else(|e| e.into_inner());
+        let mut got = 0;
+        while got < n {
+            let Some(w) = c.next(&mut st) else { break };
+            // SAFETY: the caller's array has `n` entries; `got < n`.
+            unsafe { wc.cast::<Wc>().add(got as usize).write(w) };
+            got += 1;
+        }
+        got
+    })
+}
+
+unsafe extern "C" fn req_notify_cq(cq: *mut sys::ibv_cq, _solicited_only: c_int) -> c_int {
+    guard("ibv_req_notify_cq", libc::EIO, || {
+        // SAFETY: verbs.h passes the program's CQ.
+        let r = unsafe { Cq::from_ibv(cq) }.and_then(|c| {
+            if c.channel.is_null() {
+                return Err(Errno::inval("CQ has no completion channel"));
+            }
+            crate::channel::arm(c);
+            Ok(())
+        });
+        ret_code("ibv_req_notify_cq", r)
+    })
+}
+
+/// The CQ behind an `ibv_cq_ex` (the `_ex` callbacks get only that).
+fn ex_cq<'a>(cq: *mut sys::ibv_cq_ex) -> Option<&'a Cq> {
+    // SAFETY: the callbacks are only installed on our CQs.
+    unsafe { Cq::from_ibv(cq.cast()) }.ok()
+}
+
+unsafe extern "C" fn ex_start_poll(
+    cq: *mut sys::ibv_cq_ex,
+    _attr: *mut sys::ibv_poll_cq_attr,
+) -> c_int {
+    guard("ibv_start_poll", libc::EIO, || {
+        let Some(c) = ex_cq(cq) else {
+            return libc::EINVAL;
+        };
+        let mut st = c.poll.lock().unwrap_or_else(|e| e.into_inner());
+        if st.in_poll {
+            return libc::EINVAL;
+        }
+        match c.next(&mut st) {
+            Some(w) => {
+                st.cur = w;
+                st.in_poll = true;
+                // SAFETY: our CQ; the program reads these fields after start_poll.
+                unsafe {
+                    (*cq).wr_id = w.wr_id;
+                    (*cq).status = w.status;
+                }
+                0
+            }
+            None => libc::ENOENT,
+        }
+    })
+}
+
+unsafe extern "C" fn ex_next_poll(cq: *mut sys::ibv_cq_ex) -> c_int {
+    guard("ibv_next_poll", libc::EIO, || {
+        let Some(c) = ex_cq(cq) else {
+            return libc::EINVAL;
+        };
+        let mut st = c.poll.lock().unwrap_or_else(|e| e.into_inner());
+        match c.next(&mut st) {
+            Some(w) => {
+                st.cur = w;
+                // SAFETY: as in start_poll.
+                unsafe {
+                    (*cq).wr_id = w.wr_id;
+                    (*cq).status = w.status;
+                }
+                0
+            }
+            None => libc::ENOENT,
+        }
+    })
+}
+
+unsafe extern "C" fn ex_end_poll(cq: *mut sys::ibv_cq_ex) {
+    if let Some(c) = ex_cq(cq) {
+        c.poll.lock().unwrap_or_else(|e| e.into_inner()).in_poll = false;
+    }
+}
+
+fn cur(cq: *mut sys::ibv_cq_ex) -> Wc {
+    ex_cq(cq).map_or_else(Wc::default, |c| {
+        c.poll.lock().unwrap_or_else(|e| e.into_inner()).cur
+    })
+}
+
+unsafe extern "C" fn ex_read_opcode(cq: *mut sys::ibv_cq_ex) -> sys::ibv_wc_opcode::Type {
+    cur(cq).opcode as sys::ibv_wc_opcode::Type
+}
+unsafe extern "C" fn ex_read_vendor_err(cq: *mut sys::ibv_cq_ex) -> u32 {
+    cur(cq).vendor_err
+}
+unsafe extern "C" fn ex_read_byte_len(cq: *mut sys::ibv_cq_ex) -> u32 {
+    cur(cq).byte_len
+}
+unsafe extern "C" fn ex_read_imm_data(cq: *mut sys::ibv_cq_ex) -> u32 {
+    cur(cq).imm_data
+}
+unsafe extern "C" fn ex_read_qp_num(cq: *mut sys::ibv_cq_ex) -> u32 {
+    cur(cq).qp_num
+}
+unsafe extern "C" fn ex_read_src_qp(cq: *mut sys::ibv_cq_ex) -> u32 {
+    cur(cq).src_qp
+}
+unsafe extern "C" fn ex_read_wc_flags(cq: *mut sys::ibv_cq_ex) -> std::ffi::c_uint {
+    cur(cq).wc_flags
+}
+unsafe extern "C" fn ex_read_slid(cq: *mut sys::ibv_cq_ex) -> u32 {
+    u32::from(cur(cq).slid)
+}
+unsafe extern "C" fn ex_read_sl(cq: *mut sys::ibv_cq_ex) -> u8 {
+    cur(cq).sl
+}
+unsafe extern "C" fn ex_read_dlid_path_bits(cq: *mut sys::ibv_cq_ex) -> u8 {
+    cur(cq).dlid_path_bits
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wc_matches_ibverbs_sys() {
+        assert_eq!(size_of::<Wc>(), 48);
+        assert_eq!(std::mem::offset_of!(Wc, imm_data), 24);
+        assert_eq!(std::mem::offset_of!(Wc, wc_flags), 36);
+        assert_eq!(std::mem::offset_of!(Wc, sl), 44);
+    }
+}

@@ -7,7 +7,8 @@
 //! as RoCE v1 and v2), the limits the software NIC enforces.
 
 use std::ffi::{CStr, c_char, c_int, c_void};
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use gda_hal::control::{Device as _, DeviceInfo, GidType, PortInfo};
 use gda_sim::{Fabric, FabricConfig, Nic, SimDevice};
@@ -138,7 +139,7 @@ pub struct Context {
     pub dp: crate::qp::ContextQps,
     /// Objects created on this context and not yet destroyed (`ibv_close_device` with
     /// objects alive is the caller's bug; counted for the trace).
-    pub live: Mutex<u64>,
+    live: AtomicU64,
 }
 
 const CONTEXT_MAGIC: u64 = 0x6764_615f_7663_7478; // "gda_vctx"
@@ -167,6 +168,16 @@ impl Context {
     /// The `ibv_context` pointer programs hold.
     pub fn ibv(&self) -> *mut sys::ibv_context {
         std::ptr::from_ref(&self.vctx.context).cast_mut()
+    }
+
+    /// Counts an object created on this context.
+    pub fn retain(&self) {
+        self.live.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts an object of this context destroyed.
+    pub fn release(&self) {
+        self.live.fetch_sub(1, Ordering::Relaxed);
     }
 
     /// The device's one port.
@@ -296,7 +307,7 @@ fn open(dev: *mut sys::ibv_device) -> Result<*mut sys::ibv_context, Errno> {
         dev: d,
         async_fd,
         dp: crate::qp::ContextQps::default(),
-        live: Mutex::new(0),
+        live: AtomicU64::new(0),
     });
     let ctx = Box::leak(ctx);
     // SAFETY: the mutex is zeroed memory at its final address; init with default attributes.
@@ -318,7 +329,7 @@ pub unsafe extern "C" fn gdav_ibv_close_device(ctx: *mut sys::ibv_context) -> c_
     guard("ibv_close_device", libc::EIO, || {
         // SAFETY: the caller's contract.
         let r = unsafe { Context::from_ibv(ctx) }.map(|c| {
-            let live = *c.live.lock().unwrap_or_else(|e| e.into_inner());
+            let live = c.live.load(Ordering::Relaxed);
             if live > 0 {
                 abi::trace(format_args!(
                     "ibv_close_device: {live} objects still alive on {}",

@@ -36,12 +36,16 @@
 #![allow(clippy::missing_safety_doc)]
 
 pub mod abi;
+pub mod channel;
 pub mod config;
 pub mod cq;
 pub mod device;
 pub mod fabric;
+pub mod pd;
+pub mod post;
 pub mod qp;
 pub mod qp_state;
+pub mod wr;
 
 mod exports {
     include!(concat!(env!("OUT_DIR"), "/exports.rs"));

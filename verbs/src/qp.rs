@@ -1,10 +1,702 @@
-//! RC queue pairs.
+//! RC queue pairs: `ibv_create_qp` (and `create_qp_ex`), `ibv_modify_qp` (the kernel's state
+//! table, [`crate::qp_state`]), `ibv_query_qp`, `ibv_destroy_qp`.
+//!
+//! A QP is the software NIC's QP: its send and receive rings, doorbell record and doorbell
+//! page are the ones the device model executes and `mlx5dv_init_obj` hands out. Posting
+//! ([`crate::post`]) writes them with the provider's own device functions.
 
-use crate::abi::VerbsContext;
+use std::collections::{HashMap, VecDeque};
+use std::ffi::c_int;
+use std::sync::atomic::Ordering;
+use std::sync::{Mutex, RwLock};
+
+use gda_hal::handle::SqPos;
+use gda_hal::{Provider, WcOpcode, WorkCompletion, WqHandle};
+use gda_sim::{Endpoint, QpInit, QpState};
+use ibverbs_sys as sys;
+
+use crate::abi::{Errno, VerbsContext, guard, ret_code, ret_ptr};
+use crate::config::Kind;
+use crate::cq::{Cq, Retired};
+use crate::device::Context;
+use crate::pd::Pd;
+use crate::qp_state::{self, PortView};
+
+const QP_MAGIC: u64 = 0x6764_6176_5f71_7000; // "gdav_qp"
 
 /// The QPs of one context, by number (completions name a QP by number).
 #[derive(Default)]
-pub struct ContextQps {}
+pub struct ContextQps {
+    map: RwLock<HashMap<u32, usize>>,
+}
+
+impl ContextQps {
+    /// The bookkeeping of the work request `wc` completes, if its QP is one of this context's.
+    pub fn retire(&self, wc: &WorkCompletion) -> Option<Retired> {
+        let map = self.map.read().unwrap_or_else(|e| e.into_inner());
+        let &p = map.get(&wc.qpn)?;
+        // SAFETY: QPs are in the map from creation until destroy removes them (under the write
+        // lock, so not while this read lock is held).
+        let qp = unsafe { &*(p as *const Qp) };
+        Some(qp.retire(wc))
+    }
+}
+
+/// The provider-typed send queue handle.
+pub enum SqH {
+    /// ConnectX.
+    Mlx5(gda_mlx5::Mlx5Sq),
+    /// Thor2.
+    Bnxt(gda_bnxt::BnxtSq),
+}
+
+/// One posted send WQE.
+pub struct Rec {
+    /// First unit.
+    pub start: u64,
+    /// Units.
+    pub units: u32,
+    /// `wr_id`.
+    pub wr_id: u64,
+    /// Requester opcode for the completion (`None`: a WQE posted directly, not by verbs).
+    pub opcode: Option<WcOpcode>,
+    /// Bytes for READ/atomic completions.
+    pub len: u32,
+}
+
+/// Send-queue bookkeeping (under the QP's send lock).
+pub struct SendState {
+    /// The next position (unit, message, PSN).
+    pub pos: SqPos,
+    /// The next unit, unwrapped.
+    pub head: u64,
+    /// Posted and not yet completed, oldest first.
+    pub recs: VecDeque<Rec>,
+}
+
+/// Receive-queue bookkeeping.
+#[derive(Default)]
+pub struct RecvState {
+    /// The next receive WQE, unwrapped.
+    pub head: u64,
+    /// `wr_id`s of posted receives, oldest first.
+    pub recs: VecDeque<u64>,
+}
+
+/// An RC QP: `ibv_qp_ex` first (`ibv_qp` is its prefix).
+#[repr(C)]
+pub struct Qp {
+    /// What programs see.
+    pub ex: sys::ibv_qp_ex,
+    magic: u64,
+    /// Its context.
+    pub ctx: &'static Context,
+    /// Its PD.
+    pub pd: &'static Pd,
+    /// Its CQs.
+    pub send_cq: &'static Cq,
+    /// Its CQs.
+    pub recv_cq: &'static Cq,
+    /// The software NIC's QP.
+    pub sim: gda_sim::Qp,
+    /// Send ring handle.
+    pub sq: SqH,
+    /// Receive ring handle.
+    pub rq: WqHandle,
+    /// Units in the send ring.
+    pub sq_units: u32,
+    /// Every send WQE signals a completion.
+    pub sig_all: bool,
+    /// Limits reported back to the program.
+    pub cap: sys::ibv_qp_cap,
+    /// Send bookkeeping.
+    pub send: Mutex<SendState>,
+    /// Receive bookkeeping.
+    pub recv: Mutex<RecvState>,
+    /// Attributes as last set (what `ibv_query_qp` reports), and the state.
+    pub attr: Mutex<sys::ibv_qp_attr>,
+    /// The `ibv_wr_*` batch being built.
+    pub wr: Mutex<crate::wr::Batch>,
+}
+
+// SAFETY: the raw pointers inside the C structs point to objects that outlive the QP; all
+// mutable state is behind mutexes.
+unsafe impl Send for Qp {}
+// SAFETY: as above.
+unsafe impl Sync for Qp {}
+
+impl Qp {
+    /// The QP behind `qp`.
+    ///
+    /// # Safety
+    /// `qp` is null or points to a live `ibv_qp`.
+    pub unsafe fn from_ibv<'a>(qp: *mut sys::ibv_qp) -> Result<&'a Qp, Errno> {
+        if qp.is_null() {
+            return Err(Errno::inval("null QP"));
+        }
+        // SAFETY: `ibv_qp` is the prefix of `ibv_qp_ex`, the first member of `Qp`.
+        let q = unsafe { &*qp.cast::<Qp>() };
+        if q.magic != QP_MAGIC {
+            return Err(Errno::inval("not a QP of this library"));
+        }
+        Ok(q)
+    }
+
+    /// The state now (the software NIC moves a QP to ERR on an error completion).
+    pub fn state(&self) -> u32 {
+        if self.sim.state() == QpState::Error {
+            return qp_state::ERR;
+        }
+        self.attr.lock().unwrap_or_else(|e| e.into_inner()).qp_state
+    }
+
+    /// Bookkeeping for a completion of this QP.
+    fn retire(&self, wc: &WorkCompletion) -> Retired {
+        let src_qp = self
+            .attr
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .dest_qp_num;
+        if wc.is_recv {
+            let wr_id = self
+                .recv
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .recs
+                .pop_front()
+                .unwrap_or(0);
+            return Retired {
+                wr_id,
+                opcode: None,
+                byte_len: None,
+                src_qp,
+            };
+        }
+        let (unit, bits) = match &self.sq {
+            SqH::Mlx5(s) => (
+                gda_mlx5::Mlx5::completed_unit(s, wc),
+                gda_mlx5::Mlx5::completion_bits(s),
+            ),
+            SqH::Bnxt(s) => (
+                gda_bnxt::Bnxt::completed_unit(s, wc),
+                gda_bnxt::Bnxt::completion_bits(s),
+            ),
+        };
+        let modulus = if bits >= 64 {
+            u64::MAX
+        } else {
+            (1u64 << bits) - 1
+        };
+        let mut st = self.send.lock().unwrap_or_else(|e| e.into_inner());
+        // The WQE the completion names (a signalled completion retires every WQE before it).
+        let hit = st
+            .recs
+            .iter()
+            .position(|r| (u64::from(unit).wrapping_sub(r.start) & modulus) < u64::from(r.units));
+        match hit {
+            Some(i) => {
+                let r = st.recs.drain(..=i).next_back();
+                let r = r.unwrap_or(Rec {
+                    start: 0,
+                    units: 0,
+                    wr_id: 0,
+                    opcode: None,
+                    len: 0,
+                });
+                Retired {
+                    wr_id: r.wr_id,
+                    opcode: r.opcode,
+                    byte_len: r
+                        .opcode
+                        .filter(|o| {
+                            matches!(
+                                o,
+                                WcOpcode::RdmaRead | WcOpcode::CompSwap | WcOpcode::FetchAdd
+                            )
+                        })
+                        .map(|_| r.len),
+                    src_qp,
+                }
+            }
+            None => Retired {
+                wr_id: 0,
+                opcode: None,
+                byte_len: None,
+                src_qp,
+            },
+        }
+    }
+}
 
 /// Installs the QP operations of a new context.
-pub fn install(_v: &mut VerbsContext) {}
+pub fn install(v: &mut VerbsContext) {
+    v.context.ops.post_send = Some(crate::post::post_send);
+    v.context.ops.post_recv = Some(crate::post::post_recv);
+    v.create_qp_ex = Some(create_qp_ex);
+}
+
+/// Units one WQE of these limits takes at most (mlx5: 64-byte WQEBBs; bnxt: 16-byte slots).
+fn wqe_units(kind: Kind, max_sge: u32, max_inline: u32) -> u32 {
+    match kind {
+        Kind::Mlx5 => {
+            // ctrl + raddr (or ctrl + raddr + atomic + data), then data segments or inline.
+            let sges = 32 + 16 * max_sge.max(1);
+            let inline = 32 + (4 + max_inline).div_ceil(16) * 16;
+            sges.max(inline).max(64).div_ceil(64)
+        }
+        Kind::Bnxt => gda_bnxt::Bnxt::MAX_WQE_UNITS,
+    }
+}
+
+fn create(pd: *mut sys::ibv_pd, a: &sys::ibv_qp_init_attr_ex) -> Result<*mut sys::ibv_qp, Errno> {
+    // SAFETY: the caller's PD (checked).
+    let p: &'static Pd = unsafe { Pd::from_ibv(pd) }?;
+    let ctx = p.ctx;
+    if a.qp_type != sys::ibv_qp_type::IBV_QPT_RC {
+        return Err(Errno::new(
+            libc::EOPNOTSUPP,
+            format!("QP type {}: the software NIC has RC QPs only", a.qp_type),
+        ));
+    }
+    if !a.srq.is_null() {
+        return Err(Errno::new(
+            libc::EOPNOTSUPP,
+            "SRQs are not supported (max_srq is 0)",
+        ));
+    }
+    // SAFETY: the caller's CQs (checked).
+    let (scq, rcq) = unsafe { (Cq::from_ibv(a.send_cq)?, Cq::from_ibv(a.recv_cq)?) };
+    for c in [scq, rcq] {
+        if !std::ptr::eq(c.ctx, ctx) {
+            return Err(Errno::inval("CQ of another context"));
+        }
+    }
+    let kind = ctx.dev.spec.kind;
+    let cap = a.cap;
+    let max_sge = ctx.dev.info.max_sge;
+    let max_inline = match kind {
+        Kind::Mlx5 => gda_mlx5::Mlx5::MAX_INLINE_BYTES,
+        Kind::Bnxt => gda_bnxt::Bnxt::MAX_INLINE_BYTES,
+    }
+    .min(512);
+    if cap.max_send_wr == 0 && cap.max_recv_wr == 0 {
+        return Err(Errno::inval("max_send_wr and max_recv_wr are both 0"));
+    }
+    if cap.max_send_wr > 32768 || cap.max_recv_wr > 32768 {
+        return Err(Errno::inval(format!(
+            "max_send_wr {} / max_recv_wr {} above the device's 32768",
+            cap.max_send_wr, cap.max_recv_wr
+        )));
+    }
+    if cap.max_send_sge > max_sge || cap.max_recv_sge > max_sge {
+        return Err(Errno::inval(format!(
+            "max_send_sge {} / max_recv_sge {} above the device's {max_sge}",
+            cap.max_send_sge, cap.max_recv_sge
+        )));
+    }
+    if cap.max_inline_data > max_inline {
+        return Err(Errno::inval(format!(
+            "max_inline_data {} above the device's {max_inline}",
+            cap.max_inline_data
+        )));
+    }
+    let send_sge = cap.max_send_sge.max(1);
+    let units = wqe_units(kind, send_sge, cap.max_inline_data);
+    let sq_units = (cap.max_send_wr.max(1) * units).next_power_of_two().max(4);
+    let rq_wqes = cap.max_recv_wr.max(1).next_power_of_two();
+    let init = QpInit {
+        sq_units,
+        rq_wqes,
+        max_inline: cap
+            .max_inline_data
+            .max(
+                // Enough for an 8-byte inline put, as rdma-core's default.
+                64,
+            )
+            .min(max_inline),
+        max_sge: send_sge.max(cap.max_recv_sge).max(1),
+        rnr_retry: 7,
+        path_mtu: 4096,
+    };
+    let sim = p
+        .sim
+        .create_qp(init, &scq.sim, &rcq.sim)
+        .map_err(|e| Errno::new(libc::ENOMEM, format!("QP: {e}")))?;
+    let to_errno = |e: gda_sim::SimError| Errno::new(libc::EINVAL, e.to_string());
+    let (sq, rq) = match kind {
+        Kind::Mlx5 => (
+            SqH::Mlx5(sim.sq_handle::<gda_mlx5::Mlx5>().map_err(to_errno)?),
+            sim.rq_handle::<gda_mlx5::Mlx5>().map_err(to_errno)?,
+        ),
+        Kind::Bnxt => (
+            SqH::Bnxt(sim.sq_handle::<gda_bnxt::Bnxt>().map_err(to_errno)?),
+            sim.rq_handle::<gda_bnxt::Bnxt>().map_err(to_errno)?,
+        ),
+    };
+    let out_cap = sys::ibv_qp_cap {
+        max_send_wr: (sq_units / units).max(cap.max_send_wr),
+        max_recv_wr: rq_wqes,
+        max_send_sge: send_sge,
+        max_recv_sge: cap.max_recv_sge.max(1),
+        max_inline_data: init.max_inline,
+    };
+    // SAFETY: C data; zero is "unset".
+    let mut ex: sys::ibv_qp_ex = unsafe { std::mem::zeroed() };
+    ex.qp_base.context = ctx.ibv();
+    ex.qp_base.qp_context = a.qp_context;
+    ex.qp_base.pd = pd;
+    ex.qp_base.send_cq = a.send_cq;
+    ex.qp_base.recv_cq = a.recv_cq;
+    ex.qp_base.handle = sim.qpn();
+    ex.qp_base.qp_num = sim.qpn();
+    ex.qp_base.state = qp_state::RESET;
+    ex.qp_base.qp_type = sys::ibv_qp_type::IBV_QPT_RC;
+    // SAFETY: C data.
+    let mut attr: sys::ibv_qp_attr = unsafe { std::mem::zeroed() };
+    attr.qp_state = qp_state::RESET;
+    attr.cap = out_cap;
+    let qpn = sim.qpn();
+    let qp = Box::leak(Box::new(Qp {
+        ex,
+        magic: QP_MAGIC,
+        ctx,
+        pd: p,
+        send_cq: scq,
+        recv_cq: rcq,
+        sim,
+        sq,
+        rq,
+        sq_units,
+        sig_all: a.sq_sig_all != 0,
+        cap: out_cap,
+        send: Mutex::new(SendState {
+            pos: SqPos::at_unit(0),
+            head: 0,
+            recs: VecDeque::new(),
+        }),
+        recv: Mutex::new(RecvState::default()),
+        attr: Mutex::new(attr),
+        wr: Mutex::new(crate::wr::Batch::default()),
+    }));
+    // SAFETY: zeroed mutex/cond at their final address.
+    unsafe {
+        libc::pthread_mutex_init(
+            std::ptr::addr_of_mut!(qp.ex.qp_base.mutex).cast(),
+            std::ptr::null(),
+        );
+        libc::pthread_cond_init(
+            std::ptr::addr_of_mut!(qp.ex.qp_base.cond).cast(),
+            std::ptr::null(),
+        );
+    }
+    // IBV_QP_INIT_ATTR_SEND_OPS_FLAGS: the ibv_wr_* API.
+    if a.comp_mask & sys::IBV_QP_INIT_ATTR_SEND_OPS_FLAGS != 0 {
+        crate::wr::install(qp, a.send_ops_flags)?;
+    }
+    p.users.fetch_add(1, Ordering::AcqRel);
+    scq.users.fetch_add(1, Ordering::AcqRel);
+    rcq.users.fetch_add(1, Ordering::AcqRel);
+    ctx.retain();
+    ctx.dp
+        .map
+        .write()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(qpn, std::ptr::from_ref(qp) as usize);
+    Ok(std::ptr::addr_of_mut!(qp.ex.qp_base))
+}
+
+#[unsafe(no_mangle)]
+/// `ibv_create_qp`: fills `attr.cap` with the QP's real limits.
+pub unsafe extern "C" fn gdav_ibv_create_qp(
+    pd: *mut sys::ibv_pd,
+    attr: *mut sys::ibv_qp_init_attr,
+) -> *mut sys::ibv_qp {
+    guard("ibv_create_qp", std::ptr::null_mut(), || {
+        let r = (|| {
+            if attr.is_null() {
+                return Err(Errno::inval("null init_attr"));
+            }
+            // SAFETY: checked non-null; the caller's struct.
+            let a = unsafe { &mut *attr };
+            // SAFETY: C data.
+            let mut ex: sys::ibv_qp_init_attr_ex = unsafe { std::mem::zeroed() };
+            ex.qp_context = a.qp_context;
+            ex.send_cq = a.send_cq;
+            ex.recv_cq = a.recv_cq;
+            ex.srq = a.srq;
+            ex.cap = a.cap;
+            ex.qp_type = a.qp_type;
+            ex.sq_sig_all = a.sq_sig_all;
+            let qp = create(pd, &ex)?;
+            // SAFETY: just made.
+            a.cap = unsafe { Qp::from_ibv(qp) }?.cap;
+            Ok(qp)
+        })();
+        ret_ptr("ibv_create_qp", r)
+    })
+}
+
+unsafe extern "C" fn create_qp_ex(
+    ctx: *mut sys::ibv_context,
+    attr: *mut sys::ibv_qp_init_attr_ex,
+) -> *mut sys::ibv_qp {
+    guard("ibv_create_qp_ex", std::ptr::null_mut(), || {
+        let r = (|| {
+            if attr.is_null() {
+                return Err(Errno::inval("null init_attr"));
+            }
+            // SAFETY: checked non-null.
+            let a = unsafe { &mut *attr };
+            // IBV_QP_INIT_ATTR_PD (1) is required; SEND_OPS_FLAGS (1 << 6) understood.
+            let known = sys::IBV_QP_INIT_ATTR_PD | sys::IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+            if a.comp_mask & sys::IBV_QP_INIT_ATTR_PD == 0 {
+                return Err(Errno::inval("create_qp_ex needs IBV_QP_INIT_ATTR_PD"));
+            }
+            if a.comp_mask & !known != 0 {
+                return Err(Errno::new(
+                    libc::EOPNOTSUPP,
+                    format!("comp_mask {:#x}", a.comp_mask & !known),
+                ));
+            }
+            // SAFETY: checked by Pd::from_ibv inside create.
+            let pd_ctx = unsafe { Pd::from_ibv(a.pd) }?.ctx;
+            if !std::ptr::eq(pd_ctx.ibv(), ctx) {
+                return Err(Errno::inval("PD of another context"));
+            }
+            let qp = create(a.pd, a)?;
+            // SAFETY: just made.
+            a.cap = unsafe { Qp::from_ibv(qp) }?.cap;
+            Ok(qp)
+        })();
+        ret_ptr("ibv_create_qp_ex", r)
+    })
+}
+
+#[unsafe(no_mangle)]
+/// `ibv_qp_to_qp_ex`: the `ibv_qp_ex` of a QP made with `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS`.
+pub unsafe extern "C" fn gdav_ibv_qp_to_qp_ex(qp: *mut sys::ibv_qp) -> *mut sys::ibv_qp_ex {
+    // SAFETY: the caller's QP (checked).
+    match unsafe { Qp::from_ibv(qp) } {
+        Ok(q) if q.ex.wr_start.is_some() => qp.cast(),
+        _ => std::ptr::null_mut(),
+    }
+}
+
+/// What the state checks need of `ctx`'s port.
+pub fn port_view(ctx: &Context) -> PortView {
+    let p = ctx.port();
+    PortView {
+        port_count: ctx.dev.info.ports.len() as u8,
+        active_mtu: p.active_mtu as u32,
+        ethernet: p.link_layer == gda_hal::control::LinkLayer::Ethernet,
+        gids: p
+            .gids
+            .iter()
+            .map(|g| (g.index, g.kind == gda_hal::control::GidType::RoceV2))
+            .collect(),
+        pkeys: p.pkeys.max(1),
+        max_rd_atomic: ctx.dev.info.max_rd_atomic,
+    }
+}
+
+/// The software NIC's address of a remote QP from the GID and QP number a program gives.
+pub fn endpoint_of(gid: &[u8; 16], qpn: u32) -> Option<Endpoint> {
+    crate::fabric::endpoint_of(gid, qpn)
+}
+
+fn modify(qp: *mut sys::ibv_qp, attr: *mut sys::ibv_qp_attr, mask: c_int) -> Result<(), Errno> {
+    // SAFETY: the caller's QP (checked).
+    let q = unsafe { Qp::from_ibv(qp) }?;
+    if attr.is_null() {
+        return Err(Errno::inval("null attr"));
+    }
+    // SAFETY: checked non-null.
+    let a = unsafe { &*attr };
+    let cur = q.state();
+    let next = qp_state::check_modify(cur, a, mask, &port_view(q.ctx))?;
+    let m = mask as u32;
+    use qp_state::mask as b;
+    let sim_err = |e: gda_sim::SimError| Errno::inval(e.to_string());
+    match (cur, next) {
+        (_, qp_state::ERR) => q.sim.set_error(),
+        (qp_state::RESET, qp_state::RESET) => {}
+        (_, qp_state::RESET) => {
+            return Err(Errno::new(
+                libc::EOPNOTSUPP,
+                format!(
+                    "{}→RESET: the software NIC cannot reset a QP's rings yet; destroy and create it",
+                    qp_state::state_name(cur)
+                ),
+            ));
+        }
+        (qp_state::RESET, qp_state::INIT) => q.sim.init().map_err(sim_err)?,
+        (qp_state::INIT, qp_state::RTR) => {
+            // SAFETY: reading the GID union's bytes.
+            let dgid = unsafe { a.ah_attr.grh.dgid.raw };
+            let ep = endpoint_of(&dgid, a.dest_qp_num).ok_or_else(|| {
+                Errno::inval(format!(
+                    "INIT→RTR: grh.dgid {} is not a software-NIC GID",
+                    fmt_gid(&dgid)
+                ))
+            })?;
+            q.sim.connect(&ep).map_err(|e| {
+                Errno::inval(format!(
+                    "INIT→RTR: dest_qp_num {:#x} at {}: {e}",
+                    a.dest_qp_num,
+                    fmt_gid(&dgid)
+                ))
+            })?;
+        }
+        (qp_state::RTR, qp_state::RTS) => {
+            q.sim.set_rnr_retry(a.rnr_retry);
+            q.sim.ready().map_err(sim_err)?;
+        }
+        _ => {
+            if m & b::RNR_RETRY != 0 {
+                q.sim.set_rnr_retry(a.rnr_retry);
+            }
+        }
+    }
+    let mut st = q.attr.lock().unwrap_or_else(|e| e.into_inner());
+    let keep = |st: &mut sys::ibv_qp_attr| {
+        if m & b::ACCESS_FLAGS != 0 {
+            st.qp_access_flags = a.qp_access_flags;
+        }
+        if m & b::PKEY_INDEX != 0 {
+            st.pkey_index = a.pkey_index;
+        }
+        if m & b::PORT != 0 {
+            st.port_num = a.port_num;
+        }
+        if m & b::AV != 0 {
+            st.ah_attr = a.ah_attr;
+        }
+        if m & b::PATH_MTU != 0 {
+            st.path_mtu = a.path_mtu;
+        }
+        if m & b::DEST_QPN != 0 {
+            st.dest_qp_num = a.dest_qp_num;
+        }
+        if m & b::RQ_PSN != 0 {
+            st.rq_psn = a.rq_psn;
+        }
+        if m & b::SQ_PSN != 0 {
+            st.sq_psn = a.sq_psn;
+        }
+        if m & b::MAX_DEST_RD_ATOMIC != 0 {
+            st.max_dest_rd_atomic = a.max_dest_rd_atomic;
+        }
+        if m & b::MAX_QP_RD_ATOMIC != 0 {
+            st.max_rd_atomic = a.max_rd_atomic;
+        }
+        if m & b::MIN_RNR_TIMER != 0 {
+            st.min_rnr_timer = a.min_rnr_timer;
+        }
+        if m & b::TIMEOUT != 0 {
+            st.timeout = a.timeout;
+        }
+        if m & b::RETRY_CNT != 0 {
+            st.retry_cnt = a.retry_cnt;
+        }
+        if m & b::RNR_RETRY != 0 {
+            st.rnr_retry = a.rnr_retry;
+        }
+        if m & b::PATH_MIG_STATE != 0 {
+            st.path_mig_state = a.path_mig_state;
+        }
+        if m & b::ALT_PATH != 0 {
+            st.alt_ah_attr = a.alt_ah_attr;
+        }
+    };
+    keep(&mut st);
+    st.qp_state = next;
+    st.cur_qp_state = next;
+    drop(st);
+    // SAFETY: `state` is a field of our own QP the program reads.
+    unsafe { (*qp).state = next };
+    Ok(())
+}
+
+fn fmt_gid(g: &[u8; 16]) -> String {
+    g.chunks(2)
+        .map(|c| format!("{:02x}{:02x}", c[0], c[1]))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+#[unsafe(no_mangle)]
+/// `ibv_modify_qp`: the kernel's state table and attribute checks, then the software NIC.
+pub unsafe extern "C" fn gdav_ibv_modify_qp(
+    qp: *mut sys::ibv_qp,
+    attr: *mut sys::ibv_qp_attr,
+    mask: c_int,
+) -> c_int {
+    guard("ibv_modify_qp", libc::EIO, || {
+        ret_code("ibv_modify_qp", modify(qp, attr, mask))
+    })
+}
+
+#[unsafe(no_mangle)]
+/// `ibv_query_qp`.
+pub unsafe extern "C" fn gdav_ibv_query_qp(
+    qp: *mut sys::ibv_qp,
+    attr: *mut sys::ibv_qp_attr,
+    _mask: c_int,
+    init: *mut sys::ibv_qp_init_attr,
+) -> c_int {
+    guard("ibv_query_qp", libc::EIO, || {
+        let r = (|| {
+            // SAFETY: the caller's QP (checked).
+            let q = unsafe { Qp::from_ibv(qp) }?;
+            if attr.is_null() || init.is_null() {
+                return Err(Errno::inval("null attr or init_attr"));
+            }
+            let mut a = *q.attr.lock().unwrap_or_else(|e| e.into_inner());
+            a.qp_state = q.state();
+            a.cur_qp_state = a.qp_state;
+            a.cap = q.cap;
+            // SAFETY: checked non-null; the caller's structs.
+            unsafe {
+                attr.write(a);
+                let i = &mut *init;
+                i.qp_context = q.ex.qp_base.qp_context;
+                i.send_cq = q.ex.qp_base.send_cq;
+                i.recv_cq = q.ex.qp_base.recv_cq;
+                i.srq = std::ptr::null_mut();
+                i.cap = q.cap;
+                i.qp_type = sys::ibv_qp_type::IBV_QPT_RC;
+                i.sq_sig_all = c_int::from(q.sig_all);
+            }
+            Ok(())
+        })();
+        ret_code("ibv_query_qp", r)
+    })
+}
+
+#[unsafe(no_mangle)]
+/// `ibv_destroy_qp`.
+pub unsafe extern "C" fn gdav_ibv_destroy_qp(qp: *mut sys::ibv_qp) -> c_int {
+    guard("ibv_destroy_qp", libc::EIO, || {
+        let r = (|| {
+            // SAFETY: the caller's QP (checked).
+            let q = unsafe { Qp::from_ibv(qp) }?;
+            let ctx = q.ctx;
+            ctx.dp
+                .map
+                .write()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&q.ex.qp_base.qp_num);
+            q.pd.users.fetch_sub(1, Ordering::AcqRel);
+            q.send_cq.users.fetch_sub(1, Ordering::AcqRel);
+            q.recv_cq.users.fetch_sub(1, Ordering::AcqRel);
+            // SAFETY: made by Box::leak in `create`; no longer reachable from the context.
+            unsafe {
+                (*qp.cast::<Qp>()).magic = 0;
+                drop(Box::from_raw(qp.cast::<Qp>()));
+            }
+            ctx.release();
+            Ok(())
+        })();
+        ret_code("ibv_destroy_qp", r)
+    })
+}

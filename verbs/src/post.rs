@@ -1,0 +1,471 @@
+//! The data path: `ops.post_send` and `ops.post_recv` (what `verbs.h`'s inline `ibv_post_send`
+//! and `ibv_post_recv` call), written once over [`gda_hal::Provider`]: each work request becomes
+//! a [`WorkRequest`] that the provider's own device functions encode into the QP's real ring,
+//! then one doorbell for the chain.
+//!
+//! Verbs posting and direct posting mix on one QP as on hardware: before posting, the producer
+//! position is taken from the doorbell record when a program that holds the rings (through
+//! `mlx5dv_init_obj`) moved it past ours; the WQEs it posted complete in order with `wr_id` 0.
+
+use std::ffi::c_int;
+
+use gda_hal::handle::SqPos;
+use gda_hal::index::ProdIdx;
+use gda_hal::op::AtomicOp;
+use gda_hal::{Payload, Provider, Remote, SendFlags, Sge, WcOpcode, WorkRequest, WqHandle};
+use ibverbs_sys as sys;
+
+use crate::abi::{Errno, guard, trace};
+use crate::qp::{Qp, Rec, SqH};
+use crate::qp_state;
+
+/// `enum ibv_wr_opcode`.
+mod op {
+    pub const RDMA_WRITE: u32 = 0;
+    pub const RDMA_WRITE_WITH_IMM: u32 = 1;
+    pub const SEND: u32 = 2;
+    pub const SEND_WITH_IMM: u32 = 3;
+    pub const RDMA_READ: u32 = 4;
+    pub const ATOMIC_CMP_AND_SWP: u32 = 5;
+    pub const ATOMIC_FETCH_AND_ADD: u32 = 6;
+}
+
+/// `IBV_SEND_*` bits this device honours (FENCE, SIGNALED, SOLICITED, INLINE).
+const SEND_FLAGS_KNOWN: u32 = 0xf;
+
+/// One send work request in the provider-neutral form, with what its completion reports.
+pub struct Request<'a> {
+    /// The request.
+    pub wr: WorkRequest<'a>,
+    /// Flags (numbered as `ibv_send_flags`).
+    pub flags: SendFlags,
+    /// The completion's opcode.
+    pub opcode: WcOpcode,
+    /// The completion's byte count (READ, atomics).
+    pub len: u32,
+}
+
+/// Translates `w` (its gather list already in `sges`; inline bytes gathered into `inline`).
+pub fn translate<'a>(
+    w: &sys::ibv_send_wr,
+    sges: &'a [Sge],
+    inline: &'a mut Vec<u8>,
+    sig_all: bool,
+) -> Result<Request<'a>, Errno> {
+    if w.send_flags & !SEND_FLAGS_KNOWN != 0 {
+        return Err(Errno::inval(format!("send_flags {:#x}", w.send_flags)));
+    }
+    let mut flags = SendFlags::from_bits_truncate(w.send_flags);
+    if sig_all {
+        flags |= SendFlags::SIGNALED;
+    }
+    let len: u64 = sges.iter().map(|s| u64::from(s.length)).sum();
+    // SAFETY: reading the union member the opcode selects (plain integers).
+    let imm = unsafe { u32::from_be(w.__bindgen_anon_1.imm_data) };
+    let payload = |inline: &'a mut Vec<u8>| -> Payload<'a> {
+        if flags.contains(SendFlags::INLINE) {
+            inline.clear();
+            for s in sges {
+                // SAFETY: inline data is read by the CPU at post time from the program's
+                // buffers (no key needed, as on hardware); verbs makes the caller keep them valid.
+                inline.extend_from_slice(unsafe {
+                    std::slice::from_raw_parts(s.addr as *const u8, s.length as usize)
+                });
+            }
+            Payload::Inline(inline.as_slice())
+        } else {
+            Payload::Sges(sges)
+        }
+    };
+    // SAFETY: reading the `rdma`/`atomic` union members (plain integers) for their opcodes.
+    let (rdma, atomic) = unsafe { (w.wr.rdma, w.wr.atomic) };
+    let (wr, opcode, len) = match w.opcode {
+        op::RDMA_WRITE | op::RDMA_WRITE_WITH_IMM => (
+            WorkRequest::Write {
+                remote: Remote {
+                    addr: rdma.remote_addr,
+                    rkey: rdma.rkey,
+                },
+                payload: payload(inline),
+                imm: (w.opcode == op::RDMA_WRITE_WITH_IMM).then_some(imm),
+            },
+            WcOpcode::RdmaWrite,
+            len,
+        ),
+        op::SEND | op::SEND_WITH_IMM => (
+            WorkRequest::Send {
+                payload: payload(inline),
+                imm: (w.opcode == op::SEND_WITH_IMM).then_some(imm),
+            },
+            WcOpcode::Send,
+            len,
+        ),
+        op::RDMA_READ => {
+            if flags.contains(SendFlags::INLINE) {
+                return Err(Errno::inval("RDMA_READ cannot be inline"));
+            }
+            (
+                WorkRequest::Read {
+                    remote: Remote {
+                        addr: rdma.remote_addr,
+                        rkey: rdma.rkey,
+                    },
+                    sges,
+                },
+                WcOpcode::RdmaRead,
+                len,
+            )
+        }
+        op::ATOMIC_CMP_AND_SWP | op::ATOMIC_FETCH_AND_ADD => {
+            let Some(local) = sges.first().copied().filter(|s| s.length >= 8) else {
+                return Err(Errno::inval("an atomic needs one 8-byte local SGE"));
+            };
+            if sges.len() != 1 {
+                return Err(Errno::inval("an atomic takes exactly one SGE"));
+            }
+            if atomic.remote_addr % 8 != 0 {
+                return Err(Errno::inval(format!(
+                    "atomic remote_addr {:#x} is not 8-byte aligned",
+                    atomic.remote_addr
+                )));
+            }
+            let (op, opcode) = if w.opcode == op::ATOMIC_CMP_AND_SWP {
+                (
+                    AtomicOp::CompareSwap {
+                        compare: atomic.compare_add,
+                        swap: atomic.swap,
+                    },
+                    WcOpcode::CompSwap,
+                )
+            } else {
+                (
+                    AtomicOp::FetchAdd {
+                        add: atomic.compare_add,
+                    },
+                    WcOpcode::FetchAdd,
+                )
+            };
+            (
+                WorkRequest::Atomic {
+                    remote: Remote {
+                        addr: atomic.remote_addr,
+                        rkey: atomic.rkey,
+                    },
+                    local,
+                    op,
+                    bytes: 8,
+                },
+                opcode,
+                8,
+            )
+        }
+        other => {
+            return Err(Errno::inval(format!(
+                "opcode {other} is not supported on an RC QP of this device"
+            )));
+        }
+    };
+    Ok(Request {
+        wr,
+        flags,
+        opcode,
+        len: len.min(u64::from(u32::MAX)) as u32,
+    })
+}
+
+/// Reads a program's gather list.
+///
+/// # Safety
+/// `list` has `n` entries when `n > 0`.
+pub unsafe fn gather(
+    list: *const sys::ibv_sge,
+    n: c_int,
+    max: u32,
+    out: &mut Vec<Sge>,
+) -> Result<(), Errno> {
+    out.clear();
+    if n < 0 || n as u32 > max {
+        return Err(Errno::inval(format!("num_sge {n} outside 0..={max}")));
+    }
+    if n > 0 && list.is_null() {
+        return Err(Errno::inval("null sg_list"));
+    }
+    for i in 0..n as usize {
+        // SAFETY: the caller's contract.
+        let s = unsafe { *list.add(i) };
+        out.push(Sge {
+            addr: s.addr,
+            length: s.length,
+            lkey: s.lkey,
+        });
+    }
+    Ok(())
+}
+
+impl Qp {
+    /// Posts `reqs` (already translated) and rings once. Stops at the first request that does
+    /// not fit: `Err((index, errno))`.
+    pub fn post_requests(
+        &self,
+        reqs: &mut dyn Iterator<Item = Result<(u64, Request<'_>), Errno>>,
+    ) -> Result<(), (usize, Errno)> {
+        match &self.sq {
+            SqH::Mlx5(s) => self.post_p::<gda_mlx5::Mlx5>(s, reqs),
+            SqH::Bnxt(s) => self.post_p::<gda_bnxt::Bnxt>(s, reqs),
+        }
+    }
+
+    fn post_p<P: Provider>(
+        &self,
+        sq: &P::Sq,
+        reqs: &mut dyn Iterator<Item = Result<(u64, Request<'_>), Errno>>,
+    ) -> Result<(), (usize, Errno)> {
+        let state = self.state();
+        if matches!(state, qp_state::RESET | qp_state::INIT | qp_state::RTR) {
+            return Err((
+                0,
+                Errno::inval(format!(
+                    "posting a send in state {}",
+                    qp_state::state_name(state)
+                )),
+            ));
+        }
+        let mut st = self.send.lock().unwrap_or_else(|e| e.into_inner());
+        self.resync(&mut st);
+        let mut last = None;
+        let mut result = Ok(());
+        for (i, r) in reqs.enumerate() {
+            let (wr_id, req) = match r {
+                Ok(x) => x,
+                Err(e) => {
+                    result = Err((i, e));
+                    break;
+                }
+            };
+            let cost = match P::check(sq, &req.wr) {
+                Ok(c) => c,
+                Err(e) => {
+                    result = Err((i, Errno::inval(format!("{e}"))));
+                    break;
+                }
+            };
+            let outstanding = st.head - st.recs.front().map_or(st.head, |r| r.start);
+            if outstanding + u64::from(cost.units) > u64::from(self.sq_units) {
+                result = Err((
+                    i,
+                    Errno::new(
+                        libc::ENOMEM,
+                        format!(
+                            "send queue full ({outstanding} of {} units outstanding: poll completions, or signal more often)",
+                            self.sq_units
+                        ),
+                    ),
+                ));
+                break;
+            }
+            // SAFETY: the ring is the sim QP's (alive with `self`); the units
+            // [head, head + cost.units) are free (checked above) and ours under the send lock;
+            // `check` accepted the request; gather/inline sources are the caller's.
+            let posted = unsafe { P::post(sq, st.pos, &req.wr, req.flags) };
+            let start = st.head;
+            st.recs.push_back(Rec {
+                start,
+                units: cost.units,
+                wr_id,
+                opcode: Some(req.opcode),
+                len: req.len,
+            });
+            st.head += u64::from(cost.units);
+            st.pos = posted.next;
+            last = Some(posted);
+        }
+        if let Some(p) = last {
+            // SAFETY: the handle's doorbell record and register are the sim QP's.
+            unsafe { P::ring_sq(sq, &p) };
+            drop(st);
+            self.ctx.dev.nic.fabric().kick();
+        }
+        result
+    }
+
+    /// Catches up with WQEs a program posted directly on the rings (mlx5: the doorbell
+    /// record's send counter is ahead of ours).
+    fn resync(&self, st: &mut crate::qp::SendState) {
+        let SqH::Mlx5(s) = &self.sq else { return };
+        // SAFETY: the doorbell record is the sim QP's; word 1 is the send counter (big-endian).
+        let dbr = unsafe { std::ptr::read_volatile((s.wq.dbrec as *const u32).add(1)) };
+        let theirs = u32::from_be(dbr) & 0xffff;
+        let ahead = u64::from(theirs.wrapping_sub(st.head as u32) & 0xffff);
+        if ahead == 0 || ahead > u64::from(self.sq_units) {
+            return;
+        }
+        trace(format_args!(
+            "QP {:#x}: {ahead} units posted directly; continuing after them",
+            self.ex.qp_base.qp_num
+        ));
+        let start = st.head;
+        st.recs.push_back(Rec {
+            start,
+            units: ahead as u32,
+            wr_id: 0,
+            opcode: None,
+            len: 0,
+        });
+        st.head += ahead;
+        st.pos = SqPos::at_unit(st.head as u32);
+    }
+}
+
+pub(crate) unsafe extern "C" fn post_send(
+    qp: *mut sys::ibv_qp,
+    wr: *mut sys::ibv_send_wr,
+    bad: *mut *mut sys::ibv_send_wr,
+) -> c_int {
+    guard("ibv_post_send", libc::EIO, || {
+        // SAFETY: verbs.h passes the program's QP.
+        let q = match unsafe { Qp::from_ibv(qp) } {
+            Ok(q) => q,
+            Err(e) => return crate::abi::ret_code("ibv_post_send", Err(e)),
+        };
+        // Walk the chain, translating lazily so a bad request stops the chain where it is.
+        let mut ptrs = Vec::new();
+        let mut cur = wr;
+        while !cur.is_null() {
+            ptrs.push(cur);
+            // SAFETY: a chain of the program's work requests.
+            cur = unsafe { (*cur).next };
+        }
+        let max_sge = q.cap.max_send_sge;
+        let mut sges: Vec<Vec<Sge>> = Vec::with_capacity(ptrs.len());
+        let mut gather_err = None;
+        for (i, &p) in ptrs.iter().enumerate() {
+            let mut v = Vec::new();
+            // SAFETY: the program's request and its gather list.
+            if let Err(e) = unsafe { gather((*p).sg_list, (*p).num_sge, max_sge, &mut v) } {
+                gather_err = Some((i, e));
+                break;
+            }
+            sges.push(v);
+        }
+        let mut inlines: Vec<Vec<u8>> = (0..sges.len()).map(|_| Vec::new()).collect();
+        let mut it = ptrs
+            .iter()
+            .zip(sges.iter())
+            .zip(inlines.iter_mut())
+            .map(|((&p, s), buf)| {
+                // SAFETY: the program's request.
+                let w = unsafe { &*p };
+                translate(w, s, buf, q.sig_all).map(|r| (w.wr_id, r))
+            });
+        let mut res = q.post_requests(&mut it);
+        if res.is_ok() {
+            if let Some(e) = gather_err {
+                res = Err(e);
+            }
+        }
+        match res {
+            Ok(()) => 0,
+            Err((i, e)) => {
+                if !bad.is_null() {
+                    // SAFETY: the program's out pointer.
+                    unsafe { *bad = ptrs.get(i).copied().unwrap_or(wr) };
+                }
+                crate::abi::ret_code("ibv_post_send", Err(e))
+            }
+        }
+    })
+}
+
+macro_rules! post_recv_n {
+    ($P:ty, $rq:expr, $at:expr, $s:expr, [$($n:literal),*]) => {
+        match $s.len() {
+            $( $n => {
+                if let Ok(a) = <&[Sge; $n]>::try_from($s) {
+                    // SAFETY: the caller of `recv_one` owns slot `at` of the sim QP's ring.
+                    unsafe { <$P>::post_recv::<$n>($rq, $at, a) };
+                }
+            } )*
+            _ => {}
+        }
+    };
+}
+
+fn recv_one<P: Provider<Rq = WqHandle>>(rq: &WqHandle, at: ProdIdx, s: &[Sge]) {
+    post_recv_n!(
+        P,
+        rq,
+        at,
+        s,
+        [
+            0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23,
+            24, 25, 26, 27, 28, 29, 30
+        ]
+    );
+}
+
+pub(crate) unsafe extern "C" fn post_recv(
+    qp: *mut sys::ibv_qp,
+    wr: *mut sys::ibv_recv_wr,
+    bad: *mut *mut sys::ibv_recv_wr,
+) -> c_int {
+    guard("ibv_post_recv", libc::EIO, || {
+        // SAFETY: verbs.h passes the program's QP.
+        let q = match unsafe { Qp::from_ibv(qp) } {
+            Ok(q) => q,
+            Err(e) => return crate::abi::ret_code("ibv_post_recv", Err(e)),
+        };
+        let mut st = q.recv.lock().unwrap_or_else(|e| e.into_inner());
+        let entries = u64::from(q.rq.entries);
+        let mut sges = Vec::new();
+        let mut cur = wr;
+        let mut posted = false;
+        let mut err = None;
+        while !cur.is_null() {
+            // SAFETY: the program's chain.
+            let w = unsafe { &*cur };
+            // SAFETY: the program's gather list.
+            if let Err(e) = unsafe { gather(w.sg_list, w.num_sge, q.cap.max_recv_sge, &mut sges) } {
+                err = Some(e);
+                break;
+            }
+            if st.recs.len() as u64 >= entries {
+                err = Some(Errno::new(
+                    libc::ENOMEM,
+                    format!("receive queue full ({entries} posted)"),
+                ));
+                break;
+            }
+            let at = ProdIdx(st.head as u32);
+            match q.sq {
+                SqH::Mlx5(_) => recv_one::<gda_mlx5::Mlx5>(&q.rq, at, &sges),
+                SqH::Bnxt(_) => recv_one::<gda_bnxt::Bnxt>(&q.rq, at, &sges),
+            }
+            st.head += 1;
+            st.recs.push_back(w.wr_id);
+            posted = true;
+            cur = w.next;
+        }
+        if posted {
+            let next = ProdIdx(st.head as u32);
+            // SAFETY: the sim QP's receive doorbell.
+            unsafe {
+                match q.sq {
+                    SqH::Mlx5(_) => gda_mlx5::Mlx5::ring_rq(&q.rq, next),
+                    SqH::Bnxt(_) => gda_bnxt::Bnxt::ring_rq(&q.rq, next),
+                }
+            }
+            drop(st);
+            q.ctx.dev.nic.fabric().kick();
+        }
+        match err {
+            None => 0,
+            Some(e) => {
+                if !bad.is_null() {
+                    // SAFETY: the program's out pointer.
+                    unsafe { *bad = cur };
+                }
+                crate::abi::ret_code("ibv_post_recv", Err(e))
+            }
+        }
+    })
+}
