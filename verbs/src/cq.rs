@@ -413,6 +413,10 @@ unsafe extern "C" fn poll_cq(cq: *mut sys::ibv_cq, n: c_int, wc: *mut sys::ibv_w
             unsafe { wc.cast::<Wc>().add(got as usize).write(w) };
             got += 1;
         }
+        drop(st);
+        if got == 0 {
+            idle_poll();
+        }
         got
     })
 }
@@ -429,6 +433,14 @@ unsafe extern "C" fn req_notify_cq(cq: *mut sys::ibv_cq, _solicited_only: c_int)
         });
         ret_code("ibv_req_notify_cq", r)
     })
+}
+
+/// An empty poll offers the CPU to the software NIC's threads (its engine, and the readers of
+/// its cross-process connections), which run in the polling program's process: a program that
+/// spins on `ibv_poll_cq` on a machine with fewer cores than spinning threads would otherwise
+/// hold the core its own completions are waiting for, for a whole scheduler time slice.
+fn idle_poll() {
+    std::thread::yield_now();
 }
 
 /// The CQ behind an `ibv_cq_ex` (the `_ex` callbacks get only that).
@@ -460,7 +472,11 @@ unsafe extern "C" fn ex_start_poll(
                 }
                 0
             }
-            None => libc::ENOENT,
+            None => {
+                drop(st);
+                idle_poll();
+                libc::ENOENT
+            }
         }
     })
 }

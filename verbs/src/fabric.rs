@@ -1,15 +1,14 @@
-//! The process's software-NIC fabric.
+//! The process's software-NIC fabric, and the software NIC's GIDs.
 
 use gda_sim::{Fabric, FabricConfig};
 
-/// The fabric every device of this process is a NIC of.
-///
-/// Today an in-process fabric: QPs of one process reach each other. (Reaching QPs of other
-/// processes needs the cross-process fabric, `Fabric::process`.)
+/// The fabric every device of this process is a NIC of: a process fabric
+/// ([`Fabric::process`]), so QPs of other processes on this host (of the same user) connect to
+/// this process's QPs by GID and QP number, and every RC operation between them executes at the
+/// responder, where the memory is.
 pub fn process_fabric(config: FabricConfig) -> Result<Fabric, String> {
-    Ok(Fabric::new(config))
+    Fabric::process(config).map_err(|e| e.to_string())
 }
-
 /// Bytes 8..12 of a software-NIC GID (`"gda\0"`), between the fabric id and the NIC index
 /// (`gda_sim`'s `SimDevice` GID layout).
 const GID_MARK: [u8; 4] = *b"gda\0";

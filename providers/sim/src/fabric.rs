@@ -9,7 +9,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Mutex, RwLock};
 
 use rand::RngCore;
@@ -72,6 +72,35 @@ impl Fabric {
         Ok(Self::with_link(config, id, Some(Arc::new(link))))
     }
 
+    /// This process's fabric, reachable from the other processes of the same user on this host
+    /// with no job name or rank (what the verbs-compatible library uses). Its id is a random
+    /// token (never a PID: in PID namespaces every container's first process is PID 1), checked
+    /// unique on the host by binding its socket. A QP connects to a QP of any process fabric
+    /// by its [`Endpoint`]; the responder executes every RC operation on its own memory and
+    /// queues (see the `wire` module).
+    pub fn process(config: FabricConfig) -> Result<Self, SimError> {
+        let mut last = None;
+        for _ in 0..16 {
+            let id = crate::wire::PROCESS_TAG | u64::from(rand::rngs::OsRng.next_u32());
+            match crate::wire::Wire::listen(id) {
+                Ok((wire, listener)) => {
+                    let f = Self::with_parts(config, id, None, Some(wire.clone()));
+                    wire.start(listener, Arc::downgrade(&f.inner));
+                    return Ok(f);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => last = Some(e),
+                Err(e) => {
+                    return Err(SimError::InvalidArgument(format!(
+                        "process fabric: cannot listen for peers: {e}"
+                    )));
+                }
+            }
+        }
+        Err(SimError::InvalidArgument(format!(
+            "process fabric: no free fabric id after 16 tries ({last:?})"
+        )))
+    }
+
     /// Removes the shared registry's name once every peer has connected (peers keep their
     /// mappings), so a killed process leaves nothing in `/dev/shm`. No-op for in-process fabrics.
     pub fn unlink_registry(&self) -> Result<(), SimError> {
@@ -84,6 +113,15 @@ impl Fabric {
     }
 
     fn with_link(config: FabricConfig, id: u64, link: Option<Arc<crate::xproc::HostLink>>) -> Self {
+        Self::with_parts(config, id, link, None)
+    }
+
+    fn with_parts(
+        config: FabricConfig,
+        id: u64,
+        link: Option<Arc<crate::xproc::HostLink>>,
+        wire: Option<Arc<crate::wire::Wire>>,
+    ) -> Self {
         Self {
             inner: Arc::new(FabricInner {
                 id,
@@ -97,6 +135,7 @@ impl Fabric {
                 napping: std::sync::atomic::AtomicBool::new(false),
                 stats: Stats::default(),
                 link,
+                wire,
             }),
         }
     }
@@ -150,21 +189,7 @@ impl Fabric {
     /// Wakes the engine now (it also polls on its own; this only cuts the wake-up latency after
     /// an idle period).
     pub fn kick(&self) {
-        // ORDERING: SeqCst pairs with the engine's SeqCst store of `napping` before its final
-        // scan: either that scan sees the doorbell stored before this call, or this load sees
-        // the engine napping and wakes it. A running engine costs only this load.
-        if !self.inner.napping.load(Ordering::SeqCst) {
-            return;
-        }
-        if let Some(t) = self
-            .inner
-            .engine_thread
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .as_ref()
-        {
-            t.unpark();
-        }
+        self.inner.kick();
     }
 
     /// The engine thread's name (unique per fabric, within the 15 characters Linux keeps).

@@ -72,6 +72,7 @@ mod pd;
 mod qp;
 mod state;
 mod types;
+mod wire;
 #[macro_use]
 pub mod registry;
 mod xproc;

@@ -217,7 +217,12 @@ impl Qp {
 
     /// Moves Init → Rtr, connected to `remote` (a QP on this fabric; may be itself: loopback).
     pub fn connect(&self, remote: &Endpoint) -> Result<(), SimError> {
-        if self.fabric.lookup(remote).is_none() {
+        // A QP of another process fabric is not looked up now (as a NIC does not ask the
+        // remote at RTR): requests to it fail with RETRY_EXC_ERR if nobody answers.
+        let other_process = self.fabric.inner.wire.is_some()
+            && remote.fabric != self.fabric.inner.id
+            && crate::wire::is_process_fabric(remote.fabric);
+        if !other_process && self.fabric.lookup(remote).is_none() {
             let peer = self
                 .fabric
                 .inner

@@ -32,9 +32,30 @@ pub(crate) struct FabricInner {
     pub(crate) stats: Stats,
     /// The cross-process side, for fabrics made by [`Fabric::shared`].
     pub(crate) link: Option<Arc<crate::xproc::HostLink>>,
+    /// The message transport to and from other processes (fabrics made by
+    /// [`Fabric::process`](crate::Fabric::process)).
+    pub(crate) wire: Option<Arc<crate::wire::Wire>>,
 }
 
 impl FabricInner {
+    /// Wakes the engine now (see [`Fabric::kick`](crate::Fabric::kick)).
+    pub(crate) fn kick(&self) {
+        // ORDERING: SeqCst pairs with the engine's SeqCst store of `napping` before its final
+        // scan: either that scan sees the doorbell stored before this call, or this load sees
+        // the engine napping and wakes it. A running engine costs only this load.
+        if !self.napping.load(Ordering::SeqCst) {
+            return;
+        }
+        if let Some(t) = self
+            .engine_thread
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+        {
+            t.unpark();
+        }
+    }
+
     /// The QP of this process an endpoint names, if it is on this fabric.
     pub(crate) fn lookup(&self, ep: &Endpoint) -> Option<Arc<QpInner>> {
         if ep.fabric != self.id {
@@ -249,6 +270,22 @@ pub(crate) struct QpExec {
     /// comes from it, so a seed gives the same decisions for the same WQE sequence whatever
     /// the timing of other QPs or of doorbells.
     pub(crate) chaos: Option<Chaos>,
+    /// The request in flight to a responder in another process, if any.
+    pub(crate) wire_wait: Option<WireWait>,
+    /// Sequence numbers of this QP's requests to other processes.
+    pub(crate) wire_seq: u64,
+}
+
+/// A request sent to another process, waiting for its response.
+pub(crate) struct WireWait {
+    /// Its sequence number.
+    pub(crate) seq: u64,
+    /// The send-queue position of the WQE it executes.
+    pub(crate) pos: u64,
+    /// When it was sent.
+    pub(crate) since: Instant,
+    /// The connection it went out on (dead: the peer is gone).
+    pub(crate) conn: Arc<crate::wire::Conn>,
 }
 
 pub(crate) struct Chaos {

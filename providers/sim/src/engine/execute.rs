@@ -46,6 +46,14 @@ pub(super) fn execute(
         };
         ex.remote_epoch = epoch;
     }
+    if ex.remote.is_none() && ex.peer.is_none() {
+        let ep = *qp.remote.lock().unwrap_or_else(|e| e.into_inner());
+        if let (Some(ep), Some(w)) = (ep, &f.wire) {
+            if crate::wire::is_process_fabric(ep.fabric) {
+                return super::wire::execute_wire(w, qp, ex, op, kind, c, ep);
+            }
+        }
+    }
     if ex.remote.is_none() {
         return match ex.peer.as_mut().and_then(|p| p.ready()) {
             Some(rpd) => execute_remote_process(qp, ex, op, kind, c, rpd, chaos),

@@ -25,6 +25,7 @@ mod data;
 mod execute;
 mod recv;
 mod remote;
+mod wire;
 
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
@@ -67,7 +68,8 @@ pub(crate) fn run(weak: Weak<FabricInner>) {
             order = (0..qps.len()).collect();
         }
         let chaos_ref = chaos.as_mut().and_then(|c| c.as_mut());
-        let mut work = false;
+        // Requests from QPs of other processes execute here, where the memory is.
+        let mut work = wire::serve_inbox(&f);
         if let Some(c) = chaos_ref {
             use rand::seq::SliceRandom;
             order.shuffle(&mut c.rng);
@@ -97,7 +99,7 @@ pub(crate) fn run(weak: Weak<FabricInner>) {
             // (`Fabric::kick` from the posting path). No doorbell waits for the nap to end.
             // ORDERING: SeqCst pairs with the SeqCst load in `Fabric::kick`.
             f.napping.store(true, Ordering::SeqCst);
-            let mut late = false;
+            let mut late = wire::serve_inbox(&f);
             for q in &qps {
                 late |= step(&f, q, None);
             }
