@@ -22,3 +22,18 @@ const struct gdav_field gdav_c_layout[] = {
 	OFF(create_srq_ex), OFF(open_xrcd), OFF(close_xrcd), OFF(sz), OFF(context),
 	{ 0, 0 },
 };
+
+#include <infiniband/mlx5dv.h>
+#define Q(f) { "qp." #f, (long)offsetof(struct mlx5dv_qp, f) }
+#define C(f) { "cq." #f, (long)offsetof(struct mlx5dv_cq, f) }
+#define O(f) { "obj." #f, (long)offsetof(struct mlx5dv_obj, f) }
+const struct gdav_field gdav_c_mlx5dv_layout[] = {
+	{ "qp.sizeof", (long)sizeof(struct mlx5dv_qp) }, Q(dbrec), Q(sq.buf), Q(sq.wqe_cnt), Q(sq.stride),
+	Q(rq.buf), Q(rq.wqe_cnt), Q(rq.stride), Q(bf.reg), Q(bf.size), Q(comp_mask), Q(uar_mmap_offset),
+	Q(tirn), Q(tisn), Q(rqn), Q(sqn), Q(tir_icm_addr),
+	{ "cq.sizeof", (long)sizeof(struct mlx5dv_cq) }, C(buf), C(dbrec), C(cqe_cnt), C(cqe_size), C(cq_uar),
+	C(cqn), C(comp_mask),
+	{ "pd.sizeof", (long)sizeof(struct mlx5dv_pd) },
+	{ "obj.sizeof", (long)sizeof(struct mlx5dv_obj) }, O(qp), O(cq), O(pd),
+	{ 0, 0 },
+};

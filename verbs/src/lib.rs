@@ -41,6 +41,7 @@ pub mod config;
 pub mod cq;
 pub mod device;
 pub mod fabric;
+pub mod mlx5dv;
 pub mod pd;
 pub mod post;
 pub mod qp;

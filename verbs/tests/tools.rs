@@ -165,3 +165,16 @@ fn loopback_every_operation_on_both_devices() {
     }
     assert_eq!(devices, 2);
 }
+
+/// GPUDirect-Async style: rings from `mlx5dv_init_obj`, mlx5 WQEs built by the program,
+/// doorbell record and BlueFlame register written by it, CQEs polled by owner bit; mixed with
+/// `ibv_post_send` on the same QP; a bad rkey gives an error CQE.
+#[test]
+fn direct_posting_through_mlx5dv_init_obj() {
+    let exe = compile_c("direct");
+    let o = run_with_deadline(&mut verbs_command(&exe), LIMIT);
+    let (out, err) = text(&o);
+    println!("{out}{err}");
+    assert!(o.status.success());
+    assert_eq!(tally(&out), (24, 0));
+}
