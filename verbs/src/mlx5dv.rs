@@ -97,7 +97,10 @@ fn init_obj(obj: *mut Mlx5dvObj, ty: u64) -> Result<(), Errno> {
     if ty & !(OBJ_QP | OBJ_CQ | OBJ_PD) != 0 {
         return Err(Errno::new(
             libc::EOPNOTSUPP,
-            format!("object types {:#x}: only QP, CQ and PD", ty & !(OBJ_QP | OBJ_CQ | OBJ_PD)),
+            format!(
+                "object types {:#x}: only QP, CQ and PD",
+                ty & !(OBJ_QP | OBJ_CQ | OBJ_PD)
+            ),
         ));
     }
     // SAFETY: checked non-null; the caller's struct.
@@ -178,7 +181,9 @@ fn init_obj(obj: *mut Mlx5dvObj, ty: u64) -> Result<(), Errno> {
 #[unsafe(no_mangle)]
 /// `mlx5dv_init_obj`: the rings, doorbell record, BlueFlame register and CQ buffer.
 pub unsafe extern "C" fn gdav_mlx5dv_init_obj(obj: *mut Mlx5dvObj, ty: u64) -> c_int {
-    guard("mlx5dv_init_obj", libc::EIO, || ret_code("mlx5dv_init_obj", init_obj(obj, ty)))
+    guard("mlx5dv_init_obj", libc::EIO, || {
+        ret_code("mlx5dv_init_obj", init_obj(obj, ty))
+    })
 }
 
 #[unsafe(no_mangle)]
@@ -190,7 +195,10 @@ pub unsafe extern "C" fn gdav_mlx5dv_is_supported(dev: *mut sys::ibv_device) -> 
 #[unsafe(no_mangle)]
 /// `mlx5dv_query_device`: the base fields (`version`, `flags`); no optional capability
 /// (`comp_mask` comes back 0).
-pub unsafe extern "C" fn gdav_mlx5dv_query_device(ctx: *mut sys::ibv_context, attrs: *mut c_void) -> c_int {
+pub unsafe extern "C" fn gdav_mlx5dv_query_device(
+    ctx: *mut sys::ibv_context,
+    attrs: *mut c_void,
+) -> c_int {
     guard("mlx5dv_query_device", libc::EIO, || {
         let r = (|| {
             // SAFETY: the caller's context (checked).

@@ -86,6 +86,12 @@ fn ibv_devinfo_describes_a_roce_v2_connectx() {
         found += 1;
     }
     assert_eq!(found, 9);
+    // An IPv4-mapped RoCE v2 GID, as a ConnectX port with an IPv4 address shows.
+    assert!(
+        out.lines()
+            .any(|l| l.contains("GID[  3]:") && l.contains("::ffff:") && l.ends_with(", RoCE v2")),
+        "{out}"
+    );
     // The Thor2 shows Broadcom's vendor id.
     let o = run_with_deadline(verbs_command(&p).args(["-d", "gda_bnxt_0"]), LIMIT);
     let (out, _) = text(&o);

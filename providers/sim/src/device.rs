@@ -34,14 +34,43 @@ fn gid_of(fabric: u64, nic: u32) -> Gid {
     Gid(g)
 }
 
-/// The fabric address a software-NIC GID and QPN name, or `None` for any other GID.
-fn address_of(gid: &Gid, qpn: u32) -> Option<Endpoint> {
+/// The IPv4-mapped GID (`::ffff:a.b.c.d`) of NIC `nic` on a process fabric: `a.b.c` is the
+/// fabric's 24-bit token, `d` the NIC index — what a RoCE port with an IPv4 address shows.
+/// `None` for fabrics whose id does not fit (job fabrics) or NICs past 255.
+fn ipv4_gid_of(fabric: u64, nic: u32) -> Option<Gid> {
+    let token = crate::wire::process_token(fabric)?;
+    let nic = u8::try_from(nic).ok()?;
+    let mut g = [0u8; 16];
+    g[10] = 0xff;
+    g[11] = 0xff;
+    g[12..15].copy_from_slice(&token.to_be_bytes()[1..]);
+    g[15] = nic;
+    Some(Gid(g))
+}
+
+/// The fabric address a software-NIC GID and QPN name, or `None` for any other GID. Both GID
+/// forms decode: the fabric-id form every software NIC has, and the IPv4-mapped form of NICs
+/// of process fabrics.
+#[must_use]
+pub fn endpoint_of(gid: &Gid, qpn: u32) -> Option<Endpoint> {
     let g = &gid.0;
+    if g[..10] == [0; 10] && g[10..12] == [0xff, 0xff] {
+        let token = u32::from_be_bytes([0, g[12], g[13], g[14]]);
+        return Some(Endpoint {
+            fabric: crate::wire::process_fabric_id(token),
+            nic: u32::from(g[15]),
+            qpn,
+        });
+    }
     (g[8..12] == GID_MARK).then(|| Endpoint {
         fabric: u64::from_be_bytes([g[0], g[1], g[2], g[3], g[4], g[5], g[6], g[7]]),
         nic: u32::from_be_bytes([g[12], g[13], g[14], g[15]]),
         qpn,
     })
+}
+
+fn address_of(gid: &Gid, qpn: u32) -> Option<Endpoint> {
+    endpoint_of(gid, qpn)
 }
 
 /// One software NIC as a control-path [`Device`] for provider `P`.
@@ -93,19 +122,27 @@ impl<P: Modeled> SimDevice<P> {
                 active_mtu: MTU,
                 lid: 0,
                 pkeys: 1,
-                // As a RoCE port lists an address: once as RoCE v1, once as RoCE v2.
-                gids: vec![
-                    GidEntry {
-                        index: 0,
-                        gid,
-                        kind: GidType::RoceV1,
-                    },
-                    GidEntry {
-                        index: 1,
-                        gid,
-                        kind: GidType::RoceV2,
-                    },
-                ],
+                // As a RoCE port lists each address: once as RoCE v1, once as RoCE v2; NICs of a
+                // process fabric also have an IPv4-mapped address (indices 2 and 3).
+                gids: [Some(gid), ipv4_gid_of(nic.fabric().id(), nic.index())]
+                    .into_iter()
+                    .flatten()
+                    .enumerate()
+                    .flat_map(|(i, gid)| {
+                        [
+                            GidEntry {
+                                index: 2 * i as u32,
+                                gid,
+                                kind: GidType::RoceV1,
+                            },
+                            GidEntry {
+                                index: 2 * i as u32 + 1,
+                                gid,
+                                kind: GidType::RoceV2,
+                            },
+                        ]
+                    })
+                    .collect(),
             }],
         };
         Self {

@@ -81,7 +81,7 @@ impl Fabric {
     pub fn process(config: FabricConfig) -> Result<Self, SimError> {
         let mut last = None;
         for _ in 0..16 {
-            let id = crate::wire::PROCESS_TAG | u64::from(rand::rngs::OsRng.next_u32());
+            let id = crate::wire::process_fabric_id(rand::rngs::OsRng.next_u32());
             match crate::wire::Wire::listen(id) {
                 Ok((wire, listener)) => {
                     let f = Self::with_parts(config, id, None, Some(wire.clone()));

@@ -79,7 +79,7 @@ mod xproc;
 
 pub use buf::DmaBuf;
 pub use cq::Cq;
-pub use device::{SimDevice, SimQp};
+pub use device::{SimDevice, SimQp, endpoint_of};
 pub use fabric::{Fabric, FabricConfig};
 pub use gda_hal::model::{DeviceModel, Modeled};
 pub use mem::{Access, Fault};

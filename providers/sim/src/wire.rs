@@ -51,7 +51,20 @@ const TAG_MASK: u64 = 0xffff << 48;
 
 /// Whether `fabric` names a process fabric (reachable by a socket).
 pub(crate) fn is_process_fabric(fabric: u64) -> bool {
-    fabric & TAG_MASK == PROCESS_TAG
+    fabric & TAG_MASK == PROCESS_TAG && fabric & !TAG_MASK <= TOKEN_MASK
+}
+
+/// Process fabric ids carry a 24-bit token (so an IPv4-mapped GID holds it with the NIC).
+pub(crate) const TOKEN_MASK: u64 = 0xff_ffff;
+
+/// The token of a process fabric id.
+pub(crate) fn process_token(fabric: u64) -> Option<u32> {
+    is_process_fabric(fabric).then_some((fabric & TOKEN_MASK) as u32)
+}
+
+/// The id of the process fabric with `token`.
+pub(crate) fn process_fabric_id(token: u32) -> u64 {
+    PROCESS_TAG | (u64::from(token) & TOKEN_MASK)
 }
 
 /// What a request asks.
