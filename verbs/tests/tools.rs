@@ -184,3 +184,25 @@ fn direct_posting_through_mlx5dv_init_obj() {
     assert!(o.status.success());
     assert_eq!(tally(&out), (24, 0));
 }
+
+/// The RC conformance cases between two processes (the test program forks; each process has
+/// its own software NIC and registers plain `malloc` memory): WRITE (1 B, 4 KiB, 8 MiB, inline,
+/// multi-SGE), READ (8 MiB), WRITE_WITH_IMM and SEND consuming the responder's receives, RNR
+/// then success, FADD and CAS, and the errors — bad rkey, out of bounds, missing rights,
+/// deregistered region, receive too small (LOC_LEN_ERR at the responder), RNR retries
+/// exceeded, dead peer — each with the status hardware reports and later WQEs flushed; on the
+/// ConnectX and the Thor2 device models.
+#[test]
+fn rc_conformance_between_two_processes() {
+    let exe = compile_c("xproc");
+    let mut devices = 0;
+    for dev in ["gda_mlx5_0", "gda_bnxt_0"] {
+        let o = run_with_deadline(verbs_command(&exe).arg(dev), Duration::from_secs(180));
+        let (out, err) = text(&o);
+        println!("{dev}:\n{out}{err}");
+        assert!(o.status.success(), "{dev} failed");
+        assert_eq!(tally(&out), (74, 0), "{dev}");
+        devices += 1;
+    }
+    assert_eq!(devices, 2);
+}

@@ -463,7 +463,12 @@ impl Wire {
                             eprintln!("gda-sim: unexpected frame {f:?}; closing the connection");
                             c.dead.store(true, Ordering::Release);
                         }
+                        // The peer's process ended (a clean close or a reset): its requesters'
+                        // and ours learn it from `dead`; nothing to report.
                         Ok(None) => c.dead.store(true, Ordering::Release),
+                        Err(e) if e.kind() == io::ErrorKind::ConnectionReset => {
+                            c.dead.store(true, Ordering::Release);
+                        }
                         Err(e) => {
                             eprintln!("gda-sim: closing a connection: {e}");
                             c.dead.store(true, Ordering::Release);
