@@ -206,3 +206,17 @@ fn rc_conformance_between_two_processes() {
     }
     assert_eq!(devices, 2);
 }
+
+/// `ibv_modify_qp` refusals through the C ABI: each step of RESET→INIT→RTR→RTS with every
+/// required attribute removed (14) and a forbidden one added, skipped states, bad port,
+/// P_Key index, GID index, MTU, 24-bit fields, retry counts and timeouts — each EINVAL with
+/// the QP left in its state — plus refused QP creation limits.
+#[test]
+fn modify_qp_refusals_through_the_c_abi() {
+    let exe = compile_c("modify_neg");
+    let o = run_with_deadline(&mut verbs_command(&exe), LIMIT);
+    let (out, err) = text(&o);
+    println!("{out}{err}");
+    assert!(o.status.success());
+    assert_eq!(tally(&out), (47, 0));
+}
