@@ -85,7 +85,15 @@ impl Fabric {
             match crate::wire::Wire::listen(id) {
                 Ok((wire, listener)) => {
                     let f = Self::with_parts(config, id, None, Some(wire.clone()));
-                    wire.start(listener, Arc::downgrade(&f.inner));
+                    let inner = Arc::downgrade(&f.inner);
+                    wire.start(
+                        listener,
+                        Box::new(move || {
+                            if let Some(f) = inner.upgrade() {
+                                f.kick();
+                            }
+                        }),
+                    );
                     return Ok(f);
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => last = Some(e),

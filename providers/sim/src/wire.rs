@@ -29,11 +29,9 @@ use std::io::{self, Read, Write};
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr, UnixListener, UnixStream};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex};
 
 use gda_hal::AtomicOp;
-
-use crate::state::FabricInner;
 
 const MAGIC: u32 = u32::from_le_bytes(*b"GDAW");
 const VERSION: u16 = 1;
@@ -357,8 +355,12 @@ pub(crate) struct Wire {
     pub(crate) responses: Mutex<HashMap<(u32, u32), Response>>,
     /// Connections to peer fabrics, by fabric id.
     out: Mutex<HashMap<u64, Arc<Conn>>>,
-    fabric: Mutex<Weak<FabricInner>>,
+    /// Wakes this process's engine (set by [`Wire::start`]).
+    kick: Mutex<Option<Kick>>,
 }
+
+/// How the transport wakes the engine of its fabric.
+pub(crate) type Kick = Box<dyn Fn() + Send + Sync>;
 
 fn uid() -> u32 {
     rustix::process::getuid().as_raw()
@@ -393,14 +395,15 @@ impl Wire {
             inbox: Mutex::new(VecDeque::new()),
             responses: Mutex::new(HashMap::new()),
             out: Mutex::new(HashMap::new()),
-            fabric: Mutex::new(Weak::new()),
+            kick: Mutex::new(None),
         });
         Ok((w, l))
     }
 
-    /// Starts accepting once the fabric exists (its engine is kicked when requests arrive).
-    pub(crate) fn start(self: &Arc<Self>, l: UnixListener, fabric: Weak<FabricInner>) {
-        *self.fabric.lock().unwrap_or_else(|e| e.into_inner()) = fabric;
+    /// Starts accepting once the fabric exists; `kick` wakes its engine when a request or a
+    /// response arrives.
+    pub(crate) fn start(self: &Arc<Self>, l: UnixListener, kick: Kick) {
+        *self.kick.lock().unwrap_or_else(|e| e.into_inner()) = Some(kick);
         let me = Arc::downgrade(self);
         let _ = std::thread::Builder::new()
             .name("gda-sim-accept".into())
@@ -418,13 +421,8 @@ impl Wire {
     }
 
     fn kick(&self) {
-        if let Some(f) = self
-            .fabric
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .upgrade()
-        {
-            f.kick();
+        if let Some(k) = self.kick.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+            k();
         }
     }
 
