@@ -192,6 +192,37 @@ fn errno_name(code: c_int) -> &'static str {
     }
 }
 
+/// An object this library hands to programs as a pointer to its first member (the C struct
+/// they see), with a tag after that member telling a pointer of ours from anything else.
+///
+/// # Safety
+/// Implementors are `repr(C)` with the C struct first; `tag` reads a field after it.
+pub unsafe trait Handle: Sized {
+    /// The tag of a live object.
+    const TAG: u64;
+    /// What it is, for messages ("PD", "CQ", …).
+    const WHAT: &'static str;
+    /// The object's tag (cleared when it is destroyed).
+    fn tag(&self) -> u64;
+}
+
+/// The object of type `T` behind `p`, or `EINVAL` for a null or foreign pointer.
+///
+/// # Safety
+/// `p` is null or points to a live object whose C struct is `T`'s first member (of this library
+/// or of another, whose memory extends at least as far as `T`'s tag).
+pub unsafe fn handle<'a, T: Handle>(p: *const c_void) -> Result<&'a T, Errno> {
+    if p.is_null() {
+        return Err(Errno::inval(format!("null {}", T::WHAT)));
+    }
+    // SAFETY: the caller's contract; the tag is checked before anything else is used.
+    let t = unsafe { &*p.cast::<T>() };
+    if t.tag() != T::TAG {
+        return Err(Errno::inval(format!("not a {} of this library", T::WHAT)));
+    }
+    Ok(t)
+}
+
 /// Copies `s` into a fixed C string field, truncated and NUL-terminated.
 pub fn put_cstr(dst: &mut [std::ffi::c_char], s: &str) {
     let n = s.len().min(dst.len().saturating_sub(1));

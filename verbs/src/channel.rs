@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use ibverbs_sys as sys;
 
-use crate::abi::{Errno, guard, ret_code, ret_ptr, set_errno};
+use crate::abi::{Errno, Handle, guard, handle, ret_code, ret_ptr, set_errno};
 use crate::cq::Cq;
 use crate::device::Context;
 
@@ -35,21 +35,23 @@ pub struct Channel {
     ctx: &'static Context,
 }
 
+// SAFETY: repr(C) with `ibv_comp_channel` first; `magic` follows it.
+unsafe impl Handle for Channel {
+    const TAG: u64 = CHANNEL_MAGIC;
+    const WHAT: &'static str = "completion channel";
+    fn tag(&self) -> u64 {
+        self.magic
+    }
+}
+
 impl Channel {
     /// The channel behind `ch`.
     ///
     /// # Safety
     /// `ch` is null or points to a live `ibv_comp_channel`.
     pub unsafe fn from_ibv<'a>(ch: *mut sys::ibv_comp_channel) -> Result<&'a Channel, Errno> {
-        if ch.is_null() {
-            return Err(Errno::inval("null completion channel"));
-        }
-        // SAFETY: `ibv` is the first member of the repr(C) `Channel`.
-        let c = unsafe { &*ch.cast::<Channel>() };
-        if c.magic != CHANNEL_MAGIC {
-            return Err(Errno::inval("not a completion channel of this library"));
-        }
-        Ok(c)
+        // SAFETY: the caller's contract.
+        unsafe { handle(ch.cast()) }
     }
 
     fn raise(&self, cq: &Cq) {

@@ -13,7 +13,7 @@ use gda_hal::{CqHandle, Provider, WcOpcode, WcStatus, WorkCompletion};
 use gda_sim::CqMode;
 use ibverbs_sys as sys;
 
-use crate::abi::{Errno, VerbsContext, guard, ret_code, ret_ptr};
+use crate::abi::{Errno, Handle, VerbsContext, guard, handle, ret_code, ret_ptr};
 use crate::channel::Channel;
 use crate::config::Kind;
 use crate::device::Context;
@@ -107,21 +107,23 @@ unsafe impl Send for Cq {}
 // SAFETY: as above.
 unsafe impl Sync for Cq {}
 
+// SAFETY: repr(C) with `ibv_cq_ex` first; `magic` follows it.
+unsafe impl Handle for Cq {
+    const TAG: u64 = CQ_MAGIC;
+    const WHAT: &'static str = "CQ";
+    fn tag(&self) -> u64 {
+        self.magic
+    }
+}
+
 impl Cq {
     /// The CQ behind `cq` (an `ibv_cq` or `ibv_cq_ex` pointer).
     ///
     /// # Safety
     /// `cq` is null or points to a live `ibv_cq`.
     pub unsafe fn from_ibv<'a>(cq: *mut sys::ibv_cq) -> Result<&'a Cq, Errno> {
-        if cq.is_null() {
-            return Err(Errno::inval("null CQ"));
-        }
-        // SAFETY: `ibv_cq` is the prefix of `ibv_cq_ex`, the first member of `Cq`.
-        let c = unsafe { &*cq.cast::<Cq>() };
-        if c.magic != CQ_MAGIC {
-            return Err(Errno::inval("not a CQ of this library"));
-        }
-        Ok(c)
+        // SAFETY: the caller's contract (`ibv_cq` is the prefix of `ibv_cq_ex`).
+        unsafe { handle(cq.cast()) }
     }
 
     /// Whether a completion is waiting at the consumer index (for the event thread).

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use gda_hal::control::Access;
 use ibverbs_sys as sys;
 
-use crate::abi::{Errno, guard, ret_code, ret_ptr};
+use crate::abi::{Errno, Handle, guard, handle, ret_code, ret_ptr};
 use crate::device::Context;
 
 const PD_MAGIC: u64 = 0x6764_6176_5f70_6400; // "gdav_pd"
@@ -38,15 +38,17 @@ impl Pd {
     /// # Safety
     /// `pd` is null or points to an `ibv_pd` that is alive.
     pub unsafe fn from_ibv<'a>(pd: *mut sys::ibv_pd) -> Result<&'a Pd, Errno> {
-        if pd.is_null() {
-            return Err(Errno::inval("null PD"));
-        }
-        // SAFETY: `ibv` is the first member of the repr(C) `Pd`; the magic tells ours apart.
-        let p = unsafe { &*pd.cast::<Pd>() };
-        if p.magic != PD_MAGIC {
-            return Err(Errno::inval("not a PD of this library"));
-        }
-        Ok(p)
+        // SAFETY: the caller's contract.
+        unsafe { handle(pd.cast()) }
+    }
+}
+
+// SAFETY: repr(C) with `ibv_pd` first; `magic` follows it.
+unsafe impl Handle for Pd {
+    const TAG: u64 = PD_MAGIC;
+    const WHAT: &'static str = "PD";
+    fn tag(&self) -> u64 {
+        self.magic
     }
 }
 

@@ -15,7 +15,7 @@ use gda_hal::{Provider, WcOpcode, WorkCompletion, WqHandle};
 use gda_sim::{Endpoint, QpInit, QpState};
 use ibverbs_sys as sys;
 
-use crate::abi::{Errno, VerbsContext, guard, ret_code, ret_ptr};
+use crate::abi::{Errno, Handle, VerbsContext, guard, handle, ret_code, ret_ptr};
 use crate::config::Kind;
 use crate::cq::{Cq, Retired};
 use crate::device::Context;
@@ -125,21 +125,23 @@ unsafe impl Send for Qp {}
 // SAFETY: as above.
 unsafe impl Sync for Qp {}
 
+// SAFETY: repr(C) with `ibv_qp_ex` first; `magic` follows it.
+unsafe impl Handle for Qp {
+    const TAG: u64 = QP_MAGIC;
+    const WHAT: &'static str = "QP";
+    fn tag(&self) -> u64 {
+        self.magic
+    }
+}
+
 impl Qp {
     /// The QP behind `qp`.
     ///
     /// # Safety
     /// `qp` is null or points to a live `ibv_qp`.
     pub unsafe fn from_ibv<'a>(qp: *mut sys::ibv_qp) -> Result<&'a Qp, Errno> {
-        if qp.is_null() {
-            return Err(Errno::inval("null QP"));
-        }
-        // SAFETY: `ibv_qp` is the prefix of `ibv_qp_ex`, the first member of `Qp`.
-        let q = unsafe { &*qp.cast::<Qp>() };
-        if q.magic != QP_MAGIC {
-            return Err(Errno::inval("not a QP of this library"));
-        }
-        Ok(q)
+        // SAFETY: the caller's contract (`ibv_qp` is the prefix of `ibv_qp_ex`).
+        unsafe { handle(qp.cast()) }
     }
 
     /// The state now (the software NIC moves a QP to ERR on an error completion).

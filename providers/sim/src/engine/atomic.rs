@@ -9,6 +9,18 @@ use super::complete::*;
 use crate::mem::{Access, Fault, MrInner};
 use crate::state::{Chaos, Deferred, QpExec, QpInner};
 
+/// The completion opcode of an atomic (the masked forms report as their base operation).
+pub(super) fn wc_opcode(aop: &gda_hal::AtomicOp) -> WcOpcode {
+    if matches!(
+        aop,
+        gda_hal::AtomicOp::CompareSwap { .. } | gda_hal::AtomicOp::MaskedCompareSwap { .. }
+    ) {
+        WcOpcode::CompSwap
+    } else {
+        WcOpcode::FetchAdd
+    }
+}
+
 /// Executes an atomic; `target` performs the responder's checks for the `w`-byte operand and
 /// returns its address in this process (and the region to hold while the result is pending).
 pub(super) fn execute_atomic(
@@ -26,14 +38,7 @@ pub(super) fn execute_atomic(
     let Some((aop, width)) = op.atomic else {
         return fail(qp, c, WcStatus::LocQpOpErr);
     };
-    c.opcode = if matches!(
-        aop,
-        gda_hal::AtomicOp::CompareSwap { .. } | gda_hal::AtomicOp::MaskedCompareSwap { .. }
-    ) {
-        WcOpcode::CompSwap
-    } else {
-        WcOpcode::FetchAdd
-    };
+    c.opcode = wc_opcode(&aop);
     c.byte_len = width;
     let w = u64::from(width);
     if op.remote.addr % w != 0 {

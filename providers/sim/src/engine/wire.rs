@@ -162,14 +162,7 @@ fn finish(qp: &Arc<QpInner>, ex: &mut QpExec, op: &WqeOp, mut c: Cpl, resp: Resp
             let Some((aop, width)) = op.atomic else {
                 return fail(qp, c, WcStatus::LocQpOpErr);
             };
-            c.opcode = if matches!(
-                aop,
-                gda_hal::AtomicOp::CompareSwap { .. } | gda_hal::AtomicOp::MaskedCompareSwap { .. }
-            ) {
-                WcOpcode::CompSwap
-            } else {
-                WcOpcode::FetchAdd
-            };
+            c.opcode = super::atomic::wc_opcode(&aop);
             c.byte_len = width;
             let Some(local) = op.sges.first() else {
                 return fail(qp, c, WcStatus::LocQpOpErr);
