@@ -274,6 +274,8 @@ pub(crate) struct QpExec {
     pub(crate) wire_wait: Option<WireWait>,
     /// Sequence numbers of this QP's requests to other processes.
     pub(crate) wire_seq: u64,
+    /// When the current WQE's first unanswered transmission to another process was sent.
+    pub(crate) wire_retry_since: Option<Instant>,
 }
 
 /// A request sent to another process, waiting for its response.

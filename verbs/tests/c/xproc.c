@@ -1,7 +1,7 @@
 /* The RC conformance cases between two processes on the verbs-compatible library: QPs created
  * with ibv_* in each process (the test forks before either touches verbs), connected by GID +
- * QPN exchanged over a socket pair, memory from plain malloc. The client (child) is the
- * requester; the server (parent) is the responder and answers commands (post a receive, check
+ * QPN exchanged over a socket pair, memory from plain malloc. The client (parent) is the
+ * requester; the server (child) is the responder and answers commands (post a receive, check
  * memory, report a receive completion, deregister, recreate its QP, exit).
  * Usage: xproc [device]. Last line (the client's): "N passed, M failed". */
 #define _GNU_SOURCE
@@ -27,6 +27,7 @@ static struct ibv_qp *qp;
 static uint8_t *buf, *ro, *gone;
 static struct ibv_mr *mr, *mr_ro, *mr_gone;
 static int sock;
+static pid_t server_pid;
 
 struct info { uint32_t qpn; union ibv_gid gid; uint64_t addr, ro_addr, gone_addr; uint32_t rkey, ro_rkey, gone_rkey; };
 struct cmd { char op; uint32_t a, b; uint64_t c; };
@@ -346,7 +347,7 @@ static void client(void)
 	struct cmd k = { 'K', 0, 0, 0 };
 	xwrite(&k, sizeof k);
 	int status;
-	wait(&status);
+	waitpid(server_pid, &status, 0);
 	struct timespec t0, t1;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	CHECK(post_one(IBV_WR_RDMA_WRITE, (uint64_t)buf, 8, mr->lkey, peer.addr, peer.rkey, IBV_SEND_SIGNALED, 12) == 0 && poll1(&wc, 20) &&
@@ -365,6 +366,9 @@ int main(int argc, char **argv)
 		return 2;
 	/* Fork before either process touches verbs: each has its own software NIC. */
 	pid_t pid = fork();
+	if (pid < 0)
+		return 2;
+	server_pid = pid;
 	sock = pid == 0 ? sv[1] : sv[0];
 	open_dev(dev);
 	buf = aligned_alloc(4096, 4 * BIG);
@@ -377,9 +381,9 @@ int main(int argc, char **argv)
 	if (!mr || !mr_ro || !mr_gone)
 		return 2;
 	if (pid == 0) {
-		client();
-	} else {
 		server();
+	} else {
+		client();
 	}
 	return 0;
 }

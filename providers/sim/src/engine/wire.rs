@@ -24,6 +24,35 @@ use crate::wire::{Inbound, RNR, ReqOp, Request, Response, Wire};
 /// a dead peer is noticed at once (its connection closes).
 const RESPONSE_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// How long a requester keeps retransmitting to a responder that does not answer — no QP of
+/// that number, a QP not yet in RTR, no process listening — before `RETRY_EXC_ERR`: a NIC's
+/// transport retries (`retry_cnt` × `timeout`, about half a second with the usual 7 × 67 ms)
+/// cover a peer still bringing its QP up after the QP numbers were exchanged.
+const RETRY_WINDOW: Duration = Duration::from_millis(1000);
+/// Between two retransmissions.
+const RETRY_GAP: Duration = Duration::from_millis(1);
+
+/// Schedules a retransmission, or gives up once the retry window has passed.
+fn retry_or_fail(qp: &QpInner, ex: &mut QpExec, op: &WqeOp, c: Cpl) -> Step {
+    ex.wire_wait = None;
+    let now = Instant::now();
+    let first = *ex.wire_retry_since.get_or_insert(now);
+    if now.duration_since(first) < RETRY_WINDOW {
+        ex.hold_until = Some(now + RETRY_GAP);
+        return Step::Wait;
+    }
+    ex.wire_retry_since = None;
+    qp.set_error();
+    Step::Complete(
+        Cpl {
+            status: WcStatus::RetryExcErr,
+            ..c
+        },
+        op.units,
+        true,
+    )
+}
+
 /// Executes (or continues) the WQE at `ex.sq_pos` against QP `ep` of another process.
 pub(super) fn execute_wire(
     wire: &Arc<Wire>,
@@ -55,14 +84,20 @@ pub(super) fn execute_wire(
             }
         };
         let Some(resp) = resp else {
-            if w.conn.dead.load(std::sync::atomic::Ordering::Acquire)
-                || w.since.elapsed() > RESPONSE_TIMEOUT
-            {
+            if w.conn.dead.load(std::sync::atomic::Ordering::Acquire) {
+                return retry_or_fail(qp, ex, op, c);
+            }
+            if w.since.elapsed() > RESPONSE_TIMEOUT {
                 return fail(qp, ex, c, WcStatus::RetryExcErr);
             }
             return Step::Wait;
         };
         ex.wire_wait = None;
+        if resp.status == WcStatus::RetryExcErr as u32 {
+            // The responder has no such QP, or not in RTR/RTS yet: no ACK, so retransmit.
+            return retry_or_fail(qp, ex, op, c);
+        }
+        ex.wire_retry_since = None;
         return finish(qp, ex, op, c, resp);
     }
     // A new request.
@@ -100,11 +135,11 @@ pub(super) fn execute_wire(
         payload,
     };
     let Some(conn) = wire.conn_to(ep.fabric) else {
-        // Nobody listens for that fabric: the requester's retries run out.
-        return fail(qp, ex, c, WcStatus::RetryExcErr);
+        // Nobody listens for that fabric (yet, or any more): retransmit until the retries run out.
+        return retry_or_fail(qp, ex, op, c);
     };
     if !conn.send(&req.encode()) {
-        return fail(qp, ex, c, WcStatus::RetryExcErr);
+        return retry_or_fail(qp, ex, op, c);
     }
     ex.wire_wait = Some(WireWait {
         seq: ex.wire_seq,
