@@ -112,7 +112,9 @@ pub struct Mr {
     pub ibv: sys::ibv_mr,
     magic: u64,
     pd: &'static Pd,
+    // Dropped in this order: the keys first, then the mapping they pointed into.
     _sim: gda_sim::Mr,
+    _mapping: Option<Mapping>,
 }
 
 /// `IBV_ACCESS_*` bits this device accepts (`LOCAL_WRITE`, `REMOTE_WRITE`, `REMOTE_READ`,
@@ -206,6 +208,7 @@ fn reg(
         magic: MR_MAGIC,
         pd: p,
         _sim: sim,
+        _mapping: None,
     });
     p.users.fetch_add(1, Ordering::AcqRel);
     Ok(Box::into_raw(mr).cast())
@@ -242,28 +245,117 @@ pub unsafe extern "C" fn gdav_ibv_reg_mr_iova2(
 }
 
 #[unsafe(no_mangle)]
-/// `ibv_reg_dmabuf_mr`: the software NIC has no device memory to import; `EOPNOTSUPP`, as a
-/// driver without dma-buf support returns.
+/// `ibv_reg_dmabuf_mr`: registers `len` bytes at `offset` of the dma-buf `fd`, reachable at
+/// `iova`.
+///
+/// As a kernel driver: a bad fd is `EBADF`, an fd that is not a dma-buf `EINVAL`. The software
+/// NIC addresses registered memory by virtual address, so the buffer is mapped (`mmap` of the
+/// dma-buf, `MAP_FIXED_NOREPLACE`) at exactly `iova`; an iova range already in use in this
+/// process is `EINVAL`, saying so. The mapping lives as long as the region.
 pub unsafe extern "C" fn gdav_ibv_reg_dmabuf_mr(
     pd: *mut sys::ibv_pd,
-    _offset: u64,
-    _len: usize,
-    _iova: u64,
-    _fd: c_int,
+    offset: u64,
+    len: usize,
+    iova: u64,
+    fd: c_int,
     access: c_int,
 ) -> *mut sys::ibv_mr {
     guard("ibv_reg_dmabuf_mr", std::ptr::null_mut(), || {
-        let r = (|| {
-            // SAFETY: the caller's PD (checked).
-            unsafe { Pd::from_ibv(pd) }?;
-            access_of(access as c_uint)?;
-            Err(Errno::new(
-                libc::EOPNOTSUPP,
-                "dma-buf registration: the software NIC has no device memory",
-            ))
-        })();
+        let r =
+            dmabuf_kind(fd).and_then(|()| reg_mapped(pd, offset, len, iova, fd, access as c_uint));
         ret_ptr("ibv_reg_dmabuf_mr", r)
     })
+}
+
+/// Whether `fd` is a dma-buf: the kernel names dma-buf files `anon_inode:dmabuf` (older
+/// kernels) or `/dmabuf:<name>`.
+fn dmabuf_kind(fd: c_int) -> Result<(), Errno> {
+    if fd < 0 {
+        return Err(Errno::new(libc::EBADF, format!("fd {fd}")));
+    }
+    let link = std::fs::read_link(format!("/proc/self/fd/{fd}"))
+        .map_err(|_| Errno::new(libc::EBADF, format!("fd {fd} is not open")))?;
+    let name = link.to_string_lossy();
+    if !name.starts_with("anon_inode:dmabuf") && !name.starts_with("/dmabuf:") {
+        return Err(Errno::inval(format!("fd {fd} ({name}) is not a dma-buf")));
+    }
+    Ok(())
+}
+
+/// A mapping this library made for a region (unmapped when the region is deregistered).
+struct Mapping {
+    addr: *mut c_void,
+    len: usize,
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: a mapping made by `reg_mapped`, no longer registered (the region's keys are
+        // removed first: `Mr` drops `_sim` before `_mapping`).
+        unsafe { libc::munmap(self.addr, self.len) };
+    }
+}
+
+/// Maps `len` bytes at `offset` of `fd` at `iova` and registers them (the dma-buf path after
+/// the fd's kind was checked).
+fn reg_mapped(
+    pd: *mut sys::ibv_pd,
+    offset: u64,
+    len: usize,
+    iova: u64,
+    fd: c_int,
+    access: c_uint,
+) -> Result<*mut sys::ibv_mr, Errno> {
+    // SAFETY: the caller's PD (checked).
+    unsafe { Pd::from_ibv(pd) }?;
+    access_of(access)?;
+    if len == 0 {
+        return Err(Errno::inval("zero-length region"));
+    }
+    let page = 4096u64;
+    if iova == 0 || iova % page != offset % page {
+        return Err(Errno::inval(format!(
+            "iova {iova:#x} must be non-zero and have the page offset of offset {offset:#x}"
+        )));
+    }
+    let at = iova - iova % page;
+    let map_len = (iova % page)
+        .checked_add(len as u64)
+        .map(|n| n.div_ceil(page) * page)
+        .filter(|&n| at.checked_add(n).is_some())
+        .ok_or_else(|| Errno::inval(format!("{len} bytes at iova {iova:#x} overflow")))?;
+    // SAFETY: a new shared mapping of the caller's fd; MAP_FIXED_NOREPLACE never replaces an
+    // existing mapping (it fails with EEXIST instead).
+    let m = unsafe {
+        libc::mmap(
+            at as *mut c_void,
+            map_len as usize,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED | libc::MAP_FIXED_NOREPLACE,
+            fd,
+            (offset - offset % page) as libc::off_t,
+        )
+    };
+    if m == libc::MAP_FAILED {
+        let e = std::io::Error::last_os_error();
+        return Err(Errno::inval(format!(
+            "cannot map the buffer at iova {iova:#x} ({e}): the software NIC needs that range free in this process"
+        )));
+    }
+    let mapping = Mapping {
+        addr: m,
+        len: map_len as usize,
+    };
+    if m as u64 != at {
+        // A kernel without MAP_FIXED_NOREPLACE took the address as a hint.
+        return Err(Errno::inval(format!(
+            "iova {iova:#x} is in use in this process"
+        )));
+    }
+    let mr = reg(pd, iova as *mut c_void, len, iova, access)?;
+    // SAFETY: `reg` returned a live `Mr` of ours.
+    unsafe { (*mr.cast::<Mr>())._mapping = Some(mapping) };
+    Ok(mr)
 }
 
 #[unsafe(no_mangle)]
@@ -305,6 +397,68 @@ mod tests {
             assert_eq!(access_of(a).unwrap_err().code, libc::EINVAL, "{a:#x}");
         }
         assert_eq!(ok.len() + bad.len(), 14);
+    }
+
+    /// The dma-buf path after the kind check, on a memfd (no dma-buf exporter exists on
+    /// machines without a GPU or udmabuf): the buffer appears at exactly the iova, the region
+    /// covers it, and deregistering unmaps it. An fd that is not a dma-buf, and a bad fd, are
+    /// refused before anything is mapped.
+    #[test]
+    fn dmabuf_registration_maps_at_the_iova() {
+        use crate::device::{gdav_ibv_get_device_list, gdav_ibv_open_device};
+        // SAFETY: the library's own entry points, called as a program would.
+        unsafe {
+            let list = gdav_ibv_get_device_list(std::ptr::null_mut());
+            let ctx = gdav_ibv_open_device(*list);
+            let pd = gdav_ibv_alloc_pd(ctx);
+            assert!(!pd.is_null());
+            let fd = libc::memfd_create(c"gda-dmabuf-test".as_ptr(), 0);
+            assert!(fd >= 0);
+            assert_eq!(libc::ftruncate(fd, 3 * 4096), 0);
+            let msg = b"bytes through the fd";
+            assert_eq!(
+                libc::pwrite(fd, msg.as_ptr().cast(), msg.len(), 4096 + 100),
+                msg.len() as isize
+            );
+            assert_eq!(dmabuf_kind(fd).unwrap_err().code, libc::EINVAL);
+            assert_eq!(dmabuf_kind(-1).unwrap_err().code, libc::EBADF);
+            assert_eq!(dmabuf_kind(1_000_000).unwrap_err().code, libc::EBADF);
+            // A free iova: find one by mapping and unmapping a scratch range.
+            let probe = libc::mmap(
+                std::ptr::null_mut(),
+                1 << 20,
+                libc::PROT_NONE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            );
+            assert_ne!(probe, libc::MAP_FAILED);
+            libc::munmap(probe, 1 << 20);
+            let iova = probe as u64 + 100;
+            let mr = reg_mapped(pd, 4096 + 100, 2000, iova, fd, 1 | 2).unwrap();
+            assert_eq!((*mr).addr as u64, iova);
+            assert_eq!(
+                std::slice::from_raw_parts(iova as *const u8, msg.len()),
+                msg
+            );
+            // The same range again is refused (in use), nothing replaced.
+            let e = reg_mapped(pd, 4096 + 100, 2000, iova, fd, 1).unwrap_err();
+            assert_eq!(e.code, libc::EINVAL);
+            assert!(e.why.contains("free"), "{}", e.why);
+            // A page offset that differs from the buffer's, and iova 0, are refused.
+            assert_eq!(
+                reg_mapped(pd, 0, 10, iova, fd, 1).unwrap_err().code,
+                libc::EINVAL
+            );
+            assert_eq!(
+                reg_mapped(pd, 0, 10, 0, fd, 1).unwrap_err().code,
+                libc::EINVAL
+            );
+            assert_eq!(gdav_ibv_dereg_mr(mr), 0);
+            assert!(!mapped(iova, 2000), "deregistering unmaps the buffer");
+            libc::close(fd);
+            assert_eq!(gdav_ibv_dealloc_pd(pd), 0);
+        }
     }
 
     #[test]

@@ -155,8 +155,9 @@ fn debian_programs_load_with_bind_now() {
 /// Every RC operation through the verbs API in one process — WRITE (plain, inline,
 /// multi-SGE), READ, SEND/RECV with immediate, WRITE_WITH_IMM, FADD, CAS, the `ibv_wr_*` batch
 /// API, a completion-channel event, EBUSY on objects in use, EINVAL on bad access flags, and a
-/// bad rkey (REM_ACCESS_ERR, nothing written, later WQE flushed, QP in ERR) — on the ConnectX and
-/// the Thor2 device models.
+/// bad rkey (REM_ACCESS_ERR, nothing written, later WQE flushed, QP in ERR), dma-buf
+/// registration of a bad fd (EBADF) and of a non-dma-buf fd (EINVAL) — on the ConnectX and the
+/// Thor2 device models.
 #[test]
 fn loopback_every_operation_on_both_devices() {
     let exe = compile_c("loopback");
@@ -166,7 +167,7 @@ fn loopback_every_operation_on_both_devices() {
         let (out, err) = text(&o);
         println!("{dev}:\n{out}{err}");
         assert!(o.status.success(), "{dev} failed");
-        assert_eq!(tally(&out), (52, 0), "{dev}");
+        assert_eq!(tally(&out), (54, 0), "{dev}");
         devices += 1;
     }
     assert_eq!(devices, 2);

@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <infiniband/verbs.h>
 
 static int passed, failed;
@@ -245,6 +247,14 @@ int main(int argc, char **argv)
 	CHECK(ibv_dealloc_pd(pd) == EBUSY, "dealloc_pd in use: EBUSY");
 	CHECK(ibv_destroy_cq(cq) == EBUSY, "destroy_cq in use: EBUSY");
 	CHECK(ibv_destroy_comp_channel(ch) == EBUSY, "destroy channel in use: EBUSY");
+	/* dma-buf registration: a bad fd and an fd that is not a dma-buf are refused. */
+	errno = 0;
+	CHECK(ibv_reg_dmabuf_mr(pd, 0, 4096, 0x10000000, -1, IBV_ACCESS_LOCAL_WRITE) == NULL && errno == EBADF, "dmabuf, fd -1: EBADF");
+	int mfd = memfd_create("not-a-dmabuf", 0);
+	errno = 0;
+	CHECK(mfd >= 0 && ibv_reg_dmabuf_mr(pd, 0, 4096, 0x10000000, mfd, IBV_ACCESS_LOCAL_WRITE) == NULL && errno == EINVAL,
+	      "dmabuf, a memfd: EINVAL");
+	close(mfd);
 	/* Bad access flags. */
 	errno = 0;
 	CHECK(ibv_reg_mr(pd, buf, 4096, IBV_ACCESS_REMOTE_WRITE) == NULL && errno == EINVAL, "REMOTE_WRITE without LOCAL_WRITE: EINVAL");
