@@ -14,6 +14,14 @@
 //! software fills. [`models`] lists them. The engine never trusts queue bytes: a malformed WQE
 //! becomes the error CQE hardware would write.
 //!
+//! **Across processes** a [`Fabric::process`] fabric is reachable from the other processes of
+//! the same user on the host: a QP connects to a QP of another process by [`Endpoint`] (or by
+//! GID + QP number through [`endpoint_of`]), and every RC operation executes at the responder,
+//! where the memory is — the requester's engine sends a request, the responder's engine checks
+//! and executes it against its own keys, queues and memory and answers (see the `wire` module).
+//! The verbs-compatible library (`gda-verbs`) runs on it. Job fabrics
+//! ([`Fabric::shared`]) reach regions registered in shared segments directly.
+//!
 //! **Chaos mode** (`GDA_SIM_CHAOS=<seed>` or [`FabricConfig::chaos`]) varies QP service order,
 //! batch sizes and delays without breaking any guarantee hardware gives; a seed reproduces the
 //! engine's choices.
