@@ -1,0 +1,187 @@
+//! Opening `libibverbs.so.1` and resolving its entry points by version.
+
+use std::ffi::{CString, c_char, c_int, c_void};
+use std::path::Path;
+
+use ibverbs_sys as sys;
+
+/// What to tell someone whose machine lacks rdma-core.
+const INSTALL_HINT: &str = "install rdma-core's verbs library (Debian/Ubuntu: apt-get install \
+libibverbs1 ibverbs-providers; RHEL/Fedora: dnf install libibverbs), or set GDA_IBVERBS_LIB to \
+the path of libibverbs.so.1";
+
+/// Loading rdma-core failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LoadError {
+    /// The library could not be opened.
+    #[error("cannot load {path}: {reason}; {hint}")]
+    Library {
+        /// What was opened.
+        path: String,
+        /// The loader's message.
+        reason: String,
+        /// What to do.
+        hint: &'static str,
+    },
+    /// The library lacks an entry point gda needs.
+    #[error(
+        "{path} has no {symbol} (version {version}): it is not rdma-core's libibverbs, or one \
+         older than v34; {hint}"
+    )]
+    Symbol {
+        /// The library.
+        path: String,
+        /// The symbol.
+        symbol: &'static str,
+        /// The version node looked up.
+        version: &'static str,
+        /// What to do.
+        hint: &'static str,
+    },
+}
+
+impl gda_hal::Error for LoadError {
+    fn kind(&self) -> gda_hal::ErrorKind {
+        gda_hal::ErrorKind::Unsupported
+    }
+}
+
+/// `int (*)(ibv_context*, uint8_t, ibv_port_attr*)`: rdma-core's exported `ibv_query_port`
+/// writes its compat struct (a prefix of `ibv_port_attr`).
+type QueryPort = unsafe extern "C" fn(*mut sys::ibv_context, u8, *mut sys::ibv_port_attr) -> c_int;
+/// `_ibv_query_gid_ex` (rdma-core v33+, IBVERBS_1.11).
+type QueryGidEx = unsafe extern "C" fn(
+    *mut sys::ibv_context,
+    u32,
+    u32,
+    *mut sys::ibv_gid_entry,
+    u32,
+    usize,
+) -> c_int;
+
+/// The entry points of `libibverbs.so.1` gda uses, resolved once.
+#[allow(missing_docs)]
+pub struct Fns {
+    pub get_device_list: unsafe extern "C" fn(*mut c_int) -> *mut *mut sys::ibv_device,
+    pub free_device_list: unsafe extern "C" fn(*mut *mut sys::ibv_device),
+    pub get_device_name: unsafe extern "C" fn(*mut sys::ibv_device) -> *const c_char,
+    pub open_device: unsafe extern "C" fn(*mut sys::ibv_device) -> *mut sys::ibv_context,
+    pub close_device: unsafe extern "C" fn(*mut sys::ibv_context) -> c_int,
+    pub query_device:
+        unsafe extern "C" fn(*mut sys::ibv_context, *mut sys::ibv_device_attr) -> c_int,
+    pub query_port: QueryPort,
+    pub query_gid:
+        unsafe extern "C" fn(*mut sys::ibv_context, u8, c_int, *mut sys::ibv_gid) -> c_int,
+    /// Optional (rdma-core v33+): GID entries with their type.
+    pub query_gid_ex: Option<QueryGidEx>,
+    /// Optional (rdma-core v34+): dma-buf registration.
+    pub reg_dmabuf_mr: Option<*const c_void>,
+}
+
+/// rdma-core's `libibverbs.so.1`, opened.
+pub struct Verbs {
+    path: String,
+    fns: Fns,
+    // Last: the entry points above point into it.
+    _lib: libloading::Library,
+}
+
+// SAFETY: the library handle and function pointers are usable from any thread (libibverbs is
+// thread-safe); `reg_dmabuf_mr` is only a presence marker.
+unsafe impl Send for Verbs {}
+// SAFETY: as above.
+unsafe impl Sync for Verbs {}
+
+impl std::fmt::Debug for Verbs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Verbs")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Resolves `name@version` (falling back to the default version) in `handle`.
+fn symbol(handle: *mut c_void, name: &str, version: &str) -> Option<*mut c_void> {
+    let n = CString::new(name).ok()?;
+    let v = CString::new(version).ok()?;
+    // SAFETY: a live dlopen handle and NUL-terminated strings.
+    let p = unsafe { libc::dlvsym(handle, n.as_ptr(), v.as_ptr()) };
+    if !p.is_null() {
+        return Some(p);
+    }
+    // SAFETY: as above.
+    let p = unsafe { libc::dlsym(handle, n.as_ptr()) };
+    (!p.is_null()).then_some(p)
+}
+
+impl Verbs {
+    /// Opens rdma-core: `GDA_IBVERBS_LIB` if set, else `libibverbs.so.1` from the loader's
+    /// search path (the `.so.1` name: the unversioned one exists only with -dev packages).
+    pub fn load() -> Result<Self, LoadError> {
+        match std::env::var_os("GDA_IBVERBS_LIB") {
+            Some(p) if !p.is_empty() => Self::load_from(Path::new(&p)),
+            _ => Self::load_from(Path::new("libibverbs.so.1")),
+        }
+    }
+
+    /// Opens the library at `path` (a file name is looked up on the loader's search path).
+    pub fn load_from(path: &Path) -> Result<Self, LoadError> {
+        let shown = path.display().to_string();
+        // SAFETY: loading a shared library runs its initialisers; libibverbs' are benign.
+        let lib = unsafe {
+            libloading::os::unix::Library::open(Some(path), libc::RTLD_NOW | libc::RTLD_LOCAL)
+        }
+        .map_err(|e| LoadError::Library {
+            path: shown.clone(),
+            reason: e.to_string(),
+            hint: INSTALL_HINT,
+        })?;
+        let handle = lib.into_raw();
+        // SAFETY: the handle was just returned by dlopen; ownership goes back to a Library.
+        let lib: libloading::Library =
+            unsafe { libloading::os::unix::Library::from_raw(handle) }.into();
+        macro_rules! need {
+            ($name:literal, $ver:literal) => {{
+                let p = symbol(handle, $name, $ver).ok_or(LoadError::Symbol {
+                    path: shown.clone(),
+                    symbol: $name,
+                    version: $ver,
+                    hint: INSTALL_HINT,
+                })?;
+                // SAFETY: rdma-core's prototype of this symbol is the pointer type assigned to.
+                unsafe { std::mem::transmute::<*mut c_void, _>(p) }
+            }};
+        }
+        let fns = Fns {
+            get_device_list: need!("ibv_get_device_list", "IBVERBS_1.1"),
+            free_device_list: need!("ibv_free_device_list", "IBVERBS_1.1"),
+            get_device_name: need!("ibv_get_device_name", "IBVERBS_1.1"),
+            open_device: need!("ibv_open_device", "IBVERBS_1.1"),
+            close_device: need!("ibv_close_device", "IBVERBS_1.1"),
+            query_device: need!("ibv_query_device", "IBVERBS_1.1"),
+            query_port: need!("ibv_query_port", "IBVERBS_1.1"),
+            query_gid: need!("ibv_query_gid", "IBVERBS_1.1"),
+            query_gid_ex: symbol(handle, "_ibv_query_gid_ex", "IBVERBS_1.11")
+                // SAFETY: rdma-core's prototype of `_ibv_query_gid_ex`.
+                .map(|p| unsafe { std::mem::transmute::<*mut c_void, QueryGidEx>(p) }),
+            reg_dmabuf_mr: symbol(handle, "ibv_reg_dmabuf_mr", "IBVERBS_1.12")
+                .map(|p| p.cast_const()),
+        };
+        Ok(Self {
+            path: shown,
+            fns,
+            _lib: lib,
+        })
+    }
+
+    /// The library's path as it was opened.
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// The resolved entry points.
+    pub fn fns(&self) -> &Fns {
+        &self.fns
+    }
+}
