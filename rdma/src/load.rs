@@ -115,6 +115,16 @@ fn symbol(handle: *mut c_void, name: &str, version: &str) -> Option<*mut c_void>
     (!p.is_null()).then_some(p)
 }
 
+/// A symbol's address as the function pointer type `F`.
+///
+/// # Safety
+/// `F` is a function pointer type whose signature is the symbol's.
+unsafe fn as_fn<F: Copy>(p: *mut c_void) -> F {
+    const { assert!(size_of::<F>() == size_of::<*mut c_void>()) };
+    // SAFETY: same size (checked at compile time); the caller vouches for the signature.
+    unsafe { std::mem::transmute_copy::<*mut c_void, F>(&p) }
+}
+
 impl Verbs {
     /// Opens rdma-core: `GDA_IBVERBS_LIB` if set, else `libibverbs.so.1` from the loader's
     /// search path (the `.so.1` name: the unversioned one exists only with -dev packages).
@@ -150,7 +160,7 @@ impl Verbs {
                     hint: INSTALL_HINT,
                 })?;
                 // SAFETY: rdma-core's prototype of this symbol is the pointer type assigned to.
-                unsafe { std::mem::transmute::<*mut c_void, _>(p) }
+                unsafe { as_fn(p) }
             }};
         }
         let fns = Fns {
