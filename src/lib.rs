@@ -48,6 +48,7 @@ pub use gda_sim as sim;
 #[cfg(feature = "sim")]
 pub mod chaos;
 pub mod cli;
+pub mod devices;
 pub mod grid;
 #[cfg(feature = "sim")]
 pub mod perf;

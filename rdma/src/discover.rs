@@ -77,7 +77,12 @@ impl Verbs {
         // SAFETY: rdma-core's ibv_get_device_list with a valid out pointer.
         let list = unsafe { (f.get_device_list)(&mut n) };
         if list.is_null() {
-            return Err(DiscoverError::List(std::io::Error::last_os_error()));
+            let e = std::io::Error::last_os_error();
+            // ENOSYS: the kernel has no RDMA support (no uverbs), i.e. no devices — not a failure.
+            if e.raw_os_error() == Some(libc::ENOSYS) {
+                return Ok(Vec::new());
+            }
+            return Err(DiscoverError::List(e));
         }
         let mut out = Vec::new();
         let mut result = Ok(());

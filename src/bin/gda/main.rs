@@ -43,6 +43,17 @@ enum Cmd {
         after_help = "EXAMPLES:\n  gda chaos --seeds 1000\n  gda chaos --from 4242 --seeds 1 --provider mlx5"
     )]
     Chaos(ChaosArgs),
+    /// The NICs gda can drive: rdma-core's devices (real, or the verbs-compatible library's)
+    /// with provider, ports, link layer, MTU, GIDs and limits, like `ibv_devinfo`, and the
+    /// in-process software NIC.
+    #[command(
+        after_help = "EXAMPLES:\n  gda devices\n  gda devices --json\n  GDA_IBVERBS_LIB=target/release/verbs-sim/libibverbs.so.1 gda devices\n\nENVIRONMENT:\n  GDA_IBVERBS_LIB   path of libibverbs.so.1 (default: the loader's search path)\n  GDA_RDMA_DEVICES  comma-separated device names to keep"
+    )]
+    Devices {
+        /// JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[cfg(feature = "sim")]
@@ -528,6 +539,24 @@ fn main() -> ExitCode {
         Cmd::Shmem(a) => return shmem(a),
         #[cfg(feature = "sim")]
         Cmd::Chaos(a) => return chaos(a),
+        Cmd::Devices { json } => {
+            let l = gda::devices::list();
+            if json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&gda::devices::to_json(&l))
+                        .unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
+                );
+            } else {
+                print!("{}", gda::devices::to_text(&l));
+            }
+            // No rdma-core is not an error: the software NIC is still there.
+            return if l.discover_error.is_some() {
+                ExitCode::from(1)
+            } else {
+                ExitCode::SUCCESS
+            };
+        }
         Cmd::Wire { cmd } => {
             let mut input = String::new();
             if let Err(e) = std::io::stdin().read_to_string(&mut input) {
