@@ -325,9 +325,16 @@ impl<P: Modeled> RawRcQp for SimQp<P> {
 
     fn modify_rtr(&mut self, attr: &RtrAttr) -> Result<(), SimError> {
         attr.validate()?;
-        if attr.sgid_index > 1 {
+        // GIDs 0 and 1, and 2 and 3 on a process fabric (its IPv4-mapped pair).
+        let populated = if ipv4_gid_of(self.qp.endpoint().fabric, self.qp.endpoint().nic).is_some()
+        {
+            4
+        } else {
+            2
+        };
+        if attr.sgid_index >= populated {
             return Err(ControlError::Invalid(format!(
-                "INIT→RTR: sgid_index {} is not populated (GIDs 0 and 1)",
+                "INIT→RTR: sgid_index {} is not populated (GIDs 0..{populated})",
                 attr.sgid_index
             ))
             .into());
