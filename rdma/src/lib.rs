@@ -23,6 +23,8 @@
 
 mod discover;
 mod load;
+mod objects;
 
 pub use discover::{DiscoverError, provider_of};
-pub use load::{LoadError, Verbs};
+pub use load::{Fns, LoadError, Verbs, open_lib, open_path, resolve};
+pub use objects::{Context, Cq, Mr, Pd, Qp, VerbsError};

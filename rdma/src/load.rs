@@ -73,10 +73,78 @@ pub struct Fns {
     pub query_port: QueryPort,
     pub query_gid:
         unsafe extern "C" fn(*mut sys::ibv_context, u8, c_int, *mut sys::ibv_gid) -> c_int,
+    pub alloc_pd: unsafe extern "C" fn(*mut sys::ibv_context) -> *mut sys::ibv_pd,
+    pub dealloc_pd: unsafe extern "C" fn(*mut sys::ibv_pd) -> c_int,
+    pub reg_mr:
+        unsafe extern "C" fn(*mut sys::ibv_pd, *mut c_void, usize, c_int) -> *mut sys::ibv_mr,
+    pub dereg_mr: unsafe extern "C" fn(*mut sys::ibv_mr) -> c_int,
+    pub create_cq: unsafe extern "C" fn(
+        *mut sys::ibv_context,
+        c_int,
+        *mut c_void,
+        *mut sys::ibv_comp_channel,
+        c_int,
+    ) -> *mut sys::ibv_cq,
+    pub destroy_cq: unsafe extern "C" fn(*mut sys::ibv_cq) -> c_int,
+    pub create_qp:
+        unsafe extern "C" fn(*mut sys::ibv_pd, *mut sys::ibv_qp_init_attr) -> *mut sys::ibv_qp,
+    pub modify_qp: unsafe extern "C" fn(*mut sys::ibv_qp, *mut sys::ibv_qp_attr, c_int) -> c_int,
+    pub destroy_qp: unsafe extern "C" fn(*mut sys::ibv_qp) -> c_int,
     /// Optional (rdma-core v33+): GID entries with their type.
     pub query_gid_ex: Option<QueryGidEx>,
     /// Optional (rdma-core v34+): dma-buf registration.
     pub reg_dmabuf_mr: Option<*const c_void>,
+}
+
+/// Opens a shared library of rdma-core's (`libmlx5.so.1`, …): `env` names the variable that
+/// overrides `default`.
+pub fn open_lib(
+    env: &str,
+    default: &str,
+) -> Result<(libloading::Library, *mut c_void, String), LoadError> {
+    let path = std::env::var_os(env)
+        .filter(|p| !p.is_empty())
+        .map_or_else(|| default.into(), std::path::PathBuf::from);
+    open_path(&path)
+}
+
+/// Opens `path` and returns the library, its raw handle (for `dlvsym`) and its name.
+pub fn open_path(path: &Path) -> Result<(libloading::Library, *mut c_void, String), LoadError> {
+    let shown = path.display().to_string();
+    // SAFETY: loading a shared library runs its initialisers; rdma-core's are benign.
+    let lib = unsafe {
+        libloading::os::unix::Library::open(Some(path), libc::RTLD_NOW | libc::RTLD_LOCAL)
+    }
+    .map_err(|e| LoadError::Library {
+        path: shown.clone(),
+        reason: e.to_string(),
+        hint: INSTALL_HINT,
+    })?;
+    let handle = lib.into_raw();
+    // SAFETY: the handle was just returned by dlopen; ownership goes back to a Library.
+    let lib: libloading::Library =
+        unsafe { libloading::os::unix::Library::from_raw(handle) }.into();
+    Ok((lib, handle, shown))
+}
+
+/// Resolves `name@version` in an opened library, or a [`LoadError::Symbol`].
+///
+/// # Safety
+/// `F` is a function pointer type matching the symbol's prototype; `handle` is live.
+pub unsafe fn resolve<F: Copy>(
+    handle: *mut c_void,
+    path: &str,
+    name: &'static str,
+    version: &'static str,
+) -> Result<F, LoadError> {
+    let p = symbol(handle, name, version).ok_or(LoadError::Symbol {
+        path: path.to_owned(),
+        symbol: name,
+        version,
+        hint: INSTALL_HINT,
+    })?;
+    // SAFETY: the caller's contract.
+    Ok(unsafe { as_fn(p) })
 }
 
 /// rdma-core's `libibverbs.so.1`, opened.
@@ -172,6 +240,15 @@ impl Verbs {
             query_device: need!("ibv_query_device", "IBVERBS_1.1"),
             query_port: need!("ibv_query_port", "IBVERBS_1.1"),
             query_gid: need!("ibv_query_gid", "IBVERBS_1.1"),
+            alloc_pd: need!("ibv_alloc_pd", "IBVERBS_1.1"),
+            dealloc_pd: need!("ibv_dealloc_pd", "IBVERBS_1.1"),
+            reg_mr: need!("ibv_reg_mr", "IBVERBS_1.1"),
+            dereg_mr: need!("ibv_dereg_mr", "IBVERBS_1.1"),
+            create_cq: need!("ibv_create_cq", "IBVERBS_1.1"),
+            destroy_cq: need!("ibv_destroy_cq", "IBVERBS_1.1"),
+            create_qp: need!("ibv_create_qp", "IBVERBS_1.1"),
+            modify_qp: need!("ibv_modify_qp", "IBVERBS_1.1"),
+            destroy_qp: need!("ibv_destroy_qp", "IBVERBS_1.1"),
             query_gid_ex: symbol(handle, "_ibv_query_gid_ex", "IBVERBS_1.11")
                 // SAFETY: rdma-core's prototype of `_ibv_query_gid_ex`.
                 .map(|p| unsafe { std::mem::transmute::<*mut c_void, QueryGidEx>(p) }),

@@ -19,6 +19,8 @@
 extern crate std;
 
 pub mod device;
+#[cfg(feature = "verbs")]
+pub mod host;
 #[cfg(feature = "model")]
 pub mod model;
 pub mod wire;

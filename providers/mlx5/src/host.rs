@@ -1,0 +1,429 @@
+//! The ConnectX host control path: rdma-core's verbs (through `gda-rdma`, loaded at run time)
+//! plus `mlx5dv_init_obj` from `libmlx5.so.1`, which hands the device functions the very send
+//! queue, receive queue, doorbell record, BlueFlame register and CQ buffer the NIC uses.
+//!
+//! [`Mlx5Device`] implements [`gda_hal::control::Device`]: PD, memory registration, CQs and RC
+//! QPs whose RESET→INIT→RTR→RTS transitions carry every attribute (GRH on RoCE with the chosen
+//! GID, hop limit 64, path MTU from both ends, `static_rate`), with an `EINVAL` naming the
+//! transition. Objects are reference-counted so they are destroyed in the order verbs needs.
+//!
+//! `GDA_MLX5_LIB` overrides `libmlx5.so.1` (by default the one beside the libibverbs in use). DEVX (`mlx5dv_devx_*` with umem) is not used: it
+//! would let the rings live in memory the caller places (GPU memory) without a parent domain.
+
+use std::ffi::c_int;
+use std::format;
+use std::string::String;
+use std::sync::Arc;
+
+use gda_hal::control::{
+    self, Access, ControlError, CqAttr, DeviceInfo, InitAttr, MemoryDesc, QpCaps, QueueMemory,
+    RawRcQp, RcQp, Reset, RtrAttr, RtsAttr,
+};
+use gda_hal::{CqHandle, WqHandle};
+use gda_rdma::{Context, Cq, LoadError, Mr, Pd, Qp, Verbs, VerbsError};
+use ibverbs_sys as sys;
+
+use crate::device::{Mlx5, Mlx5Sq};
+
+/// Errors of the ConnectX control path.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Mlx5HostError {
+    /// rdma-core or libmlx5 could not be loaded.
+    #[error(transparent)]
+    Load(#[from] LoadError),
+    /// A verbs call failed.
+    #[error(transparent)]
+    Verbs(#[from] VerbsError),
+    /// A control-path rule (attribute ranges, paths).
+    #[error(transparent)]
+    Control(#[from] ControlError),
+    /// `mlx5dv_init_obj` failed, or the device is not a ConnectX.
+    #[error("{0}")]
+    Dv(String),
+    /// Something this control path does not do (yet).
+    #[error("not supported: {0}")]
+    Unsupported(&'static str),
+}
+
+impl gda_hal::Error for Mlx5HostError {
+    fn kind(&self) -> gda_hal::ErrorKind {
+        match self {
+            Self::Load(e) => gda_hal::Error::kind(e),
+            Self::Verbs(e) => gda_hal::Error::kind(e),
+            Self::Control(e) => gda_hal::Error::kind(e),
+            Self::Dv(_) | Self::Unsupported(_) => gda_hal::ErrorKind::Unsupported,
+        }
+    }
+}
+
+/// `struct mlx5dv_qp` (rdma-core v55; the same in v44).
+#[repr(C)]
+#[derive(Default)]
+struct DvQp {
+    dbrec: usize,
+    sq_buf: usize,
+    sq_wqe_cnt: u32,
+    sq_stride: u32,
+    rq_buf: usize,
+    rq_wqe_cnt: u32,
+    rq_stride: u32,
+    bf_reg: usize,
+    bf_size: u32,
+    comp_mask: u64,
+    uar_mmap_offset: i64,
+    tirn: u32,
+    tisn: u32,
+    rqn: u32,
+    sqn: u32,
+    tir_icm_addr: u64,
+}
+
+/// `struct mlx5dv_cq`.
+#[repr(C)]
+#[derive(Default)]
+struct DvCq {
+    buf: usize,
+    dbrec: usize,
+    cqe_cnt: u32,
+    cqe_size: u32,
+    cq_uar: usize,
+    cqn: u32,
+    comp_mask: u64,
+}
+
+/// `struct mlx5dv_obj` through `pd` (what every rdma-core since v18 reads).
+#[repr(C)]
+struct DvObj {
+    pairs: [[usize; 2]; 7],
+}
+
+const OBJ_QP: u64 = 1;
+const OBJ_CQ: u64 = 2;
+
+type InitObj = unsafe extern "C" fn(*mut DvObj, u64) -> c_int;
+
+/// `libmlx5.so.1`'s entry points.
+struct Dv {
+    init_obj: InitObj,
+    _lib: libloading::Library,
+}
+
+impl Dv {
+    /// `GDA_MLX5_LIB`, else the `libmlx5.so.1` beside the libibverbs in use (rdma-core installs
+    /// them together; a libibverbs chosen by path must not be paired with another libmlx5),
+    /// else the loader's search path.
+    fn load(ibverbs: &str) -> Result<Self, LoadError> {
+        let sibling = std::path::Path::new(ibverbs)
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .map(|d| d.join("libmlx5.so.1"))
+            .filter(|p| p.exists());
+        let (lib, handle, path) = match (std::env::var_os("GDA_MLX5_LIB"), sibling) {
+            (None, Some(p)) => gda_rdma::open_path(&p)?,
+            _ => gda_rdma::open_lib("GDA_MLX5_LIB", "libmlx5.so.1")?,
+        };
+        // SAFETY: rdma-core's prototype of `mlx5dv_init_obj`.
+        let init_obj =
+            unsafe { gda_rdma::resolve::<InitObj>(handle, &path, "mlx5dv_init_obj", "MLX5_1.2")? };
+        Ok(Self {
+            init_obj,
+            _lib: lib,
+        })
+    }
+}
+
+/// A ConnectX NIC driven through rdma-core.
+pub struct Mlx5Device {
+    ctx: Arc<Context>,
+    dv: Arc<Dv>,
+}
+
+impl std::fmt::Debug for Mlx5Device {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Mlx5Device")
+            .field("ctx", &self.ctx)
+            .finish()
+    }
+}
+
+impl Mlx5Device {
+    /// Opens the ConnectX device `name` (`gda devices` lists them).
+    pub fn open(verbs: Arc<Verbs>, name: &str) -> Result<Self, Mlx5HostError> {
+        let dv = Dv::load(verbs.path())?;
+        let ctx = Context::open(verbs, name)?;
+        if ctx.info().provider != "mlx5" {
+            return Err(Mlx5HostError::Dv(format!(
+                "{name} is a {} device (vendor {:#06x}), not a ConnectX",
+                ctx.info().provider,
+                ctx.info().vendor_id
+            )));
+        }
+        Ok(Self {
+            ctx,
+            dv: Arc::new(dv),
+        })
+    }
+}
+
+/// A PD of an [`Mlx5Device`].
+pub struct Mlx5Pd(Arc<Pd>);
+
+/// A CQ of an [`Mlx5Device`], with its ring.
+pub struct Mlx5Cq {
+    cq: Arc<Cq>,
+    handle: CqHandle,
+}
+
+impl control::CompletionQueue for Mlx5Cq {
+    fn handle(&self) -> CqHandle {
+        self.handle
+    }
+}
+
+/// An RC QP of an [`Mlx5Device`] (wrapped in [`RcQp`]).
+pub struct Mlx5Qp {
+    qp: Qp,
+    sq: Mlx5Sq,
+    rq: WqHandle,
+    port: u8,
+}
+
+impl control::Device for Mlx5Device {
+    type Provider = Mlx5;
+    type Error = Mlx5HostError;
+    type Pd = Mlx5Pd;
+    type Mr = Mr;
+    type Cq = Mlx5Cq;
+    type Qp = Mlx5Qp;
+
+    fn info(&self) -> &DeviceInfo {
+        self.ctx.info()
+    }
+
+    fn alloc_pd(&self) -> Result<Mlx5Pd, Mlx5HostError> {
+        Ok(Mlx5Pd(Pd::alloc(&self.ctx)?))
+    }
+
+    unsafe fn register(
+        &self,
+        pd: &Mlx5Pd,
+        mem: &MemoryDesc<'_>,
+        access: Access,
+    ) -> Result<Mr, Mlx5HostError> {
+        let access = access.check_registration()?;
+        match *mem {
+            MemoryDesc::Host { addr, len } | MemoryDesc::SharedHost { addr, len, .. } => {
+                // SAFETY: the caller keeps the memory valid (this function's contract).
+                Ok(unsafe { Mr::register(&pd.0, addr, len, access) }?)
+            }
+            MemoryDesc::DmaBuf { .. } => Err(Mlx5HostError::Unsupported(
+                "dma-buf registration through this control path is not implemented yet",
+            )),
+        }
+    }
+
+    fn create_cq(&self, attr: &CqAttr) -> Result<Mlx5Cq, Mlx5HostError> {
+        if attr.collapsed {
+            return Err(Mlx5HostError::Unsupported(
+                "collapsed CQs need DEVX; this control path makes normal CQs",
+            ));
+        }
+        if !matches!(attr.memory, QueueMemory::Provider) {
+            return Err(Mlx5HostError::Unsupported(
+                "caller-placed CQ memory (a parent domain) is not implemented yet",
+            ));
+        }
+        let cq = Cq::create(&self.ctx, attr.entries)?;
+        let mut out = DvCq::default();
+        let mut obj = DvObj { pairs: [[0; 2]; 7] };
+        obj.pairs[1] = [cq.raw() as usize, std::ptr::from_mut(&mut out) as usize];
+        // SAFETY: rdma-core's mlx5dv_init_obj with a live CQ and an output struct.
+        let r = unsafe { (self.dv.init_obj)(&mut obj, OBJ_CQ) };
+        if r != 0 {
+            return Err(Mlx5HostError::Dv(format!(
+                "mlx5dv_init_obj(CQ) failed: {r}"
+            )));
+        }
+        let handle = CqHandle {
+            buf: out.buf as u64,
+            dbrec: out.dbrec as u64,
+            db: 0,
+            entries: out.cqe_cnt,
+            cqe_bytes: out.cqe_size,
+            cqn: out.cqn,
+            collapsed: 0,
+        };
+        Ok(Mlx5Cq { cq, handle })
+    }
+
+    fn create_rc_qp(
+        &self,
+        pd: &Mlx5Pd,
+        send_cq: &Mlx5Cq,
+        recv_cq: &Mlx5Cq,
+        caps: &QpCaps,
+    ) -> Result<RcQp<Mlx5Qp, Reset>, Mlx5HostError> {
+        if !matches!(caps.memory, QueueMemory::Provider) {
+            return Err(Mlx5HostError::Unsupported(
+                "caller-placed QP memory (a parent domain) is not implemented yet",
+            ));
+        }
+        let mut cap = sys::ibv_qp_cap {
+            max_send_wr: caps.send_wr,
+            max_recv_wr: caps.recv_wr,
+            max_send_sge: caps.max_sge,
+            max_recv_sge: caps.max_sge,
+            max_inline_data: caps.max_inline,
+        };
+        let qp = Qp::create(&pd.0, &send_cq.cq, &recv_cq.cq, &mut cap)?;
+        let mut out = DvQp::default();
+        let mut obj = DvObj { pairs: [[0; 2]; 7] };
+        obj.pairs[0] = [qp.raw() as usize, std::ptr::from_mut(&mut out) as usize];
+        // SAFETY: rdma-core's mlx5dv_init_obj with a live QP and an output struct.
+        let r = unsafe { (self.dv.init_obj)(&mut obj, OBJ_QP) };
+        if r != 0 {
+            return Err(Mlx5HostError::Dv(format!(
+                "mlx5dv_init_obj(QP) failed: {r}"
+            )));
+        }
+        let qpn = qp.qpn();
+        let sq = Mlx5Sq {
+            wq: WqHandle {
+                buf: out.sq_buf as u64,
+                dbrec: out.dbrec as u64,
+                db: out.bf_reg as u64,
+                entries: out.sq_wqe_cnt,
+                stride: out.sq_stride,
+                qpn,
+                max_inline: cap.max_inline_data,
+                max_sge: cap.max_send_sge,
+            },
+            bf_size: out.bf_size,
+        };
+        let rq = WqHandle {
+            buf: out.rq_buf as u64,
+            dbrec: out.dbrec as u64,
+            db: 0,
+            entries: out.rq_wqe_cnt,
+            stride: out.rq_stride,
+            qpn,
+            max_inline: 0,
+            max_sge: cap.max_recv_sge,
+        };
+        Ok(RcQp::from_raw(Mlx5Qp {
+            qp,
+            sq,
+            rq,
+            port: 1,
+        }))
+    }
+}
+
+/// `IBV_QP_*` attribute-mask bits.
+mod mask {
+    pub const STATE: i32 = 1;
+    pub const ACCESS_FLAGS: i32 = 1 << 3;
+    pub const PKEY_INDEX: i32 = 1 << 4;
+    pub const PORT: i32 = 1 << 5;
+    pub const AV: i32 = 1 << 7;
+    pub const PATH_MTU: i32 = 1 << 8;
+    pub const TIMEOUT: i32 = 1 << 9;
+    pub const RETRY_CNT: i32 = 1 << 10;
+    pub const RNR_RETRY: i32 = 1 << 11;
+    pub const RQ_PSN: i32 = 1 << 12;
+    pub const MAX_QP_RD_ATOMIC: i32 = 1 << 13;
+    pub const MIN_RNR_TIMER: i32 = 1 << 15;
+    pub const SQ_PSN: i32 = 1 << 16;
+    pub const MAX_DEST_RD_ATOMIC: i32 = 1 << 17;
+    pub const DEST_QPN: i32 = 1 << 20;
+}
+
+fn zeroed_attr() -> sys::ibv_qp_attr {
+    // SAFETY: C data; all zeros is valid.
+    unsafe { std::mem::zeroed() }
+}
+
+impl RawRcQp for Mlx5Qp {
+    type Provider = Mlx5;
+    type Error = Mlx5HostError;
+
+    fn qpn(&self) -> u32 {
+        self.qp.qpn()
+    }
+
+    fn send_psn(&self) -> u32 {
+        0
+    }
+
+    fn sq_handle(&self) -> Result<Mlx5Sq, Mlx5HostError> {
+        Ok(self.sq)
+    }
+
+    fn rq_handle(&self) -> Result<WqHandle, Mlx5HostError> {
+        Ok(self.rq)
+    }
+
+    fn modify_init(&mut self, attr: &InitAttr) -> Result<(), Mlx5HostError> {
+        let mut a = zeroed_attr();
+        a.qp_state = sys::ibv_qp_state::IBV_QPS_INIT;
+        a.port_num = attr.port;
+        a.pkey_index = attr.pkey_index;
+        a.qp_access_flags = attr.access.bits();
+        self.port = attr.port;
+        use mask::*;
+        Ok(self.qp.modify(
+            "RESET→INIT",
+            &mut a,
+            STATE | PKEY_INDEX | PORT | ACCESS_FLAGS,
+        )?)
+    }
+
+    fn modify_rtr(&mut self, attr: &RtrAttr) -> Result<(), Mlx5HostError> {
+        attr.validate()?;
+        let mut a = zeroed_attr();
+        a.qp_state = sys::ibv_qp_state::IBV_QPS_RTR;
+        a.path_mtu = attr.path_mtu as u32;
+        a.dest_qp_num = attr.remote.qpn;
+        a.rq_psn = attr.remote.psn;
+        a.max_dest_rd_atomic = attr.max_dest_rd_atomic;
+        a.min_rnr_timer = attr.min_rnr_timer;
+        a.ah_attr.is_global = u8::from(attr.is_global);
+        a.ah_attr.dlid = attr.remote.lid;
+        a.ah_attr.port_num = self.port;
+        a.ah_attr.static_rate = attr.static_rate;
+        a.ah_attr.grh.dgid.raw = attr.remote.gid.0;
+        a.ah_attr.grh.sgid_index = u8::try_from(attr.sgid_index)
+            .map_err(|_| ControlError::Invalid(format!("sgid_index {} > 255", attr.sgid_index)))?;
+        a.ah_attr.grh.hop_limit = attr.hop_limit;
+        a.ah_attr.grh.traffic_class = attr.traffic_class;
+        use mask::*;
+        Ok(self.qp.modify(
+            "INIT→RTR",
+            &mut a,
+            STATE | AV | PATH_MTU | DEST_QPN | RQ_PSN | MAX_DEST_RD_ATOMIC | MIN_RNR_TIMER,
+        )?)
+    }
+
+    fn modify_rts(&mut self, attr: &RtsAttr) -> Result<(), Mlx5HostError> {
+        let mut a = zeroed_attr();
+        a.qp_state = sys::ibv_qp_state::IBV_QPS_RTS;
+        a.sq_psn = attr.sq_psn;
+        a.timeout = attr.timeout;
+        a.retry_cnt = attr.retry_cnt;
+        a.rnr_retry = attr.rnr_retry;
+        a.max_rd_atomic = attr.max_rd_atomic;
+        use mask::*;
+        Ok(self.qp.modify(
+            "RTR→RTS",
+            &mut a,
+            STATE | SQ_PSN | TIMEOUT | RETRY_CNT | RNR_RETRY | MAX_QP_RD_ATOMIC,
+        )?)
+    }
+
+    fn modify_error(&mut self) -> Result<(), Mlx5HostError> {
+        let mut a = zeroed_attr();
+        a.qp_state = sys::ibv_qp_state::IBV_QPS_ERR;
+        Ok(self.qp.modify("→ERR", &mut a, mask::STATE)?)
+    }
+}
