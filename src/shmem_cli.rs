@@ -22,6 +22,71 @@ impl<R, F: FnOnce(&dyn PeOps) -> Result<R>> Dispatch for WithPe<F, R> {
     }
 }
 
+/// Where the PEs' RDMA routes go: the software NIC in this process (`sim`, the default), or
+/// NICs through rdma-core (`verbs`: real ConnectX NICs, or the verbs-compatible library).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Domain {
+    /// The software NIC (`gda_sim`), one fabric per job.
+    Sim,
+    /// rdma-core loaded at run time (`GDA_IBVERBS_LIB`), ConnectX devices through
+    /// `gda_mlx5::host`; `GDA_SHMEM_DEVICE` names one (default: the first ConnectX).
+    Verbs,
+}
+
+impl Domain {
+    /// `GDA_SHMEM_DOMAIN` (`sim` when unset).
+    pub fn from_env() -> Result<Self> {
+        match std::env::var("GDA_SHMEM_DOMAIN")
+            .ok()
+            .as_deref()
+            .map(str::trim)
+        {
+            None | Some("") | Some("sim") => Ok(Self::Sim),
+            Some("verbs") => Ok(Self::Verbs),
+            Some(other) => Err(ShmemError::Config(format!(
+                "GDA_SHMEM_DOMAIN={other:?}: expected sim or verbs"
+            ))),
+        }
+    }
+}
+
+/// Runs `f` on this process's PE with its RDMA routes on a ConnectX through rdma-core.
+#[cfg(feature = "verbs")]
+pub fn with_verbs_pe<R>(f: impl FnOnce(&dyn PeOps) -> Result<R>) -> Result<R> {
+    let setup = |e: &dyn std::fmt::Display| ShmemError::Config(format!("verbs domain: {e}"));
+    let verbs = std::sync::Arc::new(gda_rdma::Verbs::load().map_err(|e| setup(&e))?);
+    let name = match std::env::var("GDA_SHMEM_DEVICE")
+        .ok()
+        .filter(|s| !s.is_empty())
+    {
+        Some(n) => n,
+        None => verbs
+            .devices()
+            .map_err(|e| setup(&e))?
+            .into_iter()
+            .find(|d| d.provider == "mlx5")
+            .map(|d| d.name)
+            .ok_or_else(|| setup(&"no ConnectX device (gda devices lists what there is)"))?,
+    };
+    let dev = gda_mlx5::host::Mlx5Device::open(verbs, &name).map_err(|e| setup(&e))?;
+    let launch = gda_shmem::boot::env::Launch::from_env()?.ok_or_else(|| {
+        ShmemError::Config("not started by a launcher (gdarun, mpirun, srun, torchrun)".into())
+    })?;
+    let cfg = gda_shmem::Config::from_env()?;
+    let pe = launch::init_launched_with(&launch, &cfg, gda_shmem::RdmaNic::new(dev))?;
+    run_on(&pe, f)
+}
+
+/// Without the `verbs` feature the verbs domain is a clear error.
+#[cfg(not(feature = "verbs"))]
+pub fn with_verbs_pe<R>(_f: impl FnOnce(&dyn PeOps) -> Result<R>) -> Result<R> {
+    Err(ShmemError::Config(
+        "GDA_SHMEM_DOMAIN=verbs needs a gda built with the `verbs` feature \
+         (cargo build --release --features verbs)"
+            .into(),
+    ))
+}
+
 fn run_on<P: gda_hal::Provider, R>(
     pe: &Pe<P>,
     f: impl FnOnce(&dyn PeOps) -> Result<R>,

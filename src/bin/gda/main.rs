@@ -156,6 +156,10 @@ struct ShmemArgs {
     /// Provider whose queue formats the RDMA routes use (the software NIC executes them).
     #[arg(long, value_enum, default_value = "native")]
     provider: gda::ProviderName,
+    /// Where RDMA routes go: `sim` (the software NIC, default) or `verbs` (ConnectX NICs
+    /// through rdma-core, or the verbs-compatible library); sets GDA_SHMEM_DOMAIN for the PEs.
+    #[arg(long)]
+    domain: Option<String>,
     /// Ordering stress rounds (check).
     #[arg(long, default_value_t = 64, value_parser = |s: &str| gda::cli::count_in(s, 1, 1_000_000).map(|v| v as usize))]
     rounds: usize,
@@ -204,6 +208,11 @@ fn shmem(a: ShmemArgs) -> ExitCode {
                 .transport
                 .iter()
                 .map(|t| ("GDA_SHMEM_TRANSPORT".to_string(), t.clone()))
+                .chain(
+                    a.domain
+                        .iter()
+                        .map(|d| ("GDA_SHMEM_DOMAIN".to_string(), d.clone())),
+                )
                 .collect(),
         };
         return match launch::run(&job) {
@@ -214,7 +223,14 @@ fn shmem(a: ShmemArgs) -> ExitCode {
             }
         };
     }
-    let r = gda::shmem_cli::with_pe(a.provider, |pe| {
+    let domain = match gda::shmem_cli::Domain::from_env() {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("gda shmem: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let body = |pe: &dyn gda::shmem_cli::PeOps| -> gda::shmem::Result<()> {
         if a.crash_pe == Some(pe.me()) {
             eprintln!("gda shmem: PE {} aborting on purpose (--crash-pe)", pe.me());
             std::process::abort();
@@ -224,12 +240,16 @@ fn shmem(a: ShmemArgs) -> ExitCode {
                 let t = std::time::Instant::now();
                 let rep = pe.check(a.rounds)?;
                 println!(
-                    "PE {}/{}: ok, {} checks over {} (provider {:?}) in {:.2} s",
+                    "PE {}/{}: ok, {} checks over {} (provider {}) in {:.2} s",
                     pe.me(),
                     pe.n(),
                     rep.checks.len(),
                     pe.transport(),
-                    a.provider,
+                    if domain == gda::shmem_cli::Domain::Verbs {
+                        "mlx5 through rdma-core".to_string()
+                    } else {
+                        format!("{:?}", a.provider)
+                    },
                     t.elapsed().as_secs_f64()
                 );
             }
@@ -244,7 +264,11 @@ fn shmem(a: ShmemArgs) -> ExitCode {
             }
         }
         Ok(())
-    });
+    };
+    let r = match domain {
+        gda::shmem_cli::Domain::Sim => gda::shmem_cli::with_pe(a.provider, body),
+        gda::shmem_cli::Domain::Verbs => gda::shmem_cli::with_verbs_pe(body),
+    };
     match r {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
