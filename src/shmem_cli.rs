@@ -73,7 +73,18 @@ pub fn with_verbs_pe<R>(f: impl FnOnce(&dyn PeOps) -> Result<R>) -> Result<R> {
         ShmemError::Config("not started by a launcher (gdarun, mpirun, srun, torchrun)".into())
     })?;
     let cfg = gda_shmem::Config::from_env()?;
-    let pe = launch::init_launched_with(&launch, &cfg, gda_shmem::RdmaNic::new(dev))?;
+    let mut nic = gda_shmem::RdmaNic::new(dev);
+    // GDA_IB_GID_INDEX: the source GID (default: RoCE v2, IPv4-mapped, never link-local).
+    if let Some(v) = std::env::var("GDA_IB_GID_INDEX")
+        .ok()
+        .filter(|v| !v.is_empty())
+    {
+        let i = v.trim().parse::<u32>().map_err(|_| {
+            ShmemError::Config(format!("GDA_IB_GID_INDEX={v:?} is not a GID index"))
+        })?;
+        nic.path.gid_index = Some(i);
+    }
+    let pe = launch::init_launched_with(&launch, &cfg, nic)?;
     run_on(&pe, f)
 }
 

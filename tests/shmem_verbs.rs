@@ -57,6 +57,11 @@ fn verbs_domain_errors_are_clear() {
             ("GDA_SHMEM_DEVICE", "gda_nope_0"),
             "no RDMA device \"gda_nope_0\"",
         ),
+        (("GDA_IB_GID_INDEX", "9"), "GID index 9 is not populated"),
+        (
+            ("GDA_IB_GID_INDEX", "x"),
+            "GDA_IB_GID_INDEX=\"x\" is not a GID index",
+        ),
     ] {
         let o = Command::new(env!("CARGO_BIN_EXE_gda"))
             .args([
@@ -84,5 +89,5 @@ fn verbs_domain_errors_are_clear() {
         .expect("run gda shmem");
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("GDA_SHMEM_DOMAIN=\"nic9\""));
-    assert_eq!(cases, 2);
+    assert_eq!(cases, 4);
 }
