@@ -197,28 +197,15 @@ impl Verbs {
     /// Opens rdma-core: `GDA_IBVERBS_LIB` if set, else `libibverbs.so.1` from the loader's
     /// search path (the `.so.1` name: the unversioned one exists only with -dev packages).
     pub fn load() -> Result<Self, LoadError> {
-        match std::env::var_os("GDA_IBVERBS_LIB") {
-            Some(p) if !p.is_empty() => Self::load_from(Path::new(&p)),
-            _ => Self::load_from(Path::new("libibverbs.so.1")),
-        }
+        let path = std::env::var_os("GDA_IBVERBS_LIB")
+            .filter(|p| !p.is_empty())
+            .map_or_else(|| "libibverbs.so.1".into(), std::path::PathBuf::from);
+        Self::load_from(&path)
     }
 
     /// Opens the library at `path` (a file name is looked up on the loader's search path).
     pub fn load_from(path: &Path) -> Result<Self, LoadError> {
-        let shown = path.display().to_string();
-        // SAFETY: loading a shared library runs its initialisers; libibverbs' are benign.
-        let lib = unsafe {
-            libloading::os::unix::Library::open(Some(path), libc::RTLD_NOW | libc::RTLD_LOCAL)
-        }
-        .map_err(|e| LoadError::Library {
-            path: shown.clone(),
-            reason: e.to_string(),
-            hint: INSTALL_HINT,
-        })?;
-        let handle = lib.into_raw();
-        // SAFETY: the handle was just returned by dlopen; ownership goes back to a Library.
-        let lib: libloading::Library =
-            unsafe { libloading::os::unix::Library::from_raw(handle) }.into();
+        let (lib, handle, shown) = open_path(path)?;
         macro_rules! need {
             ($name:literal, $ver:literal) => {{
                 let p = symbol(handle, $name, $ver).ok_or(LoadError::Symbol {
