@@ -197,3 +197,27 @@ fn a_bnxt_device_is_not_opened_as_connectx() {
         "{e}"
     );
 }
+
+#[test]
+fn an_unusable_gid_is_a_clear_error() {
+    let dev = Mlx5Device::open(verbs(), "gda_mlx5_0").unwrap_or_else(|e| panic!("{e}"));
+    let mut refused = 0;
+    for (index, want) in [(9, "GID index 9 is not populated"), (300, "GID index 300")] {
+        let e = dev
+            .path(PathRequest {
+                port: None,
+                gid_index: Some(index),
+            })
+            .unwrap_err();
+        assert!(e.to_string().contains(want), "{e}");
+        refused += 1;
+    }
+    let e = dev
+        .path(PathRequest {
+            port: Some(2),
+            gid_index: None,
+        })
+        .unwrap_err();
+    assert!(e.to_string().contains("port 2"), "{e}");
+    assert_eq!(refused, 2);
+}
