@@ -54,6 +54,9 @@ pub struct PerfConfig {
     pub chaos: Option<u64>,
     /// Measurements per size (the median is reported, with the spread).
     pub repeat: u32,
+    /// Run through rdma-core on this device (feature `verbs`; a ConnectX, or the
+    /// verbs-compatible library's `gda_mlx5_N`) instead of the in-process software NIC.
+    pub device: Option<String>,
 }
 
 /// Largest message `gda perf` measures.
@@ -134,6 +137,9 @@ pub enum PerfError {
     /// The software NIC refused a setup step.
     #[error(transparent)]
     Sim(#[from] gda_sim::SimError),
+    /// A device through rdma-core refused a setup step (`--device`).
+    #[error("{0}")]
+    Device(String),
     /// The data path failed.
     #[error(transparent)]
     Queue(#[from] gda_hal::SqError),
@@ -151,10 +157,27 @@ pub fn run(
     mut progress: impl FnMut(&PerfResult),
 ) -> Result<Vec<PerfResult>, PerfError> {
     cfg.validate()?;
+    #[cfg(feature = "verbs")]
+    let dev = match &cfg.device {
+        Some(name) => Some(crate::perf_device::open(name)?),
+        None => None,
+    };
+    #[cfg(not(feature = "verbs"))]
+    if cfg.device.is_some() {
+        return Err(PerfError::Invalid(
+            "--device needs a gda built with the `verbs` feature (cargo build --release --features verbs)"
+                .into(),
+        ));
+    }
     let mut out = Vec::new();
     for &size in &cfg.sizes {
         let mut runs = Vec::with_capacity(cfg.repeat as usize);
         for _ in 0..cfg.repeat {
+            #[cfg(feature = "verbs")]
+            if let Some(d) = &dev {
+                runs.push(crate::perf_device::run_size(d, cfg, size)?);
+                continue;
+            }
             runs.push(cfg.provider.run(RunSize(cfg, size))?);
         }
         let r = summarize(runs);
@@ -326,28 +349,44 @@ fn run_size<P: Modeled>(cfg: &PerfConfig, size: usize) -> Result<PerfResult, Per
     fabric.kick();
     // SAFETY: the QP and CQ outlive the queue, which is the only poster and poller of them.
     let sq = unsafe { SendQueue::<P>::new(a.sq_handle::<P>().unwrap(), cq_a.handle(), 30_000) }?;
+    measure(cfg, size, &wr, &sq, P::model().name(), &mut || {
+        top_up(&fabric)
+    })
+}
+
+/// The timed part of a run, on any queue: warm-up, bandwidth (`iters` posts, then quiet), and
+/// latency (one signalled post and its completion at a time). `top_up` keeps receives posted
+/// for SEND.
+pub(crate) fn measure<P: gda_hal::Provider>(
+    cfg: &PerfConfig,
+    size: usize,
+    wr: &WorkRequest<'_>,
+    sq: &SendQueue<P>,
+    provider: &'static str,
+    top_up: &mut dyn FnMut(),
+) -> Result<PerfResult, PerfError> {
     // Warm-up, then bandwidth.
     for _ in 0..WARMUP {
-        top_up(&fabric);
-        sq.post(&wr, SendFlags::empty())?;
+        top_up();
+        sq.post(wr, SendFlags::empty())?;
     }
     sq.quiet()?;
     let iters = cfg.iterations.unwrap_or_else(|| default_iters(size));
     let t = Instant::now();
     for i in 0..iters {
         if cfg.op == PerfOp::Send && i % 256 == 0 {
-            top_up(&fabric);
+            top_up();
         }
-        sq.post(&wr, SendFlags::empty())?;
+        sq.post(wr, SendFlags::empty())?;
     }
     sq.quiet()?;
     let secs = t.elapsed().as_secs_f64();
     // Latency: one request at a time, doorbell to CQE.
     let mut lat = Vec::with_capacity(cfg.lat_iterations as usize);
     for _ in 0..cfg.lat_iterations {
-        top_up(&fabric);
+        top_up();
         let t = Instant::now();
-        sq.post(&wr, SendFlags::SIGNALED)?;
+        sq.post(wr, SendFlags::SIGNALED)?;
         sq.quiet()?;
         lat.push(t.elapsed());
     }
@@ -361,7 +400,7 @@ fn run_size<P: Modeled>(cfg: &PerfConfig, size: usize) -> Result<PerfResult, Per
     };
     Ok(PerfResult {
         op: cfg.op,
-        provider: P::model().name(),
+        provider,
         size,
         iterations: iters,
         bw_gbps: (iters * size as u64) as f64 / secs / 1e9,

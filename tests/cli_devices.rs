@@ -102,3 +102,50 @@ fn missing_or_wrong_library_is_reported_and_the_software_nic_remains() {
     }
     assert_eq!(cases, 2);
 }
+
+/// `gda perf --device`: the same measurements through rdma-core's ConnectX control path (on the
+/// verbs-compatible library here), for every operation; an unknown device is a clear error.
+#[test]
+fn perf_runs_through_the_control_path_on_a_device() {
+    let mut ran = 0;
+    for op in ["write", "read", "atomic", "send"] {
+        let o = Command::new(env!("CARGO_BIN_EXE_gda"))
+            .args([
+                "perf",
+                op,
+                "--device",
+                "gda_mlx5_0",
+                "--sizes",
+                "64",
+                "--iters",
+                "2000",
+                "--lat-iters",
+                "50",
+                "--repeat",
+                "1",
+                "--json",
+            ])
+            .env("GDA_IBVERBS_LIB", verbs_lib())
+            .output()
+            .expect("run gda perf");
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            o.status.success(),
+            "{op}: {out}\n{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
+        assert_eq!(v["provider"], "mlx5 (rdma-core)", "{v}");
+        assert!(v["msg_rate_mps"].as_f64().unwrap() > 0.0, "{v}");
+        assert!(v["lat_us_p50"].as_f64().unwrap() > 0.0, "{v}");
+        ran += 1;
+    }
+    assert_eq!(ran, 4);
+    let o = Command::new(env!("CARGO_BIN_EXE_gda"))
+        .args(["perf", "write", "--device", "gda_nope_0", "--sizes", "8"])
+        .env("GDA_IBVERBS_LIB", verbs_lib())
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no RDMA device \"gda_nope_0\""));
+}

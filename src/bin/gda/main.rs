@@ -325,6 +325,10 @@ struct PerfArgs {
     /// Chaos seed for the software NIC.
     #[arg(long)]
     chaos: Option<u64>,
+    /// Run through rdma-core on this ConnectX (`gda devices` lists them; the verbs-compatible
+    /// library's is gda_mlx5_0) instead of the in-process software NIC (`verbs` feature).
+    #[arg(long)]
+    device: Option<String>,
     /// One JSON object per line and size instead of the table.
     #[arg(long)]
     json: bool,
@@ -421,6 +425,7 @@ fn perf(a: PerfArgs) -> ExitCode {
         },
         chaos: a.chaos,
         repeat: a.repeat,
+        device: a.device.clone(),
     };
     // Every argument is checked before the table header is printed.
     if let Err(e) = cfg.validate() {
@@ -437,10 +442,13 @@ fn perf(a: PerfArgs) -> ExitCode {
     let line = "-".repeat(104);
     if !a.json {
         println!("{line}");
+        let on = match &a.device {
+            Some(d) => format!("{d} through rdma-core, provider mlx5"),
+            None => format!("software NIC, provider {:?}", a.provider),
+        };
         println!(
-            " {:?} BW / message rate / latency — software NIC, provider {:?}, CQ {:?}, qd {}, \
-             median of {}",
-            op, a.provider, a.cq, a.qd, a.repeat
+            " {:?} BW / message rate / latency — {on}, CQ {:?}, qd {}, median of {}",
+            op, a.cq, a.qd, a.repeat
         );
         println!("{line}");
         println!(

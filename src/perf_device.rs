@@ -1,0 +1,168 @@
+//! `gda perf --device NAME`: the same measurements as on the in-process software NIC, on a
+//! ConnectX opened through rdma-core (`gda_mlx5::host`): QPs brought up through the
+//! control-path seam, gda's `SendQueue<Mlx5>` posting into the rings `mlx5dv_init_obj` hands
+//! out.
+
+use std::sync::Arc;
+
+use gda_hal::control::{
+    CompletionQueue, CqAttr, Device, Endpoint, MemoryDesc, MemoryRegion, PathRequest, QpCaps,
+};
+use gda_hal::index::ProdIdx;
+use gda_hal::op::AtomicOp;
+use gda_hal::{Payload, Provider, Remote, SendQueue, Sge, WorkRequest};
+use gda_mlx5::Mlx5;
+use gda_mlx5::host::Mlx5Device;
+
+use crate::perf::{PerfConfig, PerfError, PerfOp, PerfResult, measure};
+
+fn dev_err(e: &dyn std::fmt::Display) -> PerfError {
+    PerfError::Device(format!("--device: {e}"))
+}
+
+/// Opens `name` through rdma-core (`GDA_IBVERBS_LIB` or the loader's search path).
+pub fn open(name: &str) -> Result<Mlx5Device, PerfError> {
+    let verbs = Arc::new(gda_rdma::Verbs::load().map_err(|e| dev_err(&e))?);
+    Mlx5Device::open(verbs, name).map_err(|e| dev_err(&e))
+}
+
+/// One measurement of `cfg.op` at `size` bytes between two fresh QPs of `dev`.
+pub fn run_size(dev: &Mlx5Device, cfg: &PerfConfig, size: usize) -> Result<PerfResult, PerfError> {
+    let size = if cfg.op == PerfOp::Atomic { 8 } else { size };
+    let path = dev.path(PathRequest::default()).map_err(|e| dev_err(&e))?;
+    let pd = dev.alloc_pd().map_err(|e| dev_err(&e))?;
+    let caps = QpCaps {
+        send_wr: cfg.qd,
+        recv_wr: 1024,
+        max_sge: 1,
+        max_inline: 0,
+        ..QpCaps::default()
+    };
+    // The send CQ holds the whole send window; the receive CQ every posted receive.
+    let cq_a = dev
+        .create_cq(&CqAttr::new(8 * cfg.qd.max(64)))
+        .map_err(|e| dev_err(&e))?;
+    let cq_b = dev.create_cq(&CqAttr::new(4096)).map_err(|e| dev_err(&e))?;
+    let qa = dev
+        .create_rc_qp(&pd, &cq_a, &cq_a, &caps)
+        .map_err(|e| dev_err(&e))?;
+    let qb = dev
+        .create_rc_qp(&pd, &cq_b, &cq_b, &caps)
+        .map_err(|e| dev_err(&e))?;
+    let (ea, eb) = (qa.endpoint(&path), qb.endpoint(&path));
+    let ea = Endpoint::from_bytes(&ea.to_bytes()).map_err(|e| dev_err(&e))?;
+    let eb = Endpoint::from_bytes(&eb.to_bytes()).map_err(|e| dev_err(&e))?;
+    let qa = qa.connect(&path, &eb).map_err(|r| dev_err(&r.error))?;
+    let qb = qb.connect(&path, &ea).map_err(|r| dev_err(&r.error))?;
+    let n = size.max(8);
+    let (mut local, mut remote, mut rbuf) = (vec![0u8; n], vec![0u8; n], vec![0u8; n]);
+    let access = gda_hal::control::Access::ALL;
+    // SAFETY: the buffers outlive their regions and every operation on them (quiet at the end
+    // of `measure`, before they are dropped).
+    let (lmr, rmr, bmr) = unsafe {
+        (
+            dev.register(
+                &pd,
+                &MemoryDesc::Host {
+                    addr: local.as_mut_ptr(),
+                    len: n,
+                },
+                access,
+            ),
+            dev.register(
+                &pd,
+                &MemoryDesc::Host {
+                    addr: remote.as_mut_ptr(),
+                    len: n,
+                },
+                access,
+            ),
+            dev.register(
+                &pd,
+                &MemoryDesc::Host {
+                    addr: rbuf.as_mut_ptr(),
+                    len: n,
+                },
+                access,
+            ),
+        )
+    };
+    let (lmr, rmr, bmr) = (
+        lmr.map_err(|e| dev_err(&e))?,
+        rmr.map_err(|e| dev_err(&e))?,
+        bmr.map_err(|e| dev_err(&e))?,
+    );
+    let l = Sge {
+        addr: lmr.addr(),
+        length: size as u32,
+        lkey: lmr.lkey(),
+    };
+    let r = Remote {
+        addr: rmr.addr(),
+        rkey: rmr.rkey(),
+    };
+    let sges = [l];
+    let wr = match cfg.op {
+        PerfOp::Write => WorkRequest::Write {
+            remote: r,
+            payload: Payload::Sges(&sges),
+            imm: None,
+        },
+        PerfOp::Read => WorkRequest::Read {
+            remote: r,
+            sges: &sges,
+        },
+        PerfOp::Atomic => WorkRequest::Atomic {
+            remote: r,
+            local: l,
+            op: AtomicOp::FetchAdd { add: 1 },
+            bytes: 8,
+        },
+        PerfOp::Send => WorkRequest::Send {
+            payload: Payload::Sges(&sges),
+            imm: None,
+        },
+    };
+    // Receives for SEND, kept topped up from the responder's CQ.
+    let rq = qb.rq_handle().map_err(|e| dev_err(&e))?;
+    let rcq = cq_b.handle();
+    let rsge = [Sge {
+        addr: bmr.addr(),
+        length: size.max(1) as u32,
+        lkey: bmr.lkey(),
+    }];
+    let (mut rpos, mut rci) = (0u32, 0u32);
+    let mut top_up = || {
+        if cfg.op != PerfOp::Send {
+            return;
+        }
+        // SAFETY: the responder's RQ and CQ are live and only this closure uses them.
+        unsafe {
+            while Mlx5::poll_cq(&rcq, rci).is_some() {
+                rci = rci.wrapping_add(1);
+            }
+            Mlx5::update_cq_ci(&rcq, rci);
+            let mut posted = false;
+            while rpos.wrapping_sub(rci) < rq.entries {
+                Mlx5::post_recv(&rq, ProdIdx(rpos), &rsge);
+                rpos = rpos.wrapping_add(1);
+                posted = true;
+            }
+            if posted {
+                Mlx5::ring_rq(&rq, ProdIdx(rpos));
+            }
+        }
+    };
+    top_up();
+    // SAFETY: the QP and CQ outlive the queue, its only poster and poller.
+    let sq = unsafe {
+        SendQueue::<Mlx5>::new(
+            qa.sq_handle().map_err(|e| dev_err(&e))?,
+            cq_a.handle(),
+            30_000,
+        )
+    }?;
+    let out = measure(cfg, size, &wr, &sq, "mlx5 (rdma-core)", &mut top_up);
+    drop((qa, qb));
+    out
+}
