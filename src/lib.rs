@@ -52,8 +52,6 @@ pub mod devices;
 pub mod grid;
 #[cfg(feature = "sim")]
 pub mod perf;
-#[cfg(feature = "verbs")]
-pub mod perf_device;
 #[cfg(feature = "sim")]
 pub mod provider;
 #[cfg(feature = "sim")]

@@ -59,6 +59,9 @@ pub struct PerfConfig {
     pub device: Option<String>,
 }
 
+#[cfg(feature = "verbs")]
+pub mod device;
+
 /// Largest message `gda perf` measures.
 pub const MAX_SIZE: usize = 1 << 30;
 
@@ -159,7 +162,7 @@ pub fn run(
     cfg.validate()?;
     #[cfg(feature = "verbs")]
     let dev = match &cfg.device {
-        Some(name) => Some(crate::perf_device::open(name)?),
+        Some(name) => Some(device::open(name)?),
         None => None,
     };
     #[cfg(not(feature = "verbs"))]
@@ -175,7 +178,7 @@ pub fn run(
         for _ in 0..cfg.repeat {
             #[cfg(feature = "verbs")]
             if let Some(d) = &dev {
-                runs.push(crate::perf_device::run_size(d, cfg, size)?);
+                runs.push(device::run_size(d, cfg, size)?);
                 continue;
             }
             runs.push(cfg.provider.run(RunSize(cfg, size))?);

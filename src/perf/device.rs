@@ -14,7 +14,7 @@ use gda_hal::{Payload, Provider, Remote, SendQueue, Sge, WorkRequest};
 use gda_mlx5::Mlx5;
 use gda_mlx5::host::Mlx5Device;
 
-use crate::perf::{PerfConfig, PerfError, PerfOp, PerfResult, measure};
+use super::{PerfConfig, PerfError, PerfOp, PerfResult, measure};
 
 fn dev_err(e: &dyn std::fmt::Display) -> PerfError {
     PerfError::Device(format!("--device: {e}"))
