@@ -378,8 +378,8 @@ pub struct PortView {
     /// The device's `max_qp_rd_atom` (mlx5: `1 << log_max_ra_res_qp`): the largest
     /// `max_rd_atomic`.
     pub max_rd_atomic: u8,
-    /// The device's `max_qp_init_rd_atom`… as responder (mlx5: `1 << log_max_ra_req_qp`): the
-    /// largest `max_dest_rd_atomic`.
+    /// The largest `max_dest_rd_atomic`: reads the QP answers as responder (mlx5:
+    /// `1 << log_max_ra_req_qp`).
     pub max_dest_rd_atomic: u8,
     /// The port the QP was bound to by RESET→INIT (`IBV_QP_PORT`); 0 while it has none.
     /// INIT→RTR's `ah_attr.port_num` must equal it (uverbs `modify_qp`).
