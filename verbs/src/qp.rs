@@ -496,8 +496,11 @@ pub fn port_view(ctx: &Context) -> PortView {
             .iter()
             .map(|g| (g.index, g.kind == gda_hal::control::GidType::RoceV2))
             .collect(),
+        gid_table_len: crate::device::GID_TABLE_LEN as u32,
         pkeys: p.pkeys.max(1),
         max_rd_atomic: ctx.dev.info.max_rd_atomic,
+        max_dest_rd_atomic: ctx.dev.info.max_rd_atomic,
+        qp_port: 0,
     }
 }
 
@@ -515,7 +518,10 @@ fn modify(qp: *mut sys::ibv_qp, attr: *mut sys::ibv_qp_attr, mask: c_int) -> Res
     // SAFETY: checked non-null.
     let a = unsafe { &*attr };
     let cur = q.state();
-    let next = qp_state::check_modify(cur, a, mask, &port_view(q.ctx))?;
+    let mut view = port_view(q.ctx);
+    // The port RESET→INIT bound the QP to (0 until then), as the kernel's `qp->port`.
+    view.qp_port = q.attr.lock().unwrap_or_else(|e| e.into_inner()).port_num;
+    let next = qp_state::check_modify(cur, a, mask, &view)?;
     let m = mask as u32;
     use qp_state::mask as b;
     let sim_err = |e: gda_sim::SimError| Errno::inval(e.to_string());

@@ -1,8 +1,12 @@
-/* ibv_modify_qp refusals through the C ABI, as a kernel driver refuses them: for each step of
- * RESET->INIT->RTR->RTS, every required attribute removed and a forbidden one added; skipped
- * states; bad port, P_Key index, GID index, MTU, PSN/QPN widths, retry counts, timeouts. Each
- * must return EINVAL (errno set too) and leave the QP in its state (ibv_query_qp).
- * Last line: "N passed, M failed". */
+/* ibv_modify_qp refusals through the C ABI, as the kernel + mlx5 driver refuse them: for each
+ * step of RESET->INIT->RTR->RTS, every required attribute removed and a forbidden one added;
+ * skipped states (and RESET->ERR, which the kernel's table does not have); bad port, AV port,
+ * P_Key index, GID index, MTU, PSN/QPN widths, retry counts, timeouts, RDMA-read depths;
+ * IBV_QP_CUR_STATE where it is not accepted or does not match; an alternate path on RoCE;
+ * RTS->SQD (no mlx5 command). Each must return the errno the real stack returns (EINVAL;
+ * ENODATA for an empty GID-table entry; EOPNOTSUPP for mask bits the command cannot carry and
+ * for IBV_QP_RATE_LIMIT on an RC QP), set errno too, and leave the QP in its state
+ * (ibv_query_qp). Last line: "N passed, M failed". */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdio.h>
@@ -21,13 +25,19 @@ static enum ibv_qp_state state(void)
 	return ibv_query_qp(qp, &a, IBV_QP_STATE, &i) ? (enum ibv_qp_state)-1 : a.qp_state;
 }
 
-/* Expects `mask` with `at` to be refused with EINVAL and the QP to stay where it is. */
-static void refused(const char *what, struct ibv_qp_attr at, int mask)
+/* Expects `mask` with `at` to be refused with `code` and the QP to stay where it is. */
+static void refused_with(const char *what, struct ibv_qp_attr at, int mask, int code)
 {
 	enum ibv_qp_state before = state();
 	errno = 0;
 	int r = ibv_modify_qp(qp, &at, mask);
-	CHECK(r == EINVAL && errno == EINVAL && state() == before, "%s: ret %d errno %d state %d->%d", what, r, errno, before, state());
+	int e = errno;
+	CHECK(r == code && e == code && state() == before, "%s: ret %d errno %d (want %d) state %d->%d", what, r, e, code, before, state());
+}
+
+static void refused(const char *what, struct ibv_qp_attr at, int mask)
+{
+	refused_with(what, at, mask, EINVAL);
 }
 
 int main(void)
@@ -106,12 +116,36 @@ int main(void)
 			bad = init;
 			bad.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | (1 << 6);
 			refused("unknown access flag", bad, all);
+			bad = init;
+			bad.port_num = 0;
+			refused("port 0", bad, all);
+			struct ibv_qp_attr to_err = { .qp_state = IBV_QPS_ERR };
+			refused("RESET->ERR (not in the kernel's table)", to_err, IBV_QP_STATE);
+			bad = init;
+			bad.cur_qp_state = IBV_QPS_RESET;
+			refused("IBV_QP_CUR_STATE from RESET", bad, all | IBV_QP_CUR_STATE);
+			refused_with("mask bit 26 (no such attribute)", init, all | (1 << 26), EOPNOTSUPP);
+			refused_with("mask bit 21 (_IBV_QP_SMAC, never exposed)", init, all | (1 << 21), EOPNOTSUPP);
 		} else if (s == 1) {
 			bad.ah_attr.grh.sgid_index = 4;
-			refused("GID index 4 (empty)", bad, all);
+			refused_with("GID index 4 (empty)", bad, all, ENODATA);
 			bad = rtr;
 			bad.ah_attr.grh.sgid_index = 200;
-			refused("GID index 200", bad, all);
+			refused_with("GID index 200 (empty)", bad, all, ENODATA);
+			bad = rtr;
+			bad.ah_attr.port_num = 2;
+			refused("AV port 2", bad, all);
+			bad = rtr;
+			bad.ah_attr.port_num = 0;
+			refused("AV port 0", bad, all);
+			bad = rtr;
+			bad.alt_ah_attr = rtr.ah_attr;
+			bad.alt_port_num = 1;
+			refused("an alternate path on RoCE", bad, all | IBV_QP_ALT_PATH);
+			refused_with("IBV_QP_RATE_LIMIT on an RC QP", rtr, all | IBV_QP_RATE_LIMIT, EOPNOTSUPP);
+			bad = rtr;
+			bad.max_dest_rd_atomic = 17;
+			refused("max_dest_rd_atomic 17 (device: 16)", bad, all);
 			bad = rtr;
 			bad.ah_attr.is_global = 0;
 			refused("RoCE without a GRH", bad, all);
@@ -142,6 +176,12 @@ int main(void)
 			bad = rts;
 			bad.sq_psn = 1 << 24;
 			refused("sq_psn over 24 bits", bad, all);
+			bad = rts;
+			bad.max_rd_atomic = 17;
+			refused("max_rd_atomic 17 (device: 16)", bad, all);
+			bad = rts;
+			bad.cur_qp_state = IBV_QPS_RTS;
+			refused("IBV_QP_CUR_STATE RTS while in RTR", bad, all | IBV_QP_CUR_STATE);
 		}
 		/* Then the real step succeeds. */
 		enum ibv_qp_state want = steps[s].at->qp_state;
@@ -154,10 +194,18 @@ int main(void)
 	refused("RTS->RTS with PATH_MTU", rtr, IBV_QP_STATE | IBV_QP_PATH_MTU);
 	struct ibv_qp_attr back = init;
 	refused("RTS->INIT", back, IBV_QP_STATE);
+	struct ibv_qp_attr cur = { .qp_state = IBV_QPS_RTS, .cur_qp_state = IBV_QPS_RTS };
+	CHECK(ibv_modify_qp(qp, &cur, IBV_QP_STATE | IBV_QP_CUR_STATE) == 0 && state() == IBV_QPS_RTS, "RTS->RTS with a matching IBV_QP_CUR_STATE");
+	cur.cur_qp_state = IBV_QPS_SQD;
+	refused("IBV_QP_CUR_STATE SQD while in RTS", cur, IBV_QP_STATE | IBV_QP_CUR_STATE);
+	refused_with("RTS->RTS with IBV_QP_RATE_LIMIT", again, IBV_QP_STATE | IBV_QP_RATE_LIMIT, EOPNOTSUPP);
+	struct ibv_qp_attr drain = { .qp_state = IBV_QPS_SQD };
+	refused("RTS->SQD (mlx5 has no drain command)", drain, IBV_QP_STATE | IBV_QP_EN_SQD_ASYNC_NOTIFY);
 	/* Any state -> ERR. */
 	struct ibv_qp_attr err = { .qp_state = IBV_QPS_ERR };
 	CHECK(ibv_modify_qp(qp, &err, IBV_QP_STATE) == 0 && state() == IBV_QPS_ERR, "RTS->ERR");
 	refused("ERR->RTS", rts, IBV_QP_STATE);
+	CHECK(ibv_modify_qp(qp, &err, IBV_QP_STATE) == 0 && state() == IBV_QPS_ERR, "ERR->ERR");
 
 	ibv_destroy_qp(qp);
 	ibv_destroy_cq(cq);
