@@ -21,10 +21,14 @@
 //! same ABI.
 #![deny(unsafe_op_in_unsafe_fn)]
 
+pub mod abi;
 mod discover;
 mod load;
 mod objects;
 
 pub use discover::{DiscoverError, provider_of};
 pub use load::{Fns, LoadError, Verbs, open_lib, open_path, resolve};
-pub use objects::{Context, Cq, Mr, Pd, Qp, VerbsError};
+pub use objects::{
+    Context, Cq, Destroy, Modify, Mr, Pd, Qp, RegisterError, VerbsError, describe_qp_attr,
+    queue_buffer_of,
+};

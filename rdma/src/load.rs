@@ -50,6 +50,10 @@ impl gda_hal::Error for LoadError {
 /// `int (*)(ibv_context*, uint8_t, ibv_port_attr*)`: rdma-core's exported `ibv_query_port`
 /// writes its compat struct (a prefix of `ibv_port_attr`).
 type QueryPort = unsafe extern "C" fn(*mut sys::ibv_context, u8, *mut sys::ibv_port_attr) -> c_int;
+/// `ibv_reg_dmabuf_mr` (rdma-core v34+, IBVERBS_1.12).
+pub type RegDmabufMr =
+    unsafe extern "C" fn(*mut sys::ibv_pd, u64, usize, u64, c_int, c_int) -> *mut sys::ibv_mr;
+
 /// `_ibv_query_gid_ex` (rdma-core v33+, IBVERBS_1.11).
 type QueryGidEx = unsafe extern "C" fn(
     *mut sys::ibv_context,
@@ -90,10 +94,16 @@ pub struct Fns {
         unsafe extern "C" fn(*mut sys::ibv_pd, *mut sys::ibv_qp_init_attr) -> *mut sys::ibv_qp,
     pub modify_qp: unsafe extern "C" fn(*mut sys::ibv_qp, *mut sys::ibv_qp_attr, c_int) -> c_int,
     pub destroy_qp: unsafe extern "C" fn(*mut sys::ibv_qp) -> c_int,
+    pub query_qp: unsafe extern "C" fn(
+        *mut sys::ibv_qp,
+        *mut sys::ibv_qp_attr,
+        c_int,
+        *mut sys::ibv_qp_init_attr,
+    ) -> c_int,
     /// Optional (rdma-core v33+): GID entries with their type.
     pub query_gid_ex: Option<QueryGidEx>,
     /// Optional (rdma-core v34+): dma-buf registration.
-    pub reg_dmabuf_mr: Option<*const c_void>,
+    pub reg_dmabuf_mr: Option<RegDmabufMr>,
 }
 
 /// Opens a shared library of rdma-core's (`libmlx5.so.1`, …): `env` names the variable that
@@ -156,7 +166,7 @@ pub struct Verbs {
 }
 
 // SAFETY: the library handle and function pointers are usable from any thread (libibverbs is
-// thread-safe); `reg_dmabuf_mr` is only a presence marker.
+// thread-safe).
 unsafe impl Send for Verbs {}
 // SAFETY: as above.
 unsafe impl Sync for Verbs {}
@@ -236,11 +246,13 @@ impl Verbs {
             create_qp: need!("ibv_create_qp", "IBVERBS_1.1"),
             modify_qp: need!("ibv_modify_qp", "IBVERBS_1.1"),
             destroy_qp: need!("ibv_destroy_qp", "IBVERBS_1.1"),
+            query_qp: need!("ibv_query_qp", "IBVERBS_1.1"),
             query_gid_ex: symbol(handle, "_ibv_query_gid_ex", "IBVERBS_1.11")
                 // SAFETY: rdma-core's prototype of `_ibv_query_gid_ex`.
                 .map(|p| unsafe { std::mem::transmute::<*mut c_void, QueryGidEx>(p) }),
             reg_dmabuf_mr: symbol(handle, "ibv_reg_dmabuf_mr", "IBVERBS_1.12")
-                .map(|p| p.cast_const()),
+                // SAFETY: rdma-core's prototype of `ibv_reg_dmabuf_mr`.
+                .map(|p| unsafe { std::mem::transmute::<*mut c_void, RegDmabufMr>(p) }),
         };
         Ok(Self {
             path: shown,

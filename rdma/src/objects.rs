@@ -6,10 +6,26 @@
 use std::ffi::{c_int, c_void};
 use std::sync::Arc;
 
-use gda_hal::control::{Access, DeviceInfo};
+use gda_hal::control::{Access, DeviceInfo, QueueAllocator, QueueBuffer};
 use ibverbs_sys as sys;
 
+use crate::abi::VerbsContext;
 use crate::load::Verbs;
+
+/// `IBV_CQ_INIT_ATTR_MASK_PD`.
+const CQ_INIT_ATTR_MASK_PD: u32 = 1 << 1;
+
+/// A registration was refused: by its access rights, or by verbs.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RegisterError {
+    /// The rights break a verbs rule.
+    #[error(transparent)]
+    Control(#[from] gda_hal::control::ControlError),
+    /// The call failed.
+    #[error(transparent)]
+    Verbs(#[from] VerbsError),
+}
 
 /// A verbs call failed.
 #[derive(Debug, thiserror::Error)]
@@ -128,6 +144,18 @@ impl Context {
     fn fail(&self, call: &'static str, r: c_int, detail: String) -> VerbsError {
         err(&self.info.name, call, r, detail)
     }
+
+    fn unsupported(&self, call: &'static str) -> VerbsError {
+        err(
+            &self.info.name,
+            call,
+            libc::EOPNOTSUPP,
+            format!(
+                " (the rdma-core at {} does not provide it)",
+                self.verbs.path()
+            ),
+        )
+    }
 }
 
 impl Drop for Context {
@@ -140,10 +168,13 @@ impl Drop for Context {
     }
 }
 
-/// A protection domain.
+/// A protection domain, or a parent domain ([`Pd::parent_domain`]) over one.
 pub struct Pd {
     ctx: Arc<Context>,
     pd: *mut sys::ibv_pd,
+    /// For a parent domain: the PD it extends (destroyed after it) and its allocator, which
+    /// rdma-core calls back until the parent domain is deallocated.
+    parent: Option<(Arc<Pd>, Box<QueueAlloc>)>,
 }
 
 // SAFETY: verbs objects are usable from any thread.
@@ -162,7 +193,61 @@ impl Pd {
         Ok(Arc::new(Self {
             ctx: ctx.clone(),
             pd,
+            parent: None,
         }))
+    }
+
+    /// A parent domain over `pd` (`ibv_alloc_parent_domain`) whose CQs and QPs take their
+    /// rings and doorbell records from `alloc`: rdma-core's provider asks for each buffer with
+    /// its size, alignment and resource type, and this maps the type to a [`QueueBuffer`]
+    /// (mlx5: `MLX5DV_RES_TYPE_QP` → the send queue buffer, which holds the RQ then the SQ;
+    /// `_RWQ`/`_SRQ` → the receive queue; `_DBR` → a doorbell record; `_CQ` → a CQ ring). A
+    /// type it does not know is left to the provider (`IBV_ALLOCATOR_USE_DEFAULT`).
+    pub fn parent_domain(
+        pd: &Arc<Pd>,
+        alloc: Arc<dyn QueueAllocator>,
+    ) -> Result<Arc<Self>, VerbsError> {
+        let ctx = &pd.ctx;
+        // SAFETY: an open context.
+        let Some(vctx) = (unsafe {
+            crate::abi::ctx_op(
+                ctx.ctx,
+                std::mem::offset_of!(VerbsContext, alloc_parent_domain),
+            )
+        }) else {
+            return Err(ctx.unsupported("ibv_alloc_parent_domain"));
+        };
+        // SAFETY: checked by `ctx_op` to be inside the library's verbs_context.
+        let Some(op) = (unsafe { (*vctx).alloc_parent_domain }) else {
+            return Err(ctx.unsupported("ibv_alloc_parent_domain"));
+        };
+        let state = Box::new(QueueAlloc {
+            alloc,
+            live: std::sync::Mutex::new(std::collections::HashMap::new()),
+        });
+        // SAFETY: C data; zero is "unset".
+        let mut attr: sys::ibv_parent_domain_init_attr = unsafe { std::mem::zeroed() };
+        attr.pd = pd.pd;
+        attr.comp_mask = PARENT_DOMAIN_ALLOCATORS | PARENT_DOMAIN_PD_CONTEXT;
+        attr.alloc = Some(queue_alloc);
+        attr.free = Some(queue_free);
+        attr.pd_context = std::ptr::from_ref::<QueueAlloc>(&state).cast_mut().cast();
+        // SAFETY: the library's own operation on its context, a filled attr; `state` is boxed
+        // and lives in the returned object until after `ibv_dealloc_pd`.
+        let raw = unsafe { op(ctx.ctx, &mut attr) };
+        if raw.is_null() {
+            return Err(ctx.fail("ibv_alloc_parent_domain", -1, String::new()));
+        }
+        Ok(Arc::new(Self {
+            ctx: ctx.clone(),
+            pd: raw,
+            parent: Some((pd.clone(), state)),
+        }))
+    }
+
+    /// Whether this is a parent domain.
+    pub fn is_parent_domain(&self) -> bool {
+        self.parent.is_some()
     }
 
     /// The raw PD.
@@ -187,6 +272,93 @@ impl Drop for Pd {
             );
         }
     }
+}
+
+/// `IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS | _PD_CONTEXT`.
+const PARENT_DOMAIN_ALLOCATORS: u32 = 1 << 0;
+const PARENT_DOMAIN_PD_CONTEXT: u32 = 1 << 1;
+/// `IBV_ALLOCATOR_USE_DEFAULT`: "allocate this one yourself".
+const ALLOCATOR_USE_DEFAULT: *mut c_void = usize::MAX as *mut c_void;
+
+/// `MLX5DV_RES_TYPE_*` (`RDMA_DRIVER_MLX5` = 1 in the high word).
+mod res_type {
+    pub const MLX5_QP: u64 = 1 << 32 | 1;
+    pub const MLX5_RWQ: u64 = 1 << 32 | 2;
+    pub const MLX5_DBR: u64 = 1 << 32 | 3;
+    pub const MLX5_SRQ: u64 = 1 << 32 | 4;
+    pub const MLX5_CQ: u64 = 1 << 32 | 5;
+}
+
+/// The queue buffer a provider's resource type stands for.
+pub fn queue_buffer_of(resource_type: u64) -> Option<QueueBuffer> {
+    Some(match resource_type {
+        res_type::MLX5_QP => QueueBuffer::SendQueue,
+        res_type::MLX5_RWQ | res_type::MLX5_SRQ => QueueBuffer::RecvQueue,
+        res_type::MLX5_DBR => QueueBuffer::DoorbellRecord,
+        res_type::MLX5_CQ => QueueBuffer::CompletionQueue,
+        _ => return None,
+    })
+}
+
+/// A parent domain's allocator and what it handed out (rdma-core's free callback does not
+/// say the length, which [`QueueAllocator::free`] needs).
+struct QueueAlloc {
+    alloc: Arc<dyn QueueAllocator>,
+    live: std::sync::Mutex<std::collections::HashMap<usize, (QueueBuffer, usize)>>,
+}
+
+/// The parent domain's `alloc` callback.
+unsafe extern "C" fn queue_alloc(
+    _pd: *mut sys::ibv_pd,
+    ctx: *mut c_void,
+    size: usize,
+    align: usize,
+    resource_type: u64,
+) -> *mut c_void {
+    let body = || {
+        // SAFETY: `ctx` is the boxed QueueAlloc given as pd_context, alive with the domain.
+        let st = unsafe { &*ctx.cast::<QueueAlloc>() };
+        let Some(what) = queue_buffer_of(resource_type) else {
+            return ALLOCATOR_USE_DEFAULT;
+        };
+        let align = align.max(1).next_power_of_two();
+        match st.alloc.alloc(what, size, align) {
+            Some(p) => {
+                st.live
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(p.as_ptr() as usize, (what, size));
+                p.as_ptr().cast()
+            }
+            None => std::ptr::null_mut(),
+        }
+    };
+    // A panic must not unwind into rdma-core: the allocation fails instead.
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)).unwrap_or(std::ptr::null_mut())
+}
+
+/// The parent domain's `free` callback.
+unsafe extern "C" fn queue_free(
+    _pd: *mut sys::ibv_pd,
+    ctx: *mut c_void,
+    ptr: *mut c_void,
+    _resource_type: u64,
+) {
+    let body = || {
+        // SAFETY: as in `queue_alloc`.
+        let st = unsafe { &*ctx.cast::<QueueAlloc>() };
+        let taken = st
+            .live
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&(ptr as usize));
+        if let (Some((what, len)), Some(p)) = (taken, std::ptr::NonNull::new(ptr.cast::<u8>())) {
+            // SAFETY: handed out by `queue_alloc` for `what` with `len` bytes; the provider is
+            // done with it.
+            unsafe { st.alloc.free(what, p, len) };
+        }
+    };
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(body));
 }
 
 /// A memory region.
@@ -225,6 +397,67 @@ impl Mr {
         Ok(Self { pd: pd.clone(), mr })
     }
 
+    /// Registers `len` bytes at `offset` of the dma-buf `fd` (GPU memory exported by its
+    /// driver), reachable by peers at `iova` (`ibv_reg_dmabuf_mr`, rdma-core v34+; an older
+    /// rdma-core is a clear error, not a crash).
+    ///
+    /// # Safety
+    /// The dma-buf stays valid until the region is dropped.
+    pub unsafe fn register_dmabuf(
+        pd: &Arc<Pd>,
+        fd: i32,
+        offset: u64,
+        len: usize,
+        iova: u64,
+        access: Access,
+    ) -> Result<Self, VerbsError> {
+        let Some(reg) = pd.ctx.verbs.fns().reg_dmabuf_mr else {
+            return Err(pd.ctx.unsupported("ibv_reg_dmabuf_mr"));
+        };
+        // SAFETY: the caller's dma-buf; an open PD.
+        let mr = unsafe { reg(pd.pd, offset, len, iova, fd, access.bits() as c_int) };
+        if mr.is_null() {
+            return Err(pd.ctx.fail(
+                "ibv_reg_dmabuf_mr",
+                -1,
+                format!(
+                    " (fd {fd}, {len} bytes at offset {offset:#x}, iova {iova:#x}, access {access:?}; \
+                     EOPNOTSUPP or EINVAL on a GPU usually means the kernel or GPU driver has no \
+                     dma-buf export: use host-pinned memory, or load the peer-memory module)"
+                ),
+            ));
+        }
+        Ok(Self { pd: pd.clone(), mr })
+    }
+
+    /// Registers `mem` (host memory, or a dma-buf) in `pd` after checking `access`.
+    ///
+    /// # Safety
+    /// The memory stays valid until the region is dropped and no operation uses its keys.
+    pub unsafe fn register_desc(
+        pd: &Arc<Pd>,
+        mem: &gda_hal::control::MemoryDesc<'_>,
+        access: Access,
+    ) -> Result<Self, RegisterError> {
+        use gda_hal::control::MemoryDesc;
+        let access = access.check_registration()?;
+        Ok(match *mem {
+            MemoryDesc::Host { addr, len } | MemoryDesc::SharedHost { addr, len, .. } => {
+                // SAFETY: the caller's contract.
+                unsafe { Self::register(pd, addr, len, access) }?
+            }
+            MemoryDesc::DmaBuf {
+                fd,
+                offset,
+                len,
+                iova,
+            } => {
+                // SAFETY: the caller's contract.
+                unsafe { Self::register_dmabuf(pd, fd, offset, len, iova, access) }?
+            }
+        })
+    }
+
     fn get(&self) -> &sys::ibv_mr {
         // SAFETY: a live MR of rdma-core's.
         unsafe { &*self.mr }
@@ -256,10 +489,18 @@ impl Drop for Mr {
     }
 }
 
+/// How an object made by a provider's own call (`bnxt_re_dv_create_qp`, …) is destroyed:
+/// by that provider's matching call rather than verbs'.
+pub type Destroy<T> = Box<dyn Fn(*mut T) -> c_int + Send + Sync>;
+
 /// A completion queue.
 pub struct Cq {
     ctx: Arc<Context>,
     cq: *mut sys::ibv_cq,
+    /// The parent domain whose allocator holds the ring, released after the CQ.
+    _pd: Option<Arc<Pd>>,
+    /// The provider's destroy call, for a CQ it made (else `ibv_destroy_cq`).
+    destroy: Option<Destroy<sys::ibv_cq>>,
 }
 
 // SAFETY: verbs objects are usable from any thread.
@@ -281,7 +522,63 @@ impl Cq {
         Ok(Arc::new(Self {
             ctx: ctx.clone(),
             cq,
+            _pd: None,
+            destroy: None,
         }))
+    }
+
+    /// A CQ whose ring and doorbell record come from the parent domain `pd`'s allocator
+    /// (`ibv_create_cq_ex` with `IBV_CQ_INIT_ATTR_MASK_PD`).
+    pub fn create_in(pd: &Arc<Pd>, entries: u32) -> Result<Arc<Self>, VerbsError> {
+        let ctx = &pd.ctx;
+        // SAFETY: an open context.
+        let Some(vctx) = (unsafe {
+            crate::abi::ctx_op(ctx.ctx, std::mem::offset_of!(VerbsContext, create_cq_ex))
+        }) else {
+            return Err(ctx.unsupported("ibv_create_cq_ex"));
+        };
+        // SAFETY: inside the library's verbs_context (`ctx_op`).
+        let Some(op) = (unsafe { (*vctx).create_cq_ex }) else {
+            return Err(ctx.unsupported("ibv_create_cq_ex"));
+        };
+        // SAFETY: C data; zero is "unset".
+        let mut a: sys::ibv_cq_init_attr_ex = unsafe { std::mem::zeroed() };
+        a.cqe = entries;
+        a.comp_mask = CQ_INIT_ATTR_MASK_PD;
+        a.parent_domain = pd.pd;
+        // SAFETY: the library's operation, a filled attr.
+        let ex = unsafe { op(ctx.ctx, &mut a) };
+        if ex.is_null() {
+            return Err(ctx.fail(
+                "ibv_create_cq_ex",
+                -1,
+                format!(" ({entries} entries on a parent domain)"),
+            ));
+        }
+        Ok(Arc::new(Self {
+            ctx: ctx.clone(),
+            // `ibv_cq_ex_to_cq`: an ibv_cq_ex begins with the members of an ibv_cq.
+            cq: ex.cast(),
+            _pd: Some(pd.clone()),
+            destroy: None,
+        }))
+    }
+
+    /// Takes ownership of `cq`, made on `ctx` by a provider call, destroyed by `destroy`.
+    ///
+    /// # Safety
+    /// `cq` is a live CQ of `ctx` that nothing else destroys.
+    pub unsafe fn adopt(
+        ctx: &Arc<Context>,
+        cq: *mut sys::ibv_cq,
+        destroy: Destroy<sys::ibv_cq>,
+    ) -> Arc<Self> {
+        Arc::new(Self {
+            ctx: ctx.clone(),
+            cq,
+            _pd: None,
+            destroy: Some(destroy),
+        })
     }
 
     /// The raw CQ.
@@ -292,8 +589,11 @@ impl Cq {
 
 impl Drop for Cq {
     fn drop(&mut self) {
-        // SAFETY: our CQ; QPs using it hold an Arc of it.
-        let r = unsafe { (self.ctx.verbs.fns().destroy_cq)(self.cq) };
+        let r = match &self.destroy {
+            Some(d) => d(self.cq),
+            // SAFETY: our CQ; QPs using it hold an Arc of it.
+            None => unsafe { (self.ctx.verbs.fns().destroy_cq)(self.cq) },
+        };
         if r != 0 {
             eprintln!("gda-rdma: ibv_destroy_cq failed: {r}");
         }
@@ -305,7 +605,14 @@ pub struct Qp {
     pd: Arc<Pd>,
     _cqs: [Arc<Cq>; 2],
     qp: *mut sys::ibv_qp,
+    /// The provider's destroy call, for a QP it made (else `ibv_destroy_qp`).
+    destroy: Option<Destroy<sys::ibv_qp>>,
+    /// The provider's modify call, for a QP it made (else `ibv_modify_qp`).
+    modify: Option<Modify>,
 }
+
+/// A provider's `modify_qp` (`bnxt_re_dv_modify_qp` has `ibv_modify_qp`'s signature).
+pub type Modify = unsafe extern "C" fn(*mut sys::ibv_qp, *mut sys::ibv_qp_attr, c_int) -> c_int;
 
 // SAFETY: verbs objects are usable from any thread; modify is serialised by `&mut`.
 unsafe impl Send for Qp {}
@@ -334,7 +641,49 @@ impl Qp {
             pd: pd.clone(),
             _cqs: [send_cq.clone(), recv_cq.clone()],
             qp,
+            destroy: None,
+            modify: None,
         })
+    }
+
+    /// Takes ownership of `qp`, made on `pd` with these CQs by a provider call, modified with
+    /// `modify` and destroyed with `destroy`.
+    ///
+    /// # Safety
+    /// `qp` is a live QP of `pd` using `send_cq` and `recv_cq`, that nothing else destroys.
+    pub unsafe fn adopt(
+        pd: &Arc<Pd>,
+        send_cq: &Arc<Cq>,
+        recv_cq: &Arc<Cq>,
+        qp: *mut sys::ibv_qp,
+        modify: Modify,
+        destroy: Destroy<sys::ibv_qp>,
+    ) -> Self {
+        Self {
+            pd: pd.clone(),
+            _cqs: [send_cq.clone(), recv_cq.clone()],
+            qp,
+            destroy: Some(destroy),
+            modify: Some(modify),
+        }
+    }
+
+    /// The send PSN the device reports (`ibv_query_qp` with `IBV_QP_SQ_PSN`): what a
+    /// freshly created QP starts from unless RTS sets another.
+    pub fn reported_sq_psn(&self) -> Result<u32, VerbsError> {
+        // SAFETY: C data.
+        let mut a: sys::ibv_qp_attr = unsafe { std::mem::zeroed() };
+        // SAFETY: as above.
+        let mut i: sys::ibv_qp_init_attr = unsafe { std::mem::zeroed() };
+        // SAFETY: our QP, output structs.
+        let r = unsafe { (self.pd.ctx.verbs.fns().query_qp)(self.qp, &mut a, 1 << 16, &mut i) };
+        if r != 0 {
+            return Err(self
+                .pd
+                .ctx
+                .fail("ibv_query_qp", r, " (IBV_QP_SQ_PSN)".into()));
+        }
+        Ok(a.sq_psn & 0x00ff_ffff)
     }
 
     /// The QP number.
@@ -355,13 +704,17 @@ impl Qp {
         attr: &mut sys::ibv_qp_attr,
         mask: c_int,
     ) -> Result<(), VerbsError> {
+        let call = self.modify.unwrap_or(self.pd.ctx.verbs.fns().modify_qp);
         // SAFETY: our QP, a filled attr.
-        let r = unsafe { (self.pd.ctx.verbs.fns().modify_qp)(self.qp, attr, mask) };
+        let r = unsafe { call(self.qp, attr, mask) };
         if r != 0 {
             return Err(self.pd.ctx.fail(
                 "ibv_modify_qp",
                 r,
-                format!(" ({what}, attribute mask {mask:#x}; GDA_VERBS_TRACE=1 on the software NIC, or dmesg on hardware, names the refused attribute)"),
+                format!(
+                    " ({what} with {}; GDA_VERBS_TRACE=1 on the software NIC, or dmesg on hardware, names the refused attribute)",
+                    describe_qp_attr(attr, mask)
+                ),
             ));
         }
         Ok(())
@@ -375,10 +728,83 @@ impl Qp {
 
 impl Drop for Qp {
     fn drop(&mut self) {
-        // SAFETY: our QP.
-        let r = unsafe { (self.pd.ctx.verbs.fns().destroy_qp)(self.qp) };
+        let r = match &self.destroy {
+            Some(d) => d(self.qp),
+            // SAFETY: our QP.
+            None => unsafe { (self.pd.ctx.verbs.fns().destroy_qp)(self.qp) },
+        };
         if r != 0 {
             eprintln!("gda-rdma: ibv_destroy_qp failed: {r}");
         }
     }
+}
+
+/// The attributes `mask` selects from `a`, by name (`path_mtu=3 (1024), dest_qp_num=0x12, …`),
+/// for an error message that says what a refused `ibv_modify_qp` was given.
+pub fn describe_qp_attr(a: &sys::ibv_qp_attr, mask: c_int) -> String {
+    let m = mask as u32;
+    let mut out: Vec<String> = Vec::new();
+    let mut put = |bit: u32, text: &dyn Fn() -> String| {
+        if m & bit != 0 {
+            out.push(text());
+        }
+    };
+    put(1 << 0, &|| format!("qp_state={}", a.qp_state));
+    put(1 << 1, &|| format!("cur_qp_state={}", a.cur_qp_state));
+    put(1 << 2, &|| {
+        format!("en_sqd_async_notify={}", a.en_sqd_async_notify)
+    });
+    put(1 << 3, &|| {
+        format!("qp_access_flags={:#x}", a.qp_access_flags)
+    });
+    put(1 << 4, &|| format!("pkey_index={}", a.pkey_index));
+    put(1 << 5, &|| format!("port_num={}", a.port_num));
+    put(1 << 6, &|| format!("qkey={:#x}", a.qkey));
+    put(1 << 7, &|| {
+        let ah = &a.ah_attr;
+        // SAFETY: `ibv_gid` is a union of plain bytes; every bit pattern is a valid `raw`.
+        let gid = unsafe { ah.grh.dgid.raw };
+        let g = gid
+            .chunks(2)
+            .map(|c| format!("{:02x}{:02x}", c[0], c[1]))
+            .collect::<Vec<_>>()
+            .join(":");
+        format!(
+            "ah_attr={{is_global={}, dlid={:#x}, sl={}, port_num={}, static_rate={}, sgid_index={}, hop_limit={}, traffic_class={}, flow_label={:#x}, dgid={g}}}",
+            ah.is_global,
+            ah.dlid,
+            ah.sl,
+            ah.port_num,
+            ah.static_rate,
+            ah.grh.sgid_index,
+            ah.grh.hop_limit,
+            ah.grh.traffic_class,
+            ah.grh.flow_label
+        )
+    });
+    put(1 << 8, &|| {
+        let bytes = if (1..=5).contains(&a.path_mtu) {
+            format!("{}", 128u32 << a.path_mtu)
+        } else {
+            "not an MTU".into()
+        };
+        format!("path_mtu={} ({bytes})", a.path_mtu)
+    });
+    put(1 << 9, &|| format!("timeout={}", a.timeout));
+    put(1 << 10, &|| format!("retry_cnt={}", a.retry_cnt));
+    put(1 << 11, &|| format!("rnr_retry={}", a.rnr_retry));
+    put(1 << 12, &|| format!("rq_psn={:#x}", a.rq_psn));
+    put(1 << 13, &|| format!("max_rd_atomic={}", a.max_rd_atomic));
+    put(1 << 15, &|| format!("min_rnr_timer={}", a.min_rnr_timer));
+    put(1 << 16, &|| format!("sq_psn={:#x}", a.sq_psn));
+    put(1 << 17, &|| {
+        format!("max_dest_rd_atomic={}", a.max_dest_rd_atomic)
+    });
+    put(1 << 20, &|| format!("dest_qp_num={:#x}", a.dest_qp_num));
+    // Bits 0..=13, 15..=17 and 20: the ones named above.
+    let known: u32 = 0x13_bfff;
+    if m & !known != 0 {
+        out.push(format!("other mask bits {:#x}", m & !known));
+    }
+    format!("attribute mask {mask:#x}: {}", out.join(", "))
 }

@@ -99,6 +99,8 @@ pub struct Cq {
     pub channel: *const Channel,
     /// `ibv_req_notify_cq` was called and no event has been raised since.
     pub armed: AtomicBool,
+    /// The parent domain whose allocator holds the ring (busy while the CQ lives).
+    pub pd: Option<&'static crate::pd::Pd>,
 }
 
 // SAFETY: the raw pointers are to objects that outlive the CQ (the channel refuses destruction
@@ -212,6 +214,7 @@ fn create(
     cq_context: *mut c_void,
     channel: *mut sys::ibv_comp_channel,
     comp_vector: c_int,
+    pd: Option<&'static crate::pd::Pd>,
 ) -> Result<&'static Cq, Errno> {
     // SAFETY: the caller's context (checked).
     let c: &'static Context = unsafe { Context::from_ibv(ctx) }?;
@@ -236,7 +239,10 @@ fn create(
     };
     // As mlx5: a power of two above the request (one entry stays empty).
     let entries = (cqe as u32 + 1).next_power_of_two().max(2);
-    let sim = match c.dev.nic.create_cq(entries, CqMode::Normal) {
+    let memory = pd.map_or(gda_hal::control::QueueMemory::Provider, |p| {
+        p.queue_memory()
+    });
+    let sim = match c.dev.nic.create_cq_in(entries, CqMode::Normal, &memory) {
         Ok(s) => s,
         Err(e) => {
             if !ch.is_null() {
@@ -265,7 +271,11 @@ fn create(
         users: AtomicU32::new(0),
         channel: ch,
         armed: AtomicBool::new(false),
+        pd,
     }));
+    if let Some(p) = pd {
+        p.users.fetch_add(1, Ordering::AcqRel);
+    }
     // SAFETY: the mutex and condition variable are zeroed memory at their final address.
     unsafe {
         libc::pthread_mutex_init(std::ptr::addr_of_mut!(cq.ex.mutex).cast(), std::ptr::null());
@@ -285,7 +295,7 @@ pub unsafe extern "C" fn gdav_ibv_create_cq(
     comp_vector: c_int,
 ) -> *mut sys::ibv_cq {
     guard("ibv_create_cq", std::ptr::null_mut(), || {
-        let r = create(ctx, cqe, cq_context, channel, comp_vector)
+        let r = create(ctx, cqe, cq_context, channel, comp_vector, None)
             .map(|c| std::ptr::from_ref(c).cast_mut().cast());
         ret_ptr("ibv_create_cq", r)
     })
@@ -317,15 +327,33 @@ unsafe extern "C" fn create_cq_ex(
                 ));
             }
             // IBV_CQ_INIT_ATTR_MASK_FLAGS (1) and _PD (2) are understood; other masks refused.
-            if a.comp_mask & !0x3 != 0 || (a.comp_mask & 0x2 != 0 && !a.parent_domain.is_null()) {
-                return Err(Errno::new(libc::EOPNOTSUPP, "comp_mask / parent domain"));
+            if a.comp_mask & !0x3 != 0 {
+                return Err(Errno::new(
+                    libc::EOPNOTSUPP,
+                    format!("comp_mask {:#x}", a.comp_mask),
+                ));
             }
+            let pd = if a.comp_mask & 0x2 != 0 {
+                // SAFETY: the caller's parent domain (checked).
+                let p: &'static crate::pd::Pd =
+                    unsafe { crate::pd::Pd::from_ibv(a.parent_domain) }?;
+                if p.parent.is_none() {
+                    return Err(Errno::inval("parent_domain is a PD, not a parent domain"));
+                }
+                if !std::ptr::eq(p.ctx.ibv(), ctx) {
+                    return Err(Errno::inval("parent_domain belongs to another context"));
+                }
+                Some(p)
+            } else {
+                None
+            };
             let cq = create(
                 ctx,
                 a.cqe as c_int,
                 a.cq_context,
                 a.channel,
                 a.comp_vector as c_int,
+                pd,
             )?;
             // SAFETY: the CQ was just made and is not shared yet.
             let ex = unsafe { &mut *std::ptr::addr_of!(cq.ex).cast_mut() };
@@ -366,6 +394,9 @@ pub unsafe extern "C" fn gdav_ibv_destroy_cq(cq: *mut sys::ibv_cq) -> c_int {
             if let Some(ch) = c.channel_ref() {
                 ch.forget(c);
                 ch.users.fetch_sub(1, Ordering::AcqRel);
+            }
+            if let Some(p) = c.pd {
+                p.users.fetch_sub(1, Ordering::AcqRel);
             }
             let ctx = c.ctx;
             // SAFETY: made by Box::leak in `create`; the magic is cleared first so a stale

@@ -190,6 +190,7 @@ impl Context {
 fn install_ops(v: &mut VerbsContext) {
     v.query_port = Some(verbs_query_port);
     v.query_device_ex = Some(verbs_query_device_ex);
+    v.alloc_parent_domain = Some(crate::pd::alloc_parent_domain);
     crate::cq::install(v);
     crate::qp::install(v);
 }

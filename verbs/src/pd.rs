@@ -1,5 +1,6 @@
-//! Protection domains and memory regions: `ibv_alloc_pd`, `ibv_reg_mr` (+ `_iova2`,
-//! `ibv_reg_dmabuf_mr`), `ibv_dereg_mr`, `ibv_dealloc_pd`.
+//! Protection domains and memory regions: `ibv_alloc_pd`, `ibv_alloc_parent_domain` (queue
+//! memory from the program's allocator), `ibv_reg_mr` (+ `_iova2`, `ibv_reg_dmabuf_mr`),
+//! `ibv_dereg_mr`, `ibv_dealloc_pd`.
 //!
 //! As a kernel driver: registration checks that the range is mapped (`EFAULT` otherwise — the
 //! software NIC touches the memory from its engine thread, so an unmapped page must be refused
@@ -9,7 +10,10 @@
 use std::ffi::{c_int, c_uint, c_void};
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use gda_hal::control::Access;
+use std::ptr::NonNull;
+use std::sync::Arc;
+
+use gda_hal::control::{Access, QueueAllocator, QueueBuffer};
 use ibverbs_sys as sys;
 
 use crate::abi::{Errno, Handle, guard, handle, ret_code, ret_ptr};
@@ -30,6 +34,115 @@ pub struct Pd {
     pub sim: gda_sim::Pd,
     /// MRs and QPs on it (deallocation is refused while any is alive).
     pub users: AtomicU32,
+    /// For a parent domain: the PD it extends and the program's queue allocator.
+    pub parent: Option<Parent>,
+}
+
+/// What makes a PD a parent domain.
+pub struct Parent {
+    /// The protection domain it extends (its `users` counts this domain).
+    pub of: &'static Pd,
+    /// Where its queues' memory comes from (`None`: the library's own, as without allocators).
+    pub memory: gda_hal::control::QueueMemory,
+}
+
+impl Pd {
+    /// Where queues created on this PD keep their rings.
+    pub fn queue_memory(&self) -> gda_hal::control::QueueMemory {
+        self.parent
+            .as_ref()
+            .map_or(gda_hal::control::QueueMemory::Provider, |p| {
+                p.memory.clone()
+            })
+    }
+}
+
+/// `IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS`, `_PD_CONTEXT`.
+const PARENT_ALLOCATORS: u32 = 1 << 0;
+const PARENT_PD_CONTEXT: u32 = 1 << 1;
+/// `IBV_ALLOCATOR_USE_DEFAULT`.
+const USE_DEFAULT: *mut c_void = usize::MAX as *mut c_void;
+
+type CAllocFn =
+    unsafe extern "C" fn(*mut sys::ibv_pd, *mut c_void, usize, usize, u64) -> *mut c_void;
+type CFreeFn = unsafe extern "C" fn(*mut sys::ibv_pd, *mut c_void, *mut c_void, u64);
+
+/// The program's `alloc`/`free` callbacks as the software NIC's [`QueueAllocator`]: each
+/// buffer is asked for with rdma-core's mlx5 resource type (the SQ and RQ rings are one
+/// `MLX5DV_RES_TYPE_QP` buffer each here, the doorbell record `_DBR`, a CQ ring `_CQ`); an
+/// answer of `IBV_ALLOCATOR_USE_DEFAULT` makes this library allocate it, as rdma-core does.
+struct CAlloc {
+    pd: usize,
+    ctx: usize,
+    alloc: CAllocFn,
+    free: CFreeFn,
+    /// Buffers this library allocated itself (`IBV_ALLOCATOR_USE_DEFAULT`), with their layout.
+    own: std::sync::Mutex<std::collections::HashMap<usize, std::alloc::Layout>>,
+}
+
+impl std::fmt::Debug for CAlloc {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CAlloc")
+            .field("pd", &self.pd)
+            .finish_non_exhaustive()
+    }
+}
+
+fn res_type(what: QueueBuffer) -> u64 {
+    const MLX5: u64 = 1 << 32;
+    match what {
+        QueueBuffer::SendQueue | QueueBuffer::RecvQueue => MLX5 | 1,
+        QueueBuffer::DoorbellRecord => MLX5 | 3,
+        QueueBuffer::CompletionQueue => MLX5 | 5,
+    }
+}
+
+impl QueueAllocator for CAlloc {
+    fn alloc(&self, what: QueueBuffer, len: usize, align: usize) -> Option<NonNull<u8>> {
+        // SAFETY: the program's callback with the arguments rdma-core passes.
+        let p = unsafe {
+            (self.alloc)(
+                self.pd as *mut sys::ibv_pd,
+                self.ctx as *mut c_void,
+                len,
+                align,
+                res_type(what),
+            )
+        };
+        if p == USE_DEFAULT {
+            let layout = std::alloc::Layout::from_size_align(len.max(1), align.max(1)).ok()?;
+            // SAFETY: a non-zero layout.
+            let own = NonNull::new(unsafe { std::alloc::alloc_zeroed(layout) })?;
+            self.own
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(own.as_ptr() as usize, layout);
+            return Some(own);
+        }
+        NonNull::new(p.cast())
+    }
+
+    unsafe fn free(&self, what: QueueBuffer, ptr: NonNull<u8>, _len: usize) {
+        let mine = self
+            .own
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&(ptr.as_ptr() as usize));
+        if let Some(layout) = mine {
+            // SAFETY: allocated in `alloc` with this layout.
+            unsafe { std::alloc::dealloc(ptr.as_ptr(), layout) };
+            return;
+        }
+        // SAFETY: the program's callback, for memory it gave.
+        unsafe {
+            (self.free)(
+                self.pd as *mut sys::ibv_pd,
+                self.ctx as *mut c_void,
+                ptr.as_ptr().cast(),
+                res_type(what),
+            )
+        };
+    }
 }
 
 impl Pd {
@@ -69,11 +182,95 @@ pub unsafe extern "C" fn gdav_ibv_alloc_pd(ctx: *mut sys::ibv_context) -> *mut s
                 ctx: c,
                 sim,
                 users: AtomicU32::new(0),
+                parent: None,
             });
             c.retain();
             Ok(Box::into_raw(pd).cast::<sys::ibv_pd>())
         })();
         ret_ptr("ibv_alloc_pd", r)
+    })
+}
+
+/// `ibv_alloc_parent_domain` (through `verbs_context`): a PD whose CQs (`ibv_create_cq_ex`
+/// with `IBV_CQ_INIT_ATTR_MASK_PD`) and QPs take their rings and doorbell records from the
+/// program's allocator. Thread domains are not supported (`EOPNOTSUPP`); the PD it extends
+/// is busy until it is deallocated.
+pub unsafe extern "C" fn alloc_parent_domain(
+    ctx: *mut sys::ibv_context,
+    attr: *mut sys::ibv_parent_domain_init_attr,
+) -> *mut sys::ibv_pd {
+    guard("ibv_alloc_parent_domain", std::ptr::null_mut(), || {
+        let r = (|| {
+            // SAFETY: the caller's context (checked).
+            let c: &'static Context = unsafe { Context::from_ibv(ctx) }?;
+            if attr.is_null() {
+                return Err(Errno::inval("null attr"));
+            }
+            // SAFETY: checked non-null; the caller's struct.
+            let a = unsafe { &*attr };
+            // SAFETY: the caller's PD (checked).
+            let of: &'static Pd = unsafe { Pd::from_ibv(a.pd) }?;
+            if !std::ptr::eq(of.ctx, c) {
+                return Err(Errno::inval("attr.pd belongs to another context"));
+            }
+            if of.parent.is_some() {
+                return Err(Errno::inval("attr.pd is itself a parent domain"));
+            }
+            if !a.td.is_null() {
+                return Err(Errno::new(
+                    libc::EOPNOTSUPP,
+                    "thread domains are not supported",
+                ));
+            }
+            if a.comp_mask & !(PARENT_ALLOCATORS | PARENT_PD_CONTEXT) != 0 {
+                return Err(Errno::new(
+                    libc::EOPNOTSUPP,
+                    format!("comp_mask {:#x}", a.comp_mask),
+                ));
+            }
+            let memory = if a.comp_mask & PARENT_ALLOCATORS != 0 {
+                let (Some(alloc), Some(free)) = (a.alloc, a.free) else {
+                    return Err(Errno::inval(
+                        "IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS without alloc and free",
+                    ));
+                };
+                Some((alloc, free))
+            } else {
+                None
+            };
+            let user = if a.comp_mask & PARENT_PD_CONTEXT != 0 {
+                a.pd_context as usize
+            } else {
+                0
+            };
+            let pd = Box::into_raw(Box::new(Pd {
+                ibv: sys::ibv_pd {
+                    context: c.ibv(),
+                    handle: of.ibv.handle,
+                },
+                magic: PD_MAGIC,
+                ctx: c,
+                sim: of.sim.clone(),
+                users: AtomicU32::new(0),
+                parent: None,
+            }));
+            let memory = match memory {
+                None => gda_hal::control::QueueMemory::Provider,
+                Some((alloc, free)) => gda_hal::control::QueueMemory::Caller(Arc::new(CAlloc {
+                    pd: pd as usize,
+                    ctx: user,
+                    alloc,
+                    free,
+                    own: std::sync::Mutex::new(std::collections::HashMap::new()),
+                })),
+            };
+            // SAFETY: just made, not shared yet.
+            unsafe { (*pd).parent = Some(Parent { of, memory }) };
+            of.users.fetch_add(1, Ordering::AcqRel);
+            c.retain();
+            Ok(pd.cast::<sys::ibv_pd>())
+        })();
+        ret_ptr("ibv_alloc_parent_domain", r)
     })
 }
 
@@ -92,6 +289,9 @@ pub unsafe extern "C" fn gdav_ibv_dealloc_pd(pd: *mut sys::ibv_pd) -> c_int {
                 ));
             }
             let ctx = p.ctx;
+            if let Some(parent) = &p.parent {
+                parent.of.users.fetch_sub(1, Ordering::AcqRel);
+            }
             // SAFETY: made by Box::into_raw in `ibv_alloc_pd`; the magic is cleared so a second
             // dealloc of the same pointer is refused rather than freed twice (best effort).
             unsafe {

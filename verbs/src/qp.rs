@@ -322,7 +322,7 @@ fn create(pd: *mut sys::ibv_pd, a: &sys::ibv_qp_init_attr_ex) -> Result<*mut sys
     };
     let sim = p
         .sim
-        .create_qp(init, &scq.sim, &rcq.sim)
+        .create_qp_in(init, &scq.sim, &rcq.sim, &p.queue_memory())
         .map_err(|e| Errno::new(libc::ENOMEM, format!("QP: {e}")))?;
     let to_errno = |e: gda_sim::SimError| Errno::new(libc::EINVAL, e.to_string());
     let (sq, rq) = match kind {

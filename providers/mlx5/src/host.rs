@@ -7,8 +7,14 @@
 //! GID, hop limit 64, path MTU from both ends, `static_rate`), with an `EINVAL` naming the
 //! transition. Objects are reference-counted so they are destroyed in the order verbs needs.
 //!
-//! `GDA_MLX5_LIB` overrides `libmlx5.so.1` (by default the one beside the libibverbs in use). DEVX (`mlx5dv_devx_*` with umem) is not used: it
-//! would let the rings live in memory the caller places (GPU memory) without a parent domain.
+//! Rings the caller places ([`QueueMemory::Caller`], e.g. GPU or host-pinned memory) come
+//! through `ibv_alloc_parent_domain` with the caller's allocator; dma-buf memory is registered
+//! with `ibv_reg_dmabuf_mr`.
+//!
+//! `GDA_MLX5_LIB` overrides `libmlx5.so.1` (by default the one beside the libibverbs in use).
+//! DEVX (`mlx5dv_devx_*` with umem) is not used: it would create the QP and CQ objects
+//! from PRM commands, which is what a collapsed CQ (every CQE in slot 0) and rings in memory
+//! libmlx5 never sees need; this control path refuses a collapsed CQ with a clear error.
 
 use std::ffi::c_int;
 use std::format;
@@ -20,7 +26,7 @@ use gda_hal::control::{
     RawRcQp, RcQp, Reset, RtrAttr, RtsAttr,
 };
 use gda_hal::{CqHandle, WqHandle};
-use gda_rdma::{Context, Cq, LoadError, Mr, Pd, Qp, Verbs, VerbsError};
+use gda_rdma::{Context, Cq, LoadError, Mr, Pd, Qp, RegisterError, Verbs, VerbsError};
 use ibverbs_sys as sys;
 
 use crate::device::{Mlx5, Mlx5Sq};
@@ -137,6 +143,9 @@ impl Dv {
 pub struct Mlx5Device {
     ctx: Arc<Context>,
     dv: Arc<Dv>,
+    /// The PD under the parent domains of CQs whose memory the caller places (a CQ has no
+    /// PD of its own in verbs; a parent domain needs one).
+    cq_pd: std::sync::Mutex<Option<Arc<Pd>>>,
 }
 
 impl std::fmt::Debug for Mlx5Device {
@@ -162,6 +171,7 @@ impl Mlx5Device {
         Ok(Self {
             ctx,
             dv: Arc::new(dv),
+            cq_pd: std::sync::Mutex::new(None),
         })
     }
 }
@@ -211,16 +221,12 @@ impl control::Device for Mlx5Device {
         mem: &MemoryDesc<'_>,
         access: Access,
     ) -> Result<Mr, Mlx5HostError> {
-        let access = access.check_registration()?;
-        match *mem {
-            MemoryDesc::Host { addr, len } | MemoryDesc::SharedHost { addr, len, .. } => {
-                // SAFETY: the caller keeps the memory valid (this function's contract).
-                Ok(unsafe { Mr::register(&pd.0, addr, len, access) }?)
-            }
-            MemoryDesc::DmaBuf { .. } => Err(Mlx5HostError::Unsupported(
-                "dma-buf registration through this control path is not implemented yet",
-            )),
-        }
+        // SAFETY: the caller keeps the memory valid (this function's contract).
+        unsafe { Mr::register_desc(&pd.0, mem, access) }.map_err(|e| match e {
+            RegisterError::Control(e) => Mlx5HostError::Control(e),
+            RegisterError::Verbs(e) => Mlx5HostError::Verbs(e),
+            _ => Mlx5HostError::Unsupported("a registration error of a newer gda-rdma"),
+        })
     }
 
     fn create_cq(&self, attr: &CqAttr) -> Result<Mlx5Cq, Mlx5HostError> {
@@ -229,12 +235,20 @@ impl control::Device for Mlx5Device {
                 "collapsed CQs need DEVX; this control path makes normal CQs",
             ));
         }
-        if !matches!(attr.memory, QueueMemory::Provider) {
-            return Err(Mlx5HostError::Unsupported(
-                "caller-placed CQ memory (a parent domain) is not implemented yet",
-            ));
-        }
-        let cq = Cq::create(&self.ctx, attr.entries)?;
+        let cq = match &attr.memory {
+            QueueMemory::Provider => Cq::create(&self.ctx, attr.entries)?,
+            QueueMemory::Caller(alloc) => {
+                let base = {
+                    let mut g = self.cq_pd.lock().unwrap_or_else(|e| e.into_inner());
+                    match &*g {
+                        Some(pd) => pd.clone(),
+                        None => g.insert(Pd::alloc(&self.ctx)?).clone(),
+                    }
+                };
+                let parent = Pd::parent_domain(&base, alloc.clone())?;
+                Cq::create_in(&parent, attr.entries)?
+            }
+        };
         let mut out = DvCq::default();
         let mut obj = DvObj { pairs: [[0; 2]; 7] };
         obj.pairs[1] = [cq.raw() as usize, std::ptr::from_mut(&mut out) as usize];
@@ -264,11 +278,12 @@ impl control::Device for Mlx5Device {
         recv_cq: &Mlx5Cq,
         caps: &QpCaps,
     ) -> Result<RcQp<Mlx5Qp, Reset>, Mlx5HostError> {
-        if !matches!(caps.memory, QueueMemory::Provider) {
-            return Err(Mlx5HostError::Unsupported(
-                "caller-placed QP memory (a parent domain) is not implemented yet",
-            ));
-        }
+        // Caller-placed rings: a parent domain over the PD whose allocator libmlx5 asks for the
+        // QP buffer and doorbell record.
+        let on = match &caps.memory {
+            QueueMemory::Provider => pd.0.clone(),
+            QueueMemory::Caller(alloc) => Pd::parent_domain(&pd.0, alloc.clone())?,
+        };
         let mut cap = sys::ibv_qp_cap {
             max_send_wr: caps.send_wr,
             max_recv_wr: caps.recv_wr,
@@ -276,7 +291,7 @@ impl control::Device for Mlx5Device {
             max_recv_sge: caps.max_sge,
             max_inline_data: caps.max_inline,
         };
-        let qp = Qp::create(&pd.0, &send_cq.cq, &recv_cq.cq, &mut cap)?;
+        let qp = Qp::create(&on, &send_cq.cq, &recv_cq.cq, &mut cap)?;
         let mut out = DvQp::default();
         let mut obj = DvObj { pairs: [[0; 2]; 7] };
         obj.pairs[0] = [qp.raw() as usize, std::ptr::from_mut(&mut out) as usize];
