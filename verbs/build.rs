@@ -149,6 +149,23 @@ fn implemented(dir: &Path, out: &mut BTreeSet<String>) {
     }
 }
 
+/// The bnxt_re direct-verbs entry points this library exports for its Thor2 device.
+const BNXT_RE_DV_MAP: &str = "BNXT_RE_DV_1.0 {
+    global:
+        bnxt_re_dv_alloc_db_region;
+        bnxt_re_dv_free_db_region;
+        bnxt_re_dv_get_default_db_region;
+        bnxt_re_dv_umem_reg;
+        bnxt_re_dv_umem_dereg;
+        bnxt_re_dv_create_cq;
+        bnxt_re_dv_destroy_cq;
+        bnxt_re_dv_create_qp;
+        bnxt_re_dv_destroy_qp;
+        bnxt_re_dv_modify_qp;
+        bnxt_re_dv_init_obj;
+};
+";
+
 fn main() {
     let include =
         env::var("DEP_IBVERBS_INCLUDE").expect("ibverbs-sys did not report its include dir");
@@ -171,6 +188,9 @@ fn main() {
         ("libibverbs", read("libibverbs/libibverbs.map.in")),
         ("libmlx5", read("providers/mlx5/libmlx5.map")),
         ("libefa", read("providers/efa/libefa.map")),
+        // Broadcom's bnxt_re direct verbs are not in upstream rdma-core: the calls of the
+        // published bnxt_re_dv.h (gda_bnxt::host::dv), under a version node of this library.
+        ("libbnxt_re", BNXT_RE_DV_MAP.to_owned()),
     ];
     let headers: Vec<String> = [
         "libibverbs/verbs.h",
@@ -332,6 +352,7 @@ fn main() {
             "libmlx5.so.1",
             "libmlx5.so",
             "libefa.so.1",
+            "libbnxt_re.so",
         ] {
             let link = dir.join(name);
             let _ = fs::remove_file(&link);

@@ -39,6 +39,35 @@ pub enum LoadError {
         /// What to do.
         hint: &'static str,
     },
+    /// A provider library (`libbnxt_re`, …) lacks an entry point gda needs.
+    #[error("{path} has no {symbol}: {hint}")]
+    Entry {
+        /// The library.
+        path: String,
+        /// The symbol.
+        symbol: &'static str,
+        /// What to do.
+        hint: &'static str,
+    },
+}
+
+impl LoadError {
+    /// The same error with another "what to install" hint (for a provider library's own).
+    #[must_use]
+    pub fn with_hint(self, new: &'static str) -> Self {
+        match self {
+            Self::Library { path, reason, .. } => Self::Library {
+                path,
+                reason,
+                hint: new,
+            },
+            Self::Symbol { path, symbol, .. } | Self::Entry { path, symbol, .. } => Self::Entry {
+                path,
+                symbol,
+                hint: new,
+            },
+        }
+    }
 }
 
 impl gda_hal::Error for LoadError {

@@ -208,13 +208,17 @@ pub fn install(v: &mut VerbsContext) {
 /// Most CQEs a CQ may ask for (the device's `max_cqe`).
 pub const MAX_CQE: u32 = 1 << 22;
 
-fn create(
+/// Creates a CQ: of at least `cqe` entries in this library's memory or `pd`'s parent-domain
+/// allocator, or (`direct`) of exactly that many entries in the memory given (bnxt direct
+/// verbs: the program sized the ring).
+pub fn create(
     ctx: *mut sys::ibv_context,
     cqe: c_int,
     cq_context: *mut c_void,
     channel: *mut sys::ibv_comp_channel,
     comp_vector: c_int,
     pd: Option<&'static crate::pd::Pd>,
+    direct: Option<gda_hal::control::QueueMemory>,
 ) -> Result<&'static Cq, Errno> {
     // SAFETY: the caller's context (checked).
     let c: &'static Context = unsafe { Context::from_ibv(ctx) }?;
@@ -237,11 +241,17 @@ fn create(
         ch.users.fetch_add(1, Ordering::AcqRel);
         std::ptr::from_ref(ch)
     };
-    // As mlx5: a power of two above the request (one entry stays empty).
-    let entries = (cqe as u32 + 1).next_power_of_two().max(2);
-    let memory = pd.map_or(gda_hal::control::QueueMemory::Provider, |p| {
-        p.queue_memory()
-    });
+    let (entries, memory) = match direct {
+        // The program sized the ring (its caller checked `cqe` is a power of two).
+        Some(m) => (cqe as u32, m),
+        // As mlx5: a power of two above the request (one entry stays empty).
+        None => (
+            (cqe as u32 + 1).next_power_of_two().max(2),
+            pd.map_or(gda_hal::control::QueueMemory::Provider, |p| {
+                p.queue_memory()
+            }),
+        ),
+    };
     let sim = match c.dev.nic.create_cq_in(entries, CqMode::Normal, &memory) {
         Ok(s) => s,
         Err(e) => {
@@ -295,7 +305,7 @@ pub unsafe extern "C" fn gdav_ibv_create_cq(
     comp_vector: c_int,
 ) -> *mut sys::ibv_cq {
     guard("ibv_create_cq", std::ptr::null_mut(), || {
-        let r = create(ctx, cqe, cq_context, channel, comp_vector, None)
+        let r = create(ctx, cqe, cq_context, channel, comp_vector, None, None)
             .map(|c| std::ptr::from_ref(c).cast_mut().cast());
         ret_ptr("ibv_create_cq", r)
     })
@@ -354,6 +364,7 @@ unsafe extern "C" fn create_cq_ex(
                 a.channel,
                 a.comp_vector as c_int,
                 pd,
+                None,
             )?;
             // SAFETY: the CQ was just made and is not shared yet.
             let ex = unsafe { &mut *std::ptr::addr_of!(cq.ex).cast_mut() };
@@ -398,6 +409,7 @@ pub unsafe extern "C" fn gdav_ibv_destroy_cq(cq: *mut sys::ibv_cq) -> c_int {
             if let Some(p) = c.pd {
                 p.users.fetch_sub(1, Ordering::AcqRel);
             }
+            crate::bnxtdv::forget(c.ctx, gda_bnxt::wire::doorbell::DbType::Cq, c.handle.cqn);
             let ctx = c.ctx;
             // SAFETY: made by Box::leak in `create`; the magic is cleared first so a stale
             // pointer is refused rather than freed twice (best effort).

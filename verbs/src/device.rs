@@ -337,6 +337,7 @@ pub unsafe extern "C" fn gdav_ibv_close_device(ctx: *mut sys::ibv_context) -> c_
                     c.dev.spec.name()
                 ));
             }
+            crate::bnxtdv::close(c);
             // SAFETY: an fd this context opened.
             unsafe { libc::close(c.async_fd) };
             let p = std::ptr::from_ref(c).cast_mut();

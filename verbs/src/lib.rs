@@ -36,6 +36,7 @@
 #![allow(clippy::missing_safety_doc)]
 
 pub mod abi;
+pub mod bnxtdv;
 pub mod channel;
 pub mod config;
 pub mod cq;

@@ -345,7 +345,7 @@ pub fn access_of(access: c_uint) -> Result<Access, Errno> {
 }
 
 /// Whether every page of `[addr, addr + len)` is mapped in this process.
-fn mapped(addr: u64, len: usize) -> bool {
+pub(crate) fn mapped(addr: u64, len: usize) -> bool {
     let page = 4096u64;
     let start = addr & !(page - 1);
     let Some(end) = addr.checked_add(len as u64) else {

@@ -117,6 +117,9 @@ pub struct Qp {
     pub attr: Mutex<sys::ibv_qp_attr>,
     /// The `ibv_wr_*` batch being built.
     pub wr: Mutex<crate::wr::Batch>,
+    /// Made by direct verbs: the program posts into the rings itself, so RTS must keep the
+    /// send PSN its PSN table was written for.
+    pub direct: bool,
 }
 
 // SAFETY: the raw pointers inside the C structs point to objects that outlive the QP; all
@@ -251,6 +254,24 @@ fn wqe_units(kind: Kind, max_sge: u32, max_inline: u32) -> u32 {
 }
 
 fn create(pd: *mut sys::ibv_pd, a: &sys::ibv_qp_init_attr_ex) -> Result<*mut sys::ibv_qp, Errno> {
+    create_with(pd, a, None)
+}
+
+/// Sizes and ring memory a direct-verbs create fixes (bnxt `bnxt_re_dv_create_qp`): the
+/// program laid out the rings, so the QP takes exactly these.
+pub struct Direct {
+    /// Send units and receive WQEs as the program sized them.
+    pub init: QpInit,
+    /// The program's ring memory.
+    pub memory: gda_hal::control::QueueMemory,
+}
+
+/// [`create`], or with the sizes and memory of a direct-verbs create.
+pub fn create_with(
+    pd: *mut sys::ibv_pd,
+    a: &sys::ibv_qp_init_attr_ex,
+    direct: Option<Direct>,
+) -> Result<*mut sys::ibv_qp, Errno> {
     // SAFETY: the caller's PD (checked).
     let p: &'static Pd = unsafe { Pd::from_ibv(pd) }?;
     let ctx = p.ctx;
@@ -306,23 +327,31 @@ fn create(pd: *mut sys::ibv_pd, a: &sys::ibv_qp_init_attr_ex) -> Result<*mut sys
     let units = wqe_units(kind, send_sge, cap.max_inline_data);
     let sq_units = (cap.max_send_wr.max(1) * units).next_power_of_two().max(4);
     let rq_wqes = cap.max_recv_wr.max(1).next_power_of_two();
-    let init = QpInit {
-        sq_units,
-        rq_wqes,
-        max_inline: cap
-            .max_inline_data
-            .max(
-                // Enough for an 8-byte inline put, as rdma-core's default.
-                64,
-            )
-            .min(max_inline),
-        max_sge: send_sge.max(cap.max_recv_sge).max(1),
-        rnr_retry: 7,
-        path_mtu: 4096,
+    let is_direct = direct.is_some();
+    let (init, memory) = match direct {
+        Some(d) => (d.init, d.memory),
+        None => (
+            QpInit {
+                sq_units,
+                rq_wqes,
+                max_inline: cap
+                    .max_inline_data
+                    .max(
+                        // Enough for an 8-byte inline put, as rdma-core's default.
+                        64,
+                    )
+                    .min(max_inline),
+                max_sge: send_sge.max(cap.max_recv_sge).max(1),
+                rnr_retry: 7,
+                path_mtu: 4096,
+            },
+            p.queue_memory(),
+        ),
     };
+    let (sq_units, rq_wqes) = (init.sq_units, init.rq_wqes);
     let sim = p
         .sim
-        .create_qp_in(init, &scq.sim, &rcq.sim, &p.queue_memory())
+        .create_qp_in(init, &scq.sim, &rcq.sim, &memory)
         .map_err(|e| Errno::new(libc::ENOMEM, format!("QP: {e}")))?;
     let to_errno = |e: gda_sim::SimError| Errno::new(libc::EINVAL, e.to_string());
     let (sq, rq) = match kind {
@@ -357,6 +386,8 @@ fn create(pd: *mut sys::ibv_pd, a: &sys::ibv_qp_init_attr_ex) -> Result<*mut sys
     let mut attr: sys::ibv_qp_attr = unsafe { std::mem::zeroed() };
     attr.qp_state = qp_state::RESET;
     attr.cap = out_cap;
+    // The send PSN the software NIC starts from (what `ibv_query_qp` reports before RTS).
+    attr.sq_psn = sim.start_psn();
     let qpn = sim.qpn();
     let qp = Box::leak(Box::new(Qp {
         ex,
@@ -379,6 +410,7 @@ fn create(pd: *mut sys::ibv_pd, a: &sys::ibv_qp_init_attr_ex) -> Result<*mut sys
         recv: Mutex::new(RecvState::default()),
         attr: Mutex::new(attr),
         wr: Mutex::new(crate::wr::Batch::default()),
+        direct: is_direct,
     }));
     // SAFETY: zeroed mutex/cond at their final address.
     unsafe {
@@ -524,6 +556,16 @@ fn modify(qp: *mut sys::ibv_qp, attr: *mut sys::ibv_qp_attr, mask: c_int) -> Res
     let next = qp_state::check_modify(cur, a, mask, &view)?;
     let m = mask as u32;
     use qp_state::mask as b;
+    if q.direct && m & b::SQ_PSN != 0 && a.sq_psn & 0x00ff_ffff != q.sim.start_psn() {
+        // The program's PSN table was (or will be) written from this PSN; another one would
+        // make every request it builds disagree with the wire.
+        return Err(Errno::inval(format!(
+            "sq_psn {:#x}: the software NIC's bnxt model starts this direct-verbs QP at {:#x} \
+             (ibv_query_qp reports it before RTS)",
+            a.sq_psn,
+            q.sim.start_psn()
+        )));
+    }
     let sim_err = |e: gda_sim::SimError| Errno::inval(e.to_string());
     match (cur, next) {
         (_, qp_state::ERR) => q.sim.set_error(),
@@ -694,6 +736,16 @@ pub unsafe extern "C" fn gdav_ibv_destroy_qp(qp: *mut sys::ibv_qp) -> c_int {
                 .write()
                 .unwrap_or_else(|e| e.into_inner())
                 .remove(&q.ex.qp_base.qp_num);
+            crate::bnxtdv::forget(
+                ctx,
+                gda_bnxt::wire::doorbell::DbType::Sq,
+                q.ex.qp_base.qp_num,
+            );
+            crate::bnxtdv::forget(
+                ctx,
+                gda_bnxt::wire::doorbell::DbType::Rq,
+                q.ex.qp_base.qp_num,
+            );
             q.pd.users.fetch_sub(1, Ordering::AcqRel);
             q.send_cq.users.fetch_sub(1, Ordering::AcqRel);
             q.recv_cq.users.fetch_sub(1, Ordering::AcqRel);

@@ -11,6 +11,7 @@
 //! | [`wire`] | one file per hardware structure, Pod layout + Repr layer |
 //! | [`mode`] | static / variable / fixed three-slot WQE modes and the PSN-table forms |
 //! | [`device`] | the [`Bnxt`] provider: device functions for every operation, doorbells, CQ polling |
+//! | `host` (feature `verbs`) | the Thor2 control path: libibverbs + Broadcom's `bnxt_re_dv_*` loaded at run time |
 //!
 //! Byte-exactness is checked against rdma-core v55's own `bnxt_re_post_send`, `bnxt_re_poll_cq`
 //! and `db.c` (crate `gda-rdma-ref`, tests `bnxt_*`); the software NIC (`gda-sim`) executes these
@@ -22,6 +23,8 @@
 extern crate std;
 
 pub mod device;
+#[cfg(feature = "verbs")]
+pub mod host;
 pub mod mode;
 #[cfg(feature = "model")]
 pub mod model;
