@@ -311,5 +311,20 @@ impl Drop for Qp {
         if let Some(l) = &self.fabric.inner.link {
             l.publish_qp(self.inner.nic.id, self.inner.qpn, self.inner.pd, None);
         }
+        // Verbs' contract: once a destroy returns, the QP's rings are back with their allocator
+        // (a program may free a parent domain's allocator right after). The engine's snapshot
+        // is the only other owner (peers hold weak references); it lets go at its next scan,
+        // which the epoch above forces. Bounded: a stuck engine leaks the rings instead.
+        let on_engine = std::thread::current()
+            .name()
+            .is_some_and(|n| n.starts_with("gda-sim-"));
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+        while !on_engine
+            && Arc::strong_count(&self.inner) > 1
+            && std::time::Instant::now() < deadline
+        {
+            self.fabric.inner.kick();
+            std::thread::sleep(std::time::Duration::from_micros(20));
+        }
     }
 }

@@ -1,0 +1,513 @@
+//! The provider-generic conformance cases over QPs made by a host control path
+//! (`gda_hal::control::Device`), not by the software NIC's own API: the same generic cases run
+//! on the in-process software NIC (its `SimDevice`), and — with the `verbs` feature — on
+//! rdma-core's control paths loaded at run time and pointed at the verbs-compatible library:
+//! ConnectX (`gda_mlx5::host::Mlx5Device`, verbs + `mlx5dv_init_obj`) and Thor2
+//! (`gda_bnxt::host::BnxtDevice`, verbs + `bnxt_re_dv_*` with rings laid out by gda).
+//!
+//! Every case posts through the provider's device functions (`Raw<P>`/`RecvQ<P>` of the
+//! suite's harness) into the rings the control path handed out, and returns how many checks it
+//! compared, which each test asserts.
+
+mod common;
+
+use std::alloc::Layout;
+use std::ptr::NonNull;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use common::{Raw, RecvQ, fetched, pattern};
+use gda::hal::control::{
+    Access, CompletionQueue, CqAttr, Device, Endpoint, MemoryDesc, MemoryRegion, PathRequest,
+    QpCaps, QueueAllocator, QueueBuffer, QueueMemory,
+};
+use gda::hal::{
+    AtomicOp, Payload, Provider, Remote, SendFlags, Sge, WcOpcode, WcStatus, WorkRequest,
+};
+
+/// Two connected QPs of one device (A sends, B receives), their CQs, and host buffers
+/// registered in the PD.
+struct Bed<'d, D: Device> {
+    dev: &'d D,
+    pd: D::Pd,
+    raw: Raw<D::Provider>,
+    recv: RecvQ<D::Provider>,
+    bufs: Vec<(Box<[u8]>, D::Mr)>,
+    // Dropped last (field order): the QPs, then their CQs.
+    _qps: (
+        gda::hal::control::RcQp<D::Qp, gda::hal::control::Rts>,
+        gda::hal::control::RcQp<D::Qp, gda::hal::control::Rts>,
+    ),
+    _cqs: (D::Cq, D::Cq),
+}
+
+impl<'d, D: Device> Bed<'d, D> {
+    fn new(dev: &'d D, memory: QueueMemory) -> Self {
+        let path = dev
+            .path(PathRequest::default())
+            .unwrap_or_else(|e| panic!("{e}"));
+        let pd = dev.alloc_pd().unwrap();
+        let cq = |n| {
+            dev.create_cq(&CqAttr {
+                memory: memory.clone(),
+                ..CqAttr::new(n)
+            })
+            .unwrap_or_else(|e| panic!("{e}"))
+        };
+        let (cq_a, cq_b) = (cq(4096), cq(4096));
+        let caps = QpCaps {
+            send_wr: 256,
+            recv_wr: 256,
+            max_sge: 4,
+            max_inline: 256,
+            memory,
+        };
+        let qa = dev
+            .create_rc_qp(&pd, &cq_a, &cq_a, &caps)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let qb = dev
+            .create_rc_qp(&pd, &cq_b, &cq_b, &caps)
+            .unwrap_or_else(|e| panic!("{e}"));
+        // Endpoints cross as bytes, as between hosts.
+        let ep_a = Endpoint::from_bytes(&qa.endpoint(&path).to_bytes()).unwrap();
+        let ep_b = Endpoint::from_bytes(&qb.endpoint(&path).to_bytes()).unwrap();
+        let qa = qa
+            .connect(&path, &ep_b)
+            .map_err(|r| r.error)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let qb = qb
+            .connect(&path, &ep_a)
+            .map_err(|r| r.error)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let raw = Raw::new(qa.sq_handle().unwrap(), cq_a.handle());
+        let recv = RecvQ::new(qb.rq_handle().unwrap(), cq_b.handle());
+        Self {
+            dev,
+            pd,
+            raw,
+            recv,
+            bufs: Vec::new(),
+            _qps: (qa, qb),
+            _cqs: (cq_a, cq_b),
+        }
+    }
+
+    /// A zeroed registered buffer; returns its index.
+    fn buf(&mut self, len: usize, access: Access) -> usize {
+        let mut b = vec![0u8; len.max(1)].into_boxed_slice();
+        // SAFETY: the buffer lives in `self.bufs` next to its region, longer than any operation.
+        let mr = unsafe {
+            self.dev.register(
+                &self.pd,
+                &MemoryDesc::Host {
+                    addr: b.as_mut_ptr(),
+                    len: b.len(),
+                },
+                access,
+            )
+        }
+        .unwrap_or_else(|e| panic!("{e}"));
+        self.bufs.push((b, mr));
+        self.bufs.len() - 1
+    }
+
+    fn sge(&self, i: usize, off: u64, len: u32) -> Sge {
+        let mr = &self.bufs[i].1;
+        Sge {
+            addr: mr.addr() + off,
+            length: len,
+            lkey: mr.lkey(),
+        }
+    }
+
+    fn remote(&self, i: usize, off: u64) -> Remote {
+        let mr = &self.bufs[i].1;
+        Remote {
+            addr: mr.addr() + off,
+            rkey: mr.rkey(),
+        }
+    }
+
+    /// The buffer's bytes as the NIC left them.
+    fn bytes(&self, i: usize) -> Vec<u8> {
+        let b = &self.bufs[i].0;
+        let mut out = vec![0u8; b.len()];
+        // SAFETY: the buffer is live; the NIC's writes completed before their CQE was polled.
+        unsafe { gda::hal::mmio::dma_copy(out.as_mut_ptr(), b.as_ptr(), b.len()) };
+        out
+    }
+
+    fn fill(&mut self, i: usize, off: usize, data: &[u8]) {
+        let b = &mut self.bufs[i].0;
+        // SAFETY: inside the live buffer; no operation on it is in flight.
+        unsafe { gda::hal::mmio::dma_copy(b.as_mut_ptr().add(off), data.as_ptr(), data.len()) };
+    }
+
+    fn ok(&mut self, what: &str) -> gda::hal::WorkCompletion {
+        let wc = self.raw.wait(1)[0];
+        assert_eq!(wc.status, WcStatus::Success, "{what}: {wc:?}");
+        wc
+    }
+}
+
+const SIZES: &[usize] = &[0, 1, 7, 8, 63, 64, 4095, 4096, 65536, 1 << 20];
+
+fn write_every_size<D: Device>(dev: &D) -> usize {
+    let mut t = Bed::new(dev, QueueMemory::Provider);
+    let mut n_checked = 0;
+    for &n in SIZES {
+        let src = t.buf(n, Access::LOCAL_WRITE);
+        let dst = t.buf(n + 64, Access::ALL);
+        let data = pattern(n, n as u8);
+        t.fill(src, 0, &data);
+        let sges = [t.sge(src, 0, n as u32)];
+        let wr = WorkRequest::Write {
+            remote: t.remote(dst, 32),
+            payload: Payload::Sges(&sges),
+            imm: None,
+        };
+        t.raw.post(&wr, SendFlags::SIGNALED);
+        let wc = t.ok("write");
+        assert_eq!(wc.opcode, WcOpcode::RdmaWrite, "size {n}");
+        let got = t.bytes(dst);
+        assert_eq!(&got[32..32 + n], &data[..], "size {n}");
+        assert!(
+            got[..32].iter().chain(&got[32 + n..]).all(|&b| b == 0),
+            "bytes outside the target changed (size {n})"
+        );
+        n_checked += 1;
+    }
+    n_checked
+}
+
+fn inline_write_every_size<D: Device>(dev: &D) -> usize {
+    let mut t = Bed::new(dev, QueueMemory::Provider);
+    let dst = t.buf(4096, Access::ALL);
+    let max = gda::hal::QueueHandle::wq(&t.raw.sq).max_inline as usize;
+    let mut n_checked = 0;
+    for n in [1usize, 7, 8, 12, 13, 16, 17, 63, 64, 96, 100, 200, 256] {
+        if n > max {
+            continue;
+        }
+        let data = pattern(n, 3);
+        let wr = WorkRequest::Write {
+            remote: t.remote(dst, 100),
+            payload: Payload::Inline(&data),
+            imm: None,
+        };
+        t.raw.post(&wr, SendFlags::SIGNALED);
+        t.ok("inline write");
+        assert_eq!(&t.bytes(dst)[100..100 + n], &data[..], "inline size {n}");
+        n_checked += 1;
+    }
+    assert!(
+        n_checked >= 9,
+        "the QP's max_inline ({max}) is below 96 bytes"
+    );
+    n_checked
+}
+
+fn read_every_size<D: Device>(dev: &D) -> usize {
+    let mut t = Bed::new(dev, QueueMemory::Provider);
+    let mut n_checked = 0;
+    for &n in SIZES {
+        let remote = t.buf(n + 16, Access::ALL);
+        let local = t.buf(n + 16, Access::LOCAL_WRITE);
+        let data = pattern(n, 7);
+        t.fill(remote, 16, &data);
+        let sges = [t.sge(local, 8, n as u32)];
+        let wr = WorkRequest::Read {
+            remote: t.remote(remote, 16),
+            sges: &sges,
+        };
+        t.raw.post(&wr, SendFlags::SIGNALED);
+        let wc = t.ok("read");
+        assert_eq!(wc.opcode, WcOpcode::RdmaRead, "size {n}");
+        assert_eq!(&t.bytes(local)[8..8 + n], &data[..], "size {n}");
+        n_checked += 1;
+    }
+    n_checked
+}
+
+fn send_recv_with_immediates<D: Device>(dev: &D) -> usize {
+    let mut t = Bed::new(dev, QueueMemory::Provider);
+    let src = t.buf(8192, Access::LOCAL_WRITE);
+    let dst = t.buf(8192, Access::LOCAL_WRITE);
+    let mut n_checked = 0;
+    for (i, &n) in [0usize, 1, 64, 1000, 4096].iter().enumerate() {
+        let data = pattern(n, i as u8);
+        t.fill(src, 0, &data);
+        let s = t.sge(dst, 0, 8192);
+        t.recv.post(s);
+        let sges = [t.sge(src, 0, n as u32)];
+        let imm = 0x1234_0000 + i as u32;
+        t.raw.post(
+            &WorkRequest::Send {
+                payload: Payload::Sges(&sges),
+                imm: Some(imm),
+            },
+            SendFlags::SIGNALED,
+        );
+        let wc = t.ok("send");
+        assert_eq!(wc.opcode, WcOpcode::Send);
+        let rc = t.recv.wait(1)[0];
+        assert_eq!(rc.status, WcStatus::Success, "{rc:?}");
+        assert!(rc.is_recv);
+        assert_eq!((rc.byte_len, rc.imm), (n as u32, Some(imm)), "size {n}");
+        assert_eq!(&t.bytes(dst)[..n], &data[..]);
+        n_checked += 1;
+    }
+    n_checked
+}
+
+fn atomics<D: Device>(dev: &D) -> usize {
+    let mut t = Bed::new(dev, QueueMemory::Provider);
+    let target = t.buf(64, Access::ALL);
+    let result = t.buf(64, Access::LOCAL_WRITE);
+    t.fill(target, 8, &40u64.to_ne_bytes());
+    let mut n_checked = 0;
+    let ops = [
+        (AtomicOp::FetchAdd { add: 2 }, 40, 42),
+        (
+            AtomicOp::CompareSwap {
+                compare: 41,
+                swap: 7,
+            },
+            42,
+            42,
+        ),
+        (
+            AtomicOp::CompareSwap {
+                compare: 42,
+                swap: 7,
+            },
+            42,
+            7,
+        ),
+        (AtomicOp::FetchAdd { add: u64::MAX }, 7, 6),
+    ];
+    for (op, was, now) in ops {
+        let wr = WorkRequest::Atomic {
+            remote: t.remote(target, 8),
+            local: t.sge(result, 0, 8),
+            op,
+            bytes: 8,
+        };
+        t.raw.post(&wr, SendFlags::SIGNALED);
+        let wc = t.ok("atomic");
+        assert!(
+            matches!(wc.opcode, WcOpcode::FetchAdd | WcOpcode::CompSwap),
+            "{wc:?}"
+        );
+        assert_eq!(fetched::<D::Provider>(&t.bytes(result)[..8]), was, "{op:?}");
+        let v = u64::from_ne_bytes(t.bytes(target)[8..16].try_into().unwrap());
+        assert_eq!(v, now, "{op:?}");
+        n_checked += 1;
+    }
+    n_checked
+}
+
+/// Unsignalled WRITEs and NOPs retire with the next signalled request; the ring wraps many
+/// times.
+fn unsignaled_retirement_and_ring_wrap<D: Device>(dev: &D) -> usize {
+    let mut t = Bed::new(dev, QueueMemory::Provider);
+    let src = t.buf(64, Access::LOCAL_WRITE);
+    let dst = t.buf(8 * 4096, Access::ALL);
+    let ring = gda::hal::QueueHandle::wq(&t.raw.sq).entries as usize;
+    let mut n_checked = 0;
+    // Batches of a quarter ring: unsignalled writes and a NOP, then one signalled write.
+    let batch = (ring / 4).max(2);
+    for round in 0..(4 * ring / batch).max(8) {
+        t.fill(src, 0, &(round as u64).to_ne_bytes());
+        for k in 0..batch - 2 {
+            let sges = [t.sge(src, 0, 8)];
+            let wr = WorkRequest::Write {
+                remote: t.remote(dst, ((k % 4096) * 8) as u64),
+                payload: Payload::Sges(&sges),
+                imm: None,
+            };
+            t.raw.post(&wr, SendFlags::empty());
+        }
+        t.raw.post(&WorkRequest::Nop, SendFlags::empty());
+        let sges = [t.sge(src, 0, 8)];
+        let last = WorkRequest::Write {
+            remote: t.remote(dst, 0),
+            payload: Payload::Sges(&sges),
+            imm: None,
+        };
+        t.raw.post(&last, SendFlags::SIGNALED);
+        t.ok("signalled write after unsignalled ones");
+        let got = u64::from_ne_bytes(t.bytes(dst)[..8].try_into().unwrap());
+        assert_eq!(got, round as u64);
+        n_checked += 1;
+    }
+    assert!(
+        t.raw.pos.unit.0 as usize > 3 * ring || n_checked * batch > 3 * ring,
+        "the ring did not wrap"
+    );
+    n_checked
+}
+
+/// Hands out page-aligned zeroed blocks and counts them.
+#[derive(Debug, Default)]
+struct Counting {
+    live: Mutex<Vec<(usize, usize, QueueBuffer)>>,
+    allocs: AtomicUsize,
+    frees: AtomicUsize,
+}
+
+impl QueueAllocator for Counting {
+    fn alloc(&self, what: QueueBuffer, len: usize, align: usize) -> Option<NonNull<u8>> {
+        assert!(align <= 4096, "alignment {align}");
+        let layout = Layout::from_size_align(len.max(1), 4096).ok()?;
+        // SAFETY: non-zero size.
+        let p = NonNull::new(unsafe { std::alloc::alloc_zeroed(layout) })?;
+        self.allocs.fetch_add(1, Ordering::Relaxed);
+        self.live
+            .lock()
+            .unwrap()
+            .push((p.as_ptr() as usize, len, what));
+        Some(p)
+    }
+
+    unsafe fn free(&self, what: QueueBuffer, ptr: NonNull<u8>, len: usize) {
+        let mut live = self.live.lock().unwrap();
+        let i = live
+            .iter()
+            .position(|&(p, l, w)| p == ptr.as_ptr() as usize && l == len && w == what)
+            .expect("freeing what was allocated");
+        live.swap_remove(i);
+        self.frees.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: allocated in `alloc` with this layout.
+        unsafe {
+            std::alloc::dealloc(
+                ptr.as_ptr(),
+                Layout::from_size_align(len.max(1), 4096).unwrap(),
+            )
+        };
+    }
+}
+
+/// Rings and doorbell records in the caller's memory: the handles point into it, data moves,
+/// and every block goes back to the allocator when the objects are dropped.
+fn rings_in_caller_memory<D: Device>(dev: D) -> usize {
+    let alloc = std::sync::Arc::new(Counting::default());
+    let n_checked;
+    {
+        let mut t = Bed::new(&dev, QueueMemory::Caller(alloc.clone()));
+        let inside = |addr: u64| {
+            alloc
+                .live
+                .lock()
+                .unwrap()
+                .iter()
+                .any(|&(p, l, _)| addr >= p as u64 && addr < (p + l) as u64)
+        };
+        let wq = *gda::hal::QueueHandle::wq(&t.raw.sq);
+        assert!(
+            inside(wq.buf),
+            "the send ring is not in the caller's memory"
+        );
+        assert!(
+            inside(t.raw.cq.buf),
+            "the CQ ring is not in the caller's memory"
+        );
+        let kinds: Vec<QueueBuffer> = alloc.live.lock().unwrap().iter().map(|x| x.2).collect();
+        assert!(
+            kinds.contains(&QueueBuffer::CompletionQueue)
+                && kinds.contains(&QueueBuffer::SendQueue),
+            "{kinds:?}"
+        );
+        let dst = t.buf(64, Access::ALL);
+        let wr = WorkRequest::Write {
+            remote: t.remote(dst, 0),
+            payload: Payload::Inline(b"caller memory"),
+            imm: None,
+        };
+        t.raw.post(&wr, SendFlags::SIGNALED);
+        t.ok("write through caller-placed rings");
+        assert_eq!(&t.bytes(dst)[..13], b"caller memory");
+        n_checked = 3;
+    }
+    drop(dev);
+    let (a, f) = (
+        alloc.allocs.load(Ordering::Relaxed),
+        alloc.frees.load(Ordering::Relaxed),
+    );
+    assert!(a >= 4, "{a} allocations");
+    assert_eq!(a, f, "every ring and record goes back to the allocator");
+    n_checked
+}
+
+/// One `#[test]` per case for a device made by `$dev`.
+macro_rules! suite {
+    ($name:ident, $dev:expr) => {
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+            #[test]
+            fn write_every_size() {
+                assert_eq!(super::write_every_size(&$dev), super::SIZES.len());
+            }
+            #[test]
+            fn inline_write_every_size() {
+                assert!(super::inline_write_every_size(&$dev) >= 9);
+            }
+            #[test]
+            fn read_every_size() {
+                assert_eq!(super::read_every_size(&$dev), super::SIZES.len());
+            }
+            #[test]
+            fn send_recv_with_immediates() {
+                assert_eq!(super::send_recv_with_immediates(&$dev), 5);
+            }
+            #[test]
+            fn atomics() {
+                assert_eq!(super::atomics(&$dev), 4);
+            }
+            #[test]
+            fn unsignaled_retirement_and_ring_wrap() {
+                assert!(super::unsignaled_retirement_and_ring_wrap(&$dev) >= 8);
+            }
+            #[test]
+            fn rings_in_caller_memory() {
+                assert_eq!(super::rings_in_caller_memory($dev), 3);
+            }
+        }
+    };
+}
+
+fn sim<P: gda::sim::Modeled>() -> gda::sim::SimDevice<P> {
+    let fabric = gda::sim::Fabric::new(gda::sim::FabricConfig::default());
+    gda::sim::SimDevice::<P>::new(&fabric)
+}
+
+suite!(sim_mlx5, sim::<gda::mlx5::Mlx5>());
+suite!(sim_bnxt, sim::<gda::bnxt::Bnxt>());
+
+#[cfg(feature = "verbs")]
+fn verbs() -> std::sync::Arc<gda_rdma::Verbs> {
+    let exe = std::env::current_exe().unwrap();
+    let lib = exe
+        .parent()
+        .and_then(std::path::Path::parent)
+        .unwrap()
+        .join("verbs-sim/libibverbs.so.1");
+    std::sync::Arc::new(
+        gda_rdma::Verbs::load_from(&lib).expect("load the verbs-compatible library"),
+    )
+}
+
+#[cfg(feature = "verbs")]
+suite!(
+    verbs_mlx5,
+    gda::mlx5::host::Mlx5Device::open(verbs(), "gda_mlx5_0").unwrap_or_else(|e| panic!("{e}"))
+);
+#[cfg(feature = "verbs")]
+suite!(
+    verbs_bnxt,
+    gda::bnxt::host::BnxtDevice::open(verbs(), "gda_bnxt_0").unwrap_or_else(|e| panic!("{e}"))
+);
+
+#[allow(dead_code)]
+fn _provider_bound<P: Provider>() {}
