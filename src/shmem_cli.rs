@@ -50,25 +50,53 @@ impl Domain {
     }
 }
 
-/// Runs `f` on this process's PE with its RDMA routes on a ConnectX through rdma-core.
+/// Runs `f` on this process's PE with its RDMA routes on a NIC through rdma-core: a ConnectX
+/// (`gda_mlx5::host`) or a Thor2 (`gda_bnxt::host`), by the device's provider.
+/// `GDA_SHMEM_DEVICE` names it (default: the first ConnectX, else the first Thor2).
 #[cfg(feature = "verbs")]
 pub fn with_verbs_pe<R>(f: impl FnOnce(&dyn PeOps) -> Result<R>) -> Result<R> {
     let setup = |e: &dyn std::fmt::Display| ShmemError::Config(format!("verbs domain: {e}"));
     let verbs = std::sync::Arc::new(gda_rdma::Verbs::load().map_err(|e| setup(&e))?);
-    let name = match std::env::var("GDA_SHMEM_DEVICE")
+    let devices = verbs.devices().map_err(|e| setup(&e))?;
+    let chosen = match std::env::var("GDA_SHMEM_DEVICE")
         .ok()
         .filter(|s| !s.is_empty())
     {
-        Some(n) => n,
-        None => verbs
-            .devices()
-            .map_err(|e| setup(&e))?
-            .into_iter()
-            .find(|d| d.provider == "mlx5")
-            .map(|d| d.name)
-            .ok_or_else(|| setup(&"no ConnectX device (gda devices lists what there is)"))?,
+        Some(n) => devices.into_iter().find(|d| d.name == n).ok_or_else(|| {
+            setup(&format!(
+                "no RDMA device {n:?} (GDA_SHMEM_DEVICE; gda devices lists them)"
+            ))
+        })?,
+        None => {
+            let pick = |p: &str| devices.iter().find(|d| d.provider == p).cloned();
+            pick("mlx5").or_else(|| pick("bnxt")).ok_or_else(|| {
+                setup(&"no ConnectX or Thor2 device (gda devices lists what there is)")
+            })?
+        }
     };
-    let dev = gda_mlx5::host::Mlx5Device::open(verbs, &name).map_err(|e| setup(&e))?;
+    match &*chosen.provider {
+        "mlx5" => {
+            let dev =
+                gda_mlx5::host::Mlx5Device::open(verbs, &chosen.name).map_err(|e| setup(&e))?;
+            verbs_pe_on(dev, f)
+        }
+        "bnxt" => {
+            let dev =
+                gda_bnxt::host::BnxtDevice::open(verbs, &chosen.name).map_err(|e| setup(&e))?;
+            verbs_pe_on(dev, f)
+        }
+        other => Err(setup(&format!(
+            "{} is a {other} device: gda drives ConnectX (mlx5) and Thor2 (bnxt)",
+            chosen.name
+        ))),
+    }
+}
+
+#[cfg(feature = "verbs")]
+fn verbs_pe_on<D, R>(dev: D, f: impl FnOnce(&dyn PeOps) -> Result<R>) -> Result<R>
+where
+    D: gda_hal::control::Device + 'static,
+{
     let launch = gda_shmem::boot::env::Launch::from_env()?.ok_or_else(|| {
         ShmemError::Config("not started by a launcher (gdarun, mpirun, srun, torchrun)".into())
     })?;
@@ -121,6 +149,8 @@ pub trait PeOps {
     fn perf(&self, iters: u64) -> Result<Vec<serde_json::Value>>;
     /// Transport to PE 1 (for the report).
     fn transport(&self) -> String;
+    /// The provider whose device functions drive the NIC (`mlx5`, `bnxt`, …).
+    fn provider(&self) -> &'static str;
 }
 
 impl<P: gda_hal::Provider> PeOps for Pe<P> {
@@ -140,6 +170,9 @@ impl<P: gda_hal::Provider> PeOps for Pe<P> {
         self.transport_to(1 % self.n_pes())
             .map(|t| format!("{t:?}"))
             .unwrap_or_default()
+    }
+    fn provider(&self) -> &'static str {
+        P::NAME
     }
 }
 

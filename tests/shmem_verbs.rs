@@ -16,6 +16,16 @@ fn verbs_lib() -> std::path::PathBuf {
 
 #[test]
 fn shmem_check_runs_over_the_verbs_domain_across_processes() {
+    check_over("gda_mlx5_0", "mlx5");
+}
+
+/// The same on the Thor2 control path (verbs + `bnxt_re_dv_*`, rings laid out by gda).
+#[test]
+fn shmem_check_runs_over_the_verbs_domain_on_bnxt() {
+    check_over("gda_bnxt_0", "bnxt");
+}
+
+fn check_over(device: &str, provider: &str) {
     let o = Command::new(env!("CARGO_BIN_EXE_gda"))
         .args([
             "shmem",
@@ -28,15 +38,17 @@ fn shmem_check_runs_over_the_verbs_domain_across_processes() {
             "verbs",
         ])
         .env("GDA_IBVERBS_LIB", verbs_lib())
+        .env("GDA_SHMEM_DEVICE", device)
         .env("GDA_SHMEM_TIMEOUT_MS", "60000")
         .output()
         .expect("run gda shmem");
     let out = String::from_utf8_lossy(&o.stdout);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{out}\n{err}");
+    let want = format!("(provider {provider} through rdma-core)");
     let ok: Vec<&str> = out
         .lines()
-        .filter(|l| l.contains(": ok, ") && l.contains("(provider mlx5 through rdma-core)"))
+        .filter(|l| l.contains(": ok, ") && l.contains(&want))
         .collect();
     assert_eq!(ok.len(), 3, "{out}");
     assert!(

@@ -1,17 +1,18 @@
-//! `gda perf --device NAME`: the same measurements as on the in-process software NIC, on a
-//! ConnectX opened through rdma-core (`gda_mlx5::host`): QPs brought up through the
-//! control-path seam, gda's `SendQueue<Mlx5>` posting into the rings `mlx5dv_init_obj` hands
-//! out.
+//! `gda perf --device NAME`: the same measurements as on the in-process software NIC, on a NIC
+//! opened through rdma-core: a ConnectX (`gda_mlx5::host`, rings from `mlx5dv_init_obj`) or a
+//! Thor2 (`gda_bnxt::host`, rings laid out by gda and given to `bnxt_re_dv_create_qp`). QPs
+//! are brought up through the control-path seam and gda's `SendQueue<P>` posts into the rings;
+//! the code below is generic over the seam, so both NICs run the same measurement.
 
 use std::sync::Arc;
 
+use gda_bnxt::host::BnxtDevice;
 use gda_hal::control::{
     CompletionQueue, CqAttr, Device, Endpoint, MemoryDesc, MemoryRegion, PathRequest, QpCaps,
 };
 use gda_hal::index::ProdIdx;
 use gda_hal::op::AtomicOp;
 use gda_hal::{Payload, Provider, Remote, SendQueue, Sge, WorkRequest};
-use gda_mlx5::Mlx5;
 use gda_mlx5::host::Mlx5Device;
 
 use super::{PerfConfig, PerfError, PerfOp, PerfResult, measure};
@@ -20,14 +21,55 @@ fn dev_err(e: &dyn std::fmt::Display) -> PerfError {
     PerfError::Device(format!("--device: {e}"))
 }
 
-/// Opens `name` through rdma-core (`GDA_IBVERBS_LIB` or the loader's search path).
-pub fn open(name: &str) -> Result<Mlx5Device, PerfError> {
+/// A NIC opened through rdma-core, by its provider.
+pub enum Opened {
+    /// A ConnectX.
+    Mlx5(Mlx5Device),
+    /// A Thor2.
+    Bnxt(BnxtDevice),
+}
+
+/// Opens `name` through rdma-core (`GDA_IBVERBS_LIB` or the loader's search path) with the
+/// control path of its provider (by PCI vendor).
+pub fn open(name: &str) -> Result<Opened, PerfError> {
     let verbs = Arc::new(gda_rdma::Verbs::load().map_err(|e| dev_err(&e))?);
-    Mlx5Device::open(verbs, name).map_err(|e| dev_err(&e))
+    let info = verbs
+        .devices()
+        .map_err(|e| dev_err(&e))?
+        .into_iter()
+        .find(|d| d.name == name)
+        .ok_or_else(|| dev_err(&format!("no RDMA device {name:?} (gda devices lists them)")))?;
+    match &*info.provider {
+        "mlx5" => Ok(Opened::Mlx5(
+            Mlx5Device::open(verbs, name).map_err(|e| dev_err(&e))?,
+        )),
+        "bnxt" => Ok(Opened::Bnxt(
+            BnxtDevice::open(verbs, name).map_err(|e| dev_err(&e))?,
+        )),
+        other => Err(dev_err(&format!(
+            "{name} is a {other} device (vendor {:#06x}): gda drives ConnectX (mlx5) and Thor2 (bnxt)",
+            info.vendor_id
+        ))),
+    }
 }
 
 /// One measurement of `cfg.op` at `size` bytes between two fresh QPs of `dev`.
-pub fn run_size(dev: &Mlx5Device, cfg: &PerfConfig, size: usize) -> Result<PerfResult, PerfError> {
+pub fn run_size(dev: &Opened, cfg: &PerfConfig, size: usize) -> Result<PerfResult, PerfError> {
+    match dev {
+        Opened::Mlx5(d) => run_on(d, cfg, size, "mlx5 (rdma-core)"),
+        Opened::Bnxt(d) => run_on(d, cfg, size, "bnxt (rdma-core + bnxt_re_dv)"),
+    }
+}
+
+fn run_on<D: Device>(
+    dev: &D,
+    cfg: &PerfConfig,
+    size: usize,
+    label: &'static str,
+) -> Result<PerfResult, PerfError>
+where
+    D::Provider: Provider<Rq = gda_hal::WqHandle>,
+{
     let size = if cfg.op == PerfOp::Atomic { 8 } else { size };
     let path = dev.path(PathRequest::default()).map_err(|e| dev_err(&e))?;
     let pd = dev.alloc_pd().map_err(|e| dev_err(&e))?;
@@ -138,31 +180,31 @@ pub fn run_size(dev: &Mlx5Device, cfg: &PerfConfig, size: usize) -> Result<PerfR
         }
         // SAFETY: the responder's RQ and CQ are live and only this closure uses them.
         unsafe {
-            while Mlx5::poll_cq(&rcq, rci).is_some() {
+            while D::Provider::poll_cq(&rcq, rci).is_some() {
                 rci = rci.wrapping_add(1);
             }
-            Mlx5::update_cq_ci(&rcq, rci);
+            D::Provider::update_cq_ci(&rcq, rci);
             let mut posted = false;
             while rpos.wrapping_sub(rci) < rq.entries {
-                Mlx5::post_recv(&rq, ProdIdx(rpos), &rsge);
+                D::Provider::post_recv(&rq, ProdIdx(rpos), &rsge);
                 rpos = rpos.wrapping_add(1);
                 posted = true;
             }
             if posted {
-                Mlx5::ring_rq(&rq, ProdIdx(rpos));
+                D::Provider::ring_rq(&rq, ProdIdx(rpos));
             }
         }
     };
     top_up();
     // SAFETY: the QP and CQ outlive the queue, its only poster and poller.
     let sq = unsafe {
-        SendQueue::<Mlx5>::new(
+        SendQueue::<D::Provider>::new(
             qa.sq_handle().map_err(|e| dev_err(&e))?,
             cq_a.handle(),
             30_000,
         )
     }?;
-    let out = measure(cfg, size, &wr, &sq, "mlx5 (rdma-core)", &mut top_up);
+    let out = measure(cfg, size, &wr, &sq, label, &mut top_up);
     drop((qa, qb));
     out
 }

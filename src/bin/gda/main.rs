@@ -246,7 +246,7 @@ fn shmem(a: ShmemArgs) -> ExitCode {
                     rep.checks.len(),
                     pe.transport(),
                     if domain == gda::shmem_cli::Domain::Verbs {
-                        "mlx5 through rdma-core".to_string()
+                        format!("{} through rdma-core", pe.provider())
                     } else {
                         format!("{:?}", a.provider)
                     },
