@@ -103,18 +103,24 @@ fn missing_or_wrong_library_is_reported_and_the_software_nic_remains() {
     assert_eq!(cases, 2);
 }
 
-/// `gda perf --device`: the same measurements through rdma-core's ConnectX control path (on the
-/// verbs-compatible library here), for every operation; an unknown device is a clear error.
+/// `gda perf --device`: the same measurements through rdma-core's ConnectX and Thor2 control
+/// paths (on the verbs-compatible library here), for every operation; an unknown device is a
+/// clear error.
 #[test]
 fn perf_runs_through_the_control_path_on_a_device() {
     let mut ran = 0;
-    for op in ["write", "read", "atomic", "send"] {
+    for (dev, label, op) in ["write", "read", "atomic", "send"].iter().flat_map(|op| {
+        [
+            ("gda_mlx5_0", "mlx5 (rdma-core)", *op),
+            ("gda_bnxt_0", "bnxt (rdma-core + bnxt_re_dv)", *op),
+        ]
+    }) {
         let o = Command::new(env!("CARGO_BIN_EXE_gda"))
             .args([
                 "perf",
                 op,
                 "--device",
-                "gda_mlx5_0",
+                dev,
                 "--sizes",
                 "64",
                 "--iters",
@@ -131,16 +137,16 @@ fn perf_runs_through_the_control_path_on_a_device() {
         let out = String::from_utf8_lossy(&o.stdout);
         assert!(
             o.status.success(),
-            "{op}: {out}\n{}",
+            "{dev} {op}: {out}\n{}",
             String::from_utf8_lossy(&o.stderr)
         );
         let v: serde_json::Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
-        assert_eq!(v["provider"], "mlx5 (rdma-core)", "{v}");
+        assert_eq!(v["provider"], label, "{v}");
         assert!(v["msg_rate_mps"].as_f64().unwrap() > 0.0, "{v}");
         assert!(v["lat_us_p50"].as_f64().unwrap() > 0.0, "{v}");
         ran += 1;
     }
-    assert_eq!(ran, 4);
+    assert_eq!(ran, 8);
     let o = Command::new(env!("CARGO_BIN_EXE_gda"))
         .args(["perf", "write", "--device", "gda_nope_0", "--sizes", "8"])
         .env("GDA_IBVERBS_LIB", verbs_lib())
