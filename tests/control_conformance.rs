@@ -442,34 +442,44 @@ fn rings_in_caller_memory<D: Device>(dev: D) -> usize {
 /// One `#[test]` per case for a device made by `$dev`.
 macro_rules! suite {
     ($name:ident, $dev:expr) => {
+        suite!($name, [], $dev);
+    };
+    ($name:ident, [$($attr:meta)*], $dev:expr) => {
         mod $name {
             #[allow(unused_imports)]
             use super::*;
             #[test]
+            $(#[$attr])*
             fn write_every_size() {
                 assert_eq!(super::write_every_size(&$dev), super::SIZES.len());
             }
             #[test]
+            $(#[$attr])*
             fn inline_write_every_size() {
                 assert!(super::inline_write_every_size(&$dev) >= 9);
             }
             #[test]
+            $(#[$attr])*
             fn read_every_size() {
                 assert_eq!(super::read_every_size(&$dev), super::SIZES.len());
             }
             #[test]
+            $(#[$attr])*
             fn send_recv_with_immediates() {
                 assert_eq!(super::send_recv_with_immediates(&$dev), 5);
             }
             #[test]
+            $(#[$attr])*
             fn atomics() {
                 assert_eq!(super::atomics(&$dev), 4);
             }
             #[test]
+            $(#[$attr])*
             fn unsignaled_retirement_and_ring_wrap() {
                 assert!(super::unsignaled_retirement_and_ring_wrap(&$dev) >= 8);
             }
             #[test]
+            $(#[$attr])*
             fn rings_in_caller_memory() {
                 assert_eq!(super::rings_in_caller_memory($dev), 3);
             }
@@ -507,6 +517,36 @@ suite!(
 suite!(
     verbs_bnxt,
     gda::bnxt::host::BnxtDevice::open(verbs(), "gda_bnxt_0").unwrap_or_else(|e| panic!("{e}"))
+);
+
+/// The suite on real NICs: `GDA_HW_DEVICE=mlx5_0 cargo test --release --features verbs --test
+/// control_conformance hardware_mlx5 -- --ignored` (a Thor2: `GDA_HW_DEVICE=bnxt_re0 … hardware_bnxt`).
+/// rdma-core comes from the system (`GDA_IBVERBS_LIB`, `GDA_MLX5_LIB`, `GDA_BNXT_LIB` override
+/// it); both QPs are on the one device, connected to each other through its port.
+#[cfg(feature = "verbs")]
+fn hardware_device() -> (std::sync::Arc<gda_rdma::Verbs>, String) {
+    let name = std::env::var("GDA_HW_DEVICE").expect("GDA_HW_DEVICE names the NIC to use");
+    let verbs = gda_rdma::Verbs::load().unwrap_or_else(|e| panic!("{e}"));
+    (std::sync::Arc::new(verbs), name)
+}
+
+#[cfg(feature = "verbs")]
+suite!(
+    hardware_mlx5,
+    [ignore = "needs a ConnectX NIC: set GDA_HW_DEVICE"],
+    {
+        let (v, n) = hardware_device();
+        gda::mlx5::host::Mlx5Device::open(v, &n).unwrap_or_else(|e| panic!("{e}"))
+    }
+);
+#[cfg(feature = "verbs")]
+suite!(
+    hardware_bnxt,
+    [ignore = "needs a Thor2 NIC and Broadcom's libbnxt_re: set GDA_HW_DEVICE"],
+    {
+        let (v, n) = hardware_device();
+        gda::bnxt::host::BnxtDevice::open(v, &n).unwrap_or_else(|e| panic!("{e}"))
+    }
 );
 
 #[allow(dead_code)]

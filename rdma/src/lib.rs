@@ -30,5 +30,5 @@ pub use discover::{DiscoverError, provider_of};
 pub use load::{Fns, LoadError, Verbs, open_lib, open_path, resolve};
 pub use objects::{
     Context, Cq, Destroy, Modify, Mr, Pd, Qp, RegisterError, VerbsError, describe_qp_attr,
-    queue_buffer_of,
+    destroy_failures, note_destroy_failure, queue_buffer_of,
 };

@@ -15,6 +15,22 @@ use crate::load::Verbs;
 /// `IBV_CQ_INIT_ATTR_MASK_PD`.
 const CQ_INIT_ATTR_MASK_PD: u32 = 1 << 1;
 
+static DESTROY_FAILURES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Destroy calls (`ibv_destroy_qp`, `ibv_dealloc_pd`, a provider's own, …) that failed in this
+/// process so far: a drop cannot return an error, so it says so on stderr and counts it here.
+/// The objects destroy in the order verbs needs whatever order they are dropped in, so this
+/// stays 0 unless the library below misbehaves.
+pub fn destroy_failures() -> u64 {
+    DESTROY_FAILURES.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Counts a failed destroy (for providers' own objects) and says so on stderr.
+pub fn note_destroy_failure(what: std::fmt::Arguments<'_>) {
+    DESTROY_FAILURES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    eprintln!("gda-rdma: {what}");
+}
+
 /// A registration was refused: by its access rights, or by verbs.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -163,7 +179,10 @@ impl Drop for Context {
         // SAFETY: our context; every object on it holds an Arc of it, so none is left.
         let r = unsafe { (self.verbs.fns().close_device)(self.ctx) };
         if r != 0 {
-            eprintln!("gda-rdma: ibv_close_device({}) failed: {r}", self.info.name);
+            note_destroy_failure(format_args!(
+                "ibv_close_device({}) failed: {r}",
+                self.info.name
+            ));
         }
     }
 }
@@ -266,10 +285,10 @@ impl Drop for Pd {
         // SAFETY: our PD; MRs and QPs on it hold an Arc of it.
         let r = unsafe { (self.ctx.verbs.fns().dealloc_pd)(self.pd) };
         if r != 0 {
-            eprintln!(
-                "gda-rdma: ibv_dealloc_pd on {} failed: {r}",
+            note_destroy_failure(format_args!(
+                "ibv_dealloc_pd on {} failed: {r}",
                 self.ctx.info.name
-            );
+            ));
         }
     }
 }
@@ -484,7 +503,7 @@ impl Drop for Mr {
         // SAFETY: our MR.
         let r = unsafe { (self.pd.ctx.verbs.fns().dereg_mr)(self.mr) };
         if r != 0 {
-            eprintln!("gda-rdma: ibv_dereg_mr failed: {r}");
+            note_destroy_failure(format_args!("ibv_dereg_mr failed: {r}"));
         }
     }
 }
@@ -595,7 +614,7 @@ impl Drop for Cq {
             None => unsafe { (self.ctx.verbs.fns().destroy_cq)(self.cq) },
         };
         if r != 0 {
-            eprintln!("gda-rdma: ibv_destroy_cq failed: {r}");
+            note_destroy_failure(format_args!("destroying a CQ failed: {r}"));
         }
     }
 }
@@ -734,7 +753,7 @@ impl Drop for Qp {
             None => unsafe { (self.pd.ctx.verbs.fns().destroy_qp)(self.qp) },
         };
         if r != 0 {
-            eprintln!("gda-rdma: ibv_destroy_qp failed: {r}");
+            note_destroy_failure(format_args!("destroying a QP failed: {r}"));
         }
     }
 }

@@ -347,7 +347,9 @@ impl Drop for Ring {
         // SAFETY: our umem; the CQ/QP using it was destroyed first (field order of the owner).
         let r = unsafe { (self.dv.umem_dereg)(self.umem) };
         if r != 0 {
-            std::eprintln!("gda-bnxt: bnxt_re_dv_umem_dereg failed: {r}; the ring is leaked");
+            gda_rdma::note_destroy_failure(format_args!(
+                "bnxt_re_dv_umem_dereg failed: {r}; the ring is leaked"
+            ));
             return;
         }
         // SAFETY: allocated for `what` with `len` bytes; nothing uses it now.
@@ -385,7 +387,12 @@ impl Drop for Region {
     fn drop(&mut self) {
         if let Some(free) = self.dv.free_db_region {
             // SAFETY: ours, no QP uses it any more (dropped after the QP).
-            unsafe { free(self.ctx.raw(), self.attr) };
+            let r = unsafe { free(self.ctx.raw(), self.attr) };
+            if r != 0 {
+                gda_rdma::note_destroy_failure(format_args!(
+                    "bnxt_re_dv_free_db_region failed: {r}"
+                ));
+            }
         }
     }
 }
@@ -462,7 +469,11 @@ impl control::Device for BnxtDevice {
             ));
         }
         let destroy = self.dv.destroy_cq;
+        // The ring's umem is released after the CQ itself (which QPs keep alive), so the
+        // destroy call owns a reference to it.
+        let keep = ring.clone();
         let destroy: gda_rdma::Destroy<sys::ibv_cq> = std::boxed::Box::new(move |c| {
+            let _ = &keep;
             // SAFETY: the adopted CQ, destroyed once (by its Drop).
             unsafe { destroy(c) }
         });
