@@ -49,6 +49,7 @@ pub use gda_sim as sim;
 pub mod chaos;
 pub mod cli;
 pub mod devices;
+pub mod gpus;
 pub mod grid;
 #[cfg(feature = "sim")]
 pub mod perf;

@@ -551,3 +551,48 @@ suite!(
 
 #[allow(dead_code)]
 fn _provider_bound<P: Provider>() {}
+
+/// Rings in GPU memory and the doorbell mapped for the GPU, on real hardware:
+/// `GDA_HW_DEVICE=mlx5_0 GDA_HW_GPU=1 cargo test --release --features verbs,hip --test
+/// control_conformance hardware_gpu -- --ignored`.
+#[cfg(all(feature = "verbs", feature = "hip"))]
+fn gpu_rings<D: Device>(dev: &D) -> usize {
+    let hip = gda_hip::Hip::load().unwrap_or_else(|e| panic!("{e}"));
+    let mem = gda_hip::GpuQueueMemory::new(&hip).unwrap_or_else(|e| panic!("{e}"));
+    let mut t = Bed::new(dev, QueueMemory::Caller(std::sync::Arc::new(mem)));
+    let wq = *gda::hal::QueueHandle::wq(&t.raw.sq);
+    // SAFETY: the QP's doorbell, alive as long as `t`, which outlives the mapping.
+    let db =
+        unsafe { gda_hip::DoorbellMapping::new(&hip, wq.db) }.unwrap_or_else(|e| panic!("{e}"));
+    assert!(!db.device_ptr().is_null());
+    let dst = t.buf(64, Access::ALL);
+    let wr = WorkRequest::Write {
+        remote: t.remote(dst, 0),
+        payload: Payload::Inline(b"gpu rings"),
+        imm: None,
+    };
+    t.raw.post(&wr, SendFlags::SIGNALED);
+    t.ok("write through rings in GPU memory");
+    assert_eq!(&t.bytes(dst)[..9], b"gpu rings");
+    drop(db);
+    2
+}
+
+#[cfg(all(feature = "verbs", feature = "hip"))]
+#[test]
+#[ignore = "needs a NIC and an AMD GPU: set GDA_HW_DEVICE and GDA_HW_GPU=1"]
+fn hardware_gpu_rings() {
+    let (v, n) = hardware_device();
+    let info = v
+        .devices()
+        .unwrap()
+        .into_iter()
+        .find(|d| d.name == n)
+        .unwrap_or_else(|| panic!("no RDMA device {n:?}"));
+    let checked = match &*info.provider {
+        "mlx5" => gpu_rings(&gda::mlx5::host::Mlx5Device::open(v, &n).unwrap()),
+        "bnxt" => gpu_rings(&gda::bnxt::host::BnxtDevice::open(v, &n).unwrap()),
+        other => panic!("{n} is a {other} device"),
+    };
+    assert_eq!(checked, 2);
+}

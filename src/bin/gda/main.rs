@@ -54,6 +54,16 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// The AMD GPUs gda can put rings and buffers in (HIP loaded at run time; feature `hip`),
+    /// or why there are none. Exit status 1 when there is no usable GPU.
+    #[command(
+        after_help = "EXAMPLES:\n  gda gpus\n  gda gpus --json\n\nENVIRONMENT:\n  GDA_HIP_LIB         path of libamdhip64.so (default: libamdhip64.so.5, .so.6, .so)\n  HIP_VISIBLE_DEVICES GPUs HIP may use"
+    )]
+    Gpus {
+        /// JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[cfg(feature = "sim")]
@@ -571,6 +581,23 @@ fn main() -> ExitCode {
         Cmd::Shmem(a) => return shmem(a),
         #[cfg(feature = "sim")]
         Cmd::Chaos(a) => return chaos(a),
+        Cmd::Gpus { json } => {
+            let l = gda::gpus::list();
+            if json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&l.to_json())
+                        .unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
+                );
+            } else {
+                print!("{}", l.to_text());
+            }
+            return if l.usable() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            };
+        }
         Cmd::Devices { json } => {
             let l = gda::devices::list();
             if json {
