@@ -264,11 +264,12 @@ impl Hip {
                 // SAFETY: as above.
                 let r = unsafe { (self.f.hipDeviceGetPCIBusId)(pci.as_mut_ptr(), 64, i) };
                 self.check("hipDeviceGetPCIBusId", r, format!(" (device {i})"))?;
-                // SAFETY: NUL-terminated by HIP within the buffers.
+                // HIP writes a NUL-terminated string into the (zeroed) buffer.
                 let s = |b: &[c_char]| {
-                    unsafe { CStr::from_ptr(b.as_ptr()) }
-                        .to_string_lossy()
-                        .into_owned()
+                    let bytes: Vec<u8> = b.iter().map(|&c| c as u8).collect();
+                    CStr::from_bytes_until_nul(&bytes)
+                        .map(|c| c.to_string_lossy().into_owned())
+                        .unwrap_or_else(|_| String::from_utf8_lossy(&bytes).into_owned())
                 };
                 Ok(Gpu {
                     index: i as u32,
