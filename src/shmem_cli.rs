@@ -74,7 +74,7 @@ pub fn with_verbs_pe<R>(f: impl FnOnce(&dyn PeOps) -> Result<R>) -> Result<R> {
             })?
         }
     };
-    match &*chosen.provider {
+    match chosen.provider {
         "mlx5" => {
             let dev =
                 gda_mlx5::host::Mlx5Device::open(verbs, &chosen.name).map_err(|e| setup(&e))?;

@@ -39,7 +39,7 @@ pub fn open(name: &str) -> Result<Opened, PerfError> {
         .into_iter()
         .find(|d| d.name == name)
         .ok_or_else(|| dev_err(&format!("no RDMA device {name:?} (gda devices lists them)")))?;
-    match &*info.provider {
+    match info.provider {
         "mlx5" => Ok(Opened::Mlx5(
             Mlx5Device::open(verbs, name).map_err(|e| dev_err(&e))?,
         )),

@@ -211,7 +211,7 @@ pub const MAX_CQE: u32 = 1 << 22;
 /// Creates a CQ: of at least `cqe` entries in this library's memory or `pd`'s parent-domain
 /// allocator, or (`direct`) of exactly that many entries in the memory given (bnxt direct
 /// verbs: the program sized the ring).
-pub fn create(
+pub(crate) fn create(
     ctx: *mut sys::ibv_context,
     cqe: c_int,
     cq_context: *mut c_void,

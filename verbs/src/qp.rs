@@ -259,7 +259,7 @@ fn create(pd: *mut sys::ibv_pd, a: &sys::ibv_qp_init_attr_ex) -> Result<*mut sys
 
 /// Sizes and ring memory a direct-verbs create fixes (bnxt `bnxt_re_dv_create_qp`): the
 /// program laid out the rings, so the QP takes exactly these.
-pub struct Direct {
+pub(crate) struct Direct {
     /// Send units and receive WQEs as the program sized them.
     pub init: QpInit,
     /// The program's ring memory.
@@ -267,7 +267,7 @@ pub struct Direct {
 }
 
 /// [`create`], or with the sizes and memory of a direct-verbs create.
-pub fn create_with(
+pub(crate) fn create_with(
     pd: *mut sys::ibv_pd,
     a: &sys::ibv_qp_init_attr_ex,
     direct: Option<Direct>,
