@@ -6,7 +6,7 @@
 //!
 //! [`BnxtDevice`] implements [`gda_hal::control::Device`]:
 //! - rings are allocated here (page-aligned host memory) or by the caller's
-//!   [`QueueAllocator`](gda_hal::control::QueueAllocator) ([`QueueMemory::Caller`]: GPU or
+//!   [`QueueAllocator`] ([`QueueMemory::Caller`]: GPU or
 //!   host-pinned memory), registered with `bnxt_re_dv_umem_reg`, and laid out in the device's
 //!   mode — static 128-byte WQEs and the MSN table (Thor2's default): `sq_slots` = 8 per WQE,
 //!   `sq_npsn` = one 8-byte MSN entry per WQE after the slots, receive WQEs of 128 bytes;
