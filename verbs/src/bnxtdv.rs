@@ -11,18 +11,18 @@
 //!
 //! **Doorbells.** On Thor2 every doorbell of the queues using a doorbell region — SQ, RQ and CQ,
 //! told apart by type and queue id — is a 64-bit store to the first word of its page. The
-//! software NIC's device model reads each queue's doorbell from a word of its own, so a
-//! forwarding thread watches every region's page and copies each new value to the word of
-//! the queue it names. Like the device model itself it sees the page by polling: two stores
-//! to one page between two looks leave only the second, which for cumulative producer and
-//! consumer indices delays a queue until its next doorbell. gda's control path gives each
-//! QP a region of its own to keep that rare; hardware takes every store.
+//! software NIC's device model reads each queue's doorbell from a word of its own, so before
+//! each scan the fabric's engine looks at every region's page and copies a new value to the
+//! word of the queue it names (`Fabric::add_scan_hook`). Like the device model itself it sees
+//! the page by polling: two stores to one page between two looks leave only the second,
+//! which for cumulative producer and consumer indices delays a queue until its next doorbell.
+//! gda's control path gives each QP a region of its own to keep that rare; hardware takes
+//! every store.
 
 use std::ffi::{c_int, c_void};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Once};
-use std::time::{Duration, Instant};
 
 use gda_bnxt::host::dv;
 use gda_bnxt::wire::doorbell::{DbType, DoorbellRepr};
@@ -106,7 +106,7 @@ fn new_region(ctx: &Context, default: bool) -> Arc<Region> {
         routes: Mutex::new(Vec::new()),
     });
     regions().push(r.clone());
-    start_forwarder();
+    start_forwarder(ctx);
     r
 }
 
@@ -151,30 +151,19 @@ fn forward(r: &Region) -> bool {
     true
 }
 
-fn start_forwarder() {
+/// Routes doorbells from the engine of the process's fabric, before each of its scans (no
+/// thread of its own: the doorbell reaches its queue in the same pass that executes it).
+fn start_forwarder(ctx: &Context) {
     static START: Once = Once::new();
     START.call_once(|| {
-        let _ = std::thread::Builder::new()
-            .name("gda-bnxt-doorbells".into())
-            .spawn(|| {
-                let mut busy = Instant::now();
-                loop {
-                    let all: Vec<Arc<Region>> = regions().clone();
-                    let mut moved = false;
-                    for r in &all {
-                        moved |= forward(r);
-                    }
-                    if moved {
-                        busy = Instant::now();
-                        continue;
-                    }
-                    if all.is_empty() || busy.elapsed() > Duration::from_millis(2) {
-                        std::thread::sleep(Duration::from_micros(20));
-                    } else {
-                        std::thread::yield_now();
-                    }
-                }
-            });
+        ctx.dev.nic.fabric().add_scan_hook(Arc::new(|| {
+            let all: Vec<Arc<Region>> = regions().clone();
+            let mut moved = false;
+            for r in &all {
+                moved |= forward(r);
+            }
+            moved
+        }));
     });
 }
 

@@ -9,6 +9,10 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+
+/// Work the engine runs before each scan ([`Fabric::add_scan_hook`]); returns whether it did
+/// anything.
+pub type ScanHook = Arc<dyn Fn() -> bool + Send + Sync>;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Mutex, RwLock};
 
@@ -141,6 +145,7 @@ impl Fabric {
                 engine: Mutex::new(None),
                 engine_thread: Mutex::new(None),
                 napping: std::sync::atomic::AtomicBool::new(false),
+                scan_hooks: std::sync::RwLock::new(Vec::new()),
                 stats: Stats::default(),
                 link,
                 wire,
@@ -192,6 +197,20 @@ impl Fabric {
             }
         }
         None
+    }
+
+    /// Adds work the engine does before each scan of the queues, on its own thread: what a
+    /// device does between the host's stores and its queue engines. `hook` returns whether
+    /// it did anything (the engine then stays awake). gda-verbs routes the doorbells written to
+    /// a bnxt doorbell page to the queues they name this way, with no thread of its own.
+    pub fn add_scan_hook(&self, hook: ScanHook) {
+        self.inner
+            .scan_hooks
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(hook);
+        self.ensure_engine();
+        self.inner.kick();
     }
 
     /// Wakes the engine now (it also polls on its own; this only cuts the wake-up latency after

@@ -88,7 +88,7 @@ mod xproc;
 pub use buf::DmaBuf;
 pub use cq::Cq;
 pub use device::{SimDevice, SimQp, endpoint_of};
-pub use fabric::{Fabric, FabricConfig};
+pub use fabric::{Fabric, FabricConfig, ScanHook};
 pub use gda_hal::model::{DeviceModel, Modeled};
 pub use mem::{Access, Fault};
 pub use nic::Nic;

@@ -29,6 +29,8 @@ pub(crate) struct FabricInner {
     /// The engine is parked (or about to park): a doorbell rung by host code must unpark it
     /// ([`Fabric::kick`]). Set by the engine before its last scan, cleared when it wakes.
     pub(crate) napping: std::sync::atomic::AtomicBool,
+    /// Run by the engine before every scan ([`Fabric::add_scan_hook`](crate::Fabric::add_scan_hook)).
+    pub(crate) scan_hooks: RwLock<Vec<crate::fabric::ScanHook>>,
     pub(crate) stats: Stats,
     /// The cross-process side, for fabrics made by [`Fabric::shared`].
     pub(crate) link: Option<Arc<crate::xproc::HostLink>>,
@@ -38,6 +40,16 @@ pub(crate) struct FabricInner {
 }
 
 impl FabricInner {
+    /// Runs the scan hooks; whether any did something.
+    pub(crate) fn run_scan_hooks(&self) -> bool {
+        let hooks = self.scan_hooks.read().unwrap_or_else(|e| e.into_inner());
+        let mut work = false;
+        for h in hooks.iter() {
+            work |= h();
+        }
+        work
+    }
+
     /// Wakes the engine now (see [`Fabric::kick`](crate::Fabric::kick)).
     pub(crate) fn kick(&self) {
         // ORDERING: SeqCst pairs with the engine's SeqCst store of `napping` before its final

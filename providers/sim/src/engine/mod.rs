@@ -69,7 +69,8 @@ pub(crate) fn run(weak: Weak<FabricInner>) {
         }
         let chaos_ref = chaos.as_mut().and_then(|c| c.as_mut());
         // Requests from QPs of other processes execute here, where the memory is.
-        let mut work = wire::serve_inbox(&f);
+        let mut work = f.run_scan_hooks();
+        work |= wire::serve_inbox(&f);
         if let Some(c) = chaos_ref {
             use rand::seq::SliceRandom;
             order.shuffle(&mut c.rng);
@@ -99,7 +100,8 @@ pub(crate) fn run(weak: Weak<FabricInner>) {
             // (`Fabric::kick` from the posting path). No doorbell waits for the nap to end.
             // ORDERING: SeqCst pairs with the SeqCst load in `Fabric::kick`.
             f.napping.store(true, Ordering::SeqCst);
-            let mut late = wire::serve_inbox(&f);
+            let mut late = f.run_scan_hooks();
+            late |= wire::serve_inbox(&f);
             for q in &qps {
                 late |= step(&f, q, None);
             }
