@@ -31,7 +31,33 @@ pub fn note_destroy_failure(what: std::fmt::Arguments<'_>) {
     eprintln!("gda-rdma: {what}");
 }
 
-/// A registration was refused: by its access rights, or by verbs.
+/// `IBV_QP_*` attribute-mask bits.
+mod mask {
+    use std::ffi::c_int;
+    pub const STATE: c_int = 1;
+    pub const ACCESS_FLAGS: c_int = 1 << 3;
+    pub const PKEY_INDEX: c_int = 1 << 4;
+    pub const PORT: c_int = 1 << 5;
+    pub const AV: c_int = 1 << 7;
+    pub const PATH_MTU: c_int = 1 << 8;
+    pub const TIMEOUT: c_int = 1 << 9;
+    pub const RETRY_CNT: c_int = 1 << 10;
+    pub const RNR_RETRY: c_int = 1 << 11;
+    pub const RQ_PSN: c_int = 1 << 12;
+    pub const MAX_QP_RD_ATOMIC: c_int = 1 << 13;
+    pub const MIN_RNR_TIMER: c_int = 1 << 15;
+    pub const SQ_PSN: c_int = 1 << 16;
+    pub const MAX_DEST_RD_ATOMIC: c_int = 1 << 17;
+    pub const DEST_QPN: c_int = 1 << 20;
+}
+
+fn zeroed_attr() -> sys::ibv_qp_attr {
+    // SAFETY: C data; all zeros is valid.
+    unsafe { std::mem::zeroed() }
+}
+
+/// A control-path call was refused: by gda's rules (access rights, attribute ranges) or by
+/// verbs.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum RegisterError {
@@ -737,6 +763,78 @@ impl Qp {
             ));
         }
         Ok(())
+    }
+
+    /// RESET→INIT: port, partition and the responder's rights.
+    pub fn to_init(&mut self, attr: &gda_hal::control::InitAttr) -> Result<(), VerbsError> {
+        let mut a = zeroed_attr();
+        a.qp_state = sys::ibv_qp_state::IBV_QPS_INIT;
+        a.port_num = attr.port;
+        a.pkey_index = attr.pkey_index;
+        a.qp_access_flags = attr.access.bits();
+        use mask::*;
+        self.modify(
+            "RESET→INIT",
+            &mut a,
+            STATE | PKEY_INDEX | PORT | ACCESS_FLAGS,
+        )
+    }
+
+    /// INIT→RTR on `port`: the peer, the path MTU, GRH (source GID, hop limit, traffic class)
+    /// and `static_rate`, after checking the attributes' ranges.
+    pub fn to_rtr(
+        &mut self,
+        attr: &gda_hal::control::RtrAttr,
+        port: u8,
+    ) -> Result<(), RegisterError> {
+        attr.validate()?;
+        let mut a = zeroed_attr();
+        a.qp_state = sys::ibv_qp_state::IBV_QPS_RTR;
+        a.path_mtu = attr.path_mtu as u32;
+        a.dest_qp_num = attr.remote.qpn;
+        a.rq_psn = attr.remote.psn;
+        a.max_dest_rd_atomic = attr.max_dest_rd_atomic;
+        a.min_rnr_timer = attr.min_rnr_timer;
+        a.ah_attr.is_global = u8::from(attr.is_global);
+        a.ah_attr.dlid = attr.remote.lid;
+        a.ah_attr.port_num = port;
+        a.ah_attr.static_rate = attr.static_rate;
+        a.ah_attr.grh.dgid.raw = attr.remote.gid.0;
+        a.ah_attr.grh.sgid_index = u8::try_from(attr.sgid_index).map_err(|_| {
+            gda_hal::control::ControlError::Invalid(format!("sgid_index {} > 255", attr.sgid_index))
+        })?;
+        a.ah_attr.grh.hop_limit = attr.hop_limit;
+        a.ah_attr.grh.traffic_class = attr.traffic_class;
+        use mask::*;
+        Ok(self.modify(
+            "INIT→RTR",
+            &mut a,
+            STATE | AV | PATH_MTU | DEST_QPN | RQ_PSN | MAX_DEST_RD_ATOMIC | MIN_RNR_TIMER,
+        )?)
+    }
+
+    /// RTR→RTS: the send PSN and retry behaviour.
+    pub fn to_rts(&mut self, attr: &gda_hal::control::RtsAttr) -> Result<(), VerbsError> {
+        let mut a = zeroed_attr();
+        a.qp_state = sys::ibv_qp_state::IBV_QPS_RTS;
+        a.sq_psn = attr.sq_psn;
+        a.timeout = attr.timeout;
+        a.retry_cnt = attr.retry_cnt;
+        a.rnr_retry = attr.rnr_retry;
+        a.max_rd_atomic = attr.max_rd_atomic;
+        use mask::*;
+        self.modify(
+            "RTR→RTS",
+            &mut a,
+            STATE | SQ_PSN | TIMEOUT | RETRY_CNT | RNR_RETRY | MAX_QP_RD_ATOMIC,
+        )
+    }
+
+    /// →ERR.
+    pub fn to_error(&mut self) -> Result<(), VerbsError> {
+        let mut a = zeroed_attr();
+        a.qp_state = sys::ibv_qp_state::IBV_QPS_ERR;
+        self.modify("→ERR", &mut a, mask::STATE)
     }
 
     /// Its PD.

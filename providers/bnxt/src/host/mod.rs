@@ -666,30 +666,6 @@ impl control::Device for BnxtDevice {
     }
 }
 
-/// `IBV_QP_*` attribute-mask bits.
-mod mask {
-    pub const STATE: i32 = 1;
-    pub const ACCESS_FLAGS: i32 = 1 << 3;
-    pub const PKEY_INDEX: i32 = 1 << 4;
-    pub const PORT: i32 = 1 << 5;
-    pub const AV: i32 = 1 << 7;
-    pub const PATH_MTU: i32 = 1 << 8;
-    pub const TIMEOUT: i32 = 1 << 9;
-    pub const RETRY_CNT: i32 = 1 << 10;
-    pub const RNR_RETRY: i32 = 1 << 11;
-    pub const RQ_PSN: i32 = 1 << 12;
-    pub const MAX_QP_RD_ATOMIC: i32 = 1 << 13;
-    pub const MIN_RNR_TIMER: i32 = 1 << 15;
-    pub const SQ_PSN: i32 = 1 << 16;
-    pub const MAX_DEST_RD_ATOMIC: i32 = 1 << 17;
-    pub const DEST_QPN: i32 = 1 << 20;
-}
-
-fn zeroed_attr() -> sys::ibv_qp_attr {
-    // SAFETY: C data; all zeros is valid.
-    unsafe { std::mem::zeroed() }
-}
-
 impl RawRcQp for BnxtQp {
     type Provider = Bnxt;
     type Error = BnxtHostError;
@@ -727,70 +703,24 @@ impl RawRcQp for BnxtQp {
     }
 
     fn modify_init(&mut self, attr: &InitAttr) -> Result<(), BnxtHostError> {
-        let mut a = zeroed_attr();
-        a.qp_state = sys::ibv_qp_state::IBV_QPS_INIT;
-        a.port_num = attr.port;
-        a.pkey_index = attr.pkey_index;
-        a.qp_access_flags = attr.access.bits();
         self.port = attr.port;
-        use mask::*;
-        Ok(self.qp.modify(
-            "RESET→INIT",
-            &mut a,
-            STATE | PKEY_INDEX | PORT | ACCESS_FLAGS,
-        )?)
+        Ok(self.qp.to_init(attr)?)
     }
 
     fn modify_rtr(&mut self, attr: &RtrAttr) -> Result<(), BnxtHostError> {
-        attr.validate()?;
-        let mut a = zeroed_attr();
-        a.qp_state = sys::ibv_qp_state::IBV_QPS_RTR;
-        a.path_mtu = attr.path_mtu as u32;
-        a.dest_qp_num = attr.remote.qpn;
-        a.rq_psn = attr.remote.psn;
-        a.max_dest_rd_atomic = attr.max_dest_rd_atomic;
-        a.min_rnr_timer = attr.min_rnr_timer;
-        a.ah_attr.is_global = u8::from(attr.is_global);
-        a.ah_attr.dlid = attr.remote.lid;
-        a.ah_attr.port_num = self.port;
-        a.ah_attr.static_rate = attr.static_rate;
-        a.ah_attr.grh.dgid.raw = attr.remote.gid.0;
-        a.ah_attr.grh.sgid_index = u8::try_from(attr.sgid_index)
-            .map_err(|_| ControlError::Invalid(format!("sgid_index {} > 255", attr.sgid_index)))?;
-        a.ah_attr.grh.hop_limit = attr.hop_limit;
-        a.ah_attr.grh.traffic_class = attr.traffic_class;
-        use mask::*;
-        self.qp.modify(
-            "INIT→RTR",
-            &mut a,
-            STATE | AV | PATH_MTU | DEST_QPN | RQ_PSN | MAX_DEST_RD_ATOMIC | MIN_RNR_TIMER,
-        )?;
+        self.qp.to_rtr(attr, self.port)?;
         self.path_mtu = attr.path_mtu.bytes();
         Ok(())
     }
 
     fn modify_rts(&mut self, attr: &RtsAttr) -> Result<(), BnxtHostError> {
-        let mut a = zeroed_attr();
-        a.qp_state = sys::ibv_qp_state::IBV_QPS_RTS;
-        a.sq_psn = attr.sq_psn;
-        a.timeout = attr.timeout;
-        a.retry_cnt = attr.retry_cnt;
-        a.rnr_retry = attr.rnr_retry;
-        a.max_rd_atomic = attr.max_rd_atomic;
-        use mask::*;
-        self.qp.modify(
-            "RTR→RTS",
-            &mut a,
-            STATE | SQ_PSN | TIMEOUT | RETRY_CNT | RNR_RETRY | MAX_QP_RD_ATOMIC,
-        )?;
+        self.qp.to_rts(attr)?;
         self.start_psn = attr.sq_psn & 0x00ff_ffff;
         Ok(())
     }
 
     fn modify_error(&mut self) -> Result<(), BnxtHostError> {
-        let mut a = zeroed_attr();
-        a.qp_state = sys::ibv_qp_state::IBV_QPS_ERR;
-        Ok(self.qp.modify("→ERR", &mut a, mask::STATE)?)
+        Ok(self.qp.to_error()?)
     }
 }
 
