@@ -10,9 +10,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-/// Work the engine runs before each scan ([`Fabric::add_scan_hook`]); returns whether it did
-/// anything.
-pub type ScanHook = Arc<dyn Fn() -> bool + Send + Sync>;
+pub use crate::state::ScanHook;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Mutex, RwLock};
 

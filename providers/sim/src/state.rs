@@ -17,6 +17,10 @@ use crate::buf::QueueMem;
 use crate::mem::{KeyCache, MrInner, MrTable};
 use crate::types::{CqMode, Endpoint, Model, QpInit, QpState};
 
+/// Work the engine runs before each scan ([`Fabric::add_scan_hook`](crate::Fabric::add_scan_hook));
+/// returns whether it did anything.
+pub type ScanHook = Arc<dyn Fn() -> bool + Send + Sync>;
+
 pub(crate) struct FabricInner {
     pub(crate) id: u64,
     pub(crate) nics: RwLock<Vec<Arc<NicInner>>>,
@@ -30,7 +34,7 @@ pub(crate) struct FabricInner {
     /// ([`Fabric::kick`]). Set by the engine before its last scan, cleared when it wakes.
     pub(crate) napping: std::sync::atomic::AtomicBool,
     /// Run by the engine before every scan ([`Fabric::add_scan_hook`](crate::Fabric::add_scan_hook)).
-    pub(crate) scan_hooks: RwLock<Vec<crate::fabric::ScanHook>>,
+    pub(crate) scan_hooks: RwLock<Vec<ScanHook>>,
     pub(crate) stats: Stats,
     /// The cross-process side, for fabrics made by [`Fabric::shared`].
     pub(crate) link: Option<Arc<crate::xproc::HostLink>>,
