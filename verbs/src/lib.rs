@@ -15,9 +15,10 @@
 //!   `extern "C" fn gdav_<name>`; every other one is a generated stub that sets
 //!   `errno = EOPNOTSUPP` and returns `NULL`/`EOPNOTSUPP` — a failure at run time, never at
 //!   load time. [`EXPORTS`] lists them.
-//! - **One file, three names.** `verbs-sim/libibverbs.so.1`, `libmlx5.so.1` and `libefa.so.1`
-//!   are links to this one library; the dynamic loader maps a file once, so all three share
-//!   one state (the devices, the objects `mlx5dv_init_obj` is asked about).
+//! - **One file, four names.** `verbs-sim/libibverbs.so.1`, `libmlx5.so.1`, `libefa.so.1` and
+//!   `libbnxt_re.so` (Broadcom's direct verbs, [`bnxtdv`]) are links to this one library; the
+//!   dynamic loader maps a file once, so all share one state (the devices, the objects
+//!   `mlx5dv_init_obj` and `bnxt_re_dv_init_obj` are asked about).
 //! - **An extended context.** Every context is a `struct verbs_context`
 //!   ([`abi::VerbsContext`]), so `verbs.h`'s static-inline helpers (`ibv_post_send`,
 //!   `ibv_poll_cq`, `ibv_query_port`, the `_ex` calls) dispatch into this library.
