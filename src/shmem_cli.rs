@@ -55,40 +55,14 @@ impl Domain {
 /// `GDA_SHMEM_DEVICE` names it (default: the first ConnectX, else the first Thor2).
 #[cfg(feature = "verbs")]
 pub fn with_verbs_pe<R>(f: impl FnOnce(&dyn PeOps) -> Result<R>) -> Result<R> {
-    let setup = |e: &dyn std::fmt::Display| ShmemError::Config(format!("verbs domain: {e}"));
-    let verbs = std::sync::Arc::new(gda_rdma::Verbs::load().map_err(|e| setup(&e))?);
-    let devices = verbs.devices().map_err(|e| setup(&e))?;
-    let chosen = match std::env::var("GDA_SHMEM_DEVICE")
+    let name = std::env::var("GDA_SHMEM_DEVICE")
         .ok()
-        .filter(|s| !s.is_empty())
+        .filter(|s| !s.is_empty());
+    match crate::devices::open_rdma(name.as_deref())
+        .map_err(|e| ShmemError::Config(format!("verbs domain (GDA_SHMEM_DEVICE): {e}")))?
     {
-        Some(n) => devices.into_iter().find(|d| d.name == n).ok_or_else(|| {
-            setup(&format!(
-                "no RDMA device {n:?} (GDA_SHMEM_DEVICE; gda devices lists them)"
-            ))
-        })?,
-        None => {
-            let pick = |p: &str| devices.iter().find(|d| d.provider == p).cloned();
-            pick("mlx5").or_else(|| pick("bnxt")).ok_or_else(|| {
-                setup(&"no ConnectX or Thor2 device (gda devices lists what there is)")
-            })?
-        }
-    };
-    match chosen.provider {
-        "mlx5" => {
-            let dev =
-                gda_mlx5::host::Mlx5Device::open(verbs, &chosen.name).map_err(|e| setup(&e))?;
-            verbs_pe_on(dev, f)
-        }
-        "bnxt" => {
-            let dev =
-                gda_bnxt::host::BnxtDevice::open(verbs, &chosen.name).map_err(|e| setup(&e))?;
-            verbs_pe_on(dev, f)
-        }
-        other => Err(setup(&format!(
-            "{} is a {other} device: gda drives ConnectX (mlx5) and Thor2 (bnxt)",
-            chosen.name
-        ))),
+        crate::devices::Opened::Mlx5(dev) => verbs_pe_on(dev, f),
+        crate::devices::Opened::Bnxt(dev) => verbs_pe_on(dev, f),
     }
 }
 

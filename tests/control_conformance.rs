@@ -21,9 +21,7 @@ use gda::hal::control::{
     Access, CompletionQueue, CqAttr, Device, Endpoint, MemoryDesc, MemoryRegion, PathRequest,
     QpCaps, QueueAllocator, QueueBuffer, QueueMemory,
 };
-use gda::hal::{
-    AtomicOp, Payload, Provider, Remote, SendFlags, Sge, WcOpcode, WcStatus, WorkRequest,
-};
+use gda::hal::{AtomicOp, Payload, Remote, SendFlags, Sge, WcOpcode, WcStatus, WorkRequest};
 
 /// Two connected QPs of one device (A sends, B receives), their CQs, and host buffers
 /// registered in the PD.
@@ -548,9 +546,6 @@ suite!(
         gda::bnxt::host::BnxtDevice::open(v, &n).unwrap_or_else(|e| panic!("{e}"))
     }
 );
-
-#[allow(dead_code)]
-fn _provider_bound<P: Provider>() {}
 
 /// Rings in GPU memory and the doorbell mapped for the GPU, on real hardware:
 /// `GDA_HW_DEVICE=mlx5_0 GDA_HW_GPU=1 cargo test --release --features verbs,hip --test

@@ -253,7 +253,7 @@ fn open_probe() {
         Ok("bnxt") => BnxtDevice::open(verbs(), "gda_bnxt_0").map(|_| ()),
         Ok("mlx5") => Mlx5Device::open(verbs(), "gda_mlx5_0")
             .map(|_| ())
-            .map_err(|e| gda_bnxt::host::BnxtHostError::Dv(e.to_string())),
+            .map_err(|e| gda_bnxt::host::BnxtHostError::Provider(e.to_string())),
         _ => return,
     };
     match msg {

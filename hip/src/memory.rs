@@ -74,40 +74,40 @@ impl DeviceBuffer {
 
     /// Copies `data` into the buffer at `off` (`hipMemcpy`).
     pub fn write(&self, off: usize, data: &[u8]) -> Result<(), HipError> {
-        if off.checked_add(data.len()).is_none_or(|e| e > self.len) {
-            return Err(HipError::Invalid(format!(
-                "write of {} bytes at {off} leaves the {}-byte buffer",
-                data.len(),
-                self.len
-            )));
-        }
-        // SAFETY: inside the allocation (checked); `hipMemcpyDefault` infers the direction.
-        let r = unsafe {
-            (self.hip.f.hipMemcpy)(
-                self.ptr.as_ptr().add(off).cast(),
-                data.as_ptr().cast(),
-                data.len(),
-                rt::hipMemcpyKind::hipMemcpyDefault as c_int,
-            )
-        };
-        self.hip.check("hipMemcpy", r, String::new())
+        let at = self.range("write", off, data.len())?;
+        // SAFETY: `at` is inside the allocation for `data.len()` bytes (`range`).
+        unsafe { self.copy(at, data.as_ptr(), data.len()) }
     }
 
     /// Copies `out.len()` bytes at `off` out of the buffer.
     pub fn read(&self, off: usize, out: &mut [u8]) -> Result<(), HipError> {
-        if off.checked_add(out.len()).is_none_or(|e| e > self.len) {
+        let at = self.range("read", off, out.len())?;
+        // SAFETY: as in `write`, the other way.
+        unsafe { self.copy(out.as_mut_ptr(), at, out.len()) }
+    }
+
+    /// The address of `[off, off + len)` after checking it lies in the buffer.
+    fn range(&self, what: &str, off: usize, len: usize) -> Result<*mut u8, HipError> {
+        if off.checked_add(len).is_none_or(|e| e > self.len) {
             return Err(HipError::Invalid(format!(
-                "read of {} bytes at {off} leaves the {}-byte buffer",
-                out.len(),
+                "{what} of {len} bytes at {off} leaves the {}-byte buffer",
                 self.len
             )));
         }
-        // SAFETY: as in `write`.
+        Ok(self.ptr.as_ptr().wrapping_add(off))
+    }
+
+    /// `hipMemcpy` with the direction inferred (`hipMemcpyDefault`).
+    ///
+    /// # Safety
+    /// `dst` and `src` are valid for `len` bytes.
+    unsafe fn copy(&self, dst: *mut u8, src: *const u8, len: usize) -> Result<(), HipError> {
+        // SAFETY: the caller's ranges.
         let r = unsafe {
             (self.hip.f.hipMemcpy)(
-                out.as_mut_ptr().cast(),
-                self.ptr.as_ptr().add(off).cast(),
-                out.len(),
+                dst.cast(),
+                src.cast(),
+                len,
                 rt::hipMemcpyKind::hipMemcpyDefault as c_int,
             )
         };

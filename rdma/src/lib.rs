@@ -29,6 +29,6 @@ mod objects;
 pub use discover::{DiscoverError, provider_of};
 pub use load::{Fns, LoadError, Verbs, open_lib, open_path, resolve};
 pub use objects::{
-    Context, Cq, Destroy, Modify, Mr, Pd, Qp, RegisterError, VerbsError, describe_qp_attr,
-    destroy_failures, note_destroy_failure, queue_buffer_of,
+    Context, Cq, Destroy, HostError, Modify, Mr, Pd, Qp, VerbsError, describe_qp_attr,
+    destroy_failures, note_destroy_failure, res_type,
 };

@@ -56,17 +56,38 @@ fn zeroed_attr() -> sys::ibv_qp_attr {
     unsafe { std::mem::zeroed() }
 }
 
-/// A control-path call was refused: by gda's rules (access rights, attribute ranges) or by
-/// verbs.
+/// The error of an rdma-core control path (`gda_mlx5::host`, `gda_bnxt::host`, and the calls
+/// of this crate they share).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum RegisterError {
-    /// The rights break a verbs rule.
+pub enum HostError {
+    /// rdma-core or a provider library could not be loaded.
     #[error(transparent)]
-    Control(#[from] gda_hal::control::ControlError),
-    /// The call failed.
+    Load(#[from] crate::LoadError),
+    /// A verbs call failed.
     #[error(transparent)]
     Verbs(#[from] VerbsError),
+    /// A control-path rule (access rights, attribute ranges, paths).
+    #[error(transparent)]
+    Control(#[from] gda_hal::control::ControlError),
+    /// A provider's own call (`mlx5dv_*`, `bnxt_re_dv_*`) failed, or the device is not of that
+    /// provider.
+    #[error("{0}")]
+    Provider(String),
+    /// Something the control path does not do.
+    #[error("not supported: {0}")]
+    Unsupported(&'static str),
+}
+
+impl gda_hal::Error for HostError {
+    fn kind(&self) -> gda_hal::ErrorKind {
+        match self {
+            Self::Load(e) => gda_hal::Error::kind(e),
+            Self::Verbs(e) => gda_hal::Error::kind(e),
+            Self::Control(e) => gda_hal::Error::kind(e),
+            Self::Provider(_) | Self::Unsupported(_) => gda_hal::ErrorKind::Unsupported,
+        }
+    }
 }
 
 /// A verbs call failed.
@@ -146,6 +167,13 @@ impl Context {
             .into_iter()
             .find(|d| d.name == name)
             .ok_or_else(|| VerbsError::NoDevice(name.to_owned()))?;
+        Self::open_info(verbs, info)
+    }
+
+    /// Opens the device `info` describes (from [`Verbs::devices`], so a caller that listed the
+    /// devices to choose one does not list them again).
+    pub fn open_info(verbs: Arc<Verbs>, info: DeviceInfo) -> Result<Arc<Self>, VerbsError> {
+        let name = info.name.as_str();
         let f = verbs.fns();
         let mut n: c_int = 0;
         // SAFETY: rdma-core's device list.
@@ -171,6 +199,11 @@ impl Context {
             return Err(err(name, "ibv_open_device", -1, String::new()));
         }
         Ok(Arc::new(Self { verbs, ctx, info }))
+    }
+
+    /// The rdma-core it was opened through.
+    pub fn verbs(&self) -> &Arc<Verbs> {
+        &self.verbs
     }
 
     /// The device's description.
@@ -219,7 +252,7 @@ pub struct Pd {
     pd: *mut sys::ibv_pd,
     /// For a parent domain: the PD it extends (destroyed after it) and its allocator, which
     /// rdma-core calls back until the parent domain is deallocated.
-    parent: Option<(Arc<Pd>, Box<QueueAlloc>)>,
+    _parent: Option<(Arc<Pd>, Box<QueueAlloc>)>,
 }
 
 // SAFETY: verbs objects are usable from any thread.
@@ -238,7 +271,7 @@ impl Pd {
         Ok(Arc::new(Self {
             ctx: ctx.clone(),
             pd,
-            parent: None,
+            _parent: None,
         }))
     }
 
@@ -286,13 +319,8 @@ impl Pd {
         Ok(Arc::new(Self {
             ctx: ctx.clone(),
             pd: raw,
-            parent: Some((pd.clone(), state)),
+            _parent: Some((pd.clone(), state)),
         }))
-    }
-
-    /// Whether this is a parent domain.
-    pub fn is_parent_domain(&self) -> bool {
-        self.parent.is_some()
     }
 
     /// The raw PD.
@@ -325,17 +353,23 @@ const PARENT_DOMAIN_PD_CONTEXT: u32 = 1 << 1;
 /// `IBV_ALLOCATOR_USE_DEFAULT`: "allocate this one yourself".
 const ALLOCATOR_USE_DEFAULT: *mut c_void = usize::MAX as *mut c_void;
 
-/// `MLX5DV_RES_TYPE_*` (`RDMA_DRIVER_MLX5` = 1 in the high word).
-mod res_type {
+/// The resource types libmlx5 passes a parent domain's allocator (`MLX5DV_RES_TYPE_*`,
+/// `RDMA_DRIVER_MLX5` = 1 in the high word).
+pub mod res_type {
+    /// A QP's buffer (RQ then SQ).
     pub const MLX5_QP: u64 = 1 << 32 | 1;
+    /// A work queue's buffer.
     pub const MLX5_RWQ: u64 = 1 << 32 | 2;
+    /// A doorbell record.
     pub const MLX5_DBR: u64 = 1 << 32 | 3;
+    /// An SRQ's buffer.
     pub const MLX5_SRQ: u64 = 1 << 32 | 4;
+    /// A CQ ring.
     pub const MLX5_CQ: u64 = 1 << 32 | 5;
 }
 
 /// The queue buffer a provider's resource type stands for.
-pub fn queue_buffer_of(resource_type: u64) -> Option<QueueBuffer> {
+fn queue_buffer_of(resource_type: u64) -> Option<QueueBuffer> {
     Some(match resource_type {
         res_type::MLX5_QP => QueueBuffer::SendQueue,
         res_type::MLX5_RWQ | res_type::MLX5_SRQ => QueueBuffer::RecvQueue,
@@ -483,7 +517,7 @@ impl Mr {
         pd: &Arc<Pd>,
         mem: &gda_hal::control::MemoryDesc<'_>,
         access: Access,
-    ) -> Result<Self, RegisterError> {
+    ) -> Result<Self, HostError> {
         use gda_hal::control::MemoryDesc;
         let access = access.check_registration()?;
         Ok(match *mem {
@@ -782,11 +816,7 @@ impl Qp {
 
     /// INIT→RTR on `port`: the peer, the path MTU, GRH (source GID, hop limit, traffic class)
     /// and `static_rate`, after checking the attributes' ranges.
-    pub fn to_rtr(
-        &mut self,
-        attr: &gda_hal::control::RtrAttr,
-        port: u8,
-    ) -> Result<(), RegisterError> {
+    pub fn to_rtr(&mut self, attr: &gda_hal::control::RtrAttr, port: u8) -> Result<(), HostError> {
         attr.validate()?;
         let mut a = zeroed_attr();
         a.qp_state = sys::ibv_qp_state::IBV_QPS_RTR;

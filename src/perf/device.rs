@@ -4,16 +4,12 @@
 //! are brought up through the control-path seam and gda's `SendQueue<P>` posts into the rings;
 //! the code below is generic over the seam, so both NICs run the same measurement.
 
-use std::sync::Arc;
-
-use gda_bnxt::host::BnxtDevice;
 use gda_hal::control::{
     CompletionQueue, CqAttr, Device, Endpoint, MemoryDesc, MemoryRegion, PathRequest, QpCaps,
 };
 use gda_hal::index::ProdIdx;
 use gda_hal::op::AtomicOp;
 use gda_hal::{Payload, Provider, Remote, SendQueue, Sge, WorkRequest};
-use gda_mlx5::host::Mlx5Device;
 
 use super::{PerfConfig, PerfError, PerfOp, PerfResult, measure};
 
@@ -21,36 +17,11 @@ fn dev_err(e: &dyn std::fmt::Display) -> PerfError {
     PerfError::Device(format!("--device: {e}"))
 }
 
-/// A NIC opened through rdma-core, by its provider.
-pub enum Opened {
-    /// A ConnectX.
-    Mlx5(Mlx5Device),
-    /// A Thor2.
-    Bnxt(BnxtDevice),
-}
+pub use crate::devices::Opened;
 
-/// Opens `name` through rdma-core (`GDA_IBVERBS_LIB` or the loader's search path) with the
-/// control path of its provider (by PCI vendor).
+/// Opens `name` through rdma-core with the control path of its provider.
 pub fn open(name: &str) -> Result<Opened, PerfError> {
-    let verbs = Arc::new(gda_rdma::Verbs::load().map_err(|e| dev_err(&e))?);
-    let info = verbs
-        .devices()
-        .map_err(|e| dev_err(&e))?
-        .into_iter()
-        .find(|d| d.name == name)
-        .ok_or_else(|| dev_err(&format!("no RDMA device {name:?} (gda devices lists them)")))?;
-    match info.provider {
-        "mlx5" => Ok(Opened::Mlx5(
-            Mlx5Device::open(verbs, name).map_err(|e| dev_err(&e))?,
-        )),
-        "bnxt" => Ok(Opened::Bnxt(
-            BnxtDevice::open(verbs, name).map_err(|e| dev_err(&e))?,
-        )),
-        other => Err(dev_err(&format!(
-            "{name} is a {other} device (vendor {:#06x}): gda drives ConnectX (mlx5) and Thor2 (bnxt)",
-            info.vendor_id
-        ))),
-    }
+    crate::devices::open_rdma(Some(name)).map_err(|e| dev_err(&e))
 }
 
 /// One measurement of `cfg.op` at `size` bytes between two fresh QPs of `dev`.

@@ -89,11 +89,11 @@ impl std::fmt::Debug for CAlloc {
 }
 
 fn res_type(what: QueueBuffer) -> u64 {
-    const MLX5: u64 = 1 << 32;
+    use gda_rdma::res_type::*;
     match what {
-        QueueBuffer::SendQueue | QueueBuffer::RecvQueue => MLX5 | 1,
-        QueueBuffer::DoorbellRecord => MLX5 | 3,
-        QueueBuffer::CompletionQueue => MLX5 | 5,
+        QueueBuffer::SendQueue | QueueBuffer::RecvQueue => MLX5_QP,
+        QueueBuffer::DoorbellRecord => MLX5_DBR,
+        QueueBuffer::CompletionQueue => MLX5_CQ,
     }
 }
 

@@ -18,50 +18,20 @@
 
 use std::ffi::c_int;
 use std::format;
-use std::string::String;
 use std::sync::Arc;
 
 use gda_hal::control::{
-    self, Access, ControlError, CqAttr, DeviceInfo, InitAttr, MemoryDesc, QpCaps, QueueMemory,
-    RawRcQp, RcQp, Reset, RtrAttr, RtsAttr,
+    self, Access, CqAttr, DeviceInfo, InitAttr, MemoryDesc, QpCaps, QueueMemory, RawRcQp, RcQp,
+    Reset, RtrAttr, RtsAttr,
 };
 use gda_hal::{CqHandle, WqHandle};
-use gda_rdma::{Context, Cq, LoadError, Mr, Pd, Qp, RegisterError, Verbs, VerbsError};
+use gda_rdma::{Context, Cq, LoadError, Mr, Pd, Qp, Verbs};
 use ibverbs_sys as sys;
 
 use crate::device::{Mlx5, Mlx5Sq};
 
-/// Errors of the ConnectX control path.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum Mlx5HostError {
-    /// rdma-core or libmlx5 could not be loaded.
-    #[error(transparent)]
-    Load(#[from] LoadError),
-    /// A verbs call failed.
-    #[error(transparent)]
-    Verbs(#[from] VerbsError),
-    /// A control-path rule (attribute ranges, paths).
-    #[error(transparent)]
-    Control(#[from] ControlError),
-    /// `mlx5dv_init_obj` failed, or the device is not a ConnectX.
-    #[error("{0}")]
-    Dv(String),
-    /// Something this control path does not do (yet).
-    #[error("not supported: {0}")]
-    Unsupported(&'static str),
-}
-
-impl gda_hal::Error for Mlx5HostError {
-    fn kind(&self) -> gda_hal::ErrorKind {
-        match self {
-            Self::Load(e) => gda_hal::Error::kind(e),
-            Self::Verbs(e) => gda_hal::Error::kind(e),
-            Self::Control(e) => gda_hal::Error::kind(e),
-            Self::Dv(_) | Self::Unsupported(_) => gda_hal::ErrorKind::Unsupported,
-        }
-    }
-}
+/// Errors of the ConnectX control path (shared with the Thor2 one).
+pub type Mlx5HostError = gda_rdma::HostError;
 
 /// `struct mlx5dv_qp` (rdma-core v55; the same in v44).
 #[repr(C)]
@@ -159,15 +129,20 @@ impl std::fmt::Debug for Mlx5Device {
 impl Mlx5Device {
     /// Opens the ConnectX device `name` (`gda devices` lists them).
     pub fn open(verbs: Arc<Verbs>, name: &str) -> Result<Self, Mlx5HostError> {
-        let dv = Dv::load(verbs.path())?;
-        let ctx = Context::open(verbs, name)?;
+        Self::on(Context::open(verbs, name)?)
+    }
+
+    /// The ConnectX control path on an opened device.
+    pub fn on(ctx: Arc<Context>) -> Result<Self, Mlx5HostError> {
         if ctx.info().provider != "mlx5" {
-            return Err(Mlx5HostError::Dv(format!(
-                "{name} is a {} device (vendor {:#06x}), not a ConnectX",
+            return Err(Mlx5HostError::Provider(format!(
+                "{} is a {} device (vendor {:#06x}), not a ConnectX",
+                ctx.info().name,
                 ctx.info().provider,
                 ctx.info().vendor_id
             )));
         }
+        let dv = Dv::load(ctx.verbs().path())?;
         Ok(Self {
             ctx,
             dv: Arc::new(dv),
@@ -222,7 +197,7 @@ impl control::Device for Mlx5Device {
         access: Access,
     ) -> Result<Mr, Mlx5HostError> {
         // SAFETY: the caller keeps the memory valid (this function's contract).
-        unsafe { Mr::register_desc(&pd.0, mem, access) }.map_err(host_err)
+        unsafe { Mr::register_desc(&pd.0, mem, access) }
     }
 
     fn create_cq(&self, attr: &CqAttr) -> Result<Mlx5Cq, Mlx5HostError> {
@@ -251,7 +226,7 @@ impl control::Device for Mlx5Device {
         // SAFETY: rdma-core's mlx5dv_init_obj with a live CQ and an output struct.
         let r = unsafe { (self.dv.init_obj)(&mut obj, OBJ_CQ) };
         if r != 0 {
-            return Err(Mlx5HostError::Dv(format!(
+            return Err(Mlx5HostError::Provider(format!(
                 "mlx5dv_init_obj(CQ) failed: {r}"
             )));
         }
@@ -294,7 +269,7 @@ impl control::Device for Mlx5Device {
         // SAFETY: rdma-core's mlx5dv_init_obj with a live QP and an output struct.
         let r = unsafe { (self.dv.init_obj)(&mut obj, OBJ_QP) };
         if r != 0 {
-            return Err(Mlx5HostError::Dv(format!(
+            return Err(Mlx5HostError::Provider(format!(
                 "mlx5dv_init_obj(QP) failed: {r}"
             )));
         }
@@ -357,7 +332,7 @@ impl RawRcQp for Mlx5Qp {
     }
 
     fn modify_rtr(&mut self, attr: &RtrAttr) -> Result<(), Mlx5HostError> {
-        self.qp.to_rtr(attr, self.port).map_err(host_err)
+        self.qp.to_rtr(attr, self.port)
     }
 
     fn modify_rts(&mut self, attr: &RtsAttr) -> Result<(), Mlx5HostError> {
@@ -366,13 +341,5 @@ impl RawRcQp for Mlx5Qp {
 
     fn modify_error(&mut self) -> Result<(), Mlx5HostError> {
         Ok(self.qp.to_error()?)
-    }
-}
-
-fn host_err(e: RegisterError) -> Mlx5HostError {
-    match e {
-        RegisterError::Control(e) => Mlx5HostError::Control(e),
-        RegisterError::Verbs(e) => Mlx5HostError::Verbs(e),
-        _ => Mlx5HostError::Unsupported("an error of a newer gda-rdma"),
     }
 }

@@ -30,7 +30,6 @@ pub mod dv;
 use std::ffi::c_void;
 use std::format;
 use std::ptr::NonNull;
-use std::string::String;
 use std::sync::Arc;
 use std::vec::Vec;
 
@@ -39,53 +38,14 @@ use gda_hal::control::{
     QueueBuffer, QueueMemory, RawRcQp, RcQp, Reset, RtrAttr, RtsAttr,
 };
 use gda_hal::{CqHandle, WqHandle};
-use gda_rdma::{Context, Cq, LoadError, Mr, Pd, Qp, RegisterError, Verbs, VerbsError};
+use gda_rdma::{Context, Cq, LoadError, Mr, Pd, Qp, Verbs};
 use ibverbs_sys as sys;
 
 use crate::device::{Bnxt, BnxtSq};
 use crate::mode::Mode;
 
-/// Errors of the Thor2 control path.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum BnxtHostError {
-    /// rdma-core or libbnxt_re could not be loaded.
-    #[error(transparent)]
-    Load(#[from] LoadError),
-    /// A verbs call failed.
-    #[error(transparent)]
-    Verbs(#[from] VerbsError),
-    /// A control-path rule (attribute ranges, paths).
-    #[error(transparent)]
-    Control(#[from] ControlError),
-    /// A direct-verbs call failed or the device is not a Thor2.
-    #[error("{0}")]
-    Dv(String),
-    /// Something this control path does not do.
-    #[error("not supported: {0}")]
-    Unsupported(&'static str),
-}
-
-impl gda_hal::Error for BnxtHostError {
-    fn kind(&self) -> gda_hal::ErrorKind {
-        match self {
-            Self::Load(e) => gda_hal::Error::kind(e),
-            Self::Verbs(e) => gda_hal::Error::kind(e),
-            Self::Control(e) => gda_hal::Error::kind(e),
-            Self::Dv(_) | Self::Unsupported(_) => gda_hal::ErrorKind::Unsupported,
-        }
-    }
-}
-
-impl From<RegisterError> for BnxtHostError {
-    fn from(e: RegisterError) -> Self {
-        match e {
-            RegisterError::Control(e) => Self::Control(e),
-            RegisterError::Verbs(e) => Self::Verbs(e),
-            _ => Self::Unsupported("a registration error of a newer gda-rdma"),
-        }
-    }
-}
+/// Errors of the Thor2 control path (shared with the ConnectX one).
+pub type BnxtHostError = gda_rdma::HostError;
 
 /// `libbnxt_re`'s direct-verbs entry points.
 struct Dv {
@@ -126,31 +86,22 @@ impl Dv {
             for triple in ["x86_64-linux-gnu", "aarch64-linux-gnu"] {
                 tried.push(format!("/usr/lib/{triple}/libibverbs/libbnxt_re-rdmav34.so").into());
             }
-            let mut last = None;
+            let mut last = LoadError::Library {
+                path: "libbnxt_re.so".into(),
+                reason: "not found".into(),
+                hint: INSTALL,
+            };
             let mut found = None;
-            for p in &tried {
-                if p.is_absolute() && !p.exists() {
-                    continue;
-                }
+            for p in tried.iter().filter(|p| !p.is_absolute() || p.exists()) {
                 match gda_rdma::open_path(p) {
                     Ok(x) => {
                         found = Some(x);
                         break;
                     }
-                    Err(e) => last = Some(e),
+                    Err(e) => last = e,
                 }
             }
-            match (found, last) {
-                (Some(x), _) => x,
-                (None, Some(e)) => return Err(e.with_hint(INSTALL)),
-                (None, None) => {
-                    return Err(LoadError::Library {
-                        path: "libbnxt_re.so".into(),
-                        reason: "not found".into(),
-                        hint: INSTALL,
-                    });
-                }
-            }
+            found.ok_or_else(|| last.with_hint(INSTALL))?
         };
         macro_rules! need {
             ($name:literal, $t:ty) => {
@@ -208,21 +159,26 @@ fn dv_err(ctx: &Context, call: &str, r: i32, detail: &str) -> BnxtHostError {
     } else {
         std::io::Error::last_os_error()
     };
-    BnxtHostError::Dv(format!("{}: {call} failed: {e}{detail}", ctx.info().name))
+    BnxtHostError::Provider(format!("{}: {call} failed: {e}{detail}", ctx.info().name))
 }
 
 impl BnxtDevice {
     /// Opens the Thor2 device `name` (`gda devices` lists them).
     pub fn open(verbs: Arc<Verbs>, name: &str) -> Result<Self, BnxtHostError> {
-        let ctx = Context::open(verbs.clone(), name)?;
+        Self::on(Context::open(verbs, name)?)
+    }
+
+    /// The Thor2 control path on an opened device.
+    pub fn on(ctx: Arc<Context>) -> Result<Self, BnxtHostError> {
         if ctx.info().provider != "bnxt" {
-            return Err(BnxtHostError::Dv(format!(
-                "{name} is a {} device (vendor {:#06x}), not a Broadcom NetXtreme-E/Thor2",
+            return Err(BnxtHostError::Provider(format!(
+                "{} is a {} device (vendor {:#06x}), not a Broadcom NetXtreme-E/Thor2",
+                ctx.info().name,
                 ctx.info().provider,
                 ctx.info().vendor_id
             )));
         }
-        let dv = Dv::load(verbs.path())?;
+        let dv = Dv::load(ctx.verbs().path())?;
         let mut region = dv::DbRegionAttr {
             handle: 0,
             dpi: 0,
@@ -295,14 +251,14 @@ impl Ring {
         };
         let len = len.next_multiple_of(4096);
         let ptr = alloc.alloc(what, len, 4096).ok_or_else(|| {
-            BnxtHostError::Dv(format!(
+            BnxtHostError::Provider(format!(
                 "the queue allocator refused {len} bytes for the {what:?}"
             ))
         })?;
         if ptr.as_ptr() as usize % 4096 != 0 {
             // SAFETY: just allocated for `what` with `len` bytes.
             unsafe { alloc.free(what, ptr, len) };
-            return Err(BnxtHostError::Dv(format!(
+            return Err(BnxtHostError::Provider(format!(
                 "the queue allocator returned {ptr:p} for the {what:?}: bnxt rings must be page-aligned"
             )));
         }
@@ -436,7 +392,7 @@ impl control::Device for BnxtDevice {
         access: Access,
     ) -> Result<Mr, BnxtHostError> {
         // SAFETY: the caller keeps the memory valid (this function's contract).
-        Ok(unsafe { Mr::register_desc(&pd.0, mem, access) }?)
+        unsafe { Mr::register_desc(&pd.0, mem, access) }
     }
 
     fn create_cq(&self, attr: &CqAttr) -> Result<BnxtCq, BnxtHostError> {
@@ -508,7 +464,7 @@ impl control::Device for BnxtDevice {
             return Err(dv_err(&self.ctx, "bnxt_re_dv_init_obj(CQ)", r, ""));
         }
         if out.cqe_size != 32 {
-            return Err(BnxtHostError::Dv(format!(
+            return Err(BnxtHostError::Provider(format!(
                 "bnxt_re_dv_init_obj reports {}-byte CQEs; gda reads 32-byte bnxt CQEs",
                 out.cqe_size
             )));
@@ -695,7 +651,7 @@ impl RawRcQp for BnxtQp {
             self.path_mtu,
             self.start_psn,
         )
-        .map_err(|e| BnxtHostError::Dv(format!("bnxt send queue: {e}")))
+        .map_err(|e| BnxtHostError::Provider(format!("bnxt send queue: {e}")))
     }
 
     fn rq_handle(&self) -> Result<WqHandle, BnxtHostError> {
@@ -722,16 +678,4 @@ impl RawRcQp for BnxtQp {
     fn modify_error(&mut self) -> Result<(), BnxtHostError> {
         Ok(self.qp.to_error()?)
     }
-}
-
-/// The ring memory a QP of these caps takes, in bytes (SQ with its MSN table, RQ), in the
-/// device's mode: what a caller placing rings in its own memory must provide.
-pub fn ring_bytes(mode: Mode, caps: &QpCaps) -> (usize, usize) {
-    let wqes = caps.send_wr.max(1).next_power_of_two();
-    let rq_wqes = caps.recv_wr.max(1).next_power_of_two();
-    (
-        mode.ring_slots(wqes) as usize * 16
-            + mode.psn_entries(wqes) as usize * mode.psn.entry_bytes() as usize,
-        rq_wqes as usize * 16 * mode.wqe.slots_per_unit() as usize,
-    )
 }
