@@ -38,3 +38,30 @@ fn gpus_reports_the_missing_gpu_clearly() {
     }
     assert_eq!(checked, 2);
 }
+
+/// The binary links neither HIP nor rdma-core (both are opened at run time), so it starts on
+/// a machine without them: `readelf -d` lists no `libamdhip64`, `libhsa-runtime64`,
+/// `libibverbs` or `libmlx5` among its NEEDED libraries, whatever features it was built with.
+#[test]
+fn the_binary_does_not_link_hip_or_rdma_core() {
+    let o = Command::new("readelf")
+        .args(["-d", env!("CARGO_BIN_EXE_gda")])
+        .output()
+        .expect("readelf (binutils) runs");
+    assert!(o.status.success());
+    let out = String::from_utf8_lossy(&o.stdout);
+    let needed: Vec<&str> = out.lines().filter(|l| l.contains("(NEEDED)")).collect();
+    assert!(needed.iter().any(|l| l.contains("libc.so")), "{out}");
+    for lib in [
+        "libamdhip64",
+        "libhsa-runtime64",
+        "libibverbs",
+        "libmlx5",
+        "libbnxt_re",
+    ] {
+        assert!(
+            !needed.iter().any(|l| l.contains(lib)),
+            "{lib} is linked: {needed:?}"
+        );
+    }
+}
