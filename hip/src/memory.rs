@@ -384,6 +384,17 @@ pub struct DoorbellMapping {
     offset: usize,
 }
 
+impl std::fmt::Debug for DoorbellMapping {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "DoorbellMapping({:p} -> {:p})",
+            self.page,
+            self.device_ptr()
+        )
+    }
+}
+
 // SAFETY: addresses; HIP's calls are thread-safe.
 unsafe impl Send for DoorbellMapping {}
 // SAFETY: as above.

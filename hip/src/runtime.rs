@@ -89,7 +89,6 @@ pub struct Hip {
     pub(crate) f: Fns,
     path: String,
     _lib: libloading::Library,
-    _hsa: Option<libloading::Library>,
 }
 
 impl std::fmt::Debug for Hip {
@@ -117,22 +116,28 @@ const INSTALL: &str = "install the HIP runtime (Debian/Ubuntu: apt-get install l
 impl Hip {
     /// Opens `GDA_HIP_LIB`, else `libamdhip64.so.5`, `libamdhip64.so.6`, `libamdhip64.so`.
     pub fn load() -> Result<Arc<Self>, HipError> {
-        let names: Vec<String> = match std::env::var("GDA_HIP_LIB") {
-            Ok(p) if !p.is_empty() => vec![p],
-            _ => ["libamdhip64.so.5", "libamdhip64.so.6", "libamdhip64.so"]
-                .iter()
-                .map(|s| (*s).to_owned())
-                .collect(),
-        };
-        let mut last = String::new();
-        for n in &names {
-            // SAFETY: loading HIP runs its initialisers (it does not touch a GPU until called).
-            match unsafe { libloading::Library::new(n) } {
-                Ok(lib) => return Self::from_lib(lib, n.clone()).map(Arc::new),
-                Err(e) => last = format!("{n}: {e}"),
+        match std::env::var("GDA_HIP_LIB") {
+            Ok(p) if !p.is_empty() => Self::load_from(&p),
+            _ => {
+                let mut last = String::new();
+                for n in ["libamdhip64.so.5", "libamdhip64.so.6", "libamdhip64.so"] {
+                    match Self::load_from(n) {
+                        Err(HipError::Load(e)) => last = e,
+                        other => return other,
+                    }
+                }
+                Err(HipError::Load(last))
             }
         }
-        Err(HipError::Load(format!("{last}; {INSTALL}")))
+    }
+
+    /// Opens the HIP runtime at `path` (a file name is searched as `dlopen` searches).
+    pub fn load_from(path: &str) -> Result<Arc<Self>, HipError> {
+        // SAFETY: loading HIP runs its initialisers (it does not touch a GPU until called).
+        match unsafe { libloading::Library::new(path) } {
+            Ok(lib) => Self::from_lib(lib, path.to_owned()).map(Arc::new),
+            Err(e) => Err(HipError::Load(format!("{path}: {e}; {INSTALL}"))),
+        }
     }
 
     fn from_lib(lib: libloading::Library, path: String) -> Result<Self, HipError> {
@@ -150,19 +155,17 @@ impl Hip {
                 *s
             }};
         }
-        // dma-buf export lives in the ROCr runtime HIP itself loads.
-        // SAFETY: ROCr's initialisers are benign; HIP has loaded it already when present.
-        let hsa = unsafe { libloading::Library::new("libhsa-runtime64.so.1") }.ok();
-        let export_dmabuf = hsa.as_ref().and_then(|h| {
-            // SAFETY: `hsa_amd_portable_export_dmabuf`'s prototype (hsa_ext_amd.h, ROCm 5.6+).
-            unsafe {
-                h.get::<unsafe extern "C" fn(*const c_void, usize, *mut c_int, *mut u64) -> c_int>(
-                    b"hsa_amd_portable_export_dmabuf\0",
-                )
-            }
-            .ok()
-            .map(|s| *s)
-        });
+        // dma-buf export lives in ROCr (libhsa-runtime64), which libamdhip64 links: looking
+        // the symbol up through HIP's handle searches HIP and the libraries it loaded, so the
+        // export comes from the ROCr of *this* HIP (never a system ROCr beside another HIP).
+        // SAFETY: `hsa_amd_portable_export_dmabuf`'s prototype (hsa_ext_amd.h, ROCm 5.6+).
+        let export_dmabuf = unsafe {
+            lib.get::<unsafe extern "C" fn(*const c_void, usize, *mut c_int, *mut u64) -> c_int>(
+                b"hsa_amd_portable_export_dmabuf\0",
+            )
+        }
+        .ok()
+        .map(|s| *s);
         let f = Fns {
             hipGetDeviceCount: need!(hipGetDeviceCount),
             hipSetDevice: need!(hipSetDevice),
@@ -182,12 +185,7 @@ impl Hip {
             hipHostGetDevicePointer: need!(hipHostGetDevicePointer),
             export_dmabuf,
         };
-        Ok(Self {
-            f,
-            path,
-            _lib: lib,
-            _hsa: hsa,
-        })
+        Ok(Self { f, path, _lib: lib })
     }
 
     /// The library's path as opened.
