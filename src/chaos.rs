@@ -174,6 +174,7 @@ pub fn shmem<P: Modeled>(seed: u64, rounds: usize) -> Result<(), String> {
         transport: gda_shmem::TransportPolicy::Rdma,
         timeout: Duration::from_secs(30),
         hosts: None,
+        ..gda_shmem::Config::default()
     };
     gda_shmem::launch::threads_on::<P, _, _>(2, &cfg, &fabric, |pe| {
         gda_shmem::selftest::run(pe, rounds)

@@ -76,6 +76,18 @@ where
     })?;
     let cfg = gda_shmem::Config::from_env()?;
     let mut nic = gda_shmem::RdmaNic::new(dev);
+    // A GPU heap gets its QPs' rings and doorbell records in GPU memory too (as device code
+    // posting to them would want).
+    #[cfg(feature = "hip")]
+    if cfg.heap == gda_shmem::HeapPlacement::Gpu {
+        let gpu_err = |e: gda_hip::HipError| ShmemError::Gpu {
+            kind: gda_hal::Error::kind(&e),
+            what: format!("queue memory for the verbs domain: {e}"),
+        };
+        let hip = gda_hip::Hip::load().map_err(gpu_err)?;
+        let q = gda_hip::GpuQueueMemory::new(&hip).map_err(gpu_err)?;
+        nic.queues = gda_hal::control::QueueMemory::Caller(std::sync::Arc::new(q));
+    }
     // GDA_IB_GID_INDEX: the source GID (default: RoCE v2, IPv4-mapped, never link-local).
     if let Some(v) = std::env::var("GDA_IB_GID_INDEX")
         .ok()
@@ -125,6 +137,8 @@ pub trait PeOps {
     fn transport(&self) -> String;
     /// The provider whose device functions drive the NIC (`mlx5`, `bnxt`, …).
     fn provider(&self) -> &'static str;
+    /// Where the symmetric heap lives.
+    fn heap(&self) -> gda_shmem::HeapPlacement;
 }
 
 impl<P: gda_hal::Provider> PeOps for Pe<P> {
@@ -147,6 +161,9 @@ impl<P: gda_hal::Provider> PeOps for Pe<P> {
     }
     fn provider(&self) -> &'static str {
         P::NAME
+    }
+    fn heap(&self) -> gda_shmem::HeapPlacement {
+        self.heap_placement()
     }
 }
 

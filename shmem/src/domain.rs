@@ -10,10 +10,9 @@ use std::sync::Arc;
 
 use gda_hal::control::{
     Access, CqAttr, Device, Endpoint, LocalPath, MemoryDesc, MemoryRegion, PathRequest, QpCaps,
-    RcQp, Reset, Rts,
+    QueueMemory, RcQp, Reset, Rts,
 };
 use gda_hal::{CqHandle, Provider};
-use gda_os::shm::Segment;
 
 use crate::error::{Result, ShmemError};
 
@@ -29,6 +28,9 @@ pub struct RdmaNic<D> {
     pub path: PathRequest,
     /// The engine wake-up of a software NIC (`None` on hardware).
     pub nudge: Option<Nudge>,
+    /// Where the QPs' and CQs' rings and doorbell records live (default: the provider's
+    /// choice; `QueueMemory::Caller` with `gda_hip::GpuQueueMemory` puts them in GPU memory).
+    pub queues: QueueMemory,
 }
 
 impl<D> RdmaNic<D> {
@@ -38,6 +40,7 @@ impl<D> RdmaNic<D> {
             device,
             path: PathRequest::default(),
             nudge: None,
+            queues: QueueMemory::Provider,
         }
     }
 }
@@ -47,6 +50,7 @@ impl<D> std::fmt::Debug for RdmaNic<D> {
         f.debug_struct("RdmaNic")
             .field("path", &self.path)
             .field("nudge", &self.nudge.is_some())
+            .field("queues", &self.queues)
             .finish_non_exhaustive()
     }
 }
@@ -64,8 +68,11 @@ fn setup_err(e: &dyn gda_hal::Error) -> ShmemError {
 /// What `Pe::init` needs of a NIC, with the device type erased (a PE is generic over its
 /// provider only).
 pub(crate) trait Conn<P: Provider>: Send {
-    /// Registers the whole segment; returns `(lkey, rkey)`.
-    fn register(&mut self, seg: &Segment) -> Result<(u32, u32)>;
+    /// Registers the whole segment `mem`; returns `(lkey, rkey)`.
+    ///
+    /// # Safety
+    /// `mem` stays valid (mapped, allocated) until `self` is dropped.
+    unsafe fn register(&mut self, mem: &MemoryDesc<'_>) -> Result<(u32, u32)>;
     /// A new RC QP; its index and endpoint bytes.
     fn create_qp(&mut self) -> Result<(usize, Vec<u8>)>;
     /// Connects QP `qp` to the peer whose endpoint bytes are `remote`.
@@ -88,6 +95,7 @@ pub(crate) struct DeviceConn<D: Device> {
     mrs: Vec<D::Mr>,
     pd: D::Pd,
     path: LocalPath,
+    queues: QueueMemory,
     device: D,
 }
 
@@ -100,6 +108,7 @@ impl<D: Device> DeviceConn<D> {
             mrs: Vec::new(),
             pd,
             path,
+            queues: nic.queues,
             device: nic.device,
         })
     }
@@ -112,17 +121,9 @@ impl<D: Device> DeviceConn<D> {
 }
 
 impl<D: Device + 'static> Conn<D::Provider> for DeviceConn<D> {
-    fn register(&mut self, seg: &Segment) -> Result<(u32, u32)> {
-        let mem = MemoryDesc::SharedHost {
-            addr: seg.as_ptr(),
-            len: seg.len(),
-            object: seg.name(),
-            offset: 0,
-            object_len: seg.len(),
-        };
-        // SAFETY: the PE keeps the segment mapped until after this connection (and so the
-        // region) is dropped (`Net`'s field order, then `Pe`'s mappings).
-        let mr = unsafe { self.device.register(&self.pd, &mem, Access::ALL) }
+    unsafe fn register(&mut self, mem: &MemoryDesc<'_>) -> Result<(u32, u32)> {
+        // SAFETY: the memory outlives this connection and so the region (caller).
+        let mr = unsafe { self.device.register(&self.pd, mem, Access::ALL) }
             .map_err(|e| setup_err(&e))?;
         let keys = (mr.lkey(), mr.rkey());
         self.mrs.push(mr);
@@ -132,11 +133,15 @@ impl<D: Device + 'static> Conn<D::Provider> for DeviceConn<D> {
     fn create_qp(&mut self) -> Result<(usize, Vec<u8>)> {
         let cq = self
             .device
-            .create_cq(&CqAttr::new(CQ_ENTRIES))
+            .create_cq(&CqAttr {
+                memory: self.queues.clone(),
+                ..CqAttr::new(CQ_ENTRIES)
+            })
             .map_err(|e| setup_err(&e))?;
         let caps = QpCaps {
             send_wr: SEND_WR,
             recv_wr: RECV_WR,
+            memory: self.queues.clone(),
             ..QpCaps::default()
         };
         let qp = self

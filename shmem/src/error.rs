@@ -84,6 +84,14 @@ pub enum ShmemError {
         /// What happened.
         what: String,
     },
+    /// GPU memory (the `gpu` heap placement) is unavailable or a HIP call failed.
+    #[error("GPU memory: {what}")]
+    Gpu {
+        /// The HIP error's kind (no GPU, no runtime, a refused call).
+        kind: ErrorKind,
+        /// What happened, and what to check.
+        what: String,
+    },
     /// An operating-system call failed.
     #[error("{what}: {source}")]
     Io {
@@ -154,7 +162,7 @@ impl gda_hal::Error for ShmemError {
             Self::Timeout { .. } => ErrorKind::Timeout,
             Self::OutOfMemory { .. } => ErrorKind::Exhausted,
             Self::Rdma { source, .. } => gda_hal::Error::kind(source),
-            Self::RdmaSetup { kind, .. } => *kind,
+            Self::RdmaSetup { kind, .. } | Self::Gpu { kind, .. } => *kind,
         }
     }
 }

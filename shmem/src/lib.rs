@@ -37,6 +37,7 @@ pub mod domain;
 pub mod error;
 pub mod heap;
 pub mod launch;
+pub mod memory;
 pub mod pe;
 pub mod selftest;
 mod transport;
@@ -46,6 +47,7 @@ pub mod types;
 pub use domain::{Nudge, RdmaNic};
 pub use error::{Result, ShmemError};
 pub use heap::Sym;
+pub use memory::HeapPlacement;
 /// The former name of [`TransportKind`] (which transport reaches a PE), kept so existing
 /// callers compile. The transports themselves are an internal trait.
 pub use pe::Transport;

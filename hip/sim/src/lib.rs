@@ -28,6 +28,9 @@
 //!   which the verbs-compatible library accepts for host memory.
 //! - `GDA_HIPSIM_GPUS` sets how many GPUs it shows (default 1; `0` gives HIP's own "no
 //!   device" answer, so the no-GPU path can be tested with it too).
+//! - `GDA_HIPSIM_TRACE=1` prints every allocation and IPC open on stderr (`gda-hip-sim:
+//!   hipExtMallocWithFlags <bytes> …`), so a test can see which of a program's buffers went
+//!   to "device" memory.
 #![deny(unsafe_op_in_unsafe_fn)]
 
 use std::collections::BTreeMap;
@@ -106,6 +109,16 @@ fn gpu_count() -> c_int {
                 0
             }
         },
+    }
+}
+
+/// `GDA_HIPSIM_TRACE=1`: one line on stderr per call of interest.
+fn trace(what: std::fmt::Arguments<'_>) {
+    if std::env::var_os("GDA_HIPSIM_TRACE").is_some_and(|v| v == "1") {
+        use std::io::Write;
+        // One write per line: the PEs of a job share one stderr pipe.
+        let line = format!("gda-hip-sim: {what}\n");
+        let _ = std::io::stderr().write_all(line.as_bytes());
     }
 }
 
@@ -257,6 +270,9 @@ pub unsafe extern "C" fn hipExtMallocWithFlags(
         return code::OUT_OF_MEMORY;
     };
     let p = seg.as_ptr();
+    trace(format_args!(
+        "hipExtMallocWithFlags {size} bytes, flags {flags:#x} -> {p:p}"
+    ));
     state().allocs.insert(p as usize, seg);
     // SAFETY: non-null, valid (caller).
     unsafe { *ptr = p.cast() };
@@ -393,6 +409,7 @@ pub unsafe extern "C" fn hipIpcOpenMemHandle(
         }
     };
     let p = seg.as_ptr();
+    trace(format_args!("hipIpcOpenMemHandle {len} bytes -> {p:p}"));
     state().opened.insert(p as usize, seg);
     // SAFETY: non-null, valid (caller).
     unsafe { *ptr = p.cast() };

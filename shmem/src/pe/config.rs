@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use crate::error::{Result, ShmemError};
+use crate::memory::HeapPlacement;
 
 /// Which transport reaches which PE.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -41,6 +42,11 @@ pub struct Config {
     /// Pretend the PEs are spread round-robin over this many hosts (`GDA_SHMEM_HOSTS`), so one
     /// machine can run the mixed P2P/RDMA configuration of a cluster.
     pub hosts: Option<u32>,
+    /// Where the symmetric heap lives (`GDA_SHMEM_HEAP=host|gpu`; default host).
+    pub heap: HeapPlacement,
+    /// The GPU of a GPU heap (`GDA_SHMEM_GPU`; default the PE's rank modulo the GPUs this
+    /// process sees, which is the local rank when ranks fill hosts in blocks).
+    pub gpu: Option<u32>,
 }
 
 impl Default for Config {
@@ -50,6 +56,8 @@ impl Default for Config {
             transport: TransportPolicy::Auto,
             timeout: Duration::from_secs(30),
             hosts: None,
+            heap: HeapPlacement::Host,
+            gpu: None,
         }
     }
 }
@@ -92,6 +100,15 @@ impl Config {
                 ShmemError::Config(format!("GDA_SHMEM_HOSTS={v:?} is not a positive number"))
             })?;
             c.hosts = Some(h);
+        }
+        if let Ok(v) = std::env::var("GDA_SHMEM_HEAP") {
+            c.heap = v.parse()?;
+        }
+        if let Ok(v) = std::env::var("GDA_SHMEM_GPU") {
+            let g: u32 = v.trim().parse().map_err(|_| {
+                ShmemError::Config(format!("GDA_SHMEM_GPU={v:?} is not a GPU index"))
+            })?;
+            c.gpu = Some(g);
         }
         Ok(c)
     }

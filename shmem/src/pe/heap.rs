@@ -59,6 +59,12 @@ impl<P: Provider> Pe<P> {
         self.heap.borrow().live()
     }
 
+    /// Where the symmetric heap lives (host shared memory or GPU memory).
+    #[must_use]
+    pub fn heap_placement(&self) -> crate::HeapPlacement {
+        self.seg.placement()
+    }
+
     /// Heap size per PE.
     #[must_use]
     pub fn heap_size(&self) -> usize {

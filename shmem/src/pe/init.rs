@@ -3,7 +3,6 @@
 use std::cell::{Cell, RefCell};
 
 use gda_hal::{Provider, SendQueue};
-use gda_os::shm::Segment;
 
 use super::team::Teams;
 use super::{BOUNCE, Config, Liveness, Pe, TEAM_BYTES, TEAM_SLOTS, TransportPolicy};
@@ -11,6 +10,7 @@ use crate::boot::Bootstrap;
 use crate::domain::{Conn, DeviceConn, Nudge, RdmaNic};
 use crate::error::{Result, ShmemError};
 use crate::heap::Allocator;
+use crate::memory::{HeapPlacement, LocalSeg};
 use crate::transport::{Net, P2p, Rdma, Route, Staging};
 
 fn host_key(rank: u32, cfg: &Config) -> String {
@@ -28,7 +28,8 @@ fn host_key(rank: u32, cfg: &Config) -> String {
 /// by its PID: PEs in different PID namespaces (containers, pods) can all be PID 1. The PID is
 /// kept only to notice a dead peer, and only trusted for peers in our own PID namespace.
 /// `base` is the peer's heap address *in its own address space*: it is used as an RDMA remote
-/// address, never as a pointer here.
+/// address, never as a pointer here. `shared` is what a same-host peer needs to map the heap
+/// besides the job and rank (a GPU heap's IPC handle; nothing for host shared memory).
 struct Info {
     token: u128,
     /// Rank 0's is the job heap's id (fresh for every init), which every [`Sym`](crate::Sym) carries.
@@ -37,6 +38,8 @@ struct Info {
     pid_ns: u64,
     base: u64,
     len: u64,
+    placement: HeapPlacement,
+    shared: Vec<u8>,
     host: String,
 }
 
@@ -47,7 +50,7 @@ fn process_token() -> u128 {
     *TOKEN.get_or_init(rand::random)
 }
 
-const INFO_FIXED: usize = 16 + 8 + 4 + 8 + 8 + 8;
+const INFO_FIXED: usize = 16 + 8 + 4 + 8 + 8 + 8 + 1 + 4;
 
 impl Info {
     fn encode(&self) -> Vec<u8> {
@@ -58,12 +61,15 @@ impl Info {
         b.extend_from_slice(&self.pid_ns.to_le_bytes());
         b.extend_from_slice(&self.base.to_le_bytes());
         b.extend_from_slice(&self.len.to_le_bytes());
+        b.push(self.placement.code());
+        b.extend_from_slice(&(self.shared.len() as u32).to_le_bytes());
+        b.extend_from_slice(&self.shared);
         b.extend_from_slice(self.host.as_bytes());
         b
     }
 
     fn decode(b: &[u8]) -> Result<Self> {
-        let (mut fixed, host) = b
+        let (mut fixed, rest) = b
             .split_at_checked(INFO_FIXED)
             .ok_or_else(|| ShmemError::Boot(format!("malformed PE info ({} bytes)", b.len())))?;
         // `fixed` holds exactly INFO_FIXED bytes: every `take` below is in bounds.
@@ -72,13 +78,29 @@ impl Info {
             *b = rest;
             head.try_into().unwrap_or([0; N])
         }
+        let token = u128::from_le_bytes(take(&mut fixed));
+        let heap_id = u64::from_le_bytes(take(&mut fixed));
+        let pid = u32::from_le_bytes(take(&mut fixed));
+        let pid_ns = u64::from_le_bytes(take(&mut fixed));
+        let base = u64::from_le_bytes(take(&mut fixed));
+        let len = u64::from_le_bytes(take(&mut fixed));
+        let placement = HeapPlacement::from_code(take::<1>(&mut fixed)[0])?;
+        let n_shared = u32::from_le_bytes(take(&mut fixed)) as usize;
+        let (shared, host) = rest.split_at_checked(n_shared).ok_or_else(|| {
+            ShmemError::Boot(format!(
+                "malformed PE info ({n_shared} bytes of heap handle, {} left)",
+                rest.len()
+            ))
+        })?;
         Ok(Self {
-            token: u128::from_le_bytes(take(&mut fixed)),
-            heap_id: u64::from_le_bytes(take(&mut fixed)),
-            pid: u32::from_le_bytes(take(&mut fixed)),
-            pid_ns: u64::from_le_bytes(take(&mut fixed)),
-            base: u64::from_le_bytes(take(&mut fixed)),
-            len: u64::from_le_bytes(take(&mut fixed)),
+            token,
+            heap_id,
+            pid,
+            pid_ns,
+            base,
+            len,
+            placement,
+            shared: shared.to_vec(),
             host: String::from_utf8_lossy(host).into_owned(),
         })
     }
@@ -115,8 +137,7 @@ impl<P: Provider> Pe<P> {
         let internal = heap_size;
         let bounce = internal + TEAM_SLOTS * TEAM_BYTES;
         let total = bounce + BOUNCE;
-        let seg = Segment::create(&job, &format!("heap{me}"), total)
-            .map_err(|e| ShmemError::io(format!("PE {me}: symmetric heap of {total} bytes"), e))?;
+        let mut seg = LocalSeg::create(cfg.heap, &job, me, total, cfg.gpu)?;
         let mine = Info {
             token: process_token(),
             heap_id: rand::random(),
@@ -124,6 +145,8 @@ impl<P: Provider> Pe<P> {
             pid_ns: gda_os::process::pid_namespace(),
             base: seg.as_ptr() as u64,
             len: total as u64,
+            placement: seg.placement(),
+            shared: seg.share()?,
             host: host_key(me, cfg),
         };
         let infos = boot
@@ -139,6 +162,17 @@ impl<P: Provider> Pe<P> {
             return Err(ShmemError::Config(format!(
                 "PE {j} has a heap of {} bytes, PE {me} of {total}: GDA_SHMEM_HEAP_SIZE must agree",
                 i.len
+            )));
+        }
+        if let Some((j, i)) = infos
+            .iter()
+            .enumerate()
+            .find(|(_, i)| i.placement != mine.placement)
+        {
+            return Err(ShmemError::Config(format!(
+                "PE {j} has its symmetric heap in {} memory, PE {me} in {} memory: \
+                 GDA_SHMEM_HEAP must agree",
+                i.placement, mine.placement
             )));
         }
         let same_host: Vec<bool> = infos.iter().map(|i| i.host == mine.host).collect();
@@ -168,11 +202,17 @@ impl<P: Provider> Pe<P> {
                 rdma_pes.push(j32);
                 routes.push(None);
             } else {
-                // Every peer heap is mapped by name, also a thread PE's of this very process
-                // (a second mapping of the same pages): an address a peer sent is never
-                // dereferenced here, and same-looking PIDs cannot confuse two processes.
-                let s = Segment::open(&job, &format!("heap{j}"), total)
-                    .map_err(|e| ShmemError::io(format!("PE {me}: mapping PE {j}'s heap"), e))?;
+                // An address a peer sent is never dereferenced here: a peer heap is mapped by
+                // name or handle, or (a GPU heap of a thread PE) found in this process's own
+                // table; same-looking PIDs cannot confuse two processes.
+                let s = seg
+                    .open_peer(&job, j32, total, &info.shared, info.token == mine.token)
+                    .map_err(|e| match e {
+                        ShmemError::Io { what, source } => {
+                            ShmemError::io(format!("PE {me}: {what}"), source)
+                        }
+                        e => e,
+                    })?;
                 routes.push(Some(Route::P2p(P2p::new(s.as_ptr(), false))));
                 peer_segs.push(s);
             }
@@ -187,7 +227,9 @@ impl<P: Provider> Pe<P> {
                     "PE {me} reaches PEs {rdma_pes:?} by RDMA but no RDMA domain was given"
                 ))
             })?;
-            let (l, r) = d.register(&seg)?;
+            // SAFETY: the PE keeps its segment until after the domain (and so the region) is
+            // dropped (`Net`'s field order, then `Pe`'s mappings).
+            let (l, r) = unsafe { d.register(&seg.nic_desc()?) }?;
             lkey = l;
             blob.extend_from_slice(&r.to_le_bytes());
             for &j in &rdma_pes {
@@ -227,8 +269,7 @@ impl<P: Provider> Pe<P> {
         // Everyone has mapped and connected: the names can go (a PE killed from now on leaves
         // nothing in /dev/shm).
         boot.barrier()?;
-        seg.unlink()
-            .map_err(|e| ShmemError::io("removing the heap's name", e))?;
+        seg.unlink()?;
         boot.barrier()?;
         // Liveness by PID only for other processes of our PID namespace (a PID from another
         // namespace names some unrelated process here).

@@ -25,11 +25,11 @@ use std::cell::{Cell, RefCell};
 use std::time::Duration;
 
 use gda_hal::Provider;
-use gda_os::shm::Segment;
 
 use crate::boot::Bootstrap;
 use crate::error::{Result, ShmemError};
 use crate::heap::Allocator;
+use crate::memory::{LocalSeg, PeerSeg};
 use team::Teams;
 // The trait only for its methods: `pe::Transport` is the old name of `TransportKind`.
 use crate::transport::Transport as _;
@@ -78,8 +78,8 @@ pub struct Pe<P: Provider> {
     boot: RefCell<Box<dyn Bootstrap>>,
     finalized: Cell<bool>,
     // Kept alive, and dropped (in `Drop`) after `net`: the mapped peer heaps, this PE's heap.
-    peer_segs: std::mem::ManuallyDrop<Vec<Segment>>,
-    seg: std::mem::ManuallyDrop<Segment>,
+    peer_segs: std::mem::ManuallyDrop<Vec<PeerSeg>>,
+    seg: std::mem::ManuallyDrop<LocalSeg>,
     /// The final barrier failed (a peer gave up): peers may still be storing into this heap,
     /// so its mapping is never unmapped (see `Drop`).
     unsafe_to_unmap: Cell<bool>,

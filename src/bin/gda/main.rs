@@ -170,6 +170,10 @@ struct ShmemArgs {
     /// through rdma-core, or the verbs-compatible library); sets GDA_SHMEM_DOMAIN for the PEs.
     #[arg(long)]
     domain: Option<String>,
+    /// Where the symmetric heap lives: `host` (shared memory, default) or `gpu` (GPU memory
+    /// through HIP: the `hip` feature); sets GDA_SHMEM_HEAP for the PEs.
+    #[arg(long)]
+    heap: Option<String>,
     /// Ordering stress rounds (check).
     #[arg(long, default_value_t = 64, value_parser = |s: &str| gda::cli::count_in(s, 1, 1_000_000).map(|v| v as usize))]
     rounds: usize,
@@ -194,6 +198,14 @@ fn shmem(a: ShmemArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if let Some(Err(e)) = a
+        .heap
+        .as_deref()
+        .map(str::parse::<gda::shmem::HeapPlacement>)
+    {
+        eprintln!("gda shmem: {e}");
+        return ExitCode::from(2);
+    }
     if !launched {
         let Some(n) = a.pes else {
             eprintln!(
@@ -223,6 +235,11 @@ fn shmem(a: ShmemArgs) -> ExitCode {
                         .iter()
                         .map(|d| ("GDA_SHMEM_DOMAIN".to_string(), d.clone())),
                 )
+                .chain(
+                    a.heap
+                        .iter()
+                        .map(|h| ("GDA_SHMEM_HEAP".to_string(), h.clone())),
+                )
                 .collect(),
         };
         return match launch::run(&job) {
@@ -250,7 +267,7 @@ fn shmem(a: ShmemArgs) -> ExitCode {
                 let t = std::time::Instant::now();
                 let rep = pe.check(a.rounds)?;
                 println!(
-                    "PE {}/{}: ok, {} checks over {} (provider {}) in {:.2} s",
+                    "PE {}/{}: ok, {} checks over {} (provider {}) in {:.2} s, {} heap",
                     pe.me(),
                     pe.n(),
                     rep.checks.len(),
@@ -260,7 +277,8 @@ fn shmem(a: ShmemArgs) -> ExitCode {
                     } else {
                         format!("{:?}", a.provider)
                     },
-                    t.elapsed().as_secs_f64()
+                    t.elapsed().as_secs_f64(),
+                    pe.heap()
                 );
             }
             ShmemWhat::Perf => {
