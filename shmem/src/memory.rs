@@ -221,11 +221,13 @@ mod gpu {
         }
     }
 
-    /// The GPU heaps of this process's PEs by (job, rank): a thread PE reaches another's
-    /// allocation here, since HIP opens no IPC handle of the process that made it.
-    fn local_heaps() -> &'static Mutex<HashMap<(String, u32), Arc<DeviceBuffer>>> {
-        static HEAPS: std::sync::OnceLock<Mutex<HashMap<(String, u32), Arc<DeviceBuffer>>>> =
-            std::sync::OnceLock::new();
+    /// The GPU heaps of this process's PEs by (job, rank).
+    type LocalHeaps = Mutex<HashMap<(String, u32), Arc<DeviceBuffer>>>;
+
+    /// A thread PE reaches another's GPU heap here, since HIP opens no IPC handle of the
+    /// process that made it.
+    fn local_heaps() -> &'static LocalHeaps {
+        static HEAPS: std::sync::OnceLock<LocalHeaps> = std::sync::OnceLock::new();
         HEAPS.get_or_init(Default::default)
     }
 

@@ -10,6 +10,7 @@ fn cfg(t: TransportPolicy, hosts: Option<u32>) -> Config {
         transport: t,
         timeout: Duration::from_secs(20),
         hosts,
+        ..Config::default()
     }
 }
 

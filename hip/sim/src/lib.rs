@@ -71,8 +71,10 @@ const JOB: &str = "hipsim";
 
 /// `hipMemcpyHostToHost` … `hipMemcpyDefault`.
 const MEMCPY_KINDS: c_int = 4;
-/// `hipDeviceMallocDefault | Finegrained | Signal | Uncached` (`hipExtMallocWithFlags`).
-const MALLOC_FLAGS: c_uint = 0x1 | 0x2 | 0x3;
+/// The largest `hipExtMallocWithFlags` flag value: `hipDeviceMallocDefault` (0),
+/// `hipDeviceMallocFinegrained` (1), `hipMallocSignalMemory` (2), `hipDeviceMallocUncached` (3)
+/// are values, not bits.
+const MALLOC_FLAG_MAX: c_uint = 3;
 /// `hipHostRegisterPortable | Mapped | IoMemory | ReadOnly`.
 const HOST_REGISTER_FLAGS: c_uint = 0x1 | 0x2 | 0x4 | 0x8;
 
@@ -253,7 +255,7 @@ pub unsafe extern "C" fn hipExtMallocWithFlags(
     size: usize,
     flags: c_uint,
 ) -> c_int {
-    if ptr.is_null() || flags & !MALLOC_FLAGS != 0 {
+    if ptr.is_null() || flags > MALLOC_FLAG_MAX {
         return code::INVALID_VALUE;
     }
     let r = device_ok(CURRENT.with(std::cell::Cell::get));
@@ -495,11 +497,10 @@ mod tests {
         // SAFETY: an output pointer.
         assert_eq!(unsafe { hipExtMallocWithFlags(&mut p, 8192, 1) }, 0);
         let mut h = HipIpcMemHandle { reserved: [0; 64] };
+        let inside = p.cast::<u8>().wrapping_add(100).cast();
         // SAFETY: an output handle and our allocation (an interior pointer names it too).
-        assert_eq!(
-            unsafe { hipIpcGetMemHandle(&mut h, p.cast::<u8>().wrapping_add(100).cast()) },
-            0
-        );
+        let r = unsafe { hipIpcGetMemHandle(&mut h, inside) };
+        assert_eq!(r, 0);
         let (what, len) = parse_handle(&h).expect("our handle parses");
         assert_eq!((what.len(), len), (16, 8192));
         let mut q = std::ptr::null_mut();
@@ -513,19 +514,15 @@ mod tests {
         let mut junk = h;
         junk.reserved[0] = b'X' as c_char;
         // SAFETY: an output pointer.
-        assert_eq!(
-            unsafe { hipIpcOpenMemHandle(&mut q, junk, 0) },
-            code::INVALID_HANDLE
-        );
+        let r = unsafe { hipIpcOpenMemHandle(&mut q, junk, 0) };
+        assert_eq!(r, code::INVALID_HANDLE);
         assert_eq!(hipIpcCloseMemHandle(q), 0);
         assert_eq!(hipIpcCloseMemHandle(q), code::INVALID_VALUE);
         assert_eq!(hipFree(p), 0);
         assert_eq!(hipFree(p), code::INVALID_DEVICE_POINTER, "double free");
         // SAFETY: an output pointer; the object is gone.
-        assert_eq!(
-            unsafe { hipIpcOpenMemHandle(&mut q, h, 0) },
-            code::INVALID_HANDLE
-        );
+        let r = unsafe { hipIpcOpenMemHandle(&mut q, h, 0) };
+        assert_eq!(r, code::INVALID_HANDLE);
     }
 
     #[test]
@@ -544,9 +541,7 @@ mod tests {
         assert_eq!(hipHostUnregister(p), 0);
         assert_eq!(hipHostUnregister(p), code::HOST_MEMORY_NOT_REGISTERED);
         // SAFETY: an output pointer.
-        assert_eq!(
-            unsafe { hipHostGetDevicePointer(&mut d, p, 0) },
-            code::INVALID_VALUE
-        );
+        let r = unsafe { hipHostGetDevicePointer(&mut d, p, 0) };
+        assert_eq!(r, code::INVALID_VALUE);
     }
 }
