@@ -60,7 +60,7 @@ const IPC_HANDLE_BYTES: usize = 64;
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct HipIpcMemHandle {
-    /// Opaque to callers; here: [`HANDLE_MAGIC`], the object's 16 hex digits, its length.
+    /// Opaque to callers; here: the magic `GDAHIPS1`, the object's 16 hex digits, its length.
     pub reserved: [c_char; IPC_HANDLE_BYTES],
 }
 

@@ -332,3 +332,76 @@ fn find_endpoint(b: &[u8], me: u32) -> Option<(u32, &[u8])> {
     }
     None
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(placement: HeapPlacement, shared: Vec<u8>) -> Info {
+        Info {
+            token: 7,
+            heap_id: 9,
+            pid: 1,
+            pid_ns: 4026531836,
+            base: 0x7f00_0000_0000,
+            len: 1 << 20,
+            placement,
+            shared,
+            host: "node1/boot".into(),
+        }
+    }
+
+    #[test]
+    fn pe_info_round_trips_with_a_heap_handle() {
+        let mut cases = 0;
+        for (placement, shared) in [
+            (HeapPlacement::Host, Vec::new()),
+            (HeapPlacement::Gpu, (0..72).collect()),
+        ] {
+            let i = info(placement, shared.clone());
+            let d = Info::decode(&i.encode()).unwrap();
+            assert_eq!(
+                (
+                    d.token,
+                    d.heap_id,
+                    d.base,
+                    d.len,
+                    d.placement,
+                    d.shared,
+                    d.host
+                ),
+                (7, 9, 0x7f00_0000_0000, 1 << 20, placement, shared, i.host)
+            );
+            cases += 1;
+        }
+        assert_eq!(cases, 2);
+    }
+
+    #[test]
+    fn malformed_pe_info_is_an_error() {
+        let good = info(HeapPlacement::Gpu, vec![1; 72]).encode();
+        // Cut inside the fixed part, inside the handle; an unknown placement; a handle length
+        // beyond the message.
+        let mut bad_placement = good.clone();
+        bad_placement[INFO_FIXED - 5] = 9;
+        let mut long_handle = good.clone();
+        long_handle[INFO_FIXED - 4..INFO_FIXED].copy_from_slice(&u32::MAX.to_le_bytes());
+        let cases = [
+            (good[..INFO_FIXED - 1].to_vec(), "malformed PE info"),
+            (bad_placement, "unknown heap placement 9"),
+            (long_handle, "bytes of heap handle"),
+        ];
+        for (bytes, want) in &cases {
+            let e = Info::decode(bytes).err().expect("refused").to_string();
+            assert!(e.contains(want), "{want:?} missing from {e}");
+        }
+        // Truncated inside the handle: the host name absorbs nothing it should not.
+        let e = Info::decode(&good[..INFO_FIXED + 10])
+            .err()
+            .expect("refused");
+        assert!(
+            e.to_string().contains("72 bytes of heap handle, 10 left"),
+            "{e}"
+        );
+    }
+}
