@@ -15,6 +15,10 @@
 //! through a per-PE enum, statically, so a P2P `shmem_p` still inlines to one store. All
 //! load/store and CPU-atomic access of symmetric memory goes through `gda_hal::mmio`.
 //!
+//! Each PE's symmetric segment lives in host shared memory, or — `GDA_SHMEM_HEAP=gpu` with the
+//! `hip` feature — in fine-grained GPU memory that same-host peers open by IPC handle and the
+//! NIC registers as GPU memory ([`memory`]).
+//!
 //! PEs are threads of one process ([`launch::threads`]) or processes started by `gdarun`,
 //! `mpirun`, `srun` or `torchrun` ([`launch::init_from_env`]). See `DESIGN.md` §5.
 //!
