@@ -278,3 +278,30 @@ fn gpu_heap_errors_are_clear() {
     }
     assert!(cases >= 5, "{cases} cases");
 }
+
+/// On a machine with an AMD GPU and an RDMA NIC: the heap in real GPU memory, registered with
+/// the NIC named by `GDA_HW_DEVICE` (dma-buf or peer memory), rings in GPU memory, P2P between
+/// the PEs through real IPC handles — `GDA_HW_DEVICE=mlx5_0 GDA_HW_GPU=1 cargo test --release
+/// --features verbs,hip --test shmem_gpu hardware_gpu_heap -- --ignored`.
+#[cfg(feature = "verbs")]
+#[test]
+#[ignore = "needs an AMD GPU and an RDMA NIC: set GDA_HW_DEVICE and GDA_HW_GPU=1"]
+fn hardware_gpu_heap() {
+    let (Some(dev), Some(_)) = (
+        std::env::var_os("GDA_HW_DEVICE"),
+        std::env::var_os("GDA_HW_GPU"),
+    ) else {
+        return;
+    };
+    for transport in ["rdma", "p2p"] {
+        let o = Command::new(env!("CARGO_BIN_EXE_gda"))
+            .args([
+                "shmem", "check", "--pes", "2", "--heap", "gpu", "--domain", "verbs",
+            ])
+            .args(["--transport", transport])
+            .env("GDA_SHMEM_DEVICE", &dev)
+            .output()
+            .expect("run gda");
+        assert_eq!(ok_lines(&o).len(), 2, "{transport}");
+    }
+}
