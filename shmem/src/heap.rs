@@ -165,6 +165,11 @@ impl Allocator {
         Ok(())
     }
 
+    /// Usable bytes of the live allocation at `off` (`None` if there is none).
+    pub(crate) fn usable(&self, off: usize) -> Option<usize> {
+        self.live.get(&off).map(|&(start, len)| start + len - off)
+    }
+
     pub(crate) fn live(&self) -> usize {
         self.live.len()
     }

@@ -216,6 +216,9 @@ pub struct Job {
 pub struct JobOutcome {
     /// Per PE: exit code, or `None` if killed by a signal (then `signal`).
     pub codes: Vec<(Option<i32>, Option<i32>)>,
+    /// The PE whose failure was seen first (its status is the job's, as `oshrun`'s is: a PE's
+    /// `shmem_global_exit(7)` ends the job with 7, not with a peer's later timeout).
+    pub first_failure: Option<usize>,
     /// Shared-memory names removed after the job.
     pub swept: usize,
     /// The job id.
@@ -226,14 +229,19 @@ pub struct JobOutcome {
 
 impl JobOutcome {
     /// Exit status for the launcher: 128 + the signal if the launcher was interrupted, else 0
-    /// if every PE succeeded, else the first failure's code (128 + signal for a killed PE).
+    /// if every PE succeeded, else the first failure's code in time (128 + signal for a killed
+    /// PE).
     #[must_use]
     pub fn exit_code(&self) -> i32 {
         if let Some(s) = self.interrupted {
             return 128 + s;
         }
-        self.codes
-            .iter()
+        let first = self
+            .first_failure
+            .and_then(|r| self.codes.get(r))
+            .into_iter();
+        first
+            .chain(self.codes.iter())
             .find_map(|&(c, s)| match (c, s) {
                 (Some(0), _) => None,
                 (Some(c), _) => Some(c),
@@ -250,6 +258,8 @@ struct Pes {
     codes: Vec<(Option<i32>, Option<i32>)>,
     left: usize,
     failed_at: Option<Instant>,
+    /// The PE that failed first (in the order they were reaped).
+    first_failure: Option<usize>,
 }
 
 impl Pes {
@@ -277,6 +287,7 @@ impl Pes {
                     ),
                 }
                 self.failed_at.get_or_insert_with(Instant::now);
+                self.first_failure.get_or_insert(r);
             }
             *slot = None;
             self.left -= 1;
@@ -377,6 +388,7 @@ fn supervise(
         codes: vec![(None, None); job.n as usize],
         left: 0,
         failed_at: None,
+        first_failure: None,
     };
     for r in 0..job.n {
         pes.reap();
@@ -444,6 +456,7 @@ fn supervise(
     }
     Ok(JobOutcome {
         codes: pes.codes,
+        first_failure: pes.first_failure,
         swept: gda_os::shm::sweep(id).unwrap_or(0),
         job: id.to_owned(),
         interrupted: interrupted.map(|(s, _)| s),

@@ -53,6 +53,15 @@ impl<P: Provider> Pe<P> {
         self.heap.borrow_mut().free(s.off)
     }
 
+    /// Bytes usable from the start of the live allocation `s` begins (at least what was asked
+    /// for; `shmem_realloc` copies this much at most).
+    pub fn allocation_bytes<T: Elem>(&self, s: Sym<T>) -> Result<usize> {
+        self.mine(&s)?;
+        self.heap.borrow().usable(s.off).ok_or_else(|| {
+            ShmemError::Invalid(format!("{s:?} is not the start of a live allocation"))
+        })
+    }
+
     /// Live allocations (for leak checks).
     #[must_use]
     pub fn allocations(&self) -> usize {
@@ -77,6 +86,45 @@ impl<P: Provider> Pe<P> {
         let off = self.at(s, 0, s.len)?;
         // SAFETY: `at` checked that `s` belongs to this heap and lies inside it.
         Ok(unsafe { self.base.add(off).cast() })
+    }
+
+    /// The symmetric object of `n` elements at `addr` in this PE's heap: how callers that name
+    /// symmetric memory by address (the OpenSHMEM C ABI) reach the routines. The range must lie
+    /// in the user heap (not the team areas or staging) and `addr` be aligned for `T`; it need
+    /// not be a whole allocation.
+    pub fn sym_at<T: Elem>(&self, addr: *const T, n: usize) -> Result<Sym<T>> {
+        let a = addr as usize;
+        let base = self.base as usize;
+        let end = n
+            .checked_mul(size_of::<T>())
+            .and_then(|b| a.checked_sub(base)?.checked_add(b));
+        match end {
+            Some(e) if a >= base && e <= self.heap_size && a % align_of::<T>() == 0 => {
+                Ok(Sym::new(a - base, n, self.heap_id))
+            }
+            _ => Err(ShmemError::Range(format!(
+                "{addr:p}..+{} bytes is not in PE {}'s symmetric heap [{:p}, {:p}){}",
+                n.saturating_mul(size_of::<T>()),
+                self.me,
+                self.base,
+                self.base.wrapping_add(self.heap_size),
+                if a % align_of::<T>() == 0 {
+                    ""
+                } else {
+                    " or is misaligned"
+                }
+            ))),
+        }
+    }
+
+    /// Where PE `pe`'s copy of `s` is mapped in this address space, when `pe` is reached by
+    /// load/store (itself or a P2P peer); `None` for a PE reached by RDMA (`shmem_ptr`).
+    pub fn remote_ptr<T: Elem>(&self, s: Sym<T>, pe: u32) -> Result<Option<*mut T>> {
+        let off = self.at(s, 0, s.len)?;
+        Ok(match self.route(pe)? {
+            crate::transport::Route::P2p(p) => Some(p.mapped(off).cast()),
+            crate::transport::Route::Rdma(_) => None,
+        })
     }
 
     /// Refuses a `Sym` of another job's heap.

@@ -24,6 +24,11 @@ impl P2p {
         Self { base, local }
     }
 
+    /// The target's byte at `off` in this address space (`shmem_ptr`).
+    pub(crate) fn mapped(&self, off: usize) -> *mut u8 {
+        self.at(off)
+    }
+
     /// The target's byte at `off`.
     #[inline(always)]
     fn at(&self, off: usize) -> *mut u8 {

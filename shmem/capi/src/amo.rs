@@ -1,0 +1,209 @@
+//! Atomics (standard, bitwise, and the 1.3 names), point-to-point synchronisation, ordering and
+//! barriers.
+
+use std::ffi::{c_int, c_long, c_longlong, c_uint, c_ulong, c_ulonglong};
+
+use gda_shmem::Width;
+
+use crate::state::{AmoOp, SyncTy, check, cmp, pe, target};
+
+/// A C integer type atomics and waits operate on.
+trait CInt: Copy {
+    const WIDTH: Width;
+    const SYNC: SyncTy;
+    /// The value's bits, zero-extended from its width.
+    fn bits(self) -> u64;
+    /// The value from the low bits of its width.
+    fn from_bits(b: u64) -> Self;
+}
+
+macro_rules! c_ints {
+    ($($t:ty => $w:ident, $s:ident, $u:ty);* $(;)?) => {$(
+        impl CInt for $t {
+            const WIDTH: Width = Width::$w;
+            const SYNC: SyncTy = SyncTy::$s;
+            fn bits(self) -> u64 { u64::from(self as $u) }
+            fn from_bits(b: u64) -> Self { b as $u as $t }
+        }
+    )*};
+}
+c_ints!(i32 => W32, I32, u32; u32 => W32, U32, u32; i64 => W64, I64, u64; u64 => W64, U64, u64;
+        isize => W64, I64, u64; usize => W64, U64, u64);
+
+/// `op` on the `T` at symmetric `addr` of PE `to`; the old value.
+fn amo<T: CInt>(routine: &str, addr: *const T, op: AmoOp, to: c_int) -> T {
+    let t = target(routine, to);
+    T::from_bits(check(
+        routine,
+        pe(routine).amo(addr.cast_mut().cast(), T::WIDTH, op, t),
+    ))
+}
+
+/// `*ivar <cmp> value` on this PE: waited for, or tested once.
+fn sync<T: CInt>(routine: &str, ivar: *const T, c: c_int, value: T, wait: bool) -> bool {
+    let c = cmp(routine, c);
+    check(
+        routine,
+        pe(routine).sync(ivar.cast_mut().cast(), T::SYNC, c, value.bits(), wait),
+    )
+}
+
+macro_rules! amos {
+    ($($name:ident: $t:ty),* $(,)?) => { paste::paste! { $(
+        #[doc = concat!("`shmem_", stringify!($name), "_atomic_fetch`.")]
+        #[unsafe(no_mangle)]
+        pub extern "C" fn [<shmem_ $name _atomic_fetch>](source: *const $t, pe: c_int) -> $t {
+            amo(concat!("shmem_", stringify!($name), "_atomic_fetch"), source, AmoOp::Fetch, pe)
+        }
+        #[doc = concat!("`shmem_", stringify!($name), "_atomic_set`.")]
+        #[unsafe(no_mangle)]
+        pub extern "C" fn [<shmem_ $name _atomic_set>](dest: *mut $t, value: $t, pe: c_int) {
+            amo::<$t>(concat!("shmem_", stringify!($name), "_atomic_set"), dest, AmoOp::Set(value.bits()), pe);
+        }
+        #[doc = concat!("`shmem_", stringify!($name), "_atomic_swap`.")]
+        #[unsafe(no_mangle)]
+        pub extern "C" fn [<shmem_ $name _atomic_swap>](dest: *mut $t, value: $t, pe: c_int) -> $t {
+            amo(concat!("shmem_", stringify!($name), "_atomic_swap"), dest, AmoOp::Swap(value.bits()), pe)
+        }
+        #[doc = concat!("`shmem_", stringify!($name), "_atomic_compare_swap`.")]
+        #[unsafe(no_mangle)]
+        pub extern "C" fn [<shmem_ $name _atomic_compare_swap>](dest: *mut $t, cond: $t, value: $t, pe: c_int) -> $t {
+            amo(concat!("shmem_", stringify!($name), "_atomic_compare_swap"), dest, AmoOp::CompareSwap(cond.bits(), value.bits()), pe)
+        }
+        #[doc = concat!("`shmem_", stringify!($name), "_atomic_fetch_inc`.")]
+        #[unsafe(no_mangle)]
+        pub extern "C" fn [<shmem_ $name _atomic_fetch_inc>](dest: *mut $t, pe: c_int) -> $t {
+            amo(concat!("shmem_", stringify!($name), "_atomic_fetch_inc"), dest, AmoOp::Add(1), pe)
+        }
+        #[doc = concat!("`shmem_", stringify!($name), "_atomic_inc`.")]
+        #[unsafe(no_mangle)]
+        pub extern "C" fn [<shmem_ $name _atomic_inc>](dest: *mut $t, pe: c_int) {
+            amo::<$t>(concat!("shmem_", stringify!($name), "_atomic_inc"), dest, AmoOp::Add(1), pe);
+        }
+        #[doc = concat!("`shmem_", stringify!($name), "_atomic_fetch_add`.")]
+        #[unsafe(no_mangle)]
+        pub extern "C" fn [<shmem_ $name _atomic_fetch_add>](dest: *mut $t, value: $t, pe: c_int) -> $t {
+            amo(concat!("shmem_", stringify!($name), "_atomic_fetch_add"), dest, AmoOp::Add(value.bits()), pe)
+        }
+        #[doc = concat!("`shmem_", stringify!($name), "_atomic_add`.")]
+        #[unsafe(no_mangle)]
+        pub extern "C" fn [<shmem_ $name _atomic_add>](dest: *mut $t, value: $t, pe: c_int) {
+            amo::<$t>(concat!("shmem_", stringify!($name), "_atomic_add"), dest, AmoOp::Add(value.bits()), pe);
+        }
+        #[doc = concat!("`shmem_", stringify!($name), "_wait_until`.")]
+        #[unsafe(no_mangle)]
+        pub extern "C" fn [<shmem_ $name _wait_until>](ivar: *mut $t, cmp: c_int, cmp_value: $t) {
+            sync(concat!("shmem_", stringify!($name), "_wait_until"), ivar, cmp, cmp_value, true);
+        }
+        #[doc = concat!("`shmem_", stringify!($name), "_test`.")]
+        #[unsafe(no_mangle)]
+        pub extern "C" fn [<shmem_ $name _test>](ivar: *mut $t, cmp: c_int, cmp_value: $t) -> c_int {
+            c_int::from(sync(concat!("shmem_", stringify!($name), "_test"), ivar, cmp, cmp_value, false))
+        }
+        #[doc = concat!("`shmem_", stringify!($name), "_wait` (1.3): until `*ivar != cmp_value`.")]
+        #[unsafe(no_mangle)]
+        pub extern "C" fn [<shmem_ $name _wait>](ivar: *mut $t, cmp_value: $t) {
+            sync(concat!("shmem_", stringify!($name), "_wait"), ivar, 1, cmp_value, true);
+        }
+    )* } };
+}
+
+macro_rules! bitwise {
+    ($($name:ident: $t:ty),* $(,)?) => { paste::paste! { $(
+        bitwise!(@op $name, $t, and, And);
+        bitwise!(@op $name, $t, or, Or);
+        bitwise!(@op $name, $t, xor, Xor);
+    )* } };
+    (@op $name:ident, $t:ty, $op:ident, $v:ident) => { paste::paste! {
+        #[doc = concat!("`shmem_", stringify!($name), "_atomic_fetch_", stringify!($op), "`.")]
+        #[unsafe(no_mangle)]
+        pub extern "C" fn [<shmem_ $name _atomic_fetch_ $op>](dest: *mut $t, value: $t, pe: c_int) -> $t {
+            amo(concat!("shmem_", stringify!($name), "_atomic_fetch_", stringify!($op)), dest, AmoOp::$v(value.bits()), pe)
+        }
+        #[doc = concat!("`shmem_", stringify!($name), "_atomic_", stringify!($op), "`.")]
+        #[unsafe(no_mangle)]
+        pub extern "C" fn [<shmem_ $name _atomic_ $op>](dest: *mut $t, value: $t, pe: c_int) {
+            amo::<$t>(concat!("shmem_", stringify!($name), "_atomic_", stringify!($op)), dest, AmoOp::$v(value.bits()), pe);
+        }
+    } };
+}
+
+macro_rules! old_amos {
+    ($($name:ident: $t:ty),* $(,)?) => { paste::paste! { $(
+        #[doc = concat!("`shmem_", stringify!($name), "_fetch` (1.3).")]
+        #[unsafe(no_mangle)]
+        pub extern "C" fn [<shmem_ $name _fetch>](source: *const $t, pe: c_int) -> $t {
+            amo(concat!("shmem_", stringify!($name), "_fetch"), source, AmoOp::Fetch, pe)
+        }
+        #[doc = concat!("`shmem_", stringify!($name), "_set` (1.3).")]
+        #[unsafe(no_mangle)]
+        pub extern "C" fn [<shmem_ $name _set>](dest: *mut $t, value: $t, pe: c_int) {
+            amo::<$t>(concat!("shmem_", stringify!($name), "_set"), dest, AmoOp::Set(value.bits()), pe);
+        }
+        #[doc = concat!("`shmem_", stringify!($name), "_swap` (1.3).")]
+        #[unsafe(no_mangle)]
+        pub extern "C" fn [<shmem_ $name _swap>](dest: *mut $t, value: $t, pe: c_int) -> $t {
+            amo(concat!("shmem_", stringify!($name), "_swap"), dest, AmoOp::Swap(value.bits()), pe)
+        }
+        #[doc = concat!("`shmem_", stringify!($name), "_cswap` (1.3).")]
+        #[unsafe(no_mangle)]
+        pub extern "C" fn [<shmem_ $name _cswap>](dest: *mut $t, cond: $t, value: $t, pe: c_int) -> $t {
+            amo(concat!("shmem_", stringify!($name), "_cswap"), dest, AmoOp::CompareSwap(cond.bits(), value.bits()), pe)
+        }
+        #[doc = concat!("`shmem_", stringify!($name), "_finc` (1.3).")]
+        #[unsafe(no_mangle)]
+        pub extern "C" fn [<shmem_ $name _finc>](dest: *mut $t, pe: c_int) -> $t {
+            amo(concat!("shmem_", stringify!($name), "_finc"), dest, AmoOp::Add(1), pe)
+        }
+        #[doc = concat!("`shmem_", stringify!($name), "_inc` (1.3).")]
+        #[unsafe(no_mangle)]
+        pub extern "C" fn [<shmem_ $name _inc>](dest: *mut $t, pe: c_int) {
+            amo::<$t>(concat!("shmem_", stringify!($name), "_inc"), dest, AmoOp::Add(1), pe);
+        }
+        #[doc = concat!("`shmem_", stringify!($name), "_fadd` (1.3).")]
+        #[unsafe(no_mangle)]
+        pub extern "C" fn [<shmem_ $name _fadd>](dest: *mut $t, value: $t, pe: c_int) -> $t {
+            amo(concat!("shmem_", stringify!($name), "_fadd"), dest, AmoOp::Add(value.bits()), pe)
+        }
+        #[doc = concat!("`shmem_", stringify!($name), "_add` (1.3).")]
+        #[unsafe(no_mangle)]
+        pub extern "C" fn [<shmem_ $name _add>](dest: *mut $t, value: $t, pe: c_int) {
+            amo::<$t>(concat!("shmem_", stringify!($name), "_add"), dest, AmoOp::Add(value.bits()), pe);
+        }
+    )* } };
+}
+
+amos!(
+    int: c_int, long: c_long, longlong: c_longlong, uint: c_uint, ulong: c_ulong,
+    ulonglong: c_ulonglong, int32: i32, int64: i64, uint32: u32, uint64: u64, size: usize,
+    ptrdiff: isize,
+);
+bitwise!(
+    uint: c_uint, ulong: c_ulong, ulonglong: c_ulonglong, int32: i32, int64: i64, uint32: u32,
+    uint64: u64,
+);
+old_amos!(int: c_int, long: c_long, longlong: c_longlong);
+
+/// `shmem_fence`: puts to each PE are delivered in order.
+#[unsafe(no_mangle)]
+pub extern "C" fn shmem_fence() {
+    pe("shmem_fence").fence();
+}
+
+/// `shmem_quiet`: everything this PE issued is complete.
+#[unsafe(no_mangle)]
+pub extern "C" fn shmem_quiet() {
+    check("shmem_quiet", pe("shmem_quiet").quiet());
+}
+
+/// `shmem_barrier_all`: quiet, then every PE arrives.
+#[unsafe(no_mangle)]
+pub extern "C" fn shmem_barrier_all() {
+    check("shmem_barrier_all", pe("shmem_barrier_all").barrier_all());
+}
+
+/// `shmem_sync_all`: every PE arrives (no quiet).
+#[unsafe(no_mangle)]
+pub extern "C" fn shmem_sync_all() {
+    check("shmem_sync_all", pe("shmem_sync_all").sync_all());
+}

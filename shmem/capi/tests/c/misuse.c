@@ -1,0 +1,36 @@
+/* Misuse of the C ABI, one kind per argument: each must end the job with a message naming the
+ * routine and the problem, and a non-zero status (never a hang, never silent corruption).
+ * Written for gda; run with `gdarun -n 2 ./misuse <case>`. */
+#include <shmem.h>
+#include <stdio.h>
+#include <string.h>
+
+int main(int argc, char **argv) {
+    const char *c = argc > 1 ? argv[1] : "";
+    if (strcmp(c, "before-init") == 0) {
+        printf("%d\n", shmem_my_pe());
+        return 0;
+    }
+    shmem_init();
+    int me = shmem_my_pe(), n = shmem_n_pes();
+    long local = 5;
+    long *sym = shmem_malloc(sizeof(long));
+    if (strcmp(c, "not-symmetric") == 0) {
+        long v = 1;
+        shmem_long_put(&local, &v, 1, (me + 1) % n); /* a stack address */
+    } else if (strcmp(c, "bad-pe") == 0) {
+        shmem_long_p(sym, 1, n);
+    } else if (strcmp(c, "bad-cmp") == 0) {
+        shmem_long_wait_until(sym, 42, 0);
+    } else if (strcmp(c, "past-the-heap") == 0) {
+        shmem_long_put(sym + (1L << 40), &local, 1, 0);
+    } else if (strcmp(c, "global-exit") == 0) {
+        if (me == 1) shmem_global_exit(7);
+        shmem_barrier_all(); /* PE 0 waits here until gdarun ends it */
+    } else {
+        fprintf(stderr, "unknown case %s\n", c);
+        return 2;
+    }
+    shmem_finalize();
+    return 0;
+}

@@ -1,0 +1,236 @@
+//! The OpenSHMEM C ABI (feature `capi`): C programs written here, built with `gdacc` against
+//! the header and library of this build, run with `gdarun` on 2 and 4 PEs over P2P and over
+//! RDMA through each provider's queues; the header and the library agree on every routine; bad
+//! use ends the job with the routine named and a non-zero status; `gdacc` and the pkg-config
+//! file give working flags.
+#![cfg(feature = "capi")]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+fn profile_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_gdacc"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+fn c_source(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("shmem/capi/tests/c")
+        .join(name)
+}
+
+/// `name.c` built once with `gdacc` into a temporary directory.
+fn program(name: &'static str) -> PathBuf {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    let dir = DIR.get_or_init(|| {
+        let d = std::env::temp_dir().join(format!("gda-capi-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    });
+    let exe = dir.join(name);
+    let lock = dir.join(format!("{name}.lock"));
+    // Tests of one binary may build the same program at once: the first to create the lock
+    // builds; the others wait for the executable.
+    if std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&lock)
+        .is_ok()
+    {
+        let o = Command::new(env!("CARGO_BIN_EXE_gdacc"))
+            .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-O1"])
+            .arg(c_source(&format!("{name}.c")))
+            .arg("-o")
+            .arg(dir.join(format!("{name}.tmp")))
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "gdacc {name}.c: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        std::fs::rename(dir.join(format!("{name}.tmp")), &exe).unwrap();
+    }
+    for _ in 0..600 {
+        if exe.exists() {
+            return exe;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    panic!("{name} was not built");
+}
+
+fn gdarun(n: u32, prog: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_gdarun"));
+    c.arg("-n")
+        .arg(n.to_string())
+        .args(["--grace", "5"])
+        .arg(prog)
+        .args(args);
+    c.env("GDA_SHMEM_TIMEOUT_MS", "30000");
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().unwrap()
+}
+
+/// Runs `routines` on `n` PEs; every PE must report `checks` checks.
+fn routines(n: u32, env: &[(&str, &str)], checks: u32) {
+    let o = gdarun(n, &program("routines"), &[], env);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{env:?}\n{out}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let ok = out
+        .lines()
+        .filter(|l| l.ends_with(&format!("/{n}: routines ok, {checks} checks")))
+        .count();
+    assert_eq!(ok, n as usize, "{env:?}\n{out}");
+}
+
+#[test]
+fn routines_on_2_and_4_pes_over_p2p() {
+    // 200 checks: shmem_ptr gives the peer's copy (one check more than over RDMA).
+    routines(2, &[], 200);
+    routines(4, &[], 200);
+}
+
+#[test]
+fn routines_on_2_and_4_pes_over_rdma_on_every_provider() {
+    let mut runs = 0;
+    for provider in ["native", "mlx5", "bnxt"] {
+        for n in [2, 4] {
+            routines(
+                n,
+                &[
+                    ("GDA_SHMEM_TRANSPORT", "rdma"),
+                    ("GDA_SHMEM_PROVIDER", provider),
+                ],
+                199,
+            );
+            runs += 1;
+        }
+    }
+    assert_eq!(runs, 6);
+}
+
+/// Every function `shmem.h` declares (after the preprocessor) is exported by the library,
+/// but for the two `long double` value routines the header defines inline.
+#[test]
+fn the_header_and_the_library_agree() {
+    let inc = profile_dir().join("gda-include");
+    let pp = Command::new("cc")
+        .args(["-E", "-P", "-std=c11"])
+        .arg(format!("-I{}", inc.display()))
+        .arg(inc.join("shmem.h"))
+        .output()
+        .unwrap();
+    assert!(pp.status.success());
+    let text = String::from_utf8_lossy(&pp.stdout);
+    let mut declared: Vec<String> = Vec::new();
+    // Every identifier right before a `(`: declarations, and the calls inside the inline
+    // functions (which name exported routines too).
+    let pieces: Vec<&str> = text.split('(').collect();
+    for piece in &pieces[..pieces.len() - 1] {
+        let start = piece
+            .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .map_or(0, |i| i + 1);
+        let name = &piece[start..];
+        let api = name.starts_with("shmem_")
+            || ["start_pes", "_my_pe", "_num_pes", "shmalloc", "shfree"].contains(&name);
+        if api && !declared.iter().any(|d| d == name) {
+            declared.push(name.to_owned());
+        }
+    }
+    let nm = Command::new("nm")
+        .args(["-D", "--defined-only"])
+        .arg(profile_dir().join("libgdashmem.so"))
+        .output()
+        .unwrap();
+    assert!(nm.status.success());
+    let exported: std::collections::HashSet<String> = String::from_utf8_lossy(&nm.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(2).map(str::to_owned))
+        .collect();
+    let missing: Vec<&String> = declared.iter().filter(|d| !exported.contains(*d)).collect();
+    assert_eq!(
+        missing,
+        ["shmem_longdouble_p", "shmem_longdouble_g"],
+        "declared, not exported"
+    );
+    assert!(
+        declared.len() >= 440,
+        "{} routines compared",
+        declared.len()
+    );
+}
+
+#[test]
+fn misuse_ends_the_job_with_the_routine_named() {
+    let prog = program("misuse");
+    let mut cases = 0;
+    for (case, status, want) in [
+        ("before-init", 1, "shmem_my_pe: called before shmem_init"),
+        (
+            "not-symmetric",
+            1,
+            "shmem_long_put: symmetric access out of range",
+        ),
+        ("bad-pe", 1, "shmem_long_p: PE 2 is not in 0..2"),
+        (
+            "bad-cmp",
+            1,
+            "shmem_long_wait_until: 42 is not a SHMEM_CMP_* value",
+        ),
+        ("past-the-heap", 1, "is not in PE 0's symmetric heap"),
+        // shmem_global_exit(7) on PE 1: the job's status is 7 (PE 0 was blocked in a barrier).
+        ("global-exit", 7, "PE 1"),
+    ] {
+        let o = gdarun(2, &prog, &[case], &[("GDA_SHMEM_TIMEOUT_MS", "10000")]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(status), "{case}: {err}");
+        assert!(err.contains(want), "{case}: {want:?} missing from\n{err}");
+        cases += 1;
+    }
+    assert_eq!(cases, 6);
+}
+
+#[test]
+fn gdacc_and_pkg_config_give_working_flags() {
+    let show = Command::new(env!("CARGO_BIN_EXE_gdacc"))
+        .args(["--showme", "x.c", "-o", "x"])
+        .output()
+        .unwrap();
+    let line = String::from_utf8_lossy(&show.stdout);
+    for want in ["gda-include", "-lgdashmem", "-Wl,-rpath,", " x.c -o x "] {
+        assert!(line.contains(want), "{want:?} missing from {line}");
+    }
+    let compile_only = Command::new(env!("CARGO_BIN_EXE_gdacc"))
+        .args(["--showme", "-c", "x.c"])
+        .output()
+        .unwrap();
+    assert!(!String::from_utf8_lossy(&compile_only.stdout).contains("-lgdashmem"));
+    let none = Command::new(env!("CARGO_BIN_EXE_gdacc")).output().unwrap();
+    assert_eq!(none.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&none.stderr).contains("no input"));
+    let pc = Command::new("pkg-config")
+        .args(["--cflags", "--libs", "gda-shmem"])
+        .env("PKG_CONFIG_PATH", profile_dir().join("pkgconfig"))
+        .output()
+        .unwrap();
+    let flags = String::from_utf8_lossy(&pc.stdout);
+    assert!(
+        pc.status.success(),
+        "{}",
+        String::from_utf8_lossy(&pc.stderr)
+    );
+    assert!(
+        flags.contains("gda-include") && flags.contains("-lgdashmem"),
+        "{flags}"
+    );
+}
