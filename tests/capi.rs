@@ -188,6 +188,11 @@ fn misuse_ends_the_job_with_the_routine_named() {
             "shmem_long_wait_until: 42 is not a SHMEM_CMP_* value",
         ),
         ("past-the-heap", 1, "is not in PE 0's symmetric heap"),
+        (
+            "huge-stride",
+            1,
+            "shmem_long_iput: 4611686018427387904 elements of 8 bytes overflow",
+        ),
         // shmem_global_exit(7) on PE 1: the job's status is 7 (PE 0 was blocked in a barrier).
         ("global-exit", 7, "PE 1"),
     ] {
@@ -197,7 +202,7 @@ fn misuse_ends_the_job_with_the_routine_named() {
         assert!(err.contains(want), "{case}: {want:?} missing from\n{err}");
         cases += 1;
     }
-    assert_eq!(cases, 6);
+    assert_eq!(cases, 7);
 }
 
 #[test]

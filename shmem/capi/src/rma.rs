@@ -61,44 +61,23 @@ fn stride(routine: &str, s: isize) -> usize {
         })
 }
 
-/// Strided put: element `k` of `src` (stride `sst`) to element `k` of `dst` (stride `dst_s`).
-///
-/// # Safety
-/// `src` is valid for the strided elements read.
-#[allow(clippy::too_many_arguments)] // the OpenSHMEM routine's own parameters, plus the size
-pub(crate) unsafe fn iput(
-    routine: &str,
-    dst: *mut u8,
-    src: *const u8,
-    dst_s: isize,
-    src_s: isize,
-    n: usize,
-    size: usize,
-    to: c_int,
-) {
-    let (ds, ss) = (stride(routine, dst_s), stride(routine, src_s));
-    for k in 0..n {
-        let (d, s) = (bytes(routine, k * ds, size), bytes(routine, k * ss, size));
-        // SAFETY: element `k` of the caller's strided source.
-        unsafe {
-            put(
-                routine,
-                dst.wrapping_add(d),
-                src.wrapping_add(s),
-                size,
-                to,
-                false,
-            )
-        };
-    }
+/// Which way a strided transfer goes.
+#[derive(Clone, Copy)]
+pub(crate) enum Dir {
+    /// Local `src` to symmetric `dst` on the PE (`iput`).
+    Put,
+    /// Symmetric `src` on the PE to local `dst` (`iget`).
+    Get,
 }
 
-/// Strided get, the other way.
+/// Strided transfer: element `k` of `src` (stride `src_s`) to element `k` of `dst` (stride
+/// `dst_s`), elements of `size` bytes, one element at a time.
 ///
 /// # Safety
-/// `dst` is valid for the strided elements written.
-#[allow(clippy::too_many_arguments)] // as `iput`
-pub(crate) unsafe fn iget(
+/// The local side (`src` for a put, `dst` for a get) is valid for the strided elements.
+#[allow(clippy::too_many_arguments)] // the OpenSHMEM routine's own parameters, plus size and way
+pub(crate) unsafe fn strided(
+    dir: Dir,
     routine: &str,
     dst: *mut u8,
     src: *const u8,
@@ -106,21 +85,19 @@ pub(crate) unsafe fn iget(
     src_s: isize,
     n: usize,
     size: usize,
-    from: c_int,
+    pe: c_int,
 ) {
     let (ds, ss) = (stride(routine, dst_s), stride(routine, src_s));
+    // Offsets in bytes of element `k` on each side, overflow-checked.
+    let at = |k: usize, s: usize| bytes(routine, bytes(routine, k, s), size);
     for k in 0..n {
-        let (d, s) = (bytes(routine, k * ds, size), bytes(routine, k * ss, size));
-        // SAFETY: element `k` of the caller's strided destination.
-        unsafe {
-            get(
-                routine,
-                dst.wrapping_add(d),
-                src.wrapping_add(s),
-                size,
-                from,
-            )
-        };
+        let (d, s) = (dst.wrapping_add(at(k, ds)), src.wrapping_add(at(k, ss)));
+        match dir {
+            // SAFETY: element `k` of the caller's strided source.
+            Dir::Put => unsafe { put(routine, d, s, size, pe, false) },
+            // SAFETY: element `k` of the caller's strided destination.
+            Dir::Get => unsafe { get(routine, d, s, size, pe) },
+        }
     }
 }
 
@@ -237,13 +214,13 @@ macro_rules! sized {
         #[unsafe(no_mangle)]
         pub unsafe extern "C" fn [<shmem_iput $bits>](dest: *mut c_void, source: *const c_void, dst: isize, sst: isize, nelems: usize, pe: c_int) {
             // SAFETY: the caller's source.
-            unsafe { iput(concat!("shmem_iput", $bits), dest.cast(), source.cast(), dst, sst, nelems, $bits / 8, pe) };
+            unsafe { strided(Dir::Put, concat!("shmem_iput", $bits), dest.cast(), source.cast(), dst, sst, nelems, $bits / 8, pe) };
         }
         #[doc = concat!("`shmem_iget", $bits, "`.\n\n# Safety\n`dest` is valid for the strided elements.")]
         #[unsafe(no_mangle)]
         pub unsafe extern "C" fn [<shmem_iget $bits>](dest: *mut c_void, source: *const c_void, dst: isize, sst: isize, nelems: usize, pe: c_int) {
             // SAFETY: the caller's destination.
-            unsafe { iget(concat!("shmem_iget", $bits), dest.cast(), source.cast(), dst, sst, nelems, $bits / 8, pe) };
+            unsafe { strided(Dir::Get, concat!("shmem_iget", $bits), dest.cast(), source.cast(), dst, sst, nelems, $bits / 8, pe) };
         }
     )* } };
 }
@@ -285,13 +262,13 @@ macro_rules! typed_arrays {
         #[unsafe(no_mangle)]
         pub unsafe extern "C" fn [<shmem_ $name _iput>](dest: *mut $t, source: *const $t, dst: isize, sst: isize, nelems: usize, pe: c_int) {
             // SAFETY: the caller's source.
-            unsafe { iput(concat!("shmem_", stringify!($name), "_iput"), dest.cast(), source.cast(), dst, sst, nelems, size_of::<$t>(), pe) };
+            unsafe { strided(Dir::Put, concat!("shmem_", stringify!($name), "_iput"), dest.cast(), source.cast(), dst, sst, nelems, size_of::<$t>(), pe) };
         }
         #[doc = concat!("`shmem_", stringify!($name), "_iget`.\n\n# Safety\n`dest` is valid for the strided elements.")]
         #[unsafe(no_mangle)]
         pub unsafe extern "C" fn [<shmem_ $name _iget>](dest: *mut $t, source: *const $t, dst: isize, sst: isize, nelems: usize, pe: c_int) {
             // SAFETY: the caller's destination.
-            unsafe { iget(concat!("shmem_", stringify!($name), "_iget"), dest.cast(), source.cast(), dst, sst, nelems, size_of::<$t>(), pe) };
+            unsafe { strided(Dir::Get, concat!("shmem_", stringify!($name), "_iget"), dest.cast(), source.cast(), dst, sst, nelems, size_of::<$t>(), pe) };
         }
     )* } };
 }

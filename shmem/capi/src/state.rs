@@ -90,10 +90,6 @@ pub trait CPe {
     fn abort(&self, why: &str);
 }
 
-fn sym(pe: &Pe<impl gda_hal::Provider>, addr: *const u8, len: usize) -> Result<Sym<u8>> {
-    pe.sym_at(addr, len)
-}
-
 /// `T`-typed symmetric operand at `addr`.
 fn operand<T: gda_shmem::Elem>(pe: &Pe<impl gda_hal::Provider>, addr: *const u8) -> Result<Sym<T>> {
     pe.sym_at(addr.cast::<T>(), 1)
@@ -146,10 +142,10 @@ impl<P: gda_hal::Provider> CPe for Pe<P> {
         self.local_ptr(s)
     }
     fn allocation_bytes(&self, p: *const u8) -> Result<usize> {
-        Pe::allocation_bytes(self, sym(self, p, 1)?)
+        Pe::allocation_bytes(self, self.sym_at(p, 1)?)
     }
     fn free(&self, p: *mut u8) -> Result<()> {
-        self.free(sym(self, p, 1)?)
+        self.free(self.sym_at(p, 1)?)
     }
     unsafe fn put(
         &self,
@@ -159,7 +155,7 @@ impl<P: gda_hal::Provider> CPe for Pe<P> {
         pe: u32,
         nbi: bool,
     ) -> Result<()> {
-        let d = sym(self, dst, len)?;
+        let d = self.sym_at(dst, len)?;
         // SAFETY: `src` is valid for `len` bytes (caller).
         let data = unsafe { std::slice::from_raw_parts(src, len) };
         if nbi {
@@ -169,7 +165,7 @@ impl<P: gda_hal::Provider> CPe for Pe<P> {
         }
     }
     unsafe fn get(&self, dst: *mut u8, src: *const u8, len: usize, pe: u32) -> Result<()> {
-        let s = sym(self, src, len)?;
+        let s = self.sym_at(src, len)?;
         // SAFETY: `dst` is valid for `len` bytes (caller).
         let out = unsafe { std::slice::from_raw_parts_mut(dst, len) };
         Pe::get(self, out, s, 0, pe)
@@ -189,7 +185,7 @@ impl<P: gda_hal::Provider> CPe for Pe<P> {
         }
     }
     fn ptr(&self, addr: *const u8, pe: u32) -> Result<Option<*mut u8>> {
-        self.remote_ptr(sym(self, addr, 1)?, pe)
+        self.remote_ptr(self.sym_at(addr, 1)?, pe)
     }
     fn in_heap(&self, addr: *const u8) -> bool {
         self.sym_at(addr, 1).is_ok()

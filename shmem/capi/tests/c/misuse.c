@@ -24,6 +24,9 @@ int main(int argc, char **argv) {
         shmem_long_wait_until(sym, 42, 0);
     } else if (strcmp(c, "past-the-heap") == 0) {
         shmem_long_put(sym + (1L << 40), &local, 1, 0);
+    } else if (strcmp(c, "huge-stride") == 0) {
+        long two[2] = {1, 2};
+        shmem_long_iput(sym, two, (ptrdiff_t)1 << 62, 1, 2, 0);
     } else if (strcmp(c, "global-exit") == 0) {
         if (me == 1) shmem_global_exit(7);
         shmem_barrier_all(); /* PE 0 waits here until gdarun ends it */
