@@ -183,6 +183,42 @@ impl Segment {
         self.owner
     }
 
+    /// Maps the segment a second time, over the `len()` bytes at `addr` (page-aligned), which it
+    /// replaces (`MAP_FIXED`). That mapping is never unmapped by the segment: it lasts until
+    /// the process exits (it stands in for memory the program owns, such as its data segment).
+    ///
+    /// # Safety
+    /// `addr..addr + len()` must be memory of this process that may be replaced: nothing may
+    /// access it during the call, and what it held before is gone (copy it in first).
+    pub unsafe fn map_at(&self, addr: *mut u8) -> io::Result<()> {
+        if !(addr as usize).is_multiple_of(rustix::param::page_size()) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{addr:p} is not page-aligned"),
+            ));
+        }
+        // SAFETY: the range may be replaced (caller); the object is at least `len` bytes.
+        let p = unsafe {
+            mmap(
+                addr.cast(),
+                self.len,
+                ProtFlags::READ | ProtFlags::WRITE,
+                MapFlags::SHARED | MapFlags::FIXED,
+                &self._fd,
+                0,
+            )
+        }
+        .map_err(|e| with_name(e.into(), &self.name, "map at a fixed address"))?;
+        if p.cast::<u8>() == addr {
+            Ok(())
+        } else {
+            Err(io::Error::other(format!(
+                "shared memory {}: mapped at {p:p}, not {addr:p}",
+                self.name
+            )))
+        }
+    }
+
     /// Removes the name; the mapping (and every other process's) stays valid. Idempotent.
     pub fn unlink(&self) -> io::Result<()> {
         match shm::unlink(self.name.as_str()) {

@@ -132,13 +132,19 @@ where
 /// cross-process fabric for RDMA routes.
 #[cfg(feature = "sim")]
 pub fn init_from_env<P: gda_sim::Modeled>() -> Result<Pe<P>> {
+    init_from_env_with::<P>(&Config::from_env()?)
+}
+
+/// [`init_from_env`] with the configuration given (e.g. [`Config::from_env`] plus
+/// [`Config::static_data`]).
+#[cfg(feature = "sim")]
+pub fn init_from_env_with<P: gda_sim::Modeled>(cfg: &Config) -> Result<Pe<P>> {
     let launch = Launch::from_env()?.ok_or_else(|| {
         ShmemError::Config(
             "no launcher environment (run under gdarun -n N, mpirun, srun or torchrun)".into(),
         )
     })?;
-    let cfg = Config::from_env()?;
-    init_launched::<P>(&launch, &cfg)
+    init_launched::<P>(&launch, cfg)
 }
 
 /// [`init_from_env`] with explicit parameters.

@@ -44,6 +44,7 @@ pub mod launch;
 pub mod memory;
 pub mod pe;
 pub mod selftest;
+pub mod statics;
 mod transport;
 pub use pe::team;
 pub mod types;
@@ -56,5 +57,6 @@ pub use memory::HeapPlacement;
 /// callers compile. The transports themselves are an internal trait.
 pub use pe::Transport;
 pub use pe::{Config, Pe, TransportKind, TransportPolicy};
+pub use statics::StaticRange;
 pub use team::Team;
 pub use types::{AtomicInt, Cmp, Elem, ReduceOp, Reducible, SignalOp, Width};

@@ -15,7 +15,13 @@ struct Open;
 impl gda_sim::registry::Dispatch for Open {
     type Output = Result<Box<dyn CPe>>;
     fn run<P: gda_sim::Modeled>(self) -> Self::Output {
-        Ok(Box::new(launch::init_from_env::<P>()?))
+        let mut cfg = gda_shmem::Config::from_env()?;
+        // The program's global and static variables are symmetric (OpenSHMEM). SAFETY: the
+        // program calls `shmem_init` before any thread of its own writes them (as the
+        // specification's "call it before any other OpenSHMEM routine" implies, and the
+        // documentation of this library says), and this process has one PE.
+        cfg.static_data = Some(unsafe { gda_shmem::StaticRange::executable() }?);
+        Ok(Box::new(launch::init_from_env_with::<P>(&cfg)?))
     }
 }
 

@@ -47,6 +47,11 @@ pub struct Config {
     /// The GPU of a GPU heap (`GDA_SHMEM_GPU`; default the PE's rank modulo the GPUs this
     /// process sees, which is the local rank when ranks fill hosts in blocks).
     pub gpu: Option<u32>,
+    /// Memory of this process to make symmetric besides the heap: the program's global and
+    /// static variables ([`StaticRange::executable`](crate::StaticRange::executable); the
+    /// OpenSHMEM C library sets it). `None` (the default): only the heap is symmetric. Every
+    /// PE must give a range of the same length.
+    pub static_data: Option<crate::StaticRange>,
 }
 
 impl Default for Config {
@@ -58,6 +63,7 @@ impl Default for Config {
             hosts: None,
             heap: HeapPlacement::Host,
             gpu: None,
+            static_data: None,
         }
     }
 }

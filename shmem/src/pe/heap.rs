@@ -7,6 +7,7 @@ use gda_hal::{Provider, mmio};
 use super::{Pe, TEAM_BYTES};
 use crate::error::{Result, ShmemError};
 use crate::heap::Sym;
+use crate::statics::DATA_TAG;
 use crate::types::Elem;
 
 impl<P: Provider> Pe<P> {
@@ -84,35 +85,49 @@ impl<P: Provider> Pe<P> {
     /// time; use [`Pe::read`]/[`Pe::write`] or atomics unless you synchronised).
     pub fn local_ptr<T: Elem>(&self, s: Sym<T>) -> Result<*mut T> {
         let off = self.at(s, 0, s.len)?;
-        // SAFETY: `at` checked that `s` belongs to this heap and lies inside it.
-        Ok(unsafe { self.base.add(off).cast() })
+        // `at` checked that `s` belongs to this heap (or the static data) and lies inside it.
+        Ok(self.net.local(off).cast())
     }
 
-    /// The symmetric object of `n` elements at `addr` in this PE's heap: how callers that name
-    /// symmetric memory by address (the OpenSHMEM C ABI) reach the routines. The range must lie
-    /// in the user heap (not the team areas or staging) and `addr` be aligned for `T`; it need
-    /// not be a whole allocation.
+    /// The symmetric object of `n` elements at `addr` in this PE's heap or static data: how
+    /// callers that name symmetric memory by address (the OpenSHMEM C ABI) reach the routines.
+    /// The range must lie in the user heap (not the team areas or staging) or in the static
+    /// data ([`Config::static_data`](crate::Config::static_data)), and `addr` be aligned for
+    /// `T`; it need not be a whole allocation or variable.
     pub fn sym_at<T: Elem>(&self, addr: *const T, n: usize) -> Result<Sym<T>> {
         let a = addr as usize;
-        let base = self.base as usize;
-        let end = n
-            .checked_mul(size_of::<T>())
-            .and_then(|b| a.checked_sub(base)?.checked_add(b));
-        match end {
-            Some(e) if a >= base && e <= self.heap_size && a % align_of::<T>() == 0 => {
-                Ok(Sym::new(a - base, n, self.heap_id))
-            }
+        let bytes = n.checked_mul(size_of::<T>());
+        let inside = |base: *mut u8, len: usize| {
+            let off = a.checked_sub(base as usize)?;
+            (!base.is_null() && off.checked_add(bytes?)? <= len).then_some(off)
+        };
+        let aligned = a % align_of::<T>() == 0;
+        let off = match (
+            inside(self.base, self.heap_size),
+            inside(self.net.data, self.data_len),
+        ) {
+            (Some(off), _) => Some(off),
+            (None, Some(off)) => Some(DATA_TAG + off),
+            (None, None) => None,
+        };
+        match off {
+            Some(off) if aligned => Ok(Sym::new(off, n, self.heap_id)),
             _ => Err(ShmemError::Range(format!(
-                "{addr:p}..+{} bytes is not in PE {}'s symmetric heap [{:p}, {:p}){}",
+                "{addr:p}..+{} bytes is not in PE {}'s symmetric heap [{:p}, {:p}){}{}",
                 n.saturating_mul(size_of::<T>()),
                 self.me,
                 self.base,
                 self.base.wrapping_add(self.heap_size),
-                if a % align_of::<T>() == 0 {
-                    ""
+                if self.net.data.is_null() {
+                    String::new()
                 } else {
-                    " or is misaligned"
-                }
+                    format!(
+                        " or its static data [{:p}, {:p})",
+                        self.net.data,
+                        self.net.data.wrapping_add(self.data_len)
+                    )
+                },
+                if aligned { "" } else { " or is misaligned" }
             ))),
         }
     }
@@ -149,8 +164,14 @@ impl<P: Provider> Pe<P> {
         let end = n
             .checked_mul(size_of::<T>())
             .and_then(|b| off.checked_add(b));
+        let limit = if off >= DATA_TAG {
+            // Static data: `DATA_TAG + data_len` (0 without static data: nothing passes).
+            DATA_TAG + self.data_len
+        } else {
+            self.bounce
+        };
         match end {
-            Some(e) if e <= self.bounce => Ok(off),
+            Some(e) if e <= limit => Ok(off),
             _ => Err(ShmemError::Range(format!(
                 "{s:?} elements {idx}..+{n} leave PE {}'s symmetric memory",
                 self.me
@@ -163,14 +184,14 @@ impl<P: Provider> Pe<P> {
         let off = self.at(s, idx, 1)?;
         // SAFETY: in range and aligned (allocations are aligned for `T`); volatile because peers
         // write it behind the compiler's back.
-        Ok(unsafe { mmio::sym_read(self.base.add(off).cast::<T>()) })
+        Ok(unsafe { mmio::sym_read(self.net.local(off).cast::<T>()) })
     }
 
     /// Writes element `idx` of this PE's copy (a volatile store).
     pub fn write<T: Elem>(&self, s: Sym<T>, idx: usize, v: T) -> Result<()> {
         let off = self.at(s, idx, 1)?;
         // SAFETY: in range and aligned.
-        unsafe { mmio::sym_write(self.base.add(off).cast::<T>(), v) };
+        unsafe { mmio::sym_write(self.net.local(off).cast::<T>(), v) };
         Ok(())
     }
 
@@ -182,7 +203,7 @@ impl<P: Provider> Pe<P> {
         unsafe {
             mmio::sym_copy(
                 out.as_mut_ptr().cast(),
-                self.base.add(off),
+                self.net.local(off),
                 size_of_val(out),
             );
         }
@@ -193,7 +214,7 @@ impl<P: Provider> Pe<P> {
     pub fn copy_in<T: Elem>(&self, s: Sym<T>, idx: usize, src: &[T]) -> Result<()> {
         let off = self.at(s, idx, src.len())?;
         // SAFETY: in range; `src` is a Rust slice of the same byte length.
-        unsafe { mmio::sym_copy(self.base.add(off), src.as_ptr().cast(), size_of_val(src)) };
+        unsafe { mmio::sym_copy(self.net.local(off), src.as_ptr().cast(), size_of_val(src)) };
         fence(Ordering::Release);
         Ok(())
     }

@@ -11,6 +11,7 @@ use crate::domain::{Conn, DeviceConn, Nudge, RdmaNic};
 use crate::error::{Result, ShmemError};
 use crate::heap::Allocator;
 use crate::memory::{HeapPlacement, LocalSeg};
+use crate::statics::StaticSeg;
 use crate::transport::{Net, P2p, Rdma, Route, Staging};
 
 fn host_key(rank: u32, cfg: &Config) -> String {
@@ -38,6 +39,10 @@ struct Info {
     pid_ns: u64,
     base: u64,
     len: u64,
+    /// The static data's address in the peer's address space (an RDMA remote address) and
+    /// length (0, 0 without).
+    data_base: u64,
+    data_len: u64,
     placement: HeapPlacement,
     shared: Vec<u8>,
     host: String,
@@ -50,7 +55,7 @@ fn process_token() -> u128 {
     *TOKEN.get_or_init(rand::random)
 }
 
-const INFO_FIXED: usize = 16 + 8 + 4 + 8 + 8 + 8 + 1 + 4;
+const INFO_FIXED: usize = 16 + 8 + 4 + 8 + 8 + 8 + 8 + 8 + 1 + 4;
 
 impl Info {
     fn encode(&self) -> Vec<u8> {
@@ -61,6 +66,8 @@ impl Info {
         b.extend_from_slice(&self.pid_ns.to_le_bytes());
         b.extend_from_slice(&self.base.to_le_bytes());
         b.extend_from_slice(&self.len.to_le_bytes());
+        b.extend_from_slice(&self.data_base.to_le_bytes());
+        b.extend_from_slice(&self.data_len.to_le_bytes());
         b.push(self.placement.code());
         b.extend_from_slice(&(self.shared.len() as u32).to_le_bytes());
         b.extend_from_slice(&self.shared);
@@ -84,6 +91,8 @@ impl Info {
         let pid_ns = u64::from_le_bytes(take(&mut fixed));
         let base = u64::from_le_bytes(take(&mut fixed));
         let len = u64::from_le_bytes(take(&mut fixed));
+        let data_base = u64::from_le_bytes(take(&mut fixed));
+        let data_len = u64::from_le_bytes(take(&mut fixed));
         let placement = HeapPlacement::from_code(take::<1>(&mut fixed)[0])?;
         let n_shared = u32::from_le_bytes(take(&mut fixed)) as usize;
         let (shared, host) = rest.split_at_checked(n_shared).ok_or_else(|| {
@@ -99,6 +108,8 @@ impl Info {
             pid_ns,
             base,
             len,
+            data_base,
+            data_len,
             placement,
             shared: shared.to_vec(),
             host: String::from_utf8_lossy(host).into_owned(),
@@ -138,6 +149,15 @@ impl<P: Provider> Pe<P> {
         let bounce = internal + TEAM_SLOTS * TEAM_BYTES;
         let total = bounce + BOUNCE;
         let mut seg = LocalSeg::create(cfg.heap, &job, me, total, cfg.gpu)?;
+        let statics = match cfg.static_data {
+            // SAFETY: the range came from `StaticRange::executable`, whose caller promised
+            // that nothing else writes it during this init.
+            Some(r) => Some(unsafe { StaticSeg::claim(r, &job, me) }?),
+            None => None,
+        };
+        let (data, data_len) = statics
+            .as_ref()
+            .map_or((std::ptr::null_mut(), 0), |d| (d.as_ptr(), d.len()));
         let mine = Info {
             token: process_token(),
             heap_id: rand::random(),
@@ -145,6 +165,8 @@ impl<P: Provider> Pe<P> {
             pid_ns: gda_os::process::pid_namespace(),
             base: seg.as_ptr() as u64,
             len: total as u64,
+            data_base: data as u64,
+            data_len: data_len as u64,
             placement: seg.placement(),
             shared: seg.share()?,
             host: host_key(me, cfg),
@@ -175,17 +197,29 @@ impl<P: Provider> Pe<P> {
                 i.placement, mine.placement
             )));
         }
+        if let Some((j, i)) = infos
+            .iter()
+            .enumerate()
+            .find(|(_, i)| i.data_len != data_len as u64)
+        {
+            return Err(ShmemError::Config(format!(
+                "PE {j} has {} bytes of symmetric static data, PE {me} has {data_len}: every \
+                 PE must run the same executable",
+                i.data_len
+            )));
+        }
         let same_host: Vec<bool> = infos.iter().map(|i| i.host == mine.host).collect();
         // Routes, and the segments of same-host processes mapped here. This PE's own route is
         // P2P to its own heap (`Local`); RDMA routes are filled in below, once connected.
         let mut routes: Vec<Option<Route<P>>> = Vec::with_capacity(n as usize);
         let mut peer_segs = Vec::new();
+        let mut peer_statics = Vec::new();
         let mut rdma_pes = Vec::new();
         for (j, info) in infos.iter().enumerate() {
             let j32 = j as u32;
             let p2p = match cfg.transport {
                 _ if j32 == me => {
-                    routes.push(Some(Route::P2p(P2p::new(seg.as_ptr(), true))));
+                    routes.push(Some(Route::P2p(P2p::new(seg.as_ptr(), data, true))));
                     continue;
                 }
                 TransportPolicy::Rdma => false,
@@ -213,12 +247,20 @@ impl<P: Provider> Pe<P> {
                         }
                         e => e,
                     })?;
-                routes.push(Some(Route::P2p(P2p::new(s.as_ptr(), false))));
+                let d = if data_len > 0 {
+                    let d = StaticSeg::open_peer(&job, j32, data_len)?;
+                    let p = d.as_ptr();
+                    peer_statics.push(d);
+                    p
+                } else {
+                    std::ptr::null_mut()
+                };
+                routes.push(Some(Route::P2p(P2p::new(s.as_ptr(), d, false))));
                 peer_segs.push(s);
             }
         }
         // RDMA: register the whole segment once, one RC QP per RDMA peer, exchange endpoints.
-        let mut lkey = 0;
+        let (mut lkey, mut data_lkey) = (0, 0);
         let mut blob = Vec::new();
         let mut qp_of = Vec::new();
         if !rdma_pes.is_empty() {
@@ -232,6 +274,14 @@ impl<P: Provider> Pe<P> {
             let (l, r) = unsafe { d.register(&seg.nic_desc()?) }?;
             lkey = l;
             blob.extend_from_slice(&r.to_le_bytes());
+            let mut data_rkey = 0;
+            if let Some(st) = &statics {
+                // SAFETY: as the segment's: the static data stays mapped for the process's
+                // life, longer than the domain.
+                let (l, r) = unsafe { d.register(&st.nic_desc()) }?;
+                (data_lkey, data_rkey) = (l, r);
+            }
+            blob.extend_from_slice(&data_rkey.to_le_bytes());
             for &j in &rdma_pes {
                 let (q, ep) = d.create_qp()?;
                 qp_of.push(q);
@@ -243,7 +293,7 @@ impl<P: Provider> Pe<P> {
         let blobs = boot.allgather(&blob)?;
         for (k, &j) in rdma_pes.iter().enumerate() {
             let b = &blobs[j as usize];
-            let (rkey, ep) = find_endpoint(b, me).ok_or_else(|| {
+            let (rkey, data_rkey, ep) = find_endpoint(b, me).ok_or_else(|| {
                 ShmemError::Boot(format!("PE {j} published no RDMA endpoint for PE {me}"))
             })?;
             let d = domain
@@ -260,7 +310,14 @@ impl<P: Provider> Pe<P> {
                 op: "queue setup",
                 source: e,
             })?;
-            routes[j as usize] = Some(Route::Rdma(Rdma::new(j, sq, infos[j as usize].base, rkey)));
+            let i = &infos[j as usize];
+            routes[j as usize] = Some(Route::Rdma(Rdma::new(
+                j,
+                sq,
+                i.base,
+                rkey,
+                (i.data_base, data_rkey),
+            )));
         }
         let routes = routes
             .into_iter()
@@ -270,6 +327,9 @@ impl<P: Provider> Pe<P> {
         // nothing in /dev/shm).
         boot.barrier()?;
         seg.unlink()?;
+        if let Some(st) = &statics {
+            st.unlink()?;
+        }
         boot.barrier()?;
         // Liveness by PID only for other processes of our PID namespace (a PID from another
         // namespace names some unrelated process here).
@@ -293,6 +353,8 @@ impl<P: Provider> Pe<P> {
                 routes,
                 base: seg.as_ptr(),
                 lkey,
+                data,
+                data_lkey,
                 staging: Staging::new(bounce, BOUNCE),
                 live,
                 rdma_routes: rdma_pes.len(),
@@ -301,6 +363,7 @@ impl<P: Provider> Pe<P> {
             },
             base: seg.as_ptr(),
             heap_size,
+            data_len,
             internal,
             bounce,
             heap: RefCell::new(Allocator::new(heap_size)),
@@ -311,6 +374,7 @@ impl<P: Provider> Pe<P> {
             finalized: Cell::new(false),
             peer_segs: std::mem::ManuallyDrop::new(peer_segs),
             seg: std::mem::ManuallyDrop::new(seg),
+            statics: std::mem::ManuallyDrop::new((peer_statics, statics)),
             unsafe_to_unmap: Cell::new(false),
         };
         super::team::init_teams(&pe)?;
@@ -318,15 +382,18 @@ impl<P: Provider> Pe<P> {
     }
 }
 
-fn find_endpoint(b: &[u8], me: u32) -> Option<(u32, &[u8])> {
+/// In PE `j`'s RDMA blob (heap rkey, static-data rkey, then endpoints by target PE), the keys
+/// and the endpoint it made for PE `me`.
+fn find_endpoint(b: &[u8], me: u32) -> Option<(u32, u32, &[u8])> {
     let rkey = u32::from_le_bytes(b.get(..4)?.try_into().ok()?);
-    let mut at = 4;
+    let data_rkey = u32::from_le_bytes(b.get(4..8)?.try_into().ok()?);
+    let mut at = 8;
     while at + 8 <= b.len() {
         let j = u32::from_le_bytes(b[at..at + 4].try_into().ok()?);
         let n = u32::from_le_bytes(b[at + 4..at + 8].try_into().ok()?) as usize;
         let ep = b.get(at + 8..at + 8 + n)?;
         if j == me {
-            return Some((rkey, ep));
+            return Some((rkey, data_rkey, ep));
         }
         at += 8 + n;
     }
@@ -345,6 +412,8 @@ mod tests {
             pid_ns: 4026531836,
             base: 0x7f00_0000_0000,
             len: 1 << 20,
+            data_base: 0x5555_0000_4000,
+            data_len: 8192,
             placement,
             shared,
             host: "node1/boot".into(),
@@ -366,11 +435,23 @@ mod tests {
                     d.heap_id,
                     d.base,
                     d.len,
+                    d.data_base,
+                    d.data_len,
                     d.placement,
                     d.shared,
                     d.host
                 ),
-                (7, 9, 0x7f00_0000_0000, 1 << 20, placement, shared, i.host)
+                (
+                    7,
+                    9,
+                    0x7f00_0000_0000,
+                    1 << 20,
+                    0x5555_0000_4000,
+                    8192,
+                    placement,
+                    shared,
+                    i.host
+                )
             );
             cases += 1;
         }

@@ -30,6 +30,7 @@ use crate::boot::Bootstrap;
 use crate::error::{Result, ShmemError};
 use crate::heap::Allocator;
 use crate::memory::{LocalSeg, PeerSeg};
+use crate::statics::StaticSeg;
 use team::Teams;
 // The trait only for its methods: `pe::Transport` is the old name of `TransportKind`.
 use crate::transport::Transport as _;
@@ -66,6 +67,8 @@ pub struct Pe<P: Provider> {
     /// This PE's segment in this address space.
     base: *mut u8,
     heap_size: usize,
+    /// Bytes of the static data (0 without; its address is `net.data`).
+    data_len: usize,
     /// Segment offset of the team area (after the user heap).
     internal: usize,
     /// Segment offset of staging: the end of the symmetric part.
@@ -80,6 +83,9 @@ pub struct Pe<P: Provider> {
     // Kept alive, and dropped (in `Drop`) after `net`: the mapped peer heaps, this PE's heap.
     peer_segs: std::mem::ManuallyDrop<Vec<PeerSeg>>,
     seg: std::mem::ManuallyDrop<LocalSeg>,
+    /// Same-host peers' static data mapped here, and this PE's (whose mapping over the
+    /// program's data stays when it drops).
+    statics: std::mem::ManuallyDrop<(Vec<gda_os::shm::Segment>, Option<StaticSeg>)>,
     /// The final barrier failed (a peer gave up): peers may still be storing into this heap,
     /// so its mapping is never unmapped (see `Drop`).
     unsafe_to_unmap: Cell<bool>,

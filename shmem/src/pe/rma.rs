@@ -195,7 +195,7 @@ impl<P: Provider> Pe<P> {
     pub fn signal_fetch(&self, sig: Sym<u64>, sidx: usize) -> Result<u64> {
         let off = self.at(sig, sidx, 1)?;
         // SAFETY: an aligned u64 in this PE's heap, accessed atomically by all.
-        Ok(unsafe { load(self.base.add(off), Width::W64) })
+        Ok(unsafe { load(self.net.local(off), Width::W64) })
     }
 
     /// Waits until this PE's `sig[sidx] <cmp> value`; returns the signal's value.

@@ -49,6 +49,7 @@ impl<P: Provider> Drop for Pe<P> {
         unsafe {
             std::mem::ManuallyDrop::drop(&mut self.peer_segs);
             std::mem::ManuallyDrop::drop(&mut self.seg);
+            std::mem::ManuallyDrop::drop(&mut self.statics);
         }
     }
 }

@@ -102,7 +102,7 @@ impl<P: Provider> Pe<P> {
     ) -> Result<()> {
         let off = self.amo_off(ivar, idx)?;
         // SAFETY: an aligned operand in this PE's heap, accessed atomically by all.
-        let load = || T::from_bits(unsafe { load(self.base.add(off), T::WIDTH) });
+        let load = || T::from_bits(unsafe { load(self.net.local(off), T::WIDTH) });
         self.wait_for(
             &|| format!("{ivar:?}[{idx}] {cmp:?} {value:?}"),
             &Vec::new,
@@ -120,7 +120,7 @@ impl<P: Provider> Pe<P> {
     ) -> Result<bool> {
         let off = self.amo_off(ivar, idx)?;
         // SAFETY: an aligned operand in this PE's heap, accessed atomically by all.
-        let v = T::from_bits(unsafe { load(self.base.add(off), T::WIDTH) });
+        let v = T::from_bits(unsafe { load(self.net.local(off), T::WIDTH) });
         Ok(cmp.holds(v, value))
     }
 

@@ -268,6 +268,10 @@ pub(crate) struct Net<P: Provider> {
     pub(crate) base: *mut u8,
     /// The segment's local key (0 without RDMA routes).
     pub(crate) lkey: u32,
+    /// This PE's static data (the program's variables) in this address space; null without.
+    pub(crate) data: *mut u8,
+    /// The static data's local key (0 without RDMA routes or static data).
+    pub(crate) data_lkey: u32,
     /// Private registered memory for RDMA sources, destinations and atomic results.
     pub(crate) staging: Staging,
     /// Which peers' processes can be checked for liveness, to report a dead peer rather than
@@ -283,6 +287,17 @@ pub(crate) struct Net<P: Provider> {
 }
 
 impl<P: Provider> Net<P> {
+    /// This PE's byte at symmetric offset `off` (segment, or static data at
+    /// [`DATA_TAG`](crate::statics::DATA_TAG) and above); `off` is range-checked by the caller.
+    #[inline(always)]
+    pub(crate) fn local(&self, off: usize) -> *mut u8 {
+        if off >= crate::statics::DATA_TAG {
+            self.data.wrapping_add(off - crate::statics::DATA_TAG)
+        } else {
+            self.base.wrapping_add(off)
+        }
+    }
+
     /// Quiets every route, then recycles the staging memory (nothing in flight uses it any
     /// more).
     pub(crate) fn quiet_all(&self) -> Result<()> {

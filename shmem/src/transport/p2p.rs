@@ -8,20 +8,25 @@ use gda_hal::{Provider, mmio};
 use super::TransportKind;
 use super::{Amo, Net, Transport};
 use crate::error::Result;
+use crate::statics::DATA_TAG;
 use crate::types::{SignalOp, Width};
 
 /// A PE reached by load/store: a peer's heap mapped here, or this PE's own heap.
 pub(crate) struct P2p {
     /// The first byte of the target's segment in this address space.
     base: *mut u8,
+    /// The first byte of the target's static data here (null when the job has none; no
+    /// offset reaches it then, see `Pe::at`).
+    data: *mut u8,
     /// The target is this PE.
     local: bool,
 }
 
 impl P2p {
-    /// The route to the segment mapped at `base` (kept mapped while the route is used).
-    pub(crate) fn new(base: *mut u8, local: bool) -> Self {
-        Self { base, local }
+    /// The route to the segment mapped at `base` and the static data at `data` (both kept
+    /// mapped while the route is used).
+    pub(crate) fn new(base: *mut u8, data: *mut u8, local: bool) -> Self {
+        Self { base, data, local }
     }
 
     /// The target's byte at `off` in this address space (`shmem_ptr`).
@@ -29,12 +34,16 @@ impl P2p {
         self.at(off)
     }
 
-    /// The target's byte at `off`.
+    /// The target's byte at `off` (its segment, or its static data at [`DATA_TAG`] and above).
     #[inline(always)]
     fn at(&self, off: usize) -> *mut u8 {
         // `wrapping_add`: no `unsafe` needed to form the address; every caller's offset is
-        // range-checked inside the segment, so it is the same as `add`.
-        self.base.wrapping_add(off)
+        // range-checked inside the segment or the static data, so it is the same as `add`.
+        if off >= DATA_TAG {
+            self.data.wrapping_add(off - DATA_TAG)
+        } else {
+            self.base.wrapping_add(off)
+        }
     }
 }
 
@@ -85,7 +94,7 @@ impl<P: Provider> Transport<P> for P2p {
     #[inline]
     fn get_nbi(&self, net: &Net<P>, dst_off: usize, src_off: usize, len: usize) -> Result<()> {
         // A copy completes at once. The destination is this PE's own segment (route `me`).
-        let dst = net.base.wrapping_add(dst_off);
+        let dst = net.local(dst_off);
         // SAFETY: `dst_off..+len` is range-checked in this PE's segment, valid for writes.
         unsafe { Transport::<P>::get(self, net, src_off, dst, len) }
     }

@@ -12,6 +12,7 @@ use gda_hal::{
 use super::TransportKind;
 use super::{Amo, Net, Transport, all_ones};
 use crate::error::{Result, ShmemError};
+use crate::statics::DATA_TAG;
 use crate::types::{SignalOp, Width};
 
 /// Private staging memory: a bump allocator over a range of this PE's segment, recycled by
@@ -70,6 +71,8 @@ pub(crate) struct Rdma<P: Provider> {
     /// The peer's segment base in *its* address space (a remote address, never a pointer).
     base: u64,
     rkey: u32,
+    /// The peer's static data: its address there and its key (0, 0 when the job has none).
+    data: (u64, u32),
     /// The next WQE to this PE waits for earlier ones (`fence`).
     fence: Cell<bool>,
     /// Something was posted since the last quiet.
@@ -77,13 +80,15 @@ pub(crate) struct Rdma<P: Provider> {
 }
 
 impl<P: Provider> Rdma<P> {
-    /// The route to PE `pe` over `sq`, whose segment starts at remote address `base`.
-    pub(crate) fn new(pe: u32, sq: SendQueue<P>, base: u64, rkey: u32) -> Self {
+    /// The route to PE `pe` over `sq`, whose segment starts at remote address `base` (key
+    /// `rkey`) and its static data at `data.0` (key `data.1`).
+    pub(crate) fn new(pe: u32, sq: SendQueue<P>, base: u64, rkey: u32, data: (u64, u32)) -> Self {
         Self {
             pe,
             sq,
             base,
             rkey,
+            data,
             fence: Cell::new(false),
             dirty: Cell::new(false),
         }
@@ -102,19 +107,30 @@ impl<P: Provider> Rdma<P> {
 
     #[inline]
     fn remote(&self, off: usize) -> Remote {
-        Remote {
-            addr: self.base + off as u64,
-            rkey: self.rkey,
+        if off >= DATA_TAG {
+            Remote {
+                addr: self.data.0 + (off - DATA_TAG) as u64,
+                rkey: self.data.1,
+            }
+        } else {
+            Remote {
+                addr: self.base + off as u64,
+                rkey: self.rkey,
+            }
         }
     }
 
-    /// This PE's segment bytes `off..off + len` as a gather/scatter entry.
+    /// This PE's bytes `off..off + len` (segment or static data) as a gather/scatter entry.
     #[inline]
     fn sge(net: &Net<P>, off: usize, len: usize) -> Sge {
         Sge {
-            addr: net.base as u64 + off as u64,
+            addr: net.local(off) as u64,
             length: len as u32,
-            lkey: net.lkey,
+            lkey: if off >= DATA_TAG {
+                net.data_lkey
+            } else {
+                net.lkey
+            },
         }
     }
 
