@@ -18,7 +18,7 @@
 #   --plot FILE        afterwards run `"$BUILD/gda" plot --compare "$OUT" --out FILE` (the
 #                      `gda plot` subcommand; skipped with a warning when $BUILD/gda is absent)
 #   --bench-args ARGS  extra benchmark arguments for both, e.g. "-s 8:4096 -t 50" (see -h of
-#                      the benchmark: -i ITERS, -s MIN:MAX, -w WINDOW, -t MS)
+#                      the benchmark: -i ITERS, -s MIN:MAX, -w WINDOW, -t MS, -a OFFSET)
 #   --keep             keep the temporary directory (binaries and raw output of every run)
 #
 # Environment: OSHCC (default oshcc), OSHRUN (default oshrun), BENCH_CFLAGS (default -O2, used
@@ -69,7 +69,8 @@ done
 [[ "$TOLERANCE" =~ ^[0-9]+([.][0-9]+)?$ ]] || bad_arg "--tolerance wants a number >= 0"
 [[ "$RUN_TIMEOUT" =~ ^[1-9][0-9]*$ ]] || bad_arg "RUN_TIMEOUT wants a positive integer"
 
-BUILD=$(cd "$BUILD" 2>/dev/null && pwd) || die "gda build directory '$BUILD' does not exist (cargo build --release --features capi makes target/release)"
+abs=$(cd "$BUILD" 2>/dev/null && pwd) || die "gda build directory '$BUILD' does not exist (cargo build --release --features capi makes target/release)"
+BUILD=$abs
 for f in gdacc gdarun libgdashmem.so; do
   [ -e "$BUILD/$f" ] || die "$BUILD/$f is missing (or a dangling link): the build directory must hold gdacc, gdarun and libgdashmem.so (cargo build --release --features capi)"
 done

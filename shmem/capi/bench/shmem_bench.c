@@ -21,6 +21,11 @@
  * of one operation); with -i N every measurement runs exactly N iterations (N windows for
  * put_rate).
  *
+ * PE 0's local buffers (put source, get target) are page-aligned plus -a OFFSET bytes: libc's
+ * memcpy/memmove speed on some CPUs depends on the source/destination alignment, so the figures
+ * of a library that copies with it can change with -a. The info line gives the offset and the
+ * symmetric put target's address modulo 64.
+ *
  * Results are checked: after each put loop PE 1 compares what arrived with the pattern sent,
  * each get is compared with the pattern PE 1 wrote, and the atomic counters must hold the
  * expected sums. A mismatch prints an error on stderr and ends the job with status 1.
@@ -43,6 +48,7 @@ static long opt_iters = 0;            /* 0: adaptive */
 static double opt_target_ms = 100.0;  /* adaptive: time per measurement */
 static size_t opt_min = 8, opt_max = 1 << 20;
 static long opt_window = 64;
+static long opt_offset = 0;          /* local buffers: page-aligned + this many bytes */
 
 static int me, npes;
 
@@ -58,7 +64,7 @@ static double now_us(void) {
 
 static void usage(FILE *f, const char *prog) {
     fprintf(f,
-            "Usage: %s [-i ITERS] [-s MIN:MAX] [-w WINDOW] [-t MS] [-h]\n"
+            "Usage: %s [-i ITERS] [-s MIN:MAX] [-w WINDOW] [-t MS] [-a OFFSET] [-h]\n"
             "  OpenSHMEM micro-benchmark, run with 2 (or more) PEs; PE 0 measures against PE 1\n"
             "  and prints one JSON line per result on stdout.\n"
             "  -i ITERS    iterations per measurement (default: adaptive, see -t)\n"
@@ -67,6 +73,8 @@ static void usage(FILE *f, const char *prog) {
             "  -w WINDOW   puts per quiet in put_rate and adds per quiet in amo_add_rate\n"
             "              (default 64)\n"
             "  -t MS       adaptive mode: target time per measurement in ms (default 100)\n"
+            "  -a OFFSET   PE 0's local put source and get target start OFFSET bytes after a\n"
+            "              page boundary (0..4095, default 0); memcpy speed can depend on it\n"
             "  -h          this help\n"
             "Metrics: put_lat put_rate get_lat amo_add_rate amo_fadd_lat barrier_lat.\n"
             "Exit status: 0 on success, 1 if a result failed its check, 2 on bad arguments.\n",
@@ -95,7 +103,7 @@ static int parse_args(int argc, char **argv) {
             usage(stdout, argv[0]);
             return 1;
         }
-        if (a[0] == '-' && a[1] && strchr("istw", a[1]) && a[2] == '\0') {
+        if (a[0] == '-' && a[1] && strchr("istwa", a[1]) && a[2] == '\0') {
             if (i + 1 >= argc) {
                 fprintf(stderr, "%s: %s needs a value\n", argv[0], a);
                 return -1;
@@ -118,6 +126,13 @@ static int parse_args(int argc, char **argv) {
             opt_window = strtol(val, &end, 10);
             if (*end || opt_window < 1 || opt_window > 65536) {
                 fprintf(stderr, "%s: -w wants 1..65536\n", argv[0]);
+                return -1;
+            }
+            break;
+        case 'a':
+            opt_offset = strtol(val, &end, 10);
+            if (*end || opt_offset < 0 || opt_offset > 4095) {
+                fprintf(stderr, "%s: -a wants 0..4095\n", argv[0]);
                 return -1;
             }
             break;
@@ -429,17 +444,20 @@ int main(int argc, char **argv) {
     sym_src = sym_alloc(opt_max, "get source");
     ctl[0] = ctl[1] = 0;
     cnt[0] = cnt[1] = 0;
+    void *loc_src_mem = NULL, *loc_dst_mem = NULL;
     if (me == 0) {
-        loc_src = malloc(opt_max);
-        loc_dst = malloc(opt_max);
-        if (!loc_src || !loc_dst) {
-            fprintf(stderr, "shmem_bench: malloc(%zu) failed\n", opt_max);
+        if (posix_memalign(&loc_src_mem, 4096, opt_max + 4096) ||
+            posix_memalign(&loc_dst_mem, 4096, opt_max + 4096)) {
+            fprintf(stderr, "shmem_bench: posix_memalign(%zu) failed\n", opt_max + 4096);
             shmem_global_exit(1);
         }
+        loc_src = (unsigned char *)loc_src_mem + opt_offset;
+        loc_dst = (unsigned char *)loc_dst_mem + opt_offset;
         printf("{\"metric\":\"info\",\"vendor\":\"%s\",\"spec\":\"%d.%d\",\"npes\":%d,"
-               "\"window\":%ld,\"iters\":%ld,\"target_ms\":%g}\n",
+               "\"window\":%ld,\"iters\":%ld,\"target_ms\":%g,\"offset\":%ld,"
+               "\"dst_mod64\":%lu}\n",
                SHMEM_VENDOR_STRING, SHMEM_MAJOR_VERSION, SHMEM_MINOR_VERSION, npes, opt_window,
-               opt_iters, opt_target_ms);
+               opt_iters, opt_target_ms, opt_offset, (unsigned long)((uintptr_t)sym_dst % 64));
         fflush(stdout);
     }
     shmem_barrier_all();
@@ -453,8 +471,8 @@ int main(int argc, char **argv) {
 
     shmem_barrier_all();
     if (me == 0) {
-        free(loc_src);
-        free(loc_dst);
+        free(loc_src_mem);
+        free(loc_dst_mem);
     }
     shmem_free(sym_src);
     shmem_free(sym_dst);

@@ -5,7 +5,7 @@
  * other by load/store (P2P); GDA_SHMEM_TRANSPORT=rdma sends every remote access through the
  * NIC (the software NIC by default, GDA_SHMEM_PROVIDER=native|mlx5|bnxt picks the queue
  * format it runs). Every misuse (a call before shmem_init, an address outside the symmetric
- * heap, a bad comparison) prints what is wrong on stderr and ends the job with status 1.
+ * heap or the program's global and static variables, a bad comparison) prints what is wrong on stderr and ends the job with status 1.
  *
  * Values of the constants are gda's own choices where the specification leaves them open;
  * programs must use the names, as with every OpenSHMEM library.
@@ -15,6 +15,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h> /* the inline long double reductions */
+#include <string.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -42,16 +44,35 @@ extern "C" {
 #define SHMEM_SIGNAL_SET 0
 #define SHMEM_SIGNAL_ADD 1
 
-/* pSync arrays of the active-set routines (deprecated in 1.5, still provided). */
+/* pSync arrays of the active-set routines (deprecated in 1.5, still provided). gda's
+ * active-set barrier counts rounds in words 0..31 of pSync and a collect passes its running
+ * offset in word 32, so every pSync holds 33 longs. */
 #define SHMEM_SYNC_VALUE 0L
-#define SHMEM_BARRIER_SYNC_SIZE 16
-#define SHMEM_BCAST_SYNC_SIZE 16
-#define SHMEM_REDUCE_SYNC_SIZE 16
-#define SHMEM_COLLECT_SYNC_SIZE 16
-#define SHMEM_ALLTOALL_SYNC_SIZE 16
-#define SHMEM_ALLTOALLS_SYNC_SIZE 16
-#define SHMEM_SYNC_SIZE 16
+#define SHMEM_BARRIER_SYNC_SIZE 33
+#define SHMEM_BCAST_SYNC_SIZE 33
+#define SHMEM_REDUCE_SYNC_SIZE 33
+#define SHMEM_COLLECT_SYNC_SIZE 33
+#define SHMEM_ALLTOALL_SYNC_SIZE 33
+#define SHMEM_ALLTOALLS_SYNC_SIZE 33
+#define SHMEM_SYNC_SIZE 33
 #define SHMEM_REDUCE_MIN_WRKDATA_SIZE 1
+
+/* Teams and contexts: handles (0 is invalid; tables behind them, so a stale handle is an
+ * error, not a dangling pointer). */
+typedef struct gda_shmem_team *shmem_team_t;
+typedef struct gda_shmem_ctx *shmem_ctx_t;
+typedef struct {
+    int num_contexts;
+} shmem_team_config_t;
+#define SHMEM_TEAM_INVALID ((shmem_team_t)0)
+#define SHMEM_TEAM_WORLD ((shmem_team_t)1)
+#define SHMEM_TEAM_SHARED ((shmem_team_t)2)
+#define SHMEM_TEAM_NUM_CONTEXTS 1L
+#define SHMEM_CTX_INVALID ((shmem_ctx_t)0)
+#define SHMEM_CTX_DEFAULT ((shmem_ctx_t)1)
+#define SHMEM_CTX_SERIALIZED 1L
+#define SHMEM_CTX_PRIVATE 2L
+#define SHMEM_CTX_NOSTORE 4L
 
 /* The 1.3 names of the constants. */
 #define _SHMEM_MAJOR_VERSION SHMEM_MAJOR_VERSION
@@ -70,6 +91,7 @@ extern "C" {
 #define _SHMEM_REDUCE_SYNC_SIZE SHMEM_REDUCE_SYNC_SIZE
 #define _SHMEM_COLLECT_SYNC_SIZE SHMEM_COLLECT_SYNC_SIZE
 #define _SHMEM_REDUCE_MIN_WRKDATA_SIZE SHMEM_REDUCE_MIN_WRKDATA_SIZE
+#define _SHMEM_ALLTOALL_SYNC_SIZE SHMEM_ALLTOALL_SYNC_SIZE
 
 /* ---- Type tables (TYPE, TYPENAME), as the specification lists them ------------------------ */
 
@@ -241,6 +263,345 @@ void shmem_fence(void);
 void shmem_quiet(void);
 void shmem_barrier_all(void);
 void shmem_sync_all(void);
+
+/* ---- Contexts ----------------------------------------------------------------------------- */
+
+/* A context shares the PE's routes: shmem_ctx_quiet/fence complete or order everything the PE
+ * issued (at least what a context's own operations need); no independent progress. */
+int shmem_ctx_create(long options, shmem_ctx_t *ctx);
+int shmem_team_create_ctx(shmem_team_t team, long options, shmem_ctx_t *ctx);
+void shmem_ctx_destroy(shmem_ctx_t ctx);
+int shmem_ctx_get_team(shmem_ctx_t ctx, shmem_team_t *team);
+void shmem_ctx_fence(shmem_ctx_t ctx);
+void shmem_ctx_quiet(shmem_ctx_t ctx);
+void shmem_ctx_putmem(shmem_ctx_t ctx, void *dest, const void *source, size_t nelems, int pe);
+void shmem_ctx_getmem(shmem_ctx_t ctx, void *dest, const void *source, size_t nelems, int pe);
+void shmem_ctx_putmem_nbi(shmem_ctx_t ctx, void *dest, const void *source, size_t nelems, int pe);
+void shmem_ctx_getmem_nbi(shmem_ctx_t ctx, void *dest, const void *source, size_t nelems, int pe);
+
+#define GDA_SHMEM_DECL_CTX_SIZED(BITS) \
+    void shmem_ctx_put##BITS(shmem_ctx_t ctx, void *dest, const void *source, size_t nelems, int pe); \
+    void shmem_ctx_get##BITS(shmem_ctx_t ctx, void *dest, const void *source, size_t nelems, int pe); \
+    void shmem_ctx_put##BITS##_nbi(shmem_ctx_t ctx, void *dest, const void *source, size_t nelems, \
+                                   int pe); \
+    void shmem_ctx_get##BITS##_nbi(shmem_ctx_t ctx, void *dest, const void *source, size_t nelems, \
+                                   int pe); \
+    void shmem_ctx_iput##BITS(shmem_ctx_t ctx, void *dest, const void *source, ptrdiff_t dst, \
+                              ptrdiff_t sst, size_t nelems, int pe); \
+    void shmem_ctx_iget##BITS(shmem_ctx_t ctx, void *dest, const void *source, ptrdiff_t dst, \
+                              ptrdiff_t sst, size_t nelems, int pe);
+GDA_SHMEM_DECL_CTX_SIZED(8)
+GDA_SHMEM_DECL_CTX_SIZED(16)
+GDA_SHMEM_DECL_CTX_SIZED(32)
+GDA_SHMEM_DECL_CTX_SIZED(64)
+GDA_SHMEM_DECL_CTX_SIZED(128)
+
+#define GDA_SHMEM_DECL_CTX_RMA(TYPE, NAME) \
+    void shmem_ctx_##NAME##_put(shmem_ctx_t ctx, TYPE *dest, const TYPE *source, size_t nelems, \
+                                int pe); \
+    void shmem_ctx_##NAME##_get(shmem_ctx_t ctx, TYPE *dest, const TYPE *source, size_t nelems, \
+                                int pe); \
+    void shmem_ctx_##NAME##_put_nbi(shmem_ctx_t ctx, TYPE *dest, const TYPE *source, \
+                                    size_t nelems, int pe); \
+    void shmem_ctx_##NAME##_get_nbi(shmem_ctx_t ctx, TYPE *dest, const TYPE *source, \
+                                    size_t nelems, int pe); \
+    void shmem_ctx_##NAME##_iput(shmem_ctx_t ctx, TYPE *dest, const TYPE *source, ptrdiff_t dst, \
+                                 ptrdiff_t sst, size_t nelems, int pe); \
+    void shmem_ctx_##NAME##_iget(shmem_ctx_t ctx, TYPE *dest, const TYPE *source, ptrdiff_t dst, \
+                                 ptrdiff_t sst, size_t nelems, int pe);
+GDA_SHMEM_RMA_TYPES(GDA_SHMEM_DECL_CTX_RMA)
+
+#define GDA_SHMEM_DECL_CTX_PG(TYPE, NAME) \
+    void shmem_ctx_##NAME##_p(shmem_ctx_t ctx, TYPE *dest, TYPE value, int pe); \
+    TYPE shmem_ctx_##NAME##_g(shmem_ctx_t ctx, const TYPE *source, int pe);
+GDA_SHMEM_RMA_VALUE_TYPES(GDA_SHMEM_DECL_CTX_PG)
+
+static inline void shmem_ctx_longdouble_p(shmem_ctx_t ctx, long double *dest, long double value,
+                                          int pe) {
+    shmem_ctx_putmem(ctx, dest, &value, sizeof value, pe);
+}
+static inline long double shmem_ctx_longdouble_g(shmem_ctx_t ctx, const long double *source,
+                                                 int pe) {
+    long double v;
+    shmem_ctx_getmem(ctx, &v, source, sizeof v, pe);
+    return v;
+}
+
+#define GDA_SHMEM_DECL_CTX_AMO(TYPE, NAME) \
+    TYPE shmem_ctx_##NAME##_atomic_fetch(shmem_ctx_t ctx, const TYPE *source, int pe); \
+    void shmem_ctx_##NAME##_atomic_set(shmem_ctx_t ctx, TYPE *dest, TYPE value, int pe); \
+    TYPE shmem_ctx_##NAME##_atomic_swap(shmem_ctx_t ctx, TYPE *dest, TYPE value, int pe); \
+    TYPE shmem_ctx_##NAME##_atomic_compare_swap(shmem_ctx_t ctx, TYPE *dest, TYPE cond, \
+                                                TYPE value, int pe); \
+    TYPE shmem_ctx_##NAME##_atomic_fetch_inc(shmem_ctx_t ctx, TYPE *dest, int pe); \
+    void shmem_ctx_##NAME##_atomic_inc(shmem_ctx_t ctx, TYPE *dest, int pe); \
+    TYPE shmem_ctx_##NAME##_atomic_fetch_add(shmem_ctx_t ctx, TYPE *dest, TYPE value, int pe); \
+    void shmem_ctx_##NAME##_atomic_add(shmem_ctx_t ctx, TYPE *dest, TYPE value, int pe);
+GDA_SHMEM_AMO_TYPES(GDA_SHMEM_DECL_CTX_AMO)
+
+#define GDA_SHMEM_DECL_CTX_BITWISE(TYPE, NAME) \
+    TYPE shmem_ctx_##NAME##_atomic_fetch_and(shmem_ctx_t ctx, TYPE *dest, TYPE value, int pe); \
+    void shmem_ctx_##NAME##_atomic_and(shmem_ctx_t ctx, TYPE *dest, TYPE value, int pe); \
+    TYPE shmem_ctx_##NAME##_atomic_fetch_or(shmem_ctx_t ctx, TYPE *dest, TYPE value, int pe); \
+    void shmem_ctx_##NAME##_atomic_or(shmem_ctx_t ctx, TYPE *dest, TYPE value, int pe); \
+    TYPE shmem_ctx_##NAME##_atomic_fetch_xor(shmem_ctx_t ctx, TYPE *dest, TYPE value, int pe); \
+    void shmem_ctx_##NAME##_atomic_xor(shmem_ctx_t ctx, TYPE *dest, TYPE value, int pe);
+GDA_SHMEM_BITWISE_AMO_TYPES(GDA_SHMEM_DECL_CTX_BITWISE)
+
+/* ---- Signals ------------------------------------------------------------------------------ */
+
+void shmem_putmem_signal(void *dest, const void *source, size_t nelems, uint64_t *sig_addr,
+                         uint64_t signal, int sig_op, int pe);
+void shmem_putmem_signal_nbi(void *dest, const void *source, size_t nelems, uint64_t *sig_addr,
+                             uint64_t signal, int sig_op, int pe);
+void shmem_ctx_putmem_signal(shmem_ctx_t ctx, void *dest, const void *source, size_t nelems,
+                             uint64_t *sig_addr, uint64_t signal, int sig_op, int pe);
+void shmem_ctx_putmem_signal_nbi(shmem_ctx_t ctx, void *dest, const void *source, size_t nelems,
+                                 uint64_t *sig_addr, uint64_t signal, int sig_op, int pe);
+#define GDA_SHMEM_DECL_SIGNAL_SIZED(BITS) \
+    void shmem_put##BITS##_signal(void *dest, const void *source, size_t nelems, \
+                                  uint64_t *sig_addr, uint64_t signal, int sig_op, int pe); \
+    void shmem_put##BITS##_signal_nbi(void *dest, const void *source, size_t nelems, \
+                                      uint64_t *sig_addr, uint64_t signal, int sig_op, int pe); \
+    void shmem_ctx_put##BITS##_signal(shmem_ctx_t ctx, void *dest, const void *source, \
+                                      size_t nelems, uint64_t *sig_addr, uint64_t signal, \
+                                      int sig_op, int pe); \
+    void shmem_ctx_put##BITS##_signal_nbi(shmem_ctx_t ctx, void *dest, const void *source, \
+                                          size_t nelems, uint64_t *sig_addr, uint64_t signal, \
+                                          int sig_op, int pe);
+GDA_SHMEM_DECL_SIGNAL_SIZED(8)
+GDA_SHMEM_DECL_SIGNAL_SIZED(16)
+GDA_SHMEM_DECL_SIGNAL_SIZED(32)
+GDA_SHMEM_DECL_SIGNAL_SIZED(64)
+GDA_SHMEM_DECL_SIGNAL_SIZED(128)
+#define GDA_SHMEM_DECL_SIGNAL(TYPE, NAME) \
+    void shmem_##NAME##_put_signal(TYPE *dest, const TYPE *source, size_t nelems, \
+                                   uint64_t *sig_addr, uint64_t signal, int sig_op, int pe); \
+    void shmem_##NAME##_put_signal_nbi(TYPE *dest, const TYPE *source, size_t nelems, \
+                                       uint64_t *sig_addr, uint64_t signal, int sig_op, int pe); \
+    void shmem_ctx_##NAME##_put_signal(shmem_ctx_t ctx, TYPE *dest, const TYPE *source, \
+                                       size_t nelems, uint64_t *sig_addr, uint64_t signal, \
+                                       int sig_op, int pe); \
+    void shmem_ctx_##NAME##_put_signal_nbi(shmem_ctx_t ctx, TYPE *dest, const TYPE *source, \
+                                           size_t nelems, uint64_t *sig_addr, uint64_t signal, \
+                                           int sig_op, int pe);
+GDA_SHMEM_RMA_TYPES(GDA_SHMEM_DECL_SIGNAL)
+uint64_t shmem_signal_fetch(const uint64_t *sig_addr);
+uint64_t shmem_signal_wait_until(uint64_t *sig_addr, int cmp, uint64_t cmp_value);
+
+/* ---- Multi-variable waits and tests ------------------------------------------------------- */
+
+#define GDA_SHMEM_DECL_MULTI(TYPE, NAME) \
+    void shmem_##NAME##_wait_until_all(TYPE *ivars, size_t nelems, const int *status, int cmp, \
+                                       TYPE cmp_value); \
+    size_t shmem_##NAME##_wait_until_any(TYPE *ivars, size_t nelems, const int *status, int cmp, \
+                                         TYPE cmp_value); \
+    size_t shmem_##NAME##_wait_until_some(TYPE *ivars, size_t nelems, size_t *indices, \
+                                          const int *status, int cmp, TYPE cmp_value); \
+    void shmem_##NAME##_wait_until_all_vector(TYPE *ivars, size_t nelems, const int *status, \
+                                              int cmp, TYPE *cmp_values); \
+    size_t shmem_##NAME##_wait_until_any_vector(TYPE *ivars, size_t nelems, const int *status, \
+                                                int cmp, TYPE *cmp_values); \
+    size_t shmem_##NAME##_wait_until_some_vector(TYPE *ivars, size_t nelems, size_t *indices, \
+                                                 const int *status, int cmp, TYPE *cmp_values); \
+    int shmem_##NAME##_test_all(TYPE *ivars, size_t nelems, const int *status, int cmp, \
+                                TYPE cmp_value); \
+    size_t shmem_##NAME##_test_any(TYPE *ivars, size_t nelems, const int *status, int cmp, \
+                                   TYPE cmp_value); \
+    size_t shmem_##NAME##_test_some(TYPE *ivars, size_t nelems, size_t *indices, \
+                                    const int *status, int cmp, TYPE cmp_value); \
+    int shmem_##NAME##_test_all_vector(TYPE *ivars, size_t nelems, const int *status, int cmp, \
+                                       TYPE *cmp_values); \
+    size_t shmem_##NAME##_test_any_vector(TYPE *ivars, size_t nelems, const int *status, \
+                                          int cmp, TYPE *cmp_values); \
+    size_t shmem_##NAME##_test_some_vector(TYPE *ivars, size_t nelems, size_t *indices, \
+                                           const int *status, int cmp, TYPE *cmp_values);
+GDA_SHMEM_SYNC_TYPES(GDA_SHMEM_DECL_MULTI)
+
+/* ---- Locks -------------------------------------------------------------------------------- */
+
+void shmem_set_lock(long *lock);
+void shmem_clear_lock(long *lock);
+int shmem_test_lock(long *lock);
+
+/* 1.3 cache routines (no-ops). */
+void shmem_clear_cache_inv(void);
+void shmem_set_cache_inv(void);
+void shmem_clear_cache_line_inv(void *target);
+void shmem_set_cache_line_inv(void *target);
+void shmem_udcflush(void);
+void shmem_udcflush_line(void *target);
+
+/* ---- Teams -------------------------------------------------------------------------------- */
+
+int shmem_team_my_pe(shmem_team_t team);
+int shmem_team_n_pes(shmem_team_t team);
+int shmem_team_get_config(shmem_team_t team, long config_mask, shmem_team_config_t *config);
+int shmem_team_translate_pe(shmem_team_t src_team, int src_pe, shmem_team_t dest_team);
+int shmem_team_split_strided(shmem_team_t parent_team, int start, int stride, int size,
+                             const shmem_team_config_t *config, long config_mask,
+                             shmem_team_t *new_team);
+int shmem_team_split_2d(shmem_team_t parent_team, int xrange,
+                        const shmem_team_config_t *xaxis_config, long xaxis_mask,
+                        shmem_team_t *xaxis_team, const shmem_team_config_t *yaxis_config,
+                        long yaxis_mask, shmem_team_t *yaxis_team);
+void shmem_team_destroy(shmem_team_t team);
+int shmem_team_sync(shmem_team_t team);
+void *shmem_team_ptr(shmem_team_t team, const void *dest, int pe);
+
+/* ---- Collectives (teams) ------------------------------------------------------------------ */
+
+int shmem_broadcastmem(shmem_team_t team, void *dest, const void *source, size_t nelems,
+                       int PE_root);
+int shmem_collectmem(shmem_team_t team, void *dest, const void *source, size_t nelems);
+int shmem_fcollectmem(shmem_team_t team, void *dest, const void *source, size_t nelems);
+int shmem_alltoallmem(shmem_team_t team, void *dest, const void *source, size_t nelems);
+int shmem_alltoallsmem(shmem_team_t team, void *dest, const void *source, ptrdiff_t dst,
+                       ptrdiff_t sst, size_t nelems);
+#define GDA_SHMEM_DECL_COLL(TYPE, NAME) \
+    int shmem_##NAME##_broadcast(shmem_team_t team, TYPE *dest, const TYPE *source, \
+                                 size_t nelems, int PE_root); \
+    int shmem_##NAME##_collect(shmem_team_t team, TYPE *dest, const TYPE *source, size_t nelems); \
+    int shmem_##NAME##_fcollect(shmem_team_t team, TYPE *dest, const TYPE *source, \
+                                size_t nelems); \
+    int shmem_##NAME##_alltoall(shmem_team_t team, TYPE *dest, const TYPE *source, \
+                                size_t nelems); \
+    int shmem_##NAME##_alltoalls(shmem_team_t team, TYPE *dest, const TYPE *source, \
+                                 ptrdiff_t dst, ptrdiff_t sst, size_t nelems);
+GDA_SHMEM_RMA_TYPES(GDA_SHMEM_DECL_COLL)
+
+#define GDA_SHMEM_DECL_REDUCE(TYPE, NAME, OP) \
+    int shmem_##NAME##_##OP##_reduce(shmem_team_t team, TYPE *dest, const TYPE *source, \
+                                     size_t nreduce);
+#define GDA_SHMEM_BITWISE_RED_TYPES(X, OP) \
+    X(unsigned char, uchar, OP) X(unsigned short, ushort, OP) X(unsigned int, uint, OP) \
+    X(unsigned long, ulong, OP) X(unsigned long long, ulonglong, OP) X(int8_t, int8, OP) \
+    X(int16_t, int16, OP) X(int32_t, int32, OP) X(int64_t, int64, OP) X(uint8_t, uint8, OP) \
+    X(uint16_t, uint16, OP) X(uint32_t, uint32, OP) X(uint64_t, uint64, OP) X(size_t, size, OP)
+#define GDA_SHMEM_ORDERED_RED_TYPES(X, OP) \
+    X(char, char, OP) X(signed char, schar, OP) X(short, short, OP) X(int, int, OP) \
+    X(long, long, OP) X(long long, longlong, OP) X(ptrdiff_t, ptrdiff, OP) \
+    X(float, float, OP) X(double, double, OP) GDA_SHMEM_BITWISE_RED_TYPES(X, OP)
+GDA_SHMEM_BITWISE_RED_TYPES(GDA_SHMEM_DECL_REDUCE, and)
+GDA_SHMEM_BITWISE_RED_TYPES(GDA_SHMEM_DECL_REDUCE, or)
+GDA_SHMEM_BITWISE_RED_TYPES(GDA_SHMEM_DECL_REDUCE, xor)
+GDA_SHMEM_ORDERED_RED_TYPES(GDA_SHMEM_DECL_REDUCE, max)
+GDA_SHMEM_ORDERED_RED_TYPES(GDA_SHMEM_DECL_REDUCE, min)
+GDA_SHMEM_ORDERED_RED_TYPES(GDA_SHMEM_DECL_REDUCE, sum)
+GDA_SHMEM_ORDERED_RED_TYPES(GDA_SHMEM_DECL_REDUCE, prod)
+#ifndef __cplusplus
+GDA_SHMEM_DECL_REDUCE(float _Complex, complexf, sum)
+GDA_SHMEM_DECL_REDUCE(float _Complex, complexf, prod)
+GDA_SHMEM_DECL_REDUCE(double _Complex, complexd, sum)
+GDA_SHMEM_DECL_REDUCE(double _Complex, complexd, prod)
+#endif
+
+/* ---- Collectives (active sets with pSync; the 1.4 names) ---------------------------------- */
+
+void shmem_barrier(int PE_start, int logPE_stride, int PE_size, long *pSync);
+void shmem_sync(int PE_start, int logPE_stride, int PE_size, long *pSync);
+#define GDA_SHMEM_DECL_ACTIVE(BITS) \
+    void shmem_broadcast##BITS(void *dest, const void *source, size_t nelems, int PE_root, \
+                               int PE_start, int logPE_stride, int PE_size, long *pSync); \
+    void shmem_collect##BITS(void *dest, const void *source, size_t nelems, int PE_start, \
+                             int logPE_stride, int PE_size, long *pSync); \
+    void shmem_fcollect##BITS(void *dest, const void *source, size_t nelems, int PE_start, \
+                              int logPE_stride, int PE_size, long *pSync); \
+    void shmem_alltoall##BITS(void *dest, const void *source, size_t nelems, int PE_start, \
+                              int logPE_stride, int PE_size, long *pSync); \
+    void shmem_alltoalls##BITS(void *dest, const void *source, ptrdiff_t dst, ptrdiff_t sst, \
+                               size_t nelems, int PE_start, int logPE_stride, int PE_size, \
+                               long *pSync);
+GDA_SHMEM_DECL_ACTIVE(32)
+GDA_SHMEM_DECL_ACTIVE(64)
+
+#define GDA_SHMEM_DECL_TO_ALL(TYPE, NAME, OP) \
+    void shmem_##NAME##_##OP##_to_all(TYPE *dest, const TYPE *source, int nreduce, int PE_start, \
+                                      int logPE_stride, int PE_size, TYPE *pWrk, long *pSync);
+#define GDA_SHMEM_INT_TO_ALL(OP) \
+    GDA_SHMEM_DECL_TO_ALL(short, short, OP) GDA_SHMEM_DECL_TO_ALL(int, int, OP) \
+    GDA_SHMEM_DECL_TO_ALL(long, long, OP) GDA_SHMEM_DECL_TO_ALL(long long, longlong, OP)
+#define GDA_SHMEM_FLOAT_TO_ALL(OP) \
+    GDA_SHMEM_INT_TO_ALL(OP) GDA_SHMEM_DECL_TO_ALL(float, float, OP) \
+    GDA_SHMEM_DECL_TO_ALL(double, double, OP)
+GDA_SHMEM_INT_TO_ALL(and)
+GDA_SHMEM_INT_TO_ALL(or)
+GDA_SHMEM_INT_TO_ALL(xor)
+GDA_SHMEM_FLOAT_TO_ALL(max)
+GDA_SHMEM_FLOAT_TO_ALL(min)
+GDA_SHMEM_FLOAT_TO_ALL(sum)
+GDA_SHMEM_FLOAT_TO_ALL(prod)
+#ifndef __cplusplus
+GDA_SHMEM_DECL_TO_ALL(float _Complex, complexf, sum)
+GDA_SHMEM_DECL_TO_ALL(float _Complex, complexf, prod)
+GDA_SHMEM_DECL_TO_ALL(double _Complex, complexd, sum)
+GDA_SHMEM_DECL_TO_ALL(double _Complex, complexd, prod)
+#endif
+
+/* long double reductions: gathered with shmem_getmem and combined here, in C (the library is
+ * written in Rust, which has no long double arithmetic). Each is collective like the others:
+ * a synchronisation (every source ready), the gets, a second one (no member still reads a
+ * source that dest may overlap), then this PE's dest. */
+#define GDA_SHMEM_LD_OP_max(a, b) ((b) > (a) ? (b) : (a))
+#define GDA_SHMEM_LD_OP_min(a, b) ((b) < (a) ? (b) : (a))
+#define GDA_SHMEM_LD_OP_sum(a, b) ((a) + (b))
+#define GDA_SHMEM_LD_OP_prod(a, b) ((a) * (b))
+#define GDA_SHMEM_LD_REDUCE(OP) \
+    static inline int shmem_longdouble_##OP##_reduce(shmem_team_t team, long double *dest, \
+                                                     const long double *source, size_t n) { \
+        int np = shmem_team_n_pes(team), me = shmem_team_my_pe(team); \
+        long double *acc = (long double *)malloc((n ? n : 1) * sizeof *acc); \
+        long double *more = (long double *)malloc((n ? n : 1) * sizeof *more); \
+        if (np < 0 || !acc || !more) { \
+            free(acc); \
+            free(more); \
+            return -1; \
+        } \
+        shmem_quiet(); \
+        shmem_team_sync(team); \
+        memcpy(acc, source, n * sizeof *acc); \
+        for (int k = 0; k < np; k++) { \
+            if (k == me) \
+                continue; \
+            shmem_getmem(more, source, n * sizeof *more, \
+                         shmem_team_translate_pe(team, k, SHMEM_TEAM_WORLD)); \
+            for (size_t i = 0; i < n; i++) \
+                acc[i] = GDA_SHMEM_LD_OP_##OP(acc[i], more[i]); \
+        } \
+        shmem_team_sync(team); \
+        memcpy(dest, acc, n * sizeof *acc); \
+        free(acc); \
+        free(more); \
+        return 0; \
+    } \
+    static inline void shmem_longdouble_##OP##_to_all( \
+        long double *dest, const long double *source, int nreduce, int PE_start, \
+        int logPE_stride, int PE_size, long double *pWrk, long *pSync) { \
+        size_t n = nreduce > 0 ? (size_t)nreduce : 0; \
+        long double *acc = (long double *)malloc((n ? n : 1) * sizeof *acc); \
+        long double *more = (long double *)malloc((n ? n : 1) * sizeof *more); \
+        (void)pWrk; \
+        if (!acc || !more) \
+            shmem_global_exit(1); \
+        shmem_barrier(PE_start, logPE_stride, PE_size, pSync); \
+        memcpy(acc, source, n * sizeof *acc); \
+        for (int k = 0; k < PE_size; k++) { \
+            int pe = PE_start + (k << logPE_stride); \
+            if (pe == shmem_my_pe()) \
+                continue; \
+            shmem_getmem(more, source, n * sizeof *more, pe); \
+            for (size_t i = 0; i < n; i++) \
+                acc[i] = GDA_SHMEM_LD_OP_##OP(acc[i], more[i]); \
+        } \
+        shmem_barrier(PE_start, logPE_stride, PE_size, pSync); \
+        memcpy(dest, acc, n * sizeof *acc); \
+        free(acc); \
+        free(more); \
+    }
+GDA_SHMEM_LD_REDUCE(max)
+GDA_SHMEM_LD_REDUCE(min)
+GDA_SHMEM_LD_REDUCE(sum)
+GDA_SHMEM_LD_REDUCE(prod)
 
 /* ---- Type-generic forms (C11) ------------------------------------------------------------- */
 

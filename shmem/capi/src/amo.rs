@@ -5,10 +5,10 @@ use std::ffi::{c_int, c_long, c_longlong, c_uint, c_ulong, c_ulonglong};
 
 use gda_shmem::Width;
 
-use crate::state::{AmoOp, SyncTy, check, cmp, pe, target};
+use crate::state::{AmoOp, CPe, SyncTy, check, cmp, pe, target};
 
 /// A C integer type atomics and waits operate on.
-trait CInt: Copy {
+pub(crate) trait CInt: Copy {
     const WIDTH: Width;
     const SYNC: SyncTy;
     /// The value's bits, zero-extended from its width.
@@ -31,7 +31,7 @@ c_ints!(i32 => W32, I32, u32; u32 => W32, U32, u32; i64 => W64, I64, u64; u64 =>
         isize => W64, I64, u64; usize => W64, U64, u64);
 
 /// `op` on the `T` at symmetric `addr` of PE `to`; the old value.
-fn amo<T: CInt>(routine: &str, addr: *const T, op: AmoOp, to: c_int) -> T {
+pub(crate) fn amo<T: CInt>(routine: &str, addr: *const T, op: AmoOp, to: c_int) -> T {
     let t = target(routine, to);
     T::from_bits(check(
         routine,
@@ -42,10 +42,17 @@ fn amo<T: CInt>(routine: &str, addr: *const T, op: AmoOp, to: c_int) -> T {
 /// `*ivar <cmp> value` on this PE: waited for, or tested once.
 fn sync<T: CInt>(routine: &str, ivar: *const T, c: c_int, value: T, wait: bool) -> bool {
     let c = cmp(routine, c);
-    check(
-        routine,
-        pe(routine).sync(ivar.cast_mut().cast(), T::SYNC, c, value.bits(), wait),
-    )
+    let test = |p: &dyn CPe| p.sync(ivar.cast_mut().cast(), T::SYNC, c, value.bits(), false);
+    if wait {
+        crate::state::wait(
+            routine,
+            &|| format!("{ivar:p} {c:?} {}", value.bits()),
+            &mut |p| test(p),
+        );
+        true
+    } else {
+        check(routine, test(&*pe(routine)))
+    }
 }
 
 macro_rules! amos {
@@ -207,3 +214,21 @@ pub extern "C" fn shmem_barrier_all() {
 pub extern "C" fn shmem_sync_all() {
     check("shmem_sync_all", pe("shmem_sync_all").sync_all());
 }
+
+/// The 1.3 cache-management routines: no-ops (symmetric memory is coherent here), kept so
+/// programs that call them link.
+macro_rules! cache_noops {
+    ($($name:ident($($a:ident: $t:ty),*)),* $(,)?) => {$(
+        #[doc = concat!("`", stringify!($name), "` (1.3; a no-op).")]
+        #[unsafe(no_mangle)]
+        pub extern "C" fn $name($($a: $t),*) {
+            $(let _ = $a;)*
+        }
+    )*};
+}
+cache_noops!(
+    shmem_clear_cache_inv(), shmem_set_cache_inv(), shmem_udcflush(),
+    shmem_clear_cache_line_inv(target: *mut std::ffi::c_void),
+    shmem_set_cache_line_inv(target: *mut std::ffi::c_void),
+    shmem_udcflush_line(target: *mut std::ffi::c_void),
+);

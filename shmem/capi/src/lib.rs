@@ -26,6 +26,10 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 mod amo;
+mod coll;
+mod ctx;
+pub mod reduce;
 mod rma;
 mod setup;
 pub mod state;
+mod sync;

@@ -6,8 +6,11 @@ use gda_shmem::{Result, ShmemError, launch};
 
 use crate::state::{self, CPe, check, fatal, pe};
 
-/// The thread level this library provides at most (see `state::Slot`).
-const THREAD_PROVIDED: c_int = 2; // SHMEM_THREAD_SERIALIZED
+/// The thread level this library provides at most: `SHMEM_THREAD_MULTIPLE` (calls then take
+/// a lock; see `state::Slot`).
+const THREAD_PROVIDED: c_int = 3;
+/// The level granted at init (what `shmem_query_thread` reports).
+static GRANTED: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
 
 /// Opens this process's PE for the provider `GDA_SHMEM_PROVIDER` names.
 struct Open;
@@ -63,16 +66,24 @@ pub extern "C" fn shmem_init() {
     init("shmem_init");
 }
 
-/// `shmem_init_thread`: as `shmem_init`; provides at most `SHMEM_THREAD_SERIALIZED`.
+/// `shmem_init_thread`: as `shmem_init`, granting the level requested (up to
+/// `SHMEM_THREAD_MULTIPLE`).
 ///
 /// # Safety
 /// `provided` is null or valid for a write.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn shmem_init_thread(requested: c_int, provided: *mut c_int) -> c_int {
+    let level = requested.clamp(0, THREAD_PROVIDED);
+    if !state::initialized() {
+        if level == THREAD_PROVIDED {
+            state::set_multiple();
+        }
+        GRANTED.store(level, std::sync::atomic::Ordering::Relaxed);
+    }
     init("shmem_init_thread");
     if !provided.is_null() {
         // SAFETY: non-null, valid (caller).
-        unsafe { *provided = requested.clamp(0, THREAD_PROVIDED) };
+        unsafe { *provided = GRANTED.load(std::sync::atomic::Ordering::Relaxed) };
     }
     0
 }
@@ -86,7 +97,7 @@ pub unsafe extern "C" fn shmem_query_thread(provided: *mut c_int) {
     pe("shmem_query_thread");
     if !provided.is_null() {
         // SAFETY: non-null, valid (caller).
-        unsafe { *provided = THREAD_PROVIDED };
+        unsafe { *provided = GRANTED.load(std::sync::atomic::Ordering::Relaxed) };
     }
 }
 

@@ -3,7 +3,9 @@
 use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use gda_shmem::{Cmp, Pe, Result, ShmemError, Sym, Width};
+use gda_shmem::{Cmp, Pe, ReduceOp, Result, ShmemError, SignalOp, Sym, Team, Width};
+
+use crate::reduce::RedTy;
 
 /// An atomic operation on a `w`-wide operand (values as zero-extended bits).
 #[derive(Clone, Copy, Debug)]
@@ -88,6 +90,75 @@ pub trait CPe {
     fn sync_all(&self) -> Result<()>;
     /// Tells the other PEs this one failed.
     fn abort(&self, why: &str);
+    /// The bound of every wait (`GDA_SHMEM_TIMEOUT_MS`).
+    fn timeout(&self) -> std::time::Duration;
+    /// Polls `done` until it holds, within the PE's timeout (see [`Pe::wait_on`]).
+    fn wait_on(
+        &self,
+        what: &dyn Fn() -> String,
+        done: &mut dyn FnMut() -> Result<bool>,
+    ) -> Result<()>;
+    /// Put of `len` bytes, then the 64-bit signal at `sig` updated by `op` (ordered after).
+    ///
+    /// # Safety
+    /// `src` is valid for `len` bytes.
+    #[allow(clippy::too_many_arguments)] // the OpenSHMEM routine's parameters
+    unsafe fn put_signal(
+        &self,
+        dst: *mut u8,
+        src: *const u8,
+        len: usize,
+        sig: *mut u8,
+        value: u64,
+        op: SignalOp,
+        pe: u32,
+    ) -> Result<()>;
+    /// This PE's signal word at `sig`.
+    fn signal_fetch(&self, sig: *const u8) -> Result<u64>;
+    /// `SHMEM_TEAM_WORLD`.
+    fn team_world(&self) -> Team;
+    /// `SHMEM_TEAM_SHARED`.
+    fn team_shared(&self) -> Team;
+    /// Collective over `parent`: the team of its PEs `start + k * stride`, `k < size`
+    /// (`None` on the PEs outside it).
+    fn team_split(&self, parent: &Team, start: u32, stride: i32, size: u32)
+    -> Result<Option<Team>>;
+    /// Collective over `t`: releases it.
+    fn team_destroy(&self, t: Team) -> Result<()>;
+    /// Every PE of `t`, no quiet.
+    fn team_sync(&self, t: &Team) -> Result<()>;
+    /// `bytes` of symmetric `src` on `t`'s `root` to symmetric `dst` of every member.
+    fn broadcast(
+        &self,
+        t: &Team,
+        dst: *mut u8,
+        src: *const u8,
+        bytes: usize,
+        root: u32,
+    ) -> Result<()>;
+    /// Every member's `bytes` at `src` concatenated, in team order, into every `dst`
+    /// (`fixed`: the same `bytes` everywhere, `fcollect`).
+    fn collect(
+        &self,
+        t: &Team,
+        dst: *mut u8,
+        src: *const u8,
+        bytes: usize,
+        fixed: bool,
+    ) -> Result<()>;
+    /// Block `j` of `bytes` of every member's `src` to member `j`'s `dst` at the sender's
+    /// team index.
+    fn alltoall(&self, t: &Team, dst: *mut u8, src: *const u8, bytes: usize) -> Result<()>;
+    /// `n` elements of type `ty` reduced with `op` over `t`, into every member's `dst`.
+    fn reduce(
+        &self,
+        t: &Team,
+        dst: *mut u8,
+        src: *const u8,
+        n: usize,
+        ty: RedTy,
+        op: ReduceOp,
+    ) -> Result<()>;
 }
 
 /// `T`-typed symmetric operand at `addr`.
@@ -205,25 +276,185 @@ impl<P: gda_hal::Provider> CPe for Pe<P> {
     fn abort(&self, why: &str) {
         Pe::abort(self, why);
     }
+    fn timeout(&self) -> std::time::Duration {
+        Pe::timeout(self)
+    }
+    fn wait_on(
+        &self,
+        what: &dyn Fn() -> String,
+        done: &mut dyn FnMut() -> Result<bool>,
+    ) -> Result<()> {
+        Pe::wait_on(self, what, done)
+    }
+    unsafe fn put_signal(
+        &self,
+        dst: *mut u8,
+        src: *const u8,
+        len: usize,
+        sig: *mut u8,
+        value: u64,
+        op: SignalOp,
+        pe: u32,
+    ) -> Result<()> {
+        let d = self.sym_at(dst, len)?;
+        let s = operand::<u64>(self, sig)?;
+        // SAFETY: `src` is valid for `len` bytes (caller).
+        let data = unsafe { std::slice::from_raw_parts(src, len) };
+        Pe::put_signal(self, d, 0, data, s, 0, value, op, pe)
+    }
+    fn signal_fetch(&self, sig: *const u8) -> Result<u64> {
+        Pe::signal_fetch(self, operand::<u64>(self, sig)?, 0)
+    }
+    fn team_world(&self) -> Team {
+        Pe::team_world(self)
+    }
+    fn team_shared(&self) -> Team {
+        Pe::team_shared(self)
+    }
+    fn team_split(
+        &self,
+        parent: &Team,
+        start: u32,
+        stride: i32,
+        size: u32,
+    ) -> Result<Option<Team>> {
+        self.team_split_strided(parent, start, stride, size)
+    }
+    fn team_destroy(&self, t: Team) -> Result<()> {
+        Pe::team_destroy(self, t)
+    }
+    fn team_sync(&self, t: &Team) -> Result<()> {
+        Pe::team_sync(self, t)
+    }
+    fn broadcast(
+        &self,
+        t: &Team,
+        dst: *mut u8,
+        src: *const u8,
+        bytes: usize,
+        root: u32,
+    ) -> Result<()> {
+        let (d, s) = (self.sym_at(dst, bytes)?, self.sym_at(src, bytes)?);
+        Pe::broadcast(self, t, d, s, bytes, root)
+    }
+    fn collect(
+        &self,
+        t: &Team,
+        dst: *mut u8,
+        src: *const u8,
+        bytes: usize,
+        fixed: bool,
+    ) -> Result<()> {
+        let s = self.sym_at(src, bytes)?;
+        if fixed {
+            let all = bytes.checked_mul(t.n_pes() as usize).ok_or_else(|| {
+                ShmemError::Invalid(format!("{bytes} bytes from {} PEs overflow", t.n_pes()))
+            })?;
+            self.fcollect(t, self.sym_at(dst, all)?, s, bytes)
+        } else {
+            // The total is known only inside the collective: the destination is checked
+            // against the heap's (or static data's) end there, through the largest `Sym` the
+            // address allows.
+            let d = self.sym_at(dst, 1)?;
+            let room = self.room(d)?;
+            Pe::collect(self, t, self.sym_at(dst, room)?, s, bytes).map(drop)
+        }
+    }
+    fn alltoall(&self, t: &Team, dst: *mut u8, src: *const u8, bytes: usize) -> Result<()> {
+        let all = bytes.checked_mul(t.n_pes() as usize).ok_or_else(|| {
+            ShmemError::Invalid(format!("{bytes} bytes to {} PEs overflow", t.n_pes()))
+        })?;
+        Pe::alltoall(
+            self,
+            t,
+            self.sym_at(dst, all)?,
+            self.sym_at(src, all)?,
+            bytes,
+        )
+    }
+    fn reduce(
+        &self,
+        t: &Team,
+        dst: *mut u8,
+        src: *const u8,
+        n: usize,
+        ty: RedTy,
+        op: ReduceOp,
+    ) -> Result<()> {
+        crate::reduce::team_reduce(self, t, dst, src, n, ty, op)
+    }
 }
 
-/// The PE slot. Accessed without a lock: the library provides thread levels up to
-/// `SHMEM_THREAD_SERIALIZED`, under which the program never runs two SHMEM calls at once, and
-/// orders them (so each call sees the slot as the previous one left it).
-struct Slot(UnsafeCell<Option<Box<dyn CPe>>>);
+/// The process's OpenSHMEM state: the PE and the handles C holds (teams).
+pub(crate) struct State {
+    pub(crate) pe: Box<dyn CPe>,
+    /// Split teams by handle (`shmem_team_t` value − 3; 1 and 2 are the world and shared
+    /// teams); `None` once destroyed, so a stale handle is an error, never a dangling pointer.
+    pub(crate) teams: std::cell::RefCell<Vec<Option<Team>>>,
+    /// Created contexts by handle (`shmem_ctx_t` value − 2; 1 is `SHMEM_CTX_DEFAULT`): the
+    /// team handle each was created on; `None` once destroyed.
+    pub(crate) ctxs: std::cell::RefCell<Vec<Option<usize>>>,
+}
 
-// SAFETY: see `Slot`: calls are serialised by the program (the thread levels provided).
+/// The state slot. Without `SHMEM_THREAD_MULTIPLE` it is accessed without a lock: under the
+/// lower thread levels the program never runs two SHMEM calls at once, and orders them (so each
+/// call sees the slot as the previous one left it). With it, every call holds [`LOCK`].
+struct Slot(UnsafeCell<Option<State>>);
+
+// SAFETY: see `Slot`: calls are serialised by the program, or by `LOCK`.
 unsafe impl Sync for Slot {}
 
 static SLOT: Slot = Slot(UnsafeCell::new(None));
 /// `shmem_finalize` ran (a later `shmem_init` is an error, as the specification says).
 static FINALIZED: AtomicBool = AtomicBool::new(false);
+/// `SHMEM_THREAD_MULTIPLE` was granted: calls take [`LOCK`].
+static MULTIPLE: AtomicBool = AtomicBool::new(false);
+/// Serialises the calls of a `SHMEM_THREAD_MULTIPLE` program. Reentrant: a routine built from
+/// others (a collective's puts, a lock's atomics) takes it again on the same thread.
+static LOCK: parking_lot::ReentrantMutex<()> = parking_lot::const_reentrant_mutex(());
+
+/// A routine's access to the state: holds [`LOCK`] when the program is multithreaded, so the
+/// single-threaded path pays one relaxed load.
+pub(crate) struct Access {
+    _g: Option<parking_lot::ReentrantMutexGuard<'static, ()>>,
+    state: &'static State,
+}
+
+impl std::ops::Deref for Access {
+    type Target = dyn CPe;
+    fn deref(&self) -> &(dyn CPe + 'static) {
+        self.state.pe.as_ref()
+    }
+}
+
+impl Access {
+    /// The state behind the PE (its handle tables).
+    pub(crate) fn state(&self) -> &State {
+        self.state
+    }
+}
+
+/// Turns on the lock for `SHMEM_THREAD_MULTIPLE` (before the program's threads call).
+pub(crate) fn set_multiple() {
+    MULTIPLE.store(true, Ordering::Release);
+}
+
+/// Whether calls are serialised by the lock (waits then release it between polls).
+pub(crate) fn multiple() -> bool {
+    MULTIPLE.load(Ordering::Relaxed)
+}
+
+fn lock() -> Option<parking_lot::ReentrantMutexGuard<'static, ()>> {
+    multiple().then(|| LOCK.lock())
+}
 
 /// This process's PE, or a fatal error naming `routine`.
-pub(crate) fn pe(routine: &str) -> &'static dyn CPe {
-    // SAFETY: calls are serialised (see `Slot`); only `install`/`take` write the slot.
+pub(crate) fn pe(routine: &str) -> Access {
+    let g = lock();
+    // SAFETY: calls are serialised (see `Slot`); only `install`/`take` write the slot, and
+    // not while an `Access` of another thread lives (they take the lock too).
     match unsafe { &*SLOT.0.get() } {
-        Some(p) => p.as_ref(),
+        Some(state) => Access { _g: g, state },
         None if FINALIZED.load(Ordering::Relaxed) => fatal(routine, "called after shmem_finalize"),
         None => fatal(
             routine,
@@ -234,20 +465,29 @@ pub(crate) fn pe(routine: &str) -> &'static dyn CPe {
 
 /// Whether a PE is installed.
 pub(crate) fn initialized() -> bool {
+    let _g = lock();
     // SAFETY: as in `pe`.
     unsafe { (*SLOT.0.get()).is_some() }
 }
 
 pub(crate) fn install(p: Box<dyn CPe>) {
+    let _g = lock();
     // SAFETY: as in `pe`; no reference from `pe` is live across `shmem_init`.
-    unsafe { *SLOT.0.get() = Some(p) };
+    unsafe {
+        *SLOT.0.get() = Some(State {
+            pe: p,
+            teams: std::cell::RefCell::new(Vec::new()),
+            ctxs: std::cell::RefCell::new(Vec::new()),
+        });
+    };
 }
 
 /// Removes the PE (dropping it is the collective finalize).
 pub(crate) fn take() -> Option<Box<dyn CPe>> {
+    let _g = lock();
     FINALIZED.store(true, Ordering::Relaxed);
     // SAFETY: as in `install`.
-    unsafe { (*SLOT.0.get()).take() }
+    unsafe { (*SLOT.0.get()).take() }.map(|s| s.pe)
 }
 
 /// Prints `gda shmem: <routine>: <what>`, tells the other PEs, exits with status 1 (without
@@ -267,6 +507,42 @@ pub(crate) fn fatal(routine: &str, what: &str) -> ! {
 /// `r`'s value, or a fatal error naming `routine`.
 pub(crate) fn check<T>(routine: &str, r: Result<T>) -> T {
     r.unwrap_or_else(|e: ShmemError| fatal(routine, &e.to_string()))
+}
+
+/// Waits until `test` holds (a fatal error at the PE's timeout, or when the job breaks down).
+/// A multithreaded program's other threads keep calling meanwhile: the lock is released
+/// between polls, so a wait on a flag another thread of this PE sets cannot deadlock.
+pub(crate) fn wait(
+    routine: &str,
+    what: &dyn Fn() -> String,
+    test: &mut dyn FnMut(&dyn CPe) -> Result<bool>,
+) {
+    if !multiple() {
+        let p = pe(routine);
+        let pr: &dyn CPe = &*p;
+        check(routine, p.wait_on(what, &mut || test(pr)));
+        return;
+    }
+    let limit = pe(routine).timeout();
+    let start = std::time::Instant::now();
+    loop {
+        {
+            let p = pe(routine);
+            if check(routine, test(&*p)) {
+                return;
+            }
+        }
+        if start.elapsed() > limit {
+            fatal(
+                routine,
+                &format!(
+                    "timed out after {limit:?} waiting for {} (GDA_SHMEM_TIMEOUT_MS)",
+                    what()
+                ),
+            );
+        }
+        std::thread::yield_now();
+    }
 }
 
 /// A PE number from C, or a fatal error.

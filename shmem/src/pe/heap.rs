@@ -132,6 +132,17 @@ impl<P: Provider> Pe<P> {
         }
     }
 
+    /// Bytes from the start of `s` to the end of the symmetric region holding it (the user heap
+    /// or the static data): the most a destination starting there may receive.
+    pub fn room<T: Elem>(&self, s: Sym<T>) -> Result<usize> {
+        self.mine(&s)?;
+        Ok(if s.off >= DATA_TAG {
+            (DATA_TAG + self.data_len).saturating_sub(s.off)
+        } else {
+            self.heap_size.saturating_sub(s.off)
+        })
+    }
+
     /// Where PE `pe`'s copy of `s` is mapped in this address space, when `pe` is reached by
     /// load/store (itself or a P2P peer); `None` for a PE reached by RDMA (`shmem_ptr`).
     pub fn remote_ptr<T: Elem>(&self, s: Sym<T>, pe: u32) -> Result<Option<*mut T>> {

@@ -32,6 +32,18 @@ impl<P: Provider> Pe<P> {
         self.net.live.gone(only)
     }
 
+    /// Polls `done` until it holds, within the timeout (`GDA_SHMEM_TIMEOUT_MS`), failing early
+    /// when a same-host PE's process is gone or the job is aborted, and keeping RDMA
+    /// completions flowing meanwhile: how callers build waits of their own (the C library's
+    /// vector waits and locks). `what` describes the wait for the timeout error.
+    pub fn wait_on(
+        &self,
+        what: &dyn Fn() -> String,
+        done: impl FnMut() -> Result<bool>,
+    ) -> Result<()> {
+        self.wait_for(what, &Vec::new, done)
+    }
+
     /// Polls `done` until it holds, within the timeout, failing early when a same-host PE's
     /// process is gone. `missing` names the PEs awaited, for the timeout error.
     pub(crate) fn wait_for(

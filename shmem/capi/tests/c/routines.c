@@ -40,7 +40,9 @@ int main(void) {
     double *al = shmem_align(4096, 8 * sizeof(double));
     CHECK(l && zi && al && ((size_t)al % 4096) == 0);
     for (int i = 0; i < 16; i++) CHECK(zi[i] == 0);
-    CHECK(shmem_addr_accessible(l, right) && !shmem_addr_accessible(&checks, right));
+    long on_stack = 0;
+    CHECK(shmem_addr_accessible(l, right) && shmem_addr_accessible(&checks, right) &&
+          !shmem_addr_accessible(&on_stack, right));
     CHECK(shmem_malloc(0) == NULL);
 
     /* Typed RMA: PE me writes its rank pattern into its right neighbour. */

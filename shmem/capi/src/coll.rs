@@ -1,0 +1,840 @@
+//! Teams and collectives: the team handles, the team-based collectives (1.5) and the
+//! active-set collectives with `pSync` arrays (1.4 and earlier, still common).
+//!
+//! **Team handles.** `shmem_team_t` is a pointer-sized handle: 0 is `SHMEM_TEAM_INVALID`, 1
+//! `SHMEM_TEAM_WORLD`, 2 `SHMEM_TEAM_SHARED`, and `3 + k` the `k`-th split team of this
+//! process, looked up in a table, so a destroyed or made-up handle is an error, never a
+//! dangling pointer.
+//!
+//! **Team-based collectives** run gda-shmem's implementations (team barrier areas of their
+//! own). `alltoalls` is written here over a [`Group`].
+//!
+//! **Active sets** (`PE_start`, `logPE_stride`, `PE_size`, `pSync`) have no team, and only the
+//! set's PEs call, so they cannot borrow a team slot (choosing one would need the other PEs).
+//! They synchronise through the program's `pSync` array, as the specification intends: a
+//! dissemination barrier whose round `k` adds 1 to word `k` of the partner's `pSync` and waits
+//! for its own word `k` to reach 1, then takes 1 off it again. The words are counters, so a
+//! partner already in the next call on the same `pSync` cannot lose or steal a round, and
+//! every word is back to `SHMEM_SYNC_VALUE` (0) when the set is quiet. Word 32 passes the
+//! running offset along a variable-size `collect`. Every active-set collective is: barrier
+//! (every member's source is ready and its destination free), one-sided puts or gets, quiet,
+//! barrier.
+
+use std::ffi::{c_int, c_long, c_void};
+
+use gda_shmem::{Cmp, ReduceOp, Team, Width};
+
+use crate::reduce::{RedTy, combine_bytes, width};
+use crate::state::{AmoOp, SyncTy, check, fatal, pe};
+
+/// The first handle value of a split team.
+const FIRST_SPLIT: usize = 3;
+/// `pSync` words the barrier's rounds use (`log2` of the largest set, 2^31 PEs).
+const ROUND_WORDS: usize = 32;
+/// The `pSync` word of a `collect`'s running offset.
+const COLLECT_WORD: usize = ROUND_WORDS;
+
+/// The team behind handle `h`, or `None`.
+fn lookup(routine: &str, h: *mut c_void) -> Option<Team> {
+    let p = pe(routine);
+    match h as usize {
+        1 => Some(p.team_world()),
+        2 => Some(p.team_shared()),
+        k if k >= FIRST_SPLIT => p
+            .state()
+            .teams
+            .borrow()
+            .get(k - FIRST_SPLIT)
+            .cloned()
+            .flatten(),
+        _ => None,
+    }
+}
+
+/// Whether `h` is a live team handle.
+pub(crate) fn team_is_live(routine: &str, h: *mut c_void) -> bool {
+    lookup(routine, h).is_some()
+}
+
+/// The team behind handle `h`, or a fatal error.
+fn team(routine: &str, h: *mut c_void) -> Team {
+    lookup(routine, h).unwrap_or_else(|| {
+        fatal(
+            routine,
+            &format!("{h:p} is not a team (SHMEM_TEAM_INVALID, destroyed, or never created)"),
+        )
+    })
+}
+
+/// A new handle for `t`.
+fn handle(routine: &str, t: Team) -> *mut c_void {
+    let p = pe(routine);
+    let mut teams = p.state().teams.borrow_mut();
+    let k = match teams.iter().position(Option::is_none) {
+        Some(k) => {
+            teams[k] = Some(t);
+            k
+        }
+        None => {
+            teams.push(Some(t));
+            teams.len() - 1
+        }
+    };
+    (FIRST_SPLIT + k) as *mut c_void
+}
+
+/// `shmem_team_my_pe`: this PE's number in `team`, or -1.
+#[unsafe(no_mangle)]
+pub extern "C" fn shmem_team_my_pe(team: *mut c_void) -> c_int {
+    lookup("shmem_team_my_pe", team).map_or(-1, |t| t.my_pe() as c_int)
+}
+
+/// `shmem_team_n_pes`: the PEs of `team`, or -1.
+#[unsafe(no_mangle)]
+pub extern "C" fn shmem_team_n_pes(team: *mut c_void) -> c_int {
+    lookup("shmem_team_n_pes", team).map_or(-1, |t| t.n_pes() as c_int)
+}
+
+/// `shmem_team_translate_pe`: `src_pe` of `src_team` in `dest_team`, or -1.
+#[unsafe(no_mangle)]
+pub extern "C" fn shmem_team_translate_pe(
+    src_team: *mut c_void,
+    src_pe: c_int,
+    dest_team: *mut c_void,
+) -> c_int {
+    let r = "shmem_team_translate_pe";
+    match (
+        lookup(r, src_team),
+        lookup(r, dest_team),
+        u32::try_from(src_pe),
+    ) {
+        (Some(s), Some(d), Ok(p)) => Team::translate(&s, p, &d).map_or(-1, |x| x as c_int),
+        _ => -1,
+    }
+}
+
+/// `shmem_team_config_t`: what a team is created with (gda has no per-team contexts to
+/// reserve, so the value is accepted and reported as 0).
+#[repr(C)]
+pub struct TeamConfig {
+    /// `num_contexts`.
+    pub num_contexts: c_int,
+}
+
+/// `shmem_team_get_config`: 0, with `num_contexts` 0; -1 for an invalid team.
+///
+/// # Safety
+/// `config` is null or valid for a write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn shmem_team_get_config(
+    team: *mut c_void,
+    config_mask: c_long,
+    config: *mut TeamConfig,
+) -> c_int {
+    let _ = config_mask;
+    if lookup("shmem_team_get_config", team).is_none() {
+        return -1;
+    }
+    if !config.is_null() {
+        // SAFETY: non-null and valid (caller).
+        unsafe { (*config).num_contexts = 0 };
+    }
+    0
+}
+
+/// Splits `parent` (collective over it): `*new_team` is the new team's handle on its members
+/// and `SHMEM_TEAM_INVALID` elsewhere; 0, or -1 when the split is impossible (as the
+/// specification asks: an error return, with `*new_team` invalid, on every PE of the parent).
+fn split(
+    routine: &str,
+    parent: &Team,
+    start: c_int,
+    stride: c_int,
+    size: c_int,
+    new_team: *mut *mut c_void,
+) -> c_int {
+    let (Ok(start), Ok(size)) = (u32::try_from(start), u32::try_from(size)) else {
+        fatal(
+            routine,
+            &format!("start {start} and size {size} must not be negative"),
+        )
+    };
+    let r = pe(routine).team_split(parent, start, stride, size);
+    let (h, status) = match r {
+        Ok(Some(t)) => (handle(routine, t), 0),
+        Ok(None) => (std::ptr::null_mut(), 0),
+        Err(e) => {
+            // A split every parent member refuses alike (bad arguments, slots exhausted):
+            // reported, not fatal.
+            eprintln!("gda shmem: {routine}: {e}");
+            (std::ptr::null_mut(), -1)
+        }
+    };
+    if !new_team.is_null() {
+        // SAFETY: non-null, valid for a write (the C caller's handle).
+        unsafe { *new_team = h };
+    }
+    status
+}
+
+/// `shmem_team_split_strided`.
+///
+/// # Safety
+/// `new_team` is valid for a write; `config` is null or valid.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn shmem_team_split_strided(
+    parent_team: *mut c_void,
+    start: c_int,
+    stride: c_int,
+    size: c_int,
+    config: *const TeamConfig,
+    config_mask: c_long,
+    new_team: *mut *mut c_void,
+) -> c_int {
+    let r = "shmem_team_split_strided";
+    let _ = (config, config_mask);
+    let parent = team(r, parent_team);
+    split(r, &parent, start, stride, size, new_team)
+}
+
+/// `shmem_team_split_2d`: rows of `xrange` consecutive parent PEs (the x teams) and the
+/// columns across them (the y teams).
+///
+/// # Safety
+/// `xaxis_team` and `yaxis_team` are valid for writes; the configs are null or valid.
+#[unsafe(no_mangle)]
+#[allow(clippy::too_many_arguments)] // the OpenSHMEM routine's own parameters
+pub unsafe extern "C" fn shmem_team_split_2d(
+    parent_team: *mut c_void,
+    xrange: c_int,
+    xaxis_config: *const TeamConfig,
+    xaxis_mask: c_long,
+    xaxis_team: *mut *mut c_void,
+    yaxis_config: *const TeamConfig,
+    yaxis_mask: c_long,
+    yaxis_team: *mut *mut c_void,
+) -> c_int {
+    let r = "shmem_team_split_2d";
+    let _ = (xaxis_config, xaxis_mask, yaxis_config, yaxis_mask);
+    let parent = team(r, parent_team);
+    let n = parent.n_pes() as c_int;
+    if xrange <= 0 {
+        fatal(r, &format!("xrange {xrange} must be positive"));
+    }
+    let x = xrange.min(n);
+    let me = parent.my_pe() as c_int;
+    // My row: `x` consecutive PEs (the last row may be shorter); my column: every `x`-th.
+    let row = me / x;
+    let row_len = x.min(n - row * x);
+    let col = me % x;
+    let col_len = (n - col + x - 1) / x;
+    let a = split(r, &parent, row * x, 1, row_len, xaxis_team);
+    let b = split(r, &parent, col, x, col_len, yaxis_team);
+    if a == 0 && b == 0 { 0 } else { -1 }
+}
+
+/// `shmem_team_destroy` (collective over the team). The world and shared teams, and invalid
+/// handles, are refused with an error.
+#[unsafe(no_mangle)]
+pub extern "C" fn shmem_team_destroy(team_h: *mut c_void) {
+    let r = "shmem_team_destroy";
+    let k = team_h as usize;
+    let t = if k >= FIRST_SPLIT {
+        let p = pe(r);
+        let t = p
+            .state()
+            .teams
+            .borrow_mut()
+            .get_mut(k - FIRST_SPLIT)
+            .and_then(Option::take);
+        t
+    } else {
+        None
+    };
+    match t {
+        Some(t) => check(r, pe(r).team_destroy(t)),
+        None => fatal(
+            r,
+            &format!("{team_h:p} is not a team this program split (or it was destroyed)"),
+        ),
+    }
+}
+
+/// `shmem_team_sync`: every PE of `team`, no quiet.
+#[unsafe(no_mangle)]
+pub extern "C" fn shmem_team_sync(team_h: *mut c_void) -> c_int {
+    let r = "shmem_team_sync";
+    let t = team(r, team_h);
+    check(r, pe(r).team_sync(&t));
+    0
+}
+
+/// `shmem_team_ptr`: where team member `pe`'s `dest` is mapped here, or null.
+#[unsafe(no_mangle)]
+pub extern "C" fn shmem_team_ptr(
+    team_h: *mut c_void,
+    dest: *const c_void,
+    pe_: c_int,
+) -> *mut c_void {
+    let r = "shmem_team_ptr";
+    let t = team(r, team_h);
+    match u32::try_from(pe_).ok().and_then(|p| t.world_pe(p)) {
+        Some(w) => crate::setup::shmem_ptr(dest, w as c_int),
+        None => std::ptr::null_mut(),
+    }
+}
+
+/// `shmem_sync` (active set): every PE of the set, no quiet.
+#[unsafe(no_mangle)]
+pub extern "C" fn shmem_sync(
+    pe_start: c_int,
+    log_stride: c_int,
+    pe_size: c_int,
+    p_sync: *mut c_long,
+) {
+    let r = "shmem_sync";
+    active_set(r, pe_start, log_stride, pe_size, p_sync).sync(r);
+}
+
+/// `shmem_barrier` (active set, 1.4): quiet, then every PE of the set.
+#[unsafe(no_mangle)]
+pub extern "C" fn shmem_barrier(
+    pe_start: c_int,
+    log_stride: c_int,
+    pe_size: c_int,
+    p_sync: *mut c_long,
+) {
+    let r = "shmem_barrier";
+    active_set(r, pe_start, log_stride, pe_size, p_sync).barrier(r);
+}
+
+// ---- Groups: what the collectives written here run over ----------------------------------
+
+/// How a group synchronises.
+enum GroupSync {
+    /// A team's barrier area.
+    Team(Team),
+    /// The program's `pSync` array (an active set).
+    PSync(*mut c_long),
+}
+
+/// The PEs of a collective (world numbers, in order) and this PE's index among them.
+struct Group {
+    pes: Vec<u32>,
+    me: usize,
+    sync: GroupSync,
+}
+
+/// The active set `pe_start + k * 2^log_stride`, `k < pe_size`, or a fatal error when it is
+/// malformed, leaves the job, or does not hold this PE.
+fn active_set(
+    routine: &str,
+    pe_start: c_int,
+    log_stride: c_int,
+    pe_size: c_int,
+    p_sync: *mut c_long,
+) -> Group {
+    let p = pe(routine);
+    let (n, me) = (i64::from(p.n()), p.me());
+    drop(p);
+    let bad = |why: &str| -> ! {
+        fatal(
+            routine,
+            &format!(
+                "active set (PE_start {pe_start}, logPE_stride {log_stride}, PE_size {pe_size}) \
+                 {why}"
+            ),
+        )
+    };
+    if pe_size < 1 || pe_start < 0 || !(0..31).contains(&log_stride) {
+        bad("is malformed (PE_size ≥ 1, PE_start ≥ 0, 0 ≤ logPE_stride < 31)");
+    }
+    let stride = 1i64 << log_stride;
+    let last = i64::from(pe_start) + (i64::from(pe_size) - 1) * stride;
+    if last >= n {
+        bad(&format!("reaches PE {last}, beyond the job's {n} PEs"));
+    }
+    let pes: Vec<u32> = (0..i64::from(pe_size))
+        .map(|k| (i64::from(pe_start) + k * stride) as u32)
+        .collect();
+    let Some(idx) = pes.iter().position(|&x| x == me) else {
+        bad(&format!("does not hold PE {me}, which called it"))
+    };
+    if p_sync.is_null() {
+        fatal(routine, "pSync is null");
+    }
+    Group {
+        pes,
+        me: idx,
+        sync: GroupSync::PSync(p_sync),
+    }
+}
+
+/// The group of `team`'s PEs.
+fn team_group(t: Team) -> Group {
+    let pes = (0..t.n_pes()).filter_map(|k| t.world_pe(k)).collect();
+    Group {
+        pes,
+        me: t.my_pe() as usize,
+        sync: GroupSync::Team(t),
+    }
+}
+
+impl Group {
+    fn my_world(&self) -> u32 {
+        self.pes[self.me]
+    }
+
+    /// Every member arrives (no quiet).
+    fn sync(&self, routine: &str) {
+        match &self.sync {
+            GroupSync::Team(t) => check(routine, pe(routine).team_sync(t)),
+            GroupSync::PSync(ps) => self.psync_barrier(routine, *ps),
+        }
+    }
+
+    /// Quiet, then every member arrives.
+    fn barrier(&self, routine: &str) {
+        check(routine, pe(routine).quiet());
+        self.sync(routine);
+    }
+
+    /// The dissemination barrier on `pSync` counters (see the module documentation).
+    fn psync_barrier(&self, routine: &str, ps: *mut c_long) {
+        let n = self.pes.len();
+        let (mut d, mut k) = (1usize, 0usize);
+        while d < n {
+            let word = ps.wrapping_add(k);
+            let to = self.pes[(self.me + d) % n];
+            amo(routine, word, AmoOp::Add(1), to);
+            crate::state::wait(
+                routine,
+                &|| {
+                    format!(
+                        "round {k} of an active-set barrier (pSync {ps:p}, from PE {})",
+                        self.pes[(self.me + n - d) % n]
+                    )
+                },
+                &mut |p| p.sync(word.cast(), SyncTy::I64, Cmp::Ge, 1, false),
+            );
+            amo(routine, word, AmoOp::Add(u64::MAX), self.my_world());
+            d *= 2;
+            k += 1;
+        }
+    }
+}
+
+/// An atomic on the `long` at `word` of PE `to`.
+fn amo(routine: &str, word: *mut c_long, op: AmoOp, to: u32) -> u64 {
+    check(routine, pe(routine).amo(word.cast(), Width::W64, op, to))
+}
+
+/// `a * b` (+ `c`) bytes, or a fatal error.
+fn offset(routine: &str, a: usize, b: usize, c: usize) -> usize {
+    a.checked_mul(b)
+        .and_then(|x| x.checked_add(c))
+        .unwrap_or_else(|| fatal(routine, "a collective's byte offset overflows"))
+}
+
+/// `len` bytes of local `src` to symmetric `dst` on world PE `to`.
+fn put(routine: &str, dst: *mut u8, src: *const u8, len: usize, to: u32) {
+    if len > 0 {
+        // SAFETY: `src` is the caller's source array, valid for the collective's bytes.
+        check(routine, unsafe { pe(routine).put(dst, src, len, to, true) });
+    }
+}
+
+/// A count from C (`size_t` is already unsigned; `int` counts must not be negative).
+fn count(routine: &str, n: c_int) -> usize {
+    usize::try_from(n).unwrap_or_else(|_| fatal(routine, &format!("count {n} is negative")))
+}
+
+// ---- The collectives over a group ---------------------------------------------------------
+
+/// Root's `bytes` to every other member (`with_root`: also to the root's own `dst`).
+fn g_broadcast(
+    routine: &str,
+    g: &Group,
+    dst: *mut u8,
+    src: *const u8,
+    bytes: usize,
+    root: usize,
+    with_root: bool,
+) {
+    if root >= g.pes.len() {
+        fatal(
+            routine,
+            &format!("root {root} is not in 0..{}", g.pes.len()),
+        );
+    }
+    g.barrier(routine);
+    if g.me == root {
+        for (k, &m) in g.pes.iter().enumerate() {
+            if k != root || with_root {
+                put(routine, dst, src, bytes, m);
+            }
+        }
+    }
+    g.barrier(routine);
+}
+
+/// Every member's `bytes` at index `me * bytes` of every member's `dst`.
+fn g_fcollect(routine: &str, g: &Group, dst: *mut u8, src: *const u8, bytes: usize) {
+    let at = offset(routine, g.me, bytes, 0);
+    g.barrier(routine);
+    for &m in &g.pes {
+        put(routine, dst.wrapping_add(at), src, bytes, m);
+    }
+    g.barrier(routine);
+}
+
+/// Variable-size collect over an active set: the running offset passes along `pSync` word
+/// [`COLLECT_WORD`] (stored as offset + 1, so 0 still means "not yet").
+fn g_collect(
+    routine: &str,
+    g: &Group,
+    ps: *mut c_long,
+    dst: *mut u8,
+    src: *const u8,
+    bytes: usize,
+) {
+    let word = ps.wrapping_add(COLLECT_WORD);
+    g.barrier(routine);
+    let at = if g.me == 0 {
+        0
+    } else {
+        crate::state::wait(
+            routine,
+            &|| format!("the collect offset from PE {}", g.pes[g.me - 1]),
+            &mut |p| p.sync(word.cast(), SyncTy::I64, Cmp::Ne, 0, false),
+        );
+        let v = amo(routine, word, AmoOp::Swap(0), g.my_world());
+        (v - 1) as usize
+    };
+    if g.me + 1 < g.pes.len() {
+        let next = offset(routine, 1, at, bytes) as u64 + 1;
+        amo(routine, word, AmoOp::Set(next), g.pes[g.me + 1]);
+    }
+    for &m in &g.pes {
+        put(routine, dst.wrapping_add(at), src, bytes, m);
+    }
+    g.barrier(routine);
+}
+
+/// Block `j` (`bytes`) of this member's `src` to member `j`'s `dst` at block `me`.
+fn g_alltoall(routine: &str, g: &Group, dst: *mut u8, src: *const u8, bytes: usize) {
+    let at = offset(routine, g.me, bytes, 0);
+    g.barrier(routine);
+    for (j, &m) in g.pes.iter().enumerate() {
+        let from = offset(routine, j, bytes, 0);
+        put(
+            routine,
+            dst.wrapping_add(at),
+            src.wrapping_add(from),
+            bytes,
+            m,
+        );
+    }
+    g.barrier(routine);
+}
+
+/// Strided all-to-all: element `k` of block `j` (`src` stride `sst`) to element `k` of block
+/// `me` of member `j`'s `dst` (stride `dst_s`); elements of `w` bytes.
+#[allow(clippy::too_many_arguments)] // the routine's parameters
+fn g_alltoalls(
+    routine: &str,
+    g: &Group,
+    dst: *mut u8,
+    src: *const u8,
+    dst_s: isize,
+    sst: isize,
+    n: usize,
+    w: usize,
+) {
+    let (Ok(ds), Ok(ss)) = (usize::try_from(dst_s), usize::try_from(sst)) else {
+        fatal(
+            routine,
+            &format!("strides {dst_s} and {sst} must be positive"),
+        )
+    };
+    if ds == 0 || ss == 0 {
+        fatal(routine, "strides must be positive");
+    }
+    g.barrier(routine);
+    for (j, &m) in g.pes.iter().enumerate() {
+        for k in 0..n {
+            let d = offset(routine, offset(routine, g.me, n, k), ds, 0);
+            let s = offset(routine, offset(routine, j, n, k), ss, 0);
+            put(
+                routine,
+                dst.wrapping_add(offset(routine, d, w, 0)),
+                src.wrapping_add(offset(routine, s, w, 0)),
+                w,
+                m,
+            );
+        }
+    }
+    g.barrier(routine);
+}
+
+/// Reduction over a group: every member's symmetric `src` gathered with gets (after a barrier:
+/// every source is ready), combined here, and written to this PE's `dst` after a second
+/// barrier (no member still reads a `src` that `dst` may overlap).
+fn g_reduce(
+    routine: &str,
+    g: &Group,
+    dst: *mut u8,
+    src: *const u8,
+    n: usize,
+    ty: RedTy,
+    op: ReduceOp,
+) {
+    let bytes = offset(routine, n, width(ty), 0);
+    g.barrier(routine);
+    let mut acc = vec![0u8; bytes];
+    let mut more = vec![0u8; bytes];
+    let p = pe(routine);
+    if bytes > 0 {
+        // SAFETY: `acc` is a local buffer of `bytes`.
+        check(routine, unsafe {
+            p.get(acc.as_mut_ptr(), src, bytes, g.my_world())
+        });
+        for (k, &m) in g.pes.iter().enumerate() {
+            if k != g.me {
+                // SAFETY: `more` is a local buffer of `bytes`.
+                check(routine, unsafe { p.get(more.as_mut_ptr(), src, bytes, m) });
+                combine_bytes(ty, op, &mut acc, &more);
+            }
+        }
+    }
+    drop(p);
+    g.barrier(routine);
+    put(routine, dst, acc.as_ptr(), bytes, g.my_world());
+    check(routine, pe(routine).quiet());
+}
+
+// ---- Team-based collectives (1.5) ----------------------------------------------------------
+
+/// Element count × size, or a fatal error.
+fn bytes(routine: &str, n: usize, w: usize) -> usize {
+    offset(routine, n, w, 0)
+}
+
+macro_rules! team_colls {
+    ($($name:ident: $w:expr),* $(,)?) => { paste::paste! { $(
+        #[doc = concat!("`shmem_", stringify!($name), "_broadcast`.")]
+        #[unsafe(no_mangle)]
+        pub extern "C" fn [<shmem_ $name _broadcast>](team_h: *mut c_void, dest: *mut c_void, source: *const c_void, nelems: usize, pe_root: c_int) -> c_int {
+            let r = concat!("shmem_", stringify!($name), "_broadcast");
+            let t = team(r, team_h);
+            let root = u32::try_from(pe_root).unwrap_or(u32::MAX);
+            check(r, pe(r).broadcast(&t, dest.cast(), source.cast(), bytes(r, nelems, $w), root));
+            0
+        }
+        #[doc = concat!("`shmem_", stringify!($name), "_collect`.")]
+        #[unsafe(no_mangle)]
+        pub extern "C" fn [<shmem_ $name _collect>](team_h: *mut c_void, dest: *mut c_void, source: *const c_void, nelems: usize) -> c_int {
+            let r = concat!("shmem_", stringify!($name), "_collect");
+            let t = team(r, team_h);
+            check(r, pe(r).collect(&t, dest.cast(), source.cast(), bytes(r, nelems, $w), false));
+            0
+        }
+        #[doc = concat!("`shmem_", stringify!($name), "_fcollect`.")]
+        #[unsafe(no_mangle)]
+        pub extern "C" fn [<shmem_ $name _fcollect>](team_h: *mut c_void, dest: *mut c_void, source: *const c_void, nelems: usize) -> c_int {
+            let r = concat!("shmem_", stringify!($name), "_fcollect");
+            let t = team(r, team_h);
+            check(r, pe(r).collect(&t, dest.cast(), source.cast(), bytes(r, nelems, $w), true));
+            0
+        }
+        #[doc = concat!("`shmem_", stringify!($name), "_alltoall`.")]
+        #[unsafe(no_mangle)]
+        pub extern "C" fn [<shmem_ $name _alltoall>](team_h: *mut c_void, dest: *mut c_void, source: *const c_void, nelems: usize) -> c_int {
+            let r = concat!("shmem_", stringify!($name), "_alltoall");
+            let t = team(r, team_h);
+            check(r, pe(r).alltoall(&t, dest.cast(), source.cast(), bytes(r, nelems, $w)));
+            0
+        }
+        #[doc = concat!("`shmem_", stringify!($name), "_alltoalls`.")]
+        #[unsafe(no_mangle)]
+        pub extern "C" fn [<shmem_ $name _alltoalls>](team_h: *mut c_void, dest: *mut c_void, source: *const c_void, dst: isize, sst: isize, nelems: usize) -> c_int {
+            let r = concat!("shmem_", stringify!($name), "_alltoalls");
+            let g = team_group(team(r, team_h));
+            g_alltoalls(r, &g, dest.cast(), source.cast(), dst, sst, nelems, $w);
+            0
+        }
+    )* } };
+}
+
+use std::ffi::{
+    c_char, c_double, c_float, c_longlong, c_schar, c_short, c_uchar, c_uint, c_ulong, c_ulonglong,
+    c_ushort,
+};
+
+team_colls!(
+    float: size_of::<c_float>(), double: size_of::<c_double>(), longdouble: 16,
+    char: size_of::<c_char>(), schar: size_of::<c_schar>(), short: size_of::<c_short>(),
+    int: size_of::<c_int>(), long: size_of::<c_long>(), longlong: size_of::<c_longlong>(),
+    uchar: size_of::<c_uchar>(), ushort: size_of::<c_ushort>(), uint: size_of::<c_uint>(),
+    ulong: size_of::<c_ulong>(), ulonglong: size_of::<c_ulonglong>(), int8: 1, int16: 2,
+    int32: 4, int64: 8, uint8: 1, uint16: 2, uint32: 4, uint64: 8, size: 8, ptrdiff: 8,
+);
+
+/// `shmem_broadcastmem`.
+#[unsafe(no_mangle)]
+pub extern "C" fn shmem_broadcastmem(
+    team_h: *mut c_void,
+    dest: *mut c_void,
+    source: *const c_void,
+    nelems: usize,
+    pe_root: c_int,
+) -> c_int {
+    shmem_uchar_broadcast(team_h, dest, source, nelems, pe_root)
+}
+/// `shmem_collectmem`.
+#[unsafe(no_mangle)]
+pub extern "C" fn shmem_collectmem(
+    team_h: *mut c_void,
+    dest: *mut c_void,
+    source: *const c_void,
+    nelems: usize,
+) -> c_int {
+    shmem_uchar_collect(team_h, dest, source, nelems)
+}
+/// `shmem_fcollectmem`.
+#[unsafe(no_mangle)]
+pub extern "C" fn shmem_fcollectmem(
+    team_h: *mut c_void,
+    dest: *mut c_void,
+    source: *const c_void,
+    nelems: usize,
+) -> c_int {
+    shmem_uchar_fcollect(team_h, dest, source, nelems)
+}
+/// `shmem_alltoallmem`.
+#[unsafe(no_mangle)]
+pub extern "C" fn shmem_alltoallmem(
+    team_h: *mut c_void,
+    dest: *mut c_void,
+    source: *const c_void,
+    nelems: usize,
+) -> c_int {
+    shmem_uchar_alltoall(team_h, dest, source, nelems)
+}
+/// `shmem_alltoallsmem`.
+#[unsafe(no_mangle)]
+pub extern "C" fn shmem_alltoallsmem(
+    team_h: *mut c_void,
+    dest: *mut c_void,
+    source: *const c_void,
+    dst: isize,
+    sst: isize,
+    nelems: usize,
+) -> c_int {
+    shmem_uchar_alltoalls(team_h, dest, source, dst, sst, nelems)
+}
+
+macro_rules! team_reductions {
+    ($op:ident, $v:ident: $($name:ident: $ty:ident),* $(,)?) => { paste::paste! { $(
+        #[doc = concat!("`shmem_", stringify!($name), "_", stringify!($op), "_reduce`.")]
+        #[unsafe(no_mangle)]
+        pub extern "C" fn [<shmem_ $name _ $op _reduce>](team_h: *mut c_void, dest: *mut c_void, source: *const c_void, nreduce: usize) -> c_int {
+            let r = concat!("shmem_", stringify!($name), "_", stringify!($op), "_reduce");
+            let t = team(r, team_h);
+            check(r, pe(r).reduce(&t, dest.cast(), source.cast(), nreduce, RedTy::$ty, ReduceOp::$v));
+            0
+        }
+    )* } };
+}
+
+macro_rules! bitwise_types {
+    ($m:ident, $op:ident, $v:ident) => {
+        $m!($op, $v: uchar: U8, ushort: U16, uint: U32, ulong: U64, ulonglong: U64, int8: I8,
+            int16: I16, int32: I32, int64: I64, uint8: U8, uint16: U16, uint32: U32, uint64: U64,
+            size: U64);
+    };
+}
+macro_rules! ordered_types {
+    ($m:ident, $op:ident, $v:ident) => {
+        $m!($op, $v: char: I8, schar: I8, short: I16, int: I32, long: I64, longlong: I64,
+            ptrdiff: I64, uchar: U8, ushort: U16, uint: U32, ulong: U64, ulonglong: U64,
+            int8: I8, int16: I16, int32: I32, int64: I64, uint8: U8, uint16: U16, uint32: U32,
+            uint64: U64, size: U64, float: F32, double: F64);
+    };
+}
+bitwise_types!(team_reductions, and, And);
+bitwise_types!(team_reductions, or, Or);
+bitwise_types!(team_reductions, xor, Xor);
+ordered_types!(team_reductions, max, Max);
+ordered_types!(team_reductions, min, Min);
+ordered_types!(team_reductions, sum, Sum);
+ordered_types!(team_reductions, prod, Prod);
+team_reductions!(sum, Sum: complexf: C32, complexd: C64);
+team_reductions!(prod, Prod: complexf: C32, complexd: C64);
+
+// ---- Active-set collectives (1.4 names) ----------------------------------------------------
+
+macro_rules! active_colls {
+    ($($bits:literal),*) => { paste::paste! { $(
+        #[doc = concat!("`shmem_broadcast", $bits, "` (active set; the root's `dest` is not written).")]
+        #[unsafe(no_mangle)]
+        #[allow(clippy::too_many_arguments)]
+        pub extern "C" fn [<shmem_broadcast $bits>](dest: *mut c_void, source: *const c_void, nelems: usize, pe_root: c_int, pe_start: c_int, log_stride: c_int, pe_size: c_int, p_sync: *mut c_long) {
+            let r = concat!("shmem_broadcast", $bits);
+            let g = active_set(r, pe_start, log_stride, pe_size, p_sync);
+            let root = usize::try_from(pe_root).unwrap_or(usize::MAX);
+            g_broadcast(r, &g, dest.cast(), source.cast(), bytes(r, nelems, $bits / 8), root, false);
+        }
+        #[doc = concat!("`shmem_collect", $bits, "` (active set).")]
+        #[unsafe(no_mangle)]
+        pub extern "C" fn [<shmem_collect $bits>](dest: *mut c_void, source: *const c_void, nelems: usize, pe_start: c_int, log_stride: c_int, pe_size: c_int, p_sync: *mut c_long) {
+            let r = concat!("shmem_collect", $bits);
+            let g = active_set(r, pe_start, log_stride, pe_size, p_sync);
+            g_collect(r, &g, p_sync, dest.cast(), source.cast(), bytes(r, nelems, $bits / 8));
+        }
+        #[doc = concat!("`shmem_fcollect", $bits, "` (active set).")]
+        #[unsafe(no_mangle)]
+        pub extern "C" fn [<shmem_fcollect $bits>](dest: *mut c_void, source: *const c_void, nelems: usize, pe_start: c_int, log_stride: c_int, pe_size: c_int, p_sync: *mut c_long) {
+            let r = concat!("shmem_fcollect", $bits);
+            let g = active_set(r, pe_start, log_stride, pe_size, p_sync);
+            g_fcollect(r, &g, dest.cast(), source.cast(), bytes(r, nelems, $bits / 8));
+        }
+        #[doc = concat!("`shmem_alltoall", $bits, "` (active set).")]
+        #[unsafe(no_mangle)]
+        pub extern "C" fn [<shmem_alltoall $bits>](dest: *mut c_void, source: *const c_void, nelems: usize, pe_start: c_int, log_stride: c_int, pe_size: c_int, p_sync: *mut c_long) {
+            let r = concat!("shmem_alltoall", $bits);
+            let g = active_set(r, pe_start, log_stride, pe_size, p_sync);
+            g_alltoall(r, &g, dest.cast(), source.cast(), bytes(r, nelems, $bits / 8));
+        }
+        #[doc = concat!("`shmem_alltoalls", $bits, "` (active set).")]
+        #[unsafe(no_mangle)]
+        #[allow(clippy::too_many_arguments)]
+        pub extern "C" fn [<shmem_alltoalls $bits>](dest: *mut c_void, source: *const c_void, dst: isize, sst: isize, nelems: usize, pe_start: c_int, log_stride: c_int, pe_size: c_int, p_sync: *mut c_long) {
+            let r = concat!("shmem_alltoalls", $bits);
+            let g = active_set(r, pe_start, log_stride, pe_size, p_sync);
+            g_alltoalls(r, &g, dest.cast(), source.cast(), dst, sst, nelems, $bits / 8);
+        }
+    )* } };
+}
+active_colls!(32, 64);
+
+macro_rules! to_all {
+    ($op:ident, $v:ident: $($name:ident: $ty:ident),* $(,)?) => { paste::paste! { $(
+        #[doc = concat!("`shmem_", stringify!($name), "_", stringify!($op), "_to_all` (active set; `pWrk` is not needed).")]
+        #[unsafe(no_mangle)]
+        #[allow(clippy::too_many_arguments)]
+        pub extern "C" fn [<shmem_ $name _ $op _to_all>](dest: *mut c_void, source: *const c_void, nreduce: c_int, pe_start: c_int, log_stride: c_int, pe_size: c_int, p_wrk: *mut c_void, p_sync: *mut c_long) {
+            let r = concat!("shmem_", stringify!($name), "_", stringify!($op), "_to_all");
+            let _ = p_wrk;
+            let g = active_set(r, pe_start, log_stride, pe_size, p_sync);
+            g_reduce(r, &g, dest.cast(), source.cast(), count(r, nreduce), RedTy::$ty, ReduceOp::$v);
+        }
+    )* } };
+}
+to_all!(and, And: short: I16, int: I32, long: I64, longlong: I64);
+to_all!(or, Or: short: I16, int: I32, long: I64, longlong: I64);
+to_all!(xor, Xor: short: I16, int: I32, long: I64, longlong: I64);
+to_all!(max, Max: short: I16, int: I32, long: I64, longlong: I64, float: F32, double: F64);
+to_all!(min, Min: short: I16, int: I32, long: I64, longlong: I64, float: F32, double: F64);
+to_all!(sum, Sum: short: I16, int: I32, long: I64, longlong: I64, float: F32, double: F64, complexf: C32, complexd: C64);
+to_all!(prod, Prod: short: I16, int: I32, long: I64, longlong: I64, float: F32, double: F64, complexf: C32, complexd: C64);
