@@ -119,6 +119,77 @@ fn routines_on_2_and_4_pes_over_rdma_on_every_provider() {
     assert_eq!(runs, 6);
 }
 
+/// Runs `prog` on `n` PEs with `env`; every PE must print a line ending in `want`.
+fn runs_ok(prog: &'static str, n: u32, env: &[(&str, &str)], want: &str) {
+    let o = gdarun(n, &program(prog), &[], env);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{prog} -n {n} {env:?}\n{out}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let ok = out.lines().filter(|l| l.ends_with(want)).count();
+    assert_eq!(ok, n as usize, "{prog} -n {n} {env:?}\n{out}");
+}
+
+/// Teams, team and active-set collectives, reductions (complex and long double), contexts,
+/// signals, locks and multi-variable waits, on heap and global/static variables: 61 checks
+/// per PE, on 2, 3 and 4 PEs over P2P, and over RDMA through every provider's queues.
+#[test]
+fn families_on_p2p_and_rdma() {
+    let mut runs = 0;
+    for n in [2, 3, 4] {
+        runs_ok("families", n, &[], &format!("/{n}: families ok, 61 checks"));
+        runs += 1;
+    }
+    for (provider, n) in [("native", 4), ("mlx5", 2), ("bnxt", 3)] {
+        let env = [
+            ("GDA_SHMEM_TRANSPORT", "rdma"),
+            ("GDA_SHMEM_PROVIDER", provider),
+        ];
+        runs_ok(
+            "families",
+            n,
+            &env,
+            &format!("/{n}: families ok, 61 checks"),
+        );
+        runs += 1;
+    }
+    assert_eq!(runs, 6);
+}
+
+/// A 1.x-style program (`<mpp/shmem.h>`, `start_pes`, globals and statics, the 1.3 names,
+/// pSync collectives, a lock, no `shmem_finalize`) on 2 and 4 PEs, P2P and RDMA.
+#[test]
+fn a_classic_program_runs_unchanged() {
+    let mut runs = 0;
+    for n in [2, 4] {
+        runs_ok("classic", n, &[], "classic ok");
+        runs_ok(
+            "classic",
+            n,
+            &[("GDA_SHMEM_TRANSPORT", "rdma")],
+            "classic ok",
+        );
+        runs += 2;
+    }
+    assert_eq!(runs, 4);
+}
+
+/// `SHMEM_THREAD_MULTIPLE`: 4 threads per PE on private contexts, one waiting on a flag
+/// another thread of its PE sets (the wait must not hold the library's lock).
+#[test]
+fn thread_multiple_programs_run() {
+    runs_ok("threads", 2, &[], "threads ok");
+    runs_ok("threads", 4, &[], "threads ok");
+    runs_ok(
+        "threads",
+        2,
+        &[("GDA_SHMEM_TRANSPORT", "rdma")],
+        "threads ok",
+    );
+}
+
 /// Every function `shmem.h` declares (after the preprocessor) is exported by the library,
 /// but for the `long double` routines the header defines inline (p and g, their context forms,
 /// and the reductions, whose arithmetic is C's).
@@ -208,6 +279,18 @@ fn misuse_ends_the_job_with_the_routine_named() {
         ),
         // shmem_global_exit(7) on PE 1: the job's status is 7 (PE 0 was blocked in a barrier).
         ("global-exit", 7, "PE 1"),
+        // shmem_global_exit(0) on PE 1 ends PE 0 (asleep, it would exit 5) at once: status 0.
+        (
+            "global-exit-0",
+            0,
+            "PE 1 called shmem_global_exit(0): ending the job",
+        ),
+        (
+            "malloc-mismatch",
+            1,
+            "shmem_malloc: invalid use: collective allocation mismatch: PE 1 asked for 128 \
+             bytes aligned to 16, PE 0 for 64 bytes aligned to 16",
+        ),
     ] {
         let o = gdarun(2, &prog, &[case], &[("GDA_SHMEM_TIMEOUT_MS", "10000")]);
         let err = String::from_utf8_lossy(&o.stderr);
@@ -215,7 +298,7 @@ fn misuse_ends_the_job_with_the_routine_named() {
         assert!(err.contains(want), "{case}: {want:?} missing from\n{err}");
         cases += 1;
     }
-    assert_eq!(cases, 7);
+    assert_eq!(cases, 9);
 }
 
 #[test]

@@ -231,6 +231,9 @@ pub struct JobOutcome {
     pub job: String,
     /// The signal (SIGTERM, SIGINT or SIGHUP) that ended the job, if the launcher got one.
     pub interrupted: Option<i32>,
+    /// The PE that called `shmem_global_exit` first, and its status: the job's status, also
+    /// when it is 0 (the other PEs were ended for it).
+    pub global_exit: Option<(usize, i32)>,
 }
 
 impl JobOutcome {
@@ -241,6 +244,10 @@ impl JobOutcome {
     pub fn exit_code(&self) -> i32 {
         if let Some(s) = self.interrupted {
             return 128 + s;
+        }
+        if let Some((_, s)) = self.global_exit {
+            // As `exit(3)` passes it on: the low 8 bits.
+            return s & 0xff;
         }
         let first = self
             .first_failure
@@ -389,6 +396,14 @@ fn supervise(
 ) -> Result<JobOutcome> {
     use std::sync::atomic::Ordering::Relaxed;
     let secret: [u8; 32] = rand::random();
+    // PEs report `shmem_global_exit` on this pipe (`GDA_SHMEM_EXIT_FD`: the write end, which
+    // the children inherit): "<rank> <status>\n", one write each.
+    let (exit_rd, exit_wr) = rustix::pipe::pipe()
+        .map_err(|e| ShmemError::io("making the global-exit pipe", e.into()))?;
+    rustix::io::fcntl_setfd(&exit_rd, rustix::io::FdFlags::CLOEXEC)
+        .and_then(|()| rustix::fs::fcntl_setfl(&exit_rd, rustix::fs::OFlags::NONBLOCK))
+        .map_err(|e| ShmemError::io("setting up the global-exit pipe", e.into()))?;
+    let mut exits = GlobalExits::default();
     let mut pes = Pes {
         children: Vec::with_capacity(job.n as usize),
         codes: vec![(None, None); job.n as usize],
@@ -411,7 +426,11 @@ fn supervise(
             .env("GDA_SHMEM_SIZE", job.n.to_string())
             .env("GDA_SHMEM_JOB", id)
             .env("GDA_SHMEM_BOOT", format!("127.0.0.1:{port}"))
-            .env("GDA_SHMEM_SECRET", hex::encode(secret));
+            .env("GDA_SHMEM_SECRET", hex::encode(secret))
+            .env(
+                "GDA_SHMEM_EXIT_FD",
+                std::os::fd::AsRawFd::as_raw_fd(&exit_wr).to_string(),
+            );
         if let Some(h) = job.hosts {
             c.env("GDA_SHMEM_HOSTS", h.to_string());
         }
@@ -432,10 +451,18 @@ fn supervise(
             }
         }
     }
+    drop(exit_wr);
     let mut interrupted: Option<(i32, Instant)> = None;
     let mut killed = false;
     while pes.left > 0 {
         pes.reap();
+        if let Some((r, s)) = exits.poll(&exit_rd, job.n) {
+            if !killed {
+                eprintln!("gdarun: PE {r} called shmem_global_exit({s}): ending the job");
+                killed = true;
+                pes.kill_all(&format!("PE {r} called shmem_global_exit({s})"));
+            }
+        }
         let sig = caught.swap(0, Relaxed);
         if sig != 0 {
             let s = sig as i32;
@@ -466,7 +493,72 @@ fn supervise(
         swept: gda_os::shm::sweep(id).unwrap_or(0),
         job: id.to_owned(),
         interrupted: interrupted.map(|(s, _)| s),
+        global_exit: exits.first,
     })
+}
+
+/// What the PEs wrote on the global-exit pipe.
+#[derive(Default)]
+struct GlobalExits {
+    pending: Vec<u8>,
+    first: Option<(usize, i32)>,
+}
+
+impl GlobalExits {
+    /// Reads what is there; the first well-formed report from a rank of the job, once.
+    fn poll(&mut self, rd: &std::os::fd::OwnedFd, n: u32) -> Option<(usize, i32)> {
+        let mut buf = [0u8; 256];
+        while let Ok(k) = rustix::io::read(rd, &mut buf) {
+            if k == 0 {
+                break;
+            }
+            // A PE writes a short line; anything longer is not ours to keep.
+            if self.pending.len() < 4096 {
+                self.pending.extend_from_slice(&buf[..k]);
+            }
+        }
+        let mut newest = None;
+        while let Some(end) = self.pending.iter().position(|&b| b == b'\n') {
+            let line: Vec<u8> = self.pending.drain(..=end).collect();
+            let text = String::from_utf8_lossy(&line);
+            let mut it = text.split_whitespace();
+            let parsed = (
+                it.next().and_then(|r| r.parse::<u32>().ok()),
+                it.next().and_then(|s| s.parse::<i32>().ok()),
+            );
+            if let (Some(r), Some(s)) = parsed {
+                if r < n && self.first.is_none() {
+                    self.first = Some((r as usize, s));
+                    newest = self.first;
+                }
+            }
+        }
+        newest
+    }
+}
+
+/// Tells the launcher (`gdarun`, through `GDA_SHMEM_EXIT_FD`) that PE `rank` called
+/// `shmem_global_exit(status)`, so it ends the other PEs now and exits with `status` (also 0).
+/// Does nothing when the variable is unset (another launcher) or does not name a pipe this
+/// process holds: a stray value must not make it write into some other file.
+pub fn notify_global_exit(rank: u32, status: i32) {
+    use std::io::Write;
+    use std::os::unix::fs::FileTypeExt;
+    let Some(fd) = std::env::var("GDA_SHMEM_EXIT_FD")
+        .ok()
+        .and_then(|v| v.trim().parse::<u32>().ok())
+    else {
+        return;
+    };
+    // Reopened through /proc: no borrowing of a raw descriptor number that may not be open.
+    let path = format!("/proc/self/fd/{fd}");
+    let is_pipe = std::fs::metadata(&path).is_ok_and(|m| m.file_type().is_fifo());
+    if !is_pipe {
+        return;
+    }
+    if let Ok(mut f) = std::fs::OpenOptions::new().write(true).open(&path) {
+        let _ = f.write_all(format!("{rank} {status}\n").as_bytes());
+    }
 }
 
 /// For programs that launch themselves: if this process is not a PE yet (no launcher

@@ -110,10 +110,13 @@ pub extern "C" fn shmem_finalize() {
     }
 }
 
-/// `shmem_global_exit`: ends this PE with `status` and tells the others to end.
+/// `shmem_global_exit`: ends the job with `status`: the launcher is told (`gdarun` then ends
+/// the other PEs at once and exits with `status`, 0 included), the other PEs' waits are
+/// aborted, and this PE exits with `status`.
 #[unsafe(no_mangle)]
 pub extern "C" fn shmem_global_exit(status: c_int) -> ! {
     if let Some(p) = state::take() {
+        gda_shmem::launch::notify_global_exit(p.me(), status);
         p.abort(&format!("shmem_global_exit({status})"));
         // No collective finalize: the job is ending.
         std::mem::forget(p);

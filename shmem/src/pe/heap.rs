@@ -19,18 +19,62 @@ impl<P: Provider> Pe<P> {
 
     /// Collective: as [`Pe::malloc`], zero-filled.
     pub fn calloc<T: Elem>(&self, n: usize) -> Result<Sym<T>> {
-        let s = self.align_nobarrier::<T>(align_of::<T>().max(8), n)?;
+        let s = self.align_agreed::<T>(align_of::<T>().max(8), n)?;
         // SAFETY: the block is inside the heap and nobody else uses it before the barrier.
         unsafe { mmio::sym_fill(self.base.add(s.off), 0, n * size_of::<T>()) };
         self.barrier_all()?;
         Ok(s)
     }
 
-    /// Collective: `n` elements aligned to `alignment` bytes (a power of two).
+    /// Collective: `n` elements aligned to `alignment` bytes (a power of two). Every PE must
+    /// ask for the same size and alignment: a mismatch (or a PE whose heap is full) is an
+    /// error on every PE, naming the sizes, and allocates nothing.
     pub fn align<T: Elem>(&self, alignment: usize, n: usize) -> Result<Sym<T>> {
-        let s = self.align_nobarrier(alignment, n)?;
-        self.barrier_all()?;
-        Ok(s)
+        self.align_agreed(alignment, n)
+    }
+
+    /// Allocates here, then checks with every PE (an all-gather, which is also the barrier
+    /// the allocation ends with) that all asked for the same and all succeeded.
+    fn align_agreed<T: Elem>(&self, alignment: usize, n: usize) -> Result<Sym<T>> {
+        let mine = self.align_nobarrier::<T>(alignment, n);
+        let bytes = n.saturating_mul(size_of::<T>());
+        let align = alignment.max(align_of::<T>());
+        // (bytes << 6) | log2(alignment); all ones: failed here (or too large to say).
+        let word = match &mine {
+            Ok(_) if bytes < 1 << 57 && align.is_power_of_two() => {
+                ((bytes as u64) << 6) | u64::from(align.trailing_zeros())
+            }
+            _ => u64::MAX,
+        };
+        let all = self.team_allgather_u64(&self.team_world(), word)?;
+        let disagree = all.iter().position(|&w| w != word);
+        let failed = all.iter().position(|&w| w == u64::MAX);
+        match (mine, disagree.or(failed)) {
+            (Ok(s), None) => Ok(s),
+            // Not reached (a failure here is all ones, so `failed` found it), but an error.
+            (Err(e), None) => Err(e),
+            (mine, Some(j)) => {
+                if let Ok(s) = &mine {
+                    self.heap.borrow_mut().free(s.off)?;
+                }
+                let what = |w: u64| {
+                    if w == u64::MAX {
+                        "an allocation that failed".to_string()
+                    } else {
+                        format!("{} bytes aligned to {}", w >> 6, 1u64 << (w & 63))
+                    }
+                };
+                Err(mine.err().unwrap_or_else(|| {
+                    ShmemError::Invalid(format!(
+                        "collective allocation mismatch: PE {j} asked for {}, PE {} for {} \
+                         (every PE must allocate the same size)",
+                        what(all[j]),
+                        self.me,
+                        what(word)
+                    ))
+                }))
+            }
+        }
     }
 
     fn align_nobarrier<T: Elem>(&self, alignment: usize, n: usize) -> Result<Sym<T>> {

@@ -186,7 +186,7 @@ impl<P: Provider> Pe<P> {
     }
 
     /// Every member's `v`, in team order (through the team's scratch).
-    fn team_allgather_u64(&self, team: &Team, v: u64) -> Result<Vec<u64>> {
+    pub(crate) fn team_allgather_u64(&self, team: &Team, v: u64) -> Result<Vec<u64>> {
         let n = team.members.len();
         if n * 8 > SCRATCH {
             return Err(ShmemError::Invalid(format!(

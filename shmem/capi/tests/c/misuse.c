@@ -4,6 +4,7 @@
 #include <shmem.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 int main(int argc, char **argv) {
     const char *c = argc > 1 ? argv[1] : "";
@@ -27,6 +28,13 @@ int main(int argc, char **argv) {
     } else if (strcmp(c, "huge-stride") == 0) {
         long two[2] = {1, 2};
         shmem_long_iput(sym, two, (ptrdiff_t)1 << 62, 1, 2, 0);
+    } else if (strcmp(c, "malloc-mismatch") == 0) {
+        void *p = shmem_malloc(me == 0 ? 64 : 128);
+        printf("%p\n", p); /* not reached */
+    } else if (strcmp(c, "global-exit-0") == 0) {
+        if (me == 1) shmem_global_exit(0);
+        sleep(60); /* gdarun ends PE 0 at once; were it left running, the job's status is 5 */
+        return 5;
     } else if (strcmp(c, "global-exit") == 0) {
         if (me == 1) shmem_global_exit(7);
         shmem_barrier_all(); /* PE 0 waits here until gdarun ends it */
