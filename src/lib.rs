@@ -53,6 +53,7 @@ pub mod gpus;
 pub mod grid;
 #[cfg(feature = "sim")]
 pub mod perf;
+pub mod plot;
 #[cfg(feature = "sim")]
 pub mod provider;
 #[cfg(feature = "sim")]

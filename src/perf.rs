@@ -446,3 +446,40 @@ pub fn idle(seconds: f64) -> Result<f64, PerfError> {
     let c1 = fabric.engine_cpu_time().unwrap_or(c0);
     Ok((c1 - c0).as_secs_f64() / t0.elapsed().as_secs_f64())
 }
+
+/// The charts of `gda perf --plot`: bandwidth (with `memcpy`'s), message rate, and p50/p99
+/// latency over message size.
+#[must_use]
+pub fn panels(rows: &[PerfResult]) -> Vec<crate::plot::Panel> {
+    use crate::plot::{Panel, Series};
+    let series = |name: &str, f: &dyn Fn(&PerfResult) -> f64| Series {
+        name: name.to_owned(),
+        points: rows.iter().map(|r| (r.size as f64, f(r))).collect(),
+    };
+    vec![
+        Panel {
+            title: "bandwidth".into(),
+            y_label: "GB/s".into(),
+            log_y: true,
+            series: vec![
+                series("software NIC", &|r| r.bw_gbps),
+                series("memcpy", &|r| r.memcpy_gbps),
+            ],
+        },
+        Panel {
+            title: "message rate".into(),
+            y_label: "million messages/s".into(),
+            log_y: true,
+            series: vec![series("software NIC", &|r| r.msg_rate_mps)],
+        },
+        Panel {
+            title: "latency".into(),
+            y_label: "µs".into(),
+            log_y: true,
+            series: vec![
+                series("p50", &|r| r.lat_us_p50),
+                series("p99", &|r| r.lat_us_p99),
+            ],
+        },
+    ]
+}

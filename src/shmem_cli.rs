@@ -179,6 +179,103 @@ fn memcpy_gbs(bytes: usize, iters: u64) -> f64 {
     bytes as f64 * iters as f64 / t.elapsed().as_secs_f64() / 1e9
 }
 
+/// Message sizes of `gda shmem perf`'s sweep.
+const SWEEP: [usize; 7] = [8, 64, 512, 4096, 32768, 262_144, 1 << 20];
+
+/// The rows of `gda shmem perf` as aligned tables: the fixed benchmarks (one line each), then
+/// the sweep over message sizes.
+#[must_use]
+pub fn perf_table(rows: &[serde_json::Value]) -> String {
+    use std::fmt::Write;
+    let f = |v: &serde_json::Value, k: &str| v.get(k).and_then(serde_json::Value::as_f64);
+    let mut t = String::new();
+    let line = "-".repeat(78);
+    let _ = writeln!(
+        t,
+        "{line}\n {:<20} {:>10} {:>12}  {:<26}\n{line}",
+        "test", "iters", "value", "unit"
+    );
+    for r in rows.iter().filter(|r| r["test"] != "size_sweep") {
+        let test = r["test"].as_str().unwrap_or("?");
+        let (value, unit) = match test {
+            "put8_blocking" => (f(r, "us_per_put"), "µs per put"),
+            "put8_quiet" => (f(r, "us_mean"), "µs per put + quiet (mean)"),
+            "put1m_bw" => (f(r, "gb_s"), "GB/s"),
+            "barrier_all" => (f(r, "us"), "µs per barrier"),
+            _ => (f(r, "mops"), "million per s"),
+        };
+        let _ = writeln!(
+            t,
+            " {:<20} {:>10} {:>12.4}  {:<26}",
+            test,
+            r["iters"].as_u64().unwrap_or(0),
+            value.unwrap_or(f64::NAN),
+            unit
+        );
+    }
+    let sweep: Vec<&serde_json::Value> =
+        rows.iter().filter(|r| r["test"] == "size_sweep").collect();
+    if !sweep.is_empty() {
+        let _ = writeln!(
+            t,
+            "{line}\n {:<10} {:>10} {:>10} {:>14} {:>15} {:>12}\n{line}",
+            "#bytes", "iters", "BW[GB/s]", "rate[Mmsg/s]", "put+quiet[us]", "get[us]"
+        );
+        for r in sweep {
+            let _ = writeln!(
+                t,
+                " {:<10} {:>10} {:>10.3} {:>14.3} {:>15.3} {:>12.3}",
+                r["bytes"].as_u64().unwrap_or(0),
+                r["iters"].as_u64().unwrap_or(0),
+                f(r, "gb_s").unwrap_or(f64::NAN),
+                f(r, "mops").unwrap_or(f64::NAN),
+                f(r, "put_quiet_us").unwrap_or(f64::NAN),
+                f(r, "get_us").unwrap_or(f64::NAN)
+            );
+        }
+    }
+    let _ = writeln!(t, "{line}");
+    t
+}
+
+/// The charts of `gda shmem perf --plot`, from the sweep rows.
+#[must_use]
+pub fn perf_panels(rows: &[serde_json::Value]) -> Vec<crate::plot::Panel> {
+    use crate::plot::{Panel, Series};
+    let sweep: Vec<&serde_json::Value> =
+        rows.iter().filter(|r| r["test"] == "size_sweep").collect();
+    let series = |name: &str, k: &str| Series {
+        name: name.to_owned(),
+        points: sweep
+            .iter()
+            .filter_map(|r| Some((r["bytes"].as_f64()?, r[k].as_f64()?)))
+            .collect(),
+    };
+    vec![
+        Panel {
+            title: "put bandwidth".into(),
+            y_label: "GB/s".into(),
+            log_y: true,
+            series: vec![series("put", "gb_s")],
+        },
+        Panel {
+            title: "put message rate".into(),
+            y_label: "million messages/s".into(),
+            log_y: true,
+            series: vec![series("put", "mops")],
+        },
+        Panel {
+            title: "latency".into(),
+            y_label: "µs".into(),
+            log_y: true,
+            series: vec![
+                series("put + quiet", "put_quiet_us"),
+                series("get", "get_us"),
+            ],
+        },
+    ]
+}
+
 /// PE 0 measures against PE 1; every PE joins the barrier timing.
 fn perf<P: gda_hal::Provider>(pe: &Pe<P>, iters: u64) -> Result<Vec<serde_json::Value>> {
     use serde_json::json;
@@ -246,6 +343,37 @@ fn perf<P: gda_hal::Provider>(pe: &Pe<P>, iters: u64) -> Result<Vec<serde_json::
         let gbs = (1u64 << 20) as f64 * kb as f64 / t.elapsed().as_secs_f64() / 1e9;
         let mc = memcpy_gbs(1 << 20, kb);
         out.push(json!({"test": "put1m_bw", "transport": transport, "iters": kb, "gb_s": gbs, "memcpy_gb_s": mc, "ratio": gbs / mc}));
+        // Over message sizes: put bandwidth and message rate (back to back, one quiet), put +
+        // quiet latency, blocking get latency. About 64 MiB moved per size (fewer over RDMA).
+        let budget: usize = if rdma { 8 << 20 } else { 64 << 20 };
+        for size in SWEEP {
+            let src = vec![5u8; size];
+            let k = (budget / size).clamp(50, iters as usize) as u64;
+            let t = Instant::now();
+            for _ in 0..k {
+                pe.put_nbi(big, 0, &src, 1)?;
+            }
+            pe.quiet()?;
+            let s = t.elapsed().as_secs_f64();
+            let kl = (k / 4).max(20);
+            let t = Instant::now();
+            for _ in 0..kl {
+                pe.put(big, 0, &src, 1)?;
+                pe.quiet()?;
+            }
+            let put_us = t.elapsed().as_secs_f64() * 1e6 / kl as f64;
+            let mut dst = vec![0u8; size];
+            let t = Instant::now();
+            for _ in 0..kl {
+                pe.get(&mut dst, big, 0, 1)?;
+            }
+            let get_us = t.elapsed().as_secs_f64() * 1e6 / kl as f64;
+            out.push(
+                json!({"test": "size_sweep", "transport": transport, "bytes": size, "iters": k,
+                "gb_s": (size as f64 * k as f64) / s / 1e9, "mops": k as f64 / s / 1e6,
+                "put_quiet_us": put_us, "get_us": get_us}),
+            );
+        }
     }
     pe.barrier_all()?;
     let kb = (iters / 1000).clamp(100, 20_000);

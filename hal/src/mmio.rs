@@ -352,8 +352,8 @@ mod tests {
 // (this section was appended); they are re-exported here and used as `mmio::sym_copy` etc.
 
 pub use symmetric::{
-    atomic_update_u32, atomic_update_u64, fetch_add_u64_release, sym_copy, sym_fill, sym_read,
-    sym_write,
+    atomic_update_u32, atomic_update_u64, fetch_add_u32, fetch_add_u64, fetch_add_u64_release,
+    sym_copy, sym_fill, sym_read, sym_write,
 };
 
 /// Accesses of symmetric memory (see the section comment above).
@@ -450,6 +450,32 @@ mod symmetric {
         match cell.fetch_update(Ordering::AcqRel, Ordering::Acquire, f) {
             Ok(v) | Err(v) => v,
         }
+    }
+
+    /// Adds `value` to the 64-bit word at `addr` (one `lock xadd` on x86, where a
+    /// compare-and-swap loop would retry under contention); returns the old value (a SHMEM
+    /// atomic add over P2P).
+    ///
+    /// # Safety
+    /// `addr` must be valid for 8 bytes, 8-byte aligned, and accessed only atomically by others.
+    #[inline(always)]
+    pub unsafe fn fetch_add_u64(addr: *mut u64, value: u64) -> u64 {
+        // SAFETY: valid, aligned and atomically accessed (caller).
+        let cell = unsafe { core::sync::atomic::AtomicU64::from_ptr(addr) };
+        // ORDERING: AcqRel, as `atomic_update_u64`.
+        cell.fetch_add(value, Ordering::AcqRel)
+    }
+
+    /// As [`fetch_add_u64`], for a 32-bit word.
+    ///
+    /// # Safety
+    /// `addr` must be valid for 4 bytes, 4-byte aligned, and accessed only atomically by others.
+    #[inline(always)]
+    pub unsafe fn fetch_add_u32(addr: *mut u32, value: u32) -> u32 {
+        // SAFETY: valid, aligned and atomically accessed (caller).
+        let cell = unsafe { AtomicU32::from_ptr(addr) };
+        // ORDERING: AcqRel, as `atomic_update_u32`.
+        cell.fetch_add(value, Ordering::AcqRel)
     }
 
     /// Adds `value` to the 64-bit word at `addr` with release ordering; returns the old value (a

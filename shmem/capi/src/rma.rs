@@ -21,6 +21,16 @@ pub(crate) unsafe fn put(
     to: c_int,
     nbi: bool,
 ) {
+    {
+        let a = pe(routine);
+        if let Some(d) = a.state().fast.local(dst as usize, len, to) {
+            // SAFETY: `d` is the target's mapping of the checked symmetric range (kept mapped
+            // while the PE lives, and the `Access` holds it); `src` is valid (caller). As the
+            // P2P transport's put.
+            unsafe { gda_hal::mmio::sym_copy(d, src, len) };
+            return;
+        }
+    }
     let t = target(routine, to);
     if len == 0 {
         return;
@@ -34,6 +44,17 @@ pub(crate) unsafe fn put(
 /// # Safety
 /// `dst` is valid for `len` bytes.
 pub(crate) unsafe fn get(routine: &str, dst: *mut u8, src: *const u8, len: usize, from: c_int) {
+    {
+        let a = pe(routine);
+        if let Some(s) = a.state().fast.local(src as usize, len, from) {
+            // As the P2P transport's get: stores the target published are visible to the copy.
+            std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
+            // SAFETY: `s` is the target's mapping of the checked symmetric range; `dst` is
+            // valid (caller).
+            unsafe { gda_hal::mmio::sym_copy(dst, s, len) };
+            return;
+        }
+    }
     let t = target(routine, from);
     if len == 0 {
         return;

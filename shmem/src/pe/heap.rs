@@ -176,6 +176,14 @@ impl<P: Provider> Pe<P> {
         }
     }
 
+    /// This PE's symmetric regions in this address space: the user heap and the static data
+    /// (null and 0 without), as (first byte, bytes). Callers that name symmetric memory by
+    /// address use them to find it fast ([`Pe::remote_ptr`] gives a peer's mapping).
+    #[must_use]
+    pub fn symmetric_regions(&self) -> [(*mut u8, usize); 2] {
+        [(self.base, self.heap_size), (self.net.data, self.data_len)]
+    }
+
     /// Bytes from the start of `s` to the end of the symmetric region holding it (the user heap
     /// or the static data): the most a destination starting there may receive.
     pub fn room<T: Elem>(&self, s: Sym<T>) -> Result<usize> {

@@ -117,6 +117,15 @@ impl<P: Provider> Transport<P> for P2p {
     #[inline]
     fn amo(&self, _: &Net<P>, off: usize, w: Width, op: Amo, _fetch: bool) -> Result<u64> {
         let p = self.at(off);
+        if let Amo::Add(v) = op {
+            // One locked add instead of a compare-and-swap loop.
+            return Ok(match w {
+                // SAFETY: an aligned operand inside the target's heap, accessed atomically by all.
+                Width::W32 => u64::from(unsafe { mmio::fetch_add_u32(p.cast(), v as u32) }),
+                // SAFETY: as above.
+                Width::W64 => unsafe { mmio::fetch_add_u64(p.cast(), v) },
+            });
+        }
         Ok(match w {
             // SAFETY: an aligned operand inside the target's heap, accessed atomically by all.
             Width::W32 => u64::from(unsafe {

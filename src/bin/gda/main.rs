@@ -64,6 +64,25 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Draws a comparison of benchmark results as an SVG: one chart per metric over message
+    /// size, one line per implementation (the JSON `scripts/shmem-vs-openmpi.sh` writes).
+    #[command(
+        after_help = "EXAMPLES:\n  gda plot --compare results.json --out shmem-vs-openmpi.svg\n\nINPUT: a JSON array of {\"impl\", \"metric\", \"bytes\", \"value\", \"unit\"}"
+    )]
+    Plot {
+        /// The results file.
+        #[arg(long)]
+        compare: std::path::PathBuf,
+        /// The SVG to write.
+        #[arg(long)]
+        out: std::path::PathBuf,
+        /// Title above the charts.
+        #[arg(
+            long,
+            default_value = "gda vs Open MPI oshmem, 2 PEs on one host (P2P)"
+        )]
+        title: String,
+    },
 }
 
 #[cfg(feature = "sim")]
@@ -183,9 +202,13 @@ struct ShmemArgs {
     /// Fault injection (check): this PE aborts its process after init.
     #[arg(long)]
     crash_pe: Option<u32>,
-    /// JSON lines (perf).
+    /// JSON lines instead of the tables (perf).
     #[arg(long)]
     json: bool,
+    /// Also draw put bandwidth, message rate and put/get latency over message size into this
+    /// SVG file (perf).
+    #[arg(long)]
+    plot: Option<std::path::PathBuf>,
 }
 
 #[cfg(feature = "sim")]
@@ -282,12 +305,18 @@ fn shmem(a: ShmemArgs) -> ExitCode {
                 );
             }
             ShmemWhat::Perf => {
-                for v in pe.perf(a.iters)? {
-                    if a.json {
+                let rows = pe.perf(a.iters)?;
+                if a.json {
+                    for v in &rows {
                         println!("{v}");
-                    } else {
-                        println!("{v:#}");
                     }
+                } else if !rows.is_empty() {
+                    print!("{}", gda::shmem_cli::perf_table(&rows));
+                }
+                if let (Some(path), false) = (&a.plot, rows.is_empty()) {
+                    let title = format!("gda shmem perf, 2 PEs, {}", pe.transport());
+                    gda::plot::write_svg(path, &title, &gda::shmem_cli::perf_panels(&rows))
+                        .map_err(|e| gda::shmem::ShmemError::Config(e.to_string()))?;
                 }
             }
         }
@@ -360,6 +389,9 @@ struct PerfArgs {
     /// One JSON object per line and size instead of the table.
     #[arg(long)]
     json: bool,
+    /// Also draw bandwidth, message rate and latency over message size into this SVG file.
+    #[arg(long)]
+    plot: Option<std::path::PathBuf>,
     /// Seconds to measure (idle; 0.01 to 3600).
     #[arg(long, default_value_t = 3.0, value_parser = gda::cli::measure_seconds)]
     seconds: f64,
@@ -492,7 +524,9 @@ fn perf(a: PerfArgs) -> ExitCode {
         );
     }
     let json = a.json;
+    let mut rows = Vec::new();
     let res = gda::perf::run(&cfg, |r| {
+        rows.push(r.clone());
         bar.suspend(|| {
             let worst = r.msg_rate_spread.max(r.lat_p50_spread).max(r.memcpy_spread);
             if r.repeat > 1 && worst > 0.25 {
@@ -528,6 +562,13 @@ fn perf(a: PerfArgs) -> ExitCode {
     bar.finish_and_clear();
     if !json {
         println!("{line}");
+    }
+    if let (Ok(_), Some(path)) = (&res, &a.plot) {
+        let title = format!("gda perf {op:?}, provider {:?}", a.provider);
+        if let Err(e) = gda::plot::write_svg(path, &title, &gda::perf::panels(&rows)) {
+            eprintln!("gda: {e}");
+            return ExitCode::from(1);
+        }
     }
     match res {
         Ok(_) => ExitCode::SUCCESS,
@@ -599,6 +640,31 @@ fn main() -> ExitCode {
         Cmd::Shmem(a) => return shmem(a),
         #[cfg(feature = "sim")]
         Cmd::Chaos(a) => return chaos(a),
+        Cmd::Plot {
+            compare,
+            out,
+            title,
+        } => {
+            let panels = std::fs::read_to_string(&compare)
+                .map_err(|e| format!("{}: {e}", compare.display()))
+                .and_then(|t| {
+                    serde_json::from_str::<serde_json::Value>(&t)
+                        .map_err(|e| format!("{}: not JSON: {e}", compare.display()))
+                })
+                .and_then(|j| {
+                    gda::plot::comparison_panels(&j)
+                        .map_err(|e| format!("{}: {e}", compare.display()))
+                });
+            let r = panels
+                .and_then(|p| gda::plot::write_svg(&out, &title, &p).map_err(|e| e.to_string()));
+            return match r {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("gda plot: {e}");
+                    ExitCode::from(1)
+                }
+            };
+        }
         Cmd::Gpus { json } => {
             let l = gda::gpus::list();
             if json {
