@@ -191,7 +191,7 @@ impl Segment {
     /// `addr..addr + len()` must be memory of this process that may be replaced: nothing may
     /// access it during the call, and what it held before is gone (copy it in first).
     pub unsafe fn map_at(&self, addr: *mut u8) -> io::Result<()> {
-        if !(addr as usize).is_multiple_of(rustix::param::page_size()) {
+        if (addr as usize) % rustix::param::page_size() != 0 {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 format!("{addr:p} is not page-aligned"),

@@ -6,7 +6,7 @@
 //! segment on every PE (addresses differ between processes under ASLR, offsets do not).
 //!
 //! At init, a PE configured with [`Config::static_data`](crate::Config::static_data) makes the
-//! range symmetric ([`StaticSeg::claim`]):
+//! range symmetric (`StaticSeg::claim`):
 //!
 //! 1. a job shared-memory object `data<rank>` (`gda_os::shm`: `O_EXCL`, mode 0600) of the
 //!    range's length receives a copy of its current bytes;
@@ -15,7 +15,7 @@
 //! 3. same-host peers map it by name (P2P), and the NIC registers it as a second region
 //!    (RDMA), exactly as the heap.
 //!
-//! Offsets at or above [`DATA_TAG`] name this segment throughout the transports; the heap's
+//! Offsets at or above `DATA_TAG` name this segment throughout the transports; the heap's
 //! offsets are far below it.
 //!
 //! The range is found from the executable's program headers (`dl_iterate_phdr`): its writable

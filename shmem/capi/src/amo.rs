@@ -74,18 +74,28 @@ fn local_amo(p: *mut u8, w: Width, op: AmoOp) -> u64 {
         };
         Some(new & mask)
     };
-    // SAFETY (every arm): `p` is the mapping of an aligned operand of width `w` inside a PE's
-    // symmetric memory (checked by `Fast::local` and the caller's alignment test), accessed
-    // atomically by every PE.
+    // `p` is the mapping of an aligned operand of width `w` inside a PE's symmetric memory
+    // (checked by `Fast::local` and the caller's alignment test), accessed atomically by every
+    // PE: what each arm's `unsafe` relies on.
     match (w, op) {
         (Width::W32, AmoOp::Add(v)) => {
+            // SAFETY: see above.
             u64::from(unsafe { mmio::fetch_add_u32(p.cast(), v as u32) })
         }
-        (Width::W64, AmoOp::Add(v)) => unsafe { mmio::fetch_add_u64(p.cast(), v) },
-        (Width::W32, _) => u64::from(unsafe {
-            mmio::atomic_update_u32(p.cast(), |v| apply(u64::from(v)).map(|n| n as u32))
-        }),
-        (Width::W64, _) => unsafe { mmio::atomic_update_u64(p.cast(), apply) },
+        (Width::W64, AmoOp::Add(v)) => {
+            // SAFETY: see above.
+            unsafe { mmio::fetch_add_u64(p.cast(), v) }
+        }
+        (Width::W32, _) => {
+            // SAFETY: see above.
+            u64::from(unsafe {
+                mmio::atomic_update_u32(p.cast(), |v| apply(u64::from(v)).map(|n| n as u32))
+            })
+        }
+        (Width::W64, _) => {
+            // SAFETY: see above.
+            unsafe { mmio::atomic_update_u64(p.cast(), apply) }
+        }
     }
 }
 

@@ -241,6 +241,8 @@ pub extern "C" fn shmem_team_destroy(team_h: *mut c_void) {
     let k = team_h as usize;
     let t = if k >= FIRST_SPLIT {
         let p = pe(r);
+        // Bound first: the table's borrow must end before `p` does.
+        #[allow(clippy::let_and_return)]
         let t = p
             .state()
             .teams
