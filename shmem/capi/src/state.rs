@@ -211,7 +211,7 @@ impl<P: gda_hal::Provider> CPe for Pe<P> {
         self.n_pes()
     }
     fn malloc(&self, align: usize, bytes: usize) -> Result<*mut u8> {
-        let s = self.align::<u8>(align, bytes)?;
+        let s = self.align_agreed::<u8>(align, bytes)?;
         self.local_ptr(s)
     }
     fn allocation_bytes(&self, p: *const u8) -> Result<usize> {

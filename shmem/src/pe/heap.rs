@@ -19,23 +19,28 @@ impl<P: Provider> Pe<P> {
 
     /// Collective: as [`Pe::malloc`], zero-filled.
     pub fn calloc<T: Elem>(&self, n: usize) -> Result<Sym<T>> {
-        let s = self.align_agreed::<T>(align_of::<T>().max(8), n)?;
+        let s = self.align_nobarrier::<T>(align_of::<T>().max(8), n)?;
         // SAFETY: the block is inside the heap and nobody else uses it before the barrier.
         unsafe { mmio::sym_fill(self.base.add(s.off), 0, n * size_of::<T>()) };
         self.barrier_all()?;
         Ok(s)
     }
 
-    /// Collective: `n` elements aligned to `alignment` bytes (a power of two). Every PE must
-    /// ask for the same size and alignment: a mismatch (or a PE whose heap is full) is an
-    /// error on every PE, naming the sizes, and allocates nothing.
+    /// Collective: `n` elements aligned to `alignment` bytes (a power of two). PEs may ask for
+    /// different sizes (the offsets stay identical as long as every PE runs the same sequence
+    /// of allocations); [`Pe::align_agreed`] checks that they do not.
     pub fn align<T: Elem>(&self, alignment: usize, n: usize) -> Result<Sym<T>> {
-        self.align_agreed(alignment, n)
+        let s = self.align_nobarrier(alignment, n)?;
+        self.barrier_all()?;
+        Ok(s)
     }
 
-    /// Allocates here, then checks with every PE (an all-gather, which is also the barrier
-    /// the allocation ends with) that all asked for the same and all succeeded.
-    fn align_agreed<T: Elem>(&self, alignment: usize, n: usize) -> Result<Sym<T>> {
+    /// Collective, as OpenSHMEM's `shmem_malloc`: every PE must ask for the same size and
+    /// alignment. Allocates here, then checks with every PE (an all-gather, which is also the
+    /// barrier the allocation ends with) that all asked for the same and all succeeded; a
+    /// mismatch (or a PE whose heap is full) is an error on every PE, naming the sizes, and
+    /// allocates nothing.
+    pub fn align_agreed<T: Elem>(&self, alignment: usize, n: usize) -> Result<Sym<T>> {
         let mine = self.align_nobarrier::<T>(alignment, n);
         let bytes = n.saturating_mul(size_of::<T>());
         let align = alignment.max(align_of::<T>());
