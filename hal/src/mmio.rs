@@ -381,8 +381,132 @@ mod symmetric {
             }
             return;
         }
+        #[cfg(all(feature = "std", target_arch = "x86_64"))]
+        if len >= wide::MIN && wide::disjoint(dst, src, len) && wide::available() {
+            // SAFETY: both ranges are valid for `len` bytes (caller) and do not overlap
+            // (checked); the CPU has AVX2 (checked).
+            unsafe { wide::copy(dst, src, len) };
+            return;
+        }
         // SAFETY: the caller guarantees both ranges are valid; `copy` tolerates overlap.
         unsafe { core::ptr::copy(src, dst, len) }
+    }
+
+    /// The copy for large symmetric transfers on x86-64 with AVX2.
+    ///
+    /// Why not `memmove`: glibc moves 4 KiB–L2-sized blocks with `rep movsb` on CPUs that
+    /// advertise ERMS/FSRM, and on AMD Zen that is 10–30 % slower than a plain 32-byte vector
+    /// loop for cache-resident data (measured on this project's EPYC CI machine with
+    /// `cargo bench --bench sym_copy`; the README lists the figures). Above
+    /// [`PREFETCH_FROM`] the data streams from L3, and software prefetch of both the source and
+    /// the destination a fixed distance ahead keeps the loads and the stores' ownership requests
+    /// in flight (another 3–7 % over `memmove` at 512 KiB–1 MiB). Non-temporal stores were
+    /// measured too and lose at every size here (they bypass the L3 the reader would hit), so
+    /// they are not used.
+    ///
+    /// Only for disjoint ranges (a forward copy of overlapping ranges would read bytes it has
+    /// already overwritten); `sym_copy` sends everything else to `memmove`.
+    #[cfg(all(feature = "std", target_arch = "x86_64"))]
+    mod wide {
+        use core::arch::x86_64::{
+            __m256i, _MM_HINT_T0, _mm_prefetch, _mm256_loadu_si256, _mm256_storeu_si256,
+        };
+
+        /// Below this `memmove`'s own vector code is as fast (it uses `rep movsb` only above).
+        pub const MIN: usize = 4096;
+        /// From here on the loop prefetches (below it the data is L1/L2 resident and the
+        /// prefetches only cost issue slots).
+        const PREFETCH_FROM: usize = 128 * 1024;
+        /// Prefetch distance in bytes.
+        const AHEAD: usize = 1024;
+        /// Bytes per loop iteration: four 32-byte vectors.
+        const STEP: usize = 128;
+
+        /// Whether the CPU has AVX2 (`std` caches the answer after the first query).
+        #[inline]
+        pub fn available() -> bool {
+            std::is_x86_feature_detected!("avx2")
+        }
+
+        /// Whether `[dst, dst+len)` and `[src, src+len)` do not overlap.
+        #[inline]
+        pub fn disjoint(dst: *mut u8, src: *const u8, len: usize) -> bool {
+            let (d, s) = (dst as usize, src as usize);
+            d.abs_diff(s) >= len
+        }
+
+        /// Copies `len >= MIN` bytes.
+        ///
+        /// # Safety
+        /// Both ranges are valid for `len` bytes, do not overlap, and the CPU has AVX2.
+        #[target_feature(enable = "avx2")]
+        pub unsafe fn copy(dst: *mut u8, src: *const u8, len: usize) {
+            debug_assert!(len >= MIN);
+            if len >= PREFETCH_FROM {
+                // SAFETY: as this function's contract.
+                unsafe { body::<true>(dst, src, len) }
+            } else {
+                // SAFETY: as this function's contract.
+                unsafe { body::<false>(dst, src, len) }
+            }
+        }
+
+        /// The loop, with or without prefetch.
+        ///
+        /// # Safety
+        /// As [`copy`].
+        #[target_feature(enable = "avx2")]
+        #[inline]
+        unsafe fn body<const PREFETCH: bool>(dst: *mut u8, src: *const u8, len: usize) {
+            let (s, d) = (src.cast::<__m256i>(), dst.cast::<__m256i>());
+            let mut i = 0;
+            while i + STEP <= len {
+                // SAFETY: `i + STEP <= len`, so every offset below (in 32-byte units) stays
+                // inside both ranges; the vector loads and stores are unaligned forms.
+                // Prefetch addresses are formed with `wrapping_add` (they may lie past the end)
+                // and prefetches never fault.
+                unsafe {
+                    if PREFETCH {
+                        _mm_prefetch::<_MM_HINT_T0>(src.wrapping_add(i + AHEAD).cast());
+                        _mm_prefetch::<_MM_HINT_T0>(src.wrapping_add(i + AHEAD + 64).cast());
+                        _mm_prefetch::<_MM_HINT_T0>(
+                            dst.wrapping_add(i + AHEAD).cast_const().cast(),
+                        );
+                        _mm_prefetch::<_MM_HINT_T0>(
+                            dst.wrapping_add(i + AHEAD + 64).cast_const().cast(),
+                        );
+                    }
+                    let at = i / 32;
+                    let a = _mm256_loadu_si256(s.add(at));
+                    let b = _mm256_loadu_si256(s.add(at + 1));
+                    let c = _mm256_loadu_si256(s.add(at + 2));
+                    let e = _mm256_loadu_si256(s.add(at + 3));
+                    _mm256_storeu_si256(d.add(at), a);
+                    _mm256_storeu_si256(d.add(at + 1), b);
+                    _mm256_storeu_si256(d.add(at + 2), c);
+                    _mm256_storeu_si256(d.add(at + 3), e);
+                }
+                i += STEP;
+            }
+            while i + 32 <= len {
+                // SAFETY: `i + 32 <= len`: one vector inside both ranges.
+                unsafe {
+                    let v = _mm256_loadu_si256(src.add(i).cast());
+                    _mm256_storeu_si256(dst.add(i).cast(), v);
+                }
+                i += 32;
+            }
+            if i < len {
+                // The last 1..31 bytes: one vector ending at `len` (it rewrites some bytes
+                // already copied with the same values; `len >= MIN > 32` keeps it in range, and
+                // the ranges are disjoint, so the rewritten bytes are unchanged source bytes).
+                // SAFETY: `len - 32 .. len` lies inside both ranges.
+                unsafe {
+                    let v = _mm256_loadu_si256(src.add(len - 32).cast());
+                    _mm256_storeu_si256(dst.add(len - 32).cast(), v);
+                }
+            }
+        }
     }
 
     /// Fills `len` bytes of symmetric memory with `byte` (zeroing a fresh allocation).
@@ -525,6 +649,77 @@ mod symmetric {
             // SAFETY: an aligned u32 owned by this test.
             let old = unsafe { atomic_update_u32(&raw mut h[0], |v| v.checked_sub(8)) };
             assert_eq!((old, h[0]), (7, 7));
+        }
+
+        /// Deterministic filler that differs between positions and between calls.
+        fn pattern(buf: &mut [u8], seed: u8) {
+            for (i, b) in buf.iter_mut().enumerate() {
+                *b = (i as u8).wrapping_mul(31).wrapping_add(seed) ^ (i >> 8) as u8;
+            }
+        }
+
+        #[test]
+        fn large_copies_match_memmove_at_every_edge() {
+            // Around both thresholds of the wide path (4 KiB, 128 KiB), with every source and
+            // destination misalignment in 0..4 and tails of 0..31 bytes, guard bytes on both
+            // sides of the destination untouched.
+            const GUARD: usize = 64;
+            let lens = [
+                4095, 4096, 4097, 4127, 4128, 4159, 5000, 65_536, 131_071, 131_072, 131_105,
+                300_001,
+            ];
+            let mut src = std::vec![0u8; 300_001 + 8];
+            let mut dst = std::vec![0u8; 300_001 + 8 + 2 * GUARD];
+            let mut compared = 0;
+            for len in lens {
+                for so in 0..4 {
+                    for d_off in 0..4 {
+                        pattern(&mut src, len as u8 ^ so as u8);
+                        pattern(&mut dst, 0xa5);
+                        let before = dst.clone();
+                        let d0 = GUARD + d_off;
+                        // SAFETY: `src[so..so + len]` and `dst[d0..d0 + len]` lie inside two
+                        // distinct vectors.
+                        unsafe { sym_copy(dst.as_mut_ptr().add(d0), src.as_ptr().add(so), len) };
+                        assert_eq!(
+                            dst[d0..d0 + len],
+                            src[so..so + len],
+                            "len {len} {so}/{d_off}"
+                        );
+                        assert_eq!(dst[..d0], before[..d0], "bytes before, len {len}");
+                        assert_eq!(
+                            dst[d0 + len..],
+                            before[d0 + len..],
+                            "bytes after, len {len}"
+                        );
+                        compared += 1;
+                    }
+                }
+            }
+            assert_eq!(compared, 12 * 16);
+        }
+
+        #[test]
+        fn large_overlapping_copies_move_like_memmove() {
+            // Overlap in both directions goes to memmove, which the forward vector loop could
+            // not do; compared against `<[u8]>::copy_within`.
+            let len = 200_000;
+            let mut compared = 0;
+            for shift in [1usize, 31, 32, 4096, 100_000] {
+                for forward in [true, false] {
+                    let mut buf = std::vec![0u8; len + shift];
+                    pattern(&mut buf, shift as u8);
+                    let mut want = buf.clone();
+                    let (from, to) = if forward { (0, shift) } else { (shift, 0) };
+                    want.copy_within(from..from + len, to);
+                    let p = buf.as_mut_ptr();
+                    // SAFETY: both ranges lie inside `buf`.
+                    unsafe { sym_copy(p.add(to), p.add(from), len) };
+                    assert!(buf == want, "shift {shift}, forward {forward}");
+                    compared += 1;
+                }
+            }
+            assert_eq!(compared, 10);
         }
     }
 }
