@@ -215,6 +215,75 @@ pub struct Job {
     pub grace: Duration,
     /// Extra environment.
     pub env: Vec<(String, String)>,
+    /// Whether and how each PE is pinned to a CPU.
+    pub bind: Bind,
+}
+
+/// CPU binding of a job's PEs (`gdarun --bind-to`), as `oshrun`/`mpirun` bind by default.
+///
+/// A PE that stays on one core keeps its caches and does not share a core with a peer it spins
+/// against; unbound, the scheduler may move a spinning PE onto its peer's core for a time slice.
+/// The CPUs are those `gdarun` itself may use (its affinity mask, so a container's or
+/// `taskset`'s limit is kept): PE `r` gets the `r`-th of them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Bind {
+    /// [`Bind::Core`] when there are at least as many CPUs as PEs, else [`Bind::None`].
+    #[default]
+    Auto,
+    /// One CPU per PE; an error when there are fewer CPUs than PEs.
+    Core,
+    /// No binding: the scheduler places the PEs.
+    None,
+}
+
+impl std::str::FromStr for Bind {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s {
+            "auto" => Ok(Self::Auto),
+            "core" => Ok(Self::Core),
+            "none" => Ok(Self::None),
+            _ => Err(format!("{s:?} is not a binding (auto, core or none)")),
+        }
+    }
+}
+
+/// The CPUs this process may run on, in increasing order.
+fn allowed_cpus() -> Result<Vec<usize>> {
+    let set = rustix::thread::sched_getaffinity(None)
+        .map_err(|e| ShmemError::io("reading the launcher's CPU affinity", e.into()))?;
+    Ok((0..rustix::thread::CpuSet::MAX_CPU)
+        .filter(|&c| set.is_set(c))
+        .collect())
+}
+
+/// The CPU each PE is bound to (`None`: unbound), for `n` PEs over `cpus`.
+fn placement(bind: Bind, n: u32, cpus: &[usize]) -> Result<Option<Vec<usize>>> {
+    let fits = cpus.len() >= n as usize;
+    match bind {
+        Bind::None => Ok(None),
+        Bind::Auto if !fits => Ok(None),
+        Bind::Core if !fits => Err(ShmemError::Config(format!(
+            "--bind-to core: {n} PEs but only {} CPUs available to gdarun (use --bind-to none \
+             or fewer PEs)",
+            cpus.len()
+        ))),
+        Bind::Auto | Bind::Core => Ok(Some(cpus[..n as usize].to_vec())),
+    }
+}
+
+/// Makes `c` start pinned to `cpu`: the child sets its own affinity between fork and exec, so
+/// the program never runs elsewhere (and what it forks inherits the mask).
+fn pin(c: &mut Command, cpu: usize) {
+    let mut set = rustix::thread::CpuSet::new();
+    set.set(cpu);
+    let hook = move || {
+        rustix::thread::sched_setaffinity(None, &set).map_err(std::io::Error::from)
+    };
+    // SAFETY: the hook runs in the forked child before exec, where only async-signal-safe
+    // work is allowed: it makes one system call on a set built before the fork, allocates
+    // nothing and takes no lock.
+    unsafe { std::os::unix::process::CommandExt::pre_exec(c, hook) };
 }
 
 /// How a job ended.
@@ -395,6 +464,7 @@ fn supervise(
     caught: &std::sync::atomic::AtomicUsize,
 ) -> Result<JobOutcome> {
     use std::sync::atomic::Ordering::Relaxed;
+    let cpus = placement(job.bind, job.n, &allowed_cpus()?)?;
     let secret: [u8; 32] = rand::random();
     // PEs report `shmem_global_exit` on this pipe (`GDA_SHMEM_EXIT_FD`: the write end, which
     // the children inherit): "<rank> <status>\n", one write each.
@@ -436,6 +506,9 @@ fn supervise(
         }
         for (k, v) in &job.env {
             c.env(k, v);
+        }
+        if let Some(cpus) = &cpus {
+            pin(&mut c, cpus[r as usize]);
         }
         match c.spawn() {
             Ok(ch) => {
@@ -579,6 +652,49 @@ pub fn relaunch_self(n: u32) -> Result<()> {
         hosts: None,
         grace: timeout + Duration::from_secs(5),
         env: Vec::new(),
+        bind: Bind::Auto,
     })?;
     std::process::exit(out.exit_code());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn binding_places_pes_on_the_allowed_cpus() {
+        let cpus = [2, 3, 5];
+        assert_eq!(placement(Bind::Auto, 2, &cpus).unwrap(), Some(vec![2, 3]));
+        assert_eq!(placement(Bind::Core, 3, &cpus).unwrap(), Some(vec![2, 3, 5]));
+        // More PEs than CPUs: auto leaves them unbound, core is an error naming both counts.
+        assert_eq!(placement(Bind::Auto, 4, &cpus).unwrap(), None);
+        let e = placement(Bind::Core, 4, &cpus).unwrap_err().to_string();
+        assert!(e.contains("4 PEs but only 3 CPUs"), "{e}");
+        assert_eq!(placement(Bind::None, 1, &cpus).unwrap(), None);
+        assert_eq!("core".parse::<Bind>(), Ok(Bind::Core));
+        assert!("socket".parse::<Bind>().unwrap_err().contains("auto, core or none"));
+        // This process may run somewhere.
+        assert!(!allowed_cpus().unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_bound_pe_runs_on_its_cpu() {
+        // One PE bound to the first CPU this process may use: the child reads its own mask.
+        let first = allowed_cpus().unwrap()[0];
+        let out = run(&Job {
+            n: 1,
+            argv: ["sh", "-c", "grep -q \"^Cpus_allowed_list:[[:space:]]*$0$\" /proc/self/status"]
+                .iter()
+                .map(ToString::to_string)
+                .chain([first.to_string()])
+                .collect(),
+            job: None,
+            hosts: None,
+            grace: Duration::from_secs(5),
+            env: Vec::new(),
+            bind: Bind::Core,
+        })
+        .unwrap();
+        assert_eq!(out.exit_code(), 0, "PE 0 is not bound to CPU {first} alone");
+    }
 }

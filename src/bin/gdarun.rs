@@ -6,7 +6,7 @@
 //! however the job ended. The exit status is the first failing PE's (128 + signal if killed).
 //! SIGTERM, SIGINT and SIGHUP to `gdarun` are forwarded to the PEs; those still running after
 //! the grace period are killed, the shared memory is swept, and `gdarun` exits with 128 + the
-//! signal.
+//! signal. PEs are pinned one per CPU when they fit (`--bind-to`).
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -35,6 +35,11 @@ struct Args {
     /// GDA_SHMEM_TIMEOUT_MS + 5 s).
     #[arg(long, value_parser = gda::cli::grace_seconds)]
     grace: Option<f64>,
+    /// CPU binding: `core` pins PE r to the r-th CPU gdarun may use, `none` leaves placement
+    /// to the scheduler, `auto` (default) is `core` when there are at least as many CPUs as
+    /// PEs, else `none` (as oshrun binds to cores by default).
+    #[arg(long = "bind-to", default_value = "auto", value_name = "auto|core|none")]
+    bind: gda::shmem::launch::Bind,
     /// The program and its arguments.
     #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
     argv: Vec<String>,
@@ -59,6 +64,7 @@ fn main() -> ExitCode {
         hosts: a.hosts,
         grace,
         env: Vec::new(),
+        bind: a.bind,
     };
     match gda::shmem::launch::run(&job) {
         Ok(o) => ExitCode::from(o.exit_code().clamp(0, 255) as u8),

@@ -264,6 +264,7 @@ fn shmem(a: ShmemArgs) -> ExitCode {
                         .map(|h| ("GDA_SHMEM_HEAP".to_string(), h.clone())),
                 )
                 .collect(),
+            bind: launch::Bind::Auto,
         };
         return match launch::run(&job) {
             Ok(o) => ExitCode::from(o.exit_code().clamp(0, 255) as u8),
