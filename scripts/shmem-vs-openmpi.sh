@@ -9,7 +9,9 @@
 #                      (default target/release of this repository; `cargo build --release
 #                      --features capi` makes them). This script never runs cargo.
 #   --rounds R         rounds, default 5; each round runs gda then Open MPI (interleaved, so
-#                      drift in machine load hits both alike). Each figure is the median of R.
+#                      drift in machine load hits both alike). Each figure is the median of R;
+#                      the table's "gda won" column counts the rounds in which gda's figure was
+#                      at least as good as that of the Open MPI run right after it.
 #   --out FILE         combined results, a JSON array of {impl, metric, bytes, value, unit,
 #                      rounds, values, iters[, gbps]} (default shmem-vs-openmpi.json)
 #   --check            exit 1 if gda is worse than Open MPI on any metric (listed on stderr);
@@ -201,15 +203,20 @@ for metric, nbytes in keys:
     better = ("gda" if gda_wins else "Open MPI") + f" {factor:.2f}x"
     if factor == 1.0:
         better = "equal"
-    rows.append((metric, str(nbytes), f"{gv:.4g}", f"{mv:.4g}", unit, f"{ratio:.3g}", better))
+    # Round r of gda ran right before round r of Open MPI: compare them pair by pair too.
+    pairs = list(zip(g["values"], m["values"]))
+    won = sum((a <= b) if lower_better(unit) else (a >= b) for a, b in pairs)
+    rows.append((metric, str(nbytes), f"{gv:.4g}", f"{mv:.4g}", unit, f"{ratio:.3g}", better,
+                 f"{won}/{len(pairs)}"))
     if not gda_wins and (factor - 1.0) * 100.0 > tol:
         worse.append(f"{metric} {nbytes} B: gda {gv:.4g} {unit} vs Open MPI {mv:.4g} {unit} ({factor:.2f}x worse)")
 
-hdr = ("metric", "bytes", "gda", "Open MPI", "unit", "gda/ompi", "better")
+hdr = ("metric", "bytes", "gda", "Open MPI", "unit", "gda/ompi", "better", "gda won")
 w = [max(len(r[i]) for r in rows + [hdr]) for i in range(len(hdr))]
-right = {1, 2, 3, 5}
+right = {1, 2, 3, 5, 7}
 fmt = lambda r: "  ".join(c.rjust(w[i]) if i in right else c.ljust(w[i]) for i, c in enumerate(r)).rstrip()
-print(f"median of {rounds} rounds, 2 PEs on one host; us: lower is better, rates: higher is better")
+print(f"median of {rounds} rounds, 2 PEs on one host; us: lower is better, rates: higher is better;")
+print("gda won: in how many interleaved rounds gda's figure was at least as good as the Open MPI run right after it")
 print(fmt(hdr))
 print("  ".join("-" * x for x in w))
 for r in rows:

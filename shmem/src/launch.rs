@@ -277,9 +277,7 @@ fn placement(bind: Bind, n: u32, cpus: &[usize]) -> Result<Option<Vec<usize>>> {
 fn pin(c: &mut Command, cpu: usize) {
     let mut set = rustix::thread::CpuSet::new();
     set.set(cpu);
-    let hook = move || {
-        rustix::thread::sched_setaffinity(None, &set).map_err(std::io::Error::from)
-    };
+    let hook = move || rustix::thread::sched_setaffinity(None, &set).map_err(std::io::Error::from);
     // SAFETY: the hook runs in the forked child before exec, where only async-signal-safe
     // work is allowed: it makes one system call on a set built before the fork, allocates
     // nothing and takes no lock.
@@ -665,14 +663,22 @@ mod tests {
     fn binding_places_pes_on_the_allowed_cpus() {
         let cpus = [2, 3, 5];
         assert_eq!(placement(Bind::Auto, 2, &cpus).unwrap(), Some(vec![2, 3]));
-        assert_eq!(placement(Bind::Core, 3, &cpus).unwrap(), Some(vec![2, 3, 5]));
+        assert_eq!(
+            placement(Bind::Core, 3, &cpus).unwrap(),
+            Some(vec![2, 3, 5])
+        );
         // More PEs than CPUs: auto leaves them unbound, core is an error naming both counts.
         assert_eq!(placement(Bind::Auto, 4, &cpus).unwrap(), None);
         let e = placement(Bind::Core, 4, &cpus).unwrap_err().to_string();
         assert!(e.contains("4 PEs but only 3 CPUs"), "{e}");
         assert_eq!(placement(Bind::None, 1, &cpus).unwrap(), None);
         assert_eq!("core".parse::<Bind>(), Ok(Bind::Core));
-        assert!("socket".parse::<Bind>().unwrap_err().contains("auto, core or none"));
+        assert!(
+            "socket"
+                .parse::<Bind>()
+                .unwrap_err()
+                .contains("auto, core or none")
+        );
         // This process may run somewhere.
         assert!(!allowed_cpus().unwrap().is_empty());
     }
@@ -683,11 +689,15 @@ mod tests {
         let first = allowed_cpus().unwrap()[0];
         let out = run(&Job {
             n: 1,
-            argv: ["sh", "-c", "grep -q \"^Cpus_allowed_list:[[:space:]]*$0$\" /proc/self/status"]
-                .iter()
-                .map(ToString::to_string)
-                .chain([first.to_string()])
-                .collect(),
+            argv: [
+                "sh",
+                "-c",
+                "grep -q \"^Cpus_allowed_list:[[:space:]]*$0$\" /proc/self/status",
+            ]
+            .iter()
+            .map(ToString::to_string)
+            .chain([first.to_string()])
+            .collect(),
             job: None,
             hosts: None,
             grace: Duration::from_secs(5),

@@ -38,7 +38,11 @@ struct Args {
     /// CPU binding: `core` pins PE r to the r-th CPU gdarun may use, `none` leaves placement
     /// to the scheduler, `auto` (default) is `core` when there are at least as many CPUs as
     /// PEs, else `none` (as oshrun binds to cores by default).
-    #[arg(long = "bind-to", default_value = "auto", value_name = "auto|core|none")]
+    #[arg(
+        long = "bind-to",
+        default_value = "auto",
+        value_name = "auto|core|none"
+    )]
     bind: gda::shmem::launch::Bind,
     /// The program and its arguments.
     #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
