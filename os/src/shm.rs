@@ -243,6 +243,16 @@ fn with_name(e: io::Error, name: &str, what: &str) -> io::Error {
     )
 }
 
+/// Removes the name of `job`'s segment `what` (as [`Segment::unlink`], by name: for a creator
+/// that no longer holds the [`Segment`], or cleans up on an error path). Idempotent.
+pub fn unlink(job: &str, what: &str) -> io::Result<()> {
+    let name = segment_name(job, what)?;
+    match shm::unlink(name.as_str()) {
+        Ok(()) | Err(rustix::io::Errno::NOENT) => Ok(()),
+        Err(e) => Err(with_name(e.into(), &name, "unlink")),
+    }
+}
+
 /// Names (without the leading `/`) of every segment of `job` that exists now.
 pub fn list(job: &str) -> io::Result<Vec<String>> {
     check_part("job id", job)?;

@@ -149,12 +149,24 @@ impl<P: Provider> Pe<P> {
         let bounce = internal + TEAM_SLOTS * TEAM_BYTES;
         let total = bounce + BOUNCE;
         let mut seg = LocalSeg::create(cfg.heap, &job, me, total, cfg.gpu)?;
+        // Until the names are removed below (every peer has mapped them), an init that fails
+        // removes them on its way out: a thread launch has no gdarun to sweep the job.
+        let mut names = Names {
+            job: &job,
+            whats: Vec::new(),
+        };
+        if matches!(seg, LocalSeg::Host(_)) {
+            names.whats.push(format!("heap{me}"));
+        }
         let statics = match cfg.static_data {
             // SAFETY: the range came from `StaticRange::executable`, whose caller promised
             // that nothing else writes it during this init.
             Some(r) => Some(unsafe { StaticSeg::claim(r, &job, me) }?),
             None => None,
         };
+        if statics.is_some() {
+            names.whats.push(format!("data{me}"));
+        }
         let (data, data_len) = statics
             .as_ref()
             .map_or((std::ptr::null_mut(), 0), |d| (d.as_ptr(), d.len()));
@@ -330,6 +342,7 @@ impl<P: Provider> Pe<P> {
         if let Some(st) = &statics {
             st.unlink()?;
         }
+        names.whats.clear();
         boot.barrier()?;
         // Liveness by PID only for other processes of our PID namespace (a PID from another
         // namespace names some unrelated process here).
@@ -484,5 +497,49 @@ mod tests {
             e.to_string().contains("72 bytes of heap handle, 10 left"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn a_failed_init_removes_its_shared_memory_names() {
+        // Two PEs whose heap sizes differ: both fail after creating `heap<rank>`. The launcher
+        // here is the bare thread hub, which sweeps nothing (as under mpirun or srun), so the
+        // names must go with the failed init.
+        let hub = crate::boot::threads::Hub::new(2, std::time::Duration::from_secs(10));
+        let errors: Vec<String> = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..2u32)
+                .map(|r| {
+                    let boot = hub.member(r);
+                    s.spawn(move || {
+                        let cfg = Config {
+                            heap_size: (1 + r as usize) << 20,
+                            ..Config::default()
+                        };
+                        match Pe::<gda_native::Native>::init_p2p(Box::new(boot), &cfg) {
+                            Ok(_) => "initialised".to_string(),
+                            Err(e) => e.to_string(),
+                        }
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        for e in &errors {
+            assert!(e.contains("GDA_SHMEM_HEAP_SIZE must agree"), "{e}");
+        }
+        assert_eq!(gda_os::shm::list(hub.job()).unwrap(), Vec::<String>::new());
+    }
+}
+
+/// Shared-memory names a PE created and still has to remove if its init fails.
+struct Names<'a> {
+    job: &'a str,
+    whats: Vec<String>,
+}
+
+impl Drop for Names<'_> {
+    fn drop(&mut self) {
+        for w in &self.whats {
+            let _ = gda_os::shm::unlink(self.job, w);
+        }
     }
 }
