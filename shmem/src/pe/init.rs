@@ -413,6 +413,20 @@ fn find_endpoint(b: &[u8], me: u32) -> Option<(u32, u32, &[u8])> {
     None
 }
 
+/// Shared-memory names a PE created and still has to remove if its init fails.
+struct Names<'a> {
+    job: &'a str,
+    whats: Vec<String>,
+}
+
+impl Drop for Names<'_> {
+    fn drop(&mut self) {
+        for w in &self.whats {
+            let _ = gda_os::shm::unlink(self.job, w);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -527,19 +541,5 @@ mod tests {
             assert!(e.contains("GDA_SHMEM_HEAP_SIZE must agree"), "{e}");
         }
         assert_eq!(gda_os::shm::list(hub.job()).unwrap(), Vec::<String>::new());
-    }
-}
-
-/// Shared-memory names a PE created and still has to remove if its init fails.
-struct Names<'a> {
-    job: &'a str,
-    whats: Vec<String>,
-}
-
-impl Drop for Names<'_> {
-    fn drop(&mut self) {
-        for w in &self.whats {
-            let _ = gda_os::shm::unlink(self.job, w);
-        }
     }
 }
