@@ -462,7 +462,11 @@ fn supervise(
     caught: &std::sync::atomic::AtomicUsize,
 ) -> Result<JobOutcome> {
     use std::sync::atomic::Ordering::Relaxed;
-    let cpus = placement(job.bind, job.n, &allowed_cpus()?)?;
+    // The mask is only read when binding may happen (`none` works whatever it would say).
+    let cpus = match job.bind {
+        Bind::None => None,
+        b => placement(b, job.n, &allowed_cpus()?)?,
+    };
     let secret: [u8; 32] = rand::random();
     // PEs report `shmem_global_exit` on this pipe (`GDA_SHMEM_EXIT_FD`: the write end, which
     // the children inherit): "<rank> <status>\n", one write each.
