@@ -63,6 +63,81 @@ fn rdma_processes_every_model() {
     }
 }
 
+/// `gdarun --report-bindings` lines: per PE, (pe cpus, engine cpus) as printed.
+fn bindings(o: &Output) -> Vec<(String, String)> {
+    let err = String::from_utf8_lossy(&o.stderr);
+    let mut out: Vec<(u32, String, String)> = err
+        .lines()
+        .filter_map(|l| {
+            let rest = l.strip_prefix("gda shmem: PE ")?;
+            let (rank, rest) = rest.split_once(" bindings: pe cpus ")?;
+            let (pe, engine) = rest.split_once("; engine cpus ")?;
+            Some((rank.parse().ok()?, pe.to_string(), engine.to_string()))
+        })
+        .collect();
+    out.sort();
+    out.into_iter().map(|(_, p, e)| (p, e)).collect()
+}
+
+#[test]
+fn a_pes_engine_runs_beyond_the_pes_core() {
+    // Issue 24: pinning each PE to one core (gdarun's default since it binds) pinned its
+    // software-NIC engine thread there too, and RDMA got 10x slower. Read back from the
+    // kernel, not timed: the engine may run on every CPU gdarun has, an RDMA PE is unbound,
+    // a P2P PE stays on its own core.
+    let cpus = std::thread::available_parallelism().map_or(1, usize::from);
+    if cpus < 2 {
+        eprintln!("SKIPPED: one CPU, no binding to check");
+        return;
+    }
+    let o = gdarun(
+        2,
+        &[("GDA_SHMEM_TRANSPORT", "rdma")],
+        &["--report-bindings", gda(), "shmem", "check"],
+    );
+    ok(&o, 2, "Rdma");
+    let b = bindings(&o);
+    assert_eq!(b.len(), 2, "{}", String::from_utf8_lossy(&o.stderr));
+    for (pe, engine) in &b {
+        assert!(engine.contains([',', '-']), "engine confined to {engine}");
+        assert_eq!(pe, engine, "an RDMA PE under --bind-to auto is unbound");
+    }
+    let o = gdarun(
+        2,
+        &[("GDA_SHMEM_TRANSPORT", "p2p")],
+        &["--report-bindings", gda(), "shmem", "check"],
+    );
+    ok(&o, 2, "P2p");
+    let b = bindings(&o);
+    assert_eq!(b.len(), 2);
+    assert_ne!(b[0].0, b[1].0, "P2P PEs are on cores of their own: {b:?}");
+    for (pe, engine) in &b {
+        assert!(pe.parse::<usize>().is_ok(), "P2P PE not pinned: {pe}");
+        assert_eq!(engine, "not running (no RDMA routes)");
+    }
+    // --bind-to core keeps the PE on its core, but never its engine.
+    let o = gdarun(
+        2,
+        &[("GDA_SHMEM_TRANSPORT", "rdma")],
+        &[
+            "--bind-to",
+            "core",
+            "--report-bindings",
+            gda(),
+            "shmem",
+            "check",
+        ],
+    );
+    ok(&o, 2, "Rdma");
+    for (pe, engine) in bindings(&o) {
+        assert!(
+            pe.parse::<usize>().is_ok(),
+            "--bind-to core PE not pinned: {pe}"
+        );
+        assert_ne!(pe, engine);
+    }
+}
+
 #[test]
 fn mixed_processes() {
     // Two simulated hosts: neighbours by RDMA (mlx5 queues), every other PE by P2P.

@@ -142,6 +142,8 @@ impl Fabric {
                 chaos: config.chaos,
                 engine: Mutex::new(None),
                 engine_thread: Mutex::new(None),
+                engine_cpus: Mutex::new(None),
+                engine_tid: std::sync::atomic::AtomicI32::new(0),
                 napping: std::sync::atomic::AtomicBool::new(false),
                 scan_hooks: std::sync::RwLock::new(Vec::new()),
                 stats: Stats::default(),
@@ -222,13 +224,90 @@ impl Fabric {
         format!("gda-sim-{:04x}", self.inner.id & 0xffff)
     }
 
+    /// Lets the engine thread run on `cpus` (and only there) instead of where the thread that
+    /// creates the first QP runs. The engine stands in for a NIC, which never competes with the
+    /// process for its core: a launcher that pins a process to one core (`gdarun`) gives the
+    /// engine the launcher's CPUs, or every completion waits for the process to be preempted.
+    ///
+    /// Must be called before the first QP (the engine starts with it); later it is an
+    /// error, as is an empty set or a CPU number the kernel cannot name. A set the kernel
+    /// refuses when the engine starts (no CPU of it is allowed) leaves the engine where it was
+    /// born; [`Fabric::engine_cpus`] reports where it really runs.
+    pub fn set_engine_cpus(&self, cpus: &[usize]) -> Result<(), SimError> {
+        if cpus.is_empty() {
+            return Err(SimError::InvalidArgument("engine CPU set is empty".into()));
+        }
+        if let Some(&c) = cpus.iter().find(|&&c| c >= rustix::thread::CpuSet::MAX_CPU) {
+            return Err(SimError::InvalidArgument(format!(
+                "engine CPU {c} is beyond the {} CPUs the kernel interface names",
+                rustix::thread::CpuSet::MAX_CPU
+            )));
+        }
+        let started = self
+            .inner
+            .engine
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some();
+        if started {
+            return Err(SimError::InvalidArgument(
+                "the engine already runs: set its CPUs before creating the first QP".into(),
+            ));
+        }
+        *self
+            .inner
+            .engine_cpus
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(cpus.to_vec());
+        Ok(())
+    }
+
+    /// The CPUs the engine thread may run on, read back from the kernel (`None` before the
+    /// engine has started, i.e. before the first QP, or if the kernel does not say).
+    #[must_use]
+    pub fn engine_cpus(&self) -> Option<Vec<usize>> {
+        let tid = self
+            .inner
+            .engine_tid
+            .load(std::sync::atomic::Ordering::Acquire);
+        let pid = rustix::process::Pid::from_raw(tid)?;
+        let set = rustix::thread::sched_getaffinity(Some(pid)).ok()?;
+        Some(
+            (0..rustix::thread::CpuSet::MAX_CPU)
+                .filter(|&c| set.is_set(c))
+                .collect(),
+        )
+    }
+
     pub(crate) fn ensure_engine(&self) {
         let mut g = self.inner.engine.lock().unwrap_or_else(|e| e.into_inner());
         if g.is_none() {
             let weak = Arc::downgrade(&self.inner);
+            let cpus = self
+                .inner
+                .engine_cpus
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone();
             let h = std::thread::Builder::new()
                 .name(self.engine_thread_name())
-                .spawn(move || crate::engine::run(weak))
+                .spawn(move || {
+                    if let Some(cpus) = cpus {
+                        let mut set = rustix::thread::CpuSet::new();
+                        cpus.iter().for_each(|&c| set.set(c));
+                        // Best effort: a set with no allowed CPU leaves the engine where it
+                        // was born (reported by `Fabric::engine_cpus`).
+                        let _ = rustix::thread::sched_setaffinity(None, &set);
+                    }
+                    if let Some(f) = weak.upgrade() {
+                        // ORDERING: Release pairs with the Acquire load in `engine_cpus`.
+                        f.engine_tid.store(
+                            rustix::thread::gettid().as_raw_nonzero().get(),
+                            std::sync::atomic::Ordering::Release,
+                        );
+                    }
+                    crate::engine::run(weak)
+                })
                 .expect("spawn the software NIC engine thread");
             *self
                 .inner

@@ -30,6 +30,12 @@ pub(crate) struct FabricInner {
     pub(crate) chaos: Option<u64>,
     pub(crate) engine: Mutex<Option<std::thread::JoinHandle<()>>>,
     pub(crate) engine_thread: Mutex<Option<std::thread::Thread>>,
+    /// CPUs the engine thread moves itself to when it starts (`None`: it keeps the mask of the
+    /// thread that created the first QP). See [`Fabric::set_engine_cpus`](crate::Fabric::set_engine_cpus).
+    pub(crate) engine_cpus: Mutex<Option<Vec<usize>>>,
+    /// The engine thread's kernel thread id once it runs (0 before), so its CPU mask can be
+    /// read back ([`Fabric::engine_cpus`](crate::Fabric::engine_cpus)).
+    pub(crate) engine_tid: std::sync::atomic::AtomicI32,
     /// The engine is parked (or about to park): a doorbell rung by host code must unpark it
     /// ([`Fabric::kick`]). Set by the engine before its last scan, cleared when it wakes.
     pub(crate) napping: std::sync::atomic::AtomicBool,
