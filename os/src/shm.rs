@@ -6,6 +6,13 @@
 //!
 //! - names are `/gda-<job>-<what>`, with `job` and `what` restricted to `[A-Za-z0-9_.]`, so a
 //!   name can never leave `/dev/shm` or collide with another program's;
+//! - a job's names cannot be guessed ([`JobNames`]): each `what` carries a tag keyed with a
+//!   secret only the job's processes hold, different for every object, so another user who
+//!   watches `/dev/shm` and sees one name still cannot create the next one first (squatting a
+//!   name makes `O_EXCL` fail: it would stop the job);
+//! - creation sets mode `0600` explicitly (whatever the umask) and reserves the object's
+//!   memory (`fallocate`), so a full `/dev/shm` is an error at creation naming its size, not a
+//!   `SIGBUS` at the first touch of a page;
 //! - segments are created with `O_EXCL` and mode `0600` (private to the user; a stale segment of
 //!   the same name is an error, not silently reused);
 //! - [`Segment::unlink`] removes the name while the mappings stay valid, so once every process has
@@ -78,6 +85,71 @@ fn check_private(name: &str, uid: u32, mode: u32) -> io::Result<()> {
     ))
 }
 
+/// The names of a job's objects: `what` plus a 16-hex-digit tag, HMAC-SHA256 of the job id
+/// and the object's base name under a key all the job's processes share and no one else holds
+/// (gda-shmem derives it from the job secret its rendezvous authenticated; thread jobs draw
+/// it at random). Each object's tag is independent: seeing `heap0.<tag>` tells nothing about
+/// `heap1`'s.
+#[derive(Clone)]
+pub struct JobNames {
+    job: String,
+    key: [u8; 32],
+}
+
+impl std::fmt::Debug for JobNames {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The key stays out of logs.
+        f.debug_struct("JobNames").field("job", &self.job).finish_non_exhaustive()
+    }
+}
+
+impl JobNames {
+    /// Names for `job` under `key` (checked as a name part).
+    pub fn new(job: &str, key: [u8; 32]) -> io::Result<Self> {
+        check_part("job id", job)?;
+        Ok(Self {
+            job: job.to_owned(),
+            key,
+        })
+    }
+
+    /// Names for `job` under a fresh random key (one process, e.g. thread PEs).
+    pub fn random(job: &str) -> io::Result<Self> {
+        let mut key = [0u8; 32];
+        let mut got = 0;
+        while got < key.len() {
+            got += rustix::rand::getrandom(&mut key[got..], rustix::rand::GetRandomFlags::empty())?;
+        }
+        Self::new(job, key)
+    }
+
+    /// The job id.
+    #[must_use]
+    pub fn job(&self) -> &str {
+        &self.job
+    }
+
+    /// The `what` of object `base` (e.g. `heap3`): `base.<tag>`.
+    #[must_use]
+    pub fn what(&self, base: &str) -> String {
+        use hmac::Mac;
+        let mut m = hmac::Hmac::<sha2::Sha256>::new_from_slice(&self.key)
+            .unwrap_or_else(|_| unreachable!("HMAC takes keys of any length"));
+        m.update(b"gda-shm-name\0");
+        m.update(self.job.as_bytes());
+        m.update(b"\0");
+        m.update(base.as_bytes());
+        let tag = m.finalize().into_bytes();
+        let mut out = String::with_capacity(base.len() + 17);
+        out.push_str(base);
+        out.push('.');
+        for b in &tag[..8] {
+            out.push_str(&format!("{b:02x}"));
+        }
+        out
+    }
+}
+
 /// The POSIX name of a job's segment (`/gda-<job>-<what>`).
 pub fn segment_name(job: &str, what: &str) -> io::Result<String> {
     check_part("job id", job)?;
@@ -95,9 +167,15 @@ impl Segment {
             shm::OFlags::CREATE | shm::OFlags::EXCL | shm::OFlags::RDWR,
             Mode::from_raw_mode(0o600),
         )
-        .map_err(|e| with_name(e.into(), &name, "create"))?;
-        let seg = ftruncate(&fd, len as u64)
+        .map_err(|e| match e {
+            rustix::io::Errno::EXIST => exists(&name),
+            e => with_name(e.into(), &name, "create"),
+        })?;
+        // The umask may have taken bits of 0600 away (`umask 0277` leaves 0400, which every
+        // peer would refuse): set the mode itself.
+        let seg = rustix::fs::fchmod(&fd, Mode::from_raw_mode(0o600))
             .map_err(io::Error::from)
+            .and_then(|()| reserve(&fd, &name, len))
             .and_then(|()| Self::map(name.clone(), fd, len, true));
         if seg.is_err() {
             let _ = shm::unlink(name.as_str());
@@ -234,6 +312,51 @@ impl Drop for Segment {
         // (`Segment` owns it; borrowers hold `&Segment`).
         let _ = unsafe { munmap(self.ptr.as_ptr().cast(), self.len) };
     }
+}
+
+/// Sizes the new object and reserves its memory: tmpfs allocates pages at first touch, and a
+/// touch beyond what `/dev/shm` can hold is a `SIGBUS` that kills the process with no message.
+fn reserve(fd: &OwnedFd, name: &str, len: usize) -> io::Result<()> {
+    ftruncate(fd, len as u64)?;
+    match rustix::fs::fallocate(fd, rustix::fs::FallocateFlags::empty(), 0, len as u64) {
+        Ok(()) => Ok(()),
+        // A file system without fallocate: sized only, as before.
+        Err(rustix::io::Errno::OPNOTSUPP) => Ok(()),
+        Err(rustix::io::Errno::NOSPC) => {
+            let free = rustix::fs::statvfs(SHM_DIR)
+                .map(|v| format!("{} MiB", v.f_bavail * v.f_frsize / (1 << 20)))
+                .unwrap_or_else(|_| "unknown".into());
+            Err(io::Error::new(
+                io::ErrorKind::StorageFull,
+                format!(
+                    "shared memory {name}: {len} bytes ({} MiB) do not fit in {SHM_DIR} ({free} \
+                     free): make it larger (docker run --shm-size=…) or ask for less \
+                     (GDA_SHMEM_HEAP_SIZE for a symmetric heap)",
+                    len.div_ceil(1 << 20)
+                ),
+            ))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The error for a name that exists: a leftover of ours, or one another user planted.
+fn exists(name: &str) -> io::Error {
+    use std::os::unix::fs::MetadataExt;
+    let path = format!("{SHM_DIR}{name}");
+    let me = rustix::process::geteuid().as_raw();
+    let why = match std::fs::symlink_metadata(&path) {
+        Ok(m) if m.uid() != me => format!(
+            "it exists and belongs to uid {} (another user created it first; the job's names \
+             are keyed with its secret, so this is no accident)",
+            m.uid()
+        ),
+        _ => "it exists already (a leftover of an earlier job with this id? remove it)".into(),
+    };
+    io::Error::new(
+        io::ErrorKind::AlreadyExists,
+        format!("shared memory {name}: create failed: {why}"),
+    )
 }
 
 fn with_name(e: io::Error, name: &str, what: &str) -> io::Error {

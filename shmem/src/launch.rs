@@ -3,6 +3,7 @@
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
+use crate::boot::Bootstrap;
 use crate::boot::env::Launch;
 use crate::boot::tcp::TcpBoot;
 use crate::boot::threads::Hub;
@@ -153,7 +154,9 @@ pub fn init_launched<P: gda_sim::Modeled>(launch: &Launch, cfg: &Config) -> Resu
     let chaos =
         gda_sim::FabricConfig::from_chaos_var(std::env::var("GDA_SIM_CHAOS").ok().as_deref())
             .map_err(|e| ShmemError::Config(e.to_string()))?;
-    let fabric = gda_sim::Fabric::shared(chaos, &launch.job, launch.rank)
+    // The rendezvous first: the registry's name is keyed with the secret it authenticated.
+    let boot = rendezvous(launch, cfg)?;
+    let fabric = gda_sim::Fabric::shared(chaos, boot.names(), launch.rank)
         .map_err(|e| ShmemError::Config(e.to_string()))?;
     let binding = binding_from_env()?;
     if let Some((bind, cpus)) = &binding {
@@ -164,7 +167,7 @@ pub fn init_launched<P: gda_sim::Modeled>(launch: &Launch, cfg: &Config) -> Resu
             .map_err(|e| ShmemError::Config(format!("GDA_SHMEM_CPUS: {e}")))?;
     }
     let nic = sim_nic::<P>(&fabric, gda_sim::SimDevice::new(&fabric));
-    let pe = init_launched_with(launch, cfg, nic)?;
+    let pe = init_booted(launch, boot, cfg, nic)?;
     if let Some((bind, cpus)) = &binding {
         let here = allowed_cpus()?;
         let p = pe_placement(*bind, here[0], cpus, fabric.engine_cpus().is_some());
@@ -191,18 +194,41 @@ pub fn init_launched_with<D>(
 where
     D: Device + 'static,
 {
+    let boot = rendezvous(launch, cfg)?;
+    init_booted(launch, boot, cfg, nic)
+}
+
+/// Meets the job's other PEs at rank 0 (authenticated with the job secret).
+fn rendezvous(launch: &Launch, cfg: &Config) -> Result<TcpBoot> {
     let secret = launch.secret_source()?;
+    let meet = if launch.keyed_port {
+        crate::boot::tcp::Meet::KeyedPort(launch.addr.ip())
+    } else {
+        crate::boot::tcp::Meet::At(launch.addr)
+    };
     let boot = TcpBoot::connect_with(
         launch.rank,
         launch.size,
-        launch.addr,
+        meet,
         &launch.job,
         &secret,
         cfg.timeout,
     );
     // Everyone who will ever join has read the secret file by now (or the rendezvous failed).
     launch.forget_secret();
-    let boot = boot?;
+    boot
+}
+
+/// [`Pe::init`] after the rendezvous; on failure, removes the job's shared-memory names.
+fn init_booted<D>(
+    launch: &Launch,
+    boot: TcpBoot,
+    cfg: &Config,
+    nic: RdmaNic<D>,
+) -> Result<Pe<D::Provider>>
+where
+    D: Device + 'static,
+{
     let pe = Pe::init(Box::new(boot), nic, cfg);
     if pe.is_err() {
         // Leave nothing behind when init fails (peers may have died half way).
@@ -409,6 +435,23 @@ fn pin(c: &mut Command, cpu: usize) {
     unsafe { std::os::unix::process::CommandExt::pre_exec(c, hook) };
 }
 
+/// Lets the child started by `c` inherit the listening socket `l` as `GDA_SHMEM_BOOT_FD` (its
+/// descriptor loses close-on-exec in the child only, between fork and exec).
+fn inherit(c: &mut Command, l: &std::net::TcpListener) {
+    use std::os::fd::{AsRawFd, BorrowedFd};
+    let fd = l.as_raw_fd();
+    c.env("GDA_SHMEM_BOOT_FD", fd.to_string());
+    let hook = move || {
+        // SAFETY: `fd` is open in the child (fork copied it; the launcher keeps it open until
+        // the spawn returns) and only used for this call.
+        let b = unsafe { BorrowedFd::borrow_raw(fd) };
+        rustix::io::fcntl_setfd(b, rustix::io::FdFlags::empty()).map_err(std::io::Error::from)
+    };
+    // SAFETY: the hook runs in the forked child before exec: one fcntl system call, no
+    // allocation, no lock.
+    unsafe { std::os::unix::process::CommandExt::pre_exec(c, hook) };
+}
+
 /// The binding `gdarun` started this PE with (`GDA_SHMEM_BIND`, `GDA_SHMEM_CPUS`), if any.
 fn binding_from_env() -> Result<Option<(Bind, Vec<usize>)>> {
     let (Ok(bind), Ok(cpus)) = (
@@ -593,10 +636,15 @@ pub fn run(job: &Job) -> Result<JobOutcome> {
         .clone()
         .unwrap_or_else(|| format!("r{}x{:08x}", std::process::id(), rand::random::<u32>()));
     gda_os::shm::segment_name(&id, "x").map_err(|e| ShmemError::Config(e.to_string()))?;
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map_err(|e| ShmemError::io("finding a free loopback port", e))?
+    // Bound here and handed to rank 0 (`GDA_SHMEM_BOOT_FD`): a port found free and released
+    // could be taken by another user before rank 0 binds it.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")
+        .map_err(|e| ShmemError::io("binding the rendezvous port on loopback", e))?;
+    let port = listener
+        .local_addr()
+        .map_err(|e| ShmemError::io("binding the rendezvous port on loopback", e))?
         .port();
+    let mut listener = Some(listener);
     // Caught from here on: a signal to the launcher ends the job cleanly, not the launcher
     // alone (which would leave the PEs orphaned and their shared memory behind).
     let caught = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
@@ -610,7 +658,7 @@ pub fn run(job: &Job) -> Result<JobOutcome> {
             .map_err(|e| ShmemError::io("installing the launcher's signal handlers", e))?;
         hooks.push(id);
     }
-    let out = supervise(job, &id, port, prog, args, &caught);
+    let out = supervise(job, &id, (port, &mut listener), prog, args, &caught);
     for h in hooks {
         signal_hook::low_level::unregister(h);
     }
@@ -621,7 +669,7 @@ pub fn run(job: &Job) -> Result<JobOutcome> {
 fn supervise(
     job: &Job,
     id: &str,
-    port: u16,
+    (port, listener): (u16, &mut Option<std::net::TcpListener>),
     prog: &str,
     args: &[String],
     caught: &std::sync::atomic::AtomicUsize,
@@ -689,7 +737,17 @@ fn supervise(
         if job.report_bindings {
             c.env("GDA_SHMEM_REPORT_BINDINGS", "1");
         }
-        match c.spawn() {
+        if r == 0 {
+            if let Some(l) = listener.as_ref() {
+                inherit(&mut c, l);
+            }
+        }
+        let spawned = c.spawn();
+        if r == 0 {
+            // Rank 0 has its own copy now (or never will): nobody else may accept on it.
+            *listener = None;
+        }
+        match spawned {
             Ok(ch) => {
                 pes.children.push(Some(ch));
                 pes.left += 1;

@@ -88,17 +88,17 @@ impl LocalSeg {
     /// heap (default: `me` modulo the GPUs this process sees).
     pub(crate) fn create(
         placement: HeapPlacement,
-        job: &str,
+        names: &gda_os::shm::JobNames,
         me: u32,
         len: usize,
         gpu: Option<u32>,
     ) -> Result<Self> {
         match placement {
-            HeapPlacement::Host => Segment::create(job, &format!("heap{me}"), len)
+            HeapPlacement::Host => Segment::create(names.job(), &names.what(&format!("heap{me}")), len)
                 .map(Self::Host)
                 .map_err(|e| ShmemError::io(format!("PE {me}: symmetric heap of {len} bytes"), e)),
             #[cfg(feature = "hip")]
-            HeapPlacement::Gpu => gpu::GpuSeg::create(job, me, len, gpu).map(Self::Gpu),
+            HeapPlacement::Gpu => gpu::GpuSeg::create(names.job(), me, len, gpu).map(Self::Gpu),
             #[cfg(not(feature = "hip"))]
             HeapPlacement::Gpu => {
                 let _ = gpu;
@@ -142,7 +142,7 @@ impl LocalSeg {
     /// when `j` is a thread PE of this process.
     pub(crate) fn open_peer(
         &self,
-        job: &str,
+        names: &gda_os::shm::JobNames,
         j: u32,
         len: usize,
         shared: &[u8],
@@ -153,13 +153,13 @@ impl LocalSeg {
                 let _ = (shared, same_process);
                 // Mapped by name, also a thread PE's of this very process (a second mapping of
                 // the same pages): an address a peer sent is never dereferenced here.
-                Segment::open(job, &format!("heap{j}"), len)
+                Segment::open(names.job(), &names.what(&format!("heap{j}")), len)
                     .map(PeerSeg::Host)
                     .map_err(|e| ShmemError::io(format!("mapping PE {j}'s heap"), e))
             }
             #[cfg(feature = "hip")]
             Self::Gpu(g) => g
-                .open_peer(job, j, len, shared, same_process)
+                .open_peer(names.job(), j, len, shared, same_process)
                 .map(PeerSeg::Gpu),
         }
     }

@@ -144,7 +144,11 @@ impl StaticSeg {
     ///
     /// # Safety
     /// As [`StaticRange::executable`]: nothing else writes the range during the call.
-    pub(crate) unsafe fn claim(range: StaticRange, job: &str, me: u32) -> Result<Self> {
+    pub(crate) unsafe fn claim(
+        range: StaticRange,
+        names: &gda_os::shm::JobNames,
+        me: u32,
+    ) -> Result<Self> {
         use std::sync::atomic::Ordering;
         if CLAIMED.swap(true, Ordering::AcqRel) {
             return Err(ShmemError::Config(
@@ -157,7 +161,7 @@ impl StaticSeg {
             let what = format!("PE {me}: {what} ({} bytes at {:#x})", range.len, range.addr);
             move |e| ShmemError::io(what, e)
         };
-        let seg = Segment::create(job, &format!("data{me}"), range.len)
+        let seg = Segment::create(names.job(), &names.what(&format!("data{me}")), range.len)
             .map_err(io("symmetric static data"))?;
         let addr = range.addr as *mut u8;
         // SAFETY: the range is this process's mapped, readable data (found from its program
@@ -180,8 +184,8 @@ impl StaticSeg {
     }
 
     /// Maps same-host PE `j`'s static data of `len` bytes.
-    pub(crate) fn open_peer(job: &str, j: u32, len: usize) -> Result<Segment> {
-        Segment::open(job, &format!("data{j}"), len)
+    pub(crate) fn open_peer(names: &gda_os::shm::JobNames, j: u32, len: usize) -> Result<Segment> {
+        Segment::open(names.job(), &names.what(&format!("data{j}")), len)
             .map_err(|e| ShmemError::io(format!("mapping PE {j}'s static data"), e))
     }
 

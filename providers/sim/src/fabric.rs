@@ -65,10 +65,14 @@ impl Fabric {
     /// This process's fabric of a cross-process job on one host: NICs of other processes that
     /// joined the same `job` (with other ranks) are reachable by RDMA WRITE, READ and atomics on
     /// regions registered with [`Pd::register_shared`](crate::Pd::register_shared). Creates the shared registry
-    /// `/gda-<job>-sim<rank>` (mode 0600, removed on drop or by [`Fabric::unlink_registry`]);
-    /// see the `host` module for the protocol.
-    pub fn shared(config: FabricConfig, job: &str, rank: u32) -> Result<Self, SimError> {
-        let link = crate::xproc::HostLink::create(job, rank)
+    /// `/gda-<job>-sim<rank>.<tag>` (`names` keys the tag; mode 0600, removed on drop or by
+    /// [`Fabric::unlink_registry`]); see the `host` module for the protocol.
+    pub fn shared(
+        config: FabricConfig,
+        names: &gda_os::shm::JobNames,
+        rank: u32,
+    ) -> Result<Self, SimError> {
+        let link = crate::xproc::HostLink::create(names, rank)
             .map_err(|e| SimError::InvalidArgument(format!("cross-process fabric: {e}")))?;
         let id = link.fabric_id();
         Ok(Self::with_link(config, id, Some(Arc::new(link))))

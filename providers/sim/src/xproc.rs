@@ -2,7 +2,7 @@
 //!
 //! Each process keeps its own [`Fabric`](crate::Fabric) and engine. A fabric joined to a host job
 //! ([`Fabric::shared`](crate::Fabric::shared)) publishes, in a small shared-memory *registry*
-//! (`/gda-<job>-sim<rank>`), what a remote requester needs to act as this process's responder:
+//! (`/gda-<job>-sim<rank>.<tag>`, the tag keyed with the job's secret: `gda_os::shm::JobNames`), what a remote requester needs to act as this process's responder:
 //! its QPs (number, protection domain, state) and the regions registered for remote access
 //! with [`Pd::register_shared`](crate::Pd::register_shared) (rkey, address, length, rights, and
 //! the shared-memory segment that backs them). A requester's engine executes RDMA WRITE, READ and
@@ -80,6 +80,7 @@ fn job_hash(job: &str) -> u64 {
 /// This process's side of a cross-process fabric.
 pub(crate) struct HostLink {
     job: String,
+    names: gda_os::shm::JobNames,
     rank: u32,
     prefix: u64,
     own: Segment,
@@ -103,14 +104,15 @@ fn registry(seg: &Segment) -> &Registry {
 }
 
 impl HostLink {
-    pub(crate) fn create(job: &str, rank: u32) -> io::Result<Self> {
+    pub(crate) fn create(names: &gda_os::shm::JobNames, rank: u32) -> io::Result<Self> {
+        let job = names.job();
         if rank > 0xffff {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 format!("rank {rank} is above the cross-process fabric's 65535"),
             ));
         }
-        let own = Segment::create(job, &format!("sim{rank}"), size_of::<Registry>())?;
+        let own = Segment::create(job, &names.what(&format!("sim{rank}")), size_of::<Registry>())?;
         let r = registry(&own);
         r.pid
             .store(u64::from(std::process::id()), Ordering::Relaxed);
@@ -119,6 +121,7 @@ impl HostLink {
         r.magic.store(MAGIC, Ordering::Release);
         Ok(Self {
             job: job.to_owned(),
+            names: names.clone(),
             rank,
             prefix: TAG | job_hash(job) << 16,
             own,
@@ -243,7 +246,8 @@ impl HostLink {
         {
             return Some(Ok(p.clone()));
         }
-        let p = Segment::open(&self.job, &format!("sim{rank}"), size_of::<Registry>()).and_then(
+        let what = self.names.what(&format!("sim{rank}"));
+        let p = Segment::open(&self.job, &what, size_of::<Registry>()).and_then(
             |seg| {
                 if registry(&seg).magic.load(Ordering::Acquire) != MAGIC {
                     return Err(io::Error::new(

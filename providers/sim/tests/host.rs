@@ -11,6 +11,11 @@ use gda_native::model::NativeModel;
 use gda_os::shm::{self, Segment};
 use gda_sim::{Access, CqMode, Fabric, FabricConfig, QpInit, SimError};
 
+/// The job's object names under a key every side of the test shares.
+fn names(job: &str) -> gda_os::shm::JobNames {
+    gda_os::shm::JobNames::new(job, [7; 32]).unwrap()
+}
+
 fn job(tag: &str) -> String {
     format!("simhost{}{tag}", std::process::id())
 }
@@ -33,7 +38,7 @@ struct Side {
 }
 
 fn side(job: &str, rank: u32, model: impl gda_sim::DeviceModel) -> Side {
-    let fabric = Fabric::shared(FabricConfig::default(), job, rank).unwrap();
+    let fabric = Fabric::shared(FabricConfig::default(), &names(job), rank).unwrap();
     let nic = fabric.add_nic(model);
     let pd = nic.alloc_pd();
     let seg = Segment::create(job, &format!("heap{rank}"), 1 << 16).unwrap();
@@ -237,14 +242,14 @@ fn register_shared_needs_a_shared_fabric_and_a_matching_segment() {
     // SAFETY: refused before any registration happens.
     let e = unsafe { pd.register_shared(seg.as_ptr() as u64, 4096, Access::ALL, &seg, 0) };
     assert!(e.is_err());
-    let g = Fabric::shared(FabricConfig::default(), &job, 3).unwrap();
+    let g = Fabric::shared(FabricConfig::default(), &names(&job), 3).unwrap();
     {
         let pd = g.add_nic_for::<gda_native::Native>().alloc_pd();
         // SAFETY: refused (range past the segment).
         let e = unsafe { pd.register_shared(seg.as_ptr() as u64, 8192, Access::ALL, &seg, 0) };
         assert!(e.is_err());
         assert!(
-            Fabric::shared(FabricConfig::default(), &job, 3).is_err(),
+            Fabric::shared(FabricConfig::default(), &names(&job), 3).is_err(),
             "rank taken"
         );
     }

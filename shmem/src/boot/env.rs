@@ -33,6 +33,9 @@ pub struct Launch {
     pub size: u32,
     /// Where rank 0 listens.
     pub addr: SocketAddr,
+    /// No launcher variable named the address: rank 0 listens on `addr`'s host at a port
+    /// derived from the job secret ([`super::tcp::Meet::KeyedPort`]), not at `addr`'s port.
+    pub keyed_port: bool,
     /// Job id (`[A-Za-z0-9_.]`).
     pub job: String,
     /// The job secret, when the launcher passed one (else it comes from the secret file).
@@ -121,6 +124,8 @@ impl Launch {
             || format!("{launcher}{}", sanitize(&job_id)),
             |j| sanitize(&j),
         );
+        let keyed_port = get("GDA_SHMEM_BOOT").is_none()
+            && (get("MASTER_ADDR").is_none() || get("MASTER_PORT").is_none());
         let addr = if let Some(b) = get("GDA_SHMEM_BOOT") {
             parse_addr("GDA_SHMEM_BOOT", &b)?
         } else if let (Some(a), Some(p)) = (get("MASTER_ADDR"), get("MASTER_PORT")) {
@@ -138,10 +143,8 @@ impl Launch {
                 &format!("{host}:{}", port.wrapping_add(1).max(1024)),
             )?
         } else {
-            let h = job
-                .bytes()
-                .fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b)));
-            SocketAddr::from(([127, 0, 0, 1], 20_000 + (h % 40_000) as u16))
+            // The port comes from the job secret once it is known (keyed_port).
+            SocketAddr::from(([127, 0, 0, 1], 0))
         };
         let secret = match get("GDA_SHMEM_SECRET") {
             Some(s) => Some(
@@ -154,6 +157,7 @@ impl Launch {
             rank: r,
             size: n,
             addr,
+            keyed_port,
             job,
             secret,
             launcher,
@@ -227,19 +231,44 @@ fn refuse(path: &std::path::Path, why: &str) -> ShmemError {
 /// created `0700` if missing. An existing one is checked without following symbolic links and
 /// refused unless it is a directory of ours with no group/other bits: on a shared host,
 /// another user can create `/tmp/gda-<uid>` before us and plant a secret in it.
+///
+/// Another user's `/tmp/gda-<uid>` (or a link or file there) cannot be removed by its victim
+/// (`/tmp` is sticky), so it must not stop every job: then the directory is `$HOME/.gda`,
+/// which no other user can create. Every rank of the host makes the same choice.
 pub fn secret_dir() -> Result<PathBuf> {
-    let dir = match std::env::var_os("XDG_RUNTIME_DIR") {
-        Some(d) if !d.is_empty() => PathBuf::from(d).join("gda"),
-        _ => PathBuf::from(format!("/tmp/gda-{}", rustix::process::geteuid().as_raw())),
-    };
-    private_dir(dir)
+    if let Some(d) = std::env::var_os("XDG_RUNTIME_DIR").filter(|d| !d.is_empty()) {
+        return private_dir(PathBuf::from(d).join("gda"));
+    }
+    let tmp = PathBuf::from(format!("/tmp/gda-{}", rustix::process::geteuid().as_raw()));
+    match private_dir(tmp.clone()) {
+        Ok(d) => Ok(d),
+        Err(e) if planted_by_another(&tmp) => match std::env::var_os("HOME").filter(|h| !h.is_empty()) {
+            Some(home) => private_dir(PathBuf::from(home).join(".gda")),
+            None => Err(e),
+        },
+        Err(e) => Err(e),
+    }
+}
+
+/// Whether `path` is something this user can neither use nor remove: another user's, or a
+/// symbolic link or non-directory in a sticky directory that is not ours.
+fn planted_by_another(path: &std::path::Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::symlink_metadata(path)
+        .is_ok_and(|md| md.uid() != rustix::process::geteuid().as_raw())
 }
 
 /// Creates `dir` (mode 0700) unless it exists, then checks it is private to this user.
 fn private_dir(dir: PathBuf) -> Result<PathBuf> {
     use std::os::unix::fs::DirBuilderExt;
     match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
-        Ok(()) => {}
+        // The umask may have taken the owner's bits away (`umask 0277` leaves 0500, in which
+        // the secret file cannot be written): set the mode itself.
+        Ok(()) => {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))
+                .map_err(|e| ShmemError::io(format!("setting the mode of {}", dir.display()), e))?;
+        }
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
         Err(e) => return Err(ShmemError::io(format!("creating {}", dir.display()), e)),
     }

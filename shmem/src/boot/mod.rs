@@ -25,6 +25,9 @@ pub trait Bootstrap: Send {
     fn size(&self) -> u32;
     /// The job's id (names its shared-memory segments).
     fn job(&self) -> &str;
+    /// The names of the job's shared-memory objects, keyed with a secret only the job's PEs
+    /// share (so other users can neither guess nor squat them).
+    fn names(&self) -> &gda_os::shm::JobNames;
     /// Everyone's `mine`, indexed by rank.
     fn allgather(&mut self, mine: &[u8]) -> Result<Vec<Vec<u8>>>;
     /// Returns once every PE has called it.

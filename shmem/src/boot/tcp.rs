@@ -70,6 +70,7 @@ pub struct TcpBoot {
     rank: u32,
     size: u32,
     job: String,
+    names: gda_os::shm::JobNames,
     timeout: Duration,
     /// Rank 0: connections of ranks 1.., by rank. Others: the connection to rank 0.
     peers: Vec<Option<TcpStream>>,
@@ -165,12 +166,66 @@ enum Joined {
     OtherSecret,
 }
 
+/// Where rank 0 listens.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Meet {
+    /// At this address (given by the launcher: `GDA_SHMEM_BOOT`, `MASTER_ADDR`/`MASTER_PORT`).
+    At(SocketAddr),
+    /// At this host, on a port derived from the job secret (20000–59999): a launcher that
+    /// names no address (mpirun, srun) would otherwise use a port any user can compute from
+    /// the public job id and take first, stopping the job.
+    KeyedPort(std::net::IpAddr),
+}
+
+impl From<SocketAddr> for Meet {
+    fn from(a: SocketAddr) -> Self {
+        Self::At(a)
+    }
+}
+
+impl Meet {
+    fn resolve(self, key: &[u8], job: &str) -> SocketAddr {
+        match self {
+            Self::At(a) => a,
+            Self::KeyedPort(ip) => {
+                let m = mac(key, b"gda-port", job, 0, &[]);
+                let v = u16::from_le_bytes([m[0], m[1]]);
+                SocketAddr::new(ip, 20_000 + v % 40_000)
+            }
+        }
+    }
+}
+
+/// The listening socket `gdarun` bound for rank 0 and passed down (`GDA_SHMEM_BOOT_FD`), if it
+/// is one, listening at exactly `addr`: between a launcher finding a free port and rank 0
+/// binding it, another user could take it.
+fn inherited_listener(addr: SocketAddr) -> Option<TcpListener> {
+    use std::os::fd::{BorrowedFd, FromRawFd};
+    let fd: i32 = std::env::var("GDA_SHMEM_BOOT_FD").ok()?.trim().parse().ok()?;
+    if fd < 3 {
+        return None;
+    }
+    // Checked through /proc before borrowing: a number that is not open here is not touched.
+    std::fs::symlink_metadata(format!("/proc/self/fd/{fd}")).ok()?;
+    // SAFETY: the descriptor is open (checked above) and only inspected while borrowed.
+    let b = unsafe { BorrowedFd::borrow_raw(fd) };
+    let listening = rustix::net::sockopt::socket_acceptconn(b).ok()?;
+    let local = rustix::net::getsockname(b).ok()?;
+    let local = std::net::SocketAddr::try_from(local).ok()?;
+    if !listening || local != addr {
+        return None;
+    }
+    // SAFETY: a listening socket at our address that the launcher left open for this process
+    // alone; nothing else in this process owns it.
+    Some(unsafe { TcpListener::from_raw_fd(fd) })
+}
+
 impl TcpBoot {
     /// Rendezvous of `size` PEs at `addr` for `job`, authenticated with `secret`.
     pub fn connect(
         rank: u32,
         size: u32,
-        addr: SocketAddr,
+        addr: impl Into<Meet>,
         job: &str,
         secret: &[u8],
         timeout: Duration,
@@ -190,7 +245,7 @@ impl TcpBoot {
     pub fn connect_with(
         rank: u32,
         size: u32,
-        addr: SocketAddr,
+        addr: impl Into<Meet>,
         job: &str,
         secret: &Secret,
         timeout: Duration,
@@ -199,15 +254,22 @@ impl TcpBoot {
             return Err(ShmemError::Config(format!("rank {rank} of {size}")));
         }
         let deadline = Instant::now() + timeout;
+        let meet = addr.into();
         let mut peers: Vec<Option<TcpStream>> = (0..size).map(|_| None).collect();
-        if rank == 0 {
+        let key = if rank == 0 {
             let key = secret.current()?.ok_or_else(|| {
                 ShmemError::Boot("rank 0 has no job secret to listen with".into())
             })?;
-            Self::serve(&mut peers, addr, job, &key, deadline, timeout)?;
+            Self::serve(&mut peers, meet.resolve(&key, job), job, &key, deadline, timeout)?;
+            key
         } else {
-            peers[0] = Some(Self::dial(rank, addr, job, secret, deadline, timeout)?);
-        }
+            let (s, key) = Self::dial(rank, meet, job, secret, deadline, timeout)?;
+            peers[0] = Some(s);
+            key
+        };
+        // The secret every rank proved it holds keys the job's object names.
+        let names = gda_os::shm::JobNames::new(job, mac(&key, b"gda-shm-names", job, 0, &[]))
+            .map_err(|e| ShmemError::Config(e.to_string()))?;
         for s in peers.iter().flatten() {
             let _ = s.set_nodelay(true);
             let _ = s.set_nonblocking(false);
@@ -217,6 +279,7 @@ impl TcpBoot {
             rank,
             size,
             job: job.to_owned(),
+            names,
             timeout,
             peers,
         })
@@ -232,8 +295,11 @@ impl TcpBoot {
         timeout: Duration,
     ) -> Result<()> {
         let size = peers.len() as u32;
-        let l = TcpListener::bind(addr)
-            .map_err(|e| ShmemError::Boot(format!("rank 0 cannot listen on {addr}: {e}")))?;
+        let l = match inherited_listener(addr) {
+            Some(l) => l,
+            None => TcpListener::bind(addr)
+                .map_err(|e| ShmemError::Boot(format!("rank 0 cannot listen on {addr}: {e}")))?,
+        };
         l.set_nonblocking(true)
             .map_err(|e| ShmemError::io("listener", e))?;
         let (tx, rx) = mpsc::channel::<Verified>();
@@ -346,13 +412,17 @@ impl TcpBoot {
     /// A client: connects and handshakes until admitted or the deadline.
     fn dial(
         rank: u32,
-        addr: SocketAddr,
+        meet: Meet,
         job: &str,
         secret: &Secret,
         deadline: Instant,
         timeout: Duration,
-    ) -> Result<TcpStream> {
+    ) -> Result<(TcpStream, Vec<u8>)> {
         let mut last = String::from("nothing tried yet");
+        let mut addr = match meet {
+            Meet::At(a) => a.to_string(),
+            Meet::KeyedPort(ip) => format!("{ip} (port from the job secret)"),
+        };
         loop {
             if Instant::now() >= deadline {
                 return Err(ShmemError::Timeout {
@@ -366,9 +436,11 @@ impl TcpBoot {
                 std::thread::sleep(Duration::from_millis(20));
                 continue;
             };
-            match TcpStream::connect_timeout(&addr, Duration::from_millis(500)) {
+            let at = meet.resolve(&key, job);
+            addr = at.to_string();
+            match TcpStream::connect_timeout(&at, Duration::from_millis(500)) {
                 Ok(s) => match Self::join(s, rank, job, &key, deadline)? {
-                    Joined::Yes(s) => return Ok(s),
+                    Joined::Yes(s) => return Ok((s, key)),
                     Joined::Retry(why) => last = why,
                     Joined::OtherSecret => match secret {
                         Secret::Known(_) => {
@@ -455,6 +527,10 @@ impl Bootstrap for TcpBoot {
 
     fn job(&self) -> &str {
         &self.job
+    }
+
+    fn names(&self) -> &gda_os::shm::JobNames {
+        &self.names
     }
 
     fn allgather(&mut self, mine: &[u8]) -> Result<Vec<Vec<u8>>> {

@@ -17,6 +17,7 @@ struct Round {
 /// What the threads of one job share.
 pub struct Hub {
     job: String,
+    names: gda_os::shm::JobNames,
     size: u32,
     timeout: Duration,
     round: Mutex<Round>,
@@ -27,8 +28,12 @@ impl Hub {
     /// A hub for `size` thread PEs; `timeout` bounds every collective wait.
     pub fn new(size: u32, timeout: Duration) -> Arc<Self> {
         let job = format!("t{}x{:08x}", std::process::id(), rand::random::<u32>());
+        // The job id is made of characters JobNames accepts, so this cannot fail.
+        let names = gda_os::shm::JobNames::new(&job, rand::random())
+            .unwrap_or_else(|e| unreachable!("thread job id {job}: {e}"));
         Arc::new(Self {
             job,
+            names,
             size,
             timeout,
             round: Mutex::new(Round {
@@ -72,6 +77,10 @@ impl Bootstrap for ThreadBoot {
 
     fn job(&self) -> &str {
         &self.hub.job
+    }
+
+    fn names(&self) -> &gda_os::shm::JobNames {
+        &self.hub.names
     }
 
     fn abort(&self, why: &str) {

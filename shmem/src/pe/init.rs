@@ -144,11 +144,12 @@ impl<P: Provider> Pe<P> {
     ) -> Result<Self> {
         let (me, n) = (boot.rank(), boot.size());
         let job = boot.job().to_owned();
+        let keyed = boot.names().clone();
         let heap_size = cfg.heap_size.next_multiple_of(4096);
         let internal = heap_size;
         let bounce = internal + TEAM_SLOTS * TEAM_BYTES;
         let total = bounce + BOUNCE;
-        let mut seg = LocalSeg::create(cfg.heap, &job, me, total, cfg.gpu)?;
+        let mut seg = LocalSeg::create(cfg.heap, &keyed, me, total, cfg.gpu)?;
         // Until the names are removed below (every peer has mapped them), an init that fails
         // removes them on its way out: a thread launch has no gdarun to sweep the job.
         let mut names = Names {
@@ -156,16 +157,16 @@ impl<P: Provider> Pe<P> {
             whats: Vec::new(),
         };
         if matches!(seg, LocalSeg::Host(_)) {
-            names.whats.push(format!("heap{me}"));
+            names.whats.push(keyed.what(&format!("heap{me}")));
         }
         let statics = match cfg.static_data {
             // SAFETY: the range came from `StaticRange::executable`, whose caller promised
             // that nothing else writes it during this init.
-            Some(r) => Some(unsafe { StaticSeg::claim(r, &job, me) }?),
+            Some(r) => Some(unsafe { StaticSeg::claim(r, &keyed, me) }?),
             None => None,
         };
         if statics.is_some() {
-            names.whats.push(format!("data{me}"));
+            names.whats.push(keyed.what(&format!("data{me}")));
         }
         let (data, data_len) = statics
             .as_ref()
@@ -252,7 +253,7 @@ impl<P: Provider> Pe<P> {
                 // name or handle, or (a GPU heap of a thread PE) found in this process's own
                 // table; same-looking PIDs cannot confuse two processes.
                 let s = seg
-                    .open_peer(&job, j32, total, &info.shared, info.token == mine.token)
+                    .open_peer(&keyed, j32, total, &info.shared, info.token == mine.token)
                     .map_err(|e| match e {
                         ShmemError::Io { what, source } => {
                             ShmemError::io(format!("PE {me}: {what}"), source)
@@ -260,7 +261,7 @@ impl<P: Provider> Pe<P> {
                         e => e,
                     })?;
                 let d = if data_len > 0 {
-                    let d = StaticSeg::open_peer(&job, j32, data_len)?;
+                    let d = StaticSeg::open_peer(&keyed, j32, data_len)?;
                     let p = d.as_ptr();
                     peer_statics.push(d);
                     p
