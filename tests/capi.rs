@@ -285,6 +285,22 @@ fn misuse_ends_the_job_with_the_routine_named() {
             0,
             "PE 1 called shmem_global_exit(0): ending the job",
         ),
+        // Issue 25: init after finalize said something about thread PEs; NULL crashed.
+        (
+            "init-after-finalize",
+            1,
+            "shmem_init: called after shmem_finalize: a program may initialise OpenSHMEM only once",
+        ),
+        (
+            "null-source",
+            1,
+            "shmem_long_put: the local source is NULL (32 bytes to put)",
+        ),
+        (
+            "null-destination",
+            1,
+            "shmem_getmem: the local destination is NULL (8 bytes to get)",
+        ),
         (
             "malloc-mismatch",
             1,
@@ -298,7 +314,56 @@ fn misuse_ends_the_job_with_the_routine_named() {
         assert!(err.contains(want), "{case}: {want:?} missing from\n{err}");
         cases += 1;
     }
-    assert_eq!(cases, 9);
+    assert_eq!(cases, 12);
+}
+
+/// Issue 25's C cases (`hardening.c`): fork after init (P2P and RDMA), `shmem_align`, a large
+/// `.bss` not copied.
+#[test]
+fn fork_align_and_a_large_bss_behave() {
+    let prog = program("hardening");
+    let mut cases = 0;
+    for (case, env) in [
+        ("fork", &[][..]),
+        ("fork", &[("GDA_SHMEM_TRANSPORT", "rdma")][..]),
+        ("align", &[][..]),
+        ("bss", &[][..]),
+    ] {
+        let o = gdarun(2, &prog, &[case], env);
+        let (out, err) = (
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr),
+        );
+        assert!(o.status.success(), "{case} {env:?}: {err}\n{out}");
+        assert_eq!(
+            out.matches(&format!("{case} ok")).count(),
+            2,
+            "{case}: {out}"
+        );
+        if case == "fork" {
+            // The child's fatal error is named, and is the only error.
+            assert!(
+                err.contains("shmem_barrier_all: called in a process forked after shmem_init"),
+                "{err}"
+            );
+            assert!(!err.contains("panicked"), "{err}");
+        }
+        if case == "align" {
+            assert!(err.contains("is above the symmetric heap's"), "{err}");
+        }
+        if case == "bss" {
+            // Copying the 256 MiB .bss would make at least that much resident.
+            for kb in out.lines().filter_map(|l| l.split("rss_kb=").nth(1)) {
+                let kb: u64 = kb.trim().parse().unwrap();
+                assert!(
+                    kb < 128 << 10,
+                    "PE resident {kb} KiB after init: .bss copied? {out}"
+                );
+            }
+        }
+        cases += 1;
+    }
+    assert_eq!(cases, 4);
 }
 
 #[test]

@@ -254,6 +254,19 @@ fn bad_launch_environments_are_clear_errors() {
         ("GDA_SHMEM_HEAP_SIZE", "lots"),
     ]);
     assert!(e.contains("GDA_SHMEM_HEAP_SIZE"), "{e}");
+    // Issue 25: 0 silently meant 1 ms; 1T "was not a size" (it is one, above the limit).
+    let e = run(&[
+        ("GDA_SHMEM_RANK", "0"),
+        ("GDA_SHMEM_SIZE", "1"),
+        ("GDA_SHMEM_TIMEOUT_MS", "0"),
+    ]);
+    assert!(e.contains("GDA_SHMEM_TIMEOUT_MS=0"), "{e}");
+    let e = run(&[
+        ("GDA_SHMEM_RANK", "0"),
+        ("GDA_SHMEM_SIZE", "1"),
+        ("GDA_SHMEM_HEAP_SIZE", "2T"),
+    ]);
+    assert!(e.contains("above the limit of 1T"), "{e}");
 }
 
 #[test]
@@ -333,6 +346,17 @@ fn mpirun_srun_and_torchrun_environments() {
         },
         "p2p",
     );
+    // Issue 25: without an address from the launcher the port was 20000 + a hash of the public
+    // job id, which another user could take first. Now it comes from the job secret: the
+    // port the old formula names is taken for the whole job, and the job runs.
+    let job = format!("srun{id}2.0");
+    let h = job
+        .bytes()
+        .fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b)));
+    let squatted = std::net::TcpListener::bind(("127.0.0.1", 20_000 + (h % 40_000) as u16));
+    if squatted.is_err() {
+        eprintln!("note: the old formula's port is in use already");
+    }
     by_hand(
         2,
         |r| {
@@ -345,6 +369,7 @@ fn mpirun_srun_and_torchrun_environments() {
         },
         "rdma",
     );
+    drop(squatted);
     let port = free_port_pair();
     by_hand(
         2,
@@ -530,4 +555,118 @@ fn idle_sockets_at_the_rendezvous_do_not_stall_a_real_job() {
         start.elapsed()
     );
     drop(idle);
+}
+
+/// Issue 25: another user who watches `/dev/shm` and creates the names a job is about to use
+/// (`O_EXCL` then fails) stopped every job. Here, before the job, the squatter plants every
+/// name of the old scheme (`heap<r>`, `data<r>`, `sim<r>`); during it, an inotify watcher
+/// plants, for every name the job creates, the same kind and tag for every other rank. The
+/// job must run, and the squatter must really have planted names (counted).
+#[test]
+fn squatted_shared_memory_names_do_not_stop_a_job() {
+    use rustix::fs::inotify;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    const N: u32 = 3;
+    let job = format!("tsquat{}", std::process::id());
+    let root = rustix::process::geteuid().is_root();
+    if !root {
+        eprintln!("SKIPPED as another user: not root; squatting as this user (O_EXCL fails alike)");
+    }
+    // Creates `/gda-<job>-<what>` as the squatter; whether it was created.
+    fn plant(job: &str, what: &str) -> bool {
+        rustix::shm::open(
+            format!("/gda-{job}-{what}").as_str(),
+            rustix::shm::OFlags::CREATE | rustix::shm::OFlags::EXCL | rustix::shm::OFlags::RDWR,
+            rustix::fs::Mode::from_raw_mode(0o644),
+        )
+        .is_ok()
+    }
+    let kinds = ["heap", "data", "sim"];
+    let stop = Arc::new(AtomicBool::new(false));
+    let planted = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::new(AtomicUsize::new(0));
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let squatter = {
+        let (job, stop, planted, seen) = (job.clone(), stop.clone(), planted.clone(), seen.clone());
+        std::thread::spawn(move || {
+            if root {
+                // This thread alone becomes uid 65534 (the kernel's credentials are per thread).
+                rustix::thread::set_thread_res_uid(
+                    rustix::process::Uid::from_raw(65534),
+                    rustix::process::Uid::from_raw(65534),
+                    rustix::process::Uid::ROOT,
+                )
+                .unwrap();
+            }
+            for k in kinds {
+                for r in 0..N {
+                    planted.fetch_add(
+                        usize::from(plant(&job, &format!("{k}{r}"))),
+                        Ordering::Relaxed,
+                    );
+                }
+            }
+            let fd = inotify::init(inotify::CreateFlags::NONBLOCK).unwrap();
+            inotify::add_watch(&fd, "/dev/shm", inotify::WatchFlags::CREATE).unwrap();
+            ready_tx.send(()).unwrap();
+            let mut buf = [std::mem::MaybeUninit::uninit(); 4096];
+            let mut r = inotify::Reader::new(&fd, &mut buf);
+            let prefix = format!("gda-{job}-");
+            while !stop.load(Ordering::Relaxed) {
+                let name = match r.next() {
+                    Ok(ev) => ev.file_name().map(|n| n.to_string_lossy().into_owned()),
+                    Err(_) => {
+                        std::thread::sleep(std::time::Duration::from_micros(200));
+                        continue;
+                    }
+                };
+                let Some(what) = name.as_deref().and_then(|n| n.strip_prefix(&prefix)) else {
+                    continue;
+                };
+                // `<kind><rank>.<tag>`: the same tag for every kind and rank.
+                let Some((_, tag)) = what.split_once('.') else {
+                    continue;
+                };
+                seen.fetch_add(1, Ordering::Relaxed);
+                for k in kinds {
+                    for r in 0..N {
+                        planted.fetch_add(
+                            usize::from(plant(&job, &format!("{k}{r}.{tag}"))),
+                            Ordering::Relaxed,
+                        );
+                    }
+                }
+            }
+        })
+    };
+    ready_rx.recv().unwrap();
+    let before = planted.load(Ordering::Relaxed);
+    let o = gdarun(
+        N,
+        &[("GDA_SHMEM_TRANSPORT", "rdma")],
+        &["--job", &job, gda(), "shmem", "check", "--rounds", "8"],
+    );
+    stop.store(true, Ordering::Relaxed);
+    squatter.join().unwrap();
+    let (planted, seen) = (
+        planted.load(Ordering::Relaxed),
+        seen.load(Ordering::Relaxed),
+    );
+    let _ = gda::os::shm::sweep(&job);
+    assert_eq!(
+        before,
+        kinds.len() * N as usize,
+        "old-scheme names planted before the job"
+    );
+    assert!(
+        seen >= 2 * N as usize,
+        "the watcher saw {seen} of the job's names"
+    );
+    assert!(
+        planted > before,
+        "names planted during the job: {}",
+        planted - before
+    );
+    ok(&o, N, "Rdma");
 }

@@ -99,7 +99,9 @@ pub struct JobNames {
 impl std::fmt::Debug for JobNames {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // The key stays out of logs.
-        f.debug_struct("JobNames").field("job", &self.job).finish_non_exhaustive()
+        f.debug_struct("JobNames")
+            .field("job", &self.job)
+            .finish_non_exhaustive()
     }
 }
 
@@ -161,6 +163,20 @@ impl Segment {
     /// Creates a new segment of `len` bytes (zero-filled), private to the user. Fails if the
     /// name exists.
     pub fn create(job: &str, what: &str, len: usize) -> io::Result<Self> {
+        Self::create_aligned(job, what, len, 1)
+    }
+
+    /// [`Segment::create`], mapped at an address that is a multiple of `align` (a power of
+    /// two): a symmetric heap whose start is so aligned turns aligned offsets into aligned
+    /// addresses. The address space is reserved with `align` to spare and the spare given
+    /// back, so nothing else is ever mapped over.
+    pub fn create_aligned(job: &str, what: &str, len: usize, align: usize) -> io::Result<Self> {
+        if !align.is_power_of_two() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("segment alignment {align} is not a power of two"),
+            ));
+        }
         let name = segment_name(job, what)?;
         let fd = shm::open(
             name.as_str(),
@@ -176,7 +192,7 @@ impl Segment {
         let seg = rustix::fs::fchmod(&fd, Mode::from_raw_mode(0o600))
             .map_err(io::Error::from)
             .and_then(|()| reserve(&fd, &name, len))
-            .and_then(|()| Self::map(name.clone(), fd, len, true));
+            .and_then(|()| Self::map(name.clone(), fd, len, true, align));
         if seg.is_err() {
             let _ = shm::unlink(name.as_str());
         }
@@ -199,27 +215,75 @@ impl Segment {
                 ),
             ));
         }
-        Self::map(name, fd, len, false)
+        Self::map(name, fd, len, false, 1)
     }
 
-    fn map(name: String, fd: OwnedFd, len: usize, owner: bool) -> io::Result<Self> {
+    fn map(name: String, fd: OwnedFd, len: usize, owner: bool, align: usize) -> io::Result<Self> {
         if len == 0 {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 "a shared-memory segment cannot be empty",
             ));
         }
-        // SAFETY: a fresh shared mapping of a file we hold; no existing memory is replaced.
-        let p = unsafe {
-            mmap(
-                core::ptr::null_mut(),
-                len,
-                ProtFlags::READ | ProtFlags::WRITE,
-                MapFlags::SHARED,
-                &fd,
-                0,
-            )
-        }?;
+        let page = rustix::param::page_size();
+        let p = if align <= page {
+            // SAFETY: a fresh shared mapping of a file we hold; no existing memory is replaced.
+            unsafe {
+                mmap(
+                    core::ptr::null_mut(),
+                    len,
+                    ProtFlags::READ | ProtFlags::WRITE,
+                    MapFlags::SHARED,
+                    &fd,
+                    0,
+                )
+            }?
+        } else {
+            let span = len
+                .checked_add(align)
+                .ok_or_else(|| io::Error::other("segment length plus alignment overflows"))?;
+            // SAFETY: reserves fresh address space (no access, no memory); nothing is replaced.
+            let r = unsafe {
+                rustix::mm::mmap_anonymous(
+                    core::ptr::null_mut(),
+                    span,
+                    ProtFlags::empty(),
+                    MapFlags::PRIVATE | MapFlags::NORESERVE,
+                )
+            }? as usize;
+            let at = r.next_multiple_of(align);
+            // SAFETY: `at..at + len` lies inside the reservation just made (at - r < align),
+            // which nothing else uses: replacing it replaces nothing of anyone's.
+            let mapped = unsafe {
+                mmap(
+                    at as *mut core::ffi::c_void,
+                    len,
+                    ProtFlags::READ | ProtFlags::WRITE,
+                    MapFlags::SHARED | MapFlags::FIXED,
+                    &fd,
+                    0,
+                )
+            };
+            // SAFETY: the parts of the reservation outside `at..at + len` (or all of it, when
+            // the mapping failed) are ours and unused.
+            unsafe {
+                match mapped {
+                    Ok(_) => {
+                        if at > r {
+                            let _ = munmap(r as *mut _, at - r);
+                        }
+                        let tail = at + len;
+                        if r + span > tail {
+                            let _ = munmap(tail as *mut _, r + span - tail);
+                        }
+                    }
+                    Err(_) => {
+                        let _ = munmap(r as *mut _, span);
+                    }
+                }
+            }
+            mapped?
+        };
         let ptr = NonNull::new(p.cast::<u8>())
             .ok_or_else(|| io::Error::other("mmap returned a null mapping"))?;
         Ok(Self {

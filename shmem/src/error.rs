@@ -47,11 +47,15 @@ pub enum ShmemError {
     Range(String),
     /// The symmetric heap cannot satisfy an allocation.
     #[error(
-        "symmetric heap exhausted: {requested} bytes requested, {free} free in the largest block (heap {heap} bytes; raise GDA_SHMEM_HEAP_SIZE)"
+        "symmetric heap exhausted: {requested} bytes aligned to {align} requested, {free} free in the largest block (heap {heap} bytes, its start aligned to {}; raise GDA_SHMEM_HEAP_SIZE)",
+        crate::heap::MAX_ALIGN
     )]
     OutOfMemory {
         /// Bytes asked for.
         requested: usize,
+        /// Alignment asked for (an alignment above [`crate::heap::MAX_ALIGN`] can never be
+        /// met).
+        align: usize,
         /// Largest free block.
         free: usize,
         /// Heap size.
@@ -229,6 +233,7 @@ mod tests {
         );
         let oom = ShmemError::OutOfMemory {
             requested: 1,
+            align: 1,
             free: 0,
             heap: 0,
         };

@@ -102,6 +102,11 @@ pub(crate) struct Allocator {
     live: BTreeMap<usize, (usize, usize)>,
 }
 
+/// The largest alignment an allocation may ask for (1 GiB): the symmetric heap starts at an
+/// address aligned to it (`Segment::create_aligned`), so offsets aligned to at most this are
+/// addresses so aligned.
+pub const MAX_ALIGN: usize = 1 << 30;
+
 impl Allocator {
     pub(crate) fn new(size: usize) -> Self {
         let mut free = BTreeMap::new();
@@ -123,6 +128,17 @@ impl Allocator {
                 "alignment {align} is not a power of two"
             )));
         }
+        let oom = |free| ShmemError::OutOfMemory {
+            requested: bytes,
+            align,
+            free,
+            heap: self.size,
+        };
+        // Offsets are aligned, and the heap's start is aligned to MAX_ALIGN in every PE's
+        // address space: up to that, an aligned offset is an aligned address everywhere.
+        if align > MAX_ALIGN {
+            return Err(oom(0));
+        }
         let need = bytes.max(1);
         let found = self.free.iter().find_map(|(&start, &len)| {
             let at = start.checked_add(align - 1)? & !(align - 1);
@@ -130,11 +146,7 @@ impl Allocator {
             (end <= start + len).then_some((start, len, at, end))
         });
         let Some((start, len, at, end)) = found else {
-            return Err(ShmemError::OutOfMemory {
-                requested: bytes,
-                free: self.free.values().copied().max().unwrap_or(0),
-                heap: self.size,
-            });
+            return Err(oom(self.free.values().copied().max().unwrap_or(0)));
         };
         self.free.remove(&start);
         if end < start + len {

@@ -94,9 +94,14 @@ impl LocalSeg {
         gpu: Option<u32>,
     ) -> Result<Self> {
         match placement {
-            HeapPlacement::Host => Segment::create(names.job(), &names.what(&format!("heap{me}")), len)
-                .map(Self::Host)
-                .map_err(|e| ShmemError::io(format!("PE {me}: symmetric heap of {len} bytes"), e)),
+            HeapPlacement::Host => Segment::create_aligned(
+                names.job(),
+                &names.what(&format!("heap{me}")),
+                len,
+                crate::heap::MAX_ALIGN,
+            )
+            .map(Self::Host)
+            .map_err(|e| ShmemError::io(format!("PE {me}: symmetric heap of {len} bytes"), e)),
             #[cfg(feature = "hip")]
             HeapPlacement::Gpu => gpu::GpuSeg::create(names.job(), me, len, gpu).map(Self::Gpu),
             #[cfg(not(feature = "hip"))]

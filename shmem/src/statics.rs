@@ -8,8 +8,9 @@
 //! At init, a PE configured with [`Config::static_data`](crate::Config::static_data) makes the
 //! range symmetric (`StaticSeg::claim`):
 //!
-//! 1. a job shared-memory object `data<rank>` (`gda_os::shm`: `O_EXCL`, mode 0600) of the
-//!    range's length receives a copy of its current bytes;
+//! 1. a job shared-memory object `data<rank>` (`gda_os::shm`: `O_EXCL`, mode 0600, its memory
+//!    reserved) of the range's length receives a copy of its current bytes — of the `.bss`
+//!    part only the pages the process has touched (the others are zero in both);
 //! 2. the object is mapped over the range (`MAP_FIXED`), so the program's variables now live
 //!    in shared memory, at the addresses they always had;
 //! 3. same-host peers map it by name (P2P), and the NIC registers it as a second region
@@ -40,6 +41,12 @@ pub(crate) const DATA_TAG: usize = 1 << 56;
 pub struct StaticRange {
     addr: usize,
     len: usize,
+    /// First page wholly past the file's bytes (`p_filesz`): from here on the range is
+    /// anonymous `.bss`, zero until written.
+    bss_from: usize,
+    /// Identifies the executable's layout (a hash of its program headers): PEs must run the
+    /// same executable, not only one with as much static data.
+    fingerprint: u64,
 }
 
 impl StaticRange {
@@ -68,10 +75,20 @@ impl StaticRange {
                 "the executable's writable data is all read-only after relocation".into(),
             ));
         }
+        let bss_from = found.file_end.next_multiple_of(page).clamp(start, end);
         Ok(Self {
             addr: start,
             len: end - start,
+            bss_from,
+            fingerprint: found.fingerprint,
         })
+    }
+
+    /// A hash of the executable's program headers (types, offsets, addresses, sizes, flags):
+    /// two PEs with different ones run different executables.
+    #[must_use]
+    pub fn fingerprint(&self) -> u64 {
+        self.fingerprint
     }
 
     /// First byte.
@@ -100,6 +117,10 @@ struct Found {
     range: Option<(usize, usize)>,
     /// End of `PT_GNU_RELRO`, relocated.
     relro_end: Option<usize>,
+    /// End of the writable segment's file bytes (`p_vaddr + p_filesz`), relocated.
+    file_end: usize,
+    /// FNV-1a over every program header's fields except the load address.
+    fingerprint: u64,
 }
 
 /// `dl_iterate_phdr` callback: records the first object's (the executable's) writable segment.
@@ -118,16 +139,64 @@ unsafe extern "C" fn first_object(
         unsafe { core::slice::from_raw_parts(info.dlpi_phdr, usize::from(info.dlpi_phnum)) }
     };
     let base = info.dlpi_addr as usize;
+    let mut h = 0xcbf2_9ce4_8422_2325u64;
     for ph in phdrs {
+        for v in [
+            u64::from(ph.p_type),
+            u64::from(ph.p_flags),
+            ph.p_offset,
+            ph.p_vaddr,
+            ph.p_filesz,
+            ph.p_memsz,
+        ] {
+            for b in v.to_le_bytes() {
+                h = (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
+            }
+        }
         let start = base.wrapping_add(ph.p_vaddr as usize);
         let end = start.wrapping_add(ph.p_memsz as usize);
         if ph.p_type == libc::PT_LOAD && ph.p_flags & libc::PF_W != 0 && found.range.is_none() {
             found.range = Some((start, end));
+            found.file_end = start.wrapping_add(ph.p_filesz as usize);
         } else if ph.p_type == libc::PT_GNU_RELRO {
             found.relro_end = Some(end);
         }
     }
+    found.fingerprint = h;
     1
+}
+
+/// Copies `len` bytes at `from` to `to` (a fresh, zero-filled object), skipping the pages at
+/// or after `bss_from` the process never touched: they are zero already, and reading them
+/// would fault in every page of a large `.bss` (2 GiB: seconds and gigabytes of memory).
+///
+/// # Safety
+/// `from..from + len` is readable memory of this process, `to..to + len` writable, both
+/// page-aligned, not overlapping.
+unsafe fn copy_touched(from: usize, to: *mut u8, len: usize, bss_from: usize) {
+    let page = rustix::param::page_size();
+    // One residency byte per page of the bss part, asked for in blocks (mincore's vector).
+    const BLOCK: usize = 4096;
+    let mut vec = [0u8; BLOCK];
+    let data_len = bss_from.saturating_sub(from).min(len);
+    // SAFETY: within both ranges (caller).
+    unsafe { core::ptr::copy_nonoverlapping(from as *const u8, to, data_len) };
+    let mut off = data_len;
+    while off < len {
+        let pages = ((len - off) / page).min(BLOCK);
+        // SAFETY: `vec` holds `pages` bytes; the range is mapped memory of ours (caller).
+        let ok =
+            unsafe { libc::mincore((from + off) as *mut c_void, pages * page, vec.as_mut_ptr()) }
+                == 0;
+        for (i, &v) in vec[..pages].iter().enumerate() {
+            if !ok || v & 1 != 0 {
+                let o = off + i * page;
+                // SAFETY: one page within both ranges (caller).
+                unsafe { core::ptr::copy_nonoverlapping((from + o) as *const u8, to.add(o), page) };
+            }
+        }
+        off += pages * page;
+    }
 }
 
 /// Only one PE per process may claim the executable's data.
@@ -165,8 +234,8 @@ impl StaticSeg {
             .map_err(io("symmetric static data"))?;
         let addr = range.addr as *mut u8;
         // SAFETY: the range is this process's mapped, readable data (found from its program
-        // headers); the new object is as long and not yet shared.
-        unsafe { core::ptr::copy_nonoverlapping(addr, seg.as_ptr(), range.len) };
+        // headers), page-aligned; the new object is as long, zero-filled and not yet shared.
+        unsafe { copy_touched(range.addr, seg.as_ptr(), range.len, range.bss_from) };
         // SAFETY: the object now holds the range's bytes, and nothing else writes the range
         // during the call (caller): replacing it keeps every variable's value.
         unsafe { seg.map_at(addr) }.map_err(io("mapping the static data over itself"))?;

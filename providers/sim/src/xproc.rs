@@ -112,7 +112,11 @@ impl HostLink {
                 format!("rank {rank} is above the cross-process fabric's 65535"),
             ));
         }
-        let own = Segment::create(job, &names.what(&format!("sim{rank}")), size_of::<Registry>())?;
+        let own = Segment::create(
+            job,
+            &names.what(&format!("sim{rank}")),
+            size_of::<Registry>(),
+        )?;
         let r = registry(&own);
         r.pid
             .store(u64::from(std::process::id()), Ordering::Relaxed);
@@ -247,33 +251,31 @@ impl HostLink {
             return Some(Ok(p.clone()));
         }
         let what = self.names.what(&format!("sim{rank}"));
-        let p = Segment::open(&self.job, &what, size_of::<Registry>()).and_then(
-            |seg| {
-                if registry(&seg).magic.load(Ordering::Acquire) != MAGIC {
-                    return Err(io::Error::new(
-                        io::ErrorKind::InvalidData,
-                        format!("{} is not a gda sim registry", seg.name()),
-                    ));
-                }
-                let ns = registry(&seg).pid_ns.load(Ordering::Relaxed);
-                let same_ns = ns != 0 && ns == gda_os::process::pid_namespace();
-                let peer = Arc::new(Peer {
-                    job: self.job.clone(),
-                    // A PID from another namespace names an unrelated process here: such a
-                    // peer's death shows as a timeout instead.
-                    pid: if same_ns {
-                        registry(&seg).pid.load(Ordering::Relaxed) as i32
-                    } else {
-                        0
-                    },
-                    reg: seg,
-                    segs: Mutex::new(HashMap::new()),
-                });
-                // Map what the peer has registered now, while the names still exist.
-                peer.snapshot()?;
-                Ok(peer)
-            },
-        );
+        let p = Segment::open(&self.job, &what, size_of::<Registry>()).and_then(|seg| {
+            if registry(&seg).magic.load(Ordering::Acquire) != MAGIC {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("{} is not a gda sim registry", seg.name()),
+                ));
+            }
+            let ns = registry(&seg).pid_ns.load(Ordering::Relaxed);
+            let same_ns = ns != 0 && ns == gda_os::process::pid_namespace();
+            let peer = Arc::new(Peer {
+                job: self.job.clone(),
+                // A PID from another namespace names an unrelated process here: such a
+                // peer's death shows as a timeout instead.
+                pid: if same_ns {
+                    registry(&seg).pid.load(Ordering::Relaxed) as i32
+                } else {
+                    0
+                },
+                reg: seg,
+                segs: Mutex::new(HashMap::new()),
+            });
+            // Map what the peer has registered now, while the names still exist.
+            peer.snapshot()?;
+            Ok(peer)
+        });
         Some(p.map(|p| {
             self.peers
                 .write()

@@ -166,7 +166,7 @@ fn split(
         Err(e) => {
             // A split every parent member refuses alike (bad arguments, slots exhausted):
             // reported, not fatal.
-            eprintln!("gda shmem: {routine}: {e}");
+            gda_shmem::diag!("gda shmem: {routine}: {e}");
             (std::ptr::null_mut(), -1)
         }
     };

@@ -21,6 +21,12 @@ pub(crate) unsafe fn put(
     to: c_int,
     nbi: bool,
 ) {
+    if src.is_null() && len > 0 {
+        fatal(
+            routine,
+            &format!("the local source is NULL ({len} bytes to put)"),
+        );
+    }
     {
         let a = pe(routine);
         if let Some(d) = a.state().fast.local(dst as usize, len, to) {
@@ -44,6 +50,12 @@ pub(crate) unsafe fn put(
 /// # Safety
 /// `dst` is valid for `len` bytes.
 pub(crate) unsafe fn get(routine: &str, dst: *mut u8, src: *const u8, len: usize, from: c_int) {
+    if dst.is_null() && len > 0 {
+        fatal(
+            routine,
+            &format!("the local destination is NULL ({len} bytes to get)"),
+        );
+    }
     {
         let a = pe(routine);
         if let Some(s) = a.state().fast.local(src as usize, len, from) {

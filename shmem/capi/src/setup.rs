@@ -43,14 +43,30 @@ fn open() -> Result<Box<dyn CPe>> {
 }
 
 extern "C" fn finalize_at_exit() {
+    if state::forked() {
+        return; // the parent's PE: the parent finalizes it
+    }
     if let Some(p) = state::take() {
         drop(p);
     }
 }
 
 fn init(routine: &str) {
+    if state::forked() {
+        fatal(
+            routine,
+            "called in a process forked after shmem_init (the PE is the parent's)",
+        );
+    }
     if state::initialized() {
         return; // a second shmem_init is a no-op (as start_pes after shmem_init)
+    }
+    if state::finalized() {
+        // OpenSHMEM: a program initialises at most once; its heap and routes are gone.
+        fatal(
+            routine,
+            "called after shmem_finalize: a program may initialise OpenSHMEM only once",
+        );
     }
     let p = check(routine, open());
     state::install(p);
@@ -104,6 +120,9 @@ pub unsafe extern "C" fn shmem_query_thread(provided: *mut c_int) {
 /// `shmem_finalize`: collective; quiet, then every PE, then the heap goes.
 #[unsafe(no_mangle)]
 pub extern "C" fn shmem_finalize() {
+    if state::forked() {
+        return; // a forked child's finalize (explicit or at exit) leaves the parent's PE alone
+    }
     pe("shmem_finalize");
     if let Some(p) = state::take() {
         drop(p);
@@ -115,6 +134,12 @@ pub extern "C" fn shmem_finalize() {
 /// aborted, and this PE exits with `status`.
 #[unsafe(no_mangle)]
 pub extern "C" fn shmem_global_exit(status: c_int) -> ! {
+    if state::forked() {
+        fatal(
+            "shmem_global_exit",
+            "called in a process forked after shmem_init (the PE is the parent's)",
+        );
+    }
     if let Some(p) = state::take() {
         gda_shmem::launch::notify_global_exit(p.me(), status);
         p.abort(&format!("shmem_global_exit({status})"));
@@ -224,13 +249,23 @@ fn alloc(routine: &str, align: usize, bytes: usize) -> *mut c_void {
         Ok(a) => a.cast(),
         Err(ShmemError::OutOfMemory {
             requested,
+            align,
             free,
             heap,
         }) => {
-            eprintln!(
-                "gda shmem: {routine}: {requested} bytes requested, {free} free in the largest \
-                 block of the {heap}-byte heap (raise GDA_SHMEM_HEAP_SIZE): returning NULL"
-            );
+            if align > gda_shmem::heap::MAX_ALIGN {
+                gda_shmem::diag!(
+                    "gda shmem: {routine}: alignment {align} is above the symmetric heap's \
+                     {} (1 GiB): returning NULL",
+                    gda_shmem::heap::MAX_ALIGN
+                );
+            } else {
+                gda_shmem::diag!(
+                    "gda shmem: {routine}: {requested} bytes aligned to {align} requested, \
+                     {free} free in the largest block of the {heap}-byte heap (raise \
+                     GDA_SHMEM_HEAP_SIZE): returning NULL"
+                );
+            }
             std::ptr::null_mut()
         }
         Err(e) => fatal(routine, &e.to_string()),
@@ -275,7 +310,9 @@ pub extern "C" fn shmem_calloc(count: usize, size: usize) -> *mut c_void {
 pub extern "C" fn shmem_align(alignment: usize, size: usize) -> *mut c_void {
     if !alignment.is_power_of_two() {
         pe("shmem_align");
-        eprintln!("gda shmem: shmem_align: {alignment} is not a power of two: returning NULL");
+        gda_shmem::diag!(
+            "gda shmem: shmem_align: {alignment} is not a power of two: returning NULL"
+        );
         return std::ptr::null_mut();
     }
     alloc("shmem_align", alignment.max(MALLOC_ALIGN), size)

@@ -1,7 +1,7 @@
 //! This process's PE, the routines' access to it, and fatal errors.
 
 use std::cell::UnsafeCell;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use gda_shmem::{Cmp, Pe, ReduceOp, Result, ShmemError, SignalOp, Sym, Team, Width};
 
@@ -503,8 +503,73 @@ fn lock() -> Option<parking_lot::ReentrantMutexGuard<'static, ()>> {
     multiple().then(|| LOCK.lock())
 }
 
+/// Set in a process forked after `shmem_init` (`pthread_atfork`'s child handler): the PE is
+/// its parent's; the child may not use it, nor finalize it at exit.
+static FORKED: AtomicBool = AtomicBool::new(false);
+
+/// The symmetric ranges of this process (heap, static data) the child handler privatises.
+static RANGES: [(AtomicUsize, AtomicUsize); 2] = [
+    (AtomicUsize::new(0), AtomicUsize::new(0)),
+    (AtomicUsize::new(0), AtomicUsize::new(0)),
+];
+
+/// Whether this process is a child forked after `shmem_init`.
+pub(crate) fn forked() -> bool {
+    FORKED.load(Ordering::Relaxed)
+}
+
+/// `pthread_atfork` child handler. The heap and the static data are `MAP_SHARED` job objects:
+/// without this a child's writes to its globals would appear in its parent (and at its
+/// peers). Each range becomes a private copy at the same address: copied to a fresh private
+/// mapping that is then moved over it (`mremap`), so no byte is ever unmapped. Only system
+/// calls and a copy: what a child of a multithreaded process may do before exec.
+extern "C" fn after_fork_in_child() {
+    FORKED.store(true, Ordering::Relaxed);
+    for (a, l) in &RANGES {
+        let (addr, len) = (a.load(Ordering::Relaxed), l.load(Ordering::Relaxed));
+        if addr == 0 || len == 0 {
+            continue;
+        }
+        // SAFETY: a fresh private anonymous mapping of `len` bytes; `addr..addr + len` is this
+        // process's (inherited) mapping of the range, readable; the copy fits; `mremap` with
+        // MREMAP_FIXED replaces exactly that range with the copy. On any failure the range
+        // stays shared, and the routines refuse to run in the child anyway.
+        unsafe {
+            let tmp = libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            );
+            if tmp == libc::MAP_FAILED {
+                continue;
+            }
+            std::ptr::copy_nonoverlapping(addr as *const u8, tmp.cast::<u8>(), len);
+            let moved = libc::mremap(
+                tmp,
+                len,
+                len,
+                libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED,
+                addr as *mut libc::c_void,
+            );
+            if moved == libc::MAP_FAILED {
+                libc::munmap(tmp, len);
+            }
+        }
+    }
+}
+
 /// This process's PE, or a fatal error naming `routine`.
 pub(crate) fn pe(routine: &str) -> Access {
+    if forked() {
+        fatal(
+            routine,
+            "called in a process forked after shmem_init: the PE belongs to the parent (the \
+             child has private copies of the symmetric data; exec, or use the parent)",
+        );
+    }
     let g = lock();
     // SAFETY: calls are serialised (see `Slot`); only `install`/`take` write the slot, and
     // not while an `Access` of another thread lives (they take the lock too).
@@ -518,6 +583,11 @@ pub(crate) fn pe(routine: &str) -> Access {
     }
 }
 
+/// Whether `shmem_finalize` has run in this process.
+pub(crate) fn finalized() -> bool {
+    FINALIZED.load(Ordering::Relaxed)
+}
+
 /// Whether a PE is installed.
 pub(crate) fn initialized() -> bool {
     let _g = lock();
@@ -527,6 +597,15 @@ pub(crate) fn initialized() -> bool {
 
 pub(crate) fn install(p: Box<dyn CPe>) {
     let _g = lock();
+    for ((a, l), (addr, len)) in RANGES.iter().zip(p.regions()) {
+        a.store(addr, Ordering::Relaxed);
+        l.store(len, Ordering::Relaxed);
+    }
+    static ATFORK: std::sync::Once = std::sync::Once::new();
+    // SAFETY: registers a plain function with no state of its own to run in fork's child.
+    ATFORK.call_once(|| unsafe {
+        libc::pthread_atfork(None, None, Some(after_fork_in_child));
+    });
     // SAFETY: as in `pe`; no reference from `pe` is live across `shmem_init`.
     unsafe {
         *SLOT.0.get() = Some(State {
@@ -549,10 +628,13 @@ pub(crate) fn take() -> Option<Box<dyn CPe>> {
 /// Prints `gda shmem: <routine>: <what>`, tells the other PEs, exits with status 1 (without
 /// the collective finalize, which the failed PE cannot join).
 pub(crate) fn fatal(routine: &str, what: &str) -> ! {
-    use std::io::Write;
     // One write: the PEs of a job share one stderr.
-    let line = format!("gda shmem: {routine}: {what}\n");
-    let _ = std::io::stderr().write_all(line.as_bytes());
+    gda_shmem::diag!("gda shmem: {routine}: {what}");
+    if forked() {
+        // The PE is the parent's: neither abort its job nor finalize it (exit's handler
+        // knows).
+        std::process::exit(1);
+    }
     if let Some(p) = take() {
         p.abort(&format!("{routine}: {what}"));
         std::mem::forget(p);

@@ -242,10 +242,12 @@ pub fn secret_dir() -> Result<PathBuf> {
     let tmp = PathBuf::from(format!("/tmp/gda-{}", rustix::process::geteuid().as_raw()));
     match private_dir(tmp.clone()) {
         Ok(d) => Ok(d),
-        Err(e) if planted_by_another(&tmp) => match std::env::var_os("HOME").filter(|h| !h.is_empty()) {
-            Some(home) => private_dir(PathBuf::from(home).join(".gda")),
-            None => Err(e),
-        },
+        Err(e) if planted_by_another(&tmp) => {
+            match std::env::var_os("HOME").filter(|h| !h.is_empty()) {
+                Some(home) => private_dir(PathBuf::from(home).join(".gda")),
+                None => Err(e),
+            }
+        }
         Err(e) => Err(e),
     }
 }
@@ -254,8 +256,7 @@ pub fn secret_dir() -> Result<PathBuf> {
 /// symbolic link or non-directory in a sticky directory that is not ours.
 fn planted_by_another(path: &std::path::Path) -> bool {
     use std::os::unix::fs::MetadataExt;
-    std::fs::symlink_metadata(path)
-        .is_ok_and(|md| md.uid() != rustix::process::geteuid().as_raw())
+    std::fs::symlink_metadata(path).is_ok_and(|md| md.uid() != rustix::process::geteuid().as_raw())
 }
 
 /// Creates `dir` (mode 0700) unless it exists, then checks it is private to this user.

@@ -201,7 +201,11 @@ impl Meet {
 /// binding it, another user could take it.
 fn inherited_listener(addr: SocketAddr) -> Option<TcpListener> {
     use std::os::fd::{BorrowedFd, FromRawFd};
-    let fd: i32 = std::env::var("GDA_SHMEM_BOOT_FD").ok()?.trim().parse().ok()?;
+    let fd: i32 = std::env::var("GDA_SHMEM_BOOT_FD")
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
     if fd < 3 {
         return None;
     }
@@ -260,7 +264,14 @@ impl TcpBoot {
             let key = secret.current()?.ok_or_else(|| {
                 ShmemError::Boot("rank 0 has no job secret to listen with".into())
             })?;
-            Self::serve(&mut peers, meet.resolve(&key, job), job, &key, deadline, timeout)?;
+            Self::serve(
+                &mut peers,
+                meet.resolve(&key, job),
+                job,
+                &key,
+                deadline,
+                timeout,
+            )?;
             key
         } else {
             let (s, key) = Self::dial(rank, meet, job, secret, deadline, timeout)?;

@@ -68,21 +68,32 @@ impl Default for Config {
     }
 }
 
-/// Parses a size with an optional K/M/G suffix (binary).
+/// Largest size [`parse_size`] accepts (1 TiB): beyond the memory of any host a PE runs on.
+pub const MAX_SIZE: usize = 1 << 40;
+
+/// Parses a size with an optional K/M/G/T suffix (binary), from 1 byte to [`MAX_SIZE`].
 pub fn parse_size(var: &str, s: &str) -> Result<usize> {
     let t = s.trim();
     let (num, mul) = match t.chars().last().map(|c| c.to_ascii_uppercase()) {
-        Some('K') => (&t[..t.len() - 1], 1usize << 10),
+        Some('K') => (&t[..t.len() - 1], 1u128 << 10),
         Some('M') => (&t[..t.len() - 1], 1 << 20),
         Some('G') => (&t[..t.len() - 1], 1 << 30),
+        Some('T') => (&t[..t.len() - 1], 1 << 40),
         _ => (t, 1),
     };
-    num.trim()
-        .parse::<usize>()
+    let n = num
+        .trim()
+        .parse::<u64>()
         .ok()
-        .and_then(|n| n.checked_mul(mul))
         .filter(|&n| n > 0)
-        .ok_or_else(|| ShmemError::Config(format!("{var}={s:?} is not a size (e.g. 64M)")))
+        .ok_or_else(|| ShmemError::Config(format!("{var}={s:?} is not a size (e.g. 64M)")))?;
+    let bytes = u128::from(n) * mul;
+    if bytes > MAX_SIZE as u128 {
+        return Err(ShmemError::Config(format!(
+            "{var}={s:?} is above the limit of 1T ({MAX_SIZE} bytes)"
+        )));
+    }
+    Ok(bytes as usize)
 }
 
 impl Config {
@@ -99,7 +110,15 @@ impl Config {
             let ms: u64 = v.trim().parse().map_err(|_| {
                 ShmemError::Config(format!("GDA_SHMEM_TIMEOUT_MS={v:?} is not a number"))
             })?;
-            c.timeout = Duration::from_millis(ms.max(1));
+            if ms == 0 {
+                // Not "no timeout" (a wait must end) and not silently 1 ms.
+                return Err(ShmemError::Config(
+                    "GDA_SHMEM_TIMEOUT_MS=0: every wait needs a bound of at least 1 ms \
+                     (default 30000)"
+                        .into(),
+                ));
+            }
+            c.timeout = Duration::from_millis(ms);
         }
         if let Ok(v) = std::env::var("GDA_SHMEM_HOSTS") {
             let h: u32 = v.trim().parse().ok().filter(|&h| h > 0).ok_or_else(|| {
@@ -117,5 +136,35 @@ impl Config {
             c.gpu = Some(g);
         }
         Ok(c)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_take_every_suffix_and_name_the_limit() {
+        assert_eq!(parse_size("V", "64M").unwrap(), 64 << 20);
+        assert_eq!(parse_size("V", " 2g ").unwrap(), 2 << 30);
+        assert_eq!(parse_size("V", "1T").unwrap(), 1 << 40);
+        assert_eq!(parse_size("V", "4096").unwrap(), 4096);
+        for (bad, why) in [
+            ("2T", "above the limit of 1T"),
+            ("99999999999999999999", "is not a size"),
+            ("18446744073709551615K", "above the limit"),
+            ("0", "is not a size"),
+            ("-1M", "is not a size"),
+            ("lots", "is not a size"),
+            ("", "is not a size"),
+        ] {
+            let e = parse_size("GDA_SHMEM_HEAP_SIZE", bad)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains("GDA_SHMEM_HEAP_SIZE") && e.contains(why),
+                "{bad:?}: {e}"
+            );
+        }
     }
 }

@@ -43,6 +43,8 @@ struct Info {
     /// length (0, 0 without).
     data_base: u64,
     data_len: u64,
+    /// [`StaticRange::fingerprint`](crate::StaticRange::fingerprint) (0 without static data).
+    data_sig: u64,
     placement: HeapPlacement,
     shared: Vec<u8>,
     host: String,
@@ -55,7 +57,7 @@ fn process_token() -> u128 {
     *TOKEN.get_or_init(rand::random)
 }
 
-const INFO_FIXED: usize = 16 + 8 + 4 + 8 + 8 + 8 + 8 + 8 + 1 + 4;
+const INFO_FIXED: usize = 16 + 8 + 4 + 8 + 8 + 8 + 8 + 8 + 8 + 1 + 4;
 
 impl Info {
     fn encode(&self) -> Vec<u8> {
@@ -68,6 +70,7 @@ impl Info {
         b.extend_from_slice(&self.len.to_le_bytes());
         b.extend_from_slice(&self.data_base.to_le_bytes());
         b.extend_from_slice(&self.data_len.to_le_bytes());
+        b.extend_from_slice(&self.data_sig.to_le_bytes());
         b.push(self.placement.code());
         b.extend_from_slice(&(self.shared.len() as u32).to_le_bytes());
         b.extend_from_slice(&self.shared);
@@ -93,6 +96,7 @@ impl Info {
         let len = u64::from_le_bytes(take(&mut fixed));
         let data_base = u64::from_le_bytes(take(&mut fixed));
         let data_len = u64::from_le_bytes(take(&mut fixed));
+        let data_sig = u64::from_le_bytes(take(&mut fixed));
         let placement = HeapPlacement::from_code(take::<1>(&mut fixed)[0])?;
         let n_shared = u32::from_le_bytes(take(&mut fixed)) as usize;
         let (shared, host) = rest.split_at_checked(n_shared).ok_or_else(|| {
@@ -110,6 +114,7 @@ impl Info {
             len,
             data_base,
             data_len,
+            data_sig,
             placement,
             shared: shared.to_vec(),
             host: String::from_utf8_lossy(host).into_owned(),
@@ -180,6 +185,7 @@ impl<P: Provider> Pe<P> {
             len: total as u64,
             data_base: data as u64,
             data_len: data_len as u64,
+            data_sig: cfg.static_data.map_or(0, |r| r.fingerprint()),
             placement: seg.placement(),
             shared: seg.share()?,
             host: host_key(me, cfg),
@@ -219,6 +225,17 @@ impl<P: Provider> Pe<P> {
                 "PE {j} has {} bytes of symmetric static data, PE {me} has {data_len}: every \
                  PE must run the same executable",
                 i.data_len
+            )));
+        }
+        if let Some((j, _)) = infos
+            .iter()
+            .enumerate()
+            .find(|(_, i)| i.data_sig != mine.data_sig)
+        {
+            return Err(ShmemError::Config(format!(
+                "PE {j} runs another executable than PE {me} (their program headers differ, \
+                 though both have {data_len} bytes of symmetric static data): every PE must \
+                 run the same executable"
             )));
         }
         let same_host: Vec<bool> = infos.iter().map(|i| i.host == mine.host).collect();
@@ -442,6 +459,7 @@ mod tests {
             len: 1 << 20,
             data_base: 0x5555_0000_4000,
             data_len: 8192,
+            data_sig: 11,
             placement,
             shared,
             host: "node1/boot".into(),
@@ -457,6 +475,7 @@ mod tests {
         ] {
             let i = info(placement, shared.clone());
             let d = Info::decode(&i.encode()).unwrap();
+            assert_eq!(d.data_sig, 11);
             assert_eq!(
                 (
                     d.token,

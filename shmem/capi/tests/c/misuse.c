@@ -13,6 +13,11 @@ int main(int argc, char **argv) {
         return 0;
     }
     shmem_init();
+    if (strcmp(c, "init-after-finalize") == 0) {
+        shmem_finalize();
+        shmem_init();
+        return 0;
+    }
     int me = shmem_my_pe(), n = shmem_n_pes();
     long local = 5;
     long *sym = shmem_malloc(sizeof(long));
@@ -28,6 +33,10 @@ int main(int argc, char **argv) {
     } else if (strcmp(c, "huge-stride") == 0) {
         long two[2] = {1, 2};
         shmem_long_iput(sym, two, (ptrdiff_t)1 << 62, 1, 2, 0);
+    } else if (strcmp(c, "null-source") == 0) {
+        shmem_long_put(sym, NULL, 4, (me + 1) % n);
+    } else if (strcmp(c, "null-destination") == 0) {
+        shmem_getmem(NULL, sym, 8, (me + 1) % n);
     } else if (strcmp(c, "malloc-mismatch") == 0) {
         void *p = shmem_malloc(me == 0 ? 64 : 128);
         printf("%p\n", p); /* not reached */
