@@ -366,6 +366,59 @@ fn fork_align_and_a_large_bss_behave() {
     assert_eq!(cases, 4);
 }
 
+/// Issue 25: an install directory with a comma broke the rpath, `CC="ccache gcc"` failed,
+/// `--showme` did not quote.
+#[test]
+fn gdacc_takes_odd_paths_compiler_commands_and_quotes() {
+    let dir = std::env::temp_dir().join(format!("gda,cc {}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for f in ["gdacc", "libgdashmem.so"] {
+        std::fs::copy(profile_dir().join(f), dir.join(f)).unwrap();
+    }
+    let inc = dir.join("gda-include");
+    std::fs::create_dir_all(&inc).unwrap();
+    for e in std::fs::read_dir(profile_dir().join("gda-include"))
+        .unwrap()
+        .flatten()
+    {
+        if e.path().is_file() {
+            std::fs::copy(e.path(), inc.join(e.file_name())).unwrap();
+        }
+    }
+    let src = dir.join("one.c");
+    std::fs::write(
+        &src,
+        "#include <shmem.h>\n#include <stdio.h>\nint main(void) { shmem_init(); \
+         printf(\"pe %d\\n\", shmem_my_pe()); shmem_finalize(); return 0; }\n",
+    )
+    .unwrap();
+    let exe = dir.join("one");
+    // A compiler given as a command with an argument.
+    let o = Command::new(dir.join("gdacc"))
+        .arg(&src)
+        .arg("-o")
+        .arg(&exe)
+        .env("CC", "env cc")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // The rpath found the library in the directory with a comma and a space.
+    let o = gdarun(1, &exe, &[], &[]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "pe 0");
+    let show = Command::new(dir.join("gdacc"))
+        .args(["--showme", "my prog.c", "-DX='a b'"])
+        .env("CC", "ccache gcc")
+        .output()
+        .unwrap();
+    let line = String::from_utf8_lossy(&show.stdout);
+    assert!(line.starts_with("ccache gcc "), "{line}");
+    assert!(line.contains(" 'my prog.c' "), "{line}");
+    assert!(line.contains(r#"'-DX='\''a b'\'''"#), "{line}");
+    assert!(line.contains(&format!("'{}'", dir.display())), "{line}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn gdacc_and_pkg_config_give_working_flags() {
     let show = Command::new(env!("CARGO_BIN_EXE_gdacc"))
@@ -373,7 +426,12 @@ fn gdacc_and_pkg_config_give_working_flags() {
         .output()
         .unwrap();
     let line = String::from_utf8_lossy(&show.stdout);
-    for want in ["gda-include", "-lgdashmem", "-Wl,-rpath,", " x.c -o x "] {
+    for want in [
+        "gda-include",
+        "-lgdashmem",
+        "-Xlinker -rpath -Xlinker ",
+        " x.c -o x ",
+    ] {
         assert!(line.contains(want), "{want:?} missing from {line}");
     }
     let compile_only = Command::new(env!("CARGO_BIN_EXE_gdacc"))

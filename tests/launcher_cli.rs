@@ -43,6 +43,26 @@ fn gdarun_bounds_and_validates_its_numbers() {
 }
 
 #[test]
+fn gdarun_takes_the_count_as_mpirun_does() {
+    // Issue 25: `-n2` and `-n=2` were refused (mpirun and oshrun accept them).
+    for n in [
+        &["-n2"][..],
+        &["-n=2"],
+        &["-n", "2"],
+        &["--np=2"],
+        &["--np", "2"],
+    ] {
+        let o = gdarun(&[n, &["sh", "-c", "echo $GDA_SHMEM_SIZE -x"]].concat());
+        assert!(
+            o.status.success(),
+            "{n:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert_eq!(String::from_utf8_lossy(&o.stdout), "2 -x\n2 -x\n", "{n:?}");
+    }
+}
+
+#[test]
 fn gdarun_errors_have_one_prefix() {
     let o = gdarun(&["-n", "2", "/nonexistent/prog"]);
     let err = String::from_utf8_lossy(&o.stderr);
@@ -265,4 +285,64 @@ fn chaos_sweep_runs_every_format_and_says_how_to_replay() {
     let o = gda(&["chaos", "--from", &u64::MAX.to_string(), "--seeds", "2"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("overflows"));
+}
+
+/// Issue 25: with stderr unwritable (`2>/dev/full`, a closed pipe) gdarun panicked (exit 101)
+/// while reporting a failed PE, leaving the other PE running as an orphan. Diagnostics never
+/// abort the supervisor: the job ends with the failing PE's status and nothing is left.
+#[test]
+fn gdarun_with_an_unwritable_stderr_still_ends_the_job() {
+    let marker = format!("31.{}", std::process::id());
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    let t = Instant::now();
+    let o = Command::new(env!("CARGO_BIN_EXE_gdarun"))
+        .args(["-n", "2", "--grace", "1", "sh", "-c"])
+        .arg(format!(
+            "if [ $GDA_SHMEM_RANK = 0 ]; then exit 3; else exec sleep {marker}; fi"
+        ))
+        .stderr(Stdio::from(full))
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(3),
+        "gdarun's status with stderr on /dev/full"
+    );
+    assert!(t.elapsed() < Duration::from_secs(20), "{:?}", t.elapsed());
+    // No `sleep <marker>` left anywhere.
+    std::thread::sleep(Duration::from_millis(200));
+    let left: Vec<String> = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+        .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
+        .filter(|c| c.contains(&marker))
+        .collect();
+    assert!(left.is_empty(), "orphaned PEs: {left:?}");
+}
+
+/// Issue 25: a 1,024 open-file soft limit capped jobs near 300 PEs. gdarun raises the soft
+/// limit to the hard one, and its PEs inherit it.
+#[test]
+fn pes_run_with_the_hard_open_file_limit() {
+    let o = Command::new("sh")
+        .args([
+            "-c",
+            "ulimit -Sn 256; exec \"$0\" -n 1 sh -c 'echo $(ulimit -Sn) $(ulimit -Hn)'",
+        ])
+        .arg(env!("CARGO_BIN_EXE_gdarun"))
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    let v: Vec<&str> = out.split_whitespace().collect();
+    assert!(
+        o.status.success() && v.len() == 2,
+        "{out} {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(v[0], v[1], "the PE's soft limit is not the hard limit");
+    assert_ne!(v[0], "256");
 }

@@ -198,8 +198,25 @@ where
     init_booted(launch, boot, cfg, nic)
 }
 
+/// Raises this process's soft limit of open files to its hard limit (what `ulimit -n` may
+/// reach without privilege). A PE holds a few descriptors per peer (mapped segments, the
+/// rendezvous, queues), so the usual soft limit of 1024 stopped jobs near 300 PEs although
+/// `gdarun -n` allows 1024. Raised rather than closing descriptors after mapping: a
+/// segment's descriptor is used again to map it at a second address (static data). `gdarun`
+/// raises its own, which its PEs inherit; every PE raises its own too (other launchers).
+/// Best effort: a hard limit that is lower still is the administrator's choice.
+pub fn raise_open_file_limit() {
+    use rustix::process::{Resource, getrlimit, setrlimit};
+    let mut l = getrlimit(Resource::Nofile);
+    if l.current < l.maximum {
+        l.current = l.maximum;
+        let _ = setrlimit(Resource::Nofile, l);
+    }
+}
+
 /// Meets the job's other PEs at rank 0 (authenticated with the job secret).
 fn rendezvous(launch: &Launch, cfg: &Config) -> Result<TcpBoot> {
+    raise_open_file_limit();
     let secret = launch.secret_source()?;
     let meet = if launch.keyed_port {
         crate::boot::tcp::Meet::KeyedPort(launch.addr.ip())
@@ -636,6 +653,7 @@ pub fn run(job: &Job) -> Result<JobOutcome> {
         .clone()
         .unwrap_or_else(|| format!("r{}x{:08x}", std::process::id(), rand::random::<u32>()));
     gda_os::shm::segment_name(&id, "x").map_err(|e| ShmemError::Config(e.to_string()))?;
+    raise_open_file_limit();
     // Bound here and handed to rank 0 (`GDA_SHMEM_BOOT_FD`): a port found free and released
     // could be taken by another user before rank 0 binds it.
     let listener = std::net::TcpListener::bind("127.0.0.1:0")

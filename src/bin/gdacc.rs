@@ -5,6 +5,9 @@
 //! only compiling (`-c`, `-E`, `-S`, `-M`, `-MM`), the library with an rpath, so
 //! `gdarun -n 4 ./prog` runs the result with no environment set-up. `gdacc --showme` prints
 //! the command instead; `gdacc --showme:compile` / `--showme:link` print the flags alone.
+//! `$CC` may name a command with arguments (`CC="ccache gcc"`: split at white space, as
+//! make does); printed commands are quoted for a POSIX shell; the rpath is passed with
+//! `-Xlinker` so a directory with a comma in its name stays one path.
 //! Both are found beside this executable (`target/<profile>/gda-include`,
 //! `target/<profile>/libgdashmem.so`), where `cargo build --features capi` puts them.
 
@@ -31,28 +34,52 @@ fn layout() -> Result<(PathBuf, PathBuf), String> {
     Ok((inc, dir))
 }
 
+/// `args` as one POSIX shell command line: words with anything but `[A-Za-z0-9_./=:,+@%-]`
+/// in single quotes.
+fn quoted(args: &[String]) -> String {
+    let plain = |a: &str| {
+        !a.is_empty()
+            && a.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"_./=:,+@%-".contains(&b))
+    };
+    args.iter()
+        .map(|a| {
+            if plain(a) {
+                a.clone()
+            } else {
+                format!("'{}'", a.replace('\'', "'\\''"))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let (inc, dir) = match layout() {
         Ok(l) => l,
         Err(e) => {
-            eprintln!("gdacc: {e}");
+            gda::shmem::diag!("gdacc: {e}");
             return ExitCode::from(2);
         }
     };
     let compile = vec![format!("-I{}", inc.display())];
+    // `-Wl,-rpath,DIR` would split DIR at its commas.
     let link = vec![
         format!("-L{}", dir.display()),
-        format!("-Wl,-rpath,{}", dir.display()),
+        "-Xlinker".to_string(),
+        "-rpath".to_string(),
+        "-Xlinker".to_string(),
+        dir.display().to_string(),
         "-lgdashmem".to_string(),
     ];
     match args.first().map(String::as_str) {
         Some("--showme:compile") => {
-            println!("{}", compile.join(" "));
+            println!("{}", quoted(&compile));
             return ExitCode::SUCCESS;
         }
         Some("--showme:link") => {
-            println!("{}", link.join(" "));
+            println!("{}", quoted(&link));
             return ExitCode::SUCCESS;
         }
         _ => {}
@@ -66,20 +93,22 @@ fn main() -> ExitCode {
     let only_compile = args
         .iter()
         .any(|a| matches!(a.as_str(), "-c" | "-E" | "-S" | "-M" | "-MM"));
-    let cc = std::env::var("CC")
-        .ok()
-        .filter(|c| !c.is_empty())
-        .unwrap_or_else(|| "cc".into());
-    let mut cmd: Vec<String> = compile;
+    let cc_var = std::env::var("CC").unwrap_or_default();
+    let mut cmd: Vec<String> = cc_var.split_whitespace().map(str::to_owned).collect();
+    if cmd.is_empty() {
+        cmd.push("cc".into());
+    }
+    let cc = cmd[0].clone();
+    cmd.extend(compile);
     cmd.extend(args);
     if !only_compile {
         cmd.extend(link);
     }
     if showme {
-        println!("{cc} {}", cmd.join(" "));
+        println!("{}", quoted(&cmd));
         return ExitCode::SUCCESS;
     }
-    match Command::new(&cc).args(&cmd).status() {
+    match Command::new(&cc).args(&cmd[1..]).status() {
         Ok(s) => ExitCode::from(s.code().unwrap_or(1).clamp(0, 255) as u8),
         Err(e) => {
             eprintln!("gdacc: cannot run the C compiler {cc:?}: {e} (set CC, or install gcc)");

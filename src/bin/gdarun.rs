@@ -51,7 +51,7 @@ struct Args {
     #[arg(long)]
     report_bindings: bool,
     /// The program and its arguments.
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
+    #[arg(trailing_var_arg = true, required = true)]
     argv: Vec<String>,
 }
 
@@ -60,7 +60,7 @@ fn main() -> ExitCode {
     let timeout = match gda::shmem::Config::from_env() {
         Ok(c) => c.timeout,
         Err(e) => {
-            eprintln!("gdarun: {e}");
+            gda::shmem::diag!("gdarun: {e}");
             return ExitCode::from(2);
         }
     };
@@ -80,7 +80,7 @@ fn main() -> ExitCode {
     match gda::shmem::launch::run(&job) {
         Ok(o) => ExitCode::from(o.exit_code().clamp(0, 255) as u8),
         Err(e) => {
-            eprintln!("gdarun: {e}");
+            gda::shmem::diag!("gdarun: {e}");
             ExitCode::from(2)
         }
     }

@@ -544,6 +544,7 @@ extern "C" fn after_fork_in_child() {
                 0,
             );
             if tmp == libc::MAP_FAILED {
+                child_privatize_failed(b"mmap");
                 continue;
             }
             std::ptr::copy_nonoverlapping(addr as *const u8, tmp.cast::<u8>(), len);
@@ -555,9 +556,23 @@ extern "C" fn after_fork_in_child() {
                 addr as *mut libc::c_void,
             );
             if moved == libc::MAP_FAILED {
+                child_privatize_failed(b"mremap");
                 libc::munmap(tmp, len);
             }
         }
+    }
+}
+
+/// The child handler could not give the child a private copy: it says so (one `write`, no
+/// allocation: all a forked child may do here).
+fn child_privatize_failed(what: &[u8]) {
+    let msg: &[u8] =
+        b"gda shmem: fork: the child's symmetric memory stays shared with its parent (";
+    // SAFETY: writes of static bytes to stderr.
+    unsafe {
+        libc::write(2, msg.as_ptr().cast(), msg.len());
+        libc::write(2, what.as_ptr().cast(), what.len());
+        libc::write(2, b" failed)\n".as_ptr().cast(), 9);
     }
 }
 

@@ -59,7 +59,8 @@ int main(int argc, char **argv) {
         }
         if (p < 0 || waitpid(p, &st, 0) != p || !WIFEXITED(st) || WEXITSTATUS(st) != 1)
             return fail("a SHMEM call in the child was not a fatal error");
-        /* The parent's PE works on. */
+        /* The parent's PE works on (once every PE has checked its own copy). */
+        shmem_barrier_all();
         shmem_long_p(h, me + 10, (me + 1) % n);
         shmem_barrier_all();
         if (*h != (me + n - 1) % n + 10) return fail("put after fork");
