@@ -49,6 +49,22 @@ const COLORS: [RGBColor; 6] = [
     RGBColor(23, 190, 207),
 ];
 
+/// Checks that `path` can be written (before a run that takes minutes ends by failing to save
+/// its plot): opened for appending, created if missing and then removed again; nothing that
+/// exists is changed.
+pub fn check_writable(path: &Path) -> Result<(), String> {
+    let existed = path.exists();
+    std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(path)
+        .map_err(|e| format!("cannot write the plot to {}: {e}", path.display()))?;
+    if !existed {
+        let _ = std::fs::remove_file(path);
+    }
+    Ok(())
+}
+
 /// Writes `panels` (stacked) under `title` to the SVG file `path`. Panels without a finite,
 /// positive point are left out; a figure with none at all is an error (nothing to show).
 pub fn write_svg(path: &Path, title: &str, panels: &[Panel]) -> Result<(), PlotError> {

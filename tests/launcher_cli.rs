@@ -346,3 +346,91 @@ fn pes_run_with_the_hard_open_file_limit() {
     assert_eq!(v[0], v[1], "the PE's soft limit is not the hard limit");
     assert_ne!(v[0], "256");
 }
+
+/// Issue 25: `gda perf --plot /bad/x.svg` failed only after the whole run.
+#[test]
+fn an_unwritable_plot_path_is_refused_before_the_run() {
+    for args in [
+        &[
+            "perf",
+            "write",
+            "--sizes",
+            "1m",
+            "--plot",
+            "/nonexistent/dir/x.svg",
+        ][..],
+        &[
+            "shmem",
+            "perf",
+            "--pes",
+            "2",
+            "--plot",
+            "/nonexistent/dir/x.svg",
+        ],
+    ] {
+        let t = Instant::now();
+        usage_error(
+            &gda(args),
+            "cannot write the plot to /nonexistent/dir/x.svg",
+        );
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "{args:?}: {:?}",
+            t.elapsed()
+        );
+    }
+}
+
+/// Issue 25: under `umask 0277` every job failed ("has mode 400, not 600"): modes are set
+/// explicitly. Both with gdarun and with a launcher whose ranks meet through a secret file.
+#[test]
+fn jobs_run_under_a_restrictive_umask() {
+    let dir = std::env::temp_dir().join(format!("gda-umask-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let gdarun = env!("CARGO_BIN_EXE_gdarun");
+    let gda = env!("CARGO_BIN_EXE_gda");
+    let script = format!(
+        "umask 0277; \"{gdarun}\" -n 2 \"{gda}\" shmem check --rounds 8 || exit 1; \
+         for r in 0 1; do SLURM_JOB_ID=um$$ SLURM_PROCID=$r SLURM_NTASKS=2 \
+         \"{gda}\" shmem check --rounds 8 & done; wait %1 && wait %2"
+    );
+    let o = Command::new("sh")
+        .args(["-c", &script])
+        .env("XDG_RUNTIME_DIR", &dir)
+        .env("GDA_SHMEM_TRANSPORT", "rdma")
+        .env("GDA_SHMEM_TIMEOUT_MS", "20000")
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{out}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(out.matches(": ok, ").count(), 4, "{out}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Issue 25: two PEs' error lines interleaved mid-line. Every diagnostic is one write now:
+/// each line of a failed job is whole.
+#[test]
+fn error_lines_of_several_pes_stay_whole() {
+    let o = Command::new(env!("CARGO_BIN_EXE_gdarun"))
+        .args(["-n", "4", "--grace", "2", "--hosts", "2"])
+        .arg(env!("CARGO_BIN_EXE_gda"))
+        .args(["shmem", "check"])
+        .env("GDA_SHMEM_TRANSPORT", "p2p")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    // Every PE fails at once (each has peers on the other simulated host) and says so.
+    let pe_lines: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("GDA_SHMEM_TRANSPORT=p2p but PE"))
+        .collect();
+    assert!(pe_lines.len() >= 2, "{err}");
+    for l in pe_lines {
+        assert_eq!(l.matches("gda shmem:").count(), 1, "a line of two PEs: {l}");
+    }
+}

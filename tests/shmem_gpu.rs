@@ -305,3 +305,30 @@ fn hardware_gpu_heap() {
         assert_eq!(ok_lines(&o).len(), 2, "{transport}");
     }
 }
+
+/// Issue 25: a PE failure left the HIP stand-in's heaps in `/dev/shm` (2 × 69 MiB per job):
+/// they are named after the job now, so the launcher's sweep removes them.
+#[test]
+fn a_failed_gpu_heap_job_leaves_no_shared_memory() {
+    let job = format!("tgpufail{}", std::process::id());
+    let hipsim_before = gda::os::shm::list("hipsim").unwrap().len();
+    let o = Command::new(env!("CARGO_BIN_EXE_gdarun"))
+        .args(["-n", "2", "--grace", "2", "--job", &job])
+        .arg(env!("CARGO_BIN_EXE_gda"))
+        .args(["shmem", "check", "--crash-pe", "1"])
+        .env("GDA_HIP_LIB", hip_sim())
+        .env("GDA_SHMEM_HEAP", "gpu")
+        .env("GDA_HIPSIM_TRACE", "1")
+        .env("GDA_SHMEM_TIMEOUT_MS", "10000")
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(
+        count(&o, "hipExtMallocWithFlags") >= 1,
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let left = gda::os::shm::list(&job).unwrap();
+    assert!(left.is_empty(), "left behind: {left:?}");
+    assert!(gda::os::shm::list("hipsim").unwrap().len() <= hipsim_before);
+}

@@ -670,3 +670,42 @@ fn squatted_shared_memory_names_do_not_stop_a_job() {
     );
     ok(&o, N, "Rdma");
 }
+
+/// Issue 25: with a heap larger than the free `/dev/shm` (Docker's default is 64 MiB), PEs
+/// died by SIGBUS with no message. Now the space is reserved at creation and the error names
+/// `/dev/shm` and `GDA_SHMEM_HEAP_SIZE`. Runs in a private mount namespace with a 64 MiB
+/// tmpfs on `/dev/shm` (needs root and `unshare`; says SKIPPED otherwise).
+#[test]
+fn a_heap_larger_than_dev_shm_is_a_clear_error() {
+    let probe = Command::new("unshare")
+        .args([
+            "-m",
+            "sh",
+            "-c",
+            "mount -t tmpfs -o size=64m tmpfs /dev/shm",
+        ])
+        .output();
+    if !probe.is_ok_and(|o| o.status.success()) {
+        eprintln!("SKIPPED: cannot mount a small /dev/shm here (unshare -m needs root)");
+        return;
+    }
+    let o = Command::new("unshare")
+        .args([
+            "-m",
+            "sh",
+            "-c",
+            "mount -t tmpfs -o size=64m tmpfs /dev/shm && exec \"$@\"",
+            "sh",
+        ])
+        .arg(env!("CARGO_BIN_EXE_gdarun"))
+        .args(["-n", "2", "--grace", "2", gda(), "shmem", "check"])
+        .env("GDA_SHMEM_HEAP_SIZE", "48M")
+        .env("GDA_SHMEM_TIMEOUT_MS", "10000")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("do not fit in /dev/shm"), "{err}");
+    assert!(err.contains("GDA_SHMEM_HEAP_SIZE"), "{err}");
+    assert!(!err.contains("signal"), "a PE died by a signal: {err}");
+}

@@ -196,7 +196,11 @@ impl Segment {
         if seg.is_err() {
             let _ = shm::unlink(name.as_str());
         }
-        seg.map_err(|e| with_name(e, &name, "size/map"))
+        // A full /dev/shm already names the object; other errors get the name here.
+        seg.map_err(|e| match e.kind() {
+            io::ErrorKind::StorageFull => e,
+            _ => with_name(e, &name, "size/map"),
+        })
     }
 
     /// Maps an existing segment of a job; its size must be at least `len`.

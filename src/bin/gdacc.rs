@@ -87,7 +87,7 @@ fn main() -> ExitCode {
     let showme = args.first().is_some_and(|a| a == "--showme");
     let args: Vec<String> = args.into_iter().filter(|a| a != "--showme").collect();
     if args.is_empty() && !showme {
-        eprintln!("gdacc: no input; usage: gdacc prog.c -o prog [cc options]");
+        gda::shmem::diag!("gdacc: no input; usage: gdacc prog.c -o prog [cc options]");
         return ExitCode::from(2);
     }
     let only_compile = args
@@ -111,7 +111,9 @@ fn main() -> ExitCode {
     match Command::new(&cc).args(&cmd[1..]).status() {
         Ok(s) => ExitCode::from(s.code().unwrap_or(1).clamp(0, 255) as u8),
         Err(e) => {
-            eprintln!("gdacc: cannot run the C compiler {cc:?}: {e} (set CC, or install gcc)");
+            gda::shmem::diag!(
+                "gdacc: cannot run the C compiler {cc:?}: {e} (set CC, or install gcc)"
+            );
             ExitCode::from(2)
         }
     }

@@ -33,7 +33,7 @@ struct Args {
     /// Seconds the other PEs may run on after one failed, or after a SIGTERM/SIGINT/SIGHUP to
     /// gdarun was forwarded to them, before they are killed (0 to 86400; default:
     /// GDA_SHMEM_TIMEOUT_MS + 5 s).
-    #[arg(long, value_parser = gda::cli::grace_seconds)]
+    #[arg(long, allow_hyphen_values = true, value_parser = gda::cli::grace_seconds)]
     grace: Option<f64>,
     /// CPU binding: `core` pins PE r to the r-th CPU gdarun may use, `none` leaves placement
     /// to the scheduler, `auto` (default) is `core` when there are at least as many CPUs as

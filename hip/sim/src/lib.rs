@@ -66,8 +66,18 @@ pub struct HipIpcMemHandle {
 
 /// First bytes of every handle this library makes (a handle of real HIP, or junk, is refused).
 const HANDLE_MAGIC: &[u8; 8] = b"GDAHIPS1";
-/// The `job` part of every object's name (`/gda-hipsim-<16 hex digits>`).
+/// The `job` part of an object's name outside a gda job (`/gda-hipsim-hip.<16 hex digits>`).
 const JOB: &str = "hipsim";
+
+/// The `job` part of this process's object names: the gda job's (`GDA_SHMEM_JOB`), so the
+/// launcher's sweep removes them when a PE dies (real GPU memory dies with its process; these
+/// objects would not), else [`JOB`].
+fn job() -> String {
+    std::env::var("GDA_SHMEM_JOB")
+        .ok()
+        .filter(|j| gda_os::shm::segment_name(j, "hip.0").is_ok())
+        .unwrap_or_else(|| JOB.to_owned())
+}
 
 /// `hipMemcpyHostToHost` … `hipMemcpyDefault`.
 const MEMCPY_KINDS: c_int = 4;
@@ -267,8 +277,8 @@ pub unsafe extern "C" fn hipExtMallocWithFlags(
         unsafe { *ptr = std::ptr::null_mut() };
         return code::SUCCESS;
     }
-    let what = format!("{:016x}", rand::random::<u64>());
-    let Ok(seg) = Segment::create(JOB, &what, size) else {
+    let what = format!("hip.{:016x}", rand::random::<u64>());
+    let Ok(seg) = Segment::create(&job(), &what, size) else {
         return code::OUT_OF_MEMORY;
     };
     let p = seg.as_ptr();
@@ -351,8 +361,8 @@ pub unsafe extern "C" fn hipIpcGetMemHandle(
     let Some((_, seg)) = containing(&st.allocs, ptr as usize) else {
         return code::INVALID_DEVICE_POINTER;
     };
-    // `/gda-hipsim-<16 hex digits>`: the digits name it.
-    let Some(what) = seg.name().rsplit('-').next() else {
+    // `/gda-<job>-hip.<16 hex digits>`: the digits name it within the job.
+    let Some(what) = seg.name().rsplit('.').next().filter(|w| w.len() == 16) else {
         return code::INVALID_VALUE;
     };
     let mut h = [0u8; IPC_HANDLE_BYTES];
@@ -402,11 +412,14 @@ pub unsafe extern "C" fn hipIpcOpenMemHandle(
     let Some((what, len)) = parse_handle(&handle) else {
         return code::INVALID_HANDLE;
     };
-    let seg = match Segment::open(JOB, &what, len) {
+    let seg = match Segment::open(&job(), &format!("hip.{what}"), len) {
         Ok(s) => s,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return code::INVALID_HANDLE,
         Err(e) => {
-            eprintln!("gda-hip-sim: hipIpcOpenMemHandle: {e}");
+            let _ = std::io::Write::write_all(
+                &mut std::io::stderr().lock(),
+                format!("gda-hip-sim: hipIpcOpenMemHandle: {e}\n").as_bytes(),
+            );
             return code::MAP_FAILED;
         }
     };

@@ -105,9 +105,10 @@ struct ChaosArgs {
 #[cfg(feature = "sim")]
 fn chaos(a: ChaosArgs) -> ExitCode {
     let Some(last) = a.from.checked_add(a.seeds - 1) else {
-        eprintln!(
+        gda::shmem::diag!(
             "gda chaos: --from {} + --seeds {} overflows",
-            a.from, a.seeds
+            a.from,
+            a.seeds
         );
         return ExitCode::from(2);
     };
@@ -125,7 +126,9 @@ fn chaos(a: ChaosArgs) -> ExitCode {
         for &p in &providers {
             let f = gda::chaos::seed(p, seed, a.rounds);
             for x in &f {
-                bar.suspend(|| eprintln!("FAIL seed {seed} {p} {}: {}", x.workload, x.error));
+                bar.suspend(|| {
+                    gda::shmem::diag!("FAIL seed {seed} {p} {}: {}", x.workload, x.error)
+                });
             }
             failures.extend(f);
             bar.inc(1);
@@ -224,10 +227,14 @@ struct ShmemArgs {
 #[cfg(feature = "sim")]
 fn shmem(a: ShmemArgs) -> ExitCode {
     use gda::shmem::launch;
+    if let Some(Err(e)) = a.plot.as_deref().map(gda::plot::check_writable) {
+        gda::shmem::diag!("gda shmem: --plot: {e}");
+        return ExitCode::from(2);
+    }
     let launched = match gda::shmem::boot::env::Launch::from_env() {
         Ok(l) => l.is_some(),
         Err(e) => {
-            eprintln!("gda shmem: {e}");
+            gda::shmem::diag!("gda shmem: {e}");
             return ExitCode::from(2);
         }
     };
@@ -236,12 +243,12 @@ fn shmem(a: ShmemArgs) -> ExitCode {
         .as_deref()
         .map(str::parse::<gda::shmem::HeapPlacement>)
     {
-        eprintln!("gda shmem: {e}");
+        gda::shmem::diag!("gda shmem: {e}");
         return ExitCode::from(2);
     }
     if !launched {
         let Some(n) = a.pes else {
-            eprintln!(
+            gda::shmem::diag!(
                 "gda shmem: not started by a launcher; give --pes N or run under gdarun -n N"
             );
             return ExitCode::from(2);
@@ -280,7 +287,7 @@ fn shmem(a: ShmemArgs) -> ExitCode {
         return match launch::run(&job) {
             Ok(o) => ExitCode::from(o.exit_code().clamp(0, 255) as u8),
             Err(e) => {
-                eprintln!("gda shmem: {e}");
+                gda::shmem::diag!("gda shmem: {e}");
                 ExitCode::from(1)
             }
         };
@@ -288,13 +295,13 @@ fn shmem(a: ShmemArgs) -> ExitCode {
     let domain = match gda::shmem_cli::Domain::from_env() {
         Ok(d) => d,
         Err(e) => {
-            eprintln!("gda shmem: {e}");
+            gda::shmem::diag!("gda shmem: {e}");
             return ExitCode::from(2);
         }
     };
     let body = |pe: &dyn gda::shmem_cli::PeOps| -> gda::shmem::Result<()> {
         if a.crash_pe == Some(pe.me()) {
-            eprintln!("gda shmem: PE {} aborting on purpose (--crash-pe)", pe.me());
+            gda::shmem::diag!("gda shmem: PE {} aborting on purpose (--crash-pe)", pe.me());
             std::process::abort();
         }
         match a.what {
@@ -341,7 +348,7 @@ fn shmem(a: ShmemArgs) -> ExitCode {
     match r {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("gda shmem: PE error: {e}");
+            gda::shmem::diag!("gda shmem: PE error: {e}");
             ExitCode::from(1)
         }
     }
@@ -448,6 +455,10 @@ fn parse_sizes(s: &str) -> Result<Sizes, String> {
 
 #[cfg(feature = "sim")]
 fn perf(a: PerfArgs) -> ExitCode {
+    if let Some(Err(e)) = a.plot.as_deref().map(gda::plot::check_writable) {
+        gda::shmem::diag!("gda perf: --plot: {e}");
+        return ExitCode::from(2);
+    }
     use gda::perf::{PerfConfig, PerfOp};
     if a.what == PerfWhat::Idle {
         return match gda::perf::idle(a.seconds) {
@@ -467,7 +478,7 @@ fn perf(a: PerfArgs) -> ExitCode {
                 ExitCode::SUCCESS
             }
             Err(e) => {
-                eprintln!("gda: {e}");
+                gda::shmem::diag!("gda: {e}");
                 ExitCode::from(1)
             }
         };
@@ -501,7 +512,7 @@ fn perf(a: PerfArgs) -> ExitCode {
     };
     // Every argument is checked before the table header is printed.
     if let Err(e) = cfg.validate() {
-        eprintln!("gda: {e}");
+        gda::shmem::diag!("gda: {e}");
         return ExitCode::from(2);
     }
     let bar = indicatif::ProgressBar::new(sizes.len() as u64);
@@ -542,7 +553,7 @@ fn perf(a: PerfArgs) -> ExitCode {
         bar.suspend(|| {
             let worst = r.msg_rate_spread.max(r.lat_p50_spread).max(r.memcpy_spread);
             if r.repeat > 1 && worst > 0.25 {
-                eprintln!(
+                gda::shmem::diag!(
                     "gda perf: warning: {} B results vary by {:.0} % over {} repeats (rate {:.0} %, \
                      p50 {:.0} %, memcpy {:.0} %): the CPU is contended; figures are unreliable",
                     r.size,
@@ -578,14 +589,14 @@ fn perf(a: PerfArgs) -> ExitCode {
     if let (Ok(_), Some(path)) = (&res, &a.plot) {
         let title = format!("gda perf {op:?}, provider {:?}", a.provider);
         if let Err(e) = gda::plot::write_svg(path, &title, &gda::perf::panels(&rows)) {
-            eprintln!("gda: {e}");
+            gda::shmem::diag!("gda: {e}");
             return ExitCode::from(1);
         }
     }
     match res {
         Ok(_) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("gda: {e}");
+            gda::shmem::diag!("gda: {e}");
             ExitCode::from(1)
         }
     }
@@ -672,7 +683,7 @@ fn main() -> ExitCode {
             return match r {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
-                    eprintln!("gda plot: {e}");
+                    gda::shmem::diag!("gda plot: {e}");
                     ExitCode::from(1)
                 }
             };
@@ -715,7 +726,7 @@ fn main() -> ExitCode {
         Cmd::Wire { cmd } => {
             let mut input = String::new();
             if let Err(e) = std::io::stdin().read_to_string(&mut input) {
-                eprintln!("gda: cannot read stdin: {e}");
+                gda::shmem::diag!("gda: cannot read stdin: {e}");
                 return ExitCode::from(2);
             }
             match cmd {
@@ -737,7 +748,7 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("gda: {e}");
+            gda::shmem::diag!("gda: {e}");
             ExitCode::from(1)
         }
     }
