@@ -458,3 +458,46 @@ fn gdacc_and_pkg_config_give_working_flags() {
         "{flags}"
     );
 }
+
+/// Issue 25: PEs were only checked to have as much static data as each other. Two builds of
+/// one source with different code (same data size) are different executables: refused.
+#[test]
+fn pes_of_different_executables_are_refused() {
+    let dir = std::env::temp_dir().join(format!("gda-twoexe-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let src = dir.join("two.c");
+    std::fs::write(
+        &src,
+        "#include <shmem.h>\n#include <stdio.h>\nstatic long x;\n\
+         #ifdef MORE\nint more(int a) { return a * 3 + (int)x; }\n#endif\n\
+         int main(void) { shmem_init(); x = shmem_my_pe(); shmem_barrier_all(); \
+         printf(\"ok %ld\\n\", x); shmem_finalize(); return 0; }\n",
+    )
+    .unwrap();
+    for (exe, def) in [("a", "-DLESS"), ("b", "-DMORE")] {
+        let o = Command::new(env!("CARGO_BIN_EXE_gdacc"))
+            .arg(&src)
+            .arg(def)
+            .arg("-o")
+            .arg(dir.join(exe))
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    let o = Command::new(env!("CARGO_BIN_EXE_gdarun"))
+        .args(["-n", "2", "--grace", "2", "sh", "-c"])
+        .arg(format!(
+            "exec {}/$([ $GDA_SHMEM_RANK = 0 ] && echo a || echo b)",
+            dir.display()
+        ))
+        .env("GDA_SHMEM_TIMEOUT_MS", "10000")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{err}");
+    assert!(err.contains("runs another executable than PE"), "{err}");
+    // The same executable on both: runs.
+    let o = gdarun(2, &dir.join("b"), &[], &[]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -709,3 +709,55 @@ fn a_heap_larger_than_dev_shm_is_a_clear_error() {
     assert!(err.contains("GDA_SHMEM_HEAP_SIZE"), "{err}");
     assert!(!err.contains("signal"), "a PE died by a signal: {err}");
 }
+
+/// Issue 25: another user's `/tmp/gda-<uid>` was refused but could not be removed by its
+/// victim (sticky `/tmp`), stopping every job that meets through the secret file. Now the
+/// ranks move to `$HOME/.gda`. In a private mount namespace with its own `/tmp` (root and
+/// `unshare` needed; SKIPPED otherwise), `/tmp/gda-<uid>` is planted as uid 65534.
+#[test]
+fn a_secret_directory_planted_by_another_user_is_avoided() {
+    let uid = rustix::process::geteuid().as_raw();
+    if uid != 0 {
+        eprintln!("SKIPPED: planting a directory of another user needs root");
+        return;
+    }
+    // Not under /tmp, which the namespace covers with its own.
+    let home = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("gda-home-{}", std::process::id()));
+    std::fs::create_dir_all(&home).unwrap();
+    let script = format!(
+        "mount -t tmpfs tmpfs /tmp && mkdir -m 0777 /tmp/gda-{uid} && chown 65534 /tmp/gda-{uid} \
+         || exit 77; for r in 0 1; do SLURM_JOB_ID=pl$$ SLURM_PROCID=$r SLURM_NTASKS=2 \
+         \"$0\" shmem check --rounds 8 & done; wait %1 && wait %2"
+    );
+    let o = Command::new("unshare")
+        .args(["-m", "sh", "-c", &script, gda()])
+        .env_remove("XDG_RUNTIME_DIR")
+        .env("HOME", &home)
+        .env("GDA_SHMEM_TIMEOUT_MS", "20000")
+        .output()
+        .unwrap();
+    if o.status.code() == Some(77)
+        || !o.status.success()
+            && o.stdout.is_empty()
+            && String::from_utf8_lossy(&o.stderr).contains("unshare")
+    {
+        eprintln!(
+            "SKIPPED: no private mount namespace here: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        return;
+    }
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{out}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(out.matches(": ok, ").count(), 2, "{out}");
+    assert!(
+        home.join(".gda").is_dir(),
+        "the ranks did not meet in $HOME/.gda"
+    );
+    let _ = std::fs::remove_dir_all(&home);
+}

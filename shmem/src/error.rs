@@ -48,12 +48,12 @@ pub enum ShmemError {
     /// The symmetric heap cannot satisfy an allocation.
     #[error(
         "symmetric heap exhausted: {requested} bytes aligned to {align} requested, {free} free in the largest block (heap {heap} bytes, its start aligned to {}; raise GDA_SHMEM_HEAP_SIZE)",
-        crate::heap::MAX_ALIGN
+        crate::types::MAX_ALIGN
     )]
     OutOfMemory {
         /// Bytes asked for.
         requested: usize,
-        /// Alignment asked for (an alignment above [`crate::heap::MAX_ALIGN`] can never be
+        /// Alignment asked for (an alignment above [`crate::types::MAX_ALIGN`] can never be
         /// met).
         align: usize,
         /// Largest free block.

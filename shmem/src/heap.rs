@@ -102,10 +102,7 @@ pub(crate) struct Allocator {
     live: BTreeMap<usize, (usize, usize)>,
 }
 
-/// The largest alignment an allocation may ask for (1 GiB): the symmetric heap starts at an
-/// address aligned to it (`Segment::create_aligned`), so offsets aligned to at most this are
-/// addresses so aligned.
-pub const MAX_ALIGN: usize = 1 << 30;
+pub use crate::types::MAX_ALIGN;
 
 impl Allocator {
     pub(crate) fn new(size: usize) -> Self {

@@ -147,3 +147,8 @@ macro_rules! reducible_float {
     )*};
 }
 reducible_float!(f32, f64);
+
+/// The largest alignment a symmetric allocation may ask for (1 GiB): the symmetric heap starts
+/// at an address aligned to it (`Segment::create_aligned`), so offsets aligned to at most this
+/// are addresses so aligned on every PE.
+pub const MAX_ALIGN: usize = 1 << 30;
