@@ -16,7 +16,7 @@ pub fn line(args: std::fmt::Arguments<'_>) {
     let _ = std::io::stderr().lock().write_all(s.as_bytes());
 }
 
-/// `eprintln!` that never panics and writes its line at once (see [`line`]).
+/// `eprintln!` that never panics and writes its line at once (see [`line()`]).
 #[macro_export]
 macro_rules! diag {
     ($($arg:tt)*) => {

@@ -71,7 +71,7 @@ impl Default for Config {
 /// Largest size [`parse_size`] accepts (1 TiB): beyond the memory of any host a PE runs on.
 pub const MAX_SIZE: usize = 1 << 40;
 
-/// Parses a size with an optional K/M/G/T suffix (binary), from 1 byte to [`MAX_SIZE`].
+/// Parses a size with an optional K/M/G/T suffix (binary), from 1 byte to `MAX_SIZE` (1 TiB).
 pub fn parse_size(var: &str, s: &str) -> Result<usize> {
     let t = s.trim();
     let (num, mul) = match t.chars().last().map(|c| c.to_ascii_uppercase()) {
