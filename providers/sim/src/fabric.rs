@@ -270,10 +270,26 @@ impl Fabric {
     /// engine has started, i.e. before the first QP, or if the kernel does not say).
     #[must_use]
     pub fn engine_cpus(&self) -> Option<Vec<usize>> {
-        let tid = self
+        let spawned = self
             .inner
-            .engine_tid
-            .load(std::sync::atomic::Ordering::Acquire);
+            .engine
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some();
+        // A spawned engine may not have run yet (a loaded machine): it says where it runs as
+        // its first act, after placing itself. Waited for, boundedly.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        let tid = loop {
+            // ORDERING: Acquire pairs with the engine's Release store of its tid.
+            let tid = self
+                .inner
+                .engine_tid
+                .load(std::sync::atomic::Ordering::Acquire);
+            if tid != 0 || !spawned || std::time::Instant::now() > deadline {
+                break tid;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        };
         let pid = rustix::process::Pid::from_raw(tid)?;
         let set = rustix::thread::sched_getaffinity(Some(pid)).ok()?;
         Some(
