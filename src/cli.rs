@@ -70,3 +70,24 @@ mod tests {
         assert_eq!(count_in("10", 1, 10).unwrap(), 10);
     }
 }
+
+/// Where PEs started here run: `--bind-to` and `--report-bindings`, the same in `gdarun` and
+/// `gda shmem --pes`.
+#[derive(clap::Args, Clone, Copy, Debug)]
+pub struct Placement {
+    /// CPU binding: `core` pins PE r to the r-th CPU this launcher may use, `none` leaves
+    /// placement to the scheduler, `auto` (default) is `core` when there are at least as many
+    /// CPUs as PEs and the PEs run no software-NIC engine (RDMA routes), else `none` (as
+    /// oshrun binds to cores by default). A bound PE's engine thread keeps all the launcher's
+    /// CPUs (it stands in for the NIC, which never shares the PE's core).
+    #[arg(
+        long = "bind-to",
+        default_value = "auto",
+        value_name = "auto|core|none"
+    )]
+    pub bind: gda_shmem::launch::Bind,
+    /// Each PE prints, once initialised, the CPUs it and its software-NIC engine may run on
+    /// (as the kernel reports them), like mpirun's --report-bindings.
+    #[arg(long)]
+    pub report_bindings: bool,
+}

@@ -35,21 +35,8 @@ struct Args {
     /// GDA_SHMEM_TIMEOUT_MS + 5 s).
     #[arg(long, allow_hyphen_values = true, value_parser = gda::cli::grace_seconds)]
     grace: Option<f64>,
-    /// CPU binding: `core` pins PE r to the r-th CPU gdarun may use, `none` leaves placement
-    /// to the scheduler, `auto` (default) is `core` when there are at least as many CPUs as
-    /// PEs, else `none` (as oshrun binds to cores by default). A bound PE's software-NIC
-    /// engine thread keeps all of gdarun's CPUs (it stands in for the NIC, which never
-    /// shares the PE's core).
-    #[arg(
-        long = "bind-to",
-        default_value = "auto",
-        value_name = "auto|core|none"
-    )]
-    bind: gda::shmem::launch::Bind,
-    /// Each PE prints, once initialised, the CPUs it and its software-NIC engine may run on
-    /// (as the kernel reports them), like mpirun's --report-bindings.
-    #[arg(long)]
-    report_bindings: bool,
+    #[command(flatten)]
+    placement: gda::cli::Placement,
     /// The program and its arguments.
     #[arg(trailing_var_arg = true, required = true)]
     argv: Vec<String>,
@@ -74,8 +61,8 @@ fn main() -> ExitCode {
         hosts: a.hosts,
         grace,
         env: Vec::new(),
-        bind: a.bind,
-        report_bindings: a.report_bindings,
+        bind: a.placement.bind,
+        report_bindings: a.placement.report_bindings,
     };
     match gda::shmem::launch::run(&job) {
         Ok(o) => ExitCode::from(o.exit_code().clamp(0, 255) as u8),

@@ -196,16 +196,9 @@ struct ShmemArgs {
     /// through HIP: the `hip` feature); sets GDA_SHMEM_HEAP for the PEs.
     #[arg(long)]
     heap: Option<String>,
-    /// CPU binding of the PE processes (with --pes): as `gdarun --bind-to`.
-    #[arg(
-        long = "bind-to",
-        default_value = "auto",
-        value_name = "auto|core|none"
-    )]
-    bind: gda::shmem::launch::Bind,
-    /// Each PE prints where it and its software-NIC engine may run (with --pes).
-    #[arg(long)]
-    report_bindings: bool,
+    /// Placement of the PE processes (with --pes).
+    #[command(flatten)]
+    placement: gda::cli::Placement,
     /// Ordering stress rounds (check).
     #[arg(long, default_value_t = 64, value_parser = |s: &str| gda::cli::count_in(s, 1, 1_000_000).map(|v| v as usize))]
     rounds: usize,
@@ -281,8 +274,8 @@ fn shmem(a: ShmemArgs) -> ExitCode {
                         .map(|h| ("GDA_SHMEM_HEAP".to_string(), h.clone())),
                 )
                 .collect(),
-            bind: a.bind,
-            report_bindings: a.report_bindings,
+            bind: a.placement.bind,
+            report_bindings: a.placement.report_bindings,
         };
         return match launch::run(&job) {
             Ok(o) => ExitCode::from(o.exit_code().clamp(0, 255) as u8),
