@@ -273,3 +273,4 @@ mod tests {
 
 pub mod bnxt;
 pub mod case;
+pub mod device;

@@ -157,6 +157,29 @@ fn check(case: &Case) -> Result<Outcome, TestCaseError> {
         }
         Ok(g) => {
             prop_assert_eq!(r.ret, 0, "rdma-core refused but gda posted");
+            // The device API's C++ header, on a third ring: the same bytes as gda's Rust
+            // device functions (and so as rdma-core's).
+            let mut dev_sq = case::ring(n);
+            let d = case.run_device(&mut dev_sq);
+            prop_assert!(d.is_ok(), "the device header refused what gda posted");
+            let d = d.map_err(|e| TestCaseError::fail(e.to_string()))?;
+            prop_assert_eq!(
+                case::bytes_mut(&mut dev_sq),
+                case::bytes_mut(&mut gda_sq),
+                "device header: WQE bytes differ"
+            );
+            prop_assert_eq!(d.dbrec, g.dbrec, "device header: doorbell record differs");
+            prop_assert_eq!(d.posted, g.posted, "device header: Posted differs");
+            prop_assert_eq!(
+                &d.uar[..],
+                &g.uar[..],
+                "device header: register bytes differ"
+            );
+            prop_assert_eq!(
+                d.bf_offset_after,
+                g.bf_offset_after,
+                "device header: BlueFlame offset differs"
+            );
             prop_assert_eq!(
                 case::bytes_mut(&mut ref_sq),
                 case::bytes_mut(&mut gda_sq),
@@ -183,7 +206,9 @@ fn check(case: &Case) -> Result<Outcome, TestCaseError> {
     Ok(Outcome::Identical)
 }
 
-/// 5,000 random work requests (every opcode rdma-core posts, random keys, addresses, lengths,
+/// 5,000 random work requests, each posted by rdma-core, by gda's Rust device functions and by
+/// the device API's C++ header (`device/include/gda/mlx5.hpp`, compiled for the host): every
+/// "identical" case is identical in all three (every opcode rdma-core posts, random keys, addresses, lengths,
 /// flags and immediates, producer counters near 0xFFFF, inline lengths across WQEBB and ring
 /// boundaries, BlueFlame on and off). Most must actually be posted and compared.
 #[test]

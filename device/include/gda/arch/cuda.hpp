@@ -1,0 +1,63 @@
+// gda device API, CUDA target (NVIDIA GPUs). Device pass: release fences and stores at system
+// scope in PTX (the compiler has no intrinsic for st.mmio, the doorbell store NVIDIA documents
+// for MMIO), __threadfence_system between steps. Host pass: the host implementation.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "../config.hpp"
+#include "host.hpp"
+
+namespace gda {
+namespace arch {
+
+#if defined(GDA_DEVICE_PASS)
+#define GDA_ARCH_FN __device__ inline __attribute__((always_inline))
+
+GDA_ARCH_FN void d_wqe_to_dbrec_fence() { __threadfence_system(); }
+// Release at system scope pairs with the NIC's read of the record.
+GDA_ARCH_FN void d_store_be32_release(uint32_t* p, uint32_t v) {
+    asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+GDA_ARCH_FN void d_wc_flush() { __threadfence_system(); }
+// The doorbell: one 64-bit MMIO store (st.mmio is never merged or split); one lane per QP.
+GDA_ARCH_FN void d_store_doorbell64(uint64_t* p, uint64_t v) {
+    asm volatile("st.mmio.relaxed.sys.global.b64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+GDA_ARCH_FN uint32_t d_load_u32_acquire(const uint32_t* p) {
+    uint32_t v;
+    asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+GDA_ARCH_FN uint64_t d_load_u64_acquire(const uint64_t* p) {
+    uint64_t v;
+    asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+    return v;
+}
+GDA_ARCH_FN void d_store_u32_release(uint32_t* p, uint32_t v) {
+    asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+GDA_ARCH_FN void d_store_u64_release(uint64_t* p, uint64_t v) {
+    asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+GDA_ARCH_FN uint32_t d_fetch_add_u32(uint32_t* p, uint32_t v) { return atomicAdd_system(p, v); }
+GDA_ARCH_FN uint64_t d_fetch_add_u64(uint64_t* p, uint64_t v) {
+    return atomicAdd_system(reinterpret_cast<unsigned long long*>(p),
+                            static_cast<unsigned long long>(v));
+}
+GDA_ARCH_FN uint64_t d_cas_u64(uint64_t* p, uint64_t expected, uint64_t desired) {
+    return atomicCAS_system(reinterpret_cast<unsigned long long*>(p),
+                            static_cast<unsigned long long>(expected),
+                            static_cast<unsigned long long>(desired));
+}
+GDA_ARCH_FN void d_pause() { __nanosleep(32); }
+#undef GDA_ARCH_FN
+#define GDA_PICK(dev, host) dev
+#else
+#define GDA_PICK(dev, host) host
+#endif
+
+}  // namespace arch
+}  // namespace gda
+
+#include "dispatch.hpp"

@@ -1,0 +1,65 @@
+// gda device API, HIP target (AMD GPUs). Device pass: system-scope atomics and
+// __threadfence_system (rings, doorbell records and CQs may be host memory mapped for the GPU,
+// the doorbell an MMIO page mapped with hipHostRegister). Host pass: the host implementation.
+#pragma once
+
+#include <hip/hip_runtime.h>
+
+#include "../config.hpp"
+#include "host.hpp"
+
+namespace gda {
+namespace arch {
+
+#if defined(GDA_DEVICE_PASS)
+// Every function below is the device side of the host one of the same name (arch/host.hpp).
+#define GDA_ARCH_FN __device__ inline __attribute__((always_inline))
+
+// WQE stores (plain, possibly to host memory) -> doorbell record: a system-scope fence, as
+// the NIC reads both over PCIe.
+GDA_ARCH_FN void d_wqe_to_dbrec_fence() { __threadfence_system(); }
+// Release at system scope pairs with the NIC's (or the software NIC's acquire) read.
+GDA_ARCH_FN void d_store_be32_release(uint32_t* p, uint32_t v) {
+    __hip_atomic_store(p, v, __ATOMIC_RELEASE, __HIP_MEMORY_SCOPE_SYSTEM);
+}
+GDA_ARCH_FN void d_wc_flush() { __threadfence_system(); }
+// One 64-bit store, atomic so that it is never split; the caller makes sure only one lane
+// stores a given QP's doorbell per instruction (lanes' doorbell stores in one instruction
+// coalesce and all but one are lost).
+GDA_ARCH_FN void d_store_doorbell64(uint64_t* p, uint64_t v) {
+    __hip_atomic_store(p, v, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_SYSTEM);
+}
+GDA_ARCH_FN uint32_t d_load_u32_acquire(const uint32_t* p) {
+    return __hip_atomic_load(p, __ATOMIC_ACQUIRE, __HIP_MEMORY_SCOPE_SYSTEM);
+}
+GDA_ARCH_FN uint64_t d_load_u64_acquire(const uint64_t* p) {
+    return __hip_atomic_load(p, __ATOMIC_ACQUIRE, __HIP_MEMORY_SCOPE_SYSTEM);
+}
+GDA_ARCH_FN void d_store_u32_release(uint32_t* p, uint32_t v) {
+    __hip_atomic_store(p, v, __ATOMIC_RELEASE, __HIP_MEMORY_SCOPE_SYSTEM);
+}
+GDA_ARCH_FN void d_store_u64_release(uint64_t* p, uint64_t v) {
+    __hip_atomic_store(p, v, __ATOMIC_RELEASE, __HIP_MEMORY_SCOPE_SYSTEM);
+}
+GDA_ARCH_FN uint32_t d_fetch_add_u32(uint32_t* p, uint32_t v) {
+    return __hip_atomic_fetch_add(p, v, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_SYSTEM);
+}
+GDA_ARCH_FN uint64_t d_fetch_add_u64(uint64_t* p, uint64_t v) {
+    return __hip_atomic_fetch_add(p, v, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_SYSTEM);
+}
+GDA_ARCH_FN uint64_t d_cas_u64(uint64_t* p, uint64_t expected, uint64_t desired) {
+    __hip_atomic_compare_exchange_strong(p, &expected, desired, __ATOMIC_ACQ_REL,
+                                         __ATOMIC_ACQUIRE, __HIP_MEMORY_SCOPE_SYSTEM);
+    return expected;
+}
+GDA_ARCH_FN void d_pause() { __builtin_amdgcn_s_sleep(1); }
+#undef GDA_ARCH_FN
+#define GDA_PICK(dev, host) dev
+#else
+#define GDA_PICK(dev, host) host
+#endif
+
+}  // namespace arch
+}  // namespace gda
+
+#include "dispatch.hpp"

@@ -1,0 +1,91 @@
+// gda device API, host target (CPU threads standing in for GPU lanes; the software NIC's
+// engine is the device). The same orderings as gda_hal::mmio on the Rust side.
+//
+// These are host functions only (namespace gda::arch_host); gda::arch (arch/dispatch.hpp)
+// calls them on the host and the target's device versions in a device pass.
+#pragma once
+
+#include "../config.hpp"
+
+#if !defined(GDA_DEVICE_PASS)
+#include <atomic>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#define GDA_HOST_FN inline __attribute__((always_inline))
+
+namespace gda {
+namespace arch_host {
+
+// WQE stores -> doorbell record. x86 keeps stores in order (TSO): the release store of the
+// record is enough, and this only stops the compiler from sinking WQE stores past it. Weaker
+// CPUs get a store barrier.
+GDA_HOST_FN void wqe_to_dbrec_fence() {
+#if defined(__x86_64__)
+    std::atomic_signal_fence(std::memory_order_release);
+#elif defined(__aarch64__)
+    __asm__ volatile("dmb oshst" ::: "memory");
+#else
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+#endif
+}
+
+// The big-endian doorbell-record word. Release pairs with the device's acquire read of it.
+GDA_HOST_FN void store_be32_release(uint32_t* p, uint32_t value_be) {
+    __atomic_store_n(p, value_be, __ATOMIC_RELEASE);
+}
+
+// Drains write-combining buffers: record before doorbell, doorbell before what follows.
+GDA_HOST_FN void wc_flush() {
+#if defined(__x86_64__)
+    _mm_sfence();
+#elif defined(__aarch64__)
+    __asm__ volatile("dsb st" ::: "memory");
+#else
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+#endif
+}
+
+// One 64-bit store to the doorbell (a torn doorbell rings a wrong producer index). The bytes
+// are stored as they are in memory order (the doorbell value is the control segment's first
+// 8 bytes).
+GDA_HOST_FN void store_doorbell64(uint64_t* p, uint64_t bytes) {
+    *reinterpret_cast<volatile uint64_t*>(p) = bytes;
+}
+
+// The owner/phase byte of a CQE the device writes. Acquire: the CQE's other bytes read after it
+// are those the device wrote before it flipped the byte.
+
+
+GDA_HOST_FN uint32_t fetch_add_u32(uint32_t* p, uint32_t v) {
+    return __atomic_fetch_add(p, v, __ATOMIC_RELAXED);
+}
+GDA_HOST_FN uint64_t fetch_add_u64(uint64_t* p, uint64_t v) {
+    return __atomic_fetch_add(p, v, __ATOMIC_RELAXED);
+}
+// Compare-and-swap; returns the value seen (== expected: it was stored).
+GDA_HOST_FN uint64_t cas_u64(uint64_t* p, uint64_t expected, uint64_t desired) {
+    __atomic_compare_exchange_n(p, &expected, desired, false, __ATOMIC_ACQ_REL,
+                                __ATOMIC_ACQUIRE);
+    return expected;
+}
+GDA_HOST_FN uint32_t load_u32_acquire(const uint32_t* p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
+GDA_HOST_FN uint64_t load_u64_acquire(const uint64_t* p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
+GDA_HOST_FN void store_u32_release(uint32_t* p, uint32_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
+GDA_HOST_FN void store_u64_release(uint64_t* p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
+
+GDA_HOST_FN void pause() {
+#if defined(__x86_64__)
+    _mm_pause();
+#elif defined(__aarch64__)
+    __asm__ volatile("yield");
+#endif
+}
+
+}  // namespace arch_host
+}  // namespace gda
+
+#undef GDA_HOST_FN
+#endif  // !GDA_DEVICE_PASS

@@ -1,0 +1,75 @@
+// The device API's mlx5 header compiled for the host, behind a C ABI for the Rust tests
+// (tests/device_mlx5.rs): one post + ring per call, as testing/rdma-ref/src/case.rs's
+// `run_gda` does with gda's Rust device functions.
+#include <gda/mlx5.hpp>
+
+extern "C" {
+
+// One request, in the terms of gda_hal::WorkRequest.
+struct DevWr {
+    uint32_t kind;  // 0 WRITE, 1 SEND, 2 READ, 3 ATOMIC
+    uint32_t has_imm;
+    uint32_t imm;
+    uint32_t inline_data;  // payload is `inline_ptr[..inline_len]` instead of the gather list
+    gda::Remote remote;
+    const gda::Sge* sges;
+    uint32_t n_sges;
+    const uint8_t* inline_ptr;
+    uint32_t inline_len;
+    uint32_t atomic_kind;  // gda::mlx5::Atomic::Kind
+    uint32_t atomic_bytes;
+    uint64_t a_compare, a_swap, a_add, a_compare_mask, a_swap_mask, a_field_boundary;
+};
+
+// Posts `wr` at `cur_post` on `sq` and rings (BlueFlame when `blueflame`); the Posted and the
+// next BlueFlame offset come back.
+uint32_t gdadev_mlx5_post_ring(const gda::mlx5::Sq* sq, uint32_t cur_post, const DevWr* wr,
+                               uint32_t flags, uint32_t blueflame, gda::Posted* out) {
+    using namespace gda::mlx5;
+    gda::SqPos pos{cur_post, 0, 0};
+    gda::Posted p{};
+    switch (wr->kind) {
+        case 0:
+            p = wr->inline_data ? post_write_inline(*sq, pos, wr->remote, wr->inline_ptr,
+                                                    wr->inline_len, flags, wr->has_imm != 0,
+                                                    wr->imm)
+                                : post_write(*sq, pos, wr->remote, wr->sges, wr->n_sges, flags,
+                                             wr->has_imm != 0, wr->imm);
+            break;
+        case 1:
+            p = wr->inline_data ? post_send_inline(*sq, pos, wr->inline_ptr, wr->inline_len,
+                                                   flags, wr->has_imm != 0, wr->imm)
+                                : post_send(*sq, pos, wr->sges, wr->n_sges, flags,
+                                            wr->has_imm != 0, wr->imm);
+            break;
+        case 2:
+            p = post_read(*sq, pos, wr->remote, wr->sges, wr->n_sges, flags);
+            break;
+        default: {
+            Atomic a{static_cast<Atomic::Kind>(wr->atomic_kind), wr->a_compare, wr->a_swap,
+                     wr->a_add, wr->a_compare_mask, wr->a_swap_mask, wr->a_field_boundary};
+            gda::Sge local = wr->n_sges ? wr->sges[0] : gda::Sge{0, 0, 0};
+            p = post_atomic(*sq, pos, wr->remote, local, a, wr->atomic_bytes, flags);
+        }
+    }
+    *out = p;
+    return ring_sq_bf(*sq, p, 0, blueflame != 0);
+}
+
+// sizeof and offsets of the ABI structs, for the layout test.
+void gdadev_layout(uint64_t* out) {
+    const uint64_t v[] = {
+        sizeof(gda::WqHandle), offsetof(gda::WqHandle, dbrec), offsetof(gda::WqHandle, db),
+        offsetof(gda::WqHandle, entries), offsetof(gda::WqHandle, stride),
+        offsetof(gda::WqHandle, qpn), offsetof(gda::WqHandle, max_inline),
+        offsetof(gda::WqHandle, max_sge), sizeof(gda::CqHandle),
+        offsetof(gda::CqHandle, entries), offsetof(gda::CqHandle, cqe_bytes),
+        offsetof(gda::CqHandle, cqn), offsetof(gda::CqHandle, collapsed), sizeof(gda::SqPos),
+        offsetof(gda::SqPos, msg), offsetof(gda::SqPos, psn), sizeof(gda::Posted),
+        offsetof(gda::Posted, next), offsetof(gda::Posted, doorbell), sizeof(gda::mlx5::Sq),
+        offsetof(gda::mlx5::Sq, bf_size), sizeof(gda::Sge), offsetof(gda::Sge, length),
+        offsetof(gda::Sge, lkey), sizeof(gda::Remote), offsetof(gda::Remote, rkey),
+        gda::ABI_VERSION};
+    for (unsigned i = 0; i < sizeof v / sizeof v[0]; ++i) out[i] = v[i];
+}
+}

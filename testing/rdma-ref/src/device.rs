@@ -1,0 +1,156 @@
+//! The device API's mlx5 header (`device/include/gda/mlx5.hpp`), compiled for the host by
+//! `build.rs` (`cxx/device_mlx5.cpp`), called from Rust: the differential tests post the same
+//! request through it, through gda's Rust device functions and through rdma-core.
+
+use gda_hal::{AtomicOp, Payload, Posted, Remote, Sge, WorkRequest};
+
+/// `DevWr` of `cxx/device_mlx5.cpp`.
+#[repr(C)]
+struct DevWr {
+    kind: u32,
+    has_imm: u32,
+    imm: u32,
+    inline_data: u32,
+    remote: Remote,
+    sges: *const Sge,
+    n_sges: u32,
+    inline_ptr: *const u8,
+    inline_len: u32,
+    atomic_kind: u32,
+    atomic_bytes: u32,
+    a_compare: u64,
+    a_swap: u64,
+    a_add: u64,
+    a_compare_mask: u64,
+    a_swap_mask: u64,
+    a_field_boundary: u64,
+}
+
+unsafe extern "C" {
+    fn gdadev_mlx5_post_ring(
+        sq: *const gda_mlx5::Mlx5Sq,
+        cur_post: u32,
+        wr: *const DevWr,
+        flags: u32,
+        blueflame: u32,
+        out: *mut Posted,
+    ) -> u32;
+    fn gdadev_layout(out: *mut u64);
+}
+
+/// Sizes and offsets of the ABI structs as the C++ compiler lays them out (the order of
+/// `gdadev_layout`), then the ABI version.
+#[must_use]
+pub fn layout() -> [u64; 27] {
+    let mut v = [0u64; 27];
+    // SAFETY: writes exactly 27 values.
+    unsafe { gdadev_layout(v.as_mut_ptr()) };
+    v
+}
+
+/// Posts `wr` at `cur_post` on `sq` with the header's functions and rings (BlueFlame when
+/// `blueflame`): the Posted and the next BlueFlame offset.
+///
+/// # Safety
+/// `sq`'s ring, doorbell record and register are valid, writable and large enough for the
+/// request (which `Mlx5::check` accepted).
+#[must_use]
+pub unsafe fn post_ring(
+    sq: &gda_mlx5::Mlx5Sq,
+    cur_post: u32,
+    wr: &WorkRequest<'_>,
+    flags: u32,
+    blueflame: bool,
+) -> (Posted, u32) {
+    let mut d = DevWr {
+        kind: 0,
+        has_imm: 0,
+        imm: 0,
+        inline_data: 0,
+        remote: Remote::default(),
+        sges: core::ptr::null(),
+        n_sges: 0,
+        inline_ptr: core::ptr::null(),
+        inline_len: 0,
+        atomic_kind: 0,
+        atomic_bytes: 8,
+        a_compare: 0,
+        a_swap: 0,
+        a_add: 0,
+        a_compare_mask: 0,
+        a_swap_mask: 0,
+        a_field_boundary: 0,
+    };
+    let local;
+    let payload = |d: &mut DevWr, p: &Payload<'_>| match p {
+        Payload::Inline(b) => {
+            d.inline_data = 1;
+            d.inline_ptr = b.as_ptr();
+            d.inline_len = b.len() as u32;
+        }
+        Payload::Sges(s) => {
+            d.sges = s.as_ptr();
+            d.n_sges = s.len() as u32;
+        }
+    };
+    match wr {
+        WorkRequest::Write {
+            remote,
+            payload: p,
+            imm,
+        } => {
+            d.remote = *remote;
+            payload(&mut d, p);
+            (d.has_imm, d.imm) = (u32::from(imm.is_some()), imm.unwrap_or(0));
+        }
+        WorkRequest::Send { payload: p, imm } => {
+            d.kind = 1;
+            payload(&mut d, p);
+            (d.has_imm, d.imm) = (u32::from(imm.is_some()), imm.unwrap_or(0));
+        }
+        WorkRequest::Read { remote, sges } => {
+            d.kind = 2;
+            d.remote = *remote;
+            d.sges = sges.as_ptr();
+            d.n_sges = sges.len() as u32;
+        }
+        WorkRequest::Atomic {
+            remote,
+            local: l,
+            op,
+            bytes,
+        } => {
+            d.kind = 3;
+            d.remote = *remote;
+            local = *l;
+            d.sges = &raw const local;
+            d.n_sges = 1;
+            d.atomic_bytes = *bytes;
+            match *op {
+                AtomicOp::CompareSwap { compare, swap } => {
+                    (d.atomic_kind, d.a_compare, d.a_swap) = (0, compare, swap);
+                }
+                AtomicOp::FetchAdd { add } => (d.atomic_kind, d.a_add) = (1, add),
+                AtomicOp::MaskedCompareSwap {
+                    compare,
+                    compare_mask,
+                    swap,
+                    swap_mask,
+                } => {
+                    (d.atomic_kind, d.a_compare, d.a_compare_mask) = (2, compare, compare_mask);
+                    (d.a_swap, d.a_swap_mask) = (swap, swap_mask);
+                }
+                AtomicOp::MaskedFetchAdd {
+                    add,
+                    field_boundary,
+                } => (d.atomic_kind, d.a_add, d.a_field_boundary) = (3, add, field_boundary),
+            }
+        }
+        WorkRequest::Nop => unreachable!("the device API has no NOP post"),
+    }
+    let mut out = Posted::default();
+    // SAFETY: `d` points at memory alive for the call; the queue is valid (caller).
+    let next =
+        unsafe { gdadev_mlx5_post_ring(sq, cur_post, &d, flags, u32::from(blueflame), &mut out) };
+    (out, next)
+}
