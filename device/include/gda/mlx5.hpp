@@ -56,28 +56,23 @@ GDA_FN uint8_t* unit_addr(const WqHandle& wq, uint32_t at, uint32_t k) {
 
 // One 16-byte segment, given as its two 8-byte halves in memory order. Plain stores: the WQE
 // is published by ring_sq's fence.
+// One 16-byte store where the target has one (units are 16-byte aligned in the ring).
+struct alignas(16) Unit {
+    uint64_t lo, hi;
+};
 GDA_FN void put_unit(const WqHandle& wq, uint32_t at, uint32_t k, uint64_t lo, uint64_t hi) {
-    uint64_t* p = reinterpret_cast<uint64_t*>(unit_addr(wq, at, k));
-    p[0] = lo;
-    p[1] = hi;
+    // The first WQEBB's four units never wrap: one address computation serves them all (k is
+    // a constant wherever this is inlined).
+    uint8_t* p = k < DS_PER_WQEBB ? reinterpret_cast<uint8_t*>(
+                                        wq.buf + uint64_t(at & (wq.entries - 1)) * WQEBB_BYTES) +
+                                        16 * k
+                                  : unit_addr(wq, at, k);
+    *reinterpret_cast<Unit*>(p) = Unit{lo, hi};
 }
 
 // 8 bytes in memory order from big-endian fields.
 GDA_FN uint64_t be_pair(uint32_t first, uint32_t second) {
     return uint64_t(be::u32(first)) | (uint64_t(be::u32(second)) << 32);
-}
-
-// Bytes at byte offset `off` of the WQE at `at`, split at the ring end (inline data may wrap;
-// segments never straddle it).
-GDA_FN void ring_copy(const WqHandle& wq, uint32_t at, uint32_t off, const uint8_t* src,
-                      uint32_t len) {
-    const uint32_t ring_bytes = wq.entries * WQEBB_BYTES;
-    uint32_t pos = (at * WQEBB_BYTES + off) & (ring_bytes - 1);
-    uint8_t* buf = reinterpret_cast<uint8_t*>(wq.buf);
-    for (uint32_t i = 0; i < len; ++i) {
-        buf[pos] = src[i];
-        pos = (pos + 1) & (ring_bytes - 1);
-    }
 }
 
 // The control segment; returns the Posted (doorbell = its first 8 bytes).
@@ -94,7 +89,7 @@ GDA_FN Posted put_ctrl(const WqHandle& wq, SqPos pos, uint8_t op, uint8_t opmod,
     p.next.unit = pos.unit + wqebbs_for_ds(ds);
     p.next.msg = pos.msg + 1;
     p.next.psn = pos.psn & 0xffffffu;
-    for (int i = 0; i < 8; ++i) p.doorbell[i] = uint8_t(lo >> (8 * i));
+    __builtin_memcpy(p.doorbell, &lo, 8);
     return p;
 }
 
@@ -119,20 +114,25 @@ GDA_FN uint32_t put_sges(const WqHandle& wq, uint32_t at, uint32_t k, const Sge*
     return used;
 }
 
-// Inline data from unit `k` on (header, bytes, zero padding); returns the units used.
+// Inline data from unit `k` on (header, bytes, zero padding); returns the units used. Written
+// as whole 16-byte units (the segment starts on a unit, so a wrap at the ring end falls between
+// units): with a length known at compile time this folds to a few stores.
 GDA_FN uint32_t put_inline(const WqHandle& wq, uint32_t at, uint32_t k, const void* data,
                            uint32_t len) {
     const uint32_t units = inline_ds(len);
-    if (units == 0) return 0;
-    const uint32_t off = k * 16;
+    const uint8_t* d = static_cast<const uint8_t*>(data);
     const uint32_t header = be::u32(len | INLINE_FLAG);
-    uint8_t h[4];
-    for (int i = 0; i < 4; ++i) h[i] = uint8_t(header >> (8 * i));
-    ring_copy(wq, at, off, h, 4);
-    ring_copy(wq, at, off + 4, static_cast<const uint8_t*>(data), len);
-    const uint8_t zero[16] = {};
-    const uint32_t used = 4 + len;
-    ring_copy(wq, at, off + used, zero, units * 16 - used);
+    for (uint32_t u = 0; u < units; ++u) {
+        uint64_t half[2] = {0, 0};
+        for (uint32_t i = 0; i < 16; ++i) {
+            const uint32_t off = u * 16 + i;
+            const uint32_t byte = off < 4 ? (header >> (8 * off)) & 0xff
+                                  : off - 4 < len ? d[off - 4]
+                                                  : 0;
+            half[i / 8] |= uint64_t(byte) << (8 * (i % 8));
+        }
+        put_unit(wq, at, k + u, half[0], half[1]);
+    }
     return units;
 }
 
@@ -254,8 +254,8 @@ GDA_FN void ring_sq(const Sq& sq, const Posted& p) {
     uint32_t* rec = reinterpret_cast<uint32_t*>(sq.wq.dbrec) + 1;
     arch::store_be32_release(rec, be::u32(p.next.unit & 0xffffu));
     arch::wc_flush();
-    uint64_t v = 0;
-    for (int i = 0; i < 8; ++i) v |= uint64_t(p.doorbell[i]) << (8 * i);
+    uint64_t v;
+    __builtin_memcpy(&v, p.doorbell, 8);
     arch::store_doorbell64(reinterpret_cast<uint64_t*>(sq.wq.db), v);
     arch::wc_flush();
 }
@@ -279,8 +279,8 @@ GDA_FN uint32_t ring_sq_bf(const Sq& sq, const Posted& p, uint32_t bf_offset, bo
             }
         }
     } else {
-        uint64_t v = 0;
-        for (int i = 0; i < 8; ++i) v |= uint64_t(p.doorbell[i]) << (8 * i);
+        uint64_t v;
+        __builtin_memcpy(&v, p.doorbell, 8);
         arch::store_doorbell64(reg, v);
     }
     arch::wc_flush();

@@ -15,9 +15,10 @@ namespace arch {
 // Every function below is the device side of the host one of the same name (arch/host.hpp).
 #define GDA_ARCH_FN __device__ inline __attribute__((always_inline))
 
-// WQE stores (plain, possibly to host memory) -> doorbell record: a system-scope fence, as
-// the NIC reads both over PCIe.
-GDA_ARCH_FN void d_wqe_to_dbrec_fence() { __threadfence_system(); }
+// WQE stores -> doorbell record: the record's system-scope release store (below) already writes
+// back every earlier store before it (on gfx90a/gfx94x it lowers to buffer_wbl2 + s_waitcnt
+// ahead of the store), so only the compiler must keep the WQE stores before it.
+GDA_ARCH_FN void d_wqe_to_dbrec_fence() { __atomic_signal_fence(__ATOMIC_RELEASE); }
 // Release at system scope pairs with the NIC's (or the software NIC's acquire) read.
 GDA_ARCH_FN void d_store_be32_release(uint32_t* p, uint32_t v) {
     __hip_atomic_store(p, v, __ATOMIC_RELEASE, __HIP_MEMORY_SCOPE_SYSTEM);

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Compiles every device API header (device/tests/all_headers.cpp) with -Werror for each target
+# whose compiler is installed: host C++ (g++, clang++), HIP (hipcc: gfx90a, gfx940), CUDA (nvcc:
+# sm_80, sm_90). Prints one line per target; a missing compiler is SKIPPED with its name (and
+# an error with --require), a failed compile exits 1.
+#
+#   device/check.sh [--require host,hip,cuda] [--isa DIR]
+#
+# --isa DIR keeps the HIP ISA (`*-hip-amdgcn-amd-amdhsa-gfx90a.s`) and CUDA SASS there.
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+src="$here/tests/all_headers.cpp"
+inc="$here/include"
+require=""
+isa=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --require) require=$2; shift 2 ;;
+    --isa) isa=$2; shift 2 ;;
+    *) echo "device/check.sh: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+want() { case ",$require," in *",$1,"*) return 0 ;; *) return 1 ;; esac; }
+skip() {
+  if want "$1"; then echo "device/check.sh: $2 is required but not installed" >&2; fail=1;
+  else echo "SKIPPED $2 (not installed)"; fi
+}
+run() {
+  local name=$1; shift
+  if "$@" > "$tmp/log" 2>&1; then echo "ok      $name"; else echo "FAILED  $name"; cat "$tmp/log"; fail=1; fi
+}
+flags=(-std=c++17 -Wall -Wextra -Werror -O3 -I "$inc")
+for cxx in g++ clang++; do
+  if command -v "$cxx" >/dev/null; then run "host $cxx" "$cxx" "${flags[@]}" -c "$src" -o "$tmp/host.o";
+  else skip host "$cxx"; fi
+done
+hipcc=${HIPCC:-hipcc}
+if command -v "$hipcc" >/dev/null; then
+  for arch in gfx90a gfx940; do
+    if [ -n "$isa" ]; then
+      mkdir -p "$isa"
+      run "hip $arch" sh -c "cd '$isa' && '$hipcc' -x hip --offload-arch=$arch --save-temps ${flags[*]} -c '$src' -o '$tmp/hip-$arch.o'"
+    else
+      run "hip $arch" "$hipcc" -x hip --offload-arch=$arch "${flags[@]}" -c "$src" -o "$tmp/hip-$arch.o"
+    fi
+  done
+else
+  skip hip hipcc
+fi
+nvcc=${NVCC:-nvcc}
+if command -v "$nvcc" >/dev/null; then
+  for sm in 80 90; do
+    run "cuda sm_$sm" "$nvcc" -x cu -std=c++17 -O3 -Werror all-warnings -I "$inc" \
+      -arch=sm_$sm -c "$src" -o "$tmp/cuda-$sm.o"
+  done
+else
+  skip cuda nvcc
+fi
+exit $fail

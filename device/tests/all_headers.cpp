@@ -1,0 +1,23 @@
+// Every header of the device API in one translation unit, with a kernel that posts an 8-byte
+// inline RDMA WRITE and rings (one thread), so the device pass instantiates the hot path.
+// Built by device/check.sh as host C++ (g++, clang++), HIP (hipcc: gfx90a, gfx940) and CUDA
+// (nvcc: sm_80, sm_90), all with -Werror.
+#include <gda/abi.hpp>
+#include <gda/arch.hpp>
+#include <gda/config.hpp>
+#include <gda/mlx5.hpp>
+
+#if defined(GDA_TARGET_HIP) || defined(GDA_TARGET_CUDA)
+#define GDA_KERNEL __global__
+#else
+#define GDA_KERNEL
+#endif
+
+// One thread posts `value` to `remote` and rings; `pos` is the queue's producer position.
+extern "C" GDA_KERNEL void gda_check_post_inline(gda::mlx5::Sq sq, uint32_t* pos,
+                                                 gda::Remote remote, uint64_t value) {
+    const uint32_t at = gda::arch::fetch_add_u32(pos, 1);
+    const gda::Posted p = gda::mlx5::post_write_inline(sq, gda::SqPos{at, 0, 0}, remote, &value,
+                                                       8, gda::send::SIGNALED);
+    gda::mlx5::ring_sq(sq, p);
+}
