@@ -16,7 +16,7 @@ namespace arch {
 
 // WQE stores -> doorbell record: st.release.sys (below) orders every earlier store of the
 // thread before it at system scope; only the compiler must keep them there.
-GDA_ARCH_FN void d_wqe_to_dbrec_fence() { __atomic_signal_fence(__ATOMIC_RELEASE); }
+GDA_ARCH_FN void d_wqe_to_dbrec_fence() { asm volatile("" ::: "memory"); }
 // Release at system scope pairs with the NIC's read of the record.
 GDA_ARCH_FN void d_store_be32_release(uint32_t* p, uint32_t v) {
     asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
