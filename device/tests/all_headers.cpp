@@ -6,6 +6,7 @@
 #include <gda/arch.hpp>
 #include <gda/config.hpp>
 #include <gda/mlx5.hpp>
+#include <gda/mlx5_sq.hpp>
 
 #if defined(GDA_TARGET_HIP) || defined(GDA_TARGET_CUDA)
 #define GDA_KERNEL __global__
@@ -20,4 +21,18 @@ extern "C" GDA_KERNEL void gda_check_post_inline(gda::mlx5::Sq sq, uint32_t* pos
     const gda::Posted p = gda::mlx5::post_write_inline(sq, gda::SqPos{at, 0, 0}, remote, &value,
                                                        8, gda::send::SIGNALED);
     gda::mlx5::ring_sq(sq, p);
+}
+
+// Every lane posts one 8-byte inline WRITE through the many-producer protocol, then quiets.
+extern "C" GDA_KERNEL void gda_check_protocol(gda::mlx5::Sq2 q, gda::Remote remote,
+                                              int32_t* status) {
+#if defined(GDA_TARGET_HIP) || defined(GDA_TARGET_CUDA)
+    const uint64_t lane = blockIdx.x * blockDim.x + threadIdx.x;
+#else
+    const uint64_t lane = 0;
+#endif
+    const gda::Remote r{remote.addr + lane * 8, remote.rkey};
+    gda::SqStatus s = gda::mlx5::write_inline(q, r, &lane, 8, 0);
+    if (s == gda::SqStatus::Ok) s = gda::mlx5::quiet(q);
+    if (s != gda::SqStatus::Ok) *status = int32_t(s);
 }

@@ -2,6 +2,10 @@
 // (tests/device_mlx5.rs): one post + ring per call, as testing/rdma-ref/src/case.rs's
 // `run_gda` does with gda's Rust device functions.
 #include <gda/mlx5.hpp>
+#include <gda/mlx5_sq.hpp>
+
+#include <thread>
+#include <vector>
 
 extern "C" {
 
@@ -71,5 +75,38 @@ void gdadev_layout(uint64_t* out) {
         offsetof(gda::Sge, lkey), sizeof(gda::Remote), offsetof(gda::Remote, rkey),
         gda::ABI_VERSION};
     for (unsigned i = 0; i < sizeof v / sizeof v[0]; ++i) out[i] = v[i];
+}
+
+// `threads` CPU threads (standing in for GPU lanes) share one queue through the header's
+// posting protocol: thread t writes the 8-byte value (t << 32 | i) to remote slot t * per + i
+// as an inline RDMA WRITE, every `quiet_every` posts it quiets, and at the end each quiets.
+// Returns the first non-Ok status (0: all Ok).
+int32_t gdadev_mlx5_threads_write(const gda::mlx5::Sq2* q, uint32_t threads, uint32_t per,
+                                  uint32_t quiet_every, gda::Remote remote) {
+    std::vector<std::thread> ts;
+    std::vector<int32_t> status(threads, 0);
+    for (uint32_t t = 0; t < threads; ++t) {
+        ts.emplace_back([=, &status] {
+            for (uint32_t i = 0; i < per; ++i) {
+                const uint64_t v = uint64_t(t) << 32 | i;
+                const gda::Remote r{remote.addr + (uint64_t(t) * per + i) * 8, remote.rkey};
+                gda::SqStatus s = gda::mlx5::write_inline(*q, r, &v, 8, 0);
+                if (s == gda::SqStatus::Ok && quiet_every && (i + 1) % quiet_every == 0) {
+                    s = gda::mlx5::quiet(*q);
+                }
+                if (s != gda::SqStatus::Ok) {
+                    status[t] = int32_t(s);
+                    return;
+                }
+            }
+            const gda::SqStatus s = gda::mlx5::quiet(*q);
+            if (s != gda::SqStatus::Ok) status[t] = int32_t(s);
+        });
+    }
+    for (auto& t : ts) t.join();
+    for (int32_t s : status) {
+        if (s) return s;
+    }
+    return 0;
 }
 }

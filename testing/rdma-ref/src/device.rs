@@ -36,6 +36,61 @@ unsafe extern "C" {
         out: *mut Posted,
     ) -> u32;
     fn gdadev_layout(out: *mut u64);
+    fn gdadev_mlx5_threads_write(
+        q: *const Sq2,
+        threads: u32,
+        per: u32,
+        quiet_every: u32,
+        remote: Remote,
+    ) -> i32;
+}
+
+/// `gda::SqState` of `device/include/gda/mlx5_sq.hpp`: the posting protocol's shared counters
+/// (zeroed before the first post).
+#[repr(C)]
+#[derive(Debug, Default)]
+pub struct SqState {
+    /// reserved, rung, ring_bound, complete_below, signaled_marker, last_rung_marker,
+    /// newest_done, error.
+    pub counters: [u64; 8],
+    /// cq_busy, cq_ci, poisoned, reserved.
+    pub flags: [u32; 4],
+}
+
+/// `gda::mlx5::Sq2`: a send queue, its CQ, the shared state and the wait bound.
+#[repr(C)]
+#[derive(Debug)]
+pub struct Sq2 {
+    /// The send queue.
+    pub sq: gda_mlx5::Mlx5Sq,
+    /// Its completion queue (normal mode).
+    pub cq: gda_hal::CqHandle,
+    /// The shared state.
+    pub state: *mut SqState,
+    /// Bound of every wait, in nanoseconds.
+    pub timeout_ns: u64,
+}
+
+const _: () = assert!(size_of::<SqState>() == 80 && size_of::<Sq2>() == 112);
+
+/// `threads` host threads post `per` 8-byte inline WRITEs each through the header's
+/// many-producer protocol on `q` (thread t's i-th value `t << 32 | i` to slot `t * per + i` of
+/// `remote`), quieting every `quiet_every` posts (0: only at the end). 0 or the header's
+/// `SqStatus`.
+///
+/// # Safety
+/// `q` describes a live QP and CQ of the caller's (the header is their only poster and
+/// poller) and `remote` holds `threads * per` 8-byte slots.
+#[must_use]
+pub unsafe fn threads_write(
+    q: &Sq2,
+    threads: u32,
+    per: u32,
+    quiet_every: u32,
+    remote: Remote,
+) -> i32 {
+    // SAFETY: forwarded from the caller.
+    unsafe { gdadev_mlx5_threads_write(q, threads, per, quiet_every, remote) }
 }
 
 /// Sizes and offsets of the ABI structs as the C++ compiler lays them out (the order of

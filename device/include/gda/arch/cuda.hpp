@@ -52,6 +52,14 @@ GDA_ARCH_FN uint64_t d_cas_u64(uint64_t* p, uint64_t expected, uint64_t desired)
                             static_cast<unsigned long long>(expected),
                             static_cast<unsigned long long>(desired));
 }
+GDA_ARCH_FN uint32_t d_cas_u32(uint32_t* p, uint32_t expected, uint32_t desired) {
+    return atomicCAS_system(p, expected, desired);
+}
+GDA_ARCH_FN uint64_t d_fetch_max_u64(uint64_t* p, uint64_t v) {
+    __threadfence_system();  // release: what this thread wrote before is visible first
+    return atomicMax_system(reinterpret_cast<unsigned long long*>(p),
+                            static_cast<unsigned long long>(v));
+}
 GDA_ARCH_FN void d_pause() { __nanosleep(32); }
 #undef GDA_ARCH_FN
 #define GDA_PICK(dev, host) dev

@@ -38,6 +38,13 @@ GDA_FN uint64_t fetch_add_u64(uint64_t* p, uint64_t v) {
 GDA_FN uint64_t cas_u64(uint64_t* p, uint64_t expected, uint64_t desired) {
     return GDA_PICK(d_cas_u64(p, expected, desired), arch_host::cas_u64(p, expected, desired));
 }
+GDA_FN uint32_t cas_u32(uint32_t* p, uint32_t expected, uint32_t desired) {
+    return GDA_PICK(d_cas_u32(p, expected, desired), arch_host::cas_u32(p, expected, desired));
+}
+// Raises *p to at least v (release); returns the value before.
+GDA_FN uint64_t fetch_max_u64(uint64_t* p, uint64_t v) {
+    return GDA_PICK(d_fetch_max_u64(p, v), arch_host::fetch_max_u64(p, v));
+}
 GDA_FN void pause() { GDA_PICK(d_pause(), arch_host::pause()); }
 
 // The owner byte of a CQE: read as the aligned 32-bit word that holds it (GPUs have no

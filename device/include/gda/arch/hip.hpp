@@ -53,6 +53,14 @@ GDA_ARCH_FN uint64_t d_cas_u64(uint64_t* p, uint64_t expected, uint64_t desired)
                                          __ATOMIC_ACQUIRE, __HIP_MEMORY_SCOPE_SYSTEM);
     return expected;
 }
+GDA_ARCH_FN uint32_t d_cas_u32(uint32_t* p, uint32_t expected, uint32_t desired) {
+    __hip_atomic_compare_exchange_strong(p, &expected, desired, __ATOMIC_ACQ_REL,
+                                         __ATOMIC_ACQUIRE, __HIP_MEMORY_SCOPE_SYSTEM);
+    return expected;
+}
+GDA_ARCH_FN uint64_t d_fetch_max_u64(uint64_t* p, uint64_t v) {
+    return __hip_atomic_fetch_max(p, v, __ATOMIC_RELEASE, __HIP_MEMORY_SCOPE_SYSTEM);
+}
 GDA_ARCH_FN void d_pause() { __builtin_amdgcn_s_sleep(1); }
 #undef GDA_ARCH_FN
 #define GDA_PICK(dev, host) dev

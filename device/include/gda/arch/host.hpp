@@ -71,6 +71,18 @@ GDA_HOST_FN uint64_t cas_u64(uint64_t* p, uint64_t expected, uint64_t desired) {
                                 __ATOMIC_ACQUIRE);
     return expected;
 }
+GDA_HOST_FN uint32_t cas_u32(uint32_t* p, uint32_t expected, uint32_t desired) {
+    __atomic_compare_exchange_n(p, &expected, desired, false, __ATOMIC_ACQ_REL,
+                                __ATOMIC_ACQUIRE);
+    return expected;
+}
+GDA_HOST_FN uint64_t fetch_max_u64(uint64_t* p, uint64_t v) {
+    uint64_t cur = __atomic_load_n(p, __ATOMIC_RELAXED);
+    while (cur < v && !__atomic_compare_exchange_n(p, &cur, v, true, __ATOMIC_RELEASE,
+                                                   __ATOMIC_RELAXED)) {
+    }
+    return cur;
+}
 GDA_HOST_FN uint32_t load_u32_acquire(const uint32_t* p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
 GDA_HOST_FN uint64_t load_u64_acquire(const uint64_t* p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
 GDA_HOST_FN void store_u32_release(uint32_t* p, uint32_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
