@@ -18,8 +18,8 @@
 extern "C" GDA_KERNEL void gda_check_post_inline(gda::mlx5::Sq sq, uint32_t* pos,
                                                  gda::Remote remote, uint64_t value) {
     const uint32_t at = gda::arch::fetch_add_u32(pos, 1);
-    const gda::Posted p = gda::mlx5::post_write_inline(sq, gda::SqPos{at, 0, 0}, remote, &value,
-                                                       8, gda::send::SIGNALED);
+    const gda::Posted p = gda::mlx5::post_write_value(sq, gda::SqPos{at, 0, 0}, remote, value,
+                                                      gda::send::SIGNALED);
     gda::mlx5::ring_sq(sq, p);
 }
 

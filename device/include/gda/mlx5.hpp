@@ -123,15 +123,24 @@ GDA_FN uint32_t put_inline(const WqHandle& wq, uint32_t at, uint32_t k, const vo
     const uint8_t* d = static_cast<const uint8_t*>(data);
     const uint32_t header = be::u32(len | INLINE_FLAG);
     for (uint32_t u = 0; u < units; ++u) {
-        uint64_t half[2] = {0, 0};
-        for (uint32_t i = 0; i < 16; ++i) {
-            const uint32_t off = u * 16 + i;
-            const uint32_t byte = off < 4 ? (header >> (8 * off)) & 0xff
-                                  : off - 4 < len ? d[off - 4]
-                                                  : 0;
-            half[i / 8] |= uint64_t(byte) << (8 * (i % 8));
+        // Unit 0: the header and the first 12 bytes; then 16 bytes a unit; zero padding.
+        uint8_t b[16] = {};
+        uint32_t from, at_byte;
+        if (u == 0) {
+            __builtin_memcpy(b, &header, 4);
+            from = 0;
+            at_byte = 4;
+        } else {
+            from = 12 + 16 * (u - 1);
+            at_byte = 0;
         }
-        put_unit(wq, at, k + u, half[0], half[1]);
+        const uint32_t room = 16 - at_byte;
+        const uint32_t n = len - from < room ? len - from : room;
+        __builtin_memcpy(b + at_byte, d + from, n);
+        uint64_t lo, hi;
+        __builtin_memcpy(&lo, b, 8);
+        __builtin_memcpy(&hi, b + 8, 8);
+        put_unit(wq, at, k + u, lo, hi);
     }
     return units;
 }
@@ -153,6 +162,21 @@ GDA_FN Posted post_write_inline(const Sq& sq, SqPos pos, Remote remote, const vo
     const uint32_t ds = 2 + put_inline(sq.wq, pos.unit, 2, data, len);
     return put_ctrl(sq.wq, pos, has_imm ? opcode::RDMA_WRITE_IMM : opcode::RDMA_WRITE, 0, ds,
                     ctrl_flags(flags), has_imm ? imm : 0);
+}
+
+// RDMA WRITE of a 4- or 8-byte value held in a register, inline: the inline unit is built in
+// registers (header, value, zero padding) and stored at once — what a kernel posting a flag or a
+// counter wants, with no load of the payload. The same bytes as post_write_inline of its bytes.
+template <class T>
+GDA_FN Posted post_write_value(const Sq& sq, SqPos pos, Remote remote, T value, uint32_t flags) {
+    static_assert(sizeof(T) == 4 || sizeof(T) == 8, "a 4- or 8-byte value");
+    uint64_t bits = 0;
+    __builtin_memcpy(&bits, &value, sizeof(T));
+    const uint64_t lo = uint64_t(be::u32(uint32_t(sizeof(T)) | INLINE_FLAG)) | (bits << 32);
+    const uint64_t hi = sizeof(T) == 8 ? bits >> 32 : 0;
+    put_raddr(sq.wq, pos.unit, 1, remote);
+    put_unit(sq.wq, pos.unit, 2, lo, hi);
+    return put_ctrl(sq.wq, pos, opcode::RDMA_WRITE, 0, 3, ctrl_flags(flags), 0);
 }
 
 // SEND (WITH_IMM when `has_imm`) gathering `sges`.

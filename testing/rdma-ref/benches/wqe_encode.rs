@@ -68,6 +68,31 @@ fn bench(c: &mut Criterion) {
             }
         })
     });
+    // The device API's header (C++, compiled for the host, reached through one extern "C"
+    // call) next to the Rust device function (inlined here), on the same ring.
+    g.bench_function("gda/write_inline_8B", |b| {
+        b.iter(|| {
+            // SAFETY: as above.
+            unsafe {
+                let p = Mlx5::post_write_inline::<Signaled, 8>(
+                    &wq,
+                    at,
+                    black_box(remote),
+                    black_box(&[0x5au8; 8]),
+                );
+                Mlx5::ring_sq(&wq, &p);
+                at = p.next;
+            }
+        })
+    });
+    g.bench_function("device-header/write_inline_8B", |b| {
+        b.iter(|| {
+            // SAFETY: as above.
+            at = unsafe {
+                gda_rdma_ref::device::write_inline8_ring(&wq, at, black_box(remote), 0x5a5a)
+            };
+        })
+    });
     g.bench_function("gda/write_inline_64B", |b| {
         b.iter(|| {
             // SAFETY: as above.

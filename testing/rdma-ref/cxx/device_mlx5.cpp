@@ -109,4 +109,13 @@ int32_t gdadev_mlx5_threads_write(const gda::mlx5::Sq2* q, uint32_t threads, uin
     }
     return 0;
 }
+
+// The hot path of a GDA kernel, for the encoding benchmark: an 8-byte inline RDMA WRITE
+// (signalled), doorbell record and doorbell, at `at`; returns the next position.
+gda::SqPos gdadev_mlx5_write_inline8_ring(const gda::mlx5::Sq* sq, gda::SqPos at,
+                                          gda::Remote remote, uint64_t value) {
+    const gda::Posted p = gda::mlx5::post_write_value(*sq, at, remote, value, gda::send::SIGNALED);
+    gda::mlx5::ring_sq(*sq, p);
+    return p.next;
+}
 }

@@ -36,6 +36,12 @@ unsafe extern "C" {
         out: *mut Posted,
     ) -> u32;
     fn gdadev_layout(out: *mut u64);
+    fn gdadev_mlx5_write_inline8_ring(
+        sq: *const gda_mlx5::Mlx5Sq,
+        at: gda_hal::SqPos,
+        remote: Remote,
+        value: u64,
+    ) -> gda_hal::SqPos;
     fn gdadev_mlx5_threads_write(
         q: *const Sq2,
         threads: u32,
@@ -43,6 +49,22 @@ unsafe extern "C" {
         quiet_every: u32,
         remote: Remote,
     ) -> i32;
+}
+
+/// The header's signalled 8-byte inline RDMA WRITE with doorbell record and doorbell at `at`
+/// (one `extern "C"` call); the next position.
+///
+/// # Safety
+/// `sq`'s ring, record and register are valid and writable.
+#[must_use]
+pub unsafe fn write_inline8_ring(
+    sq: &gda_mlx5::Mlx5Sq,
+    at: gda_hal::SqPos,
+    remote: Remote,
+    value: u64,
+) -> gda_hal::SqPos {
+    // SAFETY: forwarded from the caller.
+    unsafe { gdadev_mlx5_write_inline8_ring(sq, at, remote, value) }
 }
 
 /// `gda::SqState` of `device/include/gda/mlx5_sq.hpp`: the posting protocol's shared counters
