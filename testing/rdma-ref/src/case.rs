@@ -185,51 +185,38 @@ impl Case {
     /// Runs gda on a fresh ring with its own doorbell record and register: returns the
     /// `Posted`, record words, register bytes and next BlueFlame offset, or the `check` error.
     pub fn run_gda(&self, sq: &mut [[u64; 8]]) -> Result<GdaOut, gda_hal::PostError> {
-        let inline = self.inline_bytes();
-        let wr = self.to_gda(&inline);
-        let mut dbrec = [0u32; 2];
-        let mut uar = [[0u64; 8]; 16];
-        let wq = gda_mlx5::Mlx5Sq {
-            wq: WqHandle {
-                buf: sq.as_mut_ptr() as u64,
-                dbrec: dbrec.as_mut_ptr() as u64,
-                db: uar.as_mut_ptr() as u64,
-                entries: self.cfg.sq_wqe_cnt,
-                stride: 0,
-                qpn: self.cfg.qp_num,
-                max_inline: self.cfg.max_inline,
-                max_sge: self.cfg.max_sge,
-            },
-            bf_size: self.cfg.bf_size,
-        };
-        Mlx5::check(&wq, &wr)?;
-        let ds = gda_mlx5::device::ds_for(&wr);
-        // SAFETY: the ring, record and register are owned here and sized for the request.
-        let (posted, next_off) = unsafe {
-            let p = Mlx5::post(
-                &wq,
-                SqPos::at_unit(self.cfg.cur_post),
-                &wr,
-                self.gda_flags(),
-            );
-            let off = Mlx5::ring_sq_bf(&wq, &p, 0, self.blueflame(ds));
-            (p, off)
-        };
-        let mut reg = [0u8; 1024];
-        reg.copy_from_slice(bytes_mut(&mut uar));
-        Ok(GdaOut {
-            posted,
-            dbrec,
-            uar: reg,
-            bf_offset_after: next_off,
+        self.run_with(sq, |wq, wr, flags, blueflame| {
+            // SAFETY: the ring, record and register are owned by `run_with` and sized for the
+            // request, which `check` accepted.
+            unsafe {
+                let p = Mlx5::post(wq, SqPos::at_unit(self.cfg.cur_post), wr, flags);
+                let off = Mlx5::ring_sq_bf(wq, &p, 0, blueflame);
+                (p, off)
+            }
         })
     }
-}
 
-impl Case {
     /// As [`Case::run_gda`], through the device API's C++ header (`device/include/gda/mlx5.hpp`)
     /// instead of gda's Rust device functions.
     pub fn run_device(&self, sq: &mut [[u64; 8]]) -> Result<GdaOut, gda_hal::PostError> {
+        self.run_with(sq, |wq, wr, flags, blueflame| {
+            // SAFETY: as in `run_gda`.
+            unsafe { crate::device::post_ring(wq, self.cfg.cur_post, wr, flags.bits(), blueflame) }
+        })
+    }
+
+    /// The queue around `sq` (with its own record and register), checked, then `post` (which
+    /// writes and rings: the Posted and the next BlueFlame offset).
+    fn run_with(
+        &self,
+        sq: &mut [[u64; 8]],
+        post: impl FnOnce(
+            &gda_mlx5::Mlx5Sq,
+            &gda_hal::WorkRequest<'_>,
+            SendFlags,
+            bool,
+        ) -> (Posted, u32),
+    ) -> Result<GdaOut, gda_hal::PostError> {
         let inline = self.inline_bytes();
         let wr = self.to_gda(&inline);
         let mut dbrec = [0u32; 2];
@@ -249,17 +236,7 @@ impl Case {
         };
         Mlx5::check(&wq, &wr)?;
         let ds = gda_mlx5::device::ds_for(&wr);
-        // SAFETY: the ring, record and register are owned here and sized for the request,
-        // which `check` accepted.
-        let (posted, next_off) = unsafe {
-            crate::device::post_ring(
-                &wq,
-                self.cfg.cur_post,
-                &wr,
-                self.gda_flags().bits(),
-                self.blueflame(ds),
-            )
-        };
+        let (posted, next_off) = post(&wq, &wr, self.gda_flags(), self.blueflame(ds));
         let mut reg = [0u8; 1024];
         reg.copy_from_slice(bytes_mut(&mut uar));
         Ok(GdaOut {

@@ -12,6 +12,24 @@ use gda_mlx5::{Mlx5, Mlx5Sq};
 use gda_rdma_ref::{case, device};
 use proptest::prelude::*;
 
+/// A send queue over `ring` with its own doorbell record and register (inline up to 64 bytes,
+/// one gather entry).
+fn queue(ring: &mut [[u64; 8]], dbrec: &mut [u32; 2], uar: &mut [u64; 8], qpn: u32) -> Mlx5Sq {
+    Mlx5Sq {
+        wq: WqHandle {
+            buf: ring.as_mut_ptr() as u64,
+            dbrec: dbrec.as_mut_ptr() as u64,
+            db: uar.as_mut_ptr() as u64,
+            entries: ring.len() as u32,
+            stride: 0,
+            qpn,
+            max_inline: 64,
+            max_sge: 1,
+        },
+        bf_size: 0,
+    }
+}
+
 #[test]
 fn layouts_match_rust() {
     let rust: [u64; 27] = [
@@ -123,19 +141,7 @@ fn atomics_match_the_rust_device_functions() {
                     let mut ring = case::ring(n);
                     let mut dbrec = [0u32; 2];
                     let mut uar = [0u64; 8];
-                    let sq = Mlx5Sq {
-                        wq: WqHandle {
-                            buf: ring.as_mut_ptr() as u64,
-                            dbrec: dbrec.as_mut_ptr() as u64,
-                            db: uar.as_mut_ptr() as u64,
-                            entries: n,
-                            stride: 0,
-                            qpn: qpn & 0xff_ffff,
-                            max_inline: 0,
-                            max_sge: 1,
-                        },
-                        bf_size: 0,
-                    };
+                    let sq = queue(&mut ring, &mut dbrec, &mut uar, qpn & 0xff_ffff);
                     Mlx5::check(&sq, &wr).map_err(|e| TestCaseError::fail(e.to_string()))?;
                     let f = SendFlags::from_bits_truncate(flags);
                     // SAFETY: ring, record and register are owned here; the request was checked.
@@ -207,19 +213,7 @@ fn a_register_value_write_matches_the_inline_write() {
                     let mut ring = case::ring(n);
                     let mut dbrec = [0u32; 2];
                     let mut uar = [0u64; 8];
-                    let sq = Mlx5Sq {
-                        wq: WqHandle {
-                            buf: ring.as_mut_ptr() as u64,
-                            dbrec: dbrec.as_mut_ptr() as u64,
-                            db: uar.as_mut_ptr() as u64,
-                            entries: n,
-                            stride: 0,
-                            qpn: 0x4321,
-                            max_inline: 64,
-                            max_sge: 1,
-                        },
-                        bf_size: 0,
-                    };
+                    let sq = queue(&mut ring, &mut dbrec, &mut uar, 0x4321);
                     // SAFETY: ring, record and register are owned here.
                     let next = unsafe {
                         if dev {
