@@ -7,6 +7,7 @@
 #include <gda/config.hpp>
 #include <gda/mlx5.hpp>
 #include <gda/mlx5_sq.hpp>
+#include <gda/native.hpp>
 
 #if defined(GDA_TARGET_HIP) || defined(GDA_TARGET_CUDA)
 #define GDA_KERNEL __global__
@@ -35,4 +36,13 @@ extern "C" GDA_KERNEL void gda_check_protocol(gda::mlx5::Sq2 q, gda::Remote remo
     gda::SqStatus s = gda::mlx5::write_inline(q, r, &lane, 8, 0);
     if (s == gda::SqStatus::Ok) s = gda::mlx5::quiet(q);
     if (s != gda::SqStatus::Ok) *status = int32_t(s);
+}
+
+// The native format's hot path: an 8-byte inline WRITE and its doorbell.
+extern "C" GDA_KERNEL void gda_check_native(gda::WqHandle wq, uint32_t* pos, gda::Remote remote,
+                                            uint64_t value) {
+    const uint32_t at = gda::arch::fetch_add_u32(pos, 1);
+    const gda::Posted p = gda::native::post_write_inline(wq, gda::SqPos{at, 0, 0}, remote, &value,
+                                                         8, gda::send::SIGNALED);
+    gda::native::ring_sq(wq, p);
 }

@@ -3,6 +3,7 @@
 // `run_gda` does with gda's Rust device functions.
 #include <gda/mlx5.hpp>
 #include <gda/mlx5_sq.hpp>
+#include <gda/native.hpp>
 
 #include <thread>
 #include <vector>
@@ -117,5 +118,42 @@ gda::SqPos gdadev_mlx5_write_inline8_ring(const gda::mlx5::Sq* sq, gda::SqPos at
     const gda::Posted p = gda::mlx5::post_write_value(*sq, at, remote, value, gda::send::SIGNALED);
     gda::mlx5::ring_sq(*sq, p);
     return p.next;
+}
+
+// As gdadev_mlx5_post_ring, in the software NIC's native format (kind 4: NOP); the doorbell
+// is stored to `wq->db`.
+void gdadev_native_post_ring(const gda::WqHandle* wq, uint32_t cur_post, const DevWr* wr,
+                             uint32_t flags, gda::Posted* out) {
+    using namespace gda::native;
+    gda::SqPos pos{cur_post, 0, 0};
+    gda::Posted p{};
+    switch (wr->kind) {
+        case 0:
+            p = wr->inline_data ? post_write_inline(*wq, pos, wr->remote, wr->inline_ptr,
+                                                    wr->inline_len, flags, wr->has_imm != 0,
+                                                    wr->imm)
+                                : post_write(*wq, pos, wr->remote, wr->sges, wr->n_sges, flags,
+                                             wr->has_imm != 0, wr->imm);
+            break;
+        case 1:
+            p = wr->inline_data ? post_send_inline(*wq, pos, wr->inline_ptr, wr->inline_len,
+                                                   flags, wr->has_imm != 0, wr->imm)
+                                : post_send(*wq, pos, wr->sges, wr->n_sges, flags,
+                                            wr->has_imm != 0, wr->imm);
+            break;
+        case 2:
+            p = post_read(*wq, pos, wr->remote, wr->sges, wr->n_sges, flags);
+            break;
+        case 3:
+            p = post_atomic(*wq, pos, wr->remote, wr->n_sges ? wr->sges[0] : gda::Sge{0, 0, 0},
+                            wr->atomic_kind, wr->a_compare, wr->a_swap, wr->a_add,
+                            wr->a_compare_mask, wr->a_swap_mask, wr->a_field_boundary,
+                            wr->atomic_bytes, flags);
+            break;
+        default:
+            p = post_nop(*wq, pos, flags);
+    }
+    ring_sq(*wq, p);
+    *out = p;
 }
 }

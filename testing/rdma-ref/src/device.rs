@@ -36,6 +36,13 @@ unsafe extern "C" {
         out: *mut Posted,
     ) -> u32;
     fn gdadev_layout(out: *mut u64);
+    fn gdadev_native_post_ring(
+        wq: *const gda_hal::WqHandle,
+        cur_post: u32,
+        wr: *const DevWr,
+        flags: u32,
+        out: *mut Posted,
+    );
     fn gdadev_mlx5_write_inline8_ring(
         sq: *const gda_mlx5::Mlx5Sq,
         at: gda_hal::SqPos,
@@ -139,6 +146,17 @@ pub unsafe fn post_ring(
     flags: u32,
     blueflame: bool,
 ) -> (Posted, u32) {
+    let mut local = Sge::default();
+    let d = dev_wr(wr, &mut local);
+    let mut out = Posted::default();
+    // SAFETY: `d` points at memory alive for the call; the queue is valid (caller).
+    let next =
+        unsafe { gdadev_mlx5_post_ring(sq, cur_post, &d, flags, u32::from(blueflame), &mut out) };
+    (out, next)
+}
+
+/// The request as `DevWr`; an atomic's local entry is kept in `local` (which `sges` points at).
+fn dev_wr(wr: &WorkRequest<'_>, local: &mut Sge) -> DevWr {
     let mut d = DevWr {
         kind: 0,
         has_imm: 0,
@@ -158,7 +176,6 @@ pub unsafe fn post_ring(
         a_swap_mask: 0,
         a_field_boundary: 0,
     };
-    let local;
     let payload = |d: &mut DevWr, p: &Payload<'_>| match p {
         Payload::Inline(b) => {
             d.inline_data = 1;
@@ -199,8 +216,8 @@ pub unsafe fn post_ring(
         } => {
             d.kind = 3;
             d.remote = *remote;
-            local = *l;
-            d.sges = &raw const local;
+            *local = *l;
+            d.sges = &raw const *local;
             d.n_sges = 1;
             d.atomic_bytes = *bytes;
             match *op {
@@ -223,11 +240,28 @@ pub unsafe fn post_ring(
                 } => (d.atomic_kind, d.a_add, d.a_field_boundary) = (3, add, field_boundary),
             }
         }
-        WorkRequest::Nop => unreachable!("the device API has no NOP post"),
+        WorkRequest::Nop => d.kind = 4,
     }
+    d
+}
+
+/// Posts `wr` (any kind, NOP included) at `cur_post` on the native-format queue `wq` with the
+/// header's `gda/native.hpp` and rings its doorbell; the Posted.
+///
+/// # Safety
+/// `wq`'s ring and doorbell word are valid and writable, the request accepted by
+/// `Native::check`.
+#[must_use]
+pub unsafe fn native_post_ring(
+    wq: &gda_hal::WqHandle,
+    cur_post: u32,
+    wr: &WorkRequest<'_>,
+    flags: u32,
+) -> Posted {
+    let mut local = Sge::default();
+    let d = dev_wr(wr, &mut local);
     let mut out = Posted::default();
-    // SAFETY: `d` points at memory alive for the call; the queue is valid (caller).
-    let next =
-        unsafe { gdadev_mlx5_post_ring(sq, cur_post, &d, flags, u32::from(blueflame), &mut out) };
-    (out, next)
+    // SAFETY: `d` and `local` live across the call; the queue is valid (caller).
+    unsafe { gdadev_native_post_ring(wq, cur_post, &d, flags, &mut out) };
+    out
 }
