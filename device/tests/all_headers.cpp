@@ -8,6 +8,7 @@
 #include <gda/mlx5.hpp>
 #include <gda/mlx5_sq.hpp>
 #include <gda/native.hpp>
+#include <gda/any.hpp>
 
 #if defined(GDA_TARGET_HIP) || defined(GDA_TARGET_CUDA)
 #define GDA_KERNEL __global__
@@ -45,4 +46,14 @@ extern "C" GDA_KERNEL void gda_check_native(gda::WqHandle wq, uint32_t* pos, gda
     const gda::Posted p = gda::native::post_write_inline(wq, gda::SqPos{at, 0, 0}, remote, &value,
                                                          8, gda::send::SIGNALED);
     gda::native::ring_sq(wq, p);
+}
+
+// One binary, every NIC compiled in: the provider is a tag in the handle.
+extern "C" GDA_KERNEL void gda_check_any(gda::AnySq q, uint32_t* pos, gda::Remote remote,
+                                         uint64_t value, int32_t* status) {
+    const uint32_t at = gda::arch::fetch_add_u32(pos, 1);
+    gda::Posted p;
+    const gda::PostStatus s =
+        gda::write_value_and_ring(q, gda::SqPos{at, 0, 0}, remote, value, 0u, &p);
+    if (s != gda::PostStatus::Ok) *status = int32_t(s);
 }

@@ -4,6 +4,7 @@
 #include <gda/mlx5.hpp>
 #include <gda/mlx5_sq.hpp>
 #include <gda/native.hpp>
+#include <gda/any.hpp>
 
 #include <thread>
 #include <vector>
@@ -155,5 +156,11 @@ void gdadev_native_post_ring(const gda::WqHandle* wq, uint32_t cur_post, const D
     }
     ring_sq(*wq, p);
     *out = p;
+}
+
+// A register value written through the provider dispatch (gda/any.hpp): PostStatus.
+int32_t gdadev_any_write_value(const gda::AnySq* s, uint32_t cur, gda::Remote remote,
+                               uint64_t value, uint32_t flags, gda::Posted* out) {
+    return int32_t(gda::write_value_and_ring(*s, gda::SqPos{cur, 0, 0}, remote, value, flags, out));
 }
 }

@@ -36,6 +36,14 @@ unsafe extern "C" {
         out: *mut Posted,
     ) -> u32;
     fn gdadev_layout(out: *mut u64);
+    fn gdadev_any_write_value(
+        s: *const AnySq,
+        cur: u32,
+        remote: Remote,
+        value: u64,
+        flags: u32,
+        out: *mut Posted,
+    ) -> i32;
     fn gdadev_native_post_ring(
         wq: *const gda_hal::WqHandle,
         cur_post: u32,
@@ -264,4 +272,55 @@ pub unsafe fn native_post_ring(
     // SAFETY: `d` and `local` live across the call; the queue is valid (caller).
     unsafe { gdadev_native_post_ring(wq, cur_post, &d, flags, &mut out) };
     out
+}
+
+/// `gda::AnySq` of `device/include/gda/any.hpp`: a provider tag, the ABI version and the
+/// provider's queue handle (`WqHandle` for native, `Mlx5Sq` for mlx5), padded to 56 bytes.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct AnySq {
+    /// 1 native, 2 mlx5, 3 bnxt.
+    pub tag: u32,
+    /// `gda::ABI_VERSION` (1).
+    pub abi: u32,
+    /// The handle's bytes.
+    pub q: [u64; 7],
+}
+
+impl AnySq {
+    /// A tagged queue holding `handle` (at most 56 bytes, `#[repr(C)]`).
+    #[must_use]
+    pub fn new<H: Copy>(tag: u32, abi: u32, handle: &H) -> Self {
+        const { assert!(size_of::<H>() <= 56) };
+        let mut q = [0u64; 7];
+        // SAFETY: `H` is a plain `#[repr(C)]` handle of at most 56 bytes (asserted), copied as
+        // bytes into `q`.
+        unsafe {
+            core::ptr::copy_nonoverlapping(
+                core::ptr::from_ref(handle).cast::<u8>(),
+                q.as_mut_ptr().cast::<u8>(),
+                size_of::<H>(),
+            );
+        }
+        Self { tag, abi, q }
+    }
+}
+
+/// A register value written and rung through the header's provider dispatch: the header's
+/// `PostStatus` (0 posted, 1 provider not compiled in, 2 bad handle) and the Posted.
+///
+/// # Safety
+/// The handle's queue memory is valid and writable.
+#[must_use]
+pub unsafe fn any_write_value(
+    s: &AnySq,
+    cur: u32,
+    remote: Remote,
+    value: u64,
+    flags: u32,
+) -> (i32, Posted) {
+    let mut out = Posted::default();
+    // SAFETY: forwarded from the caller.
+    let r = unsafe { gdadev_any_write_value(s, cur, remote, value, flags, &mut out) };
+    (r, out)
 }

@@ -1,0 +1,67 @@
+// gda device API: one kernel binary for every NIC compiled in. A queue handle carries its
+// provider's tag; each call switches once over the providers this build includes, and calls
+// that provider's (inlined) encoder. A build can leave providers out (define
+// GDA_NO_MLX5 / GDA_NO_NATIVE); a queue of a provider left out, or of an unknown tag or ABI
+// version, is refused with SqStatus-like codes, never posted.
+#pragma once
+
+#include "abi.hpp"
+#if !defined(GDA_NO_MLX5)
+#include "mlx5.hpp"
+#endif
+#if !defined(GDA_NO_NATIVE)
+#include "native.hpp"
+#endif
+
+namespace gda {
+
+// Provider tags (as the host's provider names: gda_sim's registry).
+enum class ProviderTag : uint32_t { Native = 1, Mlx5 = 2, Bnxt = 3 };
+
+// A send queue of any provider. `abi` must be ABI_VERSION.
+struct AnySq {
+    uint32_t tag;  // ProviderTag
+    uint32_t abi;
+    union {
+        WqHandle native;
+        mlx5::Sq mlx5;
+    } q;
+};
+static_assert(sizeof(AnySq) == 64 && offsetof(AnySq, q) == 8, "AnySq layout");
+
+// What a dispatched post did.
+enum class PostStatus : int32_t {
+    Ok = 0,
+    NotCompiledIn = 1,  // the provider is not part of this build
+    BadHandle = 2,      // unknown tag or another ABI version
+};
+
+// An 8-byte (or 4-byte) register value written inline to `remote` at `pos`, and rung.
+template <class T>
+GDA_FN PostStatus write_value_and_ring(const AnySq& s, SqPos pos, Remote remote, T value,
+                                       uint32_t flags, Posted* out) {
+    if (s.abi != ABI_VERSION) return PostStatus::BadHandle;
+    switch (ProviderTag(s.tag)) {
+        case ProviderTag::Mlx5:
+#if !defined(GDA_NO_MLX5)
+            *out = mlx5::post_write_value(s.q.mlx5, pos, remote, value, flags);
+            mlx5::ring_sq(s.q.mlx5, *out);
+            return PostStatus::Ok;
+#else
+            return PostStatus::NotCompiledIn;
+#endif
+        case ProviderTag::Native:
+#if !defined(GDA_NO_NATIVE)
+            *out = native::post_write_inline(s.q.native, pos, remote, &value, sizeof(T), flags);
+            native::ring_sq(s.q.native, *out);
+            return PostStatus::Ok;
+#else
+            return PostStatus::NotCompiledIn;
+#endif
+        case ProviderTag::Bnxt:
+            return PostStatus::NotCompiledIn;  // not in the device API yet
+    }
+    return PostStatus::BadHandle;
+}
+
+}  // namespace gda
