@@ -31,6 +31,9 @@ pub enum WireError {
     /// The provider is not compiled into this binary or does not exist.
     #[error("provider {0:?} is not available in this build (available: {1})")]
     Provider(String, &'static str),
+    /// The chosen implementation cannot encode this (`--impl device`).
+    #[error("{0}")]
+    Impl(String),
 }
 
 impl gda_hal::Error for WireError {
@@ -40,7 +43,7 @@ impl gda_hal::Error for WireError {
             Self::Json(_) | Self::Invalid(_) | Self::Hex(_) => ErrorKind::InvalidArgument,
             Self::Post(e) => gda_hal::Error::kind(e),
             Self::Decode(_) => ErrorKind::Malformed,
-            Self::Provider(..) => ErrorKind::Unsupported,
+            Self::Provider(..) | Self::Impl(_) => ErrorKind::Unsupported,
         }
     }
 }
@@ -155,13 +158,39 @@ fn provider_check(provider: &str) -> Result<(), WireError> {
     }
 }
 
-/// Encodes one JSON work request; returns the JSON report.
+/// Whose code encodes (`gda wire encode --impl`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Impl {
+    /// gda's Rust device functions.
+    #[default]
+    Rust,
+    /// The GPU device API's C++ headers (`device/include/gda`), compiled for the host
+    /// (`device` feature).
+    Device,
+}
+
+/// Encodes one JSON work request with gda's Rust device functions; returns the JSON report.
 pub fn encode(provider: &str, input: &str) -> Result<Value, WireError> {
+    encode_with(provider, Impl::Rust, input)
+}
+
+/// Encodes one JSON work request with `imp`'s code; returns the JSON report (the same
+/// fields whoever encodes).
+pub fn encode_with(provider: &str, imp: Impl, input: &str) -> Result<Value, WireError> {
     provider_check(provider)?;
+    if imp == Impl::Device && !(cfg!(feature = "device") && provider == "mlx5") {
+        return Err(WireError::Impl(if cfg!(feature = "device") {
+            format!(
+                "--impl device encodes mlx5 only so far (the device API has no {provider} encoder yet)"
+            )
+        } else {
+            "--impl device needs a gda built with the `device` feature (cargo build --release --features device)".into()
+        }));
+    }
     let wr: WrJson = serde_json::from_str(input)?;
     match provider {
         #[cfg(feature = "mlx5")]
-        "mlx5" => mlx5::encode(&wr),
+        "mlx5" => mlx5::encode(&wr, imp),
         #[cfg(feature = "bnxt")]
         "bnxt" => bnxt::encode(&wr),
         _ => Err(WireError::Provider(provider.to_owned(), PROVIDERS)),
@@ -432,7 +461,7 @@ mod mlx5 {
     use gda_mlx5::Mlx5;
     use gda_mlx5::wire::{CqeRepr, PayloadRepr, WqeRepr};
 
-    pub(super) fn encode(wr: &WrJson) -> Result<Value, WireError> {
+    pub(super) fn encode(wr: &WrJson, imp: Impl) -> Result<Value, WireError> {
         common::check_queue(wr, 1 << 20, "mlx5")?;
         let parsed = common::Parsed::new(wr)?;
         let fl = parsed.flags;
@@ -457,9 +486,15 @@ mod mlx5 {
         // SAFETY: the ring, record and doorbell stand-in are owned here; `check` accepted the
         // request, so it fits the ring.
         let posted = unsafe {
-            let p = Mlx5::post(&wq, SqPos::at_unit(wr.cur_post), &req, fl);
-            Mlx5::ring_sq(&wq, &p);
-            p
+            match imp {
+                #[cfg(feature = "device")]
+                Impl::Device => gda_device::post_ring(&wq, wr.cur_post, &req, fl.bits(), false).0,
+                _ => {
+                    let p = Mlx5::post(&wq, SqPos::at_unit(wr.cur_post), &req, fl);
+                    Mlx5::ring_sq(&wq, &p);
+                    p
+                }
+            }
         };
         let bytes: &[u8] = bytemuck::cast_slice(&ring);
         let mut wqe = Vec::new();

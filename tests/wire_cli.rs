@@ -322,3 +322,45 @@ fn bnxt_bad_input_is_a_clear_error() {
         assert!(err.contains("cannot decode"), "{err}");
     }
 }
+
+/// `gda wire encode --impl device` (the GPU device API's C++ headers compiled for the host)
+/// prints exactly what `--impl rust` prints, for every mlx5 opcode, inline and gather, at
+/// positions across the 16-bit wrap; bnxt through the device API is a clear error.
+#[cfg(feature = "device")]
+#[test]
+fn device_impl_encodes_as_the_rust_functions() {
+    let mut compared = 0;
+    for (i, (opcode, extra)) in [
+        ("RDMA_WRITE", r#""sg_list":[{"addr":4096,"length":300,"lkey":7},{"addr":8192,"length":5,"lkey":8}]"#),
+        ("RDMA_WRITE_WITH_IMM", r#""sg_list":[{"addr":4096,"length":64,"lkey":7}],"imm_data":305419896"#),
+        ("RDMA_WRITE", r#""send_flags":["SIGNALED","INLINE"],"inline_data":"00112233445566778899aabbccddeeff0011223344""#),
+        ("SEND", r#""sg_list":[{"addr":4096,"length":64,"lkey":7}]"#),
+        ("SEND_WITH_IMM", r#""send_flags":["INLINE","FENCE"],"inline_data":"0102030405060708","imm_data":7"#),
+        ("RDMA_READ", r#""sg_list":[{"addr":4096,"length":4096,"lkey":7}]"#),
+        ("ATOMIC_CMP_AND_SWP", r#""sg_list":[{"addr":4096,"length":8,"lkey":7}],"compare_add":5,"swap":9"#),
+        ("ATOMIC_FETCH_AND_ADD", r#""sg_list":[{"addr":4096,"length":8,"lkey":7}],"compare_add":1"#),
+        ("MASKED_CMP_AND_SWP", r#""sg_list":[{"addr":4096,"length":4,"lkey":7}],"compare_add":5,"swap":9,"compare_mask":255,"swap_mask":65280,"atomic_bytes":4"#),
+        ("MASKED_FETCH_AND_ADD", r#""sg_list":[{"addr":4096,"length":8,"lkey":7}],"compare_add":3,"swap":128,"atomic_bytes":8"#),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        for cur in [0u32, 65534, 65535 + i as u32] {
+            let input = format!(
+                r#"{{"opcode":"{opcode}","qp_num":4660,"sq_wqe_cnt":64,"cur_post":{cur},"remote_addr":139637976731648,"rkey":43981,{extra}}}"#
+            );
+            let rust = gda(&["wire", "encode", "--provider", "mlx5"], &input);
+            let dev = gda(&["wire", "encode", "--provider", "mlx5", "--impl", "device"], &input);
+            assert_eq!(rust.0, 0, "{input}: {}", rust.2);
+            assert_eq!(rust, dev, "{input}");
+            compared += 1;
+        }
+    }
+    assert_eq!(compared, 30);
+    let (code, _, err) = gda(
+        &["wire", "encode", "--provider", "bnxt", "--impl", "device"],
+        r#"{"opcode":"RDMA_WRITE","qp_num":1,"sq_wqe_cnt":16,"remote_addr":0,"rkey":1}"#,
+    );
+    assert_ne!(code, 0);
+    assert!(err.contains("no bnxt encoder yet"), "{err}");
+}

@@ -133,22 +133,6 @@ fn main() {
         .arg(&exe));
     println!("cargo:rustc-env=GDA_BNXT_TEST_MAIN={}", exe.display());
 
-    // The device API's headers (device/include/gda) compiled for the host with warnings as
-    // errors, behind a C ABI: src/device.rs, tests/device_mlx5.rs.
-    println!("cargo:rerun-if-changed=cxx");
-    println!("cargo:rerun-if-changed=../../device/include");
-    cc::Build::new()
-        .cpp(true)
-        .file(here.join("cxx/device_mlx5.cpp"))
-        .include(here.join("../../device/include"))
-        .flag("-std=c++17")
-        .flag("-Wall")
-        .flag("-Wextra")
-        .flag("-Werror")
-        .opt_level(2)
-        .out_dir(out.join("gdadevice-obj"))
-        .compile("gdadevice");
-
     println!("cargo:rustc-link-search=native={}", out.display());
     println!("cargo:rustc-link-lib=static=mlx5ref");
     println!("cargo:rustc-link-lib=static=bnxtref");

@@ -632,6 +632,10 @@ enum WireCmd {
         /// NIC format.
         #[arg(long, default_value = "mlx5")]
         provider: String,
+        /// Whose code encodes: gda's Rust device functions, or the GPU device API's C++ headers
+        /// compiled for the host (`device` feature; mlx5).
+        #[arg(long = "impl", value_enum, default_value = "rust")]
+        imp: wire::Impl,
     },
     /// Read hex bytes on stdin (spaces allowed); print the decoded fields as JSON.
     Decode {
@@ -723,7 +727,7 @@ fn main() -> ExitCode {
                 return ExitCode::from(2);
             }
             match cmd {
-                WireCmd::Encode { provider } => wire::encode(&provider, &input),
+                WireCmd::Encode { provider, imp } => wire::encode_with(&provider, imp, &input),
                 WireCmd::Decode {
                     provider,
                     kind,

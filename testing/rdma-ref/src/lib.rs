@@ -273,4 +273,5 @@ mod tests {
 
 pub mod bnxt;
 pub mod case;
-pub mod device;
+/// The device API's headers compiled for the host (crate `gda-device`).
+pub use gda_device as device;

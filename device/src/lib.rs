@@ -1,6 +1,10 @@
-//! The device API's mlx5 header (`device/include/gda/mlx5.hpp`), compiled for the host by
-//! `build.rs` (`cxx/device_mlx5.cpp`), called from Rust: the differential tests post the same
-//! request through it, through gda's Rust device functions and through rdma-core.
+//! # gda-device — the device API's headers, compiled for the host, called from Rust
+//!
+//! `device/include/gda` is header-only C++ for GPU kernels (and CPU threads). `build.rs`
+//! compiles it for the host (`shim/gda_device_shim.cpp`) behind a C ABI that this crate binds,
+//! so Rust code can post through the very code a kernel runs: the differential tests
+//! (testing/rdma-ref: against rdma-core and gda's Rust device functions), the posting protocol
+//! on the software NIC, and `gda wire encode --impl device`. See `device/README.md`.
 
 use gda_hal::{AtomicOp, Payload, Posted, Remote, Sge, WorkRequest};
 
