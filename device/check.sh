@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Compiles every device API header (device/tests/all_headers.cpp) with -Werror for each target
 # whose compiler is installed: host C++ (g++, clang++), HIP (hipcc: gfx90a, gfx940), CUDA (nvcc:
-# sm_80, sm_90). Prints one line per target; a missing compiler is SKIPPED with its name (and
-# an error with --require), a failed compile exits 1.
+# sm_80, sm_90). Then runs the posting protocol under ThreadSanitizer (tests/protocol_tsan.cpp:
+# host threads and a device stand-in; g++ -fsanitize=thread, any report fails). Prints one line
+# per step; a missing compiler is SKIPPED with its name (and an error with --require), a failed
+# step exits 1.
 #
 #   device/check.sh [--require host,hip,cuda] [--isa DIR]
 #
@@ -58,5 +60,16 @@ if command -v "$nvcc" >/dev/null; then
   done
 else
   skip cuda nvcc
+fi
+if command -v g++ >/dev/null; then
+  if g++ -std=c++17 -O1 -g -fsanitize=thread -Wall -Wextra -Werror -I "$inc" \
+       "$here/tests/protocol_tsan.cpp" -o "$tmp/protocol_tsan" -pthread > "$tmp/log" 2>&1 &&
+     TSAN_OPTIONS="halt_on_error=1 exitcode=66" "$tmp/protocol_tsan" > "$tmp/run" 2>&1; then
+    echo "ok      tsan protocol ($(tail -1 "$tmp/run"))"
+  else
+    echo "FAILED  tsan protocol"; cat "$tmp/log" "$tmp/run" 2>/dev/null | tail -40; fail=1
+  fi
+else
+  skip host "g++ (for ThreadSanitizer)"
 fi
 exit $fail
