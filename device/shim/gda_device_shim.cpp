@@ -163,4 +163,9 @@ int32_t gdadev_any_write_value(const gda::AnySq* s, uint32_t cur, gda::Remote re
                                uint64_t value, uint32_t flags, gda::Posted* out) {
     return int32_t(gda::write_value_and_ring(*s, gda::SqPos{cur, 0, 0}, remote, value, flags, out));
 }
+
+// The status an mlx5 error syndrome means (gda/mlx5_sq.hpp).
+uint32_t gdadev_mlx5_wc_status(uint8_t syndrome) {
+    return uint32_t(gda::mlx5::wc_status(syndrome));
+}
 }

@@ -40,6 +40,7 @@ unsafe extern "C" {
         out: *mut Posted,
     ) -> u32;
     fn gdadev_layout(out: *mut u64);
+    fn gdadev_mlx5_wc_status(syndrome: u8) -> u32;
     fn gdadev_any_write_value(
         s: *const AnySq,
         cur: u32,
@@ -327,4 +328,11 @@ pub unsafe fn any_write_value(
     // SAFETY: forwarded from the caller.
     let r = unsafe { gdadev_any_write_value(s, cur, remote, value, flags, &mut out) };
     (r, out)
+}
+
+/// The `gda_hal::WcStatus` number the header gives an mlx5 error CQE's syndrome.
+#[must_use]
+pub fn mlx5_wc_status(syndrome: u8) -> u32 {
+    // SAFETY: a pure function of its argument.
+    unsafe { gdadev_mlx5_wc_status(syndrome) }
 }

@@ -82,6 +82,15 @@ constexpr uint32_t SIGNALED = 2;
 constexpr uint32_t SOLICITED = 4;
 }  // namespace send
 
+// Work-completion status (gda_hal::WcStatus, ibv_wc_status numbering).
+enum class WcStatus : uint32_t {
+    Success = 0, LocLenErr = 1, LocQpOpErr = 2, LocEecOpErr = 3, LocProtErr = 4, WrFlushErr = 5,
+    MwBindErr = 6, BadRespErr = 7, LocAccessErr = 8, RemInvReqErr = 9, RemAccessErr = 10,
+    RemOpErr = 11, RetryExcErr = 12, RnrRetryExcErr = 13, LocRddViolErr = 14,
+    RemInvRdReqErr = 15, RemAbortErr = 16, InvEecnErr = 17, InvEecStateErr = 18, FatalErr = 19,
+    RespTimeoutErr = 20, GeneralErr = 21, TmErr = 22, TmRndvIncomplete = 23,
+};
+
 struct Sge {
     uint64_t addr;
     uint32_t length;

@@ -101,6 +101,37 @@ GDA_FN bool poll_cqe(const CqHandle& cq, uint32_t ci, Cqe* out) {
     return true;
 }
 
+// The status an error CQE's syndrome means (what rdma-core reports; nic-formats.md §F.1).
+GDA_FN WcStatus wc_status(uint8_t syndrome) {
+    switch (syndrome) {
+        case 0x01: return WcStatus::LocLenErr;
+        case 0x02: return WcStatus::LocQpOpErr;
+        case 0x04: return WcStatus::LocProtErr;
+        case 0x05: return WcStatus::WrFlushErr;
+        case 0x06: return WcStatus::MwBindErr;
+        case 0x10: return WcStatus::BadRespErr;
+        case 0x11: return WcStatus::LocAccessErr;
+        case 0x12: return WcStatus::RemInvReqErr;
+        case 0x13: return WcStatus::RemAccessErr;
+        case 0x14: return WcStatus::RemOpErr;
+        case 0x15: return WcStatus::RetryExcErr;
+        case 0x16: return WcStatus::RnrRetryExcErr;
+        case 0x22: return WcStatus::RemAbortErr;
+        default: return WcStatus::GeneralErr;
+    }
+}
+
+// The status of a polled CQE: success, or its error syndrome's meaning.
+GDA_FN WcStatus wc_status(const Cqe& c) {
+    return (c.opcode == 13 || c.opcode == 14) ? wc_status(c.syndrome) : WcStatus::Success;
+}
+
+// The first error the queue's CQEs reported (SqState::error), as a status; Success if none.
+GDA_FN WcStatus first_error(const SqState& st) {
+    const uint64_t e = st.error;
+    return e ? wc_status(uint8_t((e >> 32) - 1)) : WcStatus::Success;
+}
+
 // Tells the device the CQEs below `ci` are consumed (CQ doorbell record word 0).
 GDA_FN void update_cq_ci(const CqHandle& cq, uint32_t ci) {
     arch::store_be32_release(reinterpret_cast<uint32_t*>(cq.dbrec), be::u32(ci & 0xffffffu));

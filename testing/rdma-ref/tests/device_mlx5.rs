@@ -239,3 +239,16 @@ fn a_register_value_write_matches_the_inline_write() {
         .unwrap();
     assert_eq!(compared.get(), 2000);
 }
+
+/// Every one of the 256 syndromes decodes to the status gda_mlx5 gives it (its table follows
+/// nic-formats.md §F.1; `mlx5dv_helpers` checks the syndrome values against rdma-core's).
+#[test]
+fn error_syndromes_decode_as_the_rust_provider() {
+    let mut compared = 0;
+    for s in 0..=255u8 {
+        let rust = gda_mlx5::wire::Syndrome::from_raw(s).wc_status().as_raw();
+        assert_eq!(device::mlx5_wc_status(s), rust, "syndrome {s:#x}");
+        compared += 1;
+    }
+    assert_eq!(compared, 256);
+}
