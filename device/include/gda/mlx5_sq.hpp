@@ -72,7 +72,7 @@ GDA_FN uint64_t now_ns() {
 
 namespace mlx5 {
 
-// A send queue with its CQ (normal mode, 64-byte CQEs) and its shared state.
+// A send queue with its CQ (normal or collapsed, 64-byte CQEs) and its shared state.
 struct Sq2 {
     Sq sq;
     CqHandle cq;
@@ -144,32 +144,54 @@ GDA_FN SqStatus poll(const Sq2& q) {
     SqState* st = q.state;
     if (arch::cas_u32(&st->cq_busy, 0, 1) != 0) return SqStatus::Ok;  // someone else polls
     SqStatus r = SqStatus::Ok;
-    uint32_t ci = st->cq_ci;
     uint64_t newest = st->newest_done;  // widened start + 1 (0: none)
-    const uint64_t base = newest ? newest - 1 : 0;
-    bool seen = false;
-    Cqe c;
-    while (poll_cqe(q.cq, ci, &c)) {
-        const uint64_t from = newest ? newest - 1 : base;
-        const uint64_t widened = from + uint64_t(uint16_t(c.wqe_counter - uint16_t(from)));
-        // ring_bound is read after the CQE: the doorbell that made it was published after it.
-        const uint64_t bound = arch::load_u64_acquire(&st->ring_bound);
-        if (widened >= bound) {
-            r = SqStatus::Window;
-            break;
+    bool progressed = false;
+    // Widens a CQE's 16-bit WQE counter above the newest completed start, window-checked
+    // against ring_bound (read after the CQE: its doorbell was published after the bound).
+    auto observe = [&](uint16_t counter, uint8_t opcode, uint8_t syndrome) {
+        const uint64_t from = newest ? newest - 1 : 0;
+        const uint64_t widened = from + uint64_t(uint16_t(counter - uint16_t(from)));
+        if (widened >= arch::load_u64_acquire(&st->ring_bound)) return false;
+        if (opcode == 13 || opcode == 14) {
+            arch::cas_u64(&st->error, 0, (uint64_t(syndrome) + 1) << 32 | counter);
         }
-        if (c.opcode == 13 || c.opcode == 14) {
-            const uint64_t e = (uint64_t(c.syndrome) + 1) << 32 | c.wqe_counter;
-            arch::cas_u64(&st->error, 0, e);
+        if (widened + 1 > newest) {
+            newest = widened + 1;
+            progressed = true;
         }
-        newest = widened + 1;
-        ++ci;
-        seen = true;
+        return true;
+    };
+    if (q.cq.collapsed) {
+        // One slot the device overwrites: its last word (WQE counter, opcode, owner) read
+        // twice around the rest, so a CQE being rewritten is not taken half old, half new.
+        const uint64_t* tail = reinterpret_cast<const uint64_t*>(q.cq.buf + 56);
+        const uint64_t t1 = arch::load_u64_acquire(tail);
+        const uint8_t op_own = uint8_t(t1 >> 56);
+        if ((op_own >> 4) != 0xf) {
+            const uint8_t syndrome = reinterpret_cast<const uint8_t*>(q.cq.buf)[55];
+            if (arch::load_u64_acquire(tail) == t1) {
+                const uint16_t counter = uint16_t(((t1 >> 32) & 0xff) << 8 | ((t1 >> 40) & 0xff));
+                if (!observe(counter, op_own >> 4, syndrome)) r = SqStatus::Window;
+            }
+        }
+    } else {
+        uint32_t ci = st->cq_ci;
+        const uint32_t ci0 = ci;
+        Cqe c;
+        while (poll_cqe(q.cq, ci, &c)) {
+            if (!observe(c.wqe_counter, c.opcode, c.syndrome)) {
+                r = SqStatus::Window;
+                break;
+            }
+            ++ci;
+        }
+        if (ci != ci0) {
+            st->cq_ci = ci;
+            update_cq_ci(q.cq, ci);
+        }
     }
-    if (seen) {
-        st->cq_ci = ci;
+    if (progressed) {
         st->newest_done = newest;
-        update_cq_ci(q.cq, ci);
         // Release pairs with the producers' acquire loads of complete_below (wait for room).
         arch::fetch_max_u64(&st->complete_below, newest);
     }
