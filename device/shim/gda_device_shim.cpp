@@ -13,7 +13,7 @@ extern "C" {
 
 // One request, in the terms of gda_hal::WorkRequest.
 struct DevWr {
-    uint32_t kind;  // 0 WRITE, 1 SEND, 2 READ, 3 ATOMIC
+    uint32_t kind;  // 0 WRITE, 1 SEND, 2 READ, 3 ATOMIC, 4 NOP
     uint32_t has_imm;
     uint32_t imm;
     uint32_t inline_data;  // payload is `inline_ptr[..inline_len]` instead of the gather list
@@ -22,10 +22,18 @@ struct DevWr {
     uint32_t n_sges;
     const uint8_t* inline_ptr;
     uint32_t inline_len;
-    uint32_t atomic_kind;  // gda::mlx5::Atomic::Kind
+    uint32_t atomic_kind;  // gda::Atomic::Kind
     uint32_t atomic_bytes;
     uint64_t a_compare, a_swap, a_add, a_compare_mask, a_swap_mask, a_field_boundary;
 };
+
+// The request's atomic and its local result entry.
+inline gda::Atomic atomic_of(const DevWr* wr) {
+    return gda::Atomic{static_cast<gda::Atomic::Kind>(wr->atomic_kind), wr->a_compare,
+                       wr->a_swap, wr->a_add, wr->a_compare_mask, wr->a_swap_mask,
+                       wr->a_field_boundary};
+}
+inline gda::Sge local_of(const DevWr* wr) { return wr->n_sges ? wr->sges[0] : gda::Sge{0, 0, 0}; }
 
 // Posts `wr` at `cur_post` on `sq` and rings (BlueFlame when `blueflame`); the Posted and the
 // next BlueFlame offset come back.
@@ -51,12 +59,12 @@ uint32_t gdadev_mlx5_post_ring(const gda::mlx5::Sq* sq, uint32_t cur_post, const
         case 2:
             p = post_read(*sq, pos, wr->remote, wr->sges, wr->n_sges, flags);
             break;
-        default: {
-            Atomic a{static_cast<Atomic::Kind>(wr->atomic_kind), wr->a_compare, wr->a_swap,
-                     wr->a_add, wr->a_compare_mask, wr->a_swap_mask, wr->a_field_boundary};
-            gda::Sge local = wr->n_sges ? wr->sges[0] : gda::Sge{0, 0, 0};
-            p = post_atomic(*sq, pos, wr->remote, local, a, wr->atomic_bytes, flags);
-        }
+        case 3:
+            p = post_atomic(*sq, pos, wr->remote, local_of(wr), atomic_of(wr), wr->atomic_bytes,
+                            flags);
+            break;
+        default:
+            p = post_nop(*sq, pos, flags);
     }
     *out = p;
     return ring_sq_bf(*sq, p, 0, blueflame != 0);
@@ -146,10 +154,8 @@ void gdadev_native_post_ring(const gda::WqHandle* wq, uint32_t cur_post, const D
             p = post_read(*wq, pos, wr->remote, wr->sges, wr->n_sges, flags);
             break;
         case 3:
-            p = post_atomic(*wq, pos, wr->remote, wr->n_sges ? wr->sges[0] : gda::Sge{0, 0, 0},
-                            wr->atomic_kind, wr->a_compare, wr->a_swap, wr->a_add,
-                            wr->a_compare_mask, wr->a_swap_mask, wr->a_field_boundary,
-                            wr->atomic_bytes, flags);
+            p = post_atomic(*wq, pos, wr->remote, local_of(wr), atomic_of(wr), wr->atomic_bytes,
+                            flags);
             break;
         default:
             p = post_nop(*wq, pos, flags);

@@ -4,6 +4,7 @@
 //!
 //! | module | what |
 //! |---|---|
+//! | [`cpu`] | CPU affinity of threads and the kernel's CPU-list form |
 //! | [`shm`] | named POSIX shared-memory segments (`/dev/shm/gda-<job>-<what>`, mode 0600, `O_EXCL`), listing and sweeping a job's names |
 //! | [`process`] | process liveness and PID namespaces, for jobs whose processes share memory |
 //!
@@ -12,5 +13,6 @@
 //! on no other gda crate.
 #![deny(unsafe_op_in_unsafe_fn)]
 
+pub mod cpu;
 pub mod process;
 pub mod shm;

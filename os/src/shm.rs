@@ -115,16 +115,6 @@ impl JobNames {
         })
     }
 
-    /// Names for `job` under a fresh random key (one process, e.g. thread PEs).
-    pub fn random(job: &str) -> io::Result<Self> {
-        let mut key = [0u8; 32];
-        let mut got = 0;
-        while got < key.len() {
-            got += rustix::rand::getrandom(&mut key[got..], rustix::rand::GetRandomFlags::empty())?;
-        }
-        Self::new(job, key)
-    }
-
     /// The job id.
     #[must_use]
     pub fn job(&self) -> &str {

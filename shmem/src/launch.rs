@@ -160,15 +160,11 @@ pub fn init_launched<P: gda_sim::Modeled>(launch: &Launch, cfg: &Config) -> Resu
         .map_err(|e| ShmemError::Config(e.to_string()))?;
     let binding = binding_from_env()?;
     if let Some((bind, cpus)) = &binding {
-        let here = allowed_cpus()?;
         // Placed before the engine thread exists: unbound from birth, PE and engine land
         // where the scheduler finds room. (Unbinding only after init left each engine born on
         // its PE's core, a placement the load balancer sees as even and keeps: half the runs
         // then measured 1.4 µs per put + quiet instead of 0.55.)
-        let p = pe_placement(*bind, here[0], cpus, engine_expected(cfg, launch.size));
-        if p.pe_cpus != here {
-            set_thread_cpus(&p.pe_cpus)?;
-        }
+        let p = place_pe(*bind, cpus, engine_expected(cfg, launch.size))?;
         fabric
             .set_engine_cpus(&p.engine_cpus)
             .map_err(|e| ShmemError::Config(format!("GDA_SHMEM_CPUS: {e}")))?;
@@ -177,11 +173,7 @@ pub fn init_launched<P: gda_sim::Modeled>(launch: &Launch, cfg: &Config) -> Resu
     let pe = init_booted(launch, boot, cfg, nic)?;
     if let Some((bind, cpus)) = &binding {
         // What the configuration did not foretell (routes decided by host identities).
-        let here = allowed_cpus()?;
-        let p = pe_placement(*bind, here[0], cpus, fabric.engine_cpus().is_some());
-        if p.pe_cpus != here {
-            set_thread_cpus(&p.pe_cpus)?;
-        }
+        place_pe(*bind, cpus, fabric.engine_cpus().is_some())?;
     }
     report_bindings(launch.rank, &fabric);
     // Every PE has connected (init ends with a barrier): the registry's name can go, so a
@@ -226,15 +218,10 @@ pub fn raise_open_file_limit() {
 fn rendezvous(launch: &Launch, cfg: &Config) -> Result<TcpBoot> {
     raise_open_file_limit();
     let secret = launch.secret_source()?;
-    let meet = if launch.keyed_port {
-        crate::boot::tcp::Meet::KeyedPort(launch.addr.ip())
-    } else {
-        crate::boot::tcp::Meet::At(launch.addr)
-    };
     let boot = TcpBoot::connect_with(
         launch.rank,
         launch.size,
-        meet,
+        launch.addr,
         &launch.job,
         &secret,
         cfg.timeout,
@@ -320,37 +307,17 @@ impl std::str::FromStr for Bind {
 
 /// The CPUs this process may run on, in increasing order.
 fn allowed_cpus() -> Result<Vec<usize>> {
-    let set = rustix::thread::sched_getaffinity(None)
-        .map_err(|e| ShmemError::io("reading the launcher's CPU affinity", e.into()))?;
-    Ok(cpus_of(&set))
+    gda_os::cpu::allowed(None).map_err(|e| ShmemError::io("reading the CPU affinity", e))
 }
 
-fn cpus_of(set: &rustix::thread::CpuSet) -> Vec<usize> {
-    (0..rustix::thread::CpuSet::MAX_CPU)
-        .filter(|&c| set.is_set(c))
-        .collect()
-}
-
-/// Where one PE of a bound job starts: `gdarun` pins the PE's process to `cpu` and tells it
-/// the launcher's CPUs (`GDA_SHMEM_CPUS`) and the binding (`GDA_SHMEM_BIND`), from which the
-/// PE places its software-NIC engine and itself once it knows whether it runs one
-/// ([`pe_placement`]).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Placement {
-    /// The CPU the PE's process starts pinned to.
-    pub cpu: usize,
-    /// Every CPU the launcher may use.
-    pub launcher_cpus: Vec<usize>,
-}
-
-/// Where each PE starts (`None`: unbound), for `n` PEs over `cpus` (the launcher's CPUs);
-/// `engines`: the job's configuration says its PEs run software-NIC engines
-/// ([`engine_expected`]). `auto` then leaves the PEs unbound from the start, as unbound jobs
-/// ran before binding existed: a PE pinned at start (even if it unbinds itself before its
-/// engine starts) begins on a core of its own, and the balancer sometimes keeps each engine on
-/// its PE's core (measured: one run in five at 1.4 µs per put + quiet instead of 0.55; never
-/// in 23 unbound runs).
-fn placement(bind: Bind, n: u32, cpus: &[usize], engines: bool) -> Result<Option<Vec<Placement>>> {
+/// The CPU each PE is pinned to (`None`: unbound), for `n` PEs over `cpus` (the launcher's
+/// CPUs, which a pinned PE is told: `GDA_SHMEM_CPUS`, see [`pe_placement`]); `engines`: the
+/// job's configuration says its PEs run software-NIC engines ([`engine_expected`]). `auto`
+/// then leaves the PEs unbound from the start, as unbound jobs ran before binding existed: a
+/// PE pinned at start (even if it unbinds itself before its engine starts) begins on a core of
+/// its own, and the balancer sometimes keeps each engine on its PE's core (measured: one run in
+/// five at 1.4 µs per put + quiet instead of 0.55; never in 23 unbound runs).
+fn placement(bind: Bind, n: u32, cpus: &[usize], engines: bool) -> Result<Option<Vec<usize>>> {
     let fits = cpus.len() >= n as usize;
     match bind {
         Bind::None => Ok(None),
@@ -360,15 +327,7 @@ fn placement(bind: Bind, n: u32, cpus: &[usize], engines: bool) -> Result<Option
              or fewer PEs)",
             cpus.len()
         ))),
-        Bind::Auto | Bind::Core => Ok(Some(
-            cpus[..n as usize]
-                .iter()
-                .map(|&cpu| Placement {
-                    cpu,
-                    launcher_cpus: cpus.to_vec(),
-                })
-                .collect(),
-        )),
+        Bind::Auto | Bind::Core => Ok(Some(cpus[..n as usize].to_vec())),
     }
 }
 
@@ -405,61 +364,18 @@ pub fn pe_placement(bind: Bind, cpu: usize, launcher_cpus: &[usize], engine: boo
     }
 }
 
-/// Writes a CPU list as the kernel does (`0-3,8,10-11`).
-#[must_use]
-pub fn format_cpu_list(cpus: &[usize]) -> String {
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < cpus.len() {
-        let mut j = i;
-        while j + 1 < cpus.len() && cpus[j + 1] == cpus[j] + 1 {
-            j += 1;
-        }
-        out.push(if j == i {
-            cpus[i].to_string()
-        } else {
-            format!("{}-{}", cpus[i], cpus[j])
-        });
-        i = j + 1;
-    }
-    out.join(",")
-}
-
 /// Reads a CPU list (`0-3,8,10-11`, the kernel's and `taskset -c`'s form) into sorted, distinct
-/// CPU numbers below the kernel interface's limit; anything else is an error naming `var`.
+/// CPU numbers; anything else is an error naming `var`.
 pub fn parse_cpu_list(var: &str, s: &str) -> Result<Vec<usize>> {
-    let bad = |why: String| ShmemError::Config(format!("{var}={s:?} is not a CPU list: {why}"));
-    let max = rustix::thread::CpuSet::MAX_CPU;
-    let mut set = std::collections::BTreeSet::new();
-    for part in s.trim().split(',') {
-        let num = |t: &str| -> Result<usize> {
-            let c: usize = t
-                .trim()
-                .parse()
-                .map_err(|_| bad(format!("{t:?} is not a CPU number")))?;
-            if c >= max {
-                return Err(bad(format!("CPU {c} is not below {max}")));
-            }
-            Ok(c)
-        };
-        let (a, b) = match part.split_once('-') {
-            Some((a, b)) => (num(a)?, num(b)?),
-            None => (num(part)?, num(part)?),
-        };
-        if a > b {
-            return Err(bad(format!("range {a}-{b} runs backwards")));
-        }
-        set.extend(a..=b);
-    }
-    Ok(set.into_iter().collect())
+    gda_os::cpu::parse_list(s)
+        .map_err(|why| ShmemError::Config(format!("{var}={s:?} is not a CPU list: {why}")))
 }
 
 /// Makes `c` start pinned to `cpu`: the child sets its own affinity between fork and exec, so
 /// the program never runs elsewhere (and what it forks inherits the mask).
 fn pin(c: &mut Command, cpu: usize) {
-    let mut set = rustix::thread::CpuSet::new();
-    set.set(cpu);
-    let hook = move || rustix::thread::sched_setaffinity(None, &set).map_err(std::io::Error::from);
+    let set = gda_os::cpu::set_of(&[cpu]);
+    let hook = move || gda_os::cpu::restrict(&set);
     // SAFETY: the hook runs in the forked child before exec, where only async-signal-safe
     // work is allowed: it makes one system call on a set built before the fork, allocates
     // nothing and takes no lock.
@@ -534,12 +450,16 @@ fn binding_from_env() -> Result<Option<(Bind, Vec<usize>)>> {
     Ok(Some((bind, parse_cpu_list("GDA_SHMEM_CPUS", &cpus)?)))
 }
 
-/// Restricts the calling thread (and the threads it starts later) to `cpus`.
-fn set_thread_cpus(cpus: &[usize]) -> Result<()> {
-    let mut set = rustix::thread::CpuSet::new();
-    cpus.iter().for_each(|&c| set.set(c));
-    rustix::thread::sched_setaffinity(None, &set)
-        .map_err(|e| ShmemError::io("moving the PE to the launcher's CPUs", e.into()))
+/// Places this PE (its calling thread, and the threads it starts later) as `pe_placement`
+/// says for `bind`, the launcher's `cpus` and whether it runs an engine; returns the placement.
+fn place_pe(bind: Bind, cpus: &[usize], engine: bool) -> Result<PePlacement> {
+    let here = allowed_cpus()?;
+    let p = pe_placement(bind, here[0], cpus, engine);
+    if p.pe_cpus != here {
+        gda_os::cpu::restrict(&gda_os::cpu::set_of(&p.pe_cpus))
+            .map_err(|e| ShmemError::io("moving the PE to the launcher's CPUs", e))?;
+    }
+    Ok(p)
 }
 
 /// With `GDA_SHMEM_REPORT_BINDINGS=1` (`gdarun --report-bindings`), one line on stderr saying
@@ -549,11 +469,11 @@ fn report_bindings(rank: u32, fabric: &gda_sim::Fabric) {
     if std::env::var("GDA_SHMEM_REPORT_BINDINGS").as_deref() != Ok("1") {
         return;
     }
-    let pe = allowed_cpus().map_or_else(|e| format!("unknown ({e})"), |c| format_cpu_list(&c));
-    let engine = fabric.engine_cpus().map_or_else(
-        || "not running (no RDMA routes)".to_string(),
-        |c| format_cpu_list(&c),
-    );
+    let list = gda_os::cpu::format_list;
+    let pe = allowed_cpus().map_or_else(|e| format!("unknown ({e})"), |c| list(&c));
+    let engine = fabric
+        .engine_cpus()
+        .map_or_else(|| "not running (no RDMA routes)".to_string(), |c| list(&c));
     crate::diag!("gda shmem: PE {rank} bindings: pe cpus {pe}; engine cpus {engine}");
 }
 
@@ -742,9 +662,15 @@ fn supervise(
 ) -> Result<JobOutcome> {
     use std::sync::atomic::Ordering::Relaxed;
     // The mask is only read when binding may happen (`none` works whatever it would say).
-    let cpus = match job.bind {
-        Bind::None => None,
-        b => placement(b, job.n, &allowed_cpus()?, job_runs_engines(job)?)?,
+    let (cpus, launcher_cpus) = match job.bind {
+        Bind::None => (None, String::new()),
+        b => {
+            let all = allowed_cpus()?;
+            (
+                placement(b, job.n, &all, job_runs_engines(job)?)?,
+                gda_os::cpu::format_list(&all),
+            )
+        }
     };
     let secret: [u8; 32] = rand::random();
     // PEs report `shmem_global_exit` on this pipe (`GDA_SHMEM_EXIT_FD`: the write end, which
@@ -788,9 +714,9 @@ fn supervise(
         for (k, v) in &job.env {
             c.env(k, v);
         }
-        if let Some(p) = cpus.as_ref().map(|c| &c[r as usize]) {
-            pin(&mut c, p.cpu);
-            c.env("GDA_SHMEM_CPUS", format_cpu_list(&p.launcher_cpus));
+        if let Some(&cpu) = cpus.as_ref().map(|c| &c[r as usize]) {
+            pin(&mut c, cpu);
+            c.env("GDA_SHMEM_CPUS", &launcher_cpus);
             c.env(
                 "GDA_SHMEM_BIND",
                 if job.bind == Bind::Core {
@@ -968,28 +894,20 @@ mod tests {
     #[test]
     fn binding_places_pes_on_the_allowed_cpus() {
         let cpus = [2, 3, 5];
-        let at = |c: &[usize]| {
-            c.iter()
-                .map(|&cpu| Placement {
-                    cpu,
-                    launcher_cpus: cpus.to_vec(),
-                })
-                .collect::<Vec<_>>()
-        };
         assert_eq!(
             placement(Bind::Auto, 2, &cpus, false).unwrap(),
-            Some(at(&[2, 3]))
+            Some(vec![2, 3])
         );
         // Issue 24: a job whose PEs run software-NIC engines is not bound under `auto`;
         // `core` binds it all the same (the engines stay free, see `pe_placement`).
         assert_eq!(placement(Bind::Auto, 2, &cpus, true).unwrap(), None);
         assert_eq!(
             placement(Bind::Core, 2, &cpus, true).unwrap(),
-            Some(at(&[2, 3]))
+            Some(vec![2, 3])
         );
         assert_eq!(
             placement(Bind::Core, 3, &cpus, false).unwrap(),
-            Some(at(&[2, 3, 5]))
+            Some(vec![2, 3, 5])
         );
         // More PEs than CPUs: auto leaves them unbound, core is an error naming both counts.
         assert_eq!(placement(Bind::Auto, 4, &cpus, false).unwrap(), None);
@@ -1067,7 +985,7 @@ mod tests {
             ("0-1,4,6-7", vec![0, 1, 4, 6, 7]),
         ] {
             assert_eq!(parse_cpu_list("V", text).unwrap(), cpus);
-            assert_eq!(format_cpu_list(&cpus), text);
+            assert_eq!(gda_os::cpu::format_list(&cpus), text);
         }
         // Unsorted, repeated, spaced: read as a set.
         assert_eq!(parse_cpu_list("V", " 3,1-2,2 ").unwrap(), [1, 2, 3]);

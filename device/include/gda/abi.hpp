@@ -101,4 +101,27 @@ struct Remote {
     uint32_t rkey;
 };
 
+// An atomic: what it does and its operands (gda_hal::AtomicOp), for every provider.
+struct Atomic {
+    enum Kind : uint8_t { CompareSwap, FetchAdd, MaskedCompareSwap, MaskedFetchAdd } kind;
+    uint64_t compare;         // CompareSwap, MaskedCompareSwap
+    uint64_t swap;            // CompareSwap, MaskedCompareSwap
+    uint64_t add;             // FetchAdd, MaskedFetchAdd
+    uint64_t compare_mask;    // MaskedCompareSwap
+    uint64_t swap_mask;       // MaskedCompareSwap
+    uint64_t field_boundary;  // MaskedFetchAdd
+};
+
+GDA_FN Atomic compare_swap(uint64_t compare, uint64_t swap) {
+    return Atomic{Atomic::CompareSwap, compare, swap, 0, 0, 0, 0};
+}
+GDA_FN Atomic fetch_add(uint64_t add) { return Atomic{Atomic::FetchAdd, 0, 0, add, 0, 0, 0}; }
+GDA_FN Atomic masked_compare_swap(uint64_t compare, uint64_t compare_mask, uint64_t swap,
+                                  uint64_t swap_mask) {
+    return Atomic{Atomic::MaskedCompareSwap, compare, swap, 0, compare_mask, swap_mask, 0};
+}
+GDA_FN Atomic masked_fetch_add(uint64_t add, uint64_t field_boundary) {
+    return Atomic{Atomic::MaskedFetchAdd, 0, 0, add, 0, 0, field_boundary};
+}
+
 }  // namespace gda

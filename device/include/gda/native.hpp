@@ -161,33 +161,30 @@ GDA_FN Posted post_read(const WqHandle& wq, SqPos pos, Remote r, const Sge* s, u
     return finish(wq, pos, h, 1 + sge_units(count_sges(s, n)));
 }
 
-// Atomic kinds as in mlx5::Atomic (0 compare-swap, 1 fetch-add, 2 masked compare-swap,
-// 3 masked fetch-add); operands as gda_hal::AtomicOp.
-GDA_FN Posted post_atomic(const WqHandle& wq, SqPos pos, Remote r, Sge local, uint32_t kind,
-                          uint64_t compare, uint64_t swap, uint64_t add, uint64_t compare_mask,
-                          uint64_t swap_mask, uint64_t field_boundary, uint32_t bytes,
-                          uint32_t flags) {
+// An atomic of `bytes` (8; masked ones also 4) on `r`, its result to `local`.
+GDA_FN Posted post_atomic(const WqHandle& wq, SqPos pos, Remote r, Sge local, const Atomic& a,
+                          uint32_t bytes, uint32_t flags) {
     static constexpr uint8_t ops[4] = {op::COMP_SWAP, op::FETCH_ADD, op::MASKED_COMP_SWAP,
                                        op::MASKED_FETCH_ADD};
-    Wqe h = header(ops[kind & 3], flags);
+    Wqe h = header(ops[a.kind & 3], flags);
     h.remote_addr = r.addr;
     h.rkey = r.rkey;
     h.width = uint8_t(bytes);
     h.local = Sge{local.addr, bytes, local.lkey};
     h.nsge = 1;
     uint32_t units = 1;
-    switch (kind & 3) {
-        case 0: h.op0 = compare; h.op1 = swap; break;
-        case 1: h.op0 = add; break;
-        case 2: {
-            h.op0 = compare;
-            h.op1 = swap;
-            uint64_t masks[8] = {compare_mask, swap_mask, 0, 0, 0, 0, 0, 0};
+    switch (a.kind) {
+        case Atomic::CompareSwap: h.op0 = a.compare; h.op1 = a.swap; break;
+        case Atomic::FetchAdd: h.op0 = a.add; break;
+        case Atomic::MaskedCompareSwap: {
+            h.op0 = a.compare;
+            h.op1 = a.swap;
+            const uint64_t masks[8] = {a.compare_mask, a.swap_mask, 0, 0, 0, 0, 0, 0};
             __builtin_memcpy(unit_addr(wq, pos.unit, 1), masks, UNIT_BYTES);
             units = 2;
             break;
         }
-        default: h.op0 = add; h.op1 = field_boundary; break;
+        case Atomic::MaskedFetchAdd: h.op0 = a.add; h.op1 = a.field_boundary; break;
     }
     return finish(wq, pos, h, units);
 }

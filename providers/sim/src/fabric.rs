@@ -241,10 +241,10 @@ impl Fabric {
         if cpus.is_empty() {
             return Err(SimError::InvalidArgument("engine CPU set is empty".into()));
         }
-        if let Some(&c) = cpus.iter().find(|&&c| c >= rustix::thread::CpuSet::MAX_CPU) {
+        if let Some(&c) = cpus.iter().find(|&&c| c >= gda_os::cpu::MAX) {
             return Err(SimError::InvalidArgument(format!(
                 "engine CPU {c} is beyond the {} CPUs the kernel interface names",
-                rustix::thread::CpuSet::MAX_CPU
+                gda_os::cpu::MAX
             )));
         }
         let started = self
@@ -290,13 +290,7 @@ impl Fabric {
             }
             std::thread::sleep(std::time::Duration::from_millis(1));
         };
-        let pid = rustix::process::Pid::from_raw(tid)?;
-        let set = rustix::thread::sched_getaffinity(Some(pid)).ok()?;
-        Some(
-            (0..rustix::thread::CpuSet::MAX_CPU)
-                .filter(|&c| set.is_set(c))
-                .collect(),
-        )
+        gda_os::cpu::allowed(Some(gda_os::cpu::Pid::from_raw(tid)?)).ok()
     }
 
     pub(crate) fn ensure_engine(&self) {
@@ -313,11 +307,9 @@ impl Fabric {
                 .name(self.engine_thread_name())
                 .spawn(move || {
                     if let Some(cpus) = cpus {
-                        let mut set = rustix::thread::CpuSet::new();
-                        cpus.iter().for_each(|&c| set.set(c));
                         // Best effort: a set with no allowed CPU leaves the engine where it
                         // was born (reported by `Fabric::engine_cpus`).
-                        let _ = rustix::thread::sched_setaffinity(None, &set);
+                        let _ = gda_os::cpu::restrict(&gda_os::cpu::set_of(&cpus));
                     }
                     if let Some(f) = weak.upgrade() {
                         // ORDERING: Release pairs with the Acquire load in `engine_cpus`.

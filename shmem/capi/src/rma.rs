@@ -7,7 +7,7 @@
 
 use std::ffi::{c_int, c_void};
 
-use crate::state::{check, fatal, pe, target};
+use crate::state::{check, fatal, local_buffer, pe, target};
 
 /// `len` bytes from local `src` to symmetric `dst` on `target`.
 ///
@@ -21,12 +21,7 @@ pub(crate) unsafe fn put(
     to: c_int,
     nbi: bool,
 ) {
-    if src.is_null() && len > 0 {
-        fatal(
-            routine,
-            &format!("the local source is NULL ({len} bytes to put)"),
-        );
-    }
+    local_buffer(routine, src, len, "source");
     {
         let a = pe(routine);
         if let Some(d) = a.state().fast.local(dst as usize, len, to) {
@@ -50,12 +45,7 @@ pub(crate) unsafe fn put(
 /// # Safety
 /// `dst` is valid for `len` bytes.
 pub(crate) unsafe fn get(routine: &str, dst: *mut u8, src: *const u8, len: usize, from: c_int) {
-    if dst.is_null() && len > 0 {
-        fatal(
-            routine,
-            &format!("the local destination is NULL ({len} bytes to get)"),
-        );
-    }
+    local_buffer(routine, dst, len, "destination");
     {
         let a = pe(routine);
         if let Some(s) = a.state().fast.local(src as usize, len, from) {

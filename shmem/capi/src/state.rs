@@ -657,6 +657,18 @@ pub(crate) fn fatal(routine: &str, what: &str) -> ! {
     std::process::exit(1)
 }
 
+/// A local buffer of `len` bytes a routine reads or writes (`what`: "source" or
+/// "destination"); NULL with a non-zero length is a fatal error naming `routine`, not a SIGSEGV.
+pub(crate) fn local_buffer(routine: &str, p: *const u8, len: usize, what: &str) {
+    if p.is_null() && len > 0 {
+        let verb = if what == "source" { "put" } else { "get" };
+        fatal(
+            routine,
+            &format!("the local {what} is NULL ({len} bytes to {verb})"),
+        );
+    }
+}
+
 /// `r`'s value, or a fatal error naming `routine`.
 pub(crate) fn check<T>(routine: &str, r: Result<T>) -> T {
     r.unwrap_or_else(|e: ShmemError| fatal(routine, &e.to_string()))

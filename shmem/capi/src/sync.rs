@@ -37,12 +37,7 @@ pub(crate) unsafe fn put_signal(
     op: c_int,
     to: c_int,
 ) {
-    if src.is_null() && len > 0 {
-        crate::state::fatal(
-            routine,
-            &format!("the local source is NULL ({len} bytes to put)"),
-        );
-    }
+    crate::state::local_buffer(routine, src, len, "source");
     let (op, t) = (sig_op(routine, op), target(routine, to));
     // SAFETY: the caller's source.
     check(routine, unsafe {

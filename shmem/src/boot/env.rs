@@ -19,7 +19,7 @@
 //! ranks read it: this covers one host and hosts sharing that directory; multi-host jobs
 //! without a shared directory set `GDA_SHMEM_SECRET` themselves.
 
-use super::tcp::Secret;
+use super::tcp::{Meet, Secret};
 use crate::error::{Result, ShmemError};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -31,11 +31,9 @@ pub struct Launch {
     pub rank: u32,
     /// Number of PEs.
     pub size: u32,
-    /// Where rank 0 listens.
-    pub addr: SocketAddr,
-    /// No launcher variable named the address: rank 0 listens on `addr`'s host at a port
-    /// derived from the job secret ([`super::tcp::Meet::KeyedPort`]), not at `addr`'s port.
-    pub keyed_port: bool,
+    /// Where rank 0 listens: the launcher's address, or (no launcher variable names one) a
+    /// loopback port derived from the job secret ([`Meet::KeyedPort`]).
+    pub addr: Meet,
     /// Job id (`[A-Za-z0-9_.]`).
     pub job: String,
     /// The job secret, when the launcher passed one (else it comes from the secret file).
@@ -124,10 +122,8 @@ impl Launch {
             || format!("{launcher}{}", sanitize(&job_id)),
             |j| sanitize(&j),
         );
-        let keyed_port = get("GDA_SHMEM_BOOT").is_none()
-            && (get("MASTER_ADDR").is_none() || get("MASTER_PORT").is_none());
         let addr = if let Some(b) = get("GDA_SHMEM_BOOT") {
-            parse_addr("GDA_SHMEM_BOOT", &b)?
+            Meet::At(parse_addr("GDA_SHMEM_BOOT", &b)?)
         } else if let (Some(a), Some(p)) = (get("MASTER_ADDR"), get("MASTER_PORT")) {
             let port: u16 = p
                 .trim()
@@ -138,13 +134,13 @@ impl Launch {
             } else {
                 a.clone()
             };
-            parse_addr(
+            Meet::At(parse_addr(
                 "MASTER_ADDR",
                 &format!("{host}:{}", port.wrapping_add(1).max(1024)),
-            )?
+            )?)
         } else {
-            // The port comes from the job secret once it is known (keyed_port).
-            SocketAddr::from(([127, 0, 0, 1], 0))
+            // The port comes from the job secret once it is known.
+            Meet::KeyedPort(std::net::Ipv4Addr::LOCALHOST.into())
         };
         let secret = match get("GDA_SHMEM_SECRET") {
             Some(s) => Some(
@@ -157,7 +153,6 @@ impl Launch {
             rank: r,
             size: n,
             addr,
-            keyed_port,
             job,
             secret,
             launcher,
@@ -375,7 +370,11 @@ mod tests {
             (l.rank, l.size, l.launcher, l.job.as_str()),
             (2, 4, "mpirun", "mpirun77")
         );
-        assert!(l.addr.ip().is_loopback());
+        assert!(
+            matches!(l.addr, Meet::KeyedPort(ip) if ip.is_loopback()),
+            "{:?}",
+            l.addr
+        );
         let l = launch(&[("PMI_RANK", "0"), ("PMI_SIZE", "2")])
             .unwrap()
             .unwrap();
@@ -397,7 +396,10 @@ mod tests {
         ])
         .unwrap()
         .unwrap();
-        assert_eq!((l.launcher, l.addr.port()), ("torchrun", 29501));
+        assert_eq!(
+            (l.launcher, l.addr),
+            ("torchrun", Meet::At("127.0.0.1:29501".parse().unwrap()))
+        );
         let l = launch(&[
             ("GDA_SHMEM_RANK", "1"),
             ("GDA_SHMEM_SIZE", "2"),
@@ -408,8 +410,13 @@ mod tests {
         .unwrap()
         .unwrap();
         assert_eq!(
-            (l.launcher, l.job.as_str(), l.addr.port(), l.secret),
-            ("gdarun", "j1", 4000, Some(vec![0, 255]))
+            (l.launcher, l.job.as_str(), l.addr, l.secret),
+            (
+                "gdarun",
+                "j1",
+                Meet::At("127.0.0.1:4000".parse().unwrap()),
+                Some(vec![0, 255])
+            )
         );
         assert_eq!(launch(&[]).unwrap(), None);
     }
