@@ -659,14 +659,22 @@ pub(crate) fn fatal(routine: &str, what: &str) -> ! {
 
 /// A local buffer of `len` bytes a routine reads or writes (`what`: "source" or
 /// "destination"); NULL with a non-zero length is a fatal error naming `routine`, not a SIGSEGV.
+#[inline(always)]
 pub(crate) fn local_buffer(routine: &str, p: *const u8, len: usize, what: &str) {
     if p.is_null() && len > 0 {
-        let verb = if what == "source" { "put" } else { "get" };
-        fatal(
-            routine,
-            &format!("the local {what} is NULL ({len} bytes to {verb})"),
-        );
+        null_buffer(routine, len, what);
     }
+}
+
+/// The fatal error of [`local_buffer`], out of the put/get hot path.
+#[cold]
+#[inline(never)]
+fn null_buffer(routine: &str, len: usize, what: &str) -> ! {
+    let verb = if what == "source" { "put" } else { "get" };
+    fatal(
+        routine,
+        &format!("the local {what} is NULL ({len} bytes to {verb})"),
+    )
 }
 
 /// `r`'s value, or a fatal error naming `routine`.
