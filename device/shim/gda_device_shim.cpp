@@ -4,6 +4,7 @@
 #include <gda/mlx5.hpp>
 #include <gda/mlx5_sq.hpp>
 #include <gda/native.hpp>
+#include <gda/native_sq.hpp>
 #include <gda/any.hpp>
 
 #include <thread>
@@ -88,11 +89,14 @@ void gdadev_layout(uint64_t* out) {
 }
 
 // `threads` CPU threads (standing in for GPU lanes) share one queue through the header's
-// posting protocol: thread t writes the 8-byte value (t << 32 | i) to remote slot t * per + i
-// as an inline RDMA WRITE, every `quiet_every` posts it quiets, and at the end each quiets.
-// Returns the first non-Ok status (0: all Ok).
-int32_t gdadev_mlx5_threads_write(const gda::mlx5::Sq2* q, uint32_t threads, uint32_t per,
-                                  uint32_t quiet_every, gda::Remote remote) {
+// posting protocol: thread t writes the 8-byte value (t << 32 | i) to remote slot
+// first + t * per + i as an inline RDMA WRITE, every `quiet_every` posts it quiets, and at the
+// end each quiets. Returns the first non-Ok status (0: all Ok).
+}  // extern "C"
+
+template <class Q>
+static int32_t threads_write(const Q* q, uint32_t threads, uint32_t per, uint32_t quiet_every,
+                      gda::Remote remote) {
     std::vector<std::thread> ts;
     std::vector<int32_t> status(threads, 0);
     for (uint32_t t = 0; t < threads; ++t) {
@@ -100,16 +104,16 @@ int32_t gdadev_mlx5_threads_write(const gda::mlx5::Sq2* q, uint32_t threads, uin
             for (uint32_t i = 0; i < per; ++i) {
                 const uint64_t v = uint64_t(t) << 32 | i;
                 const gda::Remote r{remote.addr + (uint64_t(t) * per + i) * 8, remote.rkey};
-                gda::SqStatus s = gda::mlx5::write_inline(*q, r, &v, 8, 0);
+                gda::SqStatus s = gda::sq::write_value(*q, r, v, 0);
                 if (s == gda::SqStatus::Ok && quiet_every && (i + 1) % quiet_every == 0) {
-                    s = gda::mlx5::quiet(*q);
+                    s = gda::sq::quiet(*q);
                 }
                 if (s != gda::SqStatus::Ok) {
                     status[t] = int32_t(s);
                     return;
                 }
             }
-            const gda::SqStatus s = gda::mlx5::quiet(*q);
+            const gda::SqStatus s = gda::sq::quiet(*q);
             if (s != gda::SqStatus::Ok) status[t] = int32_t(s);
         });
     }
@@ -118,6 +122,35 @@ int32_t gdadev_mlx5_threads_write(const gda::mlx5::Sq2* q, uint32_t threads, uin
         if (s) return s;
     }
     return 0;
+}
+
+extern "C" {
+
+int32_t gdadev_mlx5_threads_write(const gda::mlx5::Queue* q, uint32_t threads, uint32_t per,
+                                  uint32_t quiet_every, gda::Remote remote) {
+    return threads_write(q, threads, per, quiet_every, remote);
+}
+int32_t gdadev_native_threads_write(const gda::native::Queue* q, uint32_t threads, uint32_t per,
+                                    uint32_t quiet_every, gda::Remote remote) {
+    return threads_write(q, threads, per, quiet_every, remote);
+}
+
+// sizeof and offsets of the protocol's structs (SqState, SqProto, the Queues), for the layout
+// test against gda_hal's SqShared, SqProto and SqDevice.
+void gdadev_protocol_layout(uint64_t* out) {
+    const uint64_t v[] = {
+        sizeof(gda::SqState), offsetof(gda::SqState, rung), offsetof(gda::SqState, ring_bound),
+        offsetof(gda::SqState, complete_below), offsetof(gda::SqState, signaled_marker),
+        offsetof(gda::SqState, last_rung_marker), offsetof(gda::SqState, newest_plus_one),
+        offsetof(gda::SqState, error), offsetof(gda::SqState, cq_busy),
+        offsetof(gda::SqState, cq_ci), offsetof(gda::SqState, poisoned), sizeof(gda::SqProto),
+        offsetof(gda::SqProto, state), offsetof(gda::SqProto, capacity),
+        offsetof(gda::SqProto, signal_every), offsetof(gda::SqProto, timeout_ns),
+        offsetof(gda::SqProto, max_units), offsetof(gda::SqProto, bits),
+        offsetof(gda::SqProto, tracks_psn), offsetof(gda::SqProto, provider),
+        sizeof(gda::mlx5::Queue), offsetof(gda::mlx5::Queue, sq), sizeof(gda::native::Queue),
+        offsetof(gda::native::Queue, sq)};
+    for (unsigned i = 0; i < sizeof v / sizeof v[0]; ++i) out[i] = v[i];
 }
 
 // The hot path of a GDA kernel, for the encoding benchmark: an 8-byte inline RDMA WRITE

@@ -8,6 +8,7 @@
 
 use gda_hal::{AtomicOp, Payload, Posted, Remote, Sge, WorkRequest};
 
+
 /// `DevWr` of `cxx/device_mlx5.cpp`.
 #[repr(C)]
 struct DevWr {
@@ -63,12 +64,20 @@ unsafe extern "C" {
         value: u64,
     ) -> gda_hal::SqPos;
     fn gdadev_mlx5_threads_write(
-        q: *const Sq2,
+        q: *const gda_hal::SqDevice<gda_mlx5::Mlx5Sq>,
         threads: u32,
         per: u32,
         quiet_every: u32,
         remote: Remote,
     ) -> i32;
+    fn gdadev_native_threads_write(
+        q: *const gda_hal::SqDevice<gda_hal::WqHandle>,
+        threads: u32,
+        per: u32,
+        quiet_every: u32,
+        remote: Remote,
+    ) -> i32;
+    fn gdadev_protocol_layout(out: *mut u64);
 }
 
 /// The header's signalled 8-byte inline RDMA WRITE with doorbell record and doorbell at `at`
@@ -87,33 +96,47 @@ pub unsafe fn write_inline8_ring(
     unsafe { gdadev_mlx5_write_inline8_ring(sq, at, remote, value) }
 }
 
-/// `gda::SqState` of `device/include/gda/mlx5_sq.hpp`: the posting protocol's shared counters
-/// (zeroed before the first post).
-#[repr(C)]
-#[derive(Debug, Default)]
-pub struct SqState {
-    /// reserved, rung, ring_bound, complete_below, signaled_marker, last_rung_marker,
-    /// newest_done, error.
-    pub counters: [u64; 8],
-    /// cq_busy, cq_ci, poisoned, reserved.
-    pub flags: [u32; 4],
+/// A provider whose queues the header's posting protocol (`gda/sq.hpp`) drives from host
+/// threads in these bindings.
+pub trait ThreadsWrite: gda_hal::Provider {
+    /// See [`threads_write`].
+    ///
+    /// # Safety
+    /// As [`threads_write`].
+    unsafe fn threads_write(
+        q: &gda_hal::SqDevice<Self::Sq>,
+        threads: u32,
+        per: u32,
+        quiet_every: u32,
+        remote: Remote,
+    ) -> i32;
 }
 
-/// `gda::mlx5::Sq2`: a send queue, its CQ, the shared state and the wait bound.
-#[repr(C)]
-#[derive(Debug)]
-pub struct Sq2 {
-    /// The send queue.
-    pub sq: gda_mlx5::Mlx5Sq,
-    /// Its completion queue (normal mode).
-    pub cq: gda_hal::CqHandle,
-    /// The shared state.
-    pub state: *mut SqState,
-    /// Bound of every wait, in nanoseconds.
-    pub timeout_ns: u64,
+impl ThreadsWrite for gda_mlx5::Mlx5 {
+    unsafe fn threads_write(
+        q: &gda_hal::SqDevice<gda_mlx5::Mlx5Sq>,
+        threads: u32,
+        per: u32,
+        quiet_every: u32,
+        remote: Remote,
+    ) -> i32 {
+        // SAFETY: forwarded from the caller.
+        unsafe { gdadev_mlx5_threads_write(q, threads, per, quiet_every, remote) }
+    }
 }
 
-const _: () = assert!(size_of::<SqState>() == 80 && size_of::<Sq2>() == 112);
+impl ThreadsWrite for gda_native::Native {
+    unsafe fn threads_write(
+        q: &gda_hal::SqDevice<gda_hal::WqHandle>,
+        threads: u32,
+        per: u32,
+        quiet_every: u32,
+        remote: Remote,
+    ) -> i32 {
+        // SAFETY: forwarded from the caller.
+        unsafe { gdadev_native_threads_write(q, threads, per, quiet_every, remote) }
+    }
+}
 
 /// `threads` host threads post `per` 8-byte inline WRITEs each through the header's
 /// many-producer protocol on `q` (thread t's i-th value `t << 32 | i` to slot `t * per + i` of
@@ -121,18 +144,29 @@ const _: () = assert!(size_of::<SqState>() == 80 && size_of::<Sq2>() == 112);
 /// `SqStatus`.
 ///
 /// # Safety
-/// `q` describes a live QP and CQ of the caller's (the header is their only poster and
-/// poller) and `remote` holds `threads * per` 8-byte slots.
+/// `q` is a live queue's `SendQueue::device_queue`, posted to and polled by nobody else than
+/// its `SendQueue`'s protocol (Rust or header producers), and `remote` holds `threads * per`
+/// 8-byte slots.
 #[must_use]
-pub unsafe fn threads_write(
-    q: &Sq2,
+pub unsafe fn threads_write<P: ThreadsWrite>(
+    q: &gda_hal::SqDevice<P::Sq>,
     threads: u32,
     per: u32,
     quiet_every: u32,
     remote: Remote,
 ) -> i32 {
     // SAFETY: forwarded from the caller.
-    unsafe { gdadev_mlx5_threads_write(q, threads, per, quiet_every, remote) }
+    unsafe { P::threads_write(q, threads, per, quiet_every, remote) }
+}
+
+/// Sizes and offsets of the protocol's structs as the C++ compiler lays them out
+/// (`gdadev_protocol_layout`): SqState (11), SqProto (9), mlx5 and native Queue (2 each).
+#[must_use]
+pub fn protocol_layout() -> [u64; 24] {
+    let mut v = [0u64; 24];
+    // SAFETY: writes exactly 24 values.
+    unsafe { gdadev_protocol_layout(v.as_mut_ptr()) };
+    v
 }
 
 /// Sizes and offsets of the ABI structs as the C++ compiler lays them out (the order of

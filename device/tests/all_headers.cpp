@@ -8,7 +8,10 @@
 #include <gda/mlx5.hpp>
 #include <gda/mlx5_sq.hpp>
 #include <gda/native.hpp>
+#include <gda/native_sq.hpp>
+#include <gda/sq.hpp>
 #include <gda/any.hpp>
+#include <gda/bnxt.hpp>
 
 #if defined(GDA_TARGET_HIP) || defined(GDA_TARGET_CUDA)
 #define GDA_KERNEL __global__
@@ -26,7 +29,7 @@ extern "C" GDA_KERNEL void gda_check_post_inline(gda::mlx5::Sq sq, uint32_t* pos
 }
 
 // Every lane posts one 8-byte inline WRITE through the many-producer protocol, then quiets.
-extern "C" GDA_KERNEL void gda_check_protocol(gda::mlx5::Sq2 q, gda::Remote remote,
+extern "C" GDA_KERNEL void gda_check_protocol(gda::mlx5::Queue q, gda::Remote remote,
                                               int32_t* status) {
 #if defined(GDA_TARGET_HIP) || defined(GDA_TARGET_CUDA)
     const uint64_t lane = blockIdx.x * blockDim.x + threadIdx.x;
@@ -34,8 +37,8 @@ extern "C" GDA_KERNEL void gda_check_protocol(gda::mlx5::Sq2 q, gda::Remote remo
     const uint64_t lane = 0;
 #endif
     const gda::Remote r{remote.addr + lane * 8, remote.rkey};
-    gda::SqStatus s = gda::mlx5::write_inline(q, r, &lane, 8, 0);
-    if (s == gda::SqStatus::Ok) s = gda::mlx5::quiet(q);
+    gda::SqStatus s = gda::sq::write_inline(q, r, &lane, 8, 0);
+    if (s == gda::SqStatus::Ok) s = gda::sq::quiet(q);
     if (s != gda::SqStatus::Ok) *status = int32_t(s);
 }
 
@@ -56,4 +59,41 @@ extern "C" GDA_KERNEL void gda_check_any(gda::AnySq q, uint32_t* pos, gda::Remot
     const gda::PostStatus s =
         gda::write_value_and_ring(q, gda::SqPos{at, 0, 0}, remote, value, 0u, &p);
     if (s != gda::PostStatus::Ok) *status = int32_t(s);
+}
+
+// bnxt's hot path: an 8-byte register-value WRITE (WQE, PSN-table entry) and its doorbell; and
+// one poll of the CQ (one thread).
+extern "C" GDA_KERNEL void gda_check_bnxt(gda::bnxt::Sq sq, gda::CqHandle cq, uint32_t* pos,
+                                          gda::Remote remote, uint64_t value, uint32_t* done) {
+    const uint32_t at = gda::arch::fetch_add_u32(pos, 1);
+    const gda::Posted p = gda::bnxt::post_write_value(sq, gda::SqPos{at, at, 0}, remote, value,
+                                                      gda::send::SIGNALED);
+    gda::bnxt::ring_sq(sq, p);
+    gda::bnxt::Wc wc{};
+    if (gda::bnxt::poll_cq(cq, 0, &wc)) {
+        *done = gda::bnxt::completed_unit(sq, wc.wqe_counter);
+        gda::bnxt::update_cq_ci(cq, 1);
+    }
+}
+
+// Every other bnxt post, in every mode the handle says, so the device pass compiles them all.
+extern "C" GDA_KERNEL void gda_check_bnxt_all(gda::bnxt::Sq sq, gda::WqHandle rq, uint32_t kind,
+                                              gda::SqPos pos, gda::Remote remote, gda::Sge sge,
+                                              const uint8_t* data, uint32_t len) {
+    using namespace gda::bnxt;
+    gda::Posted p{};
+    switch (kind) {
+        case 0: p = post_write(sq, pos, remote, &sge, 1, 0, true, 7); break;
+        case 1: p = post_write_inline(sq, pos, remote, data, len, 0); break;
+        case 2: p = post_send(sq, pos, &sge, 1, gda::send::FENCE); break;
+        case 3: p = post_send_inline(sq, pos, data, len, 0, true, 9); break;
+        case 4: p = post_read(sq, pos, remote, &sge, 1, 0); break;
+        case 5: p = post_atomic(sq, pos, remote, sge, gda::compare_swap(1, 2), 0); break;
+        case 6: p = post_atomic(sq, pos, remote, sge, gda::fetch_add(3), 0); break;
+        case 7: p = post_write_value(sq, pos, remote, uint32_t(len), 0); break;
+        default: p = post_nop(sq, pos, gda::send::SIGNALED);
+    }
+    ring_sq(sq, p);
+    post_recv(rq, pos.unit, &sge, 1);
+    ring_rq(rq, pos.unit + 1);
 }

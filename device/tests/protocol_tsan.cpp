@@ -1,4 +1,4 @@
-// The posting protocol (gda/mlx5_sq.hpp) under ThreadSanitizer: host threads standing in for GPU
+// The posting protocol (gda/sq.hpp, with gda/mlx5_sq.hpp) under ThreadSanitizer: host threads standing in for GPU
 // lanes post inline RDMA WRITEs through one queue while a small device stand-in (below) reads
 // the doorbell record, executes the WQEs in order and writes mlx5 CQEs, as a ConnectX does. Every
 // value must land, and TSan must report no race. Built and run by device/check.sh (--tsan).
@@ -79,18 +79,26 @@ void device() {
 int main() {
     for (uint32_t i = 0; i < CQ; ++i) cq[i * 64 + 63] = 0xf1;  // invalid, owner 1: not yet written
     gda::SqState state{};
-    gda::mlx5::Sq2 q{};
+    gda::mlx5::Queue q{};
     q.sq.wq.buf = reinterpret_cast<uint64_t>(ring);
     q.sq.wq.dbrec = reinterpret_cast<uint64_t>(sq_dbrec);
     q.sq.wq.db = reinterpret_cast<uint64_t>(&doorbell);
     q.sq.wq.entries = RING;
     q.sq.wq.qpn = 0x99;
-    q.cq.buf = reinterpret_cast<uint64_t>(cq);
-    q.cq.dbrec = reinterpret_cast<uint64_t>(cq_dbrec);
-    q.cq.entries = CQ;
-    q.cq.cqe_bytes = 64;
-    q.state = &state;
-    q.timeout_ns = 60'000'000'000ull;
+    q.sq.wq.max_inline = 64;
+    q.proto.cq.buf = reinterpret_cast<uint64_t>(cq);
+    q.proto.cq.dbrec = reinterpret_cast<uint64_t>(cq_dbrec);
+    q.proto.cq.entries = CQ;
+    q.proto.cq.cqe_bytes = 64;
+    q.proto.state = reinterpret_cast<uint64_t>(&state);
+    // What gda_hal::SendQueue computes for a 64-WQEBB mlx5 ring: 16-bit counters, WQEs of at
+    // most 16 WQEBBs, a CQE at least every 16.
+    q.proto.capacity = RING;
+    q.proto.max_units = 16;
+    q.proto.signal_every = 16;
+    q.proto.bits = 16;
+    q.proto.provider = uint32_t(gda::ProviderTag::Mlx5);
+    q.proto.timeout_ns = 60'000'000'000ull;
     std::thread dev(device);
     std::vector<std::thread> ts;
     std::atomic<int> bad{0};
@@ -99,9 +107,9 @@ int main() {
             for (uint32_t i = 0; i < PER; ++i) {
                 const uint64_t v = uint64_t(t) << 32 | i;
                 const gda::Remote r{reinterpret_cast<uint64_t>(&memory[t * PER + i]), 1};
-                if (gda::mlx5::write_inline(q, r, &v, 8, 0) != gda::SqStatus::Ok) ++bad;
+                if (gda::sq::write_inline(q, r, &v, 8, 0) != gda::SqStatus::Ok) ++bad;
             }
-            if (gda::mlx5::quiet(q) != gda::SqStatus::Ok) ++bad;
+            if (gda::sq::quiet(q) != gda::SqStatus::Ok) ++bad;
         });
     }
     for (auto& t : ts) t.join();

@@ -108,7 +108,7 @@ pub use op::{
 };
 pub use progress::{CollapsedProgress, OutOfWindow};
 pub use provider::{Checked, PostError, Provider};
-pub use sq::{Counters, SendQueue, SqError};
+pub use sq::{Counters, SendQueue, SqDevice, SqError, SqProto, SqShared};
 pub use status::{WcOpcode, WcStatus};
 
 #[cfg(feature = "std")]

@@ -262,6 +262,11 @@ pub trait Provider: Copy + Send + Sync + 'static {
     /// advances the unit counter alone (one `fetch_add`).
     const TRACKS_PSN: bool = false;
 
+    /// The provider's tag in the device API's handles (`gda::ProviderTag` in
+    /// `device/include/gda/any.hpp`): 1 native, 2 mlx5, 3 bnxt; 0 for a provider the device
+    /// API does not know (a kernel refuses its queues).
+    const DEVICE_TAG: u32 = 0;
+
     /// What `wr` consumes of the queue: units to reserve, and packets for PSN accounting.
     fn cost(sq: &Self::Sq, wr: &WorkRequest<'_>) -> Cost;
 

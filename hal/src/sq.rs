@@ -35,7 +35,7 @@ use crate::op::{SendFlags, WorkRequest};
 use crate::progress::{CollapsedProgress, OutOfWindow};
 use crate::provider::{Checked, PostError, Provider};
 use crate::status::WcStatus;
-use crate::sync::{AtomicBool, AtomicU32, AtomicU64};
+use crate::sync::{AtomicU32, AtomicU64};
 pub use crate::sync::{TimedOut, Waiter};
 
 mod fast;
@@ -161,14 +161,18 @@ macro_rules! protocol_fn {
 /// Largest ring (in units) whose positions the packed PSN-tracking reservation can widen.
 pub const MAX_TRACKED_ENTRIES: u32 = 1 << 20;
 
-/// The shared counters of one send queue (positions are free-running 64-bit queue units).
+/// The posting protocol's mutable state: everything the producers of one send queue share.
+///
+/// This is the one definition of that state for Rust producers ([`SendQueue`]) and for the
+/// device API's C++ ones (`gda::SqState` in `device/include/gda/sq.hpp`): a `#[repr(C)]` block
+/// whose size and offsets both sides assert, so a kernel and a host thread can post to one
+/// queue at once. Positions are free-running 64-bit queue units.
+///
+/// It lives where the producers run (host memory, or GPU memory for a kernel); read-only
+/// limits are kept apart from it ([`SqProto`]). Start it zeroed ([`SqShared::new`]).
+#[repr(C)]
 #[derive(Debug)]
-pub struct Counters {
-    /// Units that may be outstanding (reserved but not complete) at once: the ring, or less when
-    /// the device's completion counter is too narrow to tell a full ring from an empty one.
-    capacity: u64,
-    /// Whether `reserved` is the packed `(unit, msg, psn)` word.
-    tracks_psn: bool,
+pub struct SqShared {
     /// Next unreserved position (or the packed word, see [`packed`]).
     reserved: AtomicU64,
     /// Every position below is written and rung.
@@ -176,16 +180,139 @@ pub struct Counters {
     /// End of the WQE whose doorbell is being (or was last) rung — stored *before* the doorbell,
     /// so a completion can never refer to a position above it.
     ring_bound: AtomicU64,
-    /// Start of the last rung WQE, plus one (0: none).
-    last_rung_end_marker: AtomicU64,
     /// Every WQE starting below is complete.
     complete_below: AtomicU64,
-    poisoned: AtomicBool,
+    /// Start + 1 of the newest signalled WQE rung (0: none).
+    signaled_marker: AtomicU64,
+    /// Start of the last rung WQE, plus one (0: none).
+    last_rung_end_marker: AtomicU64,
+    /// The poller's progress: newest completed start + 1 (0: none).
+    newest_plus_one: AtomicU64,
+    /// First error seen: `(status + 1) << 32 | wqe counter` (0: none).
+    error: AtomicU64,
+    /// The poller's lock (1: someone polls).
+    cq_busy: AtomicU32,
+    /// Normal CQ consumer index (owned by the poller holding `cq_busy`).
+    cq_ci: AtomicU32,
+    /// Non-zero: a producer gave up holding a reservation.
+    poisoned: AtomicU32,
+    _reserved: u32,
+}
+
+#[cfg(not(loom))]
+const _: () = {
+    assert!(core::mem::size_of::<SqShared>() == 80);
+    assert!(core::mem::offset_of!(SqShared, complete_below) == 24);
+    assert!(core::mem::offset_of!(SqShared, error) == 56);
+    assert!(core::mem::offset_of!(SqShared, cq_busy) == 64);
+    assert!(core::mem::offset_of!(SqShared, poisoned) == 72);
+};
+
+impl SqShared {
+    /// The size, then the offsets of `rung`, `ring_bound`, `complete_below`, `signaled_marker`,
+    /// `last_rung_end_marker`, `newest_plus_one`, `error`, `cq_busy`, `cq_ci`, `poisoned` (the
+    /// fields are private; the device API's layout test compares these with C++'s).
+    #[cfg(not(loom))]
+    pub const LAYOUT: [usize; 11] = {
+        use core::mem::offset_of;
+        [
+            core::mem::size_of::<Self>(),
+            offset_of!(Self, rung),
+            offset_of!(Self, ring_bound),
+            offset_of!(Self, complete_below),
+            offset_of!(Self, signaled_marker),
+            offset_of!(Self, last_rung_end_marker),
+            offset_of!(Self, newest_plus_one),
+            offset_of!(Self, error),
+            offset_of!(Self, cq_busy),
+            offset_of!(Self, cq_ci),
+            offset_of!(Self, poisoned),
+        ]
+    };
+
+    /// Zeroed state: an empty queue at position 0.
+    #[must_use]
+    pub fn new() -> Self {
+        Self {
+            reserved: AtomicU64::new(0),
+            rung: AtomicU64::new(0),
+            ring_bound: AtomicU64::new(0),
+            complete_below: AtomicU64::new(0),
+            signaled_marker: AtomicU64::new(0),
+            last_rung_end_marker: AtomicU64::new(0),
+            newest_plus_one: AtomicU64::new(0),
+            error: AtomicU64::new(0),
+            cq_busy: AtomicU32::new(0),
+            cq_ci: AtomicU32::new(0),
+            poisoned: AtomicU32::new(0),
+            _reserved: 0,
+        }
+    }
+}
+
+impl Default for SqShared {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Where a queue's [`SqShared`] lives: owned here (boxed, so its address never changes), or
+/// memory the caller placed it in (GPU memory a kernel posts from).
+enum Shared {
+    #[cfg(feature = "std")]
+    Owned(std::boxed::Box<SqShared>),
+    External(core::ptr::NonNull<SqShared>),
+}
+
+impl Shared {
+    #[inline(always)]
+    fn get(&self) -> &SqShared {
+        match self {
+            #[cfg(feature = "std")]
+            Self::Owned(b) => b,
+            // SAFETY: `Counters::with_state`'s contract: valid, zero-initialised at first and
+            // alive for as long as the counters.
+            Self::External(p) => unsafe { p.as_ref() },
+        }
+    }
+}
+
+impl core::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        self.get().fmt(f)
+    }
+}
+
+/// The shared counters of one send queue: the protocol over a [`SqShared`] and the queue's
+/// window.
+#[derive(Debug)]
+pub struct Counters {
+    /// Units that may be outstanding (reserved but not complete) at once: the ring, or less when
+    /// the device's completion counter is too narrow to tell a full ring from an empty one.
+    capacity: u64,
+    /// Whether `reserved` is the packed `(unit, msg, psn)` word.
+    tracks_psn: bool,
+    s: Shared,
+}
+
+// SAFETY: `Counters` only reaches its state through atomics; the external state's owner
+// guarantees it outlives the counters (`with_state` contract).
+unsafe impl Send for Counters {}
+// SAFETY: as above: every access to the shared state is atomic.
+unsafe impl Sync for Counters {}
+
+impl core::ops::Deref for Counters {
+    type Target = SqShared;
+    #[inline(always)]
+    fn deref(&self) -> &SqShared {
+        self.s.get()
+    }
 }
 
 impl Counters {
     /// Counters for a ring of `entries` units, starting at position 0, all of which may be
     /// outstanding; no PSN tracking.
+    #[cfg(feature = "std")]
     #[must_use]
     pub fn new(entries: u32) -> Self {
         Self::with_capacity(entries, false)
@@ -193,9 +320,33 @@ impl Counters {
 
     /// Counters of which at most `capacity` units may be outstanding (the ring, or less), also
     /// tracking message counts and PSNs if `tracks_psn` (then `capacity` is clamped to
-    /// [`MAX_TRACKED_ENTRIES`] so positions can be widened).
+    /// [`MAX_TRACKED_ENTRIES`] so positions can be widened). The state is owned (boxed).
+    #[cfg(feature = "std")]
     #[must_use]
     pub fn with_capacity(capacity: u32, tracks_psn: bool) -> Self {
+        Self::build(
+            capacity,
+            tracks_psn,
+            Shared::Owned(std::boxed::Box::new(SqShared::new())),
+        )
+    }
+
+    /// As [`Counters::with_capacity`], over state the caller placed.
+    ///
+    /// # Safety
+    /// `state` must be valid for reads and writes, aligned, zeroed (or [`SqShared::new`]) before
+    /// the first post, used by no other queue, and outlive the counters. Other producers may
+    /// use it at the same time only through this protocol (the device API's `sq.hpp`).
+    #[must_use]
+    pub unsafe fn with_state(
+        capacity: u32,
+        tracks_psn: bool,
+        state: core::ptr::NonNull<SqShared>,
+    ) -> Self {
+        Self::build(capacity, tracks_psn, Shared::External(state))
+    }
+
+    fn build(capacity: u32, tracks_psn: bool, s: Shared) -> Self {
         let capacity = if tracks_psn {
             capacity.min(MAX_TRACKED_ENTRIES)
         } else {
@@ -204,13 +355,14 @@ impl Counters {
         Self {
             capacity: u64::from(capacity.max(1)),
             tracks_psn,
-            reserved: AtomicU64::new(0),
-            rung: AtomicU64::new(0),
-            ring_bound: AtomicU64::new(0),
-            last_rung_end_marker: AtomicU64::new(0),
-            complete_below: AtomicU64::new(0),
-            poisoned: AtomicBool::new(false),
+            s,
         }
+    }
+
+    /// The shared state's address (for the device handle, [`SqProto`]).
+    #[must_use]
+    pub fn state_ptr(&self) -> *const SqShared {
+        self.s.get()
     }
 
     protocol_fn! {
@@ -317,12 +469,12 @@ impl Counters {
     protocol_fn! {
         /// Marks the queue unusable (a producer gave up holding a reservation).
         fn poison(&self) {
-            self.poisoned.store(true, Ordering::Release);
+            self.poisoned.store(1, Ordering::Release);
         }
     }
 
     fn check_poison(&self) -> Result<(), SqError> {
-        if self.poisoned.load(Ordering::Acquire) {
+        if self.poisoned.load(Ordering::Acquire) != 0 {
             Err(SqError::Poisoned)
         } else {
             Ok(())
@@ -437,6 +589,50 @@ impl Counters {
     }
 }
 
+/// The read-only half of a queue's device handle: its CQ, where its [`SqShared`] is, and the
+/// protocol's limits, computed once by [`SendQueue`] so both languages post under the same rules
+/// (`gda::SqProto` in `device/include/gda/sq.hpp`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SqProto {
+    /// The CQ the queue reports to.
+    pub cq: CqHandle,
+    /// Address of the queue's [`SqShared`].
+    pub state: u64,
+    /// Units that may be outstanding at once.
+    pub capacity: u64,
+    /// Signalling interval ([`signal_interval`]).
+    pub signal_every: u64,
+    /// Bound of every wait, in nanoseconds.
+    pub timeout_ns: u64,
+    /// Largest WQE accepted, in units ([`max_wqe_units`]).
+    pub max_units: u32,
+    /// Width of the device's completion counter.
+    pub bits: u32,
+    /// 1: `reserved` is the packed `(unit, msg, psn)` word (bnxt).
+    pub tracks_psn: u32,
+    /// The provider ([`Provider::DEVICE_TAG`]).
+    pub provider: u32,
+}
+
+/// A queue as the device API takes it: [`SqProto`] and the provider's own handle.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SqDevice<S> {
+    /// The protocol's half.
+    pub proto: SqProto,
+    /// The provider's send-queue handle.
+    pub sq: S,
+}
+
+#[cfg(not(loom))]
+const _: () = {
+    assert!(core::mem::size_of::<SqProto>() == 88);
+    assert!(core::mem::offset_of!(SqProto, state) == 40);
+    assert!(core::mem::offset_of!(SqProto, max_units) == 72);
+    assert!(core::mem::offset_of!(SqProto, provider) == 84);
+};
+
 /// A send queue shared by many producers, bound to provider `P` and a CQ that only this queue
 /// reports to.
 #[derive(Debug)]
@@ -452,15 +648,6 @@ pub struct SendQueue<P: Provider> {
     /// ([`signal_interval`]).
     signal_every: u64,
     timeout_ms: u64,
-    cq_busy: AtomicBool,
-    /// Normal CQ consumer index (owned by the poller holding `cq_busy`).
-    cq_ci: AtomicU32,
-    /// `CollapsedProgress` state (owned by the poller): newest start + 1, 0 = none.
-    newest_plus_one: AtomicU64,
-    /// First error seen: `status + 1` (0 = none), and its counter.
-    error: AtomicU64,
-    /// Start + 1 of the newest signalled WQE rung (0: none).
-    signaled_marker: AtomicU64,
     /// What the typed fast path accepts on this queue (probed once, at construction).
     fast: fast::Limits,
     _p: PhantomData<P>,
@@ -472,14 +659,40 @@ impl<P: Provider> SendQueue<P> {
     /// # Safety
     /// The handles must describe live queues for as long as this value is used, the queue must
     /// be empty (producer position 0), and nothing else may post to it or poll the CQ.
+    #[cfg(feature = "std")]
     pub unsafe fn new(sq: P::Sq, cq: CqHandle, timeout_ms: u64) -> Result<Self, SqError> {
+        let (capacity, bits) = Self::window(&sq, &cq)?;
+        let counters = Counters::with_capacity(capacity, P::TRACKS_PSN);
+        Ok(Self::build(sq, cq, counters, bits, timeout_ms))
+    }
+
+    /// As [`SendQueue::new`], with the shared state in memory the caller placed (GPU memory,
+    /// for a kernel posting to the same queue through the device API).
+    ///
+    /// # Safety
+    /// As [`SendQueue::new`], and as [`Counters::with_state`] for `state`.
+    pub unsafe fn with_state(
+        sq: P::Sq,
+        cq: CqHandle,
+        timeout_ms: u64,
+        state: core::ptr::NonNull<SqShared>,
+    ) -> Result<Self, SqError> {
+        let (capacity, bits) = Self::window(&sq, &cq)?;
+        // SAFETY: forwarded from the caller.
+        let counters = unsafe { Counters::with_state(capacity, P::TRACKS_PSN, state) };
+        Ok(Self::build(sq, cq, counters, bits, timeout_ms))
+    }
+
+    /// The queue's window (units that may be outstanding) and completion-counter width, or why
+    /// the handles cannot carry the protocol.
+    fn window(sq: &P::Sq, cq: &CqHandle) -> Result<(u32, u32), SqError> {
         let wq = *sq.wq();
         if wq.ring().is_none() || cq.entries == 0 || !cq.entries.is_power_of_two() {
             return Err(SqError::Post(PostError::BadRing));
         }
         // The device reports `completion_bits`-wide counters; the window of outstanding units
         // must stay below their range to be widened without ambiguity (CollapsedProgress).
-        let bits = P::completion_bits(&sq).clamp(1, 32);
+        let bits = P::completion_bits(sq).clamp(1, 32);
         let capacity = if bits >= 32 {
             wq.entries
         } else {
@@ -499,11 +712,14 @@ impl<P: Provider> SendQueue<P> {
                 max: cq.entries,
             }));
         }
-        let counters = Counters::with_capacity(capacity, P::TRACKS_PSN);
+        Ok((capacity, bits))
+    }
+
+    fn build(sq: P::Sq, cq: CqHandle, counters: Counters, bits: u32, timeout_ms: u64) -> Self {
         let max_units = max_wqe_units(counters.capacity(), P::MAX_WQE_UNITS);
         let signal_every = signal_interval(counters.capacity(), max_units);
         let fast = fast::Limits::probe::<P>(&sq, max_units);
-        Ok(Self {
+        Self {
             sq,
             cq,
             counters,
@@ -511,14 +727,30 @@ impl<P: Provider> SendQueue<P> {
             signal_every,
             bits,
             timeout_ms,
-            cq_busy: AtomicBool::new(false),
-            cq_ci: AtomicU32::new(0),
-            newest_plus_one: AtomicU64::new(0),
-            error: AtomicU64::new(0),
-            signaled_marker: AtomicU64::new(0),
             fast,
             _p: PhantomData,
-        })
+        }
+    }
+
+    /// What a device-API producer needs to post to this queue alongside Rust producers: the
+    /// provider's handle, the CQ, the shared state's address and the protocol's limits, as
+    /// the header's `gda::Queue<Provider>` lays them out.
+    #[must_use]
+    pub fn device_queue(&self) -> SqDevice<P::Sq> {
+        SqDevice {
+            proto: SqProto {
+                cq: self.cq,
+                state: self.counters.state_ptr() as u64,
+                capacity: self.counters.capacity(),
+                signal_every: self.signal_every,
+                timeout_ns: self.timeout_ms.saturating_mul(1_000_000),
+                max_units: self.max_units,
+                bits: self.bits,
+                tracks_psn: u32::from(P::TRACKS_PSN),
+                provider: P::DEVICE_TAG,
+            },
+            sq: self.sq,
+        }
     }
 
     /// The queue's device handle.
@@ -640,7 +872,9 @@ impl<P: Provider> SendQueue<P> {
                     // we hold the ticket, so this is the only doorbell store in flight.
                     unsafe { P::ring_sq(&self.sq, &posted) };
                     if flags.contains(SendFlags::SIGNALED) {
-                        self.signaled_marker.fetch_max(start + 1, Ordering::Relaxed);
+                        self.counters
+                            .signaled_marker
+                            .fetch_max(start + 1, Ordering::Relaxed);
                     }
                 })
             });
@@ -653,18 +887,18 @@ impl<P: Provider> SendQueue<P> {
 
     /// Reaps completions (one poller at a time; others return at once).
     pub fn poll(&self) -> Result<(), SqError> {
-        if self.cq_busy.swap(true, Ordering::Acquire) {
+        if self.counters.cq_busy.swap(1, Ordering::Acquire) != 0 {
             return self.first_error();
         }
         let r = self.poll_locked();
-        self.cq_busy.store(false, Ordering::Release);
+        self.counters.cq_busy.store(0, Ordering::Release);
         r?;
         self.first_error()
     }
 
     fn poll_locked(&self) -> Result<(), SqError> {
         let bits = self.bits;
-        let np1 = self.newest_plus_one.load(Ordering::Relaxed);
+        let np1 = self.counters.newest_plus_one.load(Ordering::Relaxed);
         let mut prog = if np1 == 0 {
             CollapsedProgress::new(bits)
         } else {
@@ -686,7 +920,7 @@ impl<P: Provider> SendQueue<P> {
                 self.note(wc.status, wc.wqe_counter);
             }
         } else {
-            let mut ci = self.cq_ci.load(Ordering::Relaxed);
+            let mut ci = self.counters.cq_ci.load(Ordering::Relaxed);
             let mut seen = false;
             // SAFETY: as above.
             while let Some(wc) = unsafe { P::poll_cq(&self.cq, ci) } {
@@ -698,13 +932,14 @@ impl<P: Provider> SendQueue<P> {
                 seen = true;
             }
             if seen {
-                self.cq_ci.store(ci, Ordering::Relaxed);
+                self.counters.cq_ci.store(ci, Ordering::Relaxed);
                 // SAFETY: as above; tells the device the CQEs below `ci` are consumed.
                 unsafe { P::update_cq_ci(&self.cq, ci) };
             }
         }
         if prog.complete_below() > 0 {
-            self.newest_plus_one
+            self.counters
+                .newest_plus_one
                 .store(prog.complete_below(), Ordering::Relaxed);
             self.counters.set_complete_below(prog.complete_below());
         }
@@ -715,6 +950,7 @@ impl<P: Provider> SendQueue<P> {
         if !status.is_ok() {
             let v = (u64::from(status.as_raw()) + 1) << 32 | u64::from(counter);
             let _ = self
+                .counters
                 .error
                 .compare_exchange(0, v, Ordering::AcqRel, Ordering::Acquire);
         }
@@ -722,7 +958,7 @@ impl<P: Provider> SendQueue<P> {
 
     /// The first completion error seen, if any.
     pub fn first_error(&self) -> Result<(), SqError> {
-        let v = self.error.load(Ordering::Acquire);
+        let v = self.counters.error.load(Ordering::Acquire);
         if v == 0 {
             return Ok(());
         }
@@ -737,7 +973,7 @@ impl<P: Provider> SendQueue<P> {
     /// Waits until everything rung so far whose completion is observable (up to the newest
     /// signalled WQE) has completed — slot recycling; never posts.
     pub fn quiet_rung(&self) -> Result<(), SqError> {
-        let marker = self.signaled_marker.load(Ordering::Relaxed);
+        let marker = self.counters.signaled_marker.load(Ordering::Relaxed);
         self.counters
             .wait_complete(marker, &mut Waiter::new(self.timeout_ms), || self.poll())?;
         self.first_error()
@@ -750,10 +986,10 @@ impl<P: Provider> SendQueue<P> {
             .wait_rung(self.counters.reserved(), &mut w, || self.poll())?;
         // The newest WQE may have been unsignalled: its completion is only observable through a
         // later CQE, so ask for one.
-        if self.signaled_marker.load(Ordering::Relaxed) < self.counters.last_rung_marker() {
+        if self.counters.signaled_marker.load(Ordering::Relaxed) < self.counters.last_rung_marker() {
             self.post(&WorkRequest::Nop, SendFlags::SIGNALED)?;
         }
-        let marker = self.signaled_marker.load(Ordering::Relaxed);
+        let marker = self.counters.signaled_marker.load(Ordering::Relaxed);
         self.counters
             .wait_complete(marker, &mut w, || self.poll())?;
         self.first_error()

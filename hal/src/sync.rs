@@ -2,9 +2,9 @@
 //! protocol can be model-checked (`RUSTFLAGS="--cfg loom" cargo test -p gda-hal --test loom`).
 
 #[cfg(not(loom))]
-pub(crate) use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
+pub(crate) use core::sync::atomic::{AtomicU32, AtomicU64};
 #[cfg(loom)]
-pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
+pub(crate) use loom::sync::atomic::{AtomicU32, AtomicU64};
 
 /// One step of a bounded wait: spin a little, then yield the CPU (a 2-core machine runs the
 /// software NIC beside the producers), and give up at the deadline.

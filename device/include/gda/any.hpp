@@ -6,6 +6,7 @@
 #pragma once
 
 #include "abi.hpp"
+#include "sq.hpp"
 #if !defined(GDA_NO_MLX5)
 #include "mlx5.hpp"
 #endif
@@ -14,9 +15,6 @@
 #endif
 
 namespace gda {
-
-// Provider tags (as the host's provider names: gda_sim's registry).
-enum class ProviderTag : uint32_t { Native = 1, Mlx5 = 2, Bnxt = 3 };
 
 // A send queue of any provider. `abi` must be ABI_VERSION.
 struct AnySq {

@@ -1,105 +1,14 @@
-// gda device API: many producers on one mlx5 send queue — gda_hal::SendQueue's protocol
-// (hal/src/sq.rs; DESIGN.md §2), for HIP, CUDA and host C++ threads.
-//
-// | step          | here                                                                     |
-// |---------------|--------------------------------------------------------------------------|
-// | reserve       | one atomic add on `reserved` claims the WQE's WQEBBs                     |
-// | wait for room | until end <= complete_below + entries, polling the CQ                    |
-// | write         | the mlx5 encoder at the reserved position                                |
-// | ring in order | wait until `rung` reaches our start (a wrapped-distance compare, so a    |
-// |               | counter already past it never deadlocks), publish ring_bound, ring, then |
-// |               | rung = end: one producer rings at a time, in reservation order           |
-// | complete      | one poller at a time (cq_busy) reads CQEs, widens each 16-bit WQE counter|
-// |               | window-checked against ring_bound into complete_below                    |
-// | quiet         | wait until everything reserved is rung and complete (a signalled NOP if  |
-// |               | the newest WQE was unsignalled)                                          |
-//
-// Every wait is bounded (`Sq2::timeout_ns`); a producer that times out holding a reservation
-// poisons the queue. The state is plain memory the host allocates where the producers run
-// (GPU memory for a kernel), zeroed; handles are read-only and kept apart from it.
+// gda device API: ConnectX (mlx5) as a provider of the posting protocol (gda/sq.hpp): CQE
+// polling (normal and collapsed CQs, 64- and 128-byte CQEs), error-CQE status decoding, and the
+// WQE costs gda_mlx5 computes. `gda::mlx5::Queue` is a queue a kernel posts to with
+// `gda::sq::write_inline(q, ...)`, `gda::sq::quiet(q)`, ...
 #pragma once
 
 #include "mlx5.hpp"
-
-#if !defined(GDA_DEVICE_PASS)
-#include <chrono>
-#endif
+#include "sq.hpp"
 
 namespace gda {
-
-// Results of the posting protocol (gda_hal::SqError).
-enum class SqStatus : int32_t {
-    Ok = 0,
-    Timeout = 1,     // a wait ran out of time
-    Completion = 2,  // a completion reported an error (SqState::error has it)
-    Window = 3,      // a CQE counter outside the rung window (never progress)
-    Poisoned = 4,    // an earlier producer timed out holding a reservation
-};
-
-// The mutable state one queue's producers share (64-bit counters never wrap).
-struct SqState {
-    uint64_t reserved;         // WQEBBs claimed
-    uint64_t rung;             // WQEBBs whose doorbell was rung (the ticket)
-    uint64_t ring_bound;       // end of the newest rung WQE, published before its doorbell
-    uint64_t complete_below;   // every WQE starting below is complete
-    uint64_t signaled_marker;  // start + 1 of the newest signalled WQE
-    uint64_t last_rung_marker; // start + 1 of the newest rung WQE
-    uint64_t newest_done;      // widened start of the newest completed WQE (+1; 0: none yet)
-    uint64_t error;            // (syndrome + 1) << 32 | wqe counter of the first error CQE
-    uint32_t cq_busy;          // the poller's lock
-    uint32_t cq_ci;            // CQ consumer index
-    uint32_t poisoned;
-    uint32_t reserved0;
-};
-static_assert(sizeof(SqState) == 80, "SqState layout");
-
-namespace arch {
-// Nanoseconds of a steady clock (device: the GPU's constant-rate timer).
-GDA_FN uint64_t now_ns() {
-#if defined(GDA_DEVICE_PASS) && defined(GDA_TARGET_CUDA)
-    uint64_t t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    return t;
-#elif defined(GDA_DEVICE_PASS) && defined(GDA_TARGET_HIP)
-    return wall_clock64() * 10;  // gfx9's constant 100 MHz wall clock
-#else
-    return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                        std::chrono::steady_clock::now().time_since_epoch())
-                        .count());
-#endif
-}
-}  // namespace arch
-
 namespace mlx5 {
-
-// A send queue with its CQ (normal or collapsed, 64-byte CQEs) and its shared state.
-struct Sq2 {
-    Sq sq;
-    CqHandle cq;
-    SqState* state;
-    uint64_t timeout_ns;
-};
-
-// A CQE in slot `ci`, if the device has written it (owner bit of this pass, valid opcode).
-struct Cqe {
-    uint16_t wqe_counter;
-    uint8_t opcode;    // 0: requester, 13: requester error, 14: responder error, ...
-    uint8_t syndrome;  // error CQEs
-};
-
-GDA_FN bool poll_cqe(const CqHandle& cq, uint32_t ci, Cqe* out) {
-    const uint32_t slot = ci & (cq.entries - 1);
-    const uint8_t* cqe = reinterpret_cast<const uint8_t*>(cq.buf + uint64_t(slot) * 64);
-    // Acquire: the CQE's other bytes, read below, are those written before its owner byte.
-    const uint8_t op_own = arch::load_byte_acquire(cqe + 63);
-    const uint8_t opcode = op_own >> 4;
-    // The owner bit of this pass over the ring: bit log2(entries) of ci (entries is a power of 2).
-    if (opcode == 0xf || uint32_t(op_own & 1) != uint32_t((ci & cq.entries) != 0)) return false;
-    out->opcode = opcode;
-    out->wqe_counter = uint16_t((uint16_t(cqe[60]) << 8) | cqe[61]);
-    out->syndrome = cqe[55];
-    return true;
-}
 
 // The status an error CQE's syndrome means (what rdma-core reports; nic-formats.md §F.1).
 GDA_FN WcStatus wc_status(uint8_t syndrome) {
@@ -121,192 +30,117 @@ GDA_FN WcStatus wc_status(uint8_t syndrome) {
     }
 }
 
-// The status of a polled CQE: success, or its error syndrome's meaning.
-GDA_FN WcStatus wc_status(const Cqe& c) {
-    return (c.opcode == 13 || c.opcode == 14) ? wc_status(c.syndrome) : WcStatus::Success;
+// The 64-byte CQE of `slot` (the second half of a 128-byte CQE).
+GDA_FN const uint8_t* cqe_addr(const CqHandle& cq, uint32_t slot) {
+    const uint64_t stride = cq.cqe_bytes > 64 ? cq.cqe_bytes : 64;
+    return reinterpret_cast<const uint8_t*>(cq.buf + uint64_t(slot) * stride + (stride - 64));
 }
 
-// The first error the queue's CQEs reported (SqState::error), as a status; Success if none.
-GDA_FN WcStatus first_error(const SqState& st) {
-    const uint64_t e = st.error;
-    return e ? wc_status(uint8_t((e >> 32) - 1)) : WcStatus::Success;
+// A CQE's counter and status: requester (0) and responder CQEs succeed; error CQEs (13
+// requester, 14 responder) carry a syndrome (byte 55).
+GDA_FN Wc decode(const uint8_t* cqe, uint8_t opcode) {
+    Wc wc;
+    wc.counter = uint32_t(uint16_t((uint16_t(cqe[60]) << 8) | cqe[61]));
+    wc.status = (opcode == 13 || opcode == 14) ? wc_status(cqe[55]) : WcStatus::Success;
+    return wc;
 }
 
-// Tells the device the CQEs below `ci` are consumed (CQ doorbell record word 0).
-GDA_FN void update_cq_ci(const CqHandle& cq, uint32_t ci) {
-    arch::store_be32_release(reinterpret_cast<uint32_t*>(cq.dbrec), be::u32(ci & 0xffffffu));
+// A NOP (one WQEBB): makes the newest WQE's completion observable when signalled.
+GDA_FN Posted post_nop(const Sq& s, SqPos pos, uint32_t flags) {
+    return put_ctrl(s.wq, pos, 0x00, 0, 1, ctrl_flags(flags), 0);
 }
 
-// One pass over new CQEs, if no other producer is polling: each CQE's 16-bit WQE counter is
-// widened above the newest completed start, and must fall below ring_bound (a CQE for a WQE
-// that was never rung is a device bug, never progress).
-GDA_FN SqStatus poll(const Sq2& q) {
-    SqState* st = q.state;
-    if (arch::cas_u32(&st->cq_busy, 0, 1) != 0) return SqStatus::Ok;  // someone else polls
-    SqStatus r = SqStatus::Ok;
-    uint64_t newest = st->newest_done;  // widened start + 1 (0: none)
-    bool progressed = false;
-    // Widens a CQE's 16-bit WQE counter above the newest completed start, window-checked
-    // against ring_bound (read after the CQE: its doorbell was published after the bound).
-    auto observe = [&](uint16_t counter, uint8_t opcode, uint8_t syndrome) {
-        const uint64_t from = newest ? newest - 1 : 0;
-        const uint64_t widened = from + uint64_t(uint16_t(counter - uint16_t(from)));
-        if (widened >= arch::load_u64_acquire(&st->ring_bound)) return false;
-        if (opcode == 13 || opcode == 14) {
-            arch::cas_u64(&st->error, 0, (uint64_t(syndrome) + 1) << 32 | counter);
-        }
-        if (widened + 1 > newest) {
-            newest = widened + 1;
-            progressed = true;
-        }
+// The provider of the protocol.
+struct Provider {
+    using Handle = Sq;
+    static constexpr ProviderTag TAG = ProviderTag::Mlx5;
+    static constexpr bool ATOMIC_RESULT_BE = true;  // ConnectX writes the old value big-endian
+
+    static GDA_FN const WqHandle& wq(const Sq& s) { return s.wq; }
+    static GDA_FN void ring(const Sq& s, const Posted& p) { ring_sq(s, p); }
+
+    // Slot `ci`, if the device has written it (owner bit of this pass, valid opcode).
+    static GDA_FN bool poll_cqe(const CqHandle& cq, uint32_t ci, Wc* out) {
+        const uint8_t* cqe = cqe_addr(cq, ci & (cq.entries - 1));
+        // Acquire: the CQE's other bytes, read below, are those written before its owner byte.
+        const uint8_t op_own = arch::load_byte_acquire(cqe + 63);
+        const uint8_t opcode = op_own >> 4;
+        // The owner bit of this pass: bit log2(entries) of ci (entries is a power of 2).
+        if (opcode == 0xf || uint32_t(op_own & 1) != uint32_t((ci & cq.entries) != 0)) return false;
+        *out = decode(cqe, opcode);
         return true;
-    };
-    if (q.cq.collapsed) {
-        // One slot the device overwrites: its last word (WQE counter, opcode, owner) read
-        // twice around the rest, so a CQE being rewritten is not taken half old, half new.
-        const uint64_t* tail = reinterpret_cast<const uint64_t*>(q.cq.buf + 56);
+    }
+    // Tells the device the CQEs below `ci` are consumed (CQ doorbell record word 0).
+    static GDA_FN void update_cq_ci(const CqHandle& cq, uint32_t ci) {
+        arch::store_be32_release(reinterpret_cast<uint32_t*>(cq.dbrec), be::u32(ci & 0xffffffu));
+    }
+    // One slot the device overwrites: its tail word (WQE counter, opcode, owner; bytes 56..64,
+    // written as one 8-byte unit) read twice around the rest, so a CQE being rewritten is not
+    // taken half old, half new.
+    static GDA_FN bool read_collapsed(const CqHandle& cq, Wc* out) {
+        const uint8_t* cqe = cqe_addr(cq, 0);
+        const uint64_t* tail = reinterpret_cast<const uint64_t*>(cqe + 56);
         const uint64_t t1 = arch::load_u64_acquire(tail);
-        const uint8_t op_own = uint8_t(t1 >> 56);
-        if ((op_own >> 4) != 0xf) {
-            const uint8_t syndrome = reinterpret_cast<const uint8_t*>(q.cq.buf)[55];
-            if (arch::load_u64_acquire(tail) == t1) {
-                const uint16_t counter = uint16_t(((t1 >> 32) & 0xff) << 8 | ((t1 >> 40) & 0xff));
-                if (!observe(counter, op_own >> 4, syndrome)) r = SqStatus::Window;
-            }
-        }
-    } else {
-        uint32_t ci = st->cq_ci;
-        const uint32_t ci0 = ci;
-        Cqe c;
-        while (poll_cqe(q.cq, ci, &c)) {
-            if (!observe(c.wqe_counter, c.opcode, c.syndrome)) {
-                r = SqStatus::Window;
-                break;
-            }
-            ++ci;
-        }
-        if (ci != ci0) {
-            st->cq_ci = ci;
-            update_cq_ci(q.cq, ci);
-        }
+        const uint8_t opcode = uint8_t(t1 >> 60);
+        if (opcode == 0xf) return false;
+        const uint8_t syndrome = cqe[55];
+        if (arch::load_u64_acquire(tail) != t1) return false;
+        out->counter = uint32_t(uint16_t(((t1 >> 32) & 0xff) << 8 | ((t1 >> 40) & 0xff)));
+        out->status = (opcode == 13 || opcode == 14) ? wc_status(syndrome) : WcStatus::Success;
+        return true;
     }
-    if (progressed) {
-        st->newest_done = newest;
-        // Release pairs with the producers' acquire loads of complete_below (wait for room).
-        arch::fetch_max_u64(&st->complete_below, newest);
+    // mlx5 reports the WQE's first WQEBB as is.
+    static GDA_FN uint32_t completed_unit(const Sq&, const Wc& wc) { return wc.counter; }
+
+    static GDA_FN Cost nop_cost(const Sq&) { return Cost{1, 0}; }
+    static GDA_FN Posted post_nop(const Sq& s, SqPos pos, uint32_t flags) {
+        return mlx5::post_nop(s, pos, flags);
     }
-    arch::store_u32_release(&st->cq_busy, 0);
-    if (r == SqStatus::Ok && arch::load_u64_acquire(&st->error) != 0) r = SqStatus::Completion;
-    return r;
-}
-
-namespace detail {
-// Waits until `done()` holds, polling the CQ; bounded by the queue's timeout.
-template <class Done>
-GDA_FN SqStatus wait(const Sq2& q, bool poll_cq, Done done) {
-    const uint64_t deadline = arch::now_ns() + q.timeout_ns;
-    while (!done()) {
-        if (arch::load_u32_acquire(&q.state->poisoned)) return SqStatus::Poisoned;
-        if (poll_cq) {
-            const SqStatus s = poll(q);
-            if (s != SqStatus::Ok) return s;
-        }
-        if (arch::now_ns() > deadline) return SqStatus::Timeout;
-        arch::pause();
+    static GDA_FN Cost write_inline_cost(const Sq&, uint32_t len) {
+        return Cost{wqebbs_for_ds(2 + inline_ds(len)), 0};
     }
-    return SqStatus::Ok;
-}
-}  // namespace detail
-
-// The protocol around one WQE of `units` WQEBBs: reserve, wait for room, `write(pos)` (returns
-// the Posted), ring in reservation order. The WQE is signalled when asked, or when it crosses
-// a quarter of the ring (so slots are recycled without the caller asking).
-template <class Write>
-GDA_FN SqStatus post_with(const Sq2& q, uint32_t units, uint32_t flags, Write write) {
-    SqState* st = q.state;
-    const uint64_t start = arch::fetch_add_u64(&st->reserved, units);
-    const uint64_t end = start + units;
-    const uint64_t entries = q.sq.wq.entries;
-    SqStatus s = detail::wait(q, true, [&] {
-        return end <= arch::load_u64_acquire(&st->complete_below) + entries;
-    });
-    if (s != SqStatus::Ok) {
-        // Our reservation will never be rung: later producers must not wait for it forever.
-        arch::store_u32_release(&st->poisoned, 1);
-        return s;
+    static GDA_FN Posted post_write_inline(const Sq& s, SqPos pos, Remote r, const void* d,
+                                           uint32_t len, uint32_t flags) {
+        return mlx5::post_write_inline(s, pos, r, d, len, flags);
     }
-    const uint64_t quarter = entries / 4 ? entries / 4 : 1;
-    if (start / quarter != end / quarter) flags |= send::SIGNALED;
-    const Posted p = write(SqPos{uint32_t(start), 0, 0}, flags);
-    // The ticket: wait while our start is still ahead of `rung` (wrapped distance).
-    s = detail::wait(q, false, [&] {
-        return int64_t(arch::load_u64_acquire(&st->rung) - start) >= 0;
-    });
-    if (s != SqStatus::Ok) {
-        arch::store_u32_release(&st->poisoned, 1);
-        return s;
+    template <class T>
+    static GDA_FN Posted post_write_value(const Sq& s, SqPos pos, Remote r, T v, uint32_t flags) {
+        return mlx5::post_write_value(s, pos, r, v, flags);
     }
-    if (flags & send::SIGNALED) arch::fetch_max_u64(&st->signaled_marker, start + 1);
-    // Published before the doorbell: a poller that sees this WQE's CQE sees the bound.
-    arch::store_u64_release(&st->ring_bound, end);
-    ring_sq(q.sq, p);
-    arch::store_u64_release(&st->last_rung_marker, start + 1);
-    // Hands the ticket (and our doorbell's effects) to the next producer.
-    arch::store_u64_release(&st->rung, end);
-    return SqStatus::Ok;
-}
-
-// RDMA WRITE of `len` inline bytes through the protocol.
-GDA_FN SqStatus write_inline(const Sq2& q, Remote remote, const void* data, uint32_t len,
-                             uint32_t flags) {
-    return post_with(q, wqebbs_for_ds(2 + inline_ds(len)), flags, [&](SqPos pos, uint32_t f) {
-        return post_write_inline(q.sq, pos, remote, data, len, f);
-    });
-}
-
-// RDMA WRITE of `n` gather entries (non-empty ones count) through the protocol.
-GDA_FN SqStatus write(const Sq2& q, Remote remote, const Sge* sges, uint32_t n, uint32_t flags) {
-    uint32_t ds = 2;
-    for (uint32_t i = 0; i < n; ++i) ds += sges[i].length != 0;
-    return post_with(q, wqebbs_for_ds(ds), flags, [&](SqPos pos, uint32_t f) {
-        return post_write(q.sq, pos, remote, sges, n, f);
-    });
-}
-
-// A fetch-add (or compare-swap) of 8 bytes through the protocol; the old value lands in
-// `local` (big-endian, as ConnectX writes it).
-GDA_FN SqStatus atomic(const Sq2& q, Remote remote, Sge local, const Atomic& a, uint32_t flags) {
-    const uint32_t ds = 4 + (a.kind == Atomic::MaskedCompareSwap ? 1 : 0);
-    return post_with(q, wqebbs_for_ds(ds), flags, [&](SqPos pos, uint32_t f) {
-        return post_atomic(q.sq, pos, remote, local, a, 8, f);
-    });
-}
-
-// A signalled NOP (one WQEBB): makes the newest WQE's completion observable.
-GDA_FN Posted post_nop(const Sq& sq, SqPos pos, uint32_t flags) {
-    return put_ctrl(sq.wq, pos, 0x00, 0, 1, ctrl_flags(flags), 0);
-}
-
-// OpenSHMEM quiet: everything reserved so far (by any producer) is rung and complete.
-GDA_FN SqStatus quiet(const Sq2& q) {
-    SqState* st = q.state;
-    const uint64_t target = arch::load_u64_acquire(&st->reserved);
-    SqStatus s = detail::wait(q, true, [&] { return arch::load_u64_acquire(&st->rung) >= target; });
-    if (s != SqStatus::Ok) return s;
-    if (arch::load_u64_acquire(&st->signaled_marker) <
-        arch::load_u64_acquire(&st->last_rung_marker)) {
-        s = post_with(q, 1, send::SIGNALED, [&](SqPos pos, uint32_t f) {
-            return post_nop(q.sq, pos, f);
-        });
-        if (s != SqStatus::Ok) return s;
+    static GDA_FN uint32_t nonempty(const Sge* sg, uint32_t n) {
+        uint32_t k = 0;
+        for (uint32_t i = 0; i < n; ++i) k += sg[i].length != 0;
+        return k;
     }
-    const uint64_t marker = arch::load_u64_acquire(&st->signaled_marker);
-    s = detail::wait(q, true, [&] {
-        return arch::load_u64_acquire(&st->complete_below) >= marker;
-    });
-    if (s != SqStatus::Ok) return s;
-    return arch::load_u64_acquire(&st->error) ? SqStatus::Completion : SqStatus::Ok;
-}
+    static GDA_FN Cost write_cost(const Sq&, const Sge* sg, uint32_t n) {
+        return Cost{wqebbs_for_ds(2 + nonempty(sg, n)), 0};
+    }
+    static GDA_FN Posted post_write(const Sq& s, SqPos pos, Remote r, const Sge* sg, uint32_t n,
+                                    uint32_t flags) {
+        return mlx5::post_write(s, pos, r, sg, n, flags);
+    }
+    static GDA_FN Cost read_cost(const Sq&, const Sge* sg, uint32_t n) {
+        return Cost{wqebbs_for_ds(2 + nonempty(sg, n)), 0};
+    }
+    static GDA_FN Posted post_read(const Sq& s, SqPos pos, Remote r, const Sge* sg, uint32_t n,
+                                   uint32_t flags) {
+        return mlx5::post_read(s, pos, r, sg, n, flags);
+    }
+    static GDA_FN Cost atomic_cost(const Sq&, const Atomic& a, uint32_t bytes) {
+        const uint32_t ext = (a.kind == Atomic::MaskedCompareSwap && bytes == 8) ? 2 : 1;
+        return Cost{wqebbs_for_ds(3 + ext), 0};
+    }
+    static GDA_FN Posted post_atomic(const Sq& s, SqPos pos, Remote r, Sge local, const Atomic& a,
+                                     uint32_t bytes, uint32_t flags) {
+        return mlx5::post_atomic(s, pos, r, local, a, bytes, flags);
+    }
+};
+
+using Queue = gda::Queue<Provider>;
+static_assert(sizeof(Queue) == 144 && offsetof(Queue, sq) == 88, "mlx5 Queue layout");
+
+// The first error the queue's CQEs reported; Success if none.
+GDA_FN WcStatus first_error(const Queue& q) { return sq::first_error(q.proto); }
 
 }  // namespace mlx5
 }  // namespace gda

@@ -78,8 +78,10 @@ impl PsnForm {
     }
 }
 
-/// A send queue's mode: WQE layout and PSN-table form.
+/// A send queue's mode: WQE layout and PSN-table form. `#[repr(C)]`: it is part of
+/// [`crate::BnxtSq`], which the C++ device API (`device/include/gda/bnxt.hpp`) reads as is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(C)]
 pub struct Mode {
     /// WQE layout.
     pub wqe: WqeMode,

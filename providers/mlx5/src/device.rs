@@ -365,6 +365,7 @@ impl Provider for Mlx5 {
     const HAS_DOORBELL_RECORD: bool = true;
     const WQE_COUNTER_BITS: u32 = 16;
     const CQ_INDEX_BITS: u32 = 24;
+    const DEVICE_TAG: u32 = 2;
     const ATOMIC_RESULT_BIG_ENDIAN: bool = true;
 
     #[inline(always)]

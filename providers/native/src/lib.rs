@@ -103,6 +103,7 @@ impl Provider for Native {
     const HAS_DOORBELL_RECORD: bool = false;
     const WQE_COUNTER_BITS: u32 = 32;
     const CQ_INDEX_BITS: u32 = 32;
+    const DEVICE_TAG: u32 = 1;
     const ATOMIC_RESULT_BIG_ENDIAN: bool = false;
 
     #[inline(always)]

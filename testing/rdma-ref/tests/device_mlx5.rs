@@ -69,6 +69,32 @@ fn layouts_match_rust() {
     );
 }
 
+/// The posting protocol's shared state, its read-only half and the queues of both formats: the
+/// same bytes in C++ (`gda/sq.hpp`) and Rust (`gda_hal::SqShared`, `SqProto`, `SqDevice`), so a
+/// Rust and a header producer can share one queue.
+#[test]
+fn protocol_layouts_match_rust() {
+    use gda_hal::{SqDevice, SqProto, SqShared};
+    let mut rust = SqShared::LAYOUT.to_vec();
+    rust.extend([
+        size_of::<SqProto>(),
+        offset_of!(SqProto, state),
+        offset_of!(SqProto, capacity),
+        offset_of!(SqProto, signal_every),
+        offset_of!(SqProto, timeout_ns),
+        offset_of!(SqProto, max_units),
+        offset_of!(SqProto, bits),
+        offset_of!(SqProto, tracks_psn),
+        offset_of!(SqProto, provider),
+        size_of::<SqDevice<Mlx5Sq>>(),
+        offset_of!(SqDevice<Mlx5Sq>, sq),
+        size_of::<SqDevice<WqHandle>>(),
+        offset_of!(SqDevice<WqHandle>, sq),
+    ]);
+    let rust: Vec<u64> = rust.into_iter().map(|v| v as u64).collect();
+    assert_eq!(device::protocol_layout().to_vec(), rust, "C++ vs Rust");
+}
+
 fn arb_atomic() -> impl Strategy<Value = (AtomicOp, u32)> {
     let v = any::<u64>();
     prop_oneof![

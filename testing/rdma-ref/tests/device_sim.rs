@@ -1,107 +1,198 @@
-//! The device API's posting protocol (`device/include/gda/mlx5_sq.hpp`), compiled for the host,
-//! run by CPU threads standing in for GPU lanes against the software NIC's ConnectX model: many
-//! producers on one QP, a ring that wraps many times, slots recycled through real CQEs, quiets
-//! in between — every value must land where it was sent, with and without chaos.
+//! The device API's posting protocol (`device/include/gda/sq.hpp`), compiled for the host, run
+//! by CPU threads standing in for GPU lanes against the software NIC: many producers on one QP,
+//! a ring that wraps many times, slots recycled through real CQEs, quiets in between — every
+//! value must land where it was sent, with and without chaos, on the ConnectX model and on the
+//! software NIC's native format, through normal and collapsed CQs.
+//!
+//! The header posts to the queue a Rust `gda_hal::SendQueue` owns, through the state both share
+//! (`SendQueue::device_queue`); in the mixed runs Rust producers post to the same QP at the same
+//! time as header producers.
 
-use gda_hal::Remote;
-use gda_rdma_ref::device::{self, Sq2, SqState};
-use gda_sim::{Access, CqMode, Fabric, FabricConfig, QpInit};
+use gda_hal::{Payload, Remote, SendFlags, SendQueue, WorkRequest};
+use gda_rdma_ref::device::{self, ThreadsWrite};
+use gda_sim::{Access, CqMode, Fabric, FabricConfig, Modeled, QpInit};
 
-/// Runs `threads` × `per` posts on a fresh QP pair (64-WQEBB ring) on a fabric with `chaos`;
-/// returns how many slots it checked.
-fn run(chaos: Option<u64>, threads: u32, per: u32, quiet_every: u32) -> usize {
-    run_on(CqMode::Normal, chaos, threads, per, quiet_every)
+/// One run: `threads` header threads × `per` posts, and `rust` Rust threads × `per` posts at the
+/// same time, on a fresh QP pair (64-unit ring) of provider `P` on a fabric with `chaos`, the
+/// sending CQ in `mode`. Returns how many slots it checked.
+#[derive(Clone, Copy)]
+struct Run {
+    mode: CqMode,
+    chaos: Option<u64>,
+    threads: u32,
+    rust: u32,
+    per: u32,
+    quiet_every: u32,
 }
 
-/// As [`run`] with the sending QP's CQ in `mode`.
-fn run_on(mode: CqMode, chaos: Option<u64>, threads: u32, per: u32, quiet_every: u32) -> usize {
-    let fabric = Fabric::new(FabricConfig { chaos });
-    let na = fabric.add_nic_for::<gda_mlx5::Mlx5>();
-    let nb = fabric.add_nic_for::<gda_mlx5::Mlx5>();
-    let (pa, pb) = (na.alloc_pd(), nb.alloc_pd());
-    let cq_a = na.create_cq(256, mode).unwrap();
-    let cq_b = nb.create_cq(256, CqMode::Normal).unwrap();
-    let init = QpInit {
-        sq_units: 64,
-        ..QpInit::default()
-    };
-    let a = pa.create_qp(init, &cq_a, &cq_a).unwrap();
-    let b = pb.create_qp(init, &cq_b, &cq_b).unwrap();
-    a.bring_up(&b.endpoint()).unwrap();
-    b.bring_up(&a.endpoint()).unwrap();
-    let slots = (threads * per) as usize;
-    let dst = pb.alloc_mr(slots * 8, Access::ALL);
-    let mut state = Box::new(SqState::default());
-    let q = Sq2 {
-        sq: a.sq_handle::<gda_mlx5::Mlx5>().unwrap(),
-        cq: cq_a.handle(),
-        state: &raw mut *state,
-        timeout_ns: 20_000_000_000,
-    };
-    let remote = Remote {
-        addr: dst.addr(),
-        rkey: dst.rkey(),
-    };
-    // SAFETY: the QP, CQ and state outlive the call; the header is their only poster and
-    // poller; `dst` holds `slots` 8-byte slots.
-    let s = unsafe { device::threads_write(&q, threads, per, quiet_every, remote) };
-    assert_eq!(
-        s, 0,
-        "posting protocol status (chaos {chaos:?}), state {state:?}"
-    );
-    let mut got = vec![0u8; slots * 8];
-    dst.read(0, &mut got).unwrap();
-    let mut checked = 0;
-    for t in 0..threads {
-        for i in 0..per {
-            let k = (t * per + i) as usize;
-            let v = u64::from_ne_bytes(got[k * 8..k * 8 + 8].try_into().unwrap());
-            assert_eq!(
-                v,
-                u64::from(t) << 32 | u64::from(i),
-                "slot {k} (chaos {chaos:?})"
-            );
-            checked += 1;
+impl Run {
+    fn new(threads: u32, per: u32, quiet_every: u32) -> Self {
+        Self {
+            mode: CqMode::Normal,
+            chaos: None,
+            threads,
+            rust: 0,
+            per,
+            quiet_every,
         }
     }
-    // Everything reserved was rung, and complete.
-    assert_eq!(state.counters[0], state.counters[1], "reserved == rung");
-    assert!(
-        state.counters[3] >= state.counters[4],
-        "complete_below >= signalled marker"
-    );
-    assert_eq!(state.counters[7], 0, "no error CQE");
-    if mode == CqMode::Normal {
-        assert!(state.flags[1] > 0, "CQEs were consumed");
+
+    fn go<P: ThreadsWrite + Modeled>(&self) -> usize {
+        let (threads, per) = (self.threads, self.per);
+        let fabric = Fabric::new(FabricConfig { chaos: self.chaos });
+        let na = fabric.add_nic_for::<P>();
+        let nb = fabric.add_nic_for::<P>();
+        let (pa, pb) = (na.alloc_pd(), nb.alloc_pd());
+        let cq_a = na.create_cq(256, self.mode).unwrap();
+        let cq_b = nb.create_cq(256, CqMode::Normal).unwrap();
+        let init = QpInit {
+            sq_units: 64,
+            ..QpInit::default()
+        };
+        let a = pa.create_qp(init, &cq_a, &cq_a).unwrap();
+        let b = pb.create_qp(init, &cq_b, &cq_b).unwrap();
+        a.bring_up(&b.endpoint()).unwrap();
+        b.bring_up(&a.endpoint()).unwrap();
+        let slots = ((threads + self.rust) * per) as usize;
+        let dst = pb.alloc_mr(slots * 8, Access::ALL);
+        // SAFETY: the QP and CQ outlive the queue; only its protocol (Rust or header) posts to
+        // and polls them.
+        let sq = unsafe { SendQueue::<P>::new(a.sq_handle::<P>().unwrap(), cq_a.handle(), 20_000) }
+            .unwrap();
+        let dq = sq.device_queue();
+        assert_eq!(dq.proto.provider, P::DEVICE_TAG);
+        let remote = Remote {
+            addr: dst.addr(),
+            rkey: dst.rkey(),
+        };
+        let ctx = format!("{} {:?} chaos {:?}", P::NAME, self.mode, self.chaos);
+        std::thread::scope(|s| {
+            for r in 0..self.rust {
+                let (sq, ctx) = (&sq, &ctx);
+                s.spawn(move || {
+                    for i in 0..per {
+                        let slot = u64::from((threads + r) * per + i);
+                        let v = (u64::from(threads + r) << 32 | u64::from(i)).to_ne_bytes();
+                        let wr = WorkRequest::Write {
+                            remote: Remote {
+                                addr: remote.addr + slot * 8,
+                                rkey: remote.rkey,
+                            },
+                            payload: Payload::Inline(&v),
+                            imm: None,
+                        };
+                        sq.post(&wr, SendFlags::empty())
+                            .unwrap_or_else(|e| panic!("Rust producer {r}: {e} ({ctx})"));
+                        if self.quiet_every != 0 && (i + 1) % self.quiet_every == 0 {
+                            sq.quiet().unwrap();
+                        }
+                    }
+                    sq.quiet().unwrap();
+                });
+            }
+            // SAFETY: the queue (its QP, CQ and shared state) outlives the call; `dst` holds
+            // the header threads' `threads * per` slots first.
+            let st = unsafe { device::threads_write::<P>(&dq, threads, per, self.quiet_every, remote) };
+            assert_eq!(st, 0, "header protocol status ({ctx}), state {:?}", sq.counters());
+        });
+        sq.quiet().unwrap();
+        let mut got = vec![0u8; slots * 8];
+        dst.read(0, &mut got).unwrap();
+        let mut checked = 0;
+        for t in 0..threads + self.rust {
+            for i in 0..per {
+                let k = (t * per + i) as usize;
+                let v = u64::from_ne_bytes(got[k * 8..k * 8 + 8].try_into().unwrap());
+                assert_eq!(v, u64::from(t) << 32 | u64::from(i), "slot {k} ({ctx})");
+                checked += 1;
+            }
+        }
+        // Everything reserved was rung and is complete, with no error.
+        let c = sq.counters();
+        assert_eq!(c.reserved(), c.rung(), "reserved == rung ({ctx})");
+        assert!(c.complete_below() >= c.last_rung_marker(), "all complete ({ctx})");
+        assert!(sq.first_error().is_ok(), "no error CQE ({ctx})");
+        checked
+    }
+}
+
+fn many_threads<P: ThreadsWrite + Modeled>() -> usize {
+    let mut checked = 0;
+    for (threads, per, quiet_every) in [(1, 300, 0), (4, 500, 0), (4, 200, 7), (8, 100, 1)] {
+        checked += Run::new(threads, per, quiet_every).go::<P>();
     }
     checked
 }
 
 #[test]
 fn many_threads_post_through_the_header_protocol() {
-    let mut checked = 0;
-    for (threads, per, quiet_every) in [(1, 300, 0), (4, 500, 0), (4, 200, 7), (8, 100, 1)] {
-        checked += run(None, threads, per, quiet_every);
-    }
-    assert_eq!(checked, 300 + 2000 + 800 + 800);
+    assert_eq!(many_threads::<gda_mlx5::Mlx5>(), 300 + 2000 + 800 + 800);
+    assert_eq!(many_threads::<gda_native::Native>(), 300 + 2000 + 800 + 800);
 }
 
 #[test]
-fn the_header_protocol_holds_under_chaos_seeds() {
+fn rust_and_header_producers_share_one_queue() {
     let mut checked = 0;
-    for seed in 1..=20 {
-        checked += run(Some(seed), 4, 60, if seed % 2 == 0 { 5 } else { 0 });
+    for (threads, rust, per, quiet_every) in [(2, 2, 400, 0), (3, 1, 200, 5), (1, 3, 300, 1)] {
+        let run = Run {
+            rust,
+            ..Run::new(threads, per, quiet_every)
+        };
+        checked += run.go::<gda_mlx5::Mlx5>();
+        checked += run.go::<gda_native::Native>();
+        let collapsed = Run {
+            mode: CqMode::Collapsed,
+            ..run
+        };
+        checked += collapsed.go::<gda_mlx5::Mlx5>();
+        checked += collapsed.go::<gda_native::Native>();
     }
-    assert_eq!(checked, 20 * 240);
+    assert_eq!(checked, 4 * (1600 + 800 + 1200));
+}
+
+/// Chaos seeds (`GDA_DEVICE_CHAOS_SEEDS`, default 100) on both formats, header and Rust
+/// producers mixed on every other seed.
+#[test]
+fn the_header_protocol_holds_under_chaos_seeds() {
+    let seeds: u64 = std::env::var("GDA_DEVICE_CHAOS_SEEDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(100);
+    let mut checked = 0;
+    for seed in 1..=seeds {
+        let run = Run {
+            chaos: Some(seed),
+            rust: (seed % 2) as u32,
+            ..Run::new(3, 40, if seed % 3 == 0 { 5 } else { 0 })
+        };
+        checked += if seed % 2 == 0 {
+            run.go::<gda_mlx5::Mlx5>()
+        } else {
+            run.go::<gda_native::Native>()
+        };
+    }
+    let per_seed = |s: u64| if s % 2 == 1 { 160 } else { 120 };
+    assert_eq!(checked, (1..=seeds).map(per_seed).sum::<usize>());
 }
 
 #[test]
 fn the_header_protocol_progresses_through_a_collapsed_cq() {
     // One CQE slot the device overwrites: progress comes from its newest WQE counter only.
-    let mut checked = run_on(CqMode::Collapsed, None, 4, 300, 0);
-    checked += run_on(CqMode::Collapsed, None, 2, 200, 3);
-    for seed in 1..=10 {
-        checked += run_on(CqMode::Collapsed, Some(seed), 3, 60, 0);
+    let mut checked = 0;
+    for (threads, per, quiet_every) in [(4, 300, 0), (2, 200, 3)] {
+        let run = Run {
+            mode: CqMode::Collapsed,
+            ..Run::new(threads, per, quiet_every)
+        };
+        checked += run.go::<gda_mlx5::Mlx5>() + run.go::<gda_native::Native>();
     }
-    assert_eq!(checked, 1200 + 400 + 10 * 180);
+    for seed in 1..=10 {
+        let run = Run {
+            mode: CqMode::Collapsed,
+            chaos: Some(seed),
+            ..Run::new(3, 60, 0)
+        };
+        checked += run.go::<gda_mlx5::Mlx5>() + run.go::<gda_native::Native>();
+    }
+    assert_eq!(checked, 2 * (1200 + 400 + 10 * 180));
 }

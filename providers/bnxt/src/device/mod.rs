@@ -51,6 +51,17 @@ pub struct BnxtSq {
     mode: Mode,
 }
 
+// The layout the C++ device API's `gda::bnxt::Sq` (device/include/gda/bnxt.hpp) asserts too;
+// testing/rdma-ref tests/device_bnxt.rs compares the two field by field.
+const _: () = {
+    use core::mem::{align_of, offset_of, size_of};
+    assert!(size_of::<Mode>() == 2 && offset_of!(Mode, wqe) == 0 && offset_of!(Mode, psn) == 1);
+    assert!(size_of::<BnxtSq>() == 72 && align_of::<BnxtSq>() == 8);
+    assert!(offset_of!(BnxtSq, wq) == 0 && offset_of!(BnxtSq, psn_table) == 48);
+    assert!(offset_of!(BnxtSq, psn_entries) == 56 && offset_of!(BnxtSq, path_mtu) == 60);
+    assert!(offset_of!(BnxtSq, start_psn) == 64 && offset_of!(BnxtSq, mode) == 68);
+};
+
 /// Why a bnxt send-queue description is refused.
 fn bad(what: &'static str) -> PostError {
     PostError::BadHandle { what }
@@ -511,6 +522,7 @@ impl Provider for Bnxt {
     const CQ_INDEX_BITS: u32 = 24;
     const ATOMIC_RESULT_BIG_ENDIAN: bool = false;
     const TRACKS_PSN: bool = true;
+    const DEVICE_TAG: u32 = 3;
 
     #[inline(always)]
     fn cost(sq: &BnxtSq, wr: &WorkRequest<'_>) -> Cost {
