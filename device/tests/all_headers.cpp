@@ -10,14 +10,11 @@
 #include <gda/native.hpp>
 #include <gda/native_sq.hpp>
 #include <gda/sq.hpp>
+#include <gda/group.hpp>
+#include <gda/shmem.hpp>
 #include <gda/any.hpp>
 #include <gda/bnxt.hpp>
 
-#if defined(GDA_TARGET_HIP) || defined(GDA_TARGET_CUDA)
-#define GDA_KERNEL __global__
-#else
-#define GDA_KERNEL
-#endif
 
 // One thread posts `value` to `remote` and rings; `pos` is the queue's producer position.
 extern "C" GDA_KERNEL void gda_check_post_inline(gda::mlx5::Sq sq, uint32_t* pos,
@@ -61,18 +58,22 @@ extern "C" GDA_KERNEL void gda_check_any(gda::AnySq q, uint32_t* pos, gda::Remot
     if (s != gda::PostStatus::Ok) *status = int32_t(s);
 }
 
-// bnxt's hot path: an 8-byte register-value WRITE (WQE, PSN-table entry) and its doorbell; and
-// one poll of the CQ (one thread).
-extern "C" GDA_KERNEL void gda_check_bnxt(gda::bnxt::Sq sq, gda::CqHandle cq, uint32_t* pos,
-                                          gda::Remote remote, uint64_t value, uint32_t* done) {
+// bnxt's hot path: an 8-byte register-value WRITE (WQE, PSN-table entry) and its doorbell.
+extern "C" GDA_KERNEL void gda_check_bnxt(gda::bnxt::Sq sq, uint32_t* pos, gda::Remote remote,
+                                          uint64_t value) {
     const uint32_t at = gda::arch::fetch_add_u32(pos, 1);
     const gda::Posted p = gda::bnxt::post_write_value(sq, gda::SqPos{at, at, 0}, remote, value,
                                                       gda::send::SIGNALED);
     gda::bnxt::ring_sq(sq, p);
+}
+
+// One poll of a bnxt CQ, the completed unit, and the CQ doorbell.
+extern "C" GDA_KERNEL void gda_check_bnxt_poll(gda::bnxt::Sq sq, gda::CqHandle cq, uint32_t ci,
+                                               uint32_t* done) {
     gda::bnxt::Wc wc{};
-    if (gda::bnxt::poll_cq(cq, 0, &wc)) {
+    if (gda::bnxt::poll_cq(cq, ci, &wc)) {
         *done = gda::bnxt::completed_unit(sq, wc.wqe_counter);
-        gda::bnxt::update_cq_ci(cq, 1);
+        gda::bnxt::update_cq_ci(cq, ci + 1);
     }
 }
 
@@ -96,4 +97,41 @@ extern "C" GDA_KERNEL void gda_check_bnxt_all(gda::bnxt::Sq sq, gda::WqHandle rq
     ring_sq(sq, p);
     post_recv(rq, pos.unit, &sge, 1);
     ring_rq(rq, pos.unit + 1);
+}
+
+// The SHMEM device API at every granularity, so the device pass instantiates all of it.
+extern "C" GDA_KERNEL void gda_check_shmem(const gda::shmem::Ctx* ctx, uint64_t* sym, int pe,
+                                           int32_t* status) {
+    using namespace gda::shmem;
+    const Ctx& c = *ctx;
+    Status s = check(c);
+    const uint32_t me = uint32_t(gda::global_id());
+    uint64_t v = 0;
+    uint32_t w = 0;
+    int32_t i = 0;
+    if (s == Status::Ok) s = putmem(c, sym, sym + 64, 512, pe);
+    if (s == Status::Ok) s = putmem_nbi(c, sym, sym + 64, 512, pe, gda::this_warp());
+    if (s == Status::Ok) s = getmem(c, sym + 64, sym, 512, pe, gda::this_block());
+    if (s == Status::Ok) s = get_nbi(c, sym + 64, sym, 8, pe);
+    if (s == Status::Ok) s = put(c, sym, sym + 64, uint64_t(8), pe);
+    if (s == Status::Ok) s = p(c, sym + me % 64, uint64_t(me), pe);
+    if (s == Status::Ok) s = g(c, sym + 1, pe, &v);
+    if (s == Status::Ok) s = p_lanes(gda::this_warp(), c, sym + gda::lane(), v, pe);
+    if (s == Status::Ok) s = atomic_fetch_add(c, sym, uint64_t(1), pe, &v);
+    if (s == Status::Ok) s = atomic_add(c, reinterpret_cast<uint32_t*>(sym), 1u, pe);
+    if (s == Status::Ok) s = atomic_compare_swap(c, reinterpret_cast<int32_t*>(sym), 0, 1, pe, &i);
+    if (s == Status::Ok) s = atomic_fetch_xor(c, reinterpret_cast<uint32_t*>(sym), 3u, pe, &w);
+    if (s == Status::Ok) s = atomic_or(c, sym, uint64_t(4), pe);
+    if (s == Status::Ok) s = atomic_swap(c, sym, uint64_t(5), pe, &v);
+    if (s == Status::Ok) s = atomic_fetch(c, sym, pe, &v);
+    if (s == Status::Ok) s = putmem_signal(c, sym, sym + 64, 64, sym + 200, 1, SignalOp::Add, pe,
+                                        gda::this_block());
+    if (s == Status::Ok) s = signal_wait_until(c, sym + 200, Cmp::Ge, uint64_t(1), &v);
+    if (s == Status::Ok) s = wait_until(c, reinterpret_cast<uint32_t*>(sym), Cmp::Ne, 0u);
+    if (s == Status::Ok && !test(sym, Cmp::Eq, uint64_t(0))) s = fence(c);
+    if (s == Status::Ok) s = quiet(c, gda::this_warp());
+    if (s == Status::Ok) s = barrier_all(c, gda::this_block());
+    if (s == Status::Ok) s = sync(c, Team{0, 2, 2, 1}, gda::this_warp());
+    if (s == Status::Ok && ptr(c, sym, pe) == nullptr) s = sync_all(c);
+    if (s != Status::Ok) *status = int32_t(s);
 }

@@ -22,6 +22,7 @@ fn copy_dir(from: &Path, to: &Path) {
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-changed=include");
+    println!("cargo:rerun-if-changed=../../device/include");
     println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,libgdashmem.so");
     let here = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_default());
     let Some(out) = std::env::var_os("OUT_DIR").map(PathBuf::from) else {
@@ -30,6 +31,9 @@ fn main() {
     // OUT_DIR is target/<profile>/build/<pkg>-<hash>/out.
     if let Some(profile_dir) = out.ancestors().nth(3) {
         copy_dir(&here.join("include"), &profile_dir.join("gda-include"));
+        // The device API's headers (`#include <gda/shmem.hpp>`), for C++ and HIP/CUDA programs
+        // that launch kernels with `shmemx_device_context()`.
+        copy_dir(&here.join("../../device/include"), &profile_dir.join("gda-include"));
         // For build systems: `PKG_CONFIG_PATH=target/<profile>/pkgconfig pkg-config --cflags
         // --libs gda-shmem`.
         let pc = format!(

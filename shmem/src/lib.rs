@@ -37,6 +37,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod boot;
+pub mod device;
 pub mod diag;
 pub mod domain;
 pub mod error;

@@ -8,6 +8,9 @@
 //! `$CC` may name a command with arguments (`CC="ccache gcc"`: split at white space, as
 //! make does); printed commands are quoted for a POSIX shell; the rpath is passed with
 //! `-Xlinker` so a directory with a comma in its name stays one path.
+//! A C++ source (`.cpp`, `.cc`, `.cxx`: a kernel source built for CPU threads with the device
+//! API, `<gda/shmem.hpp>`) is compiled with `$CXX` (default `c++`) and `-std=c++17` unless the
+//! command names a standard, and linked with the threads library.
 //! Both are found beside this executable (`target/<profile>/gda-include`,
 //! `target/<profile>/libgdashmem.so`), where `cargo build --features capi` puts them.
 
@@ -93,16 +96,28 @@ fn main() -> ExitCode {
     let only_compile = args
         .iter()
         .any(|a| matches!(a.as_str(), "-c" | "-E" | "-S" | "-M" | "-MM"));
-    let cc_var = std::env::var("CC").unwrap_or_default();
+    let cxx = args.iter().any(|a| {
+        Path::new(a)
+            .extension()
+            .is_some_and(|e| matches!(e.to_str(), Some("cpp" | "cc" | "cxx")))
+    });
+    let (var, default) = if cxx { ("CXX", "c++") } else { ("CC", "cc") };
+    let cc_var = std::env::var(var).unwrap_or_default();
     let mut cmd: Vec<String> = cc_var.split_whitespace().map(str::to_owned).collect();
     if cmd.is_empty() {
-        cmd.push("cc".into());
+        cmd.push(default.into());
     }
     let cc = cmd[0].clone();
     cmd.extend(compile);
+    if cxx && !args.iter().any(|a| a.starts_with("-std=")) {
+        cmd.push("-std=c++17".into());
+    }
     cmd.extend(args);
     if !only_compile {
         cmd.extend(link);
+        if cxx {
+            cmd.push("-pthread".into());
+        }
     }
     if showme {
         println!("{}", quoted(&cmd));

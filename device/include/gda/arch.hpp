@@ -14,6 +14,9 @@
 //   fetch_add_u32/u64, cas_u64, load_u64_acquire, store_u64_release
 //                               the posting protocol's counters    (shared by the producers of
 //                                                                  one QP)
+//   exchange/fetch_and/fetch_or/fetch_xor_u32/u64, fence_system()
+//                               the SHMEM device API on load/store routes (relaxed atomics on
+//                               symmetric memory; the fence orders them for every observer)
 //   pause()                     a polite spin
 //
 // Byte order helpers are plain shifts (every compiler turns them into one byte-swap).

@@ -55,6 +55,7 @@ struct Provider {
     using Handle = Sq;
     static constexpr ProviderTag TAG = ProviderTag::Mlx5;
     static constexpr bool ATOMIC_RESULT_BE = true;  // ConnectX writes the old value big-endian
+    static constexpr bool HAS_MASKED_ATOMICS = true;
 
     static GDA_FN const WqHandle& wq(const Sq& s) { return s.wq; }
     static GDA_FN void ring(const Sq& s, const Posted& p) { ring_sq(s, p); }

@@ -30,6 +30,7 @@ struct Provider {
     using Handle = WqHandle;
     static constexpr ProviderTag TAG = ProviderTag::Native;
     static constexpr bool ATOMIC_RESULT_BE = false;
+    static constexpr bool HAS_MASKED_ATOMICS = true;
 
     static GDA_FN const WqHandle& wq(const WqHandle& w) { return w; }
     static GDA_FN void ring(const WqHandle& w, const Posted& p) { ring_sq(w, p); }

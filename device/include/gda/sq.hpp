@@ -169,8 +169,8 @@ GDA_FN uint64_t reserved(const SqProto& p) {
                         : v;
 }
 
-// Claims `c`: the start position and its SqPos (gda_hal::Counters::reserve).
-GDA_FN uint64_t reserve(const SqProto& p, Cost c, SqPos* pos) {
+// Claims `c` (for `msgs` WQEs): the start position and its SqPos (gda_hal::Counters::reserve).
+GDA_FN uint64_t reserve(const SqProto& p, Cost c, SqPos* pos, uint32_t msgs = 1) {
     SqState* st = state(p);
     if (!p.tracks_psn) {
         const uint64_t start = arch::fetch_add_u64(&st->reserved, c.units);
@@ -179,7 +179,7 @@ GDA_FN uint64_t reserve(const SqProto& p, Cost c, SqPos* pos) {
     }
     uint64_t cur = arch::load_u64_acquire(&st->reserved);
     for (;;) {
-        const uint64_t next = packed::pack(packed::unit(cur) + c.units, packed::msg(cur) + 1,
+        const uint64_t next = packed::pack(packed::unit(cur) + c.units, packed::msg(cur) + msgs,
                                            packed::psn(cur) + c.packets);
         const uint64_t seen = arch::cas_u64(&st->reserved, cur, next);
         if (seen == cur) break;
@@ -417,6 +417,74 @@ GDA_FN SqStatus atomic(const Queue<P>& q, Remote r, Sge local, const Atomic& a, 
     return post_with(q, P::atomic_cost(q.sq, a, bytes), flags, [&](SqPos pos, uint32_t f) {
         return P::post_atomic(q.sq, pos, r, local, a, bytes, f);
     });
+}
+
+// Every lane of group `g` writes its own register value inline to its own `r`, on one queue:
+// rank 0 reserves the group's WQEs with one atomic, each lane writes its WQE at its place, and
+// rank 0 rings one doorbell (the last WQE's) for all of them once the group has met — never
+// two lanes storing a doorbell. A group whose WQEs would not fit at once posts lane by lane.
+template <class P, class G, class T>
+GDA_FN SqStatus write_value_group(const Queue<P>& q, G g, Remote r, T value, uint32_t flags) {
+    const Cost one = P::write_inline_cost(q.sq, sizeof(T));
+    uint64_t units = 0, packets = 0;
+    const uint64_t before = g.exclusive_sum(one.units, &units);
+    const uint64_t before_p = g.exclusive_sum(one.packets, &packets);
+    if (units > q.proto.max_units) {
+        // Too many for one reservation: one at a time, in rank order (no lane waits on a
+        // reservation of a lane behind it).
+        SqStatus s = SqStatus::Ok;
+        for (uint32_t k = 0; k < g.size(); ++k) {
+            if (g.rank() == k) s = write_value(q, r, value, flags);
+            g.sync();
+        }
+        return s;
+    }
+    SqState* st = state(q.proto);
+    uint64_t start = 0, msg_psn = 0;
+    SqStatus s = SqStatus::Ok;
+    if (g.rank() == 0) {
+        SqPos pos0;
+        start = reserve(q.proto, Cost{uint32_t(units), uint32_t(packets)}, &pos0, g.size());
+        msg_psn = uint64_t(pos0.msg) << 32 | pos0.psn;
+        s = detail::wait(q, true, [&] {
+            return start + units <= arch::load_u64_acquire(&st->complete_below) + q.proto.capacity;
+        });
+        if (s != SqStatus::Ok) arch::store_u32_release(&st->poisoned, 1);
+    }
+    s = SqStatus(int32_t(g.broadcast(uint64_t(int64_t(s)))));
+    if (s != SqStatus::Ok) return s;
+    start = g.broadcast(start);
+    msg_psn = g.broadcast(msg_psn);
+    const uint64_t mine = start + before;
+    const SqPos pos{uint32_t(mine), uint32_t(msg_psn >> 32) + g.rank(),
+                    (uint32_t(msg_psn) + uint32_t(before_p)) & packed::PSN_MASK};
+    const uint32_t f = must_signal(mine, mine + one.units,
+                                   q.proto.signal_every ? q.proto.signal_every : 1)
+                           ? flags | send::SIGNALED
+                           : flags;
+    const Posted p = P::post_write_value(q.sq, pos, r, value, f);
+    if (f & send::SIGNALED) arch::fetch_max_u64(&st->signaled_marker, mine + 1);
+    // The last lane's Posted carries the doorbell for all of them.
+    uint64_t w[4];
+    __builtin_memcpy(w, &p, sizeof p);
+    const uint32_t last = g.size() - 1;
+    for (uint64_t& x : w) x = g.broadcast(x, last);  // the broadcasts also make the group meet
+    if (g.rank() == 0) {
+        Posted lp;
+        __builtin_memcpy(&lp, w, sizeof lp);
+        s = detail::wait(q, false, [&] {
+            return int64_t(arch::load_u64_acquire(&st->rung) - start) >= 0;
+        });
+        if (s == SqStatus::Ok) {
+            arch::store_u64_release(&st->ring_bound, start + units);
+            P::ring(q.sq, lp);
+            arch::store_u64_release(&st->last_rung_marker, start + units - one.units + 1);
+            arch::store_u64_release(&st->rung, start + units);
+        } else {
+            arch::store_u32_release(&st->poisoned, 1);
+        }
+    }
+    return SqStatus(int32_t(g.broadcast(uint64_t(int64_t(s)))));
 }
 
 // The value an atomic left in its local 8 bytes, in host order.

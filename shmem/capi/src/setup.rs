@@ -207,6 +207,21 @@ pub extern "C" fn shmem_ptr(dest: *const c_void, target: c_int) -> *mut c_void {
     }
 }
 
+/// `shmemx_device_context`: this PE's SHMEM device context (`gda::shmem::Ctx` of
+/// `<gda/shmem.hpp>`), for kernels and CPU threads that call the device API. Valid until
+/// `shmem_finalize`; null (with the reason on stderr) if it cannot be built.
+#[unsafe(no_mangle)]
+pub extern "C" fn shmemx_device_context() -> *const c_void {
+    let p = pe("shmemx_device_context");
+    match p.device_context() {
+        Ok(c) => c.cast(),
+        Err(e) => {
+            gda_shmem::diag!("shmemx_device_context: {e}");
+            std::ptr::null()
+        }
+    }
+}
+
 /// `shmem_info_get_version`.
 ///
 /// # Safety

@@ -46,6 +46,8 @@ pub enum SyncTy {
 pub trait CPe {
     /// This PE.
     fn me(&self) -> u32;
+    /// The SHMEM device context (`gda_shmem::device`), built on first use.
+    fn device_context(&self) -> Result<*const gda_shmem::device::DeviceCtx>;
     /// PEs.
     fn n(&self) -> u32;
     /// Collective allocation of `bytes` aligned to `align`.
@@ -206,6 +208,9 @@ where
 impl<P: gda_hal::Provider> CPe for Pe<P> {
     fn me(&self) -> u32 {
         self.my_pe()
+    }
+    fn device_context(&self) -> Result<*const gda_shmem::device::DeviceCtx> {
+        Pe::device_context(self).map(std::ptr::from_ref)
     }
     fn n(&self) -> u32 {
         self.n_pes()

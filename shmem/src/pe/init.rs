@@ -386,7 +386,7 @@ impl<P: Provider> Pe<P> {
                 lkey,
                 data,
                 data_lkey,
-                staging: Staging::new(bounce, BOUNCE),
+                staging: Staging::new(bounce, BOUNCE - crate::device::WORK_BYTES),
                 live,
                 rdma_routes: rdma_pes.len(),
                 _nic: domain,
@@ -407,6 +407,8 @@ impl<P: Provider> Pe<P> {
             seg: std::mem::ManuallyDrop::new(seg),
             statics: std::mem::ManuallyDrop::new((peer_statics, statics)),
             unsafe_to_unmap: Cell::new(false),
+            device_work: crate::device::work_offset(total),
+            device: crate::device::Cell::new(),
         };
         super::team::init_teams(&pe)?;
         Ok(pe)

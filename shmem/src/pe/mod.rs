@@ -14,6 +14,7 @@
 
 mod amo;
 mod config;
+mod device_ctx;
 mod heap;
 mod init;
 mod rma;
@@ -89,6 +90,10 @@ pub struct Pe<P: Provider> {
     /// The final barrier failed (a peer gave up): peers may still be storing into this heap,
     /// so its mapping is never unmapped (see `Drop`).
     unsafe_to_unmap: Cell<bool>,
+    /// Segment offset of the device work area (`crate::device`).
+    pub(crate) device_work: usize,
+    /// The device context, once built ([`Pe::device_context`]).
+    pub(crate) device: crate::device::Cell,
 }
 
 // SAFETY: the raw pointers are into mappings the PE owns (or keeps alive); moving the PE to

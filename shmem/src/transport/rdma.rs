@@ -94,6 +94,16 @@ impl<P: Provider> Rdma<P> {
         }
     }
 
+    /// The peer's segment: its address there and its key.
+    pub(crate) fn segment(&self) -> (u64, u32) {
+        (self.base, self.rkey)
+    }
+
+    /// The queue to this PE (shared with device-API producers through its state).
+    pub(crate) fn queue(&self) -> &SendQueue<P> {
+        &self.sq
+    }
+
     /// The error to report for `e` during `op`: a dead peer explains itself better than the
     /// flushed completion its death caused.
     #[cold]

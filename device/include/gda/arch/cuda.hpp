@@ -60,6 +60,24 @@ GDA_ARCH_FN uint64_t d_fetch_max_u64(uint64_t* p, uint64_t v) {
     return atomicMax_system(reinterpret_cast<unsigned long long*>(p),
                             static_cast<unsigned long long>(v));
 }
+// The SHMEM device API's atomics on symmetric memory (relaxed, system scope).
+GDA_ARCH_FN uint32_t d_exchange_u32(uint32_t* p, uint32_t v) { return atomicExch_system(p, v); }
+GDA_ARCH_FN uint64_t d_exchange_u64(uint64_t* p, uint64_t v) {
+    return atomicExch_system(reinterpret_cast<unsigned long long*>(p), (unsigned long long)v);
+}
+GDA_ARCH_FN uint32_t d_fetch_and_u32(uint32_t* p, uint32_t v) { return atomicAnd_system(p, v); }
+GDA_ARCH_FN uint64_t d_fetch_and_u64(uint64_t* p, uint64_t v) {
+    return atomicAnd_system(reinterpret_cast<unsigned long long*>(p), (unsigned long long)v);
+}
+GDA_ARCH_FN uint32_t d_fetch_or_u32(uint32_t* p, uint32_t v) { return atomicOr_system(p, v); }
+GDA_ARCH_FN uint64_t d_fetch_or_u64(uint64_t* p, uint64_t v) {
+    return atomicOr_system(reinterpret_cast<unsigned long long*>(p), (unsigned long long)v);
+}
+GDA_ARCH_FN uint32_t d_fetch_xor_u32(uint32_t* p, uint32_t v) { return atomicXor_system(p, v); }
+GDA_ARCH_FN uint64_t d_fetch_xor_u64(uint64_t* p, uint64_t v) {
+    return atomicXor_system(reinterpret_cast<unsigned long long*>(p), (unsigned long long)v);
+}
+GDA_ARCH_FN void d_fence_system() { __threadfence_system(); }
 GDA_ARCH_FN void d_pause() { __nanosleep(32); }
 #undef GDA_ARCH_FN
 #define GDA_PICK(dev, host) dev

@@ -45,6 +45,18 @@ GDA_FN uint32_t cas_u32(uint32_t* p, uint32_t expected, uint32_t desired) {
 GDA_FN uint64_t fetch_max_u64(uint64_t* p, uint64_t v) {
     return GDA_PICK(d_fetch_max_u64(p, v), arch_host::fetch_max_u64(p, v));
 }
+GDA_FN void fence_system() { GDA_PICK(d_fence_system(), arch_host::fence_system()); }
+#define GDA_RMW(name, T)                                                     \
+    GDA_FN T name(T* p, T v) { return GDA_PICK(d_##name(p, v), arch_host::name(p, v)); }
+GDA_RMW(exchange_u32, uint32_t)
+GDA_RMW(exchange_u64, uint64_t)
+GDA_RMW(fetch_and_u32, uint32_t)
+GDA_RMW(fetch_and_u64, uint64_t)
+GDA_RMW(fetch_or_u32, uint32_t)
+GDA_RMW(fetch_or_u64, uint64_t)
+GDA_RMW(fetch_xor_u32, uint32_t)
+GDA_RMW(fetch_xor_u64, uint64_t)
+#undef GDA_RMW
 GDA_FN void pause() { GDA_PICK(d_pause(), arch_host::pause()); }
 
 // The owner byte of a CQE: read as the aligned 32-bit word that holds it (GPUs have no

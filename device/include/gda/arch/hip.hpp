@@ -61,6 +61,20 @@ GDA_ARCH_FN uint32_t d_cas_u32(uint32_t* p, uint32_t expected, uint32_t desired)
 GDA_ARCH_FN uint64_t d_fetch_max_u64(uint64_t* p, uint64_t v) {
     return __hip_atomic_fetch_max(p, v, __ATOMIC_RELEASE, __HIP_MEMORY_SCOPE_SYSTEM);
 }
+#define GDA_HIP_RMW(name, builtin, T)                                              \
+    GDA_ARCH_FN T d_##name(T* p, T v) {                                            \
+        return builtin(p, v, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_SYSTEM);        \
+    }
+GDA_HIP_RMW(exchange_u32, __hip_atomic_exchange, uint32_t)
+GDA_HIP_RMW(exchange_u64, __hip_atomic_exchange, uint64_t)
+GDA_HIP_RMW(fetch_and_u32, __hip_atomic_fetch_and, uint32_t)
+GDA_HIP_RMW(fetch_and_u64, __hip_atomic_fetch_and, uint64_t)
+GDA_HIP_RMW(fetch_or_u32, __hip_atomic_fetch_or, uint32_t)
+GDA_HIP_RMW(fetch_or_u64, __hip_atomic_fetch_or, uint64_t)
+GDA_HIP_RMW(fetch_xor_u32, __hip_atomic_fetch_xor, uint32_t)
+GDA_HIP_RMW(fetch_xor_u64, __hip_atomic_fetch_xor, uint64_t)
+#undef GDA_HIP_RMW
+GDA_ARCH_FN void d_fence_system() { __threadfence_system(); }
 GDA_ARCH_FN void d_pause() { __builtin_amdgcn_s_sleep(1); }
 #undef GDA_ARCH_FN
 #define GDA_PICK(dev, host) dev

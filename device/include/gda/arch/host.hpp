@@ -88,6 +88,20 @@ GDA_HOST_FN uint64_t load_u64_acquire(const uint64_t* p) { return __atomic_load_
 GDA_HOST_FN void store_u32_release(uint32_t* p, uint32_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
 GDA_HOST_FN void store_u64_release(uint64_t* p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
 
+// The SHMEM device API's atomics on symmetric memory (relaxed: OpenSHMEM orders them only
+// through fence and quiet), and its system-wide fence.
+GDA_HOST_FN uint32_t exchange_u32(uint32_t* p, uint32_t v) { return __atomic_exchange_n(p, v, __ATOMIC_RELAXED); }
+GDA_HOST_FN uint64_t exchange_u64(uint64_t* p, uint64_t v) { return __atomic_exchange_n(p, v, __ATOMIC_RELAXED); }
+GDA_HOST_FN uint32_t fetch_and_u32(uint32_t* p, uint32_t v) { return __atomic_fetch_and(p, v, __ATOMIC_RELAXED); }
+GDA_HOST_FN uint64_t fetch_and_u64(uint64_t* p, uint64_t v) { return __atomic_fetch_and(p, v, __ATOMIC_RELAXED); }
+GDA_HOST_FN uint32_t fetch_or_u32(uint32_t* p, uint32_t v) { return __atomic_fetch_or(p, v, __ATOMIC_RELAXED); }
+GDA_HOST_FN uint64_t fetch_or_u64(uint64_t* p, uint64_t v) { return __atomic_fetch_or(p, v, __ATOMIC_RELAXED); }
+GDA_HOST_FN uint32_t fetch_xor_u32(uint32_t* p, uint32_t v) { return __atomic_fetch_xor(p, v, __ATOMIC_RELAXED); }
+GDA_HOST_FN uint64_t fetch_xor_u64(uint64_t* p, uint64_t v) { return __atomic_fetch_xor(p, v, __ATOMIC_RELAXED); }
+// Orders every earlier access of this thread before every later one, for every observer (other
+// processes, the NIC): OpenSHMEM fence/quiet over load/store routes.
+GDA_HOST_FN void fence_system() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+
 GDA_HOST_FN void pause() {
 #if defined(__x86_64__)
     _mm_pause();
