@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Compiles every device API header (device/tests/all_headers.cpp) with -Werror for each target
 # whose compiler is installed: host C++ (g++, clang++), HIP (hipcc: gfx90a, gfx940), CUDA (nvcc:
-# sm_80, sm_90). Then runs the posting protocol under ThreadSanitizer (tests/protocol_tsan.cpp:
+# sm_80, sm_90), and the GPU examples (examples/device/*.hip with hipcc, *.cu with nvcc). Then runs
+# the posting protocol under ThreadSanitizer (tests/protocol_tsan.cpp:
 # host threads and a device stand-in; g++ -fsanitize=thread, any report fails). Prints one line
 # per step; a missing compiler is SKIPPED with its name (and an error with --require), a failed
 # step exits 1.
@@ -13,6 +14,8 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 src="$here/tests/all_headers.cpp"
 inc="$here/include"
+examples="$here/../examples/device"
+capi_inc="$here/../shmem/capi/include"
 require=""
 isa=""
 while [ $# -gt 0 ]; do
@@ -49,6 +52,10 @@ if command -v "$hipcc" >/dev/null; then
       run "hip $arch" "$hipcc" -x hip --offload-arch=$arch "${flags[@]}" -c "$src" -o "$tmp/hip-$arch.o"
     fi
   done
+  for ex in "$examples"/*.hip; do
+    run "hip example $(basename "$ex")" "$hipcc" -x hip --offload-arch=gfx90a --offload-arch=gfx940 \
+      "${flags[@]}" -I "$capi_inc" -I "$examples" -c "$ex" -o "$tmp/ex-hip.o"
+  done
 else
   skip hip hipcc
 fi
@@ -57,6 +64,11 @@ if command -v "$nvcc" >/dev/null; then
   for sm in 80 90; do
     run "cuda sm_$sm" "$nvcc" -x cu -std=c++17 -O3 -Werror all-warnings -I "$inc" \
       -arch=sm_$sm -c "$src" -o "$tmp/cuda-$sm.o"
+  done
+  for ex in "$examples"/*.cu; do
+    run "cuda example $(basename "$ex")" "$nvcc" -x cu -std=c++17 -O3 -Werror all-warnings \
+      -I "$inc" -I "$capi_inc" -I "$examples" -gencode arch=compute_80,code=sm_80 \
+      -gencode arch=compute_90,code=sm_90 -c "$ex" -o "$tmp/ex-cuda.o"
   done
 else
   skip cuda nvcc

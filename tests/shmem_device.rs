@@ -96,3 +96,35 @@ fn every_device_routine_at_every_granularity_on_2_and_4_pes() {
     }
     assert_eq!(runs, 6);
 }
+
+/// Runs an example on `n` PEs in `env`; every PE must print a line starting with `tag` and
+/// ending in `ok`.
+fn example_runs(prog: &Path, n: u32, env: &[(&str, &str)], tag: &str) {
+    let o = gdarun(n, prog, &[], env);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{tag} -n {n} {env:?}\n{out}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let ok = out
+        .lines()
+        .filter(|l| l.starts_with(tag) && l.ends_with(" ok"))
+        .count();
+    assert_eq!(ok, n as usize, "{tag} -n {n} {env:?}\n{out}");
+}
+
+#[test]
+fn the_gpu_examples_run_on_cpu_threads_under_gdarun() {
+    let ring = build("examples/device/put_signal_ring.hip", "put_signal_ring");
+    let moe = build("examples/device/moe_dispatch.hip", "moe_dispatch");
+    let mut runs = 0;
+    for env in CONFIGS {
+        for n in [2, 4] {
+            example_runs(&ring, n, env, "put_signal_ring:");
+            example_runs(&moe, n, env, "moe_dispatch:");
+            runs += 2;
+        }
+    }
+    assert_eq!(runs, 12);
+}

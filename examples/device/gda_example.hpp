@@ -1,0 +1,58 @@
+// What the device examples share: getting this PE's SHMEM device context to the kernel, and
+// waiting for a launch, the same way for HIP, CUDA and CPU threads.
+//
+// On a GPU the context and the arrays it points at must be readable by the kernel: the example
+// registers them with the runtime (mapped host memory). The symmetric heap, the rings and the
+// doorbell records must be GPU-accessible too: build gda with the `hip` feature
+// (GDA_SHMEM_GPU=1), which places them in GPU memory (see device/README.md, "On a GPU").
+#pragma once
+
+#include <gda/shmem.hpp>
+#include <shmemx.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+namespace example {
+
+inline void die(const char* what) {
+    std::fprintf(stderr, "%s\n", what);
+    std::exit(1);
+}
+
+#if defined(GDA_TARGET_HIP)
+#define GDA_EX_RT(x) hip##x
+#elif defined(GDA_TARGET_CUDA)
+#define GDA_EX_RT(x) cuda##x
+#endif
+
+// The context for kernels of this build, checked (version, size, provider compiled in).
+inline const gda::shmem::Ctx* context() {
+    const auto* c = static_cast<const gda::shmem::Ctx*>(shmemx_device_context());
+    if (!c) die("shmemx_device_context failed");
+    if (gda::shmem::check(*c) != gda::shmem::Status::Ok) {
+        die("the SHMEM device context does not match this build's <gda/shmem.hpp>");
+    }
+#if defined(GDA_EX_RT)
+    // Map the context and its arrays for the GPU.
+    void* regions[] = {const_cast<gda::shmem::Ctx*>(c), reinterpret_cast<void*>(c->peers),
+                       reinterpret_cast<void*>(c->queues)};
+    const size_t bytes[] = {sizeof *c, sizeof(gda::shmem::Peer) * c->n_pes,
+                            size_t(c->queue_bytes) * c->n_pes};
+    for (int i = 0; i < 3; ++i) {
+        if (GDA_EX_RT(HostRegister)(regions[i], bytes[i], GDA_EX_RT(HostRegisterMapped)) != 0) {
+            die("cannot map the SHMEM device context for the GPU");
+        }
+    }
+#endif
+    return c;
+}
+
+// Waits for the kernels launched so far.
+inline void wait() {
+#if defined(GDA_EX_RT)
+    if (GDA_EX_RT(DeviceSynchronize)() != 0) die("kernel failed");
+#endif
+}
+
+}  // namespace example

@@ -1,0 +1,2 @@
+// The CUDA build of moe_dispatch.hip (the same source: nvcc -x cu).
+#include "moe_dispatch.hip"
