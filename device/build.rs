@@ -7,6 +7,7 @@ fn main() {
     cc::Build::new()
         .cpp(true)
         .file("shim/gda_device_shim.cpp")
+        .file("shim/bnxt_shim.cpp")
         .include("include")
         .flag("-std=c++17")
         .flag("-Wall")

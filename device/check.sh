@@ -81,6 +81,18 @@ if command -v g++ >/dev/null; then
   else
     echo "FAILED  tsan protocol"; cat "$tmp/log" "$tmp/run" 2>/dev/null | tail -40; fail=1
   fi
+  # Mutants the checks must catch: the doorbell record stored without release (a missing
+  # fence): the build must FAIL under ThreadSanitizer with a data race.
+  for mutant in RELAXED_DBREC; do
+    if g++ -std=c++17 -O1 -g -fsanitize=thread -DGDA_MUTANT_$mutant -I "$inc" \
+         "$here/tests/protocol_tsan.cpp" -o "$tmp/mutant" -pthread > "$tmp/log" 2>&1 &&
+       ! TSAN_OPTIONS="halt_on_error=1 exitcode=66" "$tmp/mutant" > "$tmp/run" 2>&1 &&
+       grep -q "data race" "$tmp/run"; then
+      echo "ok      tsan catches mutant $mutant"
+    else
+      echo "FAILED  tsan missed mutant $mutant"; tail -20 "$tmp/log" "$tmp/run"; fail=1
+    fi
+  done
 else
   skip host "g++ (for ThreadSanitizer)"
 fi

@@ -178,21 +178,17 @@ pub fn encode(provider: &str, input: &str) -> Result<Value, WireError> {
 /// fields whoever encodes).
 pub fn encode_with(provider: &str, imp: Impl, input: &str) -> Result<Value, WireError> {
     provider_check(provider)?;
-    if imp == Impl::Device && !(cfg!(feature = "device") && provider == "mlx5") {
-        return Err(WireError::Impl(if cfg!(feature = "device") {
-            format!(
-                "--impl device encodes mlx5 only so far (the device API has no {provider} encoder yet)"
-            )
-        } else {
-            "--impl device needs a gda built with the `device` feature (cargo build --release --features device)".into()
-        }));
+    if imp == Impl::Device && !cfg!(feature = "device") {
+        return Err(WireError::Impl(
+            "--impl device needs a gda built with the `device` feature (cargo build --release --features device)".into(),
+        ));
     }
     let wr: WrJson = serde_json::from_str(input)?;
     match provider {
         #[cfg(feature = "mlx5")]
         "mlx5" => mlx5::encode(&wr, imp),
         #[cfg(feature = "bnxt")]
-        "bnxt" => bnxt::encode(&wr),
+        "bnxt" => bnxt::encode(&wr, imp),
         _ => Err(WireError::Provider(provider.to_owned(), PROVIDERS)),
     }
 }
@@ -596,7 +592,7 @@ mod bnxt {
         }
     }
 
-    pub(super) fn encode(wr: &WrJson) -> Result<Value, WireError> {
+    pub(super) fn encode(wr: &WrJson, imp: Impl) -> Result<Value, WireError> {
         common::check_queue(wr, 1 << 16, "bnxt")?;
         let mode = Mode {
             wqe: wqe_mode(wr.wqe_mode.as_deref().unwrap_or("static"))?,
@@ -628,11 +624,13 @@ mod bnxt {
         let entries = wr.sq_wqe_cnt;
         let slots = mode.ring_slots(entries) as usize;
         let table = mode.psn_entries(entries) as usize * mode.psn.entry_bytes() as usize;
-        let mut mem = vec![0u8; slots * 16 + table];
+        // 16-byte aligned, as a real ring is (the device API stores whole slots).
+        let mut words = vec![0u128; (slots * 16 + table).div_ceil(16)];
+        let base = words.as_mut_ptr() as u64;
         let mut db = [0u64; 1];
         let wq = gda_bnxt::BnxtSq::new(
             WqHandle {
-                buf: mem.as_mut_ptr() as u64,
+                buf: base,
                 db: db.as_mut_ptr() as u64,
                 entries,
                 qpn: wr.qp_num,
@@ -641,7 +639,7 @@ mod bnxt {
                 ..WqHandle::default()
             },
             mode,
-            mem.as_mut_ptr() as u64 + slots as u64 * 16,
+            base + slots as u64 * 16,
             mode.psn_entries(entries),
             mtu,
             0,
@@ -655,10 +653,18 @@ mod bnxt {
         // SAFETY: the ring, table and doorbell stand-in are owned here; `check` accepted the
         // request, so it fits.
         let posted = unsafe {
-            let p = Bnxt::post(&wq, at, &req, parsed.flags);
-            Bnxt::ring_sq(&wq, &p);
-            p
+            match imp {
+                #[cfg(feature = "device")]
+                Impl::Device => gda_device::bnxt::post_ring(&wq, at, &req, parsed.flags.bits())
+                    .ok_or(WireError::Post(gda_hal::PostError::Unsupported))?,
+                _ => {
+                    let p = Bnxt::post(&wq, at, &req, parsed.flags);
+                    Bnxt::ring_sq(&wq, &p);
+                    p
+                }
+            }
         };
+        let mem: &[u8] = bytemuck::cast_slice(&words);
         let spu = mode.wqe.slots_per_unit() as usize;
         let first = (wr.cur_post & (entries - 1)) as usize * spu;
         let used = match mode.wqe {

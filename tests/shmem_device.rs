@@ -11,6 +11,11 @@ use std::process::{Command, Output};
 
 /// `source` (relative to the repository) built with `gdacc` as C++ into a fresh directory.
 fn build(source: &str, name: &str) -> PathBuf {
+    build_with(source, name, &[])
+}
+
+/// As [`build`], with extra compiler flags.
+fn build_with(source: &str, name: &str, flags: &[&str]) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("gda-device-{}-{name}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let exe = dir.join(name);
@@ -26,6 +31,7 @@ fn build(source: &str, name: &str) -> PathBuf {
                 .join("examples/device")
                 .display()
         ))
+        .args(flags)
         .arg(&cpp)
         .arg("-o")
         .arg(&exe)
@@ -127,4 +133,42 @@ fn the_gpu_examples_run_on_cpu_threads_under_gdarun() {
         }
     }
     assert_eq!(runs, 12);
+}
+
+/// A quiet that returns before the work is complete (the header built with
+/// `GDA_MUTANT_QUIET_EARLY`) must be caught: blocking gets and fetching atomics read their
+/// results right after a quiet, so the routines fail over RDMA.
+#[test]
+fn a_quiet_that_returns_early_is_caught() {
+    let prog = build_with(
+        "device/tests/shmem_routines.cpp",
+        "shmem_routines_quiet_early",
+        &["-DGDA_MUTANT_QUIET_EARLY"],
+    );
+    let env = [
+        ("GDA_SHMEM_TRANSPORT", "rdma"),
+        ("GDA_SHMEM_PROVIDER", "native"),
+        ("GDA_SHMEM_TIMEOUT_MS", "5000"),
+    ];
+    let o = gdarun(2, &prog, &[], &env);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "the mutant passed:\n{err}");
+    assert!(err.contains("checks failed"), "the mutant failed without a failed check:\n{err}");
+}
+
+/// The routines built with ThreadSanitizer (the header's code on CPU threads: the posting
+/// protocol, groups, staging slots) report no race, over P2P and RDMA.
+#[test]
+fn the_device_routines_pass_under_thread_sanitizer() {
+    let prog = build_with(
+        "device/tests/shmem_routines.cpp",
+        "shmem_routines_tsan",
+        &["-fsanitize=thread", "-O1"],
+    );
+    for env in [CONFIGS[0], CONFIGS[1]] {
+        let mut env = env.to_vec();
+        env.push(("TSAN_OPTIONS", "halt_on_error=1 exitcode=66"));
+        let counts = run_checks(&prog, 2, &env, "device_shmem:");
+        assert!(counts.iter().all(|&c| c > 1000), "{env:?}: {counts:?}");
+    }
 }

@@ -8,6 +8,7 @@
 
 use gda_hal::{AtomicOp, Payload, Posted, Remote, Sge, WorkRequest};
 
+pub mod bnxt;
 
 /// `DevWr` of `cxx/device_mlx5.cpp`.
 #[repr(C)]

@@ -633,7 +633,7 @@ enum WireCmd {
         #[arg(long, default_value = "mlx5")]
         provider: String,
         /// Whose code encodes: gda's Rust device functions, or the GPU device API's C++ headers
-        /// compiled for the host (`device` feature; mlx5).
+        /// compiled for the host (`device` feature; mlx5 and bnxt).
         #[arg(long = "impl", value_enum, default_value = "rust")]
         imp: wire::Impl,
     },

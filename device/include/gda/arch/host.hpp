@@ -34,7 +34,13 @@ GDA_HOST_FN void wqe_to_dbrec_fence() {
 
 // The big-endian doorbell-record word. Release pairs with the device's acquire read of it.
 GDA_HOST_FN void store_be32_release(uint32_t* p, uint32_t value_be) {
+#if defined(GDA_MUTANT_RELAXED_DBREC)
+    // Test-only mutant (device/check.sh expects ThreadSanitizer to report it): the record
+    // store without its release, so the device may read WQE bytes not yet written.
+    __atomic_store_n(p, value_be, __ATOMIC_RELAXED);
+#else
     __atomic_store_n(p, value_be, __ATOMIC_RELEASE);
+#endif
 }
 
 // Drains write-combining buffers: record before doorbell, doorbell before what follows.
@@ -100,7 +106,15 @@ GDA_HOST_FN uint32_t fetch_xor_u32(uint32_t* p, uint32_t v) { return __atomic_fe
 GDA_HOST_FN uint64_t fetch_xor_u64(uint64_t* p, uint64_t v) { return __atomic_fetch_xor(p, v, __ATOMIC_RELAXED); }
 // Orders every earlier access of this thread before every later one, for every observer (other
 // processes, the NIC): OpenSHMEM fence/quiet over load/store routes.
-GDA_HOST_FN void fence_system() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+GDA_HOST_FN void fence_system() {
+#if defined(__SANITIZE_THREAD__)
+    // ThreadSanitizer does not model stand-alone fences (GCC refuses them with -Werror=tsan);
+    // it checks the release/acquire pairs, which carry the synchronisation gda relies on.
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+#else
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+#endif
+}
 
 GDA_HOST_FN void pause() {
 #if defined(__x86_64__)
