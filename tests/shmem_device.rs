@@ -167,7 +167,12 @@ fn the_device_routines_pass_under_thread_sanitizer() {
     );
     for env in [CONFIGS[0], CONFIGS[1]] {
         let mut env = env.to_vec();
-        env.push(("TSAN_OPTIONS", "halt_on_error=1 exitcode=66"));
+        let supp = Path::new(env!("CARGO_MANIFEST_DIR")).join("device/tests/tsan.supp");
+        let opts = format!(
+            "halt_on_error=1 exitcode=66 suppressions={}",
+            supp.display()
+        );
+        env.push(("TSAN_OPTIONS", &opts));
         let counts = run_checks(&prog, 2, &env, "device_shmem:");
         assert!(counts.iter().all(|&c| c > 1000), "{env:?}: {counts:?}");
     }
