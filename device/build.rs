@@ -8,6 +8,7 @@ fn main() {
         .cpp(true)
         .file("shim/gda_device_shim.cpp")
         .file("shim/bnxt_shim.cpp")
+        .file("shim/shmem_shim.cpp")
         .include("include")
         .flag("-std=c++17")
         .flag("-Wall")

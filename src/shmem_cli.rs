@@ -199,7 +199,7 @@ pub fn perf_table(rows: &[serde_json::Value]) -> String {
         let test = r["test"].as_str().unwrap_or("?");
         let (value, unit) = match test {
             "put8_blocking" => (f(r, "us_per_put"), "µs per put"),
-            "put8_quiet" => (f(r, "us_mean"), "µs per put + quiet (mean)"),
+            "put8_quiet" | "device_put8_quiet" => (f(r, "us_mean"), "µs per put + quiet (mean)"),
             "put1m_bw" => (f(r, "gb_s"), "GB/s"),
             "barrier_all" => (f(r, "us"), "µs per barrier"),
             _ => (f(r, "mops"), "million per s"),
@@ -277,6 +277,33 @@ pub fn perf_panels(rows: &[serde_json::Value]) -> Vec<crate::plot::Panel> {
 }
 
 /// PE 0 measures against PE 1; every PE joins the barrier timing.
+/// The same 8-byte put rate and put + quiet latency, posted through the SHMEM device API's
+/// header (compiled for the host, called from this thread) on the queues the Rust rows used.
+#[cfg(feature = "device")]
+fn device_rows<P: gda_hal::Provider>(
+    pe: &Pe<P>,
+    small: gda_shmem::Sym<u64>,
+    transport: &str,
+    k: u64,
+    kq: u64,
+    out: &mut Vec<serde_json::Value>,
+) -> Result<()> {
+    use serde_json::json;
+    let ctx = std::ptr::from_ref(pe.device_context()?).cast::<u8>();
+    let dst = pe.local_ptr(small)?;
+    let bad = |what: &str, s: i32| ShmemError::Invalid(format!("device API {what}: status {s}"));
+    // SAFETY: the context is this PE's, used by this thread only; `small` holds 1024 u64s.
+    let secs = unsafe { gda_device::shmem::put8_rate(ctx, dst, 1, k) }.map_err(|s| bad("put", s))?;
+    out.push(json!({"test": "device_put8_rate", "transport": transport, "iters": k, "mops": k as f64 / secs / 1e6}));
+    // SAFETY: as above.
+    let mut lat = unsafe { gda_device::shmem::put8_quiet(ctx, dst, 1, kq) }
+        .map_err(|s| bad("put + quiet", s))?;
+    lat.sort_by(f64::total_cmp);
+    let mean = lat.iter().sum::<f64>() / lat.len().max(1) as f64;
+    out.push(json!({"test": "device_put8_quiet", "transport": transport, "iters": kq, "us_mean": mean, "us_p50": lat[lat.len() / 2], "us_p99": lat[lat.len() * 99 / 100]}));
+    Ok(())
+}
+
 fn perf<P: gda_hal::Provider>(pe: &Pe<P>, iters: u64) -> Result<Vec<serde_json::Value>> {
     use serde_json::json;
     let (me, n) = (pe.my_pe(), pe.n_pes());
@@ -325,6 +352,8 @@ fn perf<P: gda_hal::Provider>(pe: &Pe<P>, iters: u64) -> Result<Vec<serde_json::
         lat.sort_by(f64::total_cmp);
         let mean = lat.iter().sum::<f64>() / lat.len() as f64;
         out.push(json!({"test": "put8_quiet", "transport": transport, "iters": kq, "us_mean": mean, "us_p50": lat[lat.len() / 2], "us_p99": lat[lat.len() * 99 / 100]}));
+        #[cfg(feature = "device")]
+        device_rows(pe, small, &transport, k, kq, &mut out)?;
         // Atomic adds.
         let t = Instant::now();
         for _ in 0..k {

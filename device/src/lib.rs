@@ -9,6 +9,7 @@
 use gda_hal::{AtomicOp, Payload, Posted, Remote, Sge, WorkRequest};
 
 pub mod bnxt;
+pub mod shmem;
 
 /// `DevWr` of `cxx/device_mlx5.cpp`.
 #[repr(C)]
@@ -45,9 +46,10 @@ unsafe extern "C" {
     fn gdadev_mlx5_wc_status(syndrome: u8) -> u32;
     fn gdadev_any_write_value(
         s: *const AnySq,
-        cur: u32,
+        pos: gda_hal::SqPos,
         remote: Remote,
         value: u64,
+        bytes: u32,
         flags: u32,
         out: *mut Posted,
     ) -> i32;
@@ -73,6 +75,13 @@ unsafe extern "C" {
     ) -> i32;
     fn gdadev_native_threads_write(
         q: *const gda_hal::SqDevice<gda_hal::WqHandle>,
+        threads: u32,
+        per: u32,
+        quiet_every: u32,
+        remote: Remote,
+    ) -> i32;
+    fn gdadev_bnxt_threads_write(
+        q: *const gda_hal::SqDevice<gda_bnxt::BnxtSq>,
         threads: u32,
         per: u32,
         quiet_every: u32,
@@ -139,6 +148,19 @@ impl ThreadsWrite for gda_native::Native {
     }
 }
 
+impl ThreadsWrite for gda_bnxt::Bnxt {
+    unsafe fn threads_write(
+        q: &gda_hal::SqDevice<gda_bnxt::BnxtSq>,
+        threads: u32,
+        per: u32,
+        quiet_every: u32,
+        remote: Remote,
+    ) -> i32 {
+        // SAFETY: forwarded from the caller.
+        unsafe { gdadev_bnxt_threads_write(q, threads, per, quiet_every, remote) }
+    }
+}
+
 /// `threads` host threads post `per` 8-byte inline WRITEs each through the header's
 /// many-producer protocol on `q` (thread t's i-th value `t << 32 | i` to slot `t * per + i` of
 /// `remote`), quieting every `quiet_every` posts (0: only at the end). 0 or the header's
@@ -161,11 +183,11 @@ pub unsafe fn threads_write<P: ThreadsWrite>(
 }
 
 /// Sizes and offsets of the protocol's structs as the C++ compiler lays them out
-/// (`gdadev_protocol_layout`): SqState (11), SqProto (9), mlx5 and native Queue (2 each).
+/// (`gdadev_protocol_layout`): SqState (11), SqProto (9), mlx5, native and bnxt Queue (2 each).
 #[must_use]
-pub fn protocol_layout() -> [u64; 24] {
-    let mut v = [0u64; 24];
-    // SAFETY: writes exactly 24 values.
+pub fn protocol_layout() -> [u64; 26] {
+    let mut v = [0u64; 26];
+    // SAFETY: writes exactly 26 values.
     unsafe { gdadev_protocol_layout(v.as_mut_ptr()) };
     v
 }
@@ -315,7 +337,8 @@ pub unsafe fn native_post_ring(
 }
 
 /// `gda::AnySq` of `device/include/gda/any.hpp`: a provider tag, the ABI version and the
-/// provider's queue handle (`WqHandle` for native, `Mlx5Sq` for mlx5), padded to 56 bytes.
+/// provider's queue handle (`WqHandle` for native, `Mlx5Sq` for mlx5, `BnxtSq` for bnxt),
+/// padded to 72 bytes.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct AnySq {
@@ -324,16 +347,18 @@ pub struct AnySq {
     /// `gda::ABI_VERSION` (1).
     pub abi: u32,
     /// The handle's bytes.
-    pub q: [u64; 7],
+    pub q: [u64; 9],
 }
 
+const _: () = assert!(size_of::<AnySq>() == 80);
+
 impl AnySq {
-    /// A tagged queue holding `handle` (at most 56 bytes, `#[repr(C)]`).
+    /// A tagged queue holding `handle` (at most 72 bytes, `#[repr(C)]`).
     #[must_use]
     pub fn new<H: Copy>(tag: u32, abi: u32, handle: &H) -> Self {
-        const { assert!(size_of::<H>() <= 56) };
-        let mut q = [0u64; 7];
-        // SAFETY: `H` is a plain `#[repr(C)]` handle of at most 56 bytes (asserted), copied as
+        const { assert!(size_of::<H>() <= 72) };
+        let mut q = [0u64; 9];
+        // SAFETY: `H` is a plain `#[repr(C)]` handle of at most 72 bytes (asserted), copied as
         // bytes into `q`.
         unsafe {
             core::ptr::copy_nonoverlapping(
@@ -359,9 +384,27 @@ pub unsafe fn any_write_value(
     value: u64,
     flags: u32,
 ) -> (i32, Posted) {
+    // SAFETY: forwarded from the caller.
+    unsafe { any_write_value_at(s, gda_hal::SqPos::at_unit(cur), remote, value, 8, flags) }
+}
+
+/// As [`any_write_value`] at a whole position (bnxt's message number and PSN too), of an
+/// 8-byte value or, when `bytes` is 4, its low 4 bytes.
+///
+/// # Safety
+/// As [`any_write_value`].
+#[must_use]
+pub unsafe fn any_write_value_at(
+    s: &AnySq,
+    pos: gda_hal::SqPos,
+    remote: Remote,
+    value: u64,
+    bytes: u32,
+    flags: u32,
+) -> (i32, Posted) {
     let mut out = Posted::default();
     // SAFETY: forwarded from the caller.
-    let r = unsafe { gdadev_any_write_value(s, cur, remote, value, flags, &mut out) };
+    let r = unsafe { gdadev_any_write_value(s, pos, remote, value, bytes, flags, &mut out) };
     (r, out)
 }
 

@@ -783,9 +783,9 @@ template <class T>
 GDA_FN Status wait_until(const Ctx& c, const T* ivar, Cmp cmp, T value) {
     static_assert(sizeof(T) == 4 || sizeof(T) == 8, "32- and 64-bit waits");
     const uint64_t deadline = arch::now_ns() + c.timeout_ns;
+    uint32_t spins = 0;
     while (!detail::holds(detail::load(ivar), cmp, value)) {
-        if (arch::now_ns() > deadline) return Status::Timeout;
-        arch::pause();
+        if (!arch::wait_step(spins, deadline, [] { return arch::now_ns(); })) return Status::Timeout;
     }
     return Status::Ok;
 }

@@ -287,14 +287,14 @@ template <class P, class Done>
 GDA_FN SqStatus wait(const Queue<P>& q, bool poll_cq, Done done) {
     const uint64_t deadline = arch::now_ns() + q.proto.timeout_ns;
     SqState* st = state(q.proto);
+    uint32_t spins = 0;
     while (!done()) {
         if (arch::load_u32_acquire(&st->poisoned)) return SqStatus::Poisoned;
         if (poll_cq) {
             const SqStatus s = poll(q);
             if (s != SqStatus::Ok) return s;
         }
-        if (arch::now_ns() > deadline) return SqStatus::Timeout;
-        arch::pause();
+        if (!arch::wait_step(spins, deadline, [] { return arch::now_ns(); })) return SqStatus::Timeout;
     }
     return SqStatus::Ok;
 }
@@ -391,6 +391,7 @@ GDA_FN SqStatus write_inline(const Queue<P>& q, Remote r, const void* data, uint
 template <class P, class T>
 GDA_FN SqStatus write_value(const Queue<P>& q, Remote r, T value, uint32_t flags) {
     static_assert(sizeof(T) == 8 || sizeof(T) == 4, "a 4- or 8-byte value");
+    if (sizeof(T) > P::wq(q.sq).max_inline) return SqStatus::TooLarge;
     return post_with(q, P::write_inline_cost(q.sq, sizeof(T)), flags, [&](SqPos pos, uint32_t f) {
         return P::post_write_value(q.sq, pos, r, value, f);
     });
@@ -430,6 +431,8 @@ GDA_FN SqStatus atomic(const Queue<P>& q, Remote r, Sge local, const Atomic& a, 
 // two lanes storing a doorbell. A group whose WQEs would not fit at once posts lane by lane.
 template <class P, class G, class T>
 GDA_FN SqStatus write_value_group(const Queue<P>& q, G g, Remote r, T value, uint32_t flags) {
+    // The same answer in every lane (one queue): the group returns together.
+    if (sizeof(T) > P::wq(q.sq).max_inline) return SqStatus::TooLarge;
     const Cost one = P::write_inline_cost(q.sq, sizeof(T));
     uint64_t units = 0, packets = 0;
     const uint64_t before = g.exclusive_sum(one.units, &units);

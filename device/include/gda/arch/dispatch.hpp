@@ -58,6 +58,20 @@ GDA_RMW(fetch_xor_u32, uint32_t)
 GDA_RMW(fetch_xor_u64, uint64_t)
 #undef GDA_RMW
 GDA_FN void pause() { GDA_PICK(d_pause(), arch_host::pause()); }
+// A host thread gives its core away (the software NIC's engine may need it); a GPU lane pauses.
+GDA_FN void yield() { GDA_PICK(d_pause(), arch_host::yield()); }
+
+// One step of a bounded wait, as gda_hal::sync::Waiter: 63 of 64 steps spin; every 64th
+// gives the core away and checks the deadline. False once the deadline has passed.
+template <class Clock>
+GDA_FN bool wait_step(uint32_t& spins, uint64_t deadline, Clock now) {
+    if (++spins % 64 != 0) {
+        pause();
+        return true;
+    }
+    yield();
+    return now() <= deadline;
+}
 
 // The owner byte of a CQE: read as the aligned 32-bit word that holds it (GPUs have no
 // system-scope atomic byte load), acquire.

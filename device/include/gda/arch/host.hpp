@@ -9,6 +9,7 @@
 
 #if !defined(GDA_DEVICE_PASS)
 #include <atomic>
+#include <sched.h>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -115,6 +116,10 @@ GDA_HOST_FN void fence_system() {
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
 #endif
 }
+
+// Gives the CPU away (host only): CPU threads standing in for lanes share cores with the
+// software NIC's engine, which must run for a wait to end.
+GDA_HOST_FN void yield() { sched_yield(); }
 
 GDA_HOST_FN void pause() {
 #if defined(__x86_64__)
