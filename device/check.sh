@@ -73,6 +73,47 @@ if command -v "$nvcc" >/dev/null; then
 else
   skip cuda nvcc
 fi
+# Code size of the hot path (kernel gda_check_post_inline: reserve, 8-byte inline WRITE, record,
+# doorbell) against MORI's equivalent as measured in shared/reference/gpu-device.md (gfx90a:
+# 57 instructions, 14 VGPRs, 18 SGPRs, no scratch); more is a regression. The sm_90 SASS count
+# (cuobjdump + nvdisasm, when installed) must show no local memory (spills).
+if command -v "$hipcc" >/dev/null; then
+  mkdir -p "$tmp/isa"
+  if (cd "$tmp/isa" && "$hipcc" -x hip --offload-arch=gfx90a --save-temps "${flags[@]}" -c "$src" -o x.o) > "$tmp/log" 2>&1; then
+    s_file=$(ls "$tmp"/isa/*gfx90a*.s | head -1)
+    n=$(awk '/^gda_check_post_inline:/,/s_endpgm/' "$s_file" | grep -v '^\s*;' | grep -v '^\s*\.' | grep -vc '^gda_check')
+    meta=$(grep -A40 '^\s*.name:\s*gda_check_post_inline' "$s_file")
+    v=$(echo "$meta" | awk '/\.vgpr_count:/{print $2; exit}')
+    sg=$(echo "$meta" | awk '/\.sgpr_count:/{print $2; exit}')
+    sc=$(echo "$meta" | awk '/\.private_segment_fixed_size:/{print $2; exit}')
+    line="gfx90a post: $n instructions, $v VGPRs, $sg SGPRs, ${sc:-0} bytes scratch (MORI: 57, 14, 18, 0)"
+    if [ "$n" -le 57 ] && [ "$v" -le 14 ] && [ "$sg" -le 18 ] && [ "${sc:-0}" -eq 0 ]; then
+      echo "ok      $line"
+    else
+      echo "FAILED  $line"; fail=1
+    fi
+    [ -n "$isa" ] && cp "$s_file" "$isa/"
+  else
+    echo "FAILED  gfx90a ISA"; cat "$tmp/log"; fail=1
+  fi
+fi
+cuobjdump=${CUOBJDUMP:-$(dirname "$(command -v "$nvcc" 2>/dev/null || echo /nonexistent)")/cuobjdump}
+if command -v "$nvcc" >/dev/null && [ -x "$cuobjdump" ]; then
+  if "$nvcc" -x cu -std=c++17 -O3 -I "$inc" -arch=sm_90 -cubin "$src" -o "$tmp/k90.cubin" > "$tmp/log" 2>&1 &&
+     PATH="$(dirname "$cuobjdump"):$PATH" "$cuobjdump" -sass "$tmp/k90.cubin" > "$tmp/sass" 2>&1; then
+    n=$(awk '/Function : gda_check_post_inline/{f=1;next} f&&/Function : /{f=0} f' "$tmp/sass" | grep -E '/\*[0-9a-f]{4}\*/' | grep -vc 'NOP')
+    res=$("$cuobjdump" -res-usage "$tmp/k90.cubin" 2>&1 | grep -A1 'Function gda_check_post_inline:' | tail -1)
+    regs=$(echo "$res" | sed -n 's/.*REG:\([0-9]*\).*/\1/p')
+    local_b=$(echo "$res" | sed -n 's/.*LOCAL:\([0-9]*\).*/\1/p')
+    line="sm_90 post: $n SASS instructions (NOPs left out), $regs registers, ${local_b} bytes local"
+    if [ "${local_b:-1}" -eq 0 ]; then echo "ok      $line"; else echo "FAILED  $line (spills)"; fail=1; fi
+    [ -n "$isa" ] && cp "$tmp/sass" "$isa/sm_90.sass"
+  else
+    echo "FAILED  sm_90 SASS"; tail -20 "$tmp/log" "$tmp/sass"; fail=1
+  fi
+else
+  echo "SKIPPED sm_90 SASS count (cuobjdump/nvdisasm not installed)"
+fi
 if command -v g++ >/dev/null; then
   if g++ -std=c++17 -O1 -g -fsanitize=thread -Wall -Wextra -Werror -I "$inc" \
        "$here/tests/protocol_tsan.cpp" -o "$tmp/protocol_tsan" -pthread > "$tmp/log" 2>&1 &&

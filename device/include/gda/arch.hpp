@@ -8,6 +8,9 @@
 //   wc_flush()                  record -> doorbell, doorbell -> later stores
 //   store_doorbell64(p, v)      one 64-bit store to the doorbell   (never torn, never merged
 //                                                                  with another lane's)
+//   ring_doorbell64(p, v)       the doorbell of a posted WQE: after the record, one 64-bit
+//                               store, one lane (host: flushed from write combining)
+//   store_unit16(p, lo, hi)     one 16-byte WQE unit (plain; published by the record's release)
 //   load_byte_acquire(p)        CQE owner/phase byte               (pairs with the NIC's CQE
 //                                                                  write; later loads of the CQE
 //                                                                  see its contents)

@@ -23,6 +23,16 @@
 #define GDA_FN inline __attribute__((always_inline))
 #endif
 
+// A function kept out of line on GPUs: large or cold paths (CQ polling, bounded waits, quiet,
+// staging, compare-swap loops) that many routines call. Forcing them inline everywhere
+// multiplies a kernel's size (and ptxas time) by the number of call sites x providers. Calls
+// stay within the translation unit: no relocatable device code is needed.
+#if defined(GDA_TARGET_HIP) || defined(GDA_TARGET_CUDA)
+#define GDA_FN_OUTLINE __host__ __device__ inline __attribute__((noinline))
+#else
+#define GDA_FN_OUTLINE inline
+#endif
+
 // Whether this pass of the compiler generates device code (HIP and CUDA compile a source twice).
 #if (defined(GDA_TARGET_HIP) && defined(__HIP_DEVICE_COMPILE__)) || \
     (defined(GDA_TARGET_CUDA) && defined(__CUDA_ARCH__))

@@ -63,11 +63,14 @@ struct alignas(16) Unit {
 GDA_FN void put_unit(const WqHandle& wq, uint32_t at, uint32_t k, uint64_t lo, uint64_t hi) {
     // The first WQEBB's four units never wrap: one address computation serves them all (k is
     // a constant wherever this is inlined).
-    uint8_t* p = k < DS_PER_WQEBB ? reinterpret_cast<uint8_t*>(
-                                        wq.buf + uint64_t(at & (wq.entries - 1)) * WQEBB_BYTES) +
-                                        16 * k
-                                  : unit_addr(wq, at, k);
-    *reinterpret_cast<Unit*>(p) = Unit{lo, hi};
+    // The byte offset in 32 bits (a ConnectX ring is at most 32K WQEBBs, 2 MiB): a GPU then
+    // addresses the store from the ring's base in scalar registers plus one 32-bit offset.
+    uint8_t* p = k < DS_PER_WQEBB
+                     ? reinterpret_cast<uint8_t*>(
+                           wq.buf + uint64_t(uint32_t((at & (wq.entries - 1)) * WQEBB_BYTES))) +
+                           16 * k
+                     : unit_addr(wq, at, k);
+    arch::store_unit16(p, lo, hi);
 }
 
 // 8 bytes in memory order from big-endian fields.
@@ -255,17 +258,15 @@ GDA_FN Posted post_atomic(const Sq& sq, SqPos pos, Remote remote, Sge local, con
     return put_ctrl(wq, pos, op, opmod, k + 1, ctrl_flags(flags), 0);
 }
 
-// Publishes a posted WQE: release fence -> doorbell record (send counter, word 1) -> flush ->
-// 8-byte doorbell -> flush. One lane per QP per call.
+// Publishes a posted WQE: release fence -> doorbell record (send counter, word 1) -> the
+// 8-byte doorbell after it (arch::ring_doorbell64). One lane per QP per call.
 GDA_FN void ring_sq(const Sq& sq, const Posted& p) {
     arch::wqe_to_dbrec_fence();
     uint32_t* rec = reinterpret_cast<uint32_t*>(sq.wq.dbrec) + 1;
     arch::store_be32_release(rec, be::u32(p.next.unit & 0xffffu));
-    arch::wc_flush();
     uint64_t v;
     __builtin_memcpy(&v, p.doorbell, 8);
-    arch::store_doorbell64(reinterpret_cast<uint64_t*>(sq.wq.db), v);
-    arch::wc_flush();
+    arch::ring_doorbell64(reinterpret_cast<uint64_t*>(sq.wq.db), v);
 }
 
 // rdma-core's variant: the doorbell at `db + bf_offset`, or with `blueflame` the whole WQE

@@ -230,7 +230,7 @@ struct Slot {
     uint32_t index;
     uint8_t* bytes;
 };
-GDA_FN Status take_slot(const Ctx& c, Slot* s) {
+GDA_FN_OUTLINE Status take_slot(const Ctx& c, Slot* s) {
     if (c.staging_slots == 0) return Status::TooLarge;
     uint32_t* locks = reinterpret_cast<uint32_t*>(work_at(c, work::LOCKS));
     const uint64_t deadline = arch::now_ns() + c.timeout_ns;
@@ -258,7 +258,7 @@ GDA_FN Sge sge(const Ctx& c, const void* a, uint64_t bytes) {
 
 // RDMA put of [src, src + bytes) to `r`; `wait`: return only when the source may be reused.
 template <class Q>
-GDA_FN Status rdma_put(const Ctx& c, const Q& q, Remote r, const void* src, uint64_t bytes,
+GDA_FN_OUTLINE Status rdma_put(const Ctx& c, const Q& q, Remote r, const void* src, uint64_t bytes,
                        bool wait) {
     using P = decltype(provider_of(q));
     if (bytes == 0) return Status::Ok;
@@ -293,7 +293,7 @@ GDA_FN Status rdma_put(const Ctx& c, const Q& q, Remote r, const void* src, uint
 
 // RDMA get of `bytes` at `r` into `dst`; `wait`: return with the data there.
 template <class Q>
-GDA_FN Status rdma_get(const Ctx& c, const Q& q, Remote r, void* dst, uint64_t bytes, bool wait) {
+GDA_FN_OUTLINE Status rdma_get(const Ctx& c, const Q& q, Remote r, void* dst, uint64_t bytes, bool wait) {
     if (bytes == 0) return Status::Ok;
     constexpr uint64_t MAX_MSG = uint64_t(1) << 30;
     if (registered(c, dst, bytes)) {
@@ -496,7 +496,7 @@ GDA_FN Status p_lanes(G gr, const Ctx& c, T* dest, T value, int pe) {
 
 // Everything this PE posted (any thread, any route) is complete and visible.
 template <class G = Thread>
-GDA_FN Status quiet(const Ctx& c, G g = G{}) {
+GDA_FN_OUTLINE Status quiet(const Ctx& c, G g = G{}) {
     Status st = Status::Ok;
     if (g.rank() == 0) {
         for (uint32_t pe = 0; pe < c.n_pes && st == Status::Ok; ++pe) {
@@ -589,7 +589,7 @@ GDA_FN Status nic_atomic(const Ctx& c, const Q& q, Remote r, const Atomic& a, ui
 // An OpenSHMEM atomic over RDMA: the NIC's own operation where it has one, else a
 // compare-swap loop on the aligned 8-byte word.
 template <class Q>
-GDA_FN Status rdma_amo(const Ctx& c, const Q& q, Remote r, uint32_t bytes, Amo op, uint64_t v,
+GDA_FN_OUTLINE Status rdma_amo(const Ctx& c, const Q& q, Remote r, uint32_t bytes, Amo op, uint64_t v,
                        uint64_t cmp, bool fetch, uint64_t* old) {
     using P = decltype(provider_of(q));
     const uint64_t all = bytes == 8 ? ~uint64_t(0) : 0xffffffffu;
@@ -780,7 +780,7 @@ GDA_FN T load(const T* a) {
 
 // Waits (bounded by the context's timeout) until this PE's `*ivar cmp value`.
 template <class T>
-GDA_FN Status wait_until(const Ctx& c, const T* ivar, Cmp cmp, T value) {
+GDA_FN_OUTLINE Status wait_until(const Ctx& c, const T* ivar, Cmp cmp, T value) {
     static_assert(sizeof(T) == 4 || sizeof(T) == 8, "32- and 64-bit waits");
     const uint64_t deadline = arch::now_ns() + c.timeout_ns;
     uint32_t spins = 0;
@@ -809,7 +809,7 @@ GDA_FN uint64_t signal_fetch(const uint64_t* sig) { return detail::load(sig); }
 // one to each other member's sync word of the team's slot and waits until its own has counted
 // every member for this round; the group meets after.
 template <class G = Thread>
-GDA_FN Status sync(const Ctx& c, Team team, G g = G{}) {
+GDA_FN_OUTLINE Status sync(const Ctx& c, Team team, G g = G{}) {
     Status st = Status::Ok;
     if (g.rank() == 0) {
         if (team.slot >= work::TEAM_SLOTS || team.size == 0) {

@@ -231,7 +231,7 @@ GDA_FN void note(SqState* st, const Wc& wc) {
 
 // Reaps completions (one poller at a time; others return at once), as SendQueue::poll.
 template <class P>
-GDA_FN SqStatus poll(const Queue<P>& q) {
+GDA_FN_OUTLINE SqStatus poll(const Queue<P>& q) {
     SqState* st = state(q.proto);
     if (arch::cas_u32(&st->cq_busy, 0, 1) != 0) {
         return arch::load_u64_acquire(&st->error) ? SqStatus::Completion : SqStatus::Ok;
@@ -283,8 +283,9 @@ GDA_FN SqStatus poll(const Queue<P>& q) {
 
 namespace detail {
 // Waits until `done()` holds, polling the CQ when asked; bounded by the queue's timeout.
+// Callers test `done()` once inline first: this is the slow path.
 template <class P, class Done>
-GDA_FN SqStatus wait(const Queue<P>& q, bool poll_cq, Done done) {
+GDA_FN_OUTLINE SqStatus wait_slow(const Queue<P>& q, bool poll_cq, Done done) {
     const uint64_t deadline = arch::now_ns() + q.proto.timeout_ns;
     SqState* st = state(q.proto);
     uint32_t spins = 0;
@@ -297,6 +298,10 @@ GDA_FN SqStatus wait(const Queue<P>& q, bool poll_cq, Done done) {
         if (!arch::wait_step(spins, deadline, [] { return arch::now_ns(); })) return SqStatus::Timeout;
     }
     return SqStatus::Ok;
+}
+template <class P, class Done>
+GDA_FN SqStatus wait(const Queue<P>& q, bool poll_cq, Done done) {
+    return done() ? SqStatus::Ok : wait_slow(q, poll_cq, done);
 }
 }  // namespace detail
 
@@ -342,7 +347,7 @@ GDA_FN SqStatus post_with(const Queue<P>& q, Cost c, uint32_t flags, Write write
 // Every WQE rung so far whose completion is observable is complete (slot recycling; never
 // posts): SendQueue::quiet_rung.
 template <class P>
-GDA_FN SqStatus quiet_rung(const Queue<P>& q) {
+GDA_FN_OUTLINE SqStatus quiet_rung(const Queue<P>& q) {
     SqState* st = state(q.proto);
     const uint64_t marker = arch::load_u64_acquire(&st->signaled_marker);
     SqStatus s = detail::wait(q, true, [&] {
@@ -354,7 +359,7 @@ GDA_FN SqStatus quiet_rung(const Queue<P>& q) {
 
 // OpenSHMEM quiet: everything reserved so far (by any producer) is rung and complete.
 template <class P>
-GDA_FN SqStatus quiet(const Queue<P>& q) {
+GDA_FN_OUTLINE SqStatus quiet(const Queue<P>& q) {
     SqState* st = state(q.proto);
     const uint64_t target = reserved(q.proto);
     SqStatus s = detail::wait(q, true, [&] { return arch::load_u64_acquire(&st->rung) >= target; });

@@ -26,6 +26,14 @@ GDA_ARCH_FN void d_wc_flush() { __threadfence_system(); }
 GDA_ARCH_FN void d_store_doorbell64(uint64_t* p, uint64_t v) {
     asm volatile("st.mmio.relaxed.sys.global.b64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
+// The doorbell: a system-scope release fence (the record's store first), then one st.mmio.
+GDA_ARCH_FN void d_ring_doorbell64(uint64_t* p, uint64_t v) {
+    asm volatile("fence.acq_rel.sys;" ::: "memory");
+    asm volatile("st.mmio.relaxed.sys.global.b64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+GDA_ARCH_FN void d_store_unit16(uint8_t* p, uint64_t lo, uint64_t hi) {
+    *reinterpret_cast<ulonglong2*>(p) = make_ulonglong2(lo, hi);
+}
 GDA_ARCH_FN uint32_t d_load_u32_acquire(const uint32_t* p) {
     uint32_t v;
     asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");

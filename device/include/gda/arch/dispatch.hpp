@@ -17,6 +17,12 @@ GDA_FN void wc_flush() { GDA_PICK(d_wc_flush(), arch_host::wc_flush()); }
 GDA_FN void store_doorbell64(uint64_t* p, uint64_t v) {
     GDA_PICK(d_store_doorbell64(p, v), arch_host::store_doorbell64(p, v));
 }
+GDA_FN void ring_doorbell64(uint64_t* p, uint64_t v) {
+    GDA_PICK(d_ring_doorbell64(p, v), arch_host::ring_doorbell64(p, v));
+}
+GDA_FN void store_unit16(uint8_t* p, uint64_t lo, uint64_t hi) {
+    GDA_PICK(d_store_unit16(p, lo, hi), arch_host::store_unit16(p, lo, hi));
+}
 GDA_FN uint32_t load_u32_acquire(const uint32_t* p) {
     return GDA_PICK(d_load_u32_acquire(p), arch_host::load_u32_acquire(p));
 }

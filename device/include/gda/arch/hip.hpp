@@ -20,8 +20,16 @@ namespace arch {
 // ahead of the store), so only the compiler must keep the WQE stores before it.
 GDA_ARCH_FN void d_wqe_to_dbrec_fence() { __atomic_signal_fence(__ATOMIC_RELEASE); }
 // Release at system scope pairs with the NIC's (or the software NIC's acquire) read.
+// Doorbell records, doorbells and rings are global memory (device memory, or host memory
+// mapped for the GPU), never LDS or scratch: stores through the global address space let the
+// compiler address them from scalar registers.
+template <class T>
+GDA_ARCH_FN __attribute__((address_space(1))) T* d_global(T* p) {
+    typedef __attribute__((address_space(1))) T G;
+    return (G*)(p);  // a C-style cast: the only way to change address space
+}
 GDA_ARCH_FN void d_store_be32_release(uint32_t* p, uint32_t v) {
-    __hip_atomic_store(p, v, __ATOMIC_RELEASE, __HIP_MEMORY_SCOPE_SYSTEM);
+    __hip_atomic_store(d_global(p), v, __ATOMIC_RELEASE, __HIP_MEMORY_SCOPE_SYSTEM);
 }
 GDA_ARCH_FN void d_wc_flush() { __threadfence_system(); }
 // One 64-bit store, atomic so that it is never split; the caller makes sure only one lane
@@ -29,6 +37,18 @@ GDA_ARCH_FN void d_wc_flush() { __threadfence_system(); }
 // coalesce and all but one are lost).
 GDA_ARCH_FN void d_store_doorbell64(uint64_t* p, uint64_t v) {
     __hip_atomic_store(p, v, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_SYSTEM);
+}
+// The doorbell: a system-scope release store (the release makes the doorbell record's store
+// complete first: buffer_wbl2 + s_waitcnt before it). Nothing after it needs ordering: the NIC
+// reads only WQEs below a record it has seen, and the next doorbell is a release again.
+GDA_ARCH_FN void d_ring_doorbell64(uint64_t* p, uint64_t v) {
+    __hip_atomic_store(d_global(p), v, __ATOMIC_RELEASE, __HIP_MEMORY_SCOPE_SYSTEM);
+}
+// One 16-byte WQE unit through the global address space (rings are device or host-mapped
+// memory, never LDS or scratch): the compiler can then use a scalar base register.
+GDA_ARCH_FN void d_store_unit16(uint8_t* p, uint64_t lo, uint64_t hi) {
+    typedef uint64_t __attribute__((ext_vector_type(2))) V;
+    *d_global(reinterpret_cast<V*>(p)) = V{lo, hi};
 }
 GDA_ARCH_FN uint32_t d_load_u32_acquire(const uint32_t* p) {
     return __hip_atomic_load(p, __ATOMIC_ACQUIRE, __HIP_MEMORY_SCOPE_SYSTEM);

@@ -62,6 +62,22 @@ GDA_HOST_FN void store_doorbell64(uint64_t* p, uint64_t bytes) {
     *reinterpret_cast<volatile uint64_t*>(p) = bytes;
 }
 
+// The doorbell of a posted WQE: ordered after everything before it (the doorbell record), one
+// 64-bit store, drained from write-combining buffers at once.
+GDA_HOST_FN void ring_doorbell64(uint64_t* p, uint64_t bytes) {
+    wc_flush();
+    store_doorbell64(p, bytes);
+    wc_flush();
+}
+
+// One 16-byte WQE unit, plain stores (published by the doorbell record's release).
+GDA_HOST_FN void store_unit16(uint8_t* p, uint64_t lo, uint64_t hi) {
+    struct alignas(16) U {
+        uint64_t lo, hi;
+    };
+    *reinterpret_cast<U*>(p) = U{lo, hi};
+}
+
 // The owner/phase byte of a CQE the device writes. Acquire: the CQE's other bytes read after it
 // are those the device wrote before it flipped the byte.
 
