@@ -109,7 +109,7 @@ if command -v "$nvcc" >/dev/null && [ -x "$cuobjdump" ]; then
     if [ "${local_b:-1}" -eq 0 ]; then echo "ok      $line"; else echo "FAILED  $line (spills)"; fail=1; fi
     [ -n "$isa" ] && cp "$tmp/sass" "$isa/sm_90.sass"
   else
-    echo "FAILED  sm_90 SASS"; tail -20 "$tmp/log" "$tmp/sass"; fail=1
+    echo "FAILED  sm_90 SASS"; tail -n 20 "$tmp/log" "$tmp/sass"; fail=1
   fi
 else
   echo "SKIPPED sm_90 SASS count (cuobjdump/nvdisasm not installed)"
@@ -131,7 +131,7 @@ if command -v g++ >/dev/null; then
        grep -q "data race" "$tmp/run"; then
       echo "ok      tsan catches mutant $mutant"
     else
-      echo "FAILED  tsan missed mutant $mutant"; tail -20 "$tmp/log" "$tmp/run"; fail=1
+      echo "FAILED  tsan missed mutant $mutant"; tail -n 20 "$tmp/log" "$tmp/run"; fail=1
     fi
   done
 else

@@ -293,7 +293,8 @@ fn device_rows<P: gda_hal::Provider>(
     let dst = pe.local_ptr(small)?;
     let bad = |what: &str, s: i32| ShmemError::Invalid(format!("device API {what}: status {s}"));
     // SAFETY: the context is this PE's, used by this thread only; `small` holds 1024 u64s.
-    let secs = unsafe { gda_device::shmem::put8_rate(ctx, dst, 1, k) }.map_err(|s| bad("put", s))?;
+    let secs =
+        unsafe { gda_device::shmem::put8_rate(ctx, dst, 1, k) }.map_err(|s| bad("put", s))?;
     out.push(json!({"test": "device_put8_rate", "transport": transport, "iters": k, "mops": k as f64 / secs / 1e6}));
     // SAFETY: as above.
     let mut lat = unsafe { gda_device::shmem::put8_quiet(ctx, dst, 1, kq) }

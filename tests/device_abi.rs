@@ -10,5 +10,9 @@ fn the_device_context_has_one_layout() {
     let cpp = gda_device::shmem::layout();
     let mut rust: Vec<u64> = DeviceCtx::LAYOUT.iter().map(|&v| v as u64).collect();
     rust.push(u64::from(ABI_VERSION));
-    assert_eq!(cpp.to_vec(), rust, "C++ (size, offsets, Peer size, ABI) vs Rust");
+    assert_eq!(
+        cpp.to_vec(),
+        rust,
+        "C++ (size, offsets, Peer size, ABI) vs Rust"
+    );
 }

@@ -60,13 +60,20 @@ fn gdarun(n: u32, prog: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
 }
 
 /// The configurations every device program runs in: P2P, then RDMA on each provider.
-const CONFIGS: [&[(&str, &str)]; 3] = [
+const CONFIGS: [&[(&str, &str)]; 4] = [
     &[("GDA_SHMEM_TRANSPORT", "p2p")],
     &[
         ("GDA_SHMEM_TRANSPORT", "rdma"),
         ("GDA_SHMEM_PROVIDER", "native"),
     ],
-    &[("GDA_SHMEM_TRANSPORT", "rdma"), ("GDA_SHMEM_PROVIDER", "mlx5")],
+    &[
+        ("GDA_SHMEM_TRANSPORT", "rdma"),
+        ("GDA_SHMEM_PROVIDER", "mlx5"),
+    ],
+    &[
+        ("GDA_SHMEM_TRANSPORT", "rdma"),
+        ("GDA_SHMEM_PROVIDER", "bnxt"),
+    ],
 ];
 
 /// Runs `prog` on `n` PEs in `env`; returns the checks every PE reported ("N checks ok").
@@ -96,11 +103,14 @@ fn every_device_routine_at_every_granularity_on_2_and_4_pes() {
             let counts = run_checks(&prog, n, env, "device_shmem:");
             // Every PE ran every check (the count is fixed by the program: any skipped or
             // vacuous part would change it).
-            assert!(counts.iter().all(|&c| c == counts[0] && c > 1000), "{env:?}: {counts:?}");
+            assert!(
+                counts.iter().all(|&c| c == counts[0] && c > 1000),
+                "{env:?}: {counts:?}"
+            );
             runs += 1;
         }
     }
-    assert_eq!(runs, 6);
+    assert_eq!(runs, 8);
 }
 
 /// Runs an example on `n` PEs in `env`; every PE must print a line starting with `tag` and
@@ -132,7 +142,7 @@ fn the_gpu_examples_run_on_cpu_threads_under_gdarun() {
             runs += 2;
         }
     }
-    assert_eq!(runs, 12);
+    assert_eq!(runs, 16);
 }
 
 /// A quiet that returns before the work is complete (the header built with
@@ -153,7 +163,10 @@ fn a_quiet_that_returns_early_is_caught() {
     let o = gdarun(2, &prog, &[], &env);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success(), "the mutant passed:\n{err}");
-    assert!(err.contains("checks failed"), "the mutant failed without a failed check:\n{err}");
+    assert!(
+        err.contains("checks failed"),
+        "the mutant failed without a failed check:\n{err}"
+    );
 }
 
 /// The routines built with ThreadSanitizer (the header's code on CPU threads: the posting
@@ -175,5 +188,64 @@ fn the_device_routines_pass_under_thread_sanitizer() {
         env.push(("TSAN_OPTIONS", &opts));
         let counts = run_checks(&prog, 2, &env, "device_shmem:");
         assert!(counts.iter().all(|&c| c > 1000), "{env:?}: {counts:?}");
+    }
+}
+
+/// On a machine with a GPU (never run on these machines, which have none): the examples built
+/// for the GPU (`hipcc` for AMD, or `nvcc` with `GDA_HW_CUDA=1`) run their kernels against the
+/// software NIC, whose rings, doorbell records and CQs the kernels reach through host memory
+/// mapped for the GPU, with the heap in GPU memory where the `hip` feature puts it
+/// (`GDA_SHMEM_HEAP=gpu`). Run:
+/// `cargo test --release --features capi,hip --test shmem_device gpu_examples -- --ignored`.
+#[test]
+#[ignore = "needs a GPU (AMD with hipcc, or NVIDIA with nvcc and GDA_HW_CUDA=1)"]
+fn gpu_examples_drive_the_software_nic_from_a_real_gpu() {
+    let cuda = std::env::var_os("GDA_HW_CUDA").is_some();
+    let inc = Path::new(env!("CARGO_BIN_EXE_gdacc"))
+        .parent()
+        .unwrap()
+        .join("gda-include");
+    let lib = Path::new(env!("CARGO_BIN_EXE_gdacc"))
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    for name in ["put_signal_ring", "moe_dispatch"] {
+        let dir = std::env::temp_dir().join(format!("gda-gpu-{}-{name}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let exe = dir.join(name);
+        let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("examples/device")
+            .join(format!("{name}.{}", if cuda { "cu" } else { "hip" }));
+        let compiler = if cuda { "nvcc" } else { "hipcc" };
+        let o = Command::new(compiler)
+            .args(["-std=c++17", "-O3"])
+            .arg(format!("-I{}", inc.display()))
+            .arg(format!(
+                "-I{}",
+                Path::new(env!("CARGO_MANIFEST_DIR"))
+                    .join("examples/device")
+                    .display()
+            ))
+            .arg(&src)
+            .arg("-o")
+            .arg(&exe)
+            .arg(format!("-L{}", lib.display()))
+            .arg(format!("-Wl,-rpath,{}", lib.display()))
+            .arg("-lgdashmem")
+            .output()
+            .expect("run the GPU compiler");
+        assert!(
+            o.status.success(),
+            "{compiler} {name}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        for n in [2, 4] {
+            example_runs(
+                &exe,
+                n,
+                &[("GDA_SHMEM_TRANSPORT", "rdma"), ("GDA_SHMEM_HEAP", "gpu")],
+                &format!("{name}:"),
+            );
+        }
     }
 }

@@ -1,10 +1,12 @@
 // The device API's mlx5 header compiled for the host, behind a C ABI for the Rust tests
 // (tests/device_mlx5.rs): one post + ring per call, as testing/rdma-ref/src/case.rs's
-// `run_gda` does with gda's Rust device functions.
+// `run_gda` does with gda's Rust device functions. Also the posting protocol (gda/sq.hpp) on
+// CPU threads for every provider (mlx5, native, bnxt) and the provider dispatch (gda/any.hpp).
 #include <gda/mlx5.hpp>
 #include <gda/mlx5_sq.hpp>
 #include <gda/native.hpp>
 #include <gda/native_sq.hpp>
+#include <gda/bnxt_sq.hpp>
 #include <gda/any.hpp>
 
 #include <thread>
@@ -134,6 +136,10 @@ int32_t gdadev_native_threads_write(const gda::native::Queue* q, uint32_t thread
                                     uint32_t quiet_every, gda::Remote remote) {
     return threads_write(q, threads, per, quiet_every, remote);
 }
+int32_t gdadev_bnxt_threads_write(const gda::bnxt::Queue* q, uint32_t threads, uint32_t per,
+                                  uint32_t quiet_every, gda::Remote remote) {
+    return threads_write(q, threads, per, quiet_every, remote);
+}
 
 // sizeof and offsets of the protocol's structs (SqState, SqProto, the Queues), for the layout
 // test against gda_hal's SqShared, SqProto and SqDevice.
@@ -149,7 +155,7 @@ void gdadev_protocol_layout(uint64_t* out) {
         offsetof(gda::SqProto, max_units), offsetof(gda::SqProto, bits),
         offsetof(gda::SqProto, tracks_psn), offsetof(gda::SqProto, provider),
         sizeof(gda::mlx5::Queue), offsetof(gda::mlx5::Queue, sq), sizeof(gda::native::Queue),
-        offsetof(gda::native::Queue, sq)};
+        offsetof(gda::native::Queue, sq), sizeof(gda::bnxt::Queue), offsetof(gda::bnxt::Queue, sq)};
     for (unsigned i = 0; i < sizeof v / sizeof v[0]; ++i) out[i] = v[i];
 }
 
@@ -197,10 +203,14 @@ void gdadev_native_post_ring(const gda::WqHandle* wq, uint32_t cur_post, const D
     *out = p;
 }
 
-// A register value written through the provider dispatch (gda/any.hpp): PostStatus.
-int32_t gdadev_any_write_value(const gda::AnySq* s, uint32_t cur, gda::Remote remote,
-                               uint64_t value, uint32_t flags, gda::Posted* out) {
-    return int32_t(gda::write_value_and_ring(*s, gda::SqPos{cur, 0, 0}, remote, value, flags, out));
+// A register value (8 bytes, or the low 4 when `bytes` is 4) written at `pos` through the
+// provider dispatch (gda/any.hpp): PostStatus.
+int32_t gdadev_any_write_value(const gda::AnySq* s, gda::SqPos pos, gda::Remote remote,
+                               uint64_t value, uint32_t bytes, uint32_t flags, gda::Posted* out) {
+    if (bytes == 4) {
+        return int32_t(gda::write_value_and_ring(*s, pos, remote, uint32_t(value), flags, out));
+    }
+    return int32_t(gda::write_value_and_ring(*s, pos, remote, value, flags, out));
 }
 
 // The status an mlx5 error syndrome means (gda/mlx5_sq.hpp).

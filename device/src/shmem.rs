@@ -5,8 +5,13 @@
 //! depend on gda-shmem): the layout test compares [`layout`] with `DeviceCtx::LAYOUT`.
 
 unsafe extern "C" {
-    fn gdadev_shmem_put8_rate(ctx: *const u8, dst: *mut u64, pe: i32, n: u64, secs: *mut f64)
-    -> i32;
+    fn gdadev_shmem_put8_rate(
+        ctx: *const u8,
+        dst: *mut u64,
+        pe: i32,
+        n: u64,
+        secs: *mut f64,
+    ) -> i32;
     fn gdadev_shmem_put8_quiet(ctx: *const u8, dst: *mut u64, pe: i32, n: u64, us: *mut f64)
     -> i32;
     fn gdadev_shmem_layout(out: *mut u64);

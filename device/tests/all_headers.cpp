@@ -14,6 +14,7 @@
 #include <gda/shmem.hpp>
 #include <gda/any.hpp>
 #include <gda/bnxt.hpp>
+#include <gda/bnxt_sq.hpp>
 
 
 // One thread posts `value` to `remote` and rings; `pos` is the queue's producer position.
@@ -99,16 +100,35 @@ extern "C" GDA_KERNEL void gda_check_bnxt_all(gda::bnxt::Sq sq, gda::WqHandle rq
     ring_rq(rq, pos.unit + 1);
 }
 
-// The SHMEM device API at every granularity, so the device pass instantiates all of it.
-extern "C" GDA_KERNEL void gda_check_shmem(const gda::shmem::Ctx* ctx, uint64_t* sym, int pe,
-                                           int32_t* status) {
+// Every lane posts through the many-producer protocol on a bnxt queue (units, message numbers
+// and PSNs reserved together): a register value, a gather WRITE, a READ and an atomic, then
+// quiets (normal or collapsed CQ polling, the signalled NOP).
+extern "C" GDA_KERNEL void gda_check_bnxt_protocol(gda::bnxt::Queue q, gda::Remote remote,
+                                                   gda::Sge sge, int32_t* status) {
+#if defined(GDA_TARGET_HIP) || defined(GDA_TARGET_CUDA)
+    const uint64_t lane = blockIdx.x * blockDim.x + threadIdx.x;
+#else
+    const uint64_t lane = 0;
+#endif
+    const gda::Remote r{remote.addr + lane * 8, remote.rkey};
+    gda::SqStatus s = gda::sq::write_value(q, r, lane, 0);
+    if (s == gda::SqStatus::Ok) s = gda::sq::write_value(q, r, uint32_t(lane), 0);
+    if (s == gda::SqStatus::Ok) s = gda::sq::write(q, r, &sge, 1, 0);
+    if (s == gda::SqStatus::Ok) s = gda::sq::read(q, r, &sge, 1, 0);
+    if (s == gda::SqStatus::Ok) s = gda::sq::atomic(q, r, sge, gda::fetch_add(1), 8, 0);
+    if (s == gda::SqStatus::Ok) s = gda::sq::quiet(q);
+    if (s != gda::SqStatus::Ok) *status = int32_t(s);
+}
+
+// The SHMEM device API at every granularity, so the device pass instantiates all of it (in a few
+// kernels: ptxas time grows faster than a kernel's size).
+extern "C" GDA_KERNEL void gda_check_shmem_rma(const gda::shmem::Ctx* ctx, uint64_t* sym, int pe,
+                                               int32_t* status) {
     using namespace gda::shmem;
     const Ctx& c = *ctx;
-    Status s = check(c);
     const uint32_t me = uint32_t(gda::global_id());
     uint64_t v = 0;
-    uint32_t w = 0;
-    int32_t i = 0;
+    Status s = check(c);
     if (s == Status::Ok) s = putmem(c, sym, sym + 64, 512, pe);
     if (s == Status::Ok) s = putmem_nbi(c, sym, sym + 64, 512, pe, gda::this_warp());
     if (s == Status::Ok) s = getmem(c, sym + 64, sym, 512, pe, gda::this_block());
@@ -117,15 +137,33 @@ extern "C" GDA_KERNEL void gda_check_shmem(const gda::shmem::Ctx* ctx, uint64_t*
     if (s == Status::Ok) s = p(c, sym + me % 64, uint64_t(me), pe);
     if (s == Status::Ok) s = g(c, sym + 1, pe, &v);
     if (s == Status::Ok) s = p_lanes(gda::this_warp(), c, sym + gda::lane(), v, pe);
-    if (s == Status::Ok) s = atomic_fetch_add(c, sym, uint64_t(1), pe, &v);
+    if (s != Status::Ok) *status = int32_t(s);
+}
+
+extern "C" GDA_KERNEL void gda_check_shmem_amo(const gda::shmem::Ctx* ctx, uint64_t* sym, int pe,
+                                               int32_t* status) {
+    using namespace gda::shmem;
+    const Ctx& c = *ctx;
+    uint64_t v = 0;
+    uint32_t w = 0;
+    int32_t i = 0;
+    Status s = atomic_fetch_add(c, sym, uint64_t(1), pe, &v);
     if (s == Status::Ok) s = atomic_add(c, reinterpret_cast<uint32_t*>(sym), 1u, pe);
     if (s == Status::Ok) s = atomic_compare_swap(c, reinterpret_cast<int32_t*>(sym), 0, 1, pe, &i);
     if (s == Status::Ok) s = atomic_fetch_xor(c, reinterpret_cast<uint32_t*>(sym), 3u, pe, &w);
     if (s == Status::Ok) s = atomic_or(c, sym, uint64_t(4), pe);
     if (s == Status::Ok) s = atomic_swap(c, sym, uint64_t(5), pe, &v);
     if (s == Status::Ok) s = atomic_fetch(c, sym, pe, &v);
-    if (s == Status::Ok) s = putmem_signal(c, sym, sym + 64, 64, sym + 200, 1, SignalOp::Add, pe,
-                                        gda::this_block());
+    if (s != Status::Ok) *status = int32_t(s);
+}
+
+extern "C" GDA_KERNEL void gda_check_shmem_sync(const gda::shmem::Ctx* ctx, uint64_t* sym, int pe,
+                                                int32_t* status) {
+    using namespace gda::shmem;
+    const Ctx& c = *ctx;
+    uint64_t v = 0;
+    Status s = putmem_signal(c, sym, sym + 64, 64, sym + 200, 1, SignalOp::Add, pe,
+                             gda::this_block());
     if (s == Status::Ok) s = signal_wait_until(c, sym + 200, Cmp::Ge, uint64_t(1), &v);
     if (s == Status::Ok) s = wait_until(c, reinterpret_cast<uint32_t*>(sym), Cmp::Ne, 0u);
     if (s == Status::Ok && !test(sym, Cmp::Eq, uint64_t(0))) s = fence(c);

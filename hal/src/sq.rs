@@ -327,7 +327,7 @@ impl Counters {
         Self::build(
             capacity,
             tracks_psn,
-            Shared::Owned(std::boxed::Box::new(SqShared::new())),
+            Shared::Owned(std::boxed::Box::default()),
         )
     }
 
@@ -986,7 +986,8 @@ impl<P: Provider> SendQueue<P> {
             .wait_rung(self.counters.reserved(), &mut w, || self.poll())?;
         // The newest WQE may have been unsignalled: its completion is only observable through a
         // later CQE, so ask for one.
-        if self.counters.signaled_marker.load(Ordering::Relaxed) < self.counters.last_rung_marker() {
+        if self.counters.signaled_marker.load(Ordering::Relaxed) < self.counters.last_rung_marker()
+        {
             self.post(&WorkRequest::Nop, SendFlags::SIGNALED)?;
         }
         let marker = self.counters.signaled_marker.load(Ordering::Relaxed);

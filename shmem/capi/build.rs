@@ -33,7 +33,10 @@ fn main() {
         copy_dir(&here.join("include"), &profile_dir.join("gda-include"));
         // The device API's headers (`#include <gda/shmem.hpp>`), for C++ and HIP/CUDA programs
         // that launch kernels with `shmemx_device_context()`.
-        copy_dir(&here.join("../../device/include"), &profile_dir.join("gda-include"));
+        copy_dir(
+            &here.join("../../device/include"),
+            &profile_dir.join("gda-include"),
+        );
         // For build systems: `PKG_CONFIG_PATH=target/<profile>/pkgconfig pkg-config --cflags
         // --libs gda-shmem`.
         let pc = format!(

@@ -14,7 +14,6 @@
 
 use std::cell::OnceCell;
 
-
 /// The context layout's version (`gda::shmem::ABI_VERSION`).
 pub const ABI_VERSION: u32 = 1;
 

@@ -1,8 +1,8 @@
 // gda device API: one kernel binary for every NIC compiled in. A queue handle carries its
 // provider's tag; each call switches once over the providers this build includes, and calls
 // that provider's (inlined) encoder. A build can leave providers out (define
-// GDA_NO_MLX5 / GDA_NO_NATIVE); a queue of a provider left out, or of an unknown tag or ABI
-// version, is refused with SqStatus-like codes, never posted.
+// GDA_NO_MLX5 / GDA_NO_NATIVE / GDA_NO_BNXT); a queue of a provider left out, or of an unknown
+// tag or ABI version, is refused with SqStatus-like codes, never posted.
 #pragma once
 
 #include "abi.hpp"
@@ -12,6 +12,9 @@
 #endif
 #if !defined(GDA_NO_NATIVE)
 #include "native.hpp"
+#endif
+#if !defined(GDA_NO_BNXT)
+#include "bnxt.hpp"
 #endif
 
 namespace gda {
@@ -23,9 +26,14 @@ struct AnySq {
     union {
         WqHandle native;
         mlx5::Sq mlx5;
+#if !defined(GDA_NO_BNXT)
+        bnxt::Sq bnxt;  // `pos` carries its message number and PSN too
+#else
+        uint64_t bnxt_bytes[9];  // the same layout in a build without bnxt
+#endif
     } q;
 };
-static_assert(sizeof(AnySq) == 64 && offsetof(AnySq, q) == 8, "AnySq layout");
+static_assert(sizeof(AnySq) == 80 && offsetof(AnySq, q) == 8, "AnySq layout");
 
 // What a dispatched post did.
 enum class PostStatus : int32_t {
@@ -57,7 +65,13 @@ GDA_FN PostStatus write_value_and_ring(const AnySq& s, SqPos pos, Remote remote,
             return PostStatus::NotCompiledIn;
 #endif
         case ProviderTag::Bnxt:
-            return PostStatus::NotCompiledIn;  // not in the device API yet
+#if !defined(GDA_NO_BNXT)
+            *out = bnxt::post_write_value(s.q.bnxt, pos, remote, value, flags);
+            bnxt::ring_sq(s.q.bnxt, *out);
+            return PostStatus::Ok;
+#else
+            return PostStatus::NotCompiledIn;
+#endif
     }
     return PostStatus::BadHandle;
 }

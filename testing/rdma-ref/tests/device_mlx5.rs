@@ -69,7 +69,7 @@ fn layouts_match_rust() {
     );
 }
 
-/// The posting protocol's shared state, its read-only half and the queues of both formats: the
+/// The posting protocol's shared state, its read-only half and the queues of every provider: the
 /// same bytes in C++ (`gda/sq.hpp`) and Rust (`gda_hal::SqShared`, `SqProto`, `SqDevice`), so a
 /// Rust and a header producer can share one queue.
 #[test]
@@ -90,6 +90,8 @@ fn protocol_layouts_match_rust() {
         offset_of!(SqDevice<Mlx5Sq>, sq),
         size_of::<SqDevice<WqHandle>>(),
         offset_of!(SqDevice<WqHandle>, sq),
+        size_of::<SqDevice<gda_bnxt::BnxtSq>>(),
+        offset_of!(SqDevice<gda_bnxt::BnxtSq>, sq),
     ]);
     let rust: Vec<u64> = rust.into_iter().map(|v| v as u64).collect();
     assert_eq!(device::protocol_layout().to_vec(), rust, "C++ vs Rust");

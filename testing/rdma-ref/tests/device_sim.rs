@@ -1,16 +1,37 @@
 //! The device API's posting protocol (`device/include/gda/sq.hpp`), compiled for the host, run
 //! by CPU threads standing in for GPU lanes against the software NIC: many producers on one QP,
 //! a ring that wraps many times, slots recycled through real CQEs, quiets in between — every
-//! value must land where it was sent, with and without chaos, on the ConnectX model and on the
-//! software NIC's native format, through normal and collapsed CQs.
+//! value must land where it was sent, with and without chaos, on the ConnectX model, the
+//! Broadcom (bnxt) model — in each of its WQE modes, so the header reserves units, message
+//! numbers and PSNs as gda_bnxt's costs say — and on the software NIC's native format, through
+//! normal and collapsed CQs.
 //!
 //! The header posts to the queue a Rust `gda_hal::SendQueue` owns, through the state both share
 //! (`SendQueue::device_queue`); in the mixed runs Rust producers post to the same QP at the same
 //! time as header producers.
 
+use gda_bnxt::model::BnxtModel;
+use gda_bnxt::{Bnxt, Mode, PsnForm, WqeMode};
 use gda_hal::{Payload, Remote, SendFlags, SendQueue, WorkRequest};
 use gda_rdma_ref::device::{self, ThreadsWrite};
 use gda_sim::{Access, CqMode, Fabric, FabricConfig, Modeled, QpInit};
+
+/// The bnxt model's WQE modes (each with another PSN-table form): Thor2's default (static WQEs,
+/// MSN table), variable-size WQEs (an 8-byte inline WRITE takes 3 slots), the fixed 3-slot form.
+const BNXT_MODES: [Mode; 3] = [
+    Mode {
+        wqe: WqeMode::Static,
+        psn: PsnForm::Msn,
+    },
+    Mode {
+        wqe: WqeMode::Variable,
+        psn: PsnForm::Ext,
+    },
+    Mode {
+        wqe: WqeMode::Fixed3,
+        psn: PsnForm::Legacy,
+    },
+];
 
 /// One run: `threads` header threads × `per` posts, and `rust` Rust threads × `per` posts at the
 /// same time, on a fresh QP pair (64-unit ring) of provider `P` on a fabric with `chaos`, the
@@ -38,15 +59,27 @@ impl Run {
     }
 
     fn go<P: ThreadsWrite + Modeled>(&self) -> usize {
+        self.go_on::<P>(&P::model())
+    }
+
+    /// The run on bnxt NICs in `mode`.
+    fn go_bnxt(&self, mode: Mode) -> usize {
+        self.go_on::<Bnxt>(&BnxtModel::from(mode))
+    }
+
+    /// The run on NICs of `model`, driven by provider `P`.
+    fn go_on<P: ThreadsWrite + Modeled>(&self, model: &P::Model) -> usize {
         let (threads, per) = (self.threads, self.per);
         let fabric = Fabric::new(FabricConfig { chaos: self.chaos });
-        let na = fabric.add_nic_for::<P>();
-        let nb = fabric.add_nic_for::<P>();
+        let na = fabric.add_nic(model.clone());
+        let nb = fabric.add_nic(model.clone());
         let (pa, pb) = (na.alloc_pd(), nb.alloc_pd());
         let cq_a = na.create_cq(256, self.mode).unwrap();
         let cq_b = nb.create_cq(256, CqMode::Normal).unwrap();
+        // One gather entry (the runs post inline WRITEs only): what bnxt's fixed form allows.
         let init = QpInit {
             sq_units: 64,
+            max_sge: 1,
             ..QpInit::default()
         };
         let a = pa.create_qp(init, &cq_a, &cq_a).unwrap();
@@ -65,7 +98,13 @@ impl Run {
             addr: dst.addr(),
             rkey: dst.rkey(),
         };
-        let ctx = format!("{} {:?} chaos {:?}", P::NAME, self.mode, self.chaos);
+        let ctx = format!(
+            "{} {} {:?} chaos {:?}",
+            P::NAME,
+            gda_sim::DeviceModel::name(model),
+            self.mode,
+            self.chaos
+        );
         std::thread::scope(|s| {
             for r in 0..self.rust {
                 let (sq, ctx) = (&sq, &ctx);
@@ -92,8 +131,14 @@ impl Run {
             }
             // SAFETY: the queue (its QP, CQ and shared state) outlives the call; `dst` holds
             // the header threads' `threads * per` slots first.
-            let st = unsafe { device::threads_write::<P>(&dq, threads, per, self.quiet_every, remote) };
-            assert_eq!(st, 0, "header protocol status ({ctx}), state {:?}", sq.counters());
+            let st =
+                unsafe { device::threads_write::<P>(&dq, threads, per, self.quiet_every, remote) };
+            assert_eq!(
+                st,
+                0,
+                "header protocol status ({ctx}), state {:?}",
+                sq.counters()
+            );
         });
         sq.quiet().unwrap();
         let mut got = vec![0u8; slots * 8];
@@ -110,24 +155,32 @@ impl Run {
         // Everything reserved was rung and is complete, with no error.
         let c = sq.counters();
         assert_eq!(c.reserved(), c.rung(), "reserved == rung ({ctx})");
-        assert!(c.complete_below() >= c.last_rung_marker(), "all complete ({ctx})");
+        assert!(
+            c.complete_below() >= c.last_rung_marker(),
+            "all complete ({ctx})"
+        );
         assert!(sq.first_error().is_ok(), "no error CQE ({ctx})");
         checked
     }
 }
 
-fn many_threads<P: ThreadsWrite + Modeled>() -> usize {
+/// Every configuration of the many-threads test, run by `go`.
+fn many_threads(go: impl Fn(&Run) -> usize) -> usize {
     let mut checked = 0;
     for (threads, per, quiet_every) in [(1, 300, 0), (4, 500, 0), (4, 200, 7), (8, 100, 1)] {
-        checked += Run::new(threads, per, quiet_every).go::<P>();
+        checked += go(&Run::new(threads, per, quiet_every));
     }
     checked
 }
 
 #[test]
 fn many_threads_post_through_the_header_protocol() {
-    assert_eq!(many_threads::<gda_mlx5::Mlx5>(), 300 + 2000 + 800 + 800);
-    assert_eq!(many_threads::<gda_native::Native>(), 300 + 2000 + 800 + 800);
+    const ALL: usize = 300 + 2000 + 800 + 800;
+    assert_eq!(many_threads(Run::go::<gda_mlx5::Mlx5>), ALL);
+    assert_eq!(many_threads(Run::go::<gda_native::Native>), ALL);
+    for mode in BNXT_MODES {
+        assert_eq!(many_threads(|r| r.go_bnxt(mode)), ALL, "bnxt {mode:?}");
+    }
 }
 
 #[test]
@@ -138,20 +191,24 @@ fn rust_and_header_producers_share_one_queue() {
             rust,
             ..Run::new(threads, per, quiet_every)
         };
-        checked += run.go::<gda_mlx5::Mlx5>();
-        checked += run.go::<gda_native::Native>();
         let collapsed = Run {
             mode: CqMode::Collapsed,
             ..run
         };
-        checked += collapsed.go::<gda_mlx5::Mlx5>();
-        checked += collapsed.go::<gda_native::Native>();
+        for r in [run, collapsed] {
+            checked += r.go::<gda_mlx5::Mlx5>();
+            checked += r.go::<gda_native::Native>();
+            for mode in BNXT_MODES {
+                checked += r.go_bnxt(mode);
+            }
+        }
     }
-    assert_eq!(checked, 4 * (1600 + 800 + 1200));
+    // 2 CQ modes x (mlx5, native, 3 bnxt modes).
+    assert_eq!(checked, 10 * (1600 + 800 + 1200));
 }
 
-/// Chaos seeds (`GDA_DEVICE_CHAOS_SEEDS`, default 100) on both formats, header and Rust
-/// producers mixed on every other seed.
+/// Chaos seeds (`GDA_DEVICE_CHAOS_SEEDS`, default 100) rotating over mlx5, native and bnxt
+/// (bnxt's WQE modes in turn), header and Rust producers mixed on every other seed.
 #[test]
 fn the_header_protocol_holds_under_chaos_seeds() {
     let seeds: u64 = std::env::var("GDA_DEVICE_CHAOS_SEEDS")
@@ -163,12 +220,12 @@ fn the_header_protocol_holds_under_chaos_seeds() {
         let run = Run {
             chaos: Some(seed),
             rust: (seed % 2) as u32,
-            ..Run::new(3, 40, if seed % 3 == 0 { 5 } else { 0 })
+            ..Run::new(3, 40, if seed % 4 == 0 { 5 } else { 0 })
         };
-        checked += if seed % 2 == 0 {
-            run.go::<gda_mlx5::Mlx5>()
-        } else {
-            run.go::<gda_native::Native>()
+        checked += match seed % 3 {
+            0 => run.go::<gda_mlx5::Mlx5>(),
+            1 => run.go::<gda_native::Native>(),
+            _ => run.go_bnxt(BNXT_MODES[(seed / 3 % 3) as usize]),
         };
     }
     let per_seed = |s: u64| if s % 2 == 1 { 160 } else { 120 };
@@ -185,6 +242,9 @@ fn the_header_protocol_progresses_through_a_collapsed_cq() {
             ..Run::new(threads, per, quiet_every)
         };
         checked += run.go::<gda_mlx5::Mlx5>() + run.go::<gda_native::Native>();
+        for mode in BNXT_MODES {
+            checked += run.go_bnxt(mode);
+        }
     }
     for seed in 1..=10 {
         let run = Run {
@@ -193,6 +253,7 @@ fn the_header_protocol_progresses_through_a_collapsed_cq() {
             ..Run::new(3, 60, 0)
         };
         checked += run.go::<gda_mlx5::Mlx5>() + run.go::<gda_native::Native>();
+        checked += run.go_bnxt(BNXT_MODES[(seed % 3) as usize]);
     }
-    assert_eq!(checked, 2 * (1200 + 400 + 10 * 180));
+    assert_eq!(checked, 5 * (1200 + 400) + 3 * 10 * 180);
 }
