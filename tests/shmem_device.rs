@@ -19,10 +19,8 @@ fn build_with(source: &str, name: &str, flags: &[&str]) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("gda-device-{}-{name}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let exe = dir.join(name);
+    // gdacc compiles .cpp, and .hip/.cu (kernel sources) as C++ for CPU threads.
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(source);
-    // A .hip or .cu source is plain C++ for the host: give gdacc a .cpp name for it.
-    let cpp = dir.join(format!("{name}.cpp"));
-    std::fs::copy(&src, &cpp).unwrap();
     let o = Command::new(env!("CARGO_BIN_EXE_gdacc"))
         .args(["-Wall", "-Wextra", "-Werror", "-O2", "-g"])
         .arg(format!(
@@ -32,7 +30,7 @@ fn build_with(source: &str, name: &str, flags: &[&str]) -> PathBuf {
                 .display()
         ))
         .args(flags)
-        .arg(&cpp)
+        .arg(&src)
         .arg("-o")
         .arg(&exe)
         .output()

@@ -8,9 +8,10 @@
 //! `$CC` may name a command with arguments (`CC="ccache gcc"`: split at white space, as
 //! make does); printed commands are quoted for a POSIX shell; the rpath is passed with
 //! `-Xlinker` so a directory with a comma in its name stays one path.
-//! A C++ source (`.cpp`, `.cc`, `.cxx`: a kernel source built for CPU threads with the device
-//! API, `<gda/shmem.hpp>`) is compiled with `$CXX` (default `c++`) and `-std=c++17` unless the
-//! command names a standard, and linked with the threads library.
+//! A C++ source (`.cpp`, `.cc`, `.cxx`), or a kernel source written for a GPU compiler (`.hip`,
+//! `.cu`, compiled as C++: the device API's `GDA_LAUNCH` runs its kernels on CPU threads), is
+//! compiled with `$CXX` (default `c++`) and `-std=c++17` unless the command names a standard,
+//! and linked with the threads library.
 //! Both are found beside this executable (`target/<profile>/gda-include`,
 //! `target/<profile>/libgdashmem.so`), where `cargo build --features capi` puts them.
 
@@ -96,11 +97,15 @@ fn main() -> ExitCode {
     let only_compile = args
         .iter()
         .any(|a| matches!(a.as_str(), "-c" | "-E" | "-S" | "-M" | "-MM"));
-    let cxx = args.iter().any(|a| {
+    let ext_is = |a: &String, exts: &[&str]| {
         Path::new(a)
             .extension()
-            .is_some_and(|e| matches!(e.to_str(), Some("cpp" | "cc" | "cxx")))
-    });
+            .and_then(|e| e.to_str())
+            .is_some_and(|e| exts.contains(&e))
+    };
+    // A kernel source for a GPU compiler (.hip, .cu) builds for CPU threads as plain C++.
+    let gpu_source = args.iter().any(|a| ext_is(a, &["hip", "cu"]));
+    let cxx = gpu_source || args.iter().any(|a| ext_is(a, &["cpp", "cc", "cxx"]));
     let (var, default) = if cxx { ("CXX", "c++") } else { ("CC", "cc") };
     let cc_var = std::env::var(var).unwrap_or_default();
     let mut cmd: Vec<String> = cc_var.split_whitespace().map(str::to_owned).collect();
@@ -112,7 +117,13 @@ fn main() -> ExitCode {
     if cxx && !args.iter().any(|a| a.starts_with("-std=")) {
         cmd.push("-std=c++17".into());
     }
+    if gpu_source {
+        cmd.extend(["-x".to_string(), "c++".to_string()]);
+    }
     cmd.extend(args);
+    if gpu_source {
+        cmd.extend(["-x".to_string(), "none".to_string()]);
+    }
     if !only_compile {
         cmd.extend(link);
         if cxx {

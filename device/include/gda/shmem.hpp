@@ -230,25 +230,26 @@ struct Slot {
     uint32_t index;
     uint8_t* bytes;
 };
-GDA_FN_OUTLINE Status take_slot(const Ctx& c, Slot* s) {
+// Runs f(slot) holding a staging slot of this PE (registered memory for sources and results the
+// caller's memory cannot be), found from a hash of the caller's id. The work happens inside the
+// loop that takes the slot, and the slot is given back before the loop ends: a lane never waits
+// for a slot held by a lane of its own warp that lockstep execution keeps from running.
+template <class F>
+GDA_FN_OUTLINE Status with_slot(const Ctx& c, F f) {
     if (c.staging_slots == 0) return Status::TooLarge;
     uint32_t* locks = reinterpret_cast<uint32_t*>(work_at(c, work::LOCKS));
     const uint64_t deadline = arch::now_ns() + c.timeout_ns;
+    uint32_t spins = 0;
     for (uint32_t i = uint32_t(global_id() * 0x9e3779b9u);; ++i) {
         const uint32_t k = i % c.staging_slots;
         if (arch::cas_u32(&locks[k], 0, 1) == 0) {
-            s->index = k;
-            s->bytes = work_at(c, work::STAGING + uint64_t(k) * c.staging_slot_bytes);
-            return Status::Ok;
+            const Slot slot{k, work_at(c, work::STAGING + uint64_t(k) * c.staging_slot_bytes)};
+            const Status st = f(slot);
+            arch::store_u32_release(&locks[k], 0);
+            return st;
         }
-        if ((i & 63) == 63) {
-            if (arch::now_ns() > deadline) return Status::Timeout;
-            arch::pause();
-        }
+        if (!arch::wait_step(spins, deadline, [] { return arch::now_ns(); })) return Status::Timeout;
     }
-}
-GDA_FN void give_slot(const Ctx& c, const Slot& s) {
-    arch::store_u32_release(reinterpret_cast<uint32_t*>(work_at(c, work::LOCKS)) + s.index, 0);
 }
 
 template <class Q>
@@ -276,19 +277,18 @@ GDA_FN_OUTLINE Status rdma_put(const Ctx& c, const Q& q, Remote r, const void* s
         return wait ? from(sq::quiet(q)) : Status::Ok;
     }
     // Staged: a slot at a time, each chunk complete before the slot is reused.
-    Slot slot;
-    Status st = take_slot(c, &slot);
-    if (st != Status::Ok) return st;
-    for (uint64_t done = 0; done < bytes && st == Status::Ok; done += c.staging_slot_bytes) {
-        const uint64_t rest = bytes - done;
-        const uint64_t part = rest < c.staging_slot_bytes ? rest : c.staging_slot_bytes;
-        copy(slot.bytes, static_cast<const uint8_t*>(src) + done, part);
-        const Sge s = sge<Q>(c, slot.bytes, part);
-        st = from(sq::write(q, Remote{r.addr + done, r.rkey}, &s, 1, 0));
-        if (st == Status::Ok) st = from(sq::quiet(q));
-    }
-    give_slot(c, slot);
-    return st;
+    return with_slot(c, [&](const Slot& slot) {
+        Status st = Status::Ok;
+        for (uint64_t done = 0; done < bytes && st == Status::Ok; done += c.staging_slot_bytes) {
+            const uint64_t rest = bytes - done;
+            const uint64_t part = rest < c.staging_slot_bytes ? rest : c.staging_slot_bytes;
+            copy(slot.bytes, static_cast<const uint8_t*>(src) + done, part);
+            const Sge s = sge<Q>(c, slot.bytes, part);
+            st = from(sq::write(q, Remote{r.addr + done, r.rkey}, &s, 1, 0));
+            if (st == Status::Ok) st = from(sq::quiet(q));
+        }
+        return st;
+    });
 }
 
 // RDMA get of `bytes` at `r` into `dst`; `wait`: return with the data there.
@@ -305,19 +305,18 @@ GDA_FN_OUTLINE Status rdma_get(const Ctx& c, const Q& q, Remote r, void* dst, ui
         }
         return wait ? from(sq::quiet(q)) : Status::Ok;
     }
-    Slot slot;
-    Status st = take_slot(c, &slot);
-    if (st != Status::Ok) return st;
-    for (uint64_t done = 0; done < bytes && st == Status::Ok; done += c.staging_slot_bytes) {
-        const uint64_t rest = bytes - done;
-        const uint64_t part = rest < c.staging_slot_bytes ? rest : c.staging_slot_bytes;
-        const Sge s = sge<Q>(c, slot.bytes, part);
-        st = from(sq::read(q, Remote{r.addr + done, r.rkey}, &s, 1, 0));
-        if (st == Status::Ok) st = from(sq::quiet(q));
-        if (st == Status::Ok) copy(static_cast<uint8_t*>(dst) + done, slot.bytes, part);
-    }
-    give_slot(c, slot);
-    return st;
+    return with_slot(c, [&](const Slot& slot) {
+        Status st = Status::Ok;
+        for (uint64_t done = 0; done < bytes && st == Status::Ok; done += c.staging_slot_bytes) {
+            const uint64_t rest = bytes - done;
+            const uint64_t part = rest < c.staging_slot_bytes ? rest : c.staging_slot_bytes;
+            const Sge s = sge<Q>(c, slot.bytes, part);
+            st = from(sq::read(q, Remote{r.addr + done, r.rkey}, &s, 1, 0));
+            if (st == Status::Ok) st = from(sq::quiet(q));
+            if (st == Status::Ok) copy(static_cast<uint8_t*>(dst) + done, slot.bytes, part);
+        }
+        return st;
+    });
 }
 
 }  // namespace detail
@@ -576,14 +575,12 @@ GDA_FN Status nic_atomic(const Ctx& c, const Q& q, Remote r, const Atomic& a, ui
         uint8_t* sink = work_at(c, work::SINK + 8 * (global_id() % 32));
         return from(sq::atomic(q, r, sge<Q>(c, sink, 8), a, bytes, 0));
     }
-    Slot slot;
-    Status st = take_slot(c, &slot);
-    if (st != Status::Ok) return st;
-    st = from(sq::atomic(q, r, sge<Q>(c, slot.bytes, 8), a, bytes, 0));
-    if (st == Status::Ok) st = from(sq::quiet(q));
-    if (st == Status::Ok) *old = sq::atomic_result<P>(slot.bytes, bytes);
-    give_slot(c, slot);
-    return st;
+    return with_slot(c, [&](const Slot& slot) {
+        Status st = from(sq::atomic(q, r, sge<Q>(c, slot.bytes, 8), a, bytes, 0));
+        if (st == Status::Ok) st = from(sq::quiet(q));
+        if (st == Status::Ok) *old = sq::atomic_result<P>(slot.bytes, bytes);
+        return st;
+    });
 }
 
 // An OpenSHMEM atomic over RDMA: the NIC's own operation where it has one, else a

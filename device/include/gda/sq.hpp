@@ -317,22 +317,34 @@ GDA_FN SqStatus post_with(const Queue<P>& q, Cost c, uint32_t flags, Write write
     if (must_signal(start, end, q.proto.signal_every ? q.proto.signal_every : 1)) {
         flags |= send::SIGNALED;
     }
-    SqStatus s = detail::wait(q, true, [&] {
-        return end <= arch::load_u64_acquire(&st->complete_below) + q.proto.capacity;
-    });
-    if (s != SqStatus::Ok) {
-        // Our reservation will never be rung: later producers must not wait for it forever.
-        arch::store_u32_release(&st->poisoned, 1);
-        return s;
-    }
-    const Posted p = write(pos, flags);
-    // The ticket: wait while our start is still ahead of `rung` (wrapped distance).
-    s = detail::wait(q, false, [&] {
-        return int64_t(arch::load_u64_acquire(&st->rung) - start) >= 0;
-    });
-    if (s != SqStatus::Ok) {
-        arch::store_u32_release(&st->poisoned, 1);
-        return s;
+    // One loop advances this producer's own steps — room, write, ticket, ring — and ends once
+    // it has rung. No lane waits at a point where another lane of its warp must move first, so
+    // lanes of one warp posting to one queue at once cannot deadlock under lockstep execution
+    // (AMD wavefronts; NVIDIA before Volta): the lane whose ticket has come rings inside the
+    // loop while the others keep looping.
+    bool written = false;
+    Posted p{};
+    uint32_t spins = 0;
+    uint64_t deadline = 0;  // read the clock only once a wait is needed
+    for (;;) {
+        if (!written && end <= arch::load_u64_acquire(&st->complete_below) + q.proto.capacity) {
+            p = write(pos, flags);
+            written = true;
+        }
+        // The ticket: our start is not ahead of `rung` (wrapped distance).
+        if (written && int64_t(arch::load_u64_acquire(&st->rung) - start) >= 0) break;
+        // Our reservation can only be given up by poisoning: later producers must not wait
+        // for it forever.
+        SqStatus s = arch::load_u32_acquire(&st->poisoned) ? SqStatus::Poisoned : SqStatus::Ok;
+        if (s == SqStatus::Ok && !written) s = poll(q);
+        if (s == SqStatus::Ok) {
+            if (deadline == 0) deadline = arch::now_ns() + q.proto.timeout_ns;
+            if (!arch::wait_step(spins, deadline, [] { return arch::now_ns(); })) s = SqStatus::Timeout;
+        }
+        if (s != SqStatus::Ok) {
+            arch::store_u32_release(&st->poisoned, 1);
+            return s;
+        }
     }
     // Published before the doorbell: a poller that sees this WQE's CQE sees the bound.
     arch::store_u64_release(&st->ring_bound, end);
