@@ -199,14 +199,18 @@ pub struct SqShared {
     _reserved: u32,
 }
 
+// The layout `gda::SqState` (device/include/gda/sq.hpp) asserts too; testing/rdma-ref compares
+// every offset with the C++ compiler's.
 #[cfg(not(loom))]
-const _: () = {
-    assert!(core::mem::size_of::<SqShared>() == 80);
-    assert!(core::mem::offset_of!(SqShared, complete_below) == 24);
-    assert!(core::mem::offset_of!(SqShared, error) == 56);
-    assert!(core::mem::offset_of!(SqShared, cq_busy) == 64);
-    assert!(core::mem::offset_of!(SqShared, poisoned) == 72);
-};
+mod shared_layout {
+    use super::SqShared;
+    use core::mem::offset_of;
+    static_assertions::assert_eq_size!(SqShared, [u8; 80]);
+    static_assertions::const_assert_eq!(offset_of!(SqShared, complete_below), 24);
+    static_assertions::const_assert_eq!(offset_of!(SqShared, error), 56);
+    static_assertions::const_assert_eq!(offset_of!(SqShared, cq_busy), 64);
+    static_assertions::const_assert_eq!(offset_of!(SqShared, poisoned), 72);
+}
 
 impl SqShared {
     /// The size, then the offsets of `rung`, `ring_bound`, `complete_below`, `signaled_marker`,
@@ -625,13 +629,16 @@ pub struct SqDevice<S> {
     pub sq: S,
 }
 
+// The layout `gda::SqProto` asserts too (compared field by field in testing/rdma-ref).
 #[cfg(not(loom))]
-const _: () = {
-    assert!(core::mem::size_of::<SqProto>() == 88);
-    assert!(core::mem::offset_of!(SqProto, state) == 40);
-    assert!(core::mem::offset_of!(SqProto, max_units) == 72);
-    assert!(core::mem::offset_of!(SqProto, provider) == 84);
-};
+mod proto_layout {
+    use super::SqProto;
+    use core::mem::offset_of;
+    static_assertions::assert_eq_size!(SqProto, [u8; 88]);
+    static_assertions::const_assert_eq!(offset_of!(SqProto, state), 40);
+    static_assertions::const_assert_eq!(offset_of!(SqProto, max_units), 72);
+    static_assertions::const_assert_eq!(offset_of!(SqProto, provider), 84);
+}
 
 /// A send queue shared by many producers, bound to provider `P` and a CQ that only this queue
 /// reports to.

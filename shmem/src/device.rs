@@ -92,14 +92,21 @@ pub struct DeviceCtx {
     pub kick_arg: u64,
 }
 
-const _: () = {
-    use std::mem::{offset_of, size_of};
-    assert!(size_of::<DevicePeer>() == 16 && offset_of!(DevicePeer, base) == 8);
-    assert!(size_of::<DeviceCtx>() == 112);
-    assert!(offset_of!(DeviceCtx, local_base) == 32 && offset_of!(DeviceCtx, peers) == 56);
-    assert!(offset_of!(DeviceCtx, work) == 72 && offset_of!(DeviceCtx, timeout_ns) == 88);
-    assert!(offset_of!(DeviceCtx, kick_fn) == 96);
-};
+// The layout `gda::shmem::Ctx` and `Peer` assert too (tests/device_abi.rs compares every
+// offset with the C++ compiler's).
+mod layout {
+    use super::{DeviceCtx, DevicePeer};
+    use static_assertions::{assert_eq_size, const_assert_eq};
+    use std::mem::offset_of;
+    assert_eq_size!(DevicePeer, [u8; 16]);
+    const_assert_eq!(offset_of!(DevicePeer, base), 8);
+    assert_eq_size!(DeviceCtx, [u8; 112]);
+    const_assert_eq!(offset_of!(DeviceCtx, local_base), 32);
+    const_assert_eq!(offset_of!(DeviceCtx, peers), 56);
+    const_assert_eq!(offset_of!(DeviceCtx, work), 72);
+    const_assert_eq!(offset_of!(DeviceCtx, timeout_ns), 88);
+    const_assert_eq!(offset_of!(DeviceCtx, kick_fn), 96);
+}
 
 impl DeviceCtx {
     /// The size and every field offset, in declaration order (the layout test compares these
