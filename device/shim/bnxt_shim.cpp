@@ -4,26 +4,13 @@
 // WQEs and the RQ/CQ doorbells. Bound in src/bnxt.rs.
 #include <gda/bnxt.hpp>
 
+#include "dev_wr.hpp"
+
 extern "C" {
 
-// One request, in the terms of gda_hal::WorkRequest (src/bnxt.rs `BnxtWr`).
-struct GdaBnxtWr {
-    uint32_t kind;  // 0 WRITE, 1 SEND, 2 READ, 3 ATOMIC, 4 NOP
-    uint32_t has_imm;
-    uint32_t imm;
-    uint32_t inline_data;  // payload is `inline_ptr[..inline_len]` instead of the gather list
-    gda::Remote remote;
-    const gda::Sge* sges;
-    uint32_t n_sges;
-    const uint8_t* inline_ptr;
-    uint32_t inline_len;
-    uint32_t atomic_kind;  // gda::Atomic::Kind
-    gda::Sge local;        // an atomic's result entry
-    uint64_t compare, swap, add;
-};
 
 // Posts `wr` at `at` on `sq` and rings its doorbell (`sq->wq.db`); the Posted comes back.
-void gdadev_bnxt_post_ring(const gda::bnxt::Sq* sq, gda::SqPos at, const GdaBnxtWr* wr,
+void gdadev_bnxt_post_ring(const gda::bnxt::Sq* sq, gda::SqPos at, const DevWr* wr,
                            uint32_t flags, gda::Posted* out) {
     using namespace gda::bnxt;
     gda::Posted p{};
@@ -43,12 +30,9 @@ void gdadev_bnxt_post_ring(const gda::bnxt::Sq* sq, gda::SqPos at, const GdaBnxt
         case 2:
             p = post_read(*sq, at, wr->remote, wr->sges, wr->n_sges, flags);
             break;
-        case 3: {
-            const gda::Atomic a{static_cast<gda::Atomic::Kind>(wr->atomic_kind), wr->compare,
-                                wr->swap, wr->add, 0, 0, 0};
-            p = post_atomic(*sq, at, wr->remote, wr->local, a, flags);
+        case 3:
+            p = post_atomic(*sq, at, wr->remote, local_of(wr), atomic_of(wr), flags);
             break;
-        }
         default:
             p = post_nop(*sq, at, flags);
     }

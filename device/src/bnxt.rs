@@ -4,34 +4,15 @@
 
 use gda_bnxt::BnxtSq;
 use gda_hal::{
-    AtomicOp, CqHandle, Payload, Posted, Remote, Sge, SqPos, WcOpcode, WcStatus, WorkCompletion,
+    AtomicOp, CqHandle, Posted, Remote, Sge, SqPos, WcOpcode, WcStatus, WorkCompletion,
     WorkRequest, WqHandle,
 };
-
-/// `GdaBnxtWr` of `shim/bnxt_shim.cpp`.
-#[repr(C)]
-struct BnxtWr {
-    kind: u32,
-    has_imm: u32,
-    imm: u32,
-    inline_data: u32,
-    remote: Remote,
-    sges: *const Sge,
-    n_sges: u32,
-    inline_ptr: *const u8,
-    inline_len: u32,
-    atomic_kind: u32,
-    local: Sge,
-    compare: u64,
-    swap: u64,
-    add: u64,
-}
 
 unsafe extern "C" {
     fn gdadev_bnxt_post_ring(
         sq: *const BnxtSq,
         at: SqPos,
-        wr: *const BnxtWr,
+        wr: *const crate::DevWr,
         flags: u32,
         out: *mut Posted,
     );
@@ -53,75 +34,6 @@ unsafe extern "C" {
     fn gdadev_bnxt_update_cq_ci(cq: *const CqHandle, ci: u32);
 }
 
-/// The request in the shim's terms; `None` for what bnxt cannot post (masked atomics).
-fn bnxt_wr(wr: &WorkRequest<'_>) -> Option<BnxtWr> {
-    let mut d = BnxtWr {
-        kind: 0,
-        has_imm: 0,
-        imm: 0,
-        inline_data: 0,
-        remote: Remote::default(),
-        sges: core::ptr::null(),
-        n_sges: 0,
-        inline_ptr: core::ptr::null(),
-        inline_len: 0,
-        atomic_kind: 0,
-        local: Sge::default(),
-        compare: 0,
-        swap: 0,
-        add: 0,
-    };
-    let payload = |d: &mut BnxtWr, p: &Payload<'_>| match p {
-        Payload::Inline(b) => {
-            d.inline_data = 1;
-            d.inline_ptr = b.as_ptr();
-            d.inline_len = b.len() as u32;
-        }
-        Payload::Sges(s) => {
-            d.sges = s.as_ptr();
-            d.n_sges = s.len() as u32;
-        }
-    };
-    match wr {
-        WorkRequest::Write {
-            remote,
-            payload: p,
-            imm,
-        } => {
-            d.remote = *remote;
-            payload(&mut d, p);
-            (d.has_imm, d.imm) = (u32::from(imm.is_some()), imm.unwrap_or(0));
-        }
-        WorkRequest::Send { payload: p, imm } => {
-            d.kind = 1;
-            payload(&mut d, p);
-            (d.has_imm, d.imm) = (u32::from(imm.is_some()), imm.unwrap_or(0));
-        }
-        WorkRequest::Read { remote, sges } => {
-            d.kind = 2;
-            d.remote = *remote;
-            d.sges = sges.as_ptr();
-            d.n_sges = sges.len() as u32;
-        }
-        WorkRequest::Atomic {
-            remote, local, op, ..
-        } => {
-            d.kind = 3;
-            d.remote = *remote;
-            d.local = *local;
-            match *op {
-                AtomicOp::CompareSwap { compare, swap } => {
-                    (d.atomic_kind, d.compare, d.swap) = (0, compare, swap);
-                }
-                AtomicOp::FetchAdd { add } => (d.atomic_kind, d.add) = (1, add),
-                _ => return None,
-            }
-        }
-        WorkRequest::Nop => d.kind = 4,
-    }
-    Some(d)
-}
-
 /// Posts `wr` at `at` on `sq` with the header's functions and rings its doorbell (`sq`'s
 /// `wq.db`): the Posted, or `None` (nothing written) for a request bnxt has no WQE for (a
 /// masked atomic).
@@ -136,7 +48,16 @@ pub unsafe fn post_ring(
     wr: &WorkRequest<'_>,
     flags: u32,
 ) -> Option<Posted> {
-    let d = bnxt_wr(wr)?;
+    // bnxt has no masked atomics: nothing to post.
+    if let WorkRequest::Atomic {
+        op: AtomicOp::MaskedCompareSwap { .. } | AtomicOp::MaskedFetchAdd { .. },
+        ..
+    } = wr
+    {
+        return None;
+    }
+    let mut local = Sge::default();
+    let d = crate::dev_wr(wr, &mut local);
     let mut out = Posted::default();
     // SAFETY: `d` and what it points at live across the call; the queue is valid (caller).
     unsafe { gdadev_bnxt_post_ring(sq, at, &d, flags, &mut out) };

@@ -11,9 +11,9 @@ use gda_hal::{AtomicOp, Payload, Posted, Remote, Sge, WorkRequest};
 pub mod bnxt;
 pub mod shmem;
 
-/// `DevWr` of `cxx/device_mlx5.cpp`.
+/// `DevWr` of `shim/dev_wr.hpp`: one request for every shim.
 #[repr(C)]
-struct DevWr {
+pub(crate) struct DevWr {
     kind: u32,
     has_imm: u32,
     imm: u32,
@@ -226,7 +226,7 @@ pub unsafe fn post_ring(
 }
 
 /// The request as `DevWr`; an atomic's local entry is kept in `local` (which `sges` points at).
-fn dev_wr(wr: &WorkRequest<'_>, local: &mut Sge) -> DevWr {
+pub(crate) fn dev_wr(wr: &WorkRequest<'_>, local: &mut Sge) -> DevWr {
     let mut d = DevWr {
         kind: 0,
         has_imm: 0,

@@ -60,6 +60,15 @@ struct Meeting {
         }
         while (generation.load(std::memory_order_acquire) == gen) std::this_thread::yield();
     }
+
+    // The value member `from` brings, on every member (`rank`: the caller's).
+    uint64_t broadcast(uint64_t v, uint32_t rank, uint32_t from) {
+        if (rank == from) scratch[0] = v;
+        sync();
+        const uint64_t r = scratch[0];
+        sync();  // nobody overwrites scratch[0] before every member has read it
+        return r;
+    }
 };
 
 // One CPU thread's place in a launch.
@@ -174,12 +183,7 @@ struct Warp {
         return __shfl((unsigned long long)v, int(from));
 #else
         host::Meeting* m = host::place.warp_meeting;
-        if (!m) return v;
-        if (rank() == from) m->scratch[0] = v;
-        m->sync();
-        const uint64_t r = m->scratch[0];
-        m->sync();
-        return r;
+        return m ? m->broadcast(v, rank(), from) : v;
 #endif
     }
     // The sum of `v` over lanes below this one; the whole sum in `total`.
@@ -242,12 +246,7 @@ struct Block {
         return r;
 #else
         host::Meeting* m = host::place.block_meeting;
-        if (!m) return v;
-        if (rank() == from) m->scratch[0] = v;
-        m->sync();
-        const uint64_t r = m->scratch[0];
-        m->sync();
-        return r;
+        return m ? m->broadcast(v, rank(), from) : v;
 #endif
     }
 };

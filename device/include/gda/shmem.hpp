@@ -257,50 +257,35 @@ GDA_FN Sge sge(const Ctx& c, const void* a, uint64_t bytes) {
     return Sge{reinterpret_cast<uint64_t>(a), uint32_t(bytes), c.lkey};
 }
 
-// RDMA put of [src, src + bytes) to `r`; `wait`: return only when the source may be reused.
+// Which way a transfer goes: this PE's bytes to the target (put) or the target's here (get).
+enum class Dir { Put, Get };
+
+// One RDMA WRITE (put) or READ (get) of `part` bytes between `local` and `r`.
 template <class Q>
-GDA_FN_OUTLINE Status rdma_put(const Ctx& c, const Q& q, Remote r, const void* src, uint64_t bytes,
-                       bool wait) {
+GDA_FN SqStatus rdma_post(const Q& q, Dir d, Remote r, uint8_t* local, uint64_t part,
+                          const Ctx& c) {
+    const Sge s = sge<Q>(c, local, part);
+    return d == Dir::Put ? sq::write(q, r, &s, 1, 0) : sq::read(q, r, &s, 1, 0);
+}
+
+// RDMA transfer of `bytes` between this PE's `local` and `r`; `wait`: return only when the
+// source may be reused (put) or the data is there (get). Memory the NIC cannot reach in place
+// (outside the registered segment) goes through a staging slot, a chunk at a time, each chunk
+// complete before the slot is reused; a small put is inline.
+template <class Q>
+GDA_FN_OUTLINE Status rdma_move(const Ctx& c, const Q& q, Dir d, Remote r, void* local,
+                                uint64_t bytes, bool wait) {
     using P = decltype(provider_of(q));
+    uint8_t* mem = static_cast<uint8_t*>(local);
     if (bytes == 0) return Status::Ok;
-    if (bytes <= P::wq(q.sq).max_inline) {
-        return from(sq::write_inline(q, r, src, uint32_t(bytes), 0));
+    if (d == Dir::Put && bytes <= P::wq(q.sq).max_inline) {
+        return from(sq::write_inline(q, r, mem, uint32_t(bytes), 0));
     }
     constexpr uint64_t MAX_MSG = uint64_t(1) << 30;
-    if (registered(c, src, bytes)) {
+    if (registered(c, mem, bytes)) {
         for (uint64_t done = 0; done < bytes; done += MAX_MSG) {
             const uint64_t part = bytes - done < MAX_MSG ? bytes - done : MAX_MSG;
-            const Sge s = sge<Q>(c, static_cast<const uint8_t*>(src) + done, part);
-            const SqStatus st = sq::write(q, Remote{r.addr + done, r.rkey}, &s, 1, 0);
-            if (st != SqStatus::Ok) return from(st);
-        }
-        return wait ? from(sq::quiet(q)) : Status::Ok;
-    }
-    // Staged: a slot at a time, each chunk complete before the slot is reused.
-    return with_slot(c, [&](const Slot& slot) {
-        Status st = Status::Ok;
-        for (uint64_t done = 0; done < bytes && st == Status::Ok; done += c.staging_slot_bytes) {
-            const uint64_t rest = bytes - done;
-            const uint64_t part = rest < c.staging_slot_bytes ? rest : c.staging_slot_bytes;
-            copy(slot.bytes, static_cast<const uint8_t*>(src) + done, part);
-            const Sge s = sge<Q>(c, slot.bytes, part);
-            st = from(sq::write(q, Remote{r.addr + done, r.rkey}, &s, 1, 0));
-            if (st == Status::Ok) st = from(sq::quiet(q));
-        }
-        return st;
-    });
-}
-
-// RDMA get of `bytes` at `r` into `dst`; `wait`: return with the data there.
-template <class Q>
-GDA_FN_OUTLINE Status rdma_get(const Ctx& c, const Q& q, Remote r, void* dst, uint64_t bytes, bool wait) {
-    if (bytes == 0) return Status::Ok;
-    constexpr uint64_t MAX_MSG = uint64_t(1) << 30;
-    if (registered(c, dst, bytes)) {
-        for (uint64_t done = 0; done < bytes; done += MAX_MSG) {
-            const uint64_t part = bytes - done < MAX_MSG ? bytes - done : MAX_MSG;
-            const Sge s = sge<Q>(c, static_cast<uint8_t*>(dst) + done, part);
-            const SqStatus st = sq::read(q, Remote{r.addr + done, r.rkey}, &s, 1, 0);
+            const SqStatus st = rdma_post(q, d, Remote{r.addr + done, r.rkey}, mem + done, part, c);
             if (st != SqStatus::Ok) return from(st);
         }
         return wait ? from(sq::quiet(q)) : Status::Ok;
@@ -310,15 +295,14 @@ GDA_FN_OUTLINE Status rdma_get(const Ctx& c, const Q& q, Remote r, void* dst, ui
         for (uint64_t done = 0; done < bytes && st == Status::Ok; done += c.staging_slot_bytes) {
             const uint64_t rest = bytes - done;
             const uint64_t part = rest < c.staging_slot_bytes ? rest : c.staging_slot_bytes;
-            const Sge s = sge<Q>(c, slot.bytes, part);
-            st = from(sq::read(q, Remote{r.addr + done, r.rkey}, &s, 1, 0));
+            if (d == Dir::Put) copy(slot.bytes, mem + done, part);
+            st = from(rdma_post(q, d, Remote{r.addr + done, r.rkey}, slot.bytes, part, c));
             if (st == Status::Ok) st = from(sq::quiet(q));
-            if (st == Status::Ok) copy(static_cast<uint8_t*>(dst) + done, slot.bytes, part);
+            if (st == Status::Ok && d == Dir::Get) copy(mem + done, slot.bytes, part);
         }
         return st;
     });
 }
-
 }  // namespace detail
 
 namespace detail {
@@ -350,47 +334,45 @@ GDA_FN void* ptr(const Ctx& c, const void* dest, int pe) {
 // ---- RMA ----
 
 namespace detail {
+// A transfer between this PE's `local` and the symmetric `sym` on `pe`, by group `g`: over P2P
+// the lanes split the copy (8-byte aligned parts); over RDMA rank 0 posts it.
 template <class G>
-GDA_FN Status put_g(G g, const Ctx& c, void* dest, const void* src, uint64_t bytes, int pe,
-                    bool wait) {
+GDA_FN Status move_g(G g, const Ctx& c, Dir d, void* sym, void* local, uint64_t bytes, int pe,
+                     bool wait) {
     Target t;
-    Status st = target(c, dest, bytes, pe, &t);
+    Status st = target(c, sym, bytes, pe, &t);
     if (st == Status::Ok && t.route == Route::P2p) {
-        // The lanes split the copy (8-byte aligned parts).
         const uint64_t per = ((bytes + g.size() - 1) / g.size() + 7) & ~uint64_t(7);
         const uint64_t from = per * g.rank();
         if (from < bytes) {
             const uint64_t n = bytes - from < per ? bytes - from : per;
-            copy(t.mapped + from, static_cast<const uint8_t*>(src) + from, n);
+            uint8_t* mine = static_cast<uint8_t*>(local) + from;
+            if (d == Dir::Put) {
+                copy(t.mapped + from, mine, n);
+            } else {
+                copy(mine, t.mapped + from, n);
+            }
         }
         g.sync();
         return st;
     }
     if (st == Status::Ok && g.rank() == 0) {
-        st = with_queue(c, pe, [&](const auto& q) { return rdma_put(c, q, t.remote, src, bytes, wait); });
+        st = with_queue(c, pe, [&](const auto& q) {
+            return rdma_move(c, q, d, t.remote, local, bytes, wait);
+        });
     }
     return Status(int32_t(g.broadcast(uint64_t(int64_t(st)))));
 }
-
+template <class G>
+GDA_FN Status put_g(G g, const Ctx& c, void* dest, const void* src, uint64_t bytes, int pe,
+                    bool wait) {
+    // The source is only read (rdma_move writes `local` for gets alone).
+    return move_g(g, c, Dir::Put, dest, const_cast<void*>(src), bytes, pe, wait);
+}
 template <class G>
 GDA_FN Status get_g(G g, const Ctx& c, void* dest, const void* source, uint64_t bytes, int pe,
                     bool wait) {
-    Target t;
-    Status st = target(c, source, bytes, pe, &t);
-    if (st == Status::Ok && t.route == Route::P2p) {
-        const uint64_t per = ((bytes + g.size() - 1) / g.size() + 7) & ~uint64_t(7);
-        const uint64_t from = per * g.rank();
-        if (from < bytes) {
-            const uint64_t n = bytes - from < per ? bytes - from : per;
-            copy(static_cast<uint8_t*>(dest) + from, t.mapped + from, n);
-        }
-        g.sync();
-        return st;
-    }
-    if (st == Status::Ok && g.rank() == 0) {
-        st = with_queue(c, pe, [&](const auto& q) { return rdma_get(c, q, t.remote, dest, bytes, wait); });
-    }
-    return Status(int32_t(g.broadcast(uint64_t(int64_t(st)))));
+    return move_g(g, c, Dir::Get, const_cast<void*>(source), dest, bytes, pe, wait);
 }
 }  // namespace detail
 
