@@ -250,6 +250,15 @@ int main() {
     CHECK(c != nullptr, "shmemx_device_context returned NULL");
     if (!c) return 1;
     CHECK(check(*c) == Status::Ok, "context refused: %d", int(check(*c)));
+    {
+        // A context of another ABI version or size is refused before anything uses it.
+        Ctx other = *c;
+        other.abi = ABI_VERSION + 1;
+        CHECK(check(other) == Status::BadContext, "a context of ABI %u accepted", other.abi);
+        other = *c;
+        other.size = c->size - 8;
+        CHECK(check(other) == Status::BadContext, "a context of %u bytes accepted", other.size);
+    }
     CHECK(c->my_pe == uint32_t(me) && c->n_pes == uint32_t(npes), "context names PE %u of %u",
           c->my_pe, c->n_pes);
     const int right = (me + 1) % npes, left = (me + npes - 1) % npes;
