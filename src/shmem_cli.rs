@@ -75,19 +75,9 @@ where
         ShmemError::Config("not started by a launcher (gdarun, mpirun, srun, torchrun)".into())
     })?;
     let cfg = gda_shmem::Config::from_env()?;
+    // A GPU heap gets its QPs' rings and doorbell records in GPU memory too (`Pe::init`
+    // places the queues of a GPU heap's PE there).
     let mut nic = gda_shmem::RdmaNic::new(dev);
-    // A GPU heap gets its QPs' rings and doorbell records in GPU memory too (as device code
-    // posting to them would want).
-    #[cfg(feature = "hip")]
-    if cfg.heap == gda_shmem::HeapPlacement::Gpu {
-        let gpu_err = |e: gda_hip::HipError| ShmemError::Gpu {
-            kind: gda_hal::Error::kind(&e),
-            what: format!("queue memory for the verbs domain: {e}"),
-        };
-        let hip = gda_hip::Hip::load().map_err(gpu_err)?;
-        let q = gda_hip::GpuQueueMemory::new(&hip).map_err(gpu_err)?;
-        nic.queues = gda_hal::control::QueueMemory::Caller(std::sync::Arc::new(q));
-    }
     // GDA_IB_GID_INDEX: the source GID (default: RoCE v2, IPv4-mapped, never link-local).
     if let Some(v) = std::env::var("GDA_IB_GID_INDEX")
         .ok()

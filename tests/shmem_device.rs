@@ -111,6 +111,41 @@ fn every_device_routine_at_every_granularity_on_2_and_4_pes() {
     assert_eq!(runs, 8);
 }
 
+/// With the `hip` feature, on the HIP stand-in: every routine through a context in "GPU"
+/// memory (a GPU heap: the PEs are processes, so P2P through IPC handles), and through a host
+/// context mapped for the GPU (a host heap with a GPU present) over P2P and RDMA on each
+/// provider; the program checks `Ctx::memory` (Device 1, Mapped 2).
+#[cfg(feature = "hip")]
+#[test]
+fn every_device_routine_through_contexts_placed_for_a_gpu() {
+    let prog = build("device/tests/shmem_routines.cpp", "shmem_routines_gpu");
+    let sim = Path::new(env!("CARGO_BIN_EXE_gdarun"))
+        .parent()
+        .unwrap()
+        .join("hip-sim/libamdhip64.so.5");
+    let sim = sim.to_str().unwrap();
+    let mut runs = 0;
+    let gpu_heap: &[(&str, &str)] = &[
+        ("GDA_SHMEM_TRANSPORT", "p2p"),
+        ("GDA_SHMEM_HEAP", "gpu"),
+        ("GDA_TEST_CONTEXT_MEMORY", "1"),
+    ];
+    for env in std::iter::once(gpu_heap).chain(CONFIGS) {
+        let mut env = env.to_vec();
+        env.push(("GDA_HIP_LIB", sim));
+        if !env.iter().any(|(k, _)| *k == "GDA_TEST_CONTEXT_MEMORY") {
+            env.push(("GDA_TEST_CONTEXT_MEMORY", "2"));
+        }
+        let counts = run_checks(&prog, 2, &env, "device_shmem:");
+        assert!(
+            counts.iter().all(|&c| c == counts[0] && c > 1000),
+            "{env:?}: {counts:?}"
+        );
+        runs += 1;
+    }
+    assert_eq!(runs, 5);
+}
+
 /// Runs an example on `n` PEs in `env`; every PE must print a line starting with `tag` and
 /// ending in `ok`.
 fn example_runs(prog: &Path, n: u32, env: &[(&str, &str)], tag: &str) {
@@ -191,9 +226,10 @@ fn the_device_routines_pass_under_thread_sanitizer() {
 
 /// On a machine with a GPU (never run on these machines, which have none): the examples built
 /// for the GPU (`hipcc` for AMD, or `nvcc` with `GDA_HW_CUDA=1`) run their kernels against the
-/// software NIC, whose rings, doorbell records and CQs the kernels reach through host memory
-/// mapped for the GPU, with the heap in GPU memory where the `hip` feature puts it
-/// (`GDA_SHMEM_HEAP=gpu`). Run:
+/// software NIC, whose rings, doorbell records, CQs and heap the kernels reach through host
+/// memory the `hip` feature maps for the GPU (`Ctx::memory` Mapped), and over P2P with the heap
+/// in GPU memory (`GDA_SHMEM_HEAP=gpu`). A CUDA build relies on the GPU reaching pageable host
+/// memory (HMM): gda-hip maps nothing for NVIDIA GPUs. Run:
 /// `cargo test --release --features capi,hip --test shmem_device gpu_examples -- --ignored`.
 #[test]
 #[ignore = "needs a GPU (AMD with hipcc, or NVIDIA with nvcc and GDA_HW_CUDA=1)"]
@@ -237,13 +273,15 @@ fn gpu_examples_drive_the_software_nic_from_a_real_gpu() {
             "{compiler} {name}: {}",
             String::from_utf8_lossy(&o.stderr)
         );
-        for n in [2, 4] {
-            example_runs(
-                &exe,
-                n,
-                &[("GDA_SHMEM_TRANSPORT", "rdma"), ("GDA_SHMEM_HEAP", "gpu")],
-                &format!("{name}:"),
-            );
+        // RDMA through the software NIC with a host heap (gda maps it, the rings, records,
+        // state and doorbells for the GPU); P2P with the heap in GPU memory (IPC handles).
+        for env in [
+            [("GDA_SHMEM_TRANSPORT", "rdma"), ("GDA_SHMEM_HEAP", "host")],
+            [("GDA_SHMEM_TRANSPORT", "p2p"), ("GDA_SHMEM_HEAP", "gpu")],
+        ] {
+            for n in [2, 4] {
+                example_runs(&exe, n, &env, &format!("{name}:"));
+            }
         }
     }
 }

@@ -45,6 +45,7 @@ void gdadev_shmem_layout(uint64_t* out) {
                           offsetof(Ctx, peers), offsetof(Ctx, queues), offsetof(Ctx, work),
                           offsetof(Ctx, staging_slot_bytes), offsetof(Ctx, timeout_ns),
                           offsetof(Ctx, kick_fn), offsetof(Ctx, kick_arg),
+                          offsetof(Ctx, memory), offsetof(Ctx, reserved),
                           sizeof(gda::shmem::Peer), gda::shmem::ABI_VERSION};
     for (unsigned i = 0; i < sizeof v / sizeof v[0]; ++i) out[i] = v[i];
 }

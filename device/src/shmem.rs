@@ -51,9 +51,9 @@ pub unsafe fn put8_quiet(ctx: *const u8, dst: *mut u64, pe: u32, n: u64) -> Resu
 /// `sizeof(gda::shmem::Ctx)`, its field offsets in declaration order, `sizeof(Peer)`, then the
 /// header's `ABI_VERSION`.
 #[must_use]
-pub fn layout() -> [u64; 20] {
-    let mut v = [0u64; 20];
-    // SAFETY: writes exactly 20 values.
+pub fn layout() -> [u64; 22] {
+    let mut v = [0u64; 22];
+    // SAFETY: writes exactly 22 values.
     unsafe { gdadev_shmem_layout(v.as_mut_ptr()) };
     v
 }

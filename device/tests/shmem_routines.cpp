@@ -261,6 +261,10 @@ int main() {
     }
     CHECK(c->my_pe == uint32_t(me) && c->n_pes == uint32_t(npes), "context names PE %u of %u",
           c->my_pe, c->n_pes);
+    // Where the context lives, when the test says what to expect (the `hip` feature's runs).
+    if (const char* m = std::getenv("GDA_TEST_CONTEXT_MEMORY")) {
+        CHECK(c->memory == uint32_t(std::atoi(m)), "context memory %u, expected %s", c->memory, m);
+    }
     const int right = (me + 1) % npes, left = (me + npes - 1) % npes;
     // The routes are the ones the job asked for: RDMA on the named provider, or P2P.
     const char* transport = std::getenv("GDA_SHMEM_TRANSPORT");

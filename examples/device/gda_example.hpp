@@ -1,10 +1,12 @@
 // What the device examples share: getting this PE's SHMEM device context to the kernel, and
 // waiting for a launch, the same way for HIP, CUDA and CPU threads.
 //
-// On a GPU the context and the arrays it points at must be readable by the kernel: the example
-// registers them with the runtime (mapped host memory). The symmetric heap, the rings and the
-// doorbell records must be GPU-accessible too: build gda with the `hip` feature
-// (GDA_SHMEM_GPU=1), which places them in GPU memory (see device/README.md, "On a GPU").
+// On a GPU the context and everything it points at must be reachable by the kernel. gda built
+// with the `hip` feature sees to it: with a GPU heap (GDA_SHMEM_HEAP=gpu) the heap, rings,
+// doorbell records, protocol state and the context are in GPU memory and the doorbells mapped
+// (`Ctx::memory` is `Memory::Device`); with a host heap on a machine with a GPU all of that host
+// memory is mapped for the GPU at the same addresses (`Memory::Mapped`). See device/README.md,
+// "On a GPU".
 #pragma once
 
 #include <gda/shmem.hpp>
@@ -34,7 +36,12 @@ inline const gda::shmem::Ctx* context() {
         die("the SHMEM device context does not match this build's <gda/shmem.hpp>");
     }
 #if defined(GDA_EX_RT)
-    // Map the context and its arrays for the GPU.
+    // gda built with the `hip` feature hands a context a kernel uses as it is: in GPU memory
+    // (a GPU heap, GDA_SHMEM_HEAP=gpu) or host memory it mapped for the GPU. A context of a
+    // build without it (or of a process that saw no GPU through HIP, as a CUDA one) is plain
+    // host memory: the context and its arrays are mapped here; the heap and queues it points
+    // at must then be reachable by the GPU on their own (NVIDIA's HMM, for pageable memory).
+    if (c->memory != uint32_t(gda::shmem::Memory::Host)) return c;
     void* regions[] = {const_cast<gda::shmem::Ctx*>(c), reinterpret_cast<void*>(c->peers),
                        reinterpret_cast<void*>(c->queues)};
     const size_t bytes[] = {sizeof *c, sizeof(gda::shmem::Peer) * c->n_pes,

@@ -45,11 +45,28 @@ impl WqHandle {
 pub trait QueueHandle: Copy + core::fmt::Debug + Send + Sync + 'static {
     /// The common part.
     fn wq(&self) -> &WqHandle;
+    /// The common part, to change an address for another view of the queue (the doorbell as
+    /// a GPU maps it).
+    fn wq_mut(&mut self) -> &mut WqHandle;
+    /// Calls `f(address, bytes)` for the memory the device functions of this queue read or
+    /// write, besides the doorbell register: the ring (`entries` units of `unit_bytes`, the
+    /// provider's `SQ_UNIT_BYTES`), the doorbell record, and tables the provider keeps (so a
+    /// GPU can be given exactly that memory).
+    fn memory(&self, unit_bytes: u32, f: &mut dyn FnMut(u64, usize)) {
+        let wq = self.wq();
+        f(wq.buf, wq.entries as usize * unit_bytes as usize);
+        if wq.dbrec != 0 {
+            f(wq.dbrec, 8);
+        }
+    }
 }
 
 impl QueueHandle for WqHandle {
     #[inline(always)]
     fn wq(&self) -> &WqHandle {
+        self
+    }
+    fn wq_mut(&mut self) -> &mut WqHandle {
         self
     }
 }

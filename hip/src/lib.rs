@@ -23,5 +23,7 @@
 mod memory;
 mod runtime;
 
-pub use memory::{DeviceBuffer, DoorbellMapping, GpuQueueMemory, IpcHandle, IpcMapping, NicMemory};
+pub use memory::{
+    DeviceBuffer, DoorbellMapping, GpuQueueMemory, HostMapping, IpcHandle, IpcMapping, NicMemory,
+};
 pub use runtime::{Gpu, Hip, HipError};

@@ -323,9 +323,14 @@ impl Drop for IpcMapping {
 
 /// Rings and doorbell records in device memory: `QueueMemory::Caller(Arc::new(…))` on any
 /// control path puts a CQ's or QP's queues where GPU code polls them without crossing PCIe.
+/// The posting-protocol state and device contexts placed through it go there too, and the
+/// doorbells of its queues are mapped for the GPU ([`DoorbellMapping`], one per page however
+/// many queues share it: HIP refuses to register a page twice).
 pub struct GpuQueueMemory {
     hip: Arc<Hip>,
     live: Mutex<Vec<DeviceBuffer>>,
+    /// Doorbell pages mapped for the GPU, by host page address, with their users.
+    doorbells: Mutex<std::collections::HashMap<u64, (DoorbellMapping, usize)>>,
 }
 
 impl std::fmt::Debug for GpuQueueMemory {
@@ -341,7 +346,18 @@ impl GpuQueueMemory {
         Ok(Self {
             hip: hip.clone(),
             live: Mutex::new(Vec::new()),
+            doorbells: Mutex::new(std::collections::HashMap::new()),
         })
+    }
+
+    /// Whether `p` lies in memory this allocator handed out.
+    pub fn owns(&self, p: *const u8) -> bool {
+        let p = p as usize;
+        self.live
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .any(|b| (b.ptr.as_ptr() as usize..b.ptr.as_ptr() as usize + b.len).contains(&p))
     }
 }
 
@@ -371,6 +387,40 @@ impl QueueAllocator for GpuQueueMemory {
         let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(i) = live.iter().position(|b| b.ptr == ptr) {
             live.swap_remove(i);
+        }
+    }
+
+    fn map_doorbell(&self, db: u64) -> Option<u64> {
+        let page = db & !4095;
+        let mut map = self.doorbells.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((m, users)) = map.get_mut(&page) {
+            *users += 1;
+            // The page's device address, plus this doorbell's offset in it.
+            return Some(m.device as u64 + (db & 4095));
+        }
+        // SAFETY: the control path's doorbell of a live queue; `unmap_doorbell` (called before
+        // the queue goes, by `QueueMemory::map_doorbell`'s owner) ends the mapping.
+        match unsafe { DoorbellMapping::new(&self.hip, db) } {
+            Ok(m) => {
+                let d = m.device_ptr() as u64;
+                map.insert(page, (m, 1));
+                Some(d)
+            }
+            Err(e) => {
+                eprintln!("gda-hip: doorbell at {db:#x}: {e}");
+                None
+            }
+        }
+    }
+
+    unsafe fn unmap_doorbell(&self, db: u64) {
+        let page = db & !4095;
+        let mut map = self.doorbells.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, users)) = map.get_mut(&page) {
+            *users -= 1;
+            if *users == 0 {
+                map.remove(&page);
+            }
         }
     }
 }
@@ -453,6 +503,170 @@ impl Drop for DoorbellMapping {
         let r = unsafe { (self.hip.f.hipHostUnregister)(self.page) };
         if r != 0 {
             eprintln!("gda-hip: hipHostUnregister failed: {}", self.hip.words(r));
+        }
+    }
+}
+
+/// Host memory of this process mapped for the GPU (`hipHostRegister`), so a kernel reaches
+/// rings, records, state and heaps that live in host memory — the software NIC's, or a host
+/// heap's — at their host addresses.
+///
+/// Registrations are page-rounded and shared by everything of the process that maps the same
+/// pages (HIP refuses to register a page twice): a page range is registered once, by the first
+/// mapping that needs it, and unregistered when the last one that uses it goes. Ranges HIP
+/// refuses as ordinary memory (a NIC's MMIO doorbell page) are registered as I/O memory.
+///
+/// Only a GPU that sees registered host memory at the same address (HIP on a 64-bit host with
+/// unified addressing does) can use such a context: [`HostMapping::new`] checks each range's
+/// device address and fails otherwise.
+pub struct HostMapping {
+    hip: Arc<Hip>,
+    /// Starts of the process-wide registrations this mapping holds a use of.
+    held: Vec<usize>,
+}
+
+impl std::fmt::Debug for HostMapping {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "HostMapping({} registrations)", self.held.len())
+    }
+}
+
+/// The process's registrations: start → (bytes, users).
+fn host_registrations() -> &'static Mutex<std::collections::BTreeMap<usize, (usize, usize)>> {
+    static REG: std::sync::OnceLock<Mutex<std::collections::BTreeMap<usize, (usize, usize)>>> =
+        std::sync::OnceLock::new();
+    REG.get_or_init(Default::default)
+}
+
+impl HostMapping {
+    /// Maps every `(address, bytes)` of `ranges` (host memory of this process, valid while the
+    /// returned value lives) for the current GPU.
+    ///
+    /// # Errors
+    /// HIP's error for a registration it refuses in both forms, or [`HipError::Invalid`] if
+    /// the GPU sees a range at another address.
+    ///
+    /// # Safety
+    /// Every range stays mapped in this process until the returned value is dropped.
+    pub unsafe fn new(hip: &Arc<Hip>, ranges: &[(u64, usize)]) -> Result<Self, HipError> {
+        const PAGE: usize = 4096;
+        let mut me = Self {
+            hip: hip.clone(),
+            held: Vec::new(),
+        };
+        let mut reg = host_registrations()
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let mut pages: Vec<(usize, usize)> = ranges
+            .iter()
+            .filter(|&&(a, n)| a != 0 && n != 0)
+            .map(|&(a, n)| {
+                let a = a as usize;
+                (a & !(PAGE - 1), (a + n).next_multiple_of(PAGE))
+            })
+            .collect();
+        pages.sort_unstable();
+        // Merge overlapping and touching ranges.
+        let mut merged: Vec<(usize, usize)> = Vec::new();
+        for (s, e) in pages {
+            match merged.last_mut() {
+                Some(last) if s <= last.1 => last.1 = last.1.max(e),
+                _ => merged.push((s, e)),
+            }
+        }
+        for (s, e) in merged {
+            let mut at = s;
+            while at < e {
+                // A registration covering `at`?
+                let covering = reg
+                    .range(..=at)
+                    .next_back()
+                    .filter(|(b, (l, _))| **b + *l > at)
+                    .map(|(b, (l, _))| (*b, *l));
+                if let Some((b, l)) = covering {
+                    if !me.held.contains(&b) {
+                        if let Some(entry) = reg.get_mut(&b) {
+                            entry.1 += 1;
+                        }
+                        me.held.push(b);
+                    }
+                    at = b + l;
+                    continue;
+                }
+                // Register up to the next registration or the end.
+                let next = reg.range(at..).next().map_or(e, |(b, _)| (*b).min(e));
+                let len = next - at;
+                me.register(at, len)?;
+                reg.insert(at, (len, 1));
+                me.held.push(at);
+                at = next;
+            }
+        }
+        drop(reg);
+        for &(a, n) in ranges {
+            if a == 0 || n == 0 {
+                continue;
+            }
+            let mut d = std::ptr::null_mut();
+            // SAFETY: `a` lies in a registration made or held above.
+            let r = unsafe { (hip.f.hipHostGetDevicePointer)(&mut d, a as *mut c_void, 0) };
+            hip.check("hipHostGetDevicePointer", r, format!(" ({a:#x})"))?;
+            if d as u64 != a {
+                return Err(HipError::Invalid(format!(
+                    "the GPU sees host memory {a:#x} at {d:p}: a host-memory context needs the \
+                     same addresses on both sides (use a GPU heap, GDA_SHMEM_HEAP=gpu)"
+                )));
+            }
+        }
+        Ok(me)
+    }
+
+    fn register(&self, at: usize, len: usize) -> Result<(), HipError> {
+        // SAFETY: pages of the caller's ranges (this function's caller's contract).
+        let r = unsafe {
+            (self.hip.f.hipHostRegister)(at as *mut c_void, len, rt::hipHostRegisterMapped)
+        };
+        if r == 0 {
+            return Ok(());
+        }
+        // MMIO (a doorbell page) is refused as ordinary memory.
+        // SAFETY: as above.
+        let r2 = unsafe {
+            (self.hip.f.hipHostRegister)(
+                at as *mut c_void,
+                len,
+                rt::hipHostRegisterMapped | rt::hipHostRegisterIoMemory,
+            )
+        };
+        self.hip.check(
+            "hipHostRegister",
+            if r2 == 0 { 0 } else { r },
+            format!(" ({len} bytes of host memory at {at:#x})"),
+        )
+    }
+}
+
+impl Drop for HostMapping {
+    fn drop(&mut self) {
+        let mut reg = host_registrations()
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        for b in self.held.drain(..) {
+            let last = match reg.get_mut(&b) {
+                Some(entry) => {
+                    entry.1 -= 1;
+                    entry.1 == 0
+                }
+                None => false,
+            };
+            if last {
+                reg.remove(&b);
+                // SAFETY: registered by a `HostMapping` and used by none any more.
+                let r = unsafe { (self.hip.f.hipHostUnregister)(b as *mut c_void) };
+                if r != 0 {
+                    eprintln!("gda-hip: hipHostUnregister failed: {}", self.hip.words(r));
+                }
+            }
         }
     }
 }

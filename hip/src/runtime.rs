@@ -240,6 +240,16 @@ impl Hip {
         Ok(v)
     }
 
+    /// The address the GPU uses for host memory at `host`, which must lie in a range
+    /// registered with HIP (`hipHostGetDevicePointer`).
+    pub fn device_address_of_host(&self, host: u64) -> Result<u64, HipError> {
+        let mut d = std::ptr::null_mut();
+        // SAFETY: an output pointer; HIP checks the address itself.
+        let r = unsafe { (self.f.hipHostGetDevicePointer)(&mut d, host as *mut c_void, 0) };
+        self.check("hipHostGetDevicePointer", r, format!(" ({host:#x})"))?;
+        Ok(d as u64)
+    }
+
     /// The GPUs HIP sees; none is [`HipError::NoGpu`].
     pub fn gpus(&self) -> Result<Vec<Gpu>, HipError> {
         let mut n: c_int = 0;

@@ -141,3 +141,73 @@ fn queue_memory_and_the_doorbell_mapping() {
     // SAFETY: as above; unregistered by the drop, so it maps again.
     drop(unsafe { DoorbellMapping::new(&hip, db) }.unwrap());
 }
+
+#[test]
+fn queue_memory_maps_a_shared_doorbell_page_once_for_all_its_queues() {
+    let hip = hip();
+    let q = GpuQueueMemory::new(&hip).unwrap();
+    let mut page = vec![0u8; 3 * 4096];
+    let base = (page.as_mut_ptr() as u64).next_multiple_of(4096);
+    // Two queues' doorbells on one page (as mlx5 UAR registers are): one registration.
+    let a = q.map_doorbell(base + 0x800).unwrap();
+    let b = q.map_doorbell(base + 0x900).unwrap();
+    assert_eq!((a, b), (base + 0x800, base + 0x900));
+    assert!(hip.device_address_of_host(base).is_ok());
+    // SAFETY: mapped above, unused after this.
+    unsafe { q.unmap_doorbell(base + 0x800) };
+    assert!(hip.device_address_of_host(base).is_ok(), "one user left");
+    // SAFETY: as above.
+    unsafe { q.unmap_doorbell(base + 0x900) };
+    assert!(
+        hip.device_address_of_host(base).is_err(),
+        "the last user unregisters the page"
+    );
+    // The posting-protocol state and contexts are device memory too.
+    let s = q.alloc(QueueBuffer::SendState, 80, 8).unwrap();
+    assert!(q.owns(s.as_ptr()));
+    // SAFETY: allocated above.
+    unsafe { q.free(QueueBuffer::SendState, s, 80) };
+    assert!(!q.owns(s.as_ptr()));
+}
+
+#[test]
+fn host_mappings_share_pages_and_unregister_with_their_last_user() {
+    let hip = hip();
+    let mut mem = vec![0u8; 8 * 4096];
+    let base = (mem.as_mut_ptr() as u64).next_multiple_of(4096);
+    // Overlapping and touching ranges of one mapping merge into one registration; a second
+    // mapping overlapping the first, and reaching past it, registers only what is new.
+    // SAFETY: every range lies in `mem`, which outlives both mappings.
+    let m1 = unsafe {
+        gda_hip::HostMapping::new(
+            &hip,
+            &[(base + 10, 100), (base + 50, 4096), (base + 4096, 8)],
+        )
+    }
+    .unwrap();
+    // SAFETY: as above.
+    let m2 = unsafe { gda_hip::HostMapping::new(&hip, &[(base + 4096, 3 * 4096)]) }.unwrap();
+    for p in [base, base + 4096, base + 3 * 4096 + 5] {
+        assert_eq!(hip.device_address_of_host(p).unwrap(), p, "{p:#x}");
+    }
+    drop(m1);
+    assert!(
+        hip.device_address_of_host(base + 4096).is_ok(),
+        "m2 still uses the first registration"
+    );
+    drop(m2);
+    for p in [base, base + 4096, base + 3 * 4096] {
+        assert!(
+            hip.device_address_of_host(p).is_err(),
+            "{p:#x} still registered"
+        );
+    }
+    // A page registered by someone else (HIP refuses the overlap) is a clear error.
+    let other = base + 6 * 4096;
+    // SAFETY: a page of `mem`.
+    let d = unsafe { DoorbellMapping::new(&hip, other) }.unwrap();
+    // SAFETY: as above.
+    let e = unsafe { gda_hip::HostMapping::new(&hip, &[(other, 64)]) }.unwrap_err();
+    assert!(e.to_string().contains("hipHostRegister"), "{e}");
+    drop(d);
+}

@@ -15,7 +15,7 @@
 use std::cell::OnceCell;
 
 /// The context layout's version (`gda::shmem::ABI_VERSION`).
-pub const ABI_VERSION: u32 = 1;
+pub const ABI_VERSION: u32 = 2;
 
 /// Bytes of the device work area at the end of every PE's segment.
 pub const WORK_BYTES: usize = 1 << 20;
@@ -39,7 +39,7 @@ pub enum DeviceRoute {
 
 /// One PE as the device sees it (`gda::shmem::Peer`).
 #[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct DevicePeer {
     /// [`DeviceRoute`] as a number.
     pub route: u32,
@@ -51,7 +51,7 @@ pub struct DevicePeer {
 
 /// The device context (`gda::shmem::Ctx`).
 #[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct DeviceCtx {
     /// [`ABI_VERSION`].
     pub abi: u32,
@@ -90,6 +90,29 @@ pub struct DeviceCtx {
     pub kick_fn: u64,
     /// Its argument.
     pub kick_arg: u64,
+    /// [`ContextMemory`] as a number: where this context, its arrays, the queues' state and
+    /// rings are.
+    pub memory: u32,
+    /// Zero.
+    pub reserved: u32,
+}
+
+/// Where a device context lives (`gda::shmem::Memory`), with the state it points at: the
+/// arrays, each RDMA queue's protocol state, rings and doorbell records.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ContextMemory {
+    /// Host memory of this process: code on CPU threads uses it as is; a GPU kernel needs it
+    /// mapped (`hipHostRegister`/`cudaHostRegister`).
+    Host = 0,
+    /// The memory of the PE's heap and queues placed by a caller's allocator (GPU memory with
+    /// a GPU heap), with each doorbell mapped for the device: a kernel uses it as is.
+    Device = 1,
+    /// Host memory of this process that is also mapped for this process's GPU at the same
+    /// addresses (`hip` feature, a host heap, a GPU present): the context, its arrays, the
+    /// heap, every mapped peer heap, and each RDMA queue's ring, records, table, protocol
+    /// state and doorbell. A kernel uses it as is.
+    Mapped = 2,
 }
 
 // The layout `gda::shmem::Ctx` and `Peer` assert too (tests/device_abi.rs compares every
@@ -100,7 +123,8 @@ mod layout {
     use std::mem::offset_of;
     assert_eq_size!(DevicePeer, [u8; 16]);
     const_assert_eq!(offset_of!(DevicePeer, base), 8);
-    assert_eq_size!(DeviceCtx, [u8; 112]);
+    assert_eq_size!(DeviceCtx, [u8; 120]);
+    const_assert_eq!(offset_of!(DeviceCtx, memory), 112);
     const_assert_eq!(offset_of!(DeviceCtx, local_base), 32);
     const_assert_eq!(offset_of!(DeviceCtx, peers), 56);
     const_assert_eq!(offset_of!(DeviceCtx, work), 72);
@@ -111,7 +135,7 @@ mod layout {
 impl DeviceCtx {
     /// The size and every field offset, in declaration order (the layout test compares these
     /// with the C++ compiler's).
-    pub const LAYOUT: [usize; 19] = {
+    pub const LAYOUT: [usize; 21] = {
         use std::mem::offset_of;
         [
             size_of::<Self>(),
@@ -132,18 +156,47 @@ impl DeviceCtx {
             offset_of!(Self, timeout_ns),
             offset_of!(Self, kick_fn),
             offset_of!(Self, kick_arg),
+            offset_of!(Self, memory),
+            offset_of!(Self, reserved),
             size_of::<DevicePeer>(),
         ]
     };
 }
 
-/// A built context and the arrays it points at (kept by the `Pe`).
+/// One block holding a context, then its `DevicePeer[n]`, then its queues: host words, or
+/// memory the PE's queue allocator placed.
+pub(crate) enum Block {
+    /// `u64` words, so every part is 8-byte aligned.
+    Host(Vec<u64>),
+    Placed(gda_hal::control::PlacedBuffer),
+}
+
+impl Block {
+    pub(crate) fn as_ptr(&self) -> *const u8 {
+        match self {
+            Self::Host(v) => v.as_ptr().cast(),
+            Self::Placed(b) => b.as_ptr().as_ptr(),
+        }
+    }
+}
+
+/// A built context with what it points at (kept by the `Pe`, dropped before its NIC).
 pub(crate) struct DeviceContext {
-    pub(crate) ctx: Box<DeviceCtx>,
-    pub(crate) _peers: Vec<DevicePeer>,
-    /// The queues, as `u64` words so every handle is 8-byte aligned.
-    pub(crate) _queues: Vec<u64>,
+    /// Host memory mapped for the GPU (dropped first: the unmapping precedes the frees).
+    #[cfg(feature = "hip")]
+    pub(crate) _mapped: Option<gda_hip::HostMapping>,
+    pub(crate) block: Block,
+    /// The queues' doorbells as device code addresses them.
+    pub(crate) _doorbells: Vec<gda_hal::control::DeviceDoorbell>,
     pub(crate) _kick: Option<Box<crate::domain::Nudge>>,
+}
+
+impl DeviceContext {
+    pub(crate) fn ctx(&self) -> &DeviceCtx {
+        // SAFETY: the block starts with an initialised, 8-byte aligned `DeviceCtx` (written by
+        // `Pe::device_context` before this value was made) and lives as long as `self`.
+        unsafe { &*self.block.as_ptr().cast::<DeviceCtx>() }
+    }
 }
 
 /// The C entry of [`DeviceCtx::kick_fn`].

@@ -28,8 +28,9 @@ pub struct RdmaNic<D> {
     pub path: PathRequest,
     /// The engine wake-up of a software NIC (`None` on hardware).
     pub nudge: Option<Nudge>,
-    /// Where the QPs' and CQs' rings and doorbell records live (default: the provider's
-    /// choice; `QueueMemory::Caller` with `gda_hip::GpuQueueMemory` puts them in GPU memory).
+    /// Where the QPs' and CQs' rings and doorbell records live, with the queues' protocol
+    /// state and the device context (default: the heap's choice — GPU memory for a GPU heap,
+    /// the provider's host memory otherwise; `QueueMemory::Caller` sets it).
     pub queues: QueueMemory,
 }
 
@@ -79,6 +80,10 @@ pub(crate) trait Conn<P: Provider>: Send {
     fn connect(&mut self, qp: usize, remote: &[u8]) -> Result<()>;
     /// QP `qp`'s send queue and CQ handles (valid while `self` lives).
     fn queues(&self, qp: usize) -> Result<(P::Sq, CqHandle)>;
+    /// Where the QPs' and CQs' rings and doorbell records live.
+    fn queue_memory(&self) -> &QueueMemory;
+    /// Places the queues created from now on in `memory`.
+    fn set_queue_memory(&mut self, memory: QueueMemory);
 }
 
 enum Qp<D: Device> {
@@ -186,5 +191,13 @@ impl<D: Device + 'static> Conn<D::Provider> for DeviceConn<D> {
         }
         .map_err(|e| setup_err(&e))?;
         Ok((sq, cq.handle()))
+    }
+
+    fn queue_memory(&self) -> &QueueMemory {
+        &self.queues
+    }
+
+    fn set_queue_memory(&mut self, memory: QueueMemory) {
+        self.queues = memory;
     }
 }

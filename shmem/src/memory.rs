@@ -169,6 +169,18 @@ impl LocalSeg {
         }
     }
 
+    /// Where the RDMA queues of a PE with this heap live, and the state device code shares
+    /// with the host (the posting-protocol state, the device context): GPU memory for a GPU
+    /// heap, so a kernel reaches all of it as it reaches the heap; the provider's host memory
+    /// otherwise.
+    pub(crate) fn queue_memory(&self) -> Result<gda_hal::control::QueueMemory> {
+        match self {
+            Self::Host(_) => Ok(gda_hal::control::QueueMemory::Provider),
+            #[cfg(feature = "hip")]
+            Self::Gpu(g) => g.queue_memory(),
+        }
+    }
+
     /// The description a NIC registers (kept valid while `self` lives).
     pub(crate) fn nic_desc(&mut self) -> Result<MemoryDesc<'_>> {
         match self {
@@ -205,6 +217,31 @@ impl PeerSeg {
             Self::Gpu(g) => g.as_ptr(),
         }
     }
+}
+
+/// Maps host memory of this process (`(address, bytes)` ranges) for the GPU when this process
+/// has one (`hip` feature): `Ok(None)` without HIP or without a GPU, where CPU threads are
+/// the only device code.
+///
+/// # Safety
+/// Every range stays mapped until the returned mapping is dropped.
+#[cfg(feature = "hip")]
+pub(crate) unsafe fn map_host_for_gpu(
+    ranges: &[(u64, usize)],
+) -> Result<Option<gda_hip::HostMapping>> {
+    let Ok(hip) = gda_hip::Hip::load() else {
+        return Ok(None);
+    };
+    if hip.gpus().map_or(true, |g| g.is_empty()) {
+        return Ok(None);
+    }
+    // SAFETY: forwarded from the caller.
+    unsafe { gda_hip::HostMapping::new(&hip, ranges) }
+        .map(Some)
+        .map_err(|e| ShmemError::Gpu {
+            kind: gda_hal::Error::kind(&e),
+            what: format!("mapping the device context's host memory for the GPU: {e}"),
+        })
 }
 
 #[cfg(feature = "hip")]
@@ -285,6 +322,12 @@ mod gpu {
 
         pub(crate) fn as_ptr(&self) -> *mut u8 {
             self.buf.as_ptr()
+        }
+
+        pub(crate) fn queue_memory(&self) -> Result<gda_hal::control::QueueMemory> {
+            let q = gda_hip::GpuQueueMemory::new(&self.hip)
+                .map_err(|e| gpu_err("queue memory on the heap's GPU".into(), &e))?;
+            Ok(gda_hal::control::QueueMemory::Caller(Arc::new(q)))
         }
 
         pub(crate) fn share(&self) -> Result<Vec<u8>> {

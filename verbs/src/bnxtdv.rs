@@ -255,7 +255,8 @@ impl QueueAllocator for Preset {
             QueueBuffer::SendQueue => self.sq,
             QueueBuffer::RecvQueue => self.rq,
             QueueBuffer::CompletionQueue => self.cq,
-            QueueBuffer::DoorbellRecord => {
+            // Doorbell words and protocol state come from this library.
+            QueueBuffer::DoorbellRecord | QueueBuffer::SendState | QueueBuffer::DeviceContext => {
                 let layout = std::alloc::Layout::from_size_align(len.max(8), align.max(64)).ok()?;
                 // SAFETY: a non-zero layout.
                 let p = NonNull::new(unsafe { std::alloc::alloc_zeroed(layout) })?;

@@ -88,26 +88,32 @@ impl std::fmt::Debug for CAlloc {
     }
 }
 
-fn res_type(what: QueueBuffer) -> u64 {
+/// rdma-core's resource type of `what`; `None` for the buffers rdma-core has no type for
+/// (the posting-protocol state and device contexts), which this library allocates itself.
+fn res_type(what: QueueBuffer) -> Option<u64> {
     use gda_rdma::res_type::*;
     match what {
-        QueueBuffer::SendQueue | QueueBuffer::RecvQueue => MLX5_QP,
-        QueueBuffer::DoorbellRecord => MLX5_DBR,
-        QueueBuffer::CompletionQueue => MLX5_CQ,
+        QueueBuffer::SendQueue | QueueBuffer::RecvQueue => Some(MLX5_QP),
+        QueueBuffer::DoorbellRecord => Some(MLX5_DBR),
+        QueueBuffer::CompletionQueue => Some(MLX5_CQ),
+        QueueBuffer::SendState | QueueBuffer::DeviceContext => None,
     }
 }
 
 impl QueueAllocator for CAlloc {
     fn alloc(&self, what: QueueBuffer, len: usize, align: usize) -> Option<NonNull<u8>> {
-        // SAFETY: the program's callback with the arguments rdma-core passes.
-        let p = unsafe {
-            (self.alloc)(
-                self.pd as *mut sys::ibv_pd,
-                self.ctx as *mut c_void,
-                len,
-                align,
-                res_type(what),
-            )
+        let p = match res_type(what) {
+            // SAFETY: the program's callback with the arguments rdma-core passes.
+            Some(t) => unsafe {
+                (self.alloc)(
+                    self.pd as *mut sys::ibv_pd,
+                    self.ctx as *mut c_void,
+                    len,
+                    align,
+                    t,
+                )
+            },
+            None => USE_DEFAULT,
         };
         if p == USE_DEFAULT {
             let layout = std::alloc::Layout::from_size_align(len.max(1), align.max(1)).ok()?;
@@ -133,13 +139,15 @@ impl QueueAllocator for CAlloc {
             unsafe { std::alloc::dealloc(ptr.as_ptr(), layout) };
             return;
         }
+        // Buffers without a resource type were all allocated here (above).
+        let Some(t) = res_type(what) else { return };
         // SAFETY: the program's callback, for memory it gave.
         unsafe {
             (self.free)(
                 self.pd as *mut sys::ibv_pd,
                 self.ctx as *mut c_void,
                 ptr.as_ptr().cast(),
-                res_type(what),
+                t,
             )
         };
     }

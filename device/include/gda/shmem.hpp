@@ -49,7 +49,7 @@ GDA_FN P provider_of(const Queue<P>&) {
 }
 
 // Bumped whenever Ctx, Peer or the work area change (gda_shmem::device::ABI_VERSION).
-constexpr uint32_t ABI_VERSION = 1;
+constexpr uint32_t ABI_VERSION = 2;
 
 // How this PE reaches another.
 enum class Route : uint32_t { None = 0, P2p = 1, Rdma = 2 };
@@ -81,11 +81,23 @@ struct Ctx {
     uint64_t timeout_ns;
     uint64_t kick_fn;   // host only: void(uint64_t arg), wakes the software NIC after a post
     uint64_t kick_arg;
+    uint32_t memory;    // Memory: where this context and what it points at live
+    uint32_t reserved;  // 0
 };
-static_assert(sizeof(Ctx) == 112 && offsetof(Ctx, local_base) == 32 &&
+static_assert(sizeof(Ctx) == 120 && offsetof(Ctx, local_base) == 32 &&
                   offsetof(Ctx, peers) == 56 && offsetof(Ctx, work) == 72 &&
-                  offsetof(Ctx, timeout_ns) == 88 && offsetof(Ctx, kick_fn) == 96,
+                  offsetof(Ctx, timeout_ns) == 88 && offsetof(Ctx, kick_fn) == 96 &&
+                  offsetof(Ctx, memory) == 112,
               "Ctx layout (gda_shmem::device::DeviceCtx)");
+
+// Where a context, its arrays and its queues' state, rings and doorbell records live
+// (gda_shmem::device::ContextMemory).
+enum class Memory : uint32_t {
+    Host = 0,    // host memory of the process: map it for a GPU (hipHostRegister/cudaHostRegister)
+    Device = 1,  // GPU memory (a GPU heap, `hip` feature), doorbells mapped: use it as it is
+    Mapped = 2,  // host memory also mapped for this process's GPU at the same addresses (`hip`
+                 // feature, a host heap, a GPU present): use it as it is
+};
 
 // The device work area, at segment offset `Ctx::work` on every PE (zeroed at init).
 namespace work {

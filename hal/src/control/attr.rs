@@ -52,6 +52,12 @@ pub enum QueueBuffer {
     CompletionQueue,
     /// A doorbell record (the consumer/producer counters the device reads).
     DoorbellRecord,
+    /// A send queue's posting-protocol state (`gda_hal::SqShared`), which device code
+    /// posting to the same queue updates with atomics.
+    SendState,
+    /// A device-API context (gda-shmem's `DeviceCtx` and the arrays it points at), which
+    /// device code reads.
+    DeviceContext,
 }
 
 /// Memory for queue rings chosen by the caller: device memory, host-pinned memory, a pool.
@@ -70,6 +76,25 @@ pub trait QueueAllocator: Send + Sync + core::fmt::Debug {
     /// # Safety
     /// `ptr` came from `self.alloc(what, len, _)` and is not used any more.
     unsafe fn free(&self, what: QueueBuffer, ptr: NonNull<u8>, len: usize);
+
+    /// The address device code stores to for the doorbell register this process reaches at
+    /// `db` (a UAR/BlueFlame register, a Thor2 doorbell page, the software NIC's doorbell
+    /// page), mapping its page for the device, or `None` (the error is reported by the
+    /// allocator). Every successful call is ended by one [`QueueAllocator::unmap_doorbell`].
+    ///
+    /// The default is `db` itself: device code of this allocator runs in this address space
+    /// (CPU threads).
+    fn map_doorbell(&self, db: u64) -> Option<u64> {
+        Some(db)
+    }
+
+    /// Ends one [`QueueAllocator::map_doorbell`] of `db` (the host address it was given).
+    ///
+    /// # Safety
+    /// Device code no longer stores to the address `map_doorbell(db)` returned.
+    unsafe fn unmap_doorbell(&self, db: u64) {
+        let _ = db;
+    }
 }
 
 /// Where a queue's rings and doorbell records live.

@@ -30,6 +30,7 @@
 
 mod attr;
 mod endpoint;
+mod placed;
 mod port;
 mod qp;
 
@@ -38,6 +39,7 @@ pub use attr::{
     RtrAttr, RtsAttr,
 };
 pub use endpoint::Endpoint;
+pub use placed::{DeviceDoorbell, PlacedBuffer};
 pub use port::{
     DeviceInfo, Gid, GidEntry, GidType, LinkLayer, LocalPath, Mtu, PathRequest, PortInfo,
     PortState, select_path,
@@ -59,6 +61,8 @@ pub enum ControlError {
     BadEndpoint(String),
     /// No port or GID can carry the connection.
     NoPath(String),
+    /// Memory the caller's queue allocator was asked for could not be had.
+    NoMemory(String),
 }
 
 impl core::fmt::Display for ControlError {
@@ -67,6 +71,7 @@ impl core::fmt::Display for ControlError {
             Self::Invalid(s) => write!(f, "invalid attribute: {s}"),
             Self::BadEndpoint(s) => write!(f, "malformed endpoint: {s}"),
             Self::NoPath(s) => write!(f, "no usable path: {s}"),
+            Self::NoMemory(s) => write!(f, "out of queue memory: {s}"),
         }
     }
 }
@@ -79,6 +84,7 @@ impl crate::Error for ControlError {
             Self::Invalid(_) => crate::ErrorKind::InvalidArgument,
             Self::BadEndpoint(_) => crate::ErrorKind::Malformed,
             Self::NoPath(_) => crate::ErrorKind::NoDevice,
+            Self::NoMemory(_) => crate::ErrorKind::Exhausted,
         }
     }
 }

@@ -28,7 +28,7 @@
 //!   which the verbs-compatible library accepts for host memory.
 //! - `GDA_HIPSIM_GPUS` sets how many GPUs it shows (default 1; `0` gives HIP's own "no
 //!   device" answer, so the no-GPU path can be tested with it too).
-//! - `GDA_HIPSIM_TRACE=1` prints every allocation and IPC open on stderr (`gda-hip-sim:
+//! - `GDA_HIPSIM_TRACE=1` prints every allocation, host registration and IPC open on stderr (`gda-hip-sim:
 //!   hipExtMallocWithFlags <bytes> …`), so a test can see which of a program's buffers went
 //!   to "device" memory.
 #![deny(unsafe_op_in_unsafe_fn)]
@@ -458,9 +458,15 @@ pub extern "C" fn hipHostRegister(ptr: *mut c_void, size: usize, flags: c_uint) 
         .next_back()
         .is_some_and(|(&b, &l)| b + l > p);
     if overlaps {
+        trace(format_args!(
+            "hipHostRegister {ptr:p} {size} refused: overlaps a registration"
+        ));
         return code::HOST_MEMORY_ALREADY_REGISTERED;
     }
     st.registered.insert(p, size);
+    trace(format_args!(
+        "hipHostRegister {ptr:p} {size} flags {flags:#x}"
+    ));
     code::SUCCESS
 }
 

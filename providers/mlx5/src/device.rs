@@ -44,6 +44,9 @@ impl gda_hal::QueueHandle for Mlx5Sq {
     fn wq(&self) -> &WqHandle {
         &self.wq
     }
+    fn wq_mut(&mut self) -> &mut WqHandle {
+        &mut self.wq
+    }
 }
 
 /// 16-byte units per WQEBB.

@@ -2,6 +2,7 @@
 
 use std::cell::{Cell, RefCell};
 
+use gda_hal::control::{QueueBuffer, QueueMemory};
 use gda_hal::{Provider, SendQueue};
 
 use super::team::Teams;
@@ -289,6 +290,19 @@ impl<P: Provider> Pe<P> {
                 peer_segs.push(s);
             }
         }
+        // Where device-shared state lives: the queue memory the NIC was given, or else the
+        // heap's (GPU memory for a GPU heap), which the queues get too.
+        let device_memory = match domain.as_mut() {
+            Some(d) if matches!(d.queue_memory(), QueueMemory::Caller(_)) => {
+                d.queue_memory().clone()
+            }
+            Some(d) => {
+                let m = seg.queue_memory()?;
+                d.set_queue_memory(m.clone());
+                m
+            }
+            None => seg.queue_memory()?,
+        };
         // RDMA: register the whole segment once, one RC QP per RDMA peer, exchange endpoints.
         let (mut lkey, mut data_lkey) = (0, 0);
         let mut blob = Vec::new();
@@ -332,10 +346,24 @@ impl<P: Provider> Pe<P> {
             d.connect(qp_of[k], ep).map_err(|e| e.for_peer(j))?;
             let (wq, cq) = d.queues(qp_of[k])?;
             let ms = u64::try_from(cfg.timeout.as_millis()).unwrap_or(u64::MAX);
-            // SAFETY: the domain owns the QP and CQ and outlives the queue (`Net`'s field
-            // order: `routes` drops before `domain`); this queue is their only poster and
-            // poller.
-            let sq = unsafe { SendQueue::<P>::new(wq, cq, ms) }.map_err(|e| ShmemError::Rdma {
+            let state = device_memory
+                .place(
+                    QueueBuffer::SendState,
+                    size_of::<gda_hal::SqShared>(),
+                    align_of::<gda_hal::SqShared>(),
+                )
+                .map_err(|e| ShmemError::rdma_setup(Some(j), &e))?;
+            // The domain owns the QP and CQ and outlives the queue (`Net`'s field order:
+            // `routes` drops before `domain`); this queue is their only poster and poller on
+            // the host.
+            let sq = match &state {
+                // SAFETY: as above; the placed state is zeroed, used by this queue only, and
+                // outlives it (the route drops it after the queue).
+                Some(b) => unsafe { SendQueue::<P>::with_state(wq, cq, ms, b.as_ptr().cast()) },
+                // SAFETY: as above.
+                None => unsafe { SendQueue::<P>::new(wq, cq, ms) },
+            }
+            .map_err(|e| ShmemError::Rdma {
                 pe: j,
                 op: "queue setup",
                 source: e,
@@ -344,6 +372,7 @@ impl<P: Provider> Pe<P> {
             routes[j as usize] = Some(Route::Rdma(Rdma::new(
                 j,
                 sq,
+                state,
                 i.base,
                 rkey,
                 (i.data_base, data_rkey),
@@ -408,6 +437,7 @@ impl<P: Provider> Pe<P> {
             statics: std::mem::ManuallyDrop::new((peer_statics, statics)),
             unsafe_to_unmap: Cell::new(false),
             device_work: crate::device::work_offset(total),
+            device_memory,
             device: crate::device::Cell::new(),
         };
         super::team::init_teams(&pe)?;

@@ -92,6 +92,8 @@ pub struct Pe<P: Provider> {
     unsafe_to_unmap: Cell<bool>,
     /// Segment offset of the device work area (`crate::device`).
     pub(crate) device_work: usize,
+    /// Where state shared with device code lives (the RDMA queues' memory).
+    pub(crate) device_memory: gda_hal::control::QueueMemory,
     /// The device context, once built ([`Pe::device_context`]).
     pub(crate) device: crate::device::Cell,
 }

@@ -37,6 +37,8 @@ impl<P: Provider> Pe<P> {
 impl<P: Provider> Drop for Pe<P> {
     fn drop(&mut self) {
         let _ = self.finish();
+        // The device context first: its doorbell mappings end before the NIC (in `net`) goes.
+        drop(self.device.take());
         if self.unsafe_to_unmap.get() {
             // The job broke down before every PE passed the final barrier: the in-process NIC
             // engine may still execute a peer's RDMA into this mapping (it was registered by

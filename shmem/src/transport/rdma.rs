@@ -77,12 +77,23 @@ pub(crate) struct Rdma<P: Provider> {
     fence: Cell<bool>,
     /// Something was posted since the last quiet.
     dirty: Cell<bool>,
+    /// The queue's protocol state when the caller's queue memory placed it (GPU memory);
+    /// declared after `sq`, so it outlives the queue.
+    _state: Option<gda_hal::control::PlacedBuffer>,
 }
 
 impl<P: Provider> Rdma<P> {
     /// The route to PE `pe` over `sq`, whose segment starts at remote address `base` (key
-    /// `rkey`) and its static data at `data.0` (key `data.1`).
-    pub(crate) fn new(pe: u32, sq: SendQueue<P>, base: u64, rkey: u32, data: (u64, u32)) -> Self {
+    /// `rkey`) and its static data at `data.0` (key `data.1`); `state` holds `sq`'s protocol
+    /// state if it is not the queue's own.
+    pub(crate) fn new(
+        pe: u32,
+        sq: SendQueue<P>,
+        state: Option<gda_hal::control::PlacedBuffer>,
+        base: u64,
+        rkey: u32,
+        data: (u64, u32),
+    ) -> Self {
         Self {
             pe,
             sq,
@@ -91,6 +102,7 @@ impl<P: Provider> Rdma<P> {
             data,
             fence: Cell::new(false),
             dirty: Cell::new(false),
+            _state: state,
         }
     }
 

@@ -159,6 +159,21 @@ impl gda_hal::QueueHandle for BnxtSq {
     fn wq(&self) -> &WqHandle {
         &self.wq
     }
+    fn wq_mut(&mut self) -> &mut WqHandle {
+        &mut self.wq
+    }
+    /// The ring (units of the mode's slots), and the PSN/MSN table (8-byte legacy and MSN
+    /// entries, 16-byte ext ones); bnxt has no doorbell record.
+    fn memory(&self, unit_bytes: u32, f: &mut dyn FnMut(u64, usize)) {
+        let slots = self.mode.ring_slots(self.wq.entries) as usize;
+        f(self.wq.buf, slots * unit_bytes as usize);
+        let entry = match self.mode.psn {
+            PsnForm::Ext => core::mem::size_of::<crate::wire::psn::PsnExtEntry>(),
+            PsnForm::Legacy => core::mem::size_of::<crate::wire::psn::PsnEntry>(),
+            PsnForm::Msn => core::mem::size_of::<crate::wire::psn::MsnEntry>(),
+        };
+        f(self.psn_table, self.psn_entries as usize * entry);
+    }
 }
 
 /// Total payload bytes (what PSNs count).
