@@ -1,4 +1,4 @@
-//! Symmetric-memory copy (`gda_hal::mmio::sym_copy`, what every P2P put and get and the C ABI's
+//! Symmetric-memory copy (`gda_hal::sym::sym_copy`, what every P2P put and get and the C ABI's
 //! load/store path run) against the C library's `memcpy`, from 8 B to 1 MiB.
 //!
 //! The destination is a `MAP_SHARED` mapping, as a peer's symmetric heap is; the source is an
@@ -13,7 +13,7 @@
 use std::hint::black_box;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use gda::hal::mmio::sym_copy;
+use gda::hal::sym::sym_copy;
 
 const MAX: usize = 1 << 20;
 

@@ -12,7 +12,8 @@
 //! | [`provider`] | the [`Provider`] trait: geometry consts + device functions, static dispatch only |
 //! | [`handle`] | `#[repr(C)]` queue handles ([`WqHandle`], [`CqHandle`]) and [`WorkCompletion`] |
 //! | [`op`] | request descriptors in `ibv_send_wr` terms; marker types for compile-time choices |
-//! | [`mmio`] | **the only** volatile/atomic access to device-visible memory, with ordering notes |
+//! | [`mmio`] | **the only** volatile/atomic access to device-visible memory, with ordering notes (the software NIC's side in its `soft` part) |
+//! | [`sym`] | accesses of symmetric memory (the SHMEM layer's heaps): copies, fills, CPU atomics |
 //! | [`endian`] | `Be32`/`Le32`/… field types that keep native alignment |
 //! | [`bits`] | named sub-word bit fields |
 //! | [`index`] | wrapping ring indices (16-, 24-, 32-bit) and power-of-two rings |
@@ -96,6 +97,7 @@ pub mod progress;
 pub mod provider;
 pub mod sq;
 pub mod status;
+pub mod sym;
 mod sync;
 
 pub use endian::{Be16, Be32, Be64, Le16, Le32, Le64};

@@ -227,22 +227,19 @@ pub fn check_common(
 /// A NIC family's data path.
 ///
 /// The provider owns its types, as wgpu-hal's backends do: its send- and receive-queue handles
-/// carry its own fields next to the common [`WqHandle`], and its CQE is its own `Pod` layout.
+/// carry its own fields next to the common [`WqHandle`]; its CQE layout is its own (read by its
+/// own `poll_cq`, which returns a [`WorkCompletion`](crate::WorkCompletion)).
 pub trait Provider: Copy + Send + Sync + 'static {
     /// The send queue as device code sees it (mlx5: with the BlueFlame size; bnxt: with the
     /// WQE mode, PSN table, path MTU and first PSN decoded at creation).
     type Sq: QueueHandle;
     /// The receive queue as device code sees it.
     type Rq: QueueHandle;
-    /// One completion-queue entry, byte for byte as the device writes it.
-    type Cqe: bytemuck::Pod;
 
     /// Short name (`"mlx5"`, `"bnxt"`, `"sim"`).
     const NAME: &'static str;
     /// Bytes in one send-queue unit (mlx5: 64-byte WQEBB).
     const SQ_UNIT_BYTES: u32;
-    /// Bytes in one CQE (as the device model writes it).
-    const CQE_BYTES: u32;
     /// Largest inline payload the format can express in one WQE.
     const MAX_INLINE_BYTES: u32;
     /// Most units one WQE may span.

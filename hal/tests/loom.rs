@@ -172,10 +172,8 @@ mod shipped_quiet {
     impl Provider for Fake {
         type Sq = WqHandle;
         type Rq = WqHandle;
-        type Cqe = u64;
         const NAME: &'static str = "fake";
         const SQ_UNIT_BYTES: u32 = 64;
-        const CQE_BYTES: u32 = 8;
         const MAX_INLINE_BYTES: u32 = 0;
         const MAX_WQE_UNITS: u32 = 1;
         const HAS_DOORBELL_RECORD: bool = false;

@@ -358,10 +358,8 @@ impl Mlx5 {
 impl Provider for Mlx5 {
     type Sq = Mlx5Sq;
     type Rq = WqHandle;
-    type Cqe = Cqe64;
     const NAME: &'static str = "mlx5";
     const SQ_UNIT_BYTES: u32 = WQEBB_BYTES;
-    const CQE_BYTES: u32 = cqe64::CQE_BYTES as u32;
     /// 63 DS minus control, raddr and the 4-byte inline header.
     const MAX_INLINE_BYTES: u32 = MAX_DS * 16 - 32 - inline_seg::HEADER_BYTES;
     const MAX_WQE_UNITS: u32 = MAX_DS.div_ceil(DS_PER_WQEBB);

@@ -93,11 +93,9 @@ unsafe fn write(wq: &WqHandle, pos: SqPos, wr: &WorkRequest<'_>, fl: SendFlags) 
 impl Provider for Native {
     type Sq = WqHandle;
     type Rq = WqHandle;
-    type Cqe = NativeCqe;
 
     const NAME: &'static str = "native";
     const SQ_UNIT_BYTES: u32 = UNIT_BYTES;
-    const CQE_BYTES: u32 = 32;
     const MAX_INLINE_BYTES: u32 = (MAX_UNITS - 1) * UNIT_BYTES;
     const MAX_WQE_UNITS: u32 = MAX_UNITS;
     const HAS_DOORBELL_RECORD: bool = false;

@@ -131,7 +131,7 @@ impl QueueMem {
                 }
                 // SAFETY: the allocator gave `len` bytes at `ptr` for this queue (its contract);
                 // nobody else uses them yet.
-                unsafe { gda_hal::mmio::sym_fill(ptr.as_ptr(), 0, len) };
+                unsafe { gda_hal::sym::sym_fill(ptr.as_ptr(), 0, len) };
                 Ok(mem)
             }
         }

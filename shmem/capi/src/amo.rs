@@ -3,7 +3,7 @@
 
 use std::ffi::{c_int, c_long, c_longlong, c_uint, c_ulong, c_ulonglong};
 
-use gda_hal::mmio;
+use gda_hal::sym;
 use gda_shmem::Width;
 
 use crate::state::{AmoOp, CPe, SyncTy, check, cmp, pe, target};
@@ -80,21 +80,21 @@ fn local_amo(p: *mut u8, w: Width, op: AmoOp) -> u64 {
     match (w, op) {
         (Width::W32, AmoOp::Add(v)) => {
             // SAFETY: see above.
-            u64::from(unsafe { mmio::fetch_add_u32(p.cast(), v as u32) })
+            u64::from(unsafe { sym::fetch_add_u32(p.cast(), v as u32) })
         }
         (Width::W64, AmoOp::Add(v)) => {
             // SAFETY: see above.
-            unsafe { mmio::fetch_add_u64(p.cast(), v) }
+            unsafe { sym::fetch_add_u64(p.cast(), v) }
         }
         (Width::W32, _) => {
             // SAFETY: see above.
             u64::from(unsafe {
-                mmio::atomic_update_u32(p.cast(), |v| apply(u64::from(v)).map(|n| n as u32))
+                sym::atomic_update_u32(p.cast(), |v| apply(u64::from(v)).map(|n| n as u32))
             })
         }
         (Width::W64, _) => {
             // SAFETY: see above.
-            unsafe { mmio::atomic_update_u64(p.cast(), apply) }
+            unsafe { sym::atomic_update_u64(p.cast(), apply) }
         }
     }
 }

@@ -28,7 +28,7 @@ pub(crate) unsafe fn put(
             // SAFETY: `d` is the target's mapping of the checked symmetric range (kept mapped
             // while the PE lives, and the `Access` holds it); `src` is valid (caller). As the
             // P2P transport's put.
-            unsafe { gda_hal::mmio::sym_copy(d, src, len) };
+            unsafe { gda_hal::sym::sym_copy(d, src, len) };
             return;
         }
     }
@@ -53,7 +53,7 @@ pub(crate) unsafe fn get(routine: &str, dst: *mut u8, src: *const u8, len: usize
             std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
             // SAFETY: `s` is the target's mapping of the checked symmetric range; `dst` is
             // valid (caller).
-            unsafe { gda_hal::mmio::sym_copy(dst, s, len) };
+            unsafe { gda_hal::sym::sym_copy(dst, s, len) };
             return;
         }
     }

@@ -2,7 +2,7 @@
 
 use std::sync::atomic::{Ordering, fence};
 
-use gda_hal::{Provider, mmio};
+use gda_hal::{Provider, sym};
 
 use super::{Pe, TEAM_BYTES};
 use crate::error::{Result, ShmemError};
@@ -21,7 +21,7 @@ impl<P: Provider> Pe<P> {
     pub fn calloc<T: Elem>(&self, n: usize) -> Result<Sym<T>> {
         let s = self.align_nobarrier::<T>(align_of::<T>().max(8), n)?;
         // SAFETY: the block is inside the heap and nobody else uses it before the barrier.
-        unsafe { mmio::sym_fill(self.base.add(s.off), 0, n * size_of::<T>()) };
+        unsafe { sym::sym_fill(self.base.add(s.off), 0, n * size_of::<T>()) };
         self.barrier_all()?;
         Ok(s)
     }
@@ -252,14 +252,14 @@ impl<P: Provider> Pe<P> {
         let off = self.at(s, idx, 1)?;
         // SAFETY: in range and aligned (allocations are aligned for `T`); volatile because peers
         // write it behind the compiler's back.
-        Ok(unsafe { mmio::sym_read(self.net.local(off).cast::<T>()) })
+        Ok(unsafe { sym::sym_read(self.net.local(off).cast::<T>()) })
     }
 
     /// Writes element `idx` of this PE's copy (a volatile store).
     pub fn write<T: Elem>(&self, s: Sym<T>, idx: usize, v: T) -> Result<()> {
         let off = self.at(s, idx, 1)?;
         // SAFETY: in range and aligned.
-        unsafe { mmio::sym_write(self.net.local(off).cast::<T>(), v) };
+        unsafe { sym::sym_write(self.net.local(off).cast::<T>(), v) };
         Ok(())
     }
 
@@ -269,7 +269,7 @@ impl<P: Provider> Pe<P> {
         fence(Ordering::Acquire);
         // SAFETY: in range; `out` is a Rust slice of the same byte length.
         unsafe {
-            mmio::sym_copy(
+            sym::sym_copy(
                 out.as_mut_ptr().cast(),
                 self.net.local(off),
                 size_of_val(out),
@@ -282,7 +282,7 @@ impl<P: Provider> Pe<P> {
     pub fn copy_in<T: Elem>(&self, s: Sym<T>, idx: usize, src: &[T]) -> Result<()> {
         let off = self.at(s, idx, src.len())?;
         // SAFETY: in range; `src` is a Rust slice of the same byte length.
-        unsafe { mmio::sym_copy(self.net.local(off), src.as_ptr().cast(), size_of_val(src)) };
+        unsafe { sym::sym_copy(self.net.local(off), src.as_ptr().cast(), size_of_val(src)) };
         fence(Ordering::Release);
         Ok(())
     }

@@ -262,7 +262,7 @@ impl<P: Provider> Pe<P> {
             // (the parent barrier below).
             let ps = Sym::<u64>::new(self.team_area(slot), PSYNC_WORDS, self.heap_id);
             // SAFETY: this PE's psync words of a slot no team of this PE uses.
-            unsafe { gda_hal::mmio::sym_fill(self.local_ptr(ps)?.cast(), 0, PSYNC_WORDS * 8) };
+            unsafe { gda_hal::sym::sym_fill(self.local_ptr(ps)?.cast(), 0, PSYNC_WORDS * 8) };
         }
         self.team_barrier(parent)?;
         let Some(my) = my else { return Ok(None) };

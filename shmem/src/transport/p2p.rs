@@ -1,9 +1,10 @@
 //! P2P: the target's heap is mapped into this address space; puts are stores, atomics are CPU
-//! atomics. Every access goes through `gda_hal::mmio`'s symmetric-memory functions.
+//! atomics. Every access goes through `gda_hal::sym` (signal words through `gda_hal::mmio`'s
+//! acquire loads and release stores).
 
 use std::sync::atomic::{Ordering, fence};
 
-use gda_hal::{Provider, mmio};
+use gda_hal::{Provider, mmio, sym};
 
 use super::TransportKind;
 use super::{Amo, Net, Transport};
@@ -76,7 +77,7 @@ impl<P: Provider> Transport<P> for P2p {
         // SAFETY: `off..off + len` is range-checked inside the target's segment, mapped at
         // `base`; `src` is a Rust slice (it may be this PE's own heap through `local_ptr`, so
         // overlap is allowed).
-        unsafe { mmio::sym_copy(self.at(off), src.as_ptr(), src.len()) };
+        unsafe { sym::sym_copy(self.at(off), src.as_ptr(), src.len()) };
         Ok(())
     }
 
@@ -87,7 +88,7 @@ impl<P: Provider> Transport<P> for P2p {
         fence(Ordering::Acquire);
         // SAFETY: the source is range-checked in the mapping; `dst` is valid (caller); may
         // overlap (the self route).
-        unsafe { mmio::sym_copy(dst, self.at(off), len) };
+        unsafe { sym::sym_copy(dst, self.at(off), len) };
         Ok(())
     }
 
@@ -108,7 +109,7 @@ impl<P: Provider> Transport<P> for P2p {
             SignalOp::Set => unsafe { mmio::store_u64_release(p, value) },
             SignalOp::Add => {
                 // SAFETY: as above.
-                unsafe { mmio::fetch_add_u64_release(p, value) };
+                unsafe { sym::fetch_add_u64_release(p, value) };
             }
         }
         Ok(())
@@ -121,18 +122,18 @@ impl<P: Provider> Transport<P> for P2p {
             // One locked add instead of a compare-and-swap loop.
             return Ok(match w {
                 // SAFETY: an aligned operand inside the target's heap, accessed atomically by all.
-                Width::W32 => u64::from(unsafe { mmio::fetch_add_u32(p.cast(), v as u32) }),
+                Width::W32 => u64::from(unsafe { sym::fetch_add_u32(p.cast(), v as u32) }),
                 // SAFETY: as above.
-                Width::W64 => unsafe { mmio::fetch_add_u64(p.cast(), v) },
+                Width::W64 => unsafe { sym::fetch_add_u64(p.cast(), v) },
             });
         }
         Ok(match w {
             // SAFETY: an aligned operand inside the target's heap, accessed atomically by all.
             Width::W32 => u64::from(unsafe {
-                mmio::atomic_update_u32(p.cast(), |v| op.apply(u64::from(v), w).map(|n| n as u32))
+                sym::atomic_update_u32(p.cast(), |v| op.apply(u64::from(v), w).map(|n| n as u32))
             }),
             // SAFETY: as above.
-            Width::W64 => unsafe { mmio::atomic_update_u64(p.cast(), |v| op.apply(v, w)) },
+            Width::W64 => unsafe { sym::atomic_update_u64(p.cast(), |v| op.apply(v, w)) },
         })
     }
 

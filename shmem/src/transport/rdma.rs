@@ -5,8 +5,8 @@
 use std::cell::Cell;
 
 use gda_hal::{
-    AtomicOp, Payload, PostError, Provider, Remote, SendFlags, SendQueue, Sge, SqError,
-    WorkRequest, mmio,
+    AtomicOp, Payload, PostError, Provider, Remote, SendFlags, SendQueue, Sge, SqError, W32, W64,
+    WorkRequest, sym,
 };
 
 use super::TransportKind;
@@ -156,20 +156,66 @@ impl<P: Provider> Rdma<P> {
         }
     }
 
+    /// Posts with `post(sq, flags)`: the generic [`SendQueue::post`] or one of its typed
+    /// entry points (`post_write_inline::<8>` for `p` and signals, `post_atomic` for AMOs,
+    /// one-entry WRITEs and READs for staged transfers: the same WQE and ring protocol, without
+    /// classifying a request each time). The flags carry this route's pending fence.
     #[inline]
-    fn post(&self, net: &Net<P>, wr: &WorkRequest<'_>) -> std::result::Result<(), SqError> {
+    fn post_with(
+        &self,
+        net: &Net<P>,
+        post: impl FnOnce(&SendQueue<P>, SendFlags) -> std::result::Result<u64, SqError>,
+    ) -> std::result::Result<(), SqError> {
         let flags = if self.fence.get() {
             SendFlags::FENCE
         } else {
             SendFlags::empty()
         };
-        self.sq.post(wr, flags)?;
+        post(&self.sq, flags)?;
         // The software NIC's engine may be napping: wake it now (one atomic load when it is
         // awake; hardware NICs need nothing here).
         net.kick();
         self.fence.set(false);
         self.dirty.set(true);
         Ok(())
+    }
+
+    #[inline]
+    fn post(&self, net: &Net<P>, wr: &WorkRequest<'_>) -> std::result::Result<(), SqError> {
+        self.post_with(net, |sq, flags| sq.post(wr, flags))
+    }
+
+    /// An inline WRITE of `src` to `remote`: the typed entry point for the sizes of SHMEM's
+    /// elements and signals, the generic one otherwise.
+    #[inline]
+    fn write_inline(
+        &self,
+        net: &Net<P>,
+        remote: Remote,
+        src: &[u8],
+    ) -> std::result::Result<(), SqError> {
+        match src.len() {
+            8 => self.post_with(net, |sq, f| {
+                sq.post_write_inline::<8>(remote, &first::<8>(src), f)
+            }),
+            4 => self.post_with(net, |sq, f| {
+                sq.post_write_inline::<4>(remote, &first::<4>(src), f)
+            }),
+            2 => self.post_with(net, |sq, f| {
+                sq.post_write_inline::<2>(remote, &first::<2>(src), f)
+            }),
+            1 => self.post_with(net, |sq, f| {
+                sq.post_write_inline::<1>(remote, &first::<1>(src), f)
+            }),
+            _ => self.post(
+                net,
+                &WorkRequest::Write {
+                    remote,
+                    payload: Payload::Inline(src),
+                    imm: None,
+                },
+            ),
+        }
     }
 
     /// Posts one atomic with its result into staging. `Ok(Err(_))`: the NIC refused the
@@ -182,13 +228,12 @@ impl<P: Provider> Rdma<P> {
         op: AtomicOp,
     ) -> Result<std::result::Result<usize, PostError>> {
         let at = net.staging.take(net, 8)?;
-        let wr = WorkRequest::Atomic {
-            remote: self.remote(off),
-            local: Self::sge(net, at, w.bytes() as usize),
-            op,
-            bytes: w.bytes(),
+        let (remote, local) = (self.remote(off), Self::sge(net, at, w.bytes() as usize));
+        let posted = match w {
+            Width::W32 => self.post_with(net, |sq, f| sq.post_atomic::<W32>(remote, local, op, f)),
+            Width::W64 => self.post_with(net, |sq, f| sq.post_atomic::<W64>(remote, local, op, f)),
         };
-        match self.post(net, &wr) {
+        match posted {
             Ok(()) => Ok(Ok(at)),
             Err(SqError::Post(e)) => Ok(Err(e)),
             Err(e) => Err(self.err(net, "atomic", e)),
@@ -213,7 +258,7 @@ impl<P: Provider> Rdma<P> {
         let n = w.bytes() as usize;
         // SAFETY: the atomic completed and wrote `n` (<= 8) bytes at staging offset `at`, in
         // this PE's segment; `b` is a distinct local array.
-        unsafe { mmio::sym_copy(b.as_mut_ptr(), net.base.wrapping_add(at), n) };
+        unsafe { sym::sym_copy(b.as_mut_ptr(), net.base.wrapping_add(at), n) };
         // The NIC writes the old value in its own byte order.
         let v = if P::ATOMIC_RESULT_BIG_ENDIAN {
             b[..n].iter().fold(0u64, |a, &x| a << 8 | u64::from(x))
@@ -303,12 +348,9 @@ impl<P: Provider> Transport<P> for Rdma<P> {
     #[inline]
     fn put(&self, net: &Net<P>, off: usize, src: &[u8]) -> Result<()> {
         if src.len() <= self.sq.wq().max_inline as usize {
-            let wr = WorkRequest::Write {
-                remote: self.remote(off),
-                payload: Payload::Inline(src),
-                imm: None,
-            };
-            return self.post(net, &wr).map_err(|e| self.err(net, "put", e));
+            return self
+                .write_inline(net, self.remote(off), src)
+                .map_err(|e| self.err(net, "put", e));
         }
         // Stage through private registered memory: the caller may reuse `src` at once.
         let chunk = net.staging.chunk();
@@ -316,13 +358,10 @@ impl<P: Provider> Transport<P> for Rdma<P> {
             let at = net.staging.take(net, part.len())?;
             // SAFETY: `at..at + len` is staging memory inside this PE's segment, handed out to
             // this transfer only; `part` is a Rust slice.
-            unsafe { mmio::sym_copy(net.base.wrapping_add(at), part.as_ptr(), part.len()) };
-            let wr = WorkRequest::Write {
-                remote: self.remote(off + k * chunk),
-                payload: Payload::Sges(&[Self::sge(net, at, part.len())]),
-                imm: None,
-            };
-            self.post(net, &wr).map_err(|e| self.err(net, "put", e))?;
+            unsafe { sym::sym_copy(net.base.wrapping_add(at), part.as_ptr(), part.len()) };
+            let (remote, sge) = (self.remote(off + k * chunk), Self::sge(net, at, part.len()));
+            self.post_with(net, |sq, f| sq.post_write::<1>(remote, &[sge], f))
+                .map_err(|e| self.err(net, "put", e))?;
         }
         Ok(())
     }
@@ -333,15 +372,13 @@ impl<P: Provider> Transport<P> for Rdma<P> {
         while done < len {
             let part = chunk.min(len - done);
             let at = net.staging.take(net, part)?;
-            let wr = WorkRequest::Read {
-                remote: self.remote(off + done),
-                sges: &[Self::sge(net, at, part)],
-            };
-            self.post(net, &wr).map_err(|e| self.err(net, "get", e))?;
+            let (remote, sge) = (self.remote(off + done), Self::sge(net, at, part));
+            self.post_with(net, |sq, f| sq.post_read::<1>(remote, &[sge], f))
+                .map_err(|e| self.err(net, "get", e))?;
             self.complete(net, "get")?;
             // SAFETY: the READ has completed into staging `at..at + part`; `dst + done` is
             // valid for `part` bytes (caller); staging never overlaps the destination.
-            unsafe { mmio::sym_copy(dst.add(done), net.base.wrapping_add(at), part) };
+            unsafe { sym::sym_copy(dst.add(done), net.base.wrapping_add(at), part) };
             done += part;
         }
         Ok(())
@@ -353,11 +390,9 @@ impl<P: Provider> Transport<P> for Rdma<P> {
         }
         // The READ lands straight in this PE's symmetric memory (registered with the rest of
         // the segment): nothing to copy at quiet.
-        let wr = WorkRequest::Read {
-            remote: self.remote(src_off),
-            sges: &[Self::sge(net, dst_off, len)],
-        };
-        self.post(net, &wr).map_err(|e| self.err(net, "get", e))
+        let (remote, sge) = (self.remote(src_off), Self::sge(net, dst_off, len));
+        self.post_with(net, |sq, f| sq.post_read::<1>(remote, &[sge], f))
+            .map_err(|e| self.err(net, "get", e))
     }
 
     unsafe fn get_strided(
@@ -381,7 +416,7 @@ impl<P: Provider> Transport<P> for Rdma<P> {
         for k in 0..n {
             let from = &tmp[k * stride..k * stride + elem];
             // SAFETY: the element's destination is valid for `elem` bytes (caller).
-            unsafe { mmio::sym_copy(dst.add(k * dst_stride), from.as_ptr(), elem) };
+            unsafe { sym::sym_copy(dst.add(k * dst_stride), from.as_ptr(), elem) };
         }
         Ok(())
     }
@@ -390,16 +425,9 @@ impl<P: Provider> Transport<P> for Rdma<P> {
         // RC executes a QP's WQEs in order: the data WRITE is placed before the signal
         // WRITE/atomic that follows it on the same QP.
         match op {
-            SignalOp::Set => {
-                let b = value.to_le_bytes();
-                let wr = WorkRequest::Write {
-                    remote: self.remote(off),
-                    payload: Payload::Inline(&b),
-                    imm: None,
-                };
-                self.post(net, &wr)
-                    .map_err(|e| self.err(net, "signal set", e))
-            }
+            SignalOp::Set => self
+                .write_inline(net, self.remote(off), &value.to_le_bytes())
+                .map_err(|e| self.err(net, "signal set", e)),
             SignalOp::Add => {
                 match self.amo_post(net, off, Width::W64, AtomicOp::FetchAdd { add: value })? {
                     Ok(_) => Ok(()),
@@ -461,4 +489,12 @@ impl<P: Provider> Transport<P> for Rdma<P> {
             let _ = self.sq.poll();
         }
     }
+}
+
+/// The first `N` bytes of `src` (which has exactly `N`: the caller matched its length).
+#[inline(always)]
+fn first<const N: usize>(src: &[u8]) -> [u8; N] {
+    let mut a = [0u8; N];
+    a.copy_from_slice(&src[..N]);
+    a
 }

@@ -524,11 +524,9 @@ impl Bnxt {
 impl Provider for Bnxt {
     type Sq = BnxtSq;
     type Rq = WqHandle;
-    type Cqe = Cqe32;
 
     const NAME: &'static str = "bnxt";
     const SQ_UNIT_BYTES: u32 = sqe::SLOT_BYTES;
-    const CQE_BYTES: u32 = cqe::CQE_BYTES as u32;
     const MAX_INLINE_BYTES: u32 = MAX_INLINE;
     const MAX_WQE_UNITS: u32 = sqe::HDR_SLOTS + MAX_SGE;
     const HAS_DOORBELL_RECORD: bool = false;

@@ -1,0 +1,116 @@
+//! The copy for large symmetric transfers on x86-64 with AVX2.
+//!
+//! Why not `memmove`: glibc moves 4 KiB–L2-sized blocks with `rep movsb` on CPUs that
+//! advertise ERMS/FSRM, and on AMD Zen that is 10–30 % slower than a plain 32-byte vector
+//! loop for cache-resident data (measured on this project's EPYC CI machine with
+//! `cargo bench --bench sym_copy`; the README lists the figures). Above
+//! [`PREFETCH_FROM`] the data streams from L3, and software prefetch of both the source and
+//! the destination a fixed distance ahead keeps the loads and the stores' ownership requests
+//! in flight (another 3–7 % over `memmove` at 512 KiB–1 MiB). Non-temporal stores were
+//! measured too and lose at every size here (they bypass the L3 the reader would hit), so
+//! they are not used.
+//!
+//! Only for disjoint ranges (a forward copy of overlapping ranges would read bytes it has
+//! already overwritten); `sym_copy` sends everything else to `memmove`.
+
+use core::arch::x86_64::{
+    __m256i, _MM_HINT_T0, _mm_prefetch, _mm256_loadu_si256, _mm256_store_si256, _mm256_storeu_si256,
+};
+
+/// Below this `memmove`'s own vector code is as fast (it uses `rep movsb` only above).
+pub const MIN: usize = 4096;
+/// From here on the loop prefetches (below it the data is L1/L2 resident and the
+/// prefetches only cost issue slots).
+const PREFETCH_FROM: usize = 128 * 1024;
+/// Prefetch distance in bytes.
+const AHEAD: usize = 1024;
+/// Bytes per loop iteration: four 32-byte vectors.
+const STEP: usize = 128;
+
+/// Whether the CPU has AVX2 (`std` caches the answer after the first query).
+#[inline]
+pub fn available() -> bool {
+    std::is_x86_feature_detected!("avx2")
+}
+
+/// Whether `[dst, dst+len)` and `[src, src+len)` do not overlap.
+#[inline]
+pub fn disjoint(dst: *mut u8, src: *const u8, len: usize) -> bool {
+    let (d, s) = (dst as usize, src as usize);
+    d.abs_diff(s) >= len
+}
+
+/// Copies `len >= MIN` bytes.
+///
+/// # Safety
+/// Both ranges are valid for `len` bytes, do not overlap, and the CPU has AVX2.
+#[target_feature(enable = "avx2")]
+pub unsafe fn copy(dst: *mut u8, src: *const u8, len: usize) {
+    debug_assert!(len >= MIN);
+    if len >= PREFETCH_FROM {
+        // SAFETY: as this function's contract.
+        unsafe { body::<true>(dst, src, len) }
+    } else {
+        // SAFETY: as this function's contract.
+        unsafe { body::<false>(dst, src, len) }
+    }
+}
+
+/// The loop, with or without prefetch.
+///
+/// # Safety
+/// As [`copy`].
+#[target_feature(enable = "avx2")]
+#[inline]
+unsafe fn body<const PREFETCH: bool>(dst: *mut u8, src: *const u8, len: usize) {
+    // The first vector with unaligned forms; then on from the destination's next
+    // 32-byte boundary, so that every store of the loop is aligned (a store that
+    // crosses a cache line costs two, a load that does is cheaper: loads are what is
+    // left unaligned, as in glibc's own vector loop).
+    // SAFETY: `len >= MIN > 32`: the first 32 bytes lie inside both ranges.
+    unsafe { _mm256_storeu_si256(dst.cast(), _mm256_loadu_si256(src.cast())) };
+    let mut i = 32 - (dst as usize & 31);
+    while i + STEP <= len {
+        // SAFETY: `i + STEP <= len`, so every access below stays inside both ranges;
+        // `dst + i` is 32-byte aligned (`i` starts at the boundary and moves by
+        // multiples of 32), the loads are unaligned forms. Prefetch addresses are formed
+        // with `wrapping_add` (they may lie past the end) and prefetches never fault.
+        unsafe {
+            if PREFETCH {
+                _mm_prefetch::<_MM_HINT_T0>(src.wrapping_add(i + AHEAD).cast());
+                _mm_prefetch::<_MM_HINT_T0>(src.wrapping_add(i + AHEAD + 64).cast());
+                _mm_prefetch::<_MM_HINT_T0>(dst.wrapping_add(i + AHEAD).cast_const().cast());
+                _mm_prefetch::<_MM_HINT_T0>(dst.wrapping_add(i + AHEAD + 64).cast_const().cast());
+            }
+            let s = src.add(i).cast::<__m256i>();
+            let d = dst.add(i).cast::<__m256i>();
+            let a = _mm256_loadu_si256(s);
+            let b = _mm256_loadu_si256(s.add(1));
+            let c = _mm256_loadu_si256(s.add(2));
+            let e = _mm256_loadu_si256(s.add(3));
+            _mm256_store_si256(d, a);
+            _mm256_store_si256(d.add(1), b);
+            _mm256_store_si256(d.add(2), c);
+            _mm256_store_si256(d.add(3), e);
+        }
+        i += STEP;
+    }
+    while i + 32 <= len {
+        // SAFETY: `i + 32 <= len`: one vector inside both ranges.
+        unsafe {
+            let v = _mm256_loadu_si256(src.add(i).cast());
+            _mm256_storeu_si256(dst.add(i).cast(), v);
+        }
+        i += 32;
+    }
+    if i < len {
+        // The last 1..31 bytes: one vector ending at `len` (it rewrites some bytes
+        // already copied with the same values; `len >= MIN > 32` keeps it in range, and
+        // the ranges are disjoint, so the rewritten bytes are unchanged source bytes).
+        // SAFETY: `len - 32 .. len` lies inside both ranges.
+        unsafe {
+            let v = _mm256_loadu_si256(src.add(len - 32).cast());
+            _mm256_storeu_si256(dst.add(len - 32).cast(), v);
+        }
+    }
+}
