@@ -18,14 +18,14 @@ pub struct Listing {
 /// Looks for NICs: rdma-core through `GDA_IBVERBS_LIB` or the loader's search path.
 pub fn list() -> Listing {
     #[cfg(feature = "sim")]
-    let sim_models = gda_sim::registry::NAMES.to_vec();
+    let sim_models = gda_providers::NAMES.to_vec();
     #[cfg(not(feature = "sim"))]
     let sim_models = Vec::new();
     #[cfg(feature = "verbs")]
     {
         match gda_rdma::Verbs::load() {
             Ok(v) => {
-                let (devices, discover_error) = match v.devices() {
+                let (devices, discover_error) = match gda_providers::host::devices(&v) {
                     Ok(d) => (d, None),
                     Err(e) => (Vec::new(), Some(e.to_string())),
                 };
@@ -171,48 +171,15 @@ pub fn to_text(l: &Listing) -> String {
     s
 }
 
-/// A NIC opened through rdma-core with the control path of its provider.
+/// Opens the NIC `name` (default: the first NIC of the first hardware vendor of the table
+/// that has one: a ConnectX, else a Thor2) through rdma-core (`GDA_IBVERBS_LIB` or the loader's
+/// search path), with the control path of the provider that drives its PCI vendor, and runs
+/// `on` with it.
 #[cfg(feature = "verbs")]
-pub enum Opened {
-    /// A ConnectX (`gda_mlx5::host`).
-    Mlx5(gda_mlx5::host::Mlx5Device),
-    /// A Thor2 (`gda_bnxt::host`).
-    Bnxt(gda_bnxt::host::BnxtDevice),
-}
-
-/// Opens the NIC `name` (default: the first ConnectX, else the first Thor2) through rdma-core
-/// (`GDA_IBVERBS_LIB` or the loader's search path), choosing the control path by the
-/// device's PCI vendor. Devices are listed once.
-#[cfg(feature = "verbs")]
-pub fn open_rdma(name: Option<&str>) -> Result<Opened, String> {
+pub fn open_rdma<V: gda_providers::host::OnDevice>(
+    name: Option<&str>,
+    on: V,
+) -> Result<V::Output, String> {
     let verbs = std::sync::Arc::new(gda_rdma::Verbs::load().map_err(|e| e.to_string())?);
-    let devices = verbs.devices().map_err(|e| e.to_string())?;
-    let info = match name {
-        Some(n) => devices
-            .into_iter()
-            .find(|d| d.name == n)
-            .ok_or_else(|| format!("no RDMA device {n:?} (gda devices lists them)"))?,
-        None => {
-            let pick = |p: &str| devices.iter().find(|d| d.provider == p).cloned();
-            pick("mlx5")
-                .or_else(|| pick("bnxt"))
-                .ok_or("no ConnectX or Thor2 device (gda devices lists what there is)")?
-        }
-    };
-    let (provider, vendor) = (info.provider, info.vendor_id);
-    let name = info.name.clone();
-    match provider {
-        "mlx5" | "bnxt" => {}
-        other => {
-            return Err(format!(
-                "{name} is a {other} device (vendor {vendor:#06x}): gda drives ConnectX (mlx5) and Thor2 (bnxt)"
-            ));
-        }
-    }
-    let ctx = gda_rdma::Context::open_info(verbs, info).map_err(|e| e.to_string())?;
-    Ok(if provider == "mlx5" {
-        Opened::Mlx5(gda_mlx5::host::Mlx5Device::on(ctx).map_err(|e| e.to_string())?)
-    } else {
-        Opened::Bnxt(gda_bnxt::host::BnxtDevice::on(ctx).map_err(|e| e.to_string())?)
-    })
+    gda_providers::host::open(verbs, name, on)
 }

@@ -42,6 +42,9 @@ pub use gda_mlx5 as mlx5;
 pub use gda_native as native;
 /// Host-side OS services: shared-memory segments and process liveness.
 pub use gda_os as os;
+/// The table of NIC vendors (`gda-providers`).
+#[cfg(any(feature = "sim", feature = "verbs"))]
+pub use gda_providers as providers;
 #[cfg(feature = "sim")]
 pub use gda_sim as sim;
 

@@ -178,7 +178,7 @@ pub fn run(
         for _ in 0..cfg.repeat {
             #[cfg(feature = "verbs")]
             if let Some(d) = &dev {
-                runs.push(device::run_size(d, cfg, size)?);
+                runs.push(d.run_size(cfg, size)?);
                 continue;
             }
             runs.push(cfg.provider.run(RunSize(cfg, size))?);

@@ -1,9 +1,9 @@
 //! Provider names on the command line: every subcommand that takes `--provider` parses it into
 //! a [`ProviderName`] and dispatches once into code generic over the provider.
 //!
-//! The names come from the software NIC's registry ([`gda_sim::registry`], one line per vendor
-//! in `providers/sim/src/lib.rs`), so a vendor registered there is accepted by `gda perf`,
-//! `gda shmem` and `gda chaos` with no change here. clap rejects any other name with the list of
+//! The names come from the vendor table ([`gda_providers`], one line per vendor), so a vendor
+//! registered there is accepted by `gda perf`, `gda shmem` and `gda chaos` with no change
+//! here. clap rejects any other name with the list of
 //! the providers built in:
 //!
 //! ```text
@@ -14,15 +14,15 @@
 use std::fmt;
 use std::sync::LazyLock;
 
-pub use gda_sim::registry::Dispatch;
+pub use gda_providers::Dispatch;
 
 /// The name of a provider this build can run on the software NIC (one of
-/// [`gda_sim::registry::NAMES`]); only a registered name can be held.
+/// [`gda_providers::NAMES`]); only a registered name can be held.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ProviderName(&'static str);
 
 static ALL: LazyLock<Vec<ProviderName>> = LazyLock::new(|| {
-    gda_sim::registry::NAMES
+    gda_providers::NAMES
         .iter()
         .map(|&n| ProviderName(n))
         .collect()
@@ -50,7 +50,7 @@ impl ProviderName {
     /// Runs `d` with this provider's type.
     pub fn run<D: Dispatch>(self, d: D) -> D::Output {
         // A `ProviderName` is only ever made from the registry's own names.
-        gda_sim::registry::dispatch(self.0, d)
+        gda_providers::dispatch(self.0, d)
             .unwrap_or_else(|| unreachable!("{} is a registered provider", self.0))
     }
 }

@@ -50,20 +50,27 @@ impl Domain {
     }
 }
 
-/// Runs `f` on this process's PE with its RDMA routes on a NIC through rdma-core: a ConnectX
-/// (`gda_mlx5::host`) or a Thor2 (`gda_bnxt::host`), by the device's provider.
-/// `GDA_SHMEM_DEVICE` names it (default: the first ConnectX, else the first Thor2).
+/// Runs `f` on this process's PE with its RDMA routes on a NIC through rdma-core, with the
+/// control path of the provider the vendor table names for it. `GDA_SHMEM_DEVICE` names it
+/// (default: the first NIC of the table's first hardware vendor that has one).
 #[cfg(feature = "verbs")]
 pub fn with_verbs_pe<R>(f: impl FnOnce(&dyn PeOps) -> Result<R>) -> Result<R> {
+    struct On<F>(F);
+    impl<R, F: FnOnce(&dyn PeOps) -> Result<R>> gda_providers::host::OnDevice for On<F> {
+        type Output = Result<R>;
+        fn run<D>(self, d: D) -> Result<R>
+        where
+            D: gda_hal::control::Device + Send + Sync + 'static,
+            D::Provider: gda_rdma::Host,
+        {
+            verbs_pe_on(d, self.0)
+        }
+    }
     let name = std::env::var("GDA_SHMEM_DEVICE")
         .ok()
         .filter(|s| !s.is_empty());
-    match crate::devices::open_rdma(name.as_deref())
+    crate::devices::open_rdma(name.as_deref(), On(f))
         .map_err(|e| ShmemError::Config(format!("verbs domain (GDA_SHMEM_DEVICE): {e}")))?
-    {
-        crate::devices::Opened::Mlx5(dev) => verbs_pe_on(dev, f),
-        crate::devices::Opened::Bnxt(dev) => verbs_pe_on(dev, f),
-    }
 }
 
 #[cfg(feature = "verbs")]

@@ -584,7 +584,7 @@ fn hardware_gpu_rings() {
         .into_iter()
         .find(|d| d.name == n)
         .unwrap_or_else(|| panic!("no RDMA device {n:?}"));
-    let checked = match info.provider {
+    let checked = match gda::providers::host_of(info.vendor_id).unwrap_or("unknown") {
         "mlx5" => gpu_rings(&gda::mlx5::host::Mlx5Device::open(v, &n).unwrap()),
         "bnxt" => gpu_rings(&gda::bnxt::host::BnxtDevice::open(v, &n).unwrap()),
         other => panic!("{n} is a {other} device"),

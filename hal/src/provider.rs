@@ -263,6 +263,9 @@ pub trait Provider: Copy + Send + Sync + 'static {
     /// `device/include/gda/any.hpp`): 1 native, 2 mlx5, 3 bnxt; 0 for a provider the device
     /// API does not know (a kernel refuses its queues).
     const DEVICE_TAG: u32 = 0;
+    /// PCI vendor ids (`ibv_device_attr::vendor_id`) of the real NICs this provider's format
+    /// runs on; empty for a format only the software NIC executes.
+    const PCI_VENDOR_IDS: &'static [u32] = &[];
 
     /// What `wr` consumes of the queue: units to reserve, and packets for PSN accounting.
     fn cost(sq: &Self::Sq, wr: &WorkRequest<'_>) -> Cost;

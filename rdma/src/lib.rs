@@ -11,10 +11,11 @@
 //!   naming the path, the symbol and what to install. Optional entry points
 //!   (`_ibv_query_gid_ex`, `ibv_reg_dmabuf_mr`) are `None` on an older rdma-core, and callers
 //!   degrade (GID types from sysfs, no dma-buf registration).
-//! - [`Verbs::devices`] lists the NICs as [`gda_hal::control::DeviceInfo`]: provider by PCI
-//!   vendor id (Mellanox/NVIDIA → `mlx5`, Broadcom → `bnxt`), ports, link layer, MTUs, the
-//!   populated GID table with types, limits; `GDA_RDMA_DEVICES` (a comma list of names) keeps a
-//!   subset.
+//! - [`Verbs::devices`] lists the NICs as [`gda_hal::control::DeviceInfo`]: PCI vendor id,
+//!   ports, link layer, MTUs, the populated GID table with types, limits; `GDA_RDMA_DEVICES` (a
+//!   comma list of names) keeps a subset. Which gda provider drives a device is not known here:
+//!   providers implement [`Host`] (their PCI vendor ids and control path) and the vendor table
+//!   (`gda-providers`) claims devices by vendor id.
 //!
 //! C types come from `ibverbs-sys` (rdma-core v55's `verbs.h`). In CI the library under test
 //! is gda's own verbs-compatible library (`gda-verbs`), which runs the software NIC behind the
@@ -23,10 +24,12 @@
 
 pub mod abi;
 mod discover;
+mod host;
 mod load;
 mod objects;
 
-pub use discover::{DiscoverError, provider_of};
+pub use discover::DiscoverError;
+pub use host::Host;
 pub use load::{Fns, LoadError, Verbs, open_lib, open_path, resolve};
 pub use objects::{
     Context, Cq, Destroy, HostError, Modify, Mr, Pd, Qp, VerbsError, describe_qp_attr,

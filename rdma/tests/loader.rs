@@ -35,8 +35,10 @@ fn discovers_the_software_nics_through_rdma_core_abi() {
     let names: Vec<&str> = devs.iter().map(|d| d.name.as_str()).collect();
     assert_eq!(names, ["gda_mlx5_0", "gda_bnxt_0"]);
     let mut checked = 0;
-    for (d, provider, vendor) in [(&devs[0], "mlx5", 0x02c9), (&devs[1], "bnxt", 0x14e4)] {
-        assert_eq!(d.provider, provider);
+    for (d, vendor) in [(&devs[0], 0x02c9), (&devs[1], 0x14e4)] {
+        // gda-rdma names no provider: the vendor table claims devices by vendor id
+        // (tests/provider_table.rs).
+        assert_eq!(d.provider, "unknown");
         assert_eq!(d.vendor_id, vendor);
         assert!(d.max_qp_wr >= 1024 && d.max_cqe >= 1024 && d.max_sge >= 1);
         assert_eq!(d.ports.len(), 1);

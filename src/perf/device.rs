@@ -9,7 +9,7 @@ use gda_hal::control::{
 };
 use gda_hal::index::ProdIdx;
 use gda_hal::op::AtomicOp;
-use gda_hal::{Payload, Provider, Remote, SendQueue, Sge, WorkRequest};
+use gda_hal::{Payload, Provider, QueueHandle, Remote, SendQueue, Sge, WorkRequest};
 
 use super::{PerfConfig, PerfError, PerfOp, PerfResult, measure};
 
@@ -17,19 +17,36 @@ fn dev_err(e: &dyn std::fmt::Display) -> PerfError {
     PerfError::Device(format!("--device: {e}"))
 }
 
-pub use crate::devices::Opened;
-
-/// Opens `name` through rdma-core with the control path of its provider.
-pub fn open(name: &str) -> Result<Opened, PerfError> {
-    crate::devices::open_rdma(Some(name)).map_err(|e| dev_err(&e))
+/// A NIC opened through rdma-core, whatever its provider.
+pub trait PerfDevice {
+    /// One measurement of `cfg.op` at `size` bytes between two fresh QPs.
+    fn run_size(&self, cfg: &PerfConfig, size: usize) -> Result<PerfResult, PerfError>;
 }
 
-/// One measurement of `cfg.op` at `size` bytes between two fresh QPs of `dev`.
-pub fn run_size(dev: &Opened, cfg: &PerfConfig, size: usize) -> Result<PerfResult, PerfError> {
-    match dev {
-        Opened::Mlx5(d) => run_on(d, cfg, size, "mlx5 (rdma-core)"),
-        Opened::Bnxt(d) => run_on(d, cfg, size, "bnxt (rdma-core + bnxt_re_dv)"),
+impl<D> PerfDevice for D
+where
+    D: Device,
+    D::Provider: gda_rdma::Host,
+{
+    fn run_size(&self, cfg: &PerfConfig, size: usize) -> Result<PerfResult, PerfError> {
+        run_on(self, cfg, size, <D::Provider as gda_rdma::Host>::LABEL)
     }
+}
+
+/// Opens `name` through rdma-core with the control path of its provider.
+pub fn open(name: &str) -> Result<Box<dyn PerfDevice>, PerfError> {
+    struct Boxed;
+    impl gda_providers::host::OnDevice for Boxed {
+        type Output = Box<dyn PerfDevice>;
+        fn run<D>(self, d: D) -> Box<dyn PerfDevice>
+        where
+            D: Device + Send + Sync + 'static,
+            D::Provider: gda_rdma::Host,
+        {
+            Box::new(d)
+        }
+    }
+    crate::devices::open_rdma(Some(name), Boxed).map_err(|e| dev_err(&e))
 }
 
 fn run_on<D: Device>(
@@ -37,10 +54,7 @@ fn run_on<D: Device>(
     cfg: &PerfConfig,
     size: usize,
     label: &'static str,
-) -> Result<PerfResult, PerfError>
-where
-    D::Provider: Provider<Rq = gda_hal::WqHandle>,
-{
+) -> Result<PerfResult, PerfError> {
     let size = if cfg.op == PerfOp::Atomic { 8 } else { size };
     let path = dev.path(PathRequest::default()).map_err(|e| dev_err(&e))?;
     let pd = dev.alloc_pd().map_err(|e| dev_err(&e))?;
@@ -156,7 +170,7 @@ where
             }
             D::Provider::update_cq_ci(&rcq, rci);
             let mut posted = false;
-            while rpos.wrapping_sub(rci) < rq.entries {
+            while rpos.wrapping_sub(rci) < rq.wq().entries {
                 D::Provider::post_recv(&rq, ProdIdx(rpos), &rsge);
                 rpos = rpos.wrapping_add(1);
                 posted = true;

@@ -23,8 +23,8 @@ use data::*;
 use errors::*;
 use ordering::*;
 
-/// One module of tests per registered provider (`gda::sim::for_each_provider!`: every vendor in
-/// the software NIC's registry, in its default configuration — bnxt: static WQEs, MSN table),
+/// One module of tests per provider of the vendor table (`gda::providers::for_each_provider!`),
+/// in its default configuration — bnxt: static WQEs, MSN table),
 /// each running every test of `$tests` on it.
 macro_rules! per_provider {
     ([$($prov:ident => $p:ty),* $(,)?] $tests:tt) => {
@@ -37,7 +37,7 @@ macro_rules! per_provider {
 
 macro_rules! conformance {
     ($($name:ident),* $(,)?) => {
-        gda::sim::for_each_provider!(per_provider ($($name),*));
+        gda::providers::for_each_provider!(per_provider ($($name),*));
         /// Variable WQEs (wrapping slot by slot) with P5/P7 16-byte PSN entries.
         mod bnxt_variable {
             $( #[test] fn $name() {

@@ -367,6 +367,8 @@ impl Provider for Mlx5 {
     const WQE_COUNTER_BITS: u32 = 16;
     const CQ_INDEX_BITS: u32 = 24;
     const DEVICE_TAG: u32 = 2;
+    // Mellanox, and NVIDIA's id on newer ConnectX/BlueField.
+    const PCI_VENDOR_IDS: &'static [u32] = &[0x02c9, 0x15b3];
     const ATOMIC_RESULT_BIG_ENDIAN: bool = true;
 
     #[inline(always)]

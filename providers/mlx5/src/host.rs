@@ -112,10 +112,23 @@ impl Dv {
 /// A ConnectX NIC driven through rdma-core.
 pub struct Mlx5Device {
     ctx: Arc<Context>,
+    /// The context's description, claimed for this provider (`provider: "mlx5"`).
+    info: DeviceInfo,
     dv: Arc<Dv>,
     /// The PD under the parent domains of CQs whose memory the caller places (a CQ has no
     /// PD of its own in verbs; a parent domain needs one).
     cq_pd: std::sync::Mutex<Option<Arc<Pd>>>,
+}
+
+impl gda_rdma::Host for Mlx5 {
+    const FAMILY: &'static str = "ConnectX";
+    const LABEL: &'static str = "mlx5 (rdma-core)";
+    type Device = Mlx5Device;
+    type OpenError = Mlx5HostError;
+
+    fn on(ctx: Arc<Context>) -> Result<Mlx5Device, Mlx5HostError> {
+        Mlx5Device::on(ctx)
+    }
 }
 
 impl std::fmt::Debug for Mlx5Device {
@@ -134,17 +147,22 @@ impl Mlx5Device {
 
     /// The ConnectX control path on an opened device.
     pub fn on(ctx: Arc<Context>) -> Result<Self, Mlx5HostError> {
-        if ctx.info().provider != "mlx5" {
+        use gda_hal::Provider;
+        if !Mlx5::PCI_VENDOR_IDS.contains(&ctx.info().vendor_id) {
             return Err(Mlx5HostError::Provider(format!(
-                "{} is a {} device (vendor {:#06x}), not a ConnectX",
+                "{} is a device of PCI vendor {:#06x}, not a ConnectX",
                 ctx.info().name,
-                ctx.info().provider,
                 ctx.info().vendor_id
             )));
         }
         let dv = Dv::load(ctx.verbs().path())?;
+        let info = DeviceInfo {
+            provider: <Mlx5 as gda_hal::Provider>::NAME,
+            ..ctx.info().clone()
+        };
         Ok(Self {
             ctx,
+            info,
             dv: Arc::new(dv),
             cq_pd: std::sync::Mutex::new(None),
         })
@@ -183,7 +201,7 @@ impl control::Device for Mlx5Device {
     type Qp = Mlx5Qp;
 
     fn info(&self) -> &DeviceInfo {
-        self.ctx.info()
+        &self.info
     }
 
     fn alloc_pd(&self) -> Result<Mlx5Pd, Mlx5HostError> {

@@ -11,7 +11,8 @@
 //! `gda_mlx5::model::Mlx5Model` executes ConnectX WQEs, doorbell records, doorbells and CQEs, so
 //! a kernel written against `gda_mlx5::Mlx5` runs unchanged here; `gda_bnxt::model::BnxtModel`
 //! executes Broadcom bnxt_re queues from the doorbell alone and checks the PSN-table entries
-//! software fills. [`models`] lists them. The engine never trusts queue bytes: a malformed WQE
+//! software fills. The vendor table (`gda-providers`) lists them; this crate depends on no vendor
+//! (they are dev-dependencies of its tests and examples). The engine never trusts queue bytes: a malformed WQE
 //! becomes the error CQE hardware would write.
 //!
 //! **Across processes** a [`Fabric::process`] fabric is reachable from the other processes of
@@ -81,8 +82,6 @@ mod qp;
 mod state;
 mod types;
 mod wire;
-#[macro_use]
-pub mod registry;
 mod xproc;
 
 pub use buf::DmaBuf;
@@ -96,11 +95,3 @@ pub use pd::{Mr, Pd};
 pub use qp::Qp;
 pub use state::StatsSnapshot;
 pub use types::{CqMode, Endpoint, Model, QpInit, QpState, SimError};
-
-// The provider registry: one line per vendor (adding a vendor: see `providers/README.md`).
-// Generates `models()`, `registry::NAMES`, `registry::dispatch` and `for_each_provider!`.
-register! {$
-    native => gda_native::Native,
-    mlx5 => gda_mlx5::Mlx5,
-    bnxt => gda_bnxt::Bnxt,
-}

@@ -15,9 +15,9 @@ static GRANTED: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new
 /// Opens this process's PE for the provider `GDA_SHMEM_PROVIDER` names.
 struct Open;
 
-impl gda_sim::registry::Dispatch for Open {
+impl gda_providers::Dispatch for Open {
     type Output = Result<Box<dyn CPe>>;
-    fn run<P: gda_sim::Modeled>(self) -> Self::Output {
+    fn run<P: gda_providers::Modeled>(self) -> Self::Output {
         let mut cfg = gda_shmem::Config::from_env()?;
         // The program's global and static variables are symmetric (OpenSHMEM). SAFETY: the
         // program calls `shmem_init` before any thread of its own writes them (as the
@@ -34,10 +34,10 @@ fn open() -> Result<Box<dyn CPe>> {
         "" => "native",
         n => n,
     };
-    gda_sim::registry::dispatch(name, Open).unwrap_or_else(|| {
+    gda_providers::dispatch(name, Open).unwrap_or_else(|| {
         Err(ShmemError::Config(format!(
             "GDA_SHMEM_PROVIDER={name:?}: expected one of {}",
-            gda_sim::registry::NAMES.join(", ")
+            gda_providers::NAMES.join(", ")
         )))
     })
 }

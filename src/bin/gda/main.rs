@@ -519,7 +519,8 @@ fn perf(a: PerfArgs) -> ExitCode {
     if !a.json {
         println!("{line}");
         let on = match &a.device {
-            Some(d) => format!("{d} through rdma-core, provider mlx5"),
+            // The provider follows from the device's PCI vendor (the vendor table).
+            Some(d) => format!("{d} through rdma-core"),
             None => format!("software NIC, provider {:?}", a.provider),
         };
         println!(

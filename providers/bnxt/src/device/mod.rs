@@ -536,6 +536,8 @@ impl Provider for Bnxt {
     const ATOMIC_RESULT_BIG_ENDIAN: bool = false;
     const TRACKS_PSN: bool = true;
     const DEVICE_TAG: u32 = 3;
+    // Broadcom (NetXtreme-E / Thor2).
+    const PCI_VENDOR_IDS: &'static [u32] = &[0x14e4];
 
     #[inline(always)]
     fn cost(sq: &BnxtSq, wr: &WorkRequest<'_>) -> Cost {

@@ -139,10 +139,23 @@ impl Dv {
 /// A Thor2 NIC driven through rdma-core and bnxt_re direct verbs.
 pub struct BnxtDevice {
     ctx: Arc<Context>,
+    /// The context's description, claimed for this provider (`provider: "bnxt"`).
+    info: DeviceInfo,
     dv: Arc<Dv>,
     /// The default doorbell page (CQ consumer doorbells; QPs when no region of their own).
     default_db: u64,
     mode: Mode,
+}
+
+impl gda_rdma::Host for Bnxt {
+    const FAMILY: &'static str = "Thor2";
+    const LABEL: &'static str = "bnxt (rdma-core + bnxt_re_dv)";
+    type Device = BnxtDevice;
+    type OpenError = BnxtHostError;
+
+    fn on(ctx: Arc<Context>) -> Result<BnxtDevice, BnxtHostError> {
+        BnxtDevice::on(ctx)
+    }
 }
 
 impl std::fmt::Debug for BnxtDevice {
@@ -170,11 +183,11 @@ impl BnxtDevice {
 
     /// The Thor2 control path on an opened device.
     pub fn on(ctx: Arc<Context>) -> Result<Self, BnxtHostError> {
-        if ctx.info().provider != "bnxt" {
+        use gda_hal::Provider;
+        if !Bnxt::PCI_VENDOR_IDS.contains(&ctx.info().vendor_id) {
             return Err(BnxtHostError::Provider(format!(
-                "{} is a {} device (vendor {:#06x}), not a Broadcom NetXtreme-E/Thor2",
+                "{} is a device of PCI vendor {:#06x}, not a Broadcom NetXtreme-E/Thor2",
                 ctx.info().name,
-                ctx.info().provider,
                 ctx.info().vendor_id
             )));
         }
@@ -190,8 +203,13 @@ impl BnxtDevice {
         if r != 0 || region.dbr.is_null() {
             return Err(dv_err(&ctx, "bnxt_re_dv_get_default_db_region", r, ""));
         }
+        let info = DeviceInfo {
+            provider: <Bnxt as gda_hal::Provider>::NAME,
+            ..ctx.info().clone()
+        };
         Ok(Self {
             ctx,
+            info,
             dv: Arc::new(dv),
             default_db: region.dbr as u64,
             mode: Mode::default(),
@@ -378,7 +396,7 @@ impl control::Device for BnxtDevice {
     type Qp = BnxtQp;
 
     fn info(&self) -> &DeviceInfo {
-        self.ctx.info()
+        &self.info
     }
 
     fn alloc_pd(&self) -> Result<BnxtPd, BnxtHostError> {
