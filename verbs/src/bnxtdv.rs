@@ -9,23 +9,17 @@
 //! entry per WQE, receive WQEs are 128 bytes, the CQ ring holds `ncqe` 32-byte CQEs — a
 //! mismatch is `EINVAL` naming the field and the value expected.
 //!
-//! **Doorbells.** On Thor2 every doorbell of the queues using a doorbell region — SQ, RQ and CQ,
-//! told apart by type and queue id — is a 64-bit store to the first word of its page. The
-//! software NIC's device model reads each queue's doorbell from a word of its own, so before
-//! each scan the fabric's engine looks at every region's page and copies a new value to the
-//! word of the queue it names (`Fabric::add_scan_hook`). Like the device model itself it sees
-//! the page by polling: two stores to one page between two looks leave only the second,
-//! which for cumulative producer and consumer indices delays a queue until its next doorbell.
-//! gda's control path gives each QP a region of its own to keep that rare; hardware takes
-//! every store.
+//! Doorbell regions and the routing of their doorbells to the software NIC's queues are
+//! `vendor::bnxt`'s, which forgets a queue's route when the queue is destroyed.
 
 use std::ffi::{c_int, c_void};
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, Once};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
 
+use gda_bnxt::Bnxt;
 use gda_bnxt::host::dv;
-use gda_bnxt::wire::doorbell::{DbType, DoorbellRepr};
+use gda_bnxt::wire::doorbell::DbType;
 use gda_hal::QueueHandle;
 use gda_hal::control::{QueueAllocator, QueueBuffer, QueueMemory};
 use gda_sim::QpInit;
@@ -35,11 +29,11 @@ use crate::abi::{Errno, guard, ret_code, ret_ptr};
 use crate::config::Kind;
 use crate::cq::Cq;
 use crate::device::Context;
-use crate::qp::{Direct, Qp, SqH};
+use crate::qp::{Direct, Qp};
+use crate::vendor::VendorQueue;
+use crate::vendor::bnxt::{self, PAGE, Route};
 
 const UMEM_MAGIC: u64 = 0x6764_6176_5f75_6d00; // "gdav_um"
-const REGION_MAGIC: u64 = 0x6764_6176_5f64_6200; // "gdav_db"
-const PAGE: u64 = 4096;
 
 /// A registered umem.
 struct Umem {
@@ -47,163 +41,26 @@ struct Umem {
     ctx: usize,
     addr: u64,
     size: usize,
+    /// Queues whose rings it holds (their doorbell routes count them).
     users: AtomicU32,
 }
 
-/// One doorbell page.
-#[repr(C, align(4096))]
-struct Page([AtomicU64; 512]);
-
-/// Where a doorbell for a queue goes.
-struct Route {
-    db_type: DbType,
-    xid: u32,
-    /// The software NIC's doorbell word of that queue.
-    dest: usize,
-    /// The umem holding the queue's ring (released with the route).
-    umem: Option<usize>,
-}
-
-/// A doorbell region: the attributes the program reads come first.
-#[repr(C)]
-struct Region {
-    attr: dv::DbRegionAttr,
-    magic: u64,
-    ctx: usize,
-    default: bool,
-    page: Box<Page>,
-    last: AtomicU64,
-    routes: Mutex<Vec<Route>>,
-}
-
-// SAFETY: `attr.dbr` points into `page`, owned by the region; all else is atomics or locked.
-unsafe impl Send for Region {}
-// SAFETY: as above.
-unsafe impl Sync for Region {}
-
-static REGIONS: Mutex<Vec<Arc<Region>>> = Mutex::new(Vec::new());
-static NEXT_DPI: AtomicU32 = AtomicU32::new(1);
-
-fn regions() -> std::sync::MutexGuard<'static, Vec<Arc<Region>>> {
-    REGIONS.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn new_region(ctx: &Context, default: bool) -> Arc<Region> {
-    let page = Box::new(Page([const { AtomicU64::new(0) }; 512]));
-    let dpi = NEXT_DPI.fetch_add(1, Ordering::Relaxed);
-    let r = Arc::new(Region {
-        attr: dv::DbRegionAttr {
-            handle: dpi,
-            dpi,
-            umdbr: u64::from(dpi) * PAGE,
-            dbr: page.0.as_ptr().cast_mut().cast(),
-        },
-        magic: REGION_MAGIC,
-        ctx: std::ptr::from_ref(ctx) as usize,
-        default,
-        page,
-        last: AtomicU64::new(0),
-        routes: Mutex::new(Vec::new()),
-    });
-    regions().push(r.clone());
-    start_forwarder(ctx);
-    r
-}
-
-/// The context's default region (made on first use).
-fn default_region(ctx: &Context) -> Arc<Region> {
-    let key = std::ptr::from_ref(ctx) as usize;
-    if let Some(r) = regions().iter().find(|r| r.ctx == key && r.default) {
-        return r.clone();
-    }
-    new_region(ctx, true)
-}
-
-/// The region behind a handle the program holds, of `ctx`.
-fn region_of(ctx: &Context, h: *mut c_void) -> Result<Arc<Region>, Errno> {
-    let key = std::ptr::from_ref(ctx) as usize;
-    regions()
-        .iter()
-        .find(|r| std::ptr::eq(Arc::as_ptr(r).cast::<c_void>(), h) && r.magic == REGION_MAGIC)
-        .filter(|r| r.ctx == key)
-        .cloned()
-        .ok_or_else(|| Errno::inval("dbr_handle is not a doorbell region of this context"))
-}
-
-/// Copies each new doorbell to the queue it names.
-fn forward(r: &Region) -> bool {
-    let v = r.page.0[0].load(Ordering::Acquire);
-    if v == r.last.swap(v, Ordering::AcqRel) {
-        return false;
-    }
-    let Ok(db) = DoorbellRepr::parse(v) else {
-        return true;
-    };
-    let routes = r.routes.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(route) = routes
-        .iter()
-        .find(|x| x.db_type == db.db_type && x.xid == db.xid)
-    {
-        // SAFETY: the queue's doorbell word, alive while its route is (routes are removed,
-        // under this lock, before a queue is destroyed).
-        unsafe { gda_hal::mmio::store_u64_release(route.dest as *mut u64, v) };
-    }
-    true
-}
-
-/// Routes doorbells from the engine of the process's fabric, before each of its scans (no
-/// thread of its own: the doorbell reaches its queue in the same pass that executes it).
-fn start_forwarder(ctx: &Context) {
-    static START: Once = Once::new();
-    START.call_once(|| {
-        ctx.dev.nic.fabric().add_scan_hook(Arc::new(|| {
-            let all: Vec<Arc<Region>> = regions().clone();
-            let mut moved = false;
-            for r in &all {
-                moved |= forward(r);
-            }
-            moved
-        }));
-    });
-}
-
-/// Removes the route of a queue being destroyed (any region of `ctx`), releasing its umem.
-pub fn forget(ctx: &Context, db_type: DbType, xid: u32) {
-    let key = std::ptr::from_ref(ctx) as usize;
-    for r in regions().iter().filter(|r| r.ctx == key) {
-        let mut routes = r.routes.lock().unwrap_or_else(|e| e.into_inner());
-        routes.retain(|x| {
-            let gone = x.db_type == db_type && x.xid == xid;
-            if gone {
-                if let Some(u) = x.umem {
-                    // SAFETY: the umem outlives every route that counts it (dereg refuses
-                    // while `users` > 0).
-                    unsafe { &*(u as *const Umem) }
-                        .users
-                        .fetch_sub(1, Ordering::AcqRel);
-                }
-            }
-            !gone
-        });
-    }
-}
-
-/// Drops the regions of a context being closed.
-pub fn close(ctx: &Context) {
-    let key = std::ptr::from_ref(ctx) as usize;
-    regions().retain(|r| r.ctx != key);
-}
-
+/// The context behind `ctx`, if it is a Thor2's.
 fn bnxt_ctx<'a>(ctx: *mut sys::ibv_context) -> Result<&'a Context, Errno> {
     // SAFETY: the caller's context (checked).
     let c: &Context = unsafe { Context::from_ibv(ctx) }?;
-    if c.dev.spec.kind != Kind::Bnxt {
+    if c.dev.kind() != Kind::bnxt {
         return Err(Errno::new(
             libc::EOPNOTSUPP,
-            format!("{} is not a bnxt device", c.dev.spec.name()),
+            format!("{} is not a bnxt device", c.dev.name()),
         ));
     }
     Ok(c)
+}
+
+/// The default doorbell region of `c` (made on first use).
+fn default_region(c: &Context) -> Arc<bnxt::Region> {
+    bnxt::default_region(c.key(), c.dev.fabric())
 }
 
 fn umem_of<'a>(ctx: &Context, h: *mut c_void, what: &str) -> Result<&'a Umem, Errno> {
@@ -390,7 +247,11 @@ pub unsafe extern "C" fn gdav_bnxt_re_dv_alloc_db_region(
     ctx: *mut sys::ibv_context,
 ) -> *mut dv::DbRegionAttr {
     guard("bnxt_re_dv_alloc_db_region", std::ptr::null_mut(), || {
-        let r = bnxt_ctx(ctx).map(|c| Arc::as_ptr(&new_region(c, false)).cast_mut().cast());
+        let r = bnxt_ctx(ctx).map(|c| {
+            Arc::as_ptr(&bnxt::new_region(c.key(), c.dev.fabric()))
+                .cast_mut()
+                .cast()
+        });
         ret_ptr("bnxt_re_dv_alloc_db_region", r)
     })
 }
@@ -404,19 +265,7 @@ pub unsafe extern "C" fn gdav_bnxt_re_dv_free_db_region(
     guard("bnxt_re_dv_free_db_region", libc::EIO, || {
         let r = (|| {
             let c = bnxt_ctx(ctx)?;
-            let reg = region_of(c, attr.cast())?;
-            if reg.default {
-                return Err(Errno::inval("the default doorbell region is not freed"));
-            }
-            let n = reg.routes.lock().unwrap_or_else(|e| e.into_inner()).len();
-            if n > 0 {
-                return Err(Errno::new(
-                    libc::EBUSY,
-                    format!("doorbell region used by {n} queues"),
-                ));
-            }
-            regions().retain(|r| !Arc::ptr_eq(r, &reg));
-            Ok(())
+            bnxt::free_region(&bnxt::region_of(c.key(), attr.cast())?)
         })();
         ret_code("bnxt_re_dv_free_db_region", r)
     })
@@ -435,7 +284,7 @@ pub unsafe extern "C" fn gdav_bnxt_re_dv_get_default_db_region(
                 return Err(Errno::inval("null out"));
             }
             // SAFETY: checked non-null; the caller's struct.
-            unsafe { out.write(default_region(c).attr) };
+            unsafe { out.write(default_region(c).attr()) };
             Ok(())
         })();
         ret_code("bnxt_re_dv_get_default_db_region", r)
@@ -475,17 +324,10 @@ pub unsafe extern "C" fn gdav_bnxt_re_dv_create_cq(
                 None,
                 Some(preset(None, None, Some(ring))),
             )?;
-            u.users.fetch_add(1, Ordering::AcqRel);
-            default_region(c)
-                .routes
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push(Route {
-                    db_type: DbType::Cq,
-                    xid: cq.handle.cqn,
-                    dest: cq.handle.db as usize,
-                    umem: Some(std::ptr::from_ref(u) as usize),
-                });
+            // SAFETY: the CQ's doorbell word and the umem outlive the route: destroying the CQ
+            // forgets it, and the umem is not deregistered while the route counts it.
+            let route = unsafe { Route::new(DbType::Cq, cq.handle.cqn, cq.handle.db, &u.users) };
+            default_region(c).add([route]);
             Ok(std::ptr::from_ref(cq).cast_mut().cast::<sys::ibv_cq>())
         })();
         ret_ptr("bnxt_re_dv_create_cq", r)
@@ -590,7 +432,7 @@ pub unsafe extern "C" fn gdav_bnxt_re_dv_create_qp(
             let region = if a.dbr_handle.is_null() {
                 default_region(c)
             } else {
-                region_of(c, a.dbr_handle)?
+                bnxt::region_of(c.key(), a.dbr_handle)?
             };
             // SAFETY: C data; zero is "unset".
             let mut ex: sys::ibv_qp_init_attr_ex = unsafe { std::mem::zeroed() };
@@ -612,28 +454,23 @@ pub unsafe extern "C" fn gdav_bnxt_re_dv_create_qp(
                     init,
                     memory: preset(Some(sq), Some(rq), None),
                 }),
+                |_| {},
             )?;
             // SAFETY: just made by this library.
             let q: &Qp = unsafe { Qp::from_ibv(raw) }?;
-            let SqH::Bnxt(bsq) = &q.sq else {
+            let Some(bsq) = Bnxt::sq_of(&q.sq) else {
                 return Err(Errno::new(libc::EIO, "a bnxt QP without a bnxt send queue"));
             };
-            sq_u.users.fetch_add(1, Ordering::AcqRel);
-            rq_u.users.fetch_add(1, Ordering::AcqRel);
-            let qpn = q.ex.qp_base.qp_num;
-            let mut routes = region.routes.lock().unwrap_or_else(|e| e.into_inner());
-            routes.push(Route {
-                db_type: DbType::Sq,
-                xid: qpn & 0xf_ffff,
-                dest: bsq.wq().db as usize,
-                umem: Some(std::ptr::from_ref(sq_u) as usize),
-            });
-            routes.push(Route {
-                db_type: DbType::Rq,
-                xid: qpn & 0xf_ffff,
-                dest: q.rq.db as usize,
-                umem: Some(std::ptr::from_ref(rq_u) as usize),
-            });
+            let qpn = q.qp_num();
+            // SAFETY: the QP's doorbell words and the umems outlive the routes: destroying the
+            // QP forgets them, and a umem is not deregistered while a route counts it.
+            let routes = unsafe {
+                [
+                    Route::new(DbType::Sq, qpn, bsq.wq().db, &sq_u.users),
+                    Route::new(DbType::Rq, qpn, q.rq.db, &rq_u.users),
+                ]
+            };
+            region.add(routes);
             a.qp_handle = raw as u64;
             Ok(raw)
         })();
@@ -678,7 +515,7 @@ pub unsafe extern "C" fn gdav_bnxt_re_dv_init_obj(obj: *mut dv::Obj, ty: u64) ->
             if ty & dv::OBJ_QP != 0 {
                 // SAFETY: the caller's QP (checked).
                 let q = unsafe { Qp::from_ibv(o.qp.input.cast()) }?;
-                if o.qp.out.is_null() || !matches!(q.sq, SqH::Bnxt(_)) {
+                if o.qp.out.is_null() || Bnxt::sq_of(&q.sq).is_none() {
                     return Err(Errno::inval("qp.out is null or the QP is not a bnxt QP"));
                 }
                 // SAFETY: the caller's output struct.
@@ -692,7 +529,7 @@ pub unsafe extern "C" fn gdav_bnxt_re_dv_init_obj(obj: *mut dv::Obj, ty: u64) ->
             if ty & dv::OBJ_CQ != 0 {
                 // SAFETY: the caller's CQ (checked).
                 let cq = unsafe { Cq::from_ibv(o.cq.input.cast()) }?;
-                if o.cq.out.is_null() || cq.kind != Kind::Bnxt {
+                if o.cq.out.is_null() || cq.kind != Kind::bnxt {
                     return Err(Errno::inval("cq.out is null or the CQ is not a bnxt CQ"));
                 }
                 // SAFETY: the caller's output struct.

@@ -1,37 +1,33 @@
 //! Completion channels: `ibv_create_comp_channel`, `ibv_get_cq_event`, `ibv_ack_cq_events`.
 //!
 //! A channel's `fd` is the read end of a pipe: one byte per event, so `poll`/`select` on it and
-//! `O_NONBLOCK` behave as with a kernel channel. The software NIC writes CQEs without
-//! interrupts, so one event thread per process watches the armed CQs (a CQ is armed by
-//! `ibv_req_notify_cq` until its next event): when a CQE waits at an armed CQ's consumer index,
-//! the CQ is disarmed and its channel gets the event. The thread sleeps while nothing is armed
-//! and polls with a short back-off (50 µs to 1 ms) while something is.
+//! `O_NONBLOCK` behave as with a kernel channel. The CQ module raises the events (it watches
+//! the CQs armed by `ibv_req_notify_cq`); a channel knows a CQ only as the `ibv_cq` pointer
+//! `ibv_get_cq_event` hands back.
 
 use std::collections::VecDeque;
-use std::ffi::{c_int, c_uint, c_void};
+use std::ffi::{c_int, c_void};
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Condvar, Mutex, OnceLock};
-use std::time::Duration;
 
 use ibverbs_sys as sys;
 
 use crate::abi::{Errno, Handle, guard, handle, ret_code, ret_ptr, set_errno};
-use crate::cq::Cq;
 use crate::device::Context;
 
 const CHANNEL_MAGIC: u64 = 0x6764_6176_5f63_6800; // "gdav_ch"
 
 /// A completion channel: `ibv_comp_channel` first.
 #[repr(C)]
-pub struct Channel {
+pub(crate) struct Channel {
     /// What programs see (`fd` is the pipe's read end).
-    pub ibv: sys::ibv_comp_channel,
+    ibv: sys::ibv_comp_channel,
     magic: u64,
     write_fd: c_int,
-    /// CQs with an event not yet taken by `ibv_get_cq_event`, oldest first.
+    /// The `ibv_cq`s with an event not yet taken by `ibv_get_cq_event`, oldest first.
     events: Mutex<VecDeque<usize>>,
     /// CQs using the channel (destruction is refused while any does).
-    pub users: AtomicU32,
+    pub(crate) users: AtomicU32,
     ctx: &'static Context,
 }
 
@@ -49,16 +45,25 @@ impl Channel {
     ///
     /// # Safety
     /// `ch` is null or points to a live `ibv_comp_channel`.
-    pub unsafe fn from_ibv<'a>(ch: *mut sys::ibv_comp_channel) -> Result<&'a Channel, Errno> {
+    pub(crate) unsafe fn from_ibv<'a>(
+        ch: *mut sys::ibv_comp_channel,
+    ) -> Result<&'a Channel, Errno> {
         // SAFETY: the caller's contract.
         unsafe { handle(ch.cast()) }
     }
 
-    fn raise(&self, cq: &Cq) {
+    /// The context it belongs to.
+    pub(crate) fn context(&self) -> *mut sys::ibv_context {
+        self.ibv.context
+    }
+
+    /// Gives the program an event for `cq` (a live CQ of this library, until [`Channel::forget`]
+    /// of it).
+    pub(crate) fn raise(&self, cq: *mut sys::ibv_cq) {
         self.events
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .push_back(std::ptr::from_ref(cq) as usize);
+            .push_back(cq as usize);
         let b = 1u8;
         // SAFETY: writing one byte from `b` to our pipe (non-blocking: a full pipe only means
         // the reader has at least that many events to take).
@@ -66,8 +71,8 @@ impl Channel {
     }
 
     /// Drops pending events of a CQ being destroyed.
-    pub fn forget(&self, cq: &Cq) {
-        let p = std::ptr::from_ref(cq) as usize;
+    pub(crate) fn forget(&self, cq: *mut sys::ibv_cq) {
+        let p = cq as usize;
         self.events
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -177,96 +182,13 @@ pub unsafe extern "C" fn gdav_ibv_get_cq_event(
             set_errno(libc::EAGAIN);
             return -1;
         };
-        let cq = p as *mut Cq;
-        // SAFETY: the event queue holds only live CQs (destroy removes them first).
+        let cq = p as *mut sys::ibv_cq;
+        // SAFETY: the event queue holds only live CQs (destroy removes them first); the
+        // program's out pointers (checked non-null).
         unsafe {
-            *cq_out = std::ptr::addr_of_mut!((*cq).ex).cast();
-            *cq_context = (*cq).ex.cq_context;
+            *cq_out = cq;
+            *cq_context = (*cq).cq_context;
         }
         0
     })
-}
-
-#[unsafe(no_mangle)]
-/// `ibv_ack_cq_events`.
-pub unsafe extern "C" fn gdav_ibv_ack_cq_events(cq: *mut sys::ibv_cq, n: c_uint) {
-    // SAFETY: the caller's CQ (checked).
-    if let Ok(c) = unsafe { Cq::from_ibv(cq) } {
-        let p = std::ptr::addr_of!(c.ex.comp_events_completed).cast_mut();
-        let _g = c.poll.lock();
-        // SAFETY: a counter the program only reads; updated under the CQ's poll lock.
-        unsafe { *p = (*p).wrapping_add(n) };
-    }
-}
-
-struct Watch {
-    armed: Mutex<Vec<usize>>,
-    wake: Condvar,
-}
-
-fn watch() -> &'static Watch {
-    static W: OnceLock<Watch> = OnceLock::new();
-    W.get_or_init(|| {
-        let _ = std::thread::Builder::new()
-            .name("gda-verbs-events".into())
-            .spawn(event_thread);
-        Watch {
-            armed: Mutex::new(Vec::new()),
-            wake: Condvar::new(),
-        }
-    })
-}
-
-/// Arms `cq`: its channel gets an event for the next completion.
-pub fn arm(cq: &Cq) {
-    let w = watch();
-    let mut a = w.armed.lock().unwrap_or_else(|e| e.into_inner());
-    let p = std::ptr::from_ref(cq) as usize;
-    if !a.contains(&p) {
-        a.push(p);
-    }
-    w.wake.notify_one();
-}
-
-/// Disarms `cq` (it is being destroyed).
-pub fn disarm(cq: &Cq) {
-    let p = std::ptr::from_ref(cq) as usize;
-    watch()
-        .armed
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .retain(|&x| x != p);
-}
-
-fn event_thread() {
-    let w = watch();
-    let mut nap = Duration::from_micros(50);
-    loop {
-        let mut a = w.armed.lock().unwrap_or_else(|e| e.into_inner());
-        while a.is_empty() {
-            a = w.wake.wait(a).unwrap_or_else(|e| e.into_inner());
-            nap = Duration::from_micros(50);
-        }
-        let mut fired = false;
-        a.retain(|&p| {
-            // SAFETY: armed CQs are alive (destroy disarms under this lock first).
-            let cq = unsafe { &*(p as *const Cq) };
-            if cq.has_completion() {
-                if let Some(ch) = cq.channel_ref() {
-                    ch.raise(cq);
-                }
-                fired = true;
-                false
-            } else {
-                true
-            }
-        });
-        drop(a);
-        nap = if fired {
-            Duration::from_micros(50)
-        } else {
-            (nap * 2).min(Duration::from_millis(1))
-        };
-        std::thread::sleep(nap);
-    }
 }

@@ -1,29 +1,13 @@
 //! Which simulated devices a process sees: `GDA_VERBS_DEVICES`.
 //!
-//! A comma-separated list of `kind[:count]`, `kind` being `mlx5` (a ConnectX, named
-//! `gda_mlx5_<n>`) or `bnxt` (a Thor2, `gda_bnxt_<n>`). Unset: `mlx5,bnxt` (one of each). Empty:
-//! no devices (`ibv_get_device_list` returns an empty list, as on a host without RDMA NICs).
+//! A comma-separated list of `kind[:count]`, `kind` being a hardware vendor of the vendor table
+//! (`gda_providers::HOST_NAMES`: `mlx5`, a ConnectX named `gda_mlx5_<n>`; `bnxt`, a Thor2,
+//! `gda_bnxt_<n>`). Unset: one of each, in table order. Empty: no devices
+//! (`ibv_get_device_list` returns an empty list, as on a host without RDMA NICs).
 
 use std::fmt;
 
-/// The family of a simulated device (its device model and the verbs data path's provider).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
-    /// NVIDIA/Mellanox ConnectX: the mlx5 device model.
-    Mlx5,
-    /// Broadcom Thor2: the bnxt device model.
-    Bnxt,
-}
-
-impl Kind {
-    /// The name part (`gda_<kind>_<n>`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Kind::Mlx5 => "mlx5",
-            Kind::Bnxt => "bnxt",
-        }
-    }
-}
+pub use crate::vendor::Kind;
 
 /// One device to create.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -56,9 +40,10 @@ pub const MAX_PER_KIND: u32 = 16;
 
 /// The devices `value` (the variable's value, `None` when unset) asks for.
 pub fn parse(value: Option<&str>) -> Result<Vec<DeviceSpec>, ConfigError> {
-    let value = value.unwrap_or("mlx5,bnxt");
+    let default = gda_providers::HOST_NAMES.join(",");
+    let value = value.unwrap_or(&default);
     let mut out = Vec::new();
-    let mut counts = [0u32; 2];
+    let mut counts = vec![0u32; Kind::ALL.len()];
     for item in value.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         let (kind, count) = match item.split_once(':') {
             Some((k, c)) => (
@@ -69,15 +54,13 @@ pub fn parse(value: Option<&str>) -> Result<Vec<DeviceSpec>, ConfigError> {
             ),
             None => (item, 1),
         };
-        let kind = match kind {
-            "mlx5" => Kind::Mlx5,
-            "bnxt" => Kind::Bnxt,
-            other => {
-                return Err(ConfigError(format!(
-                    "unknown device kind {other:?} (expected mlx5 or bnxt, e.g. \"mlx5:2,bnxt\")"
-                )));
-            }
-        };
+        let kind = Kind::from_name(kind).ok_or_else(|| {
+            ConfigError(format!(
+                "unknown device kind {kind:?} (expected one of {}, e.g. \"{}:2\")",
+                gda_providers::HOST_NAMES.join(", "),
+                gda_providers::HOST_NAMES.first().copied().unwrap_or("mlx5")
+            ))
+        })?;
         let slot = &mut counts[kind as usize];
         if count == 0 || *slot + count > MAX_PER_KIND {
             return Err(ConfigError(format!(

@@ -1,22 +1,29 @@
 //! Completion queues: `ibv_create_cq`, `ibv_create_cq_ex` (the `ibv_cq_ex` poll API),
-//! `ops.poll_cq`, `ops.req_notify_cq`, `ibv_destroy_cq`.
+//! `ops.poll_cq`, `ops.req_notify_cq` and `ibv_ack_cq_events`, `ibv_destroy_cq`.
 //!
 //! A CQ is the software NIC's CQ: the device model writes real CQEs (mlx5 64-byte CQEs with
 //! the owner bit, bnxt 32-byte CQEs with the phase bit) into its ring and `poll_cq` reads them
 //! with the provider's own device functions — the same ring `mlx5dv_init_obj` hands out.
+//!
+//! The software NIC writes CQEs without interrupts, so one event thread per process watches
+//! the CQs `ibv_req_notify_cq` armed and raises their channel's event ([`Channel::raise`]) when
+//! a CQE waits at the consumer index.
 
-use std::ffi::{c_int, c_void};
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::ffi::{c_int, c_uint, c_void};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Condvar, Mutex, OnceLock};
+use std::time::Duration;
 
-use gda_hal::{CqHandle, Provider, WcOpcode, WcStatus, WorkCompletion};
+use gda_hal::{CqHandle, WcStatus, WorkCompletion};
 use gda_sim::CqMode;
 use ibverbs_sys as sys;
 
-use crate::abi::{Errno, Handle, VerbsContext, guard, handle, ret_code, ret_ptr};
+use crate::abi::{Errno, Handle, guard, handle, ret_code, ret_ptr};
 use crate::channel::Channel;
 use crate::config::Kind;
 use crate::device::Context;
+use crate::pd::Pd;
+use crate::vendor::{ForVendor, Gone, VendorQueue};
 
 const CQ_MAGIC: u64 = 0x6764_6176_5f63_7100; // "gdav_cq"
 
@@ -24,54 +31,42 @@ const CQ_MAGIC: u64 = 0x6764_6176_5f63_7100; // "gdav_cq"
 /// size is pinned below).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
-pub struct Wc {
+struct Wc {
     /// `wr_id`.
-    pub wr_id: u64,
+    wr_id: u64,
     /// `enum ibv_wc_status`.
-    pub status: u32,
+    status: u32,
     /// `enum ibv_wc_opcode`.
-    pub opcode: u32,
+    opcode: u32,
     /// Vendor syndrome.
-    pub vendor_err: u32,
+    vendor_err: u32,
     /// Bytes transferred.
-    pub byte_len: u32,
+    byte_len: u32,
     /// Immediate data, network byte order.
-    pub imm_data: u32,
+    imm_data: u32,
     /// Local QP number.
-    pub qp_num: u32,
+    qp_num: u32,
     /// Remote QP number.
-    pub src_qp: u32,
+    src_qp: u32,
     /// `IBV_WC_*` flags.
-    pub wc_flags: u32,
+    wc_flags: u32,
     /// P_Key index.
-    pub pkey_index: u16,
+    pkey_index: u16,
     /// Source LID.
-    pub slid: u16,
+    slid: u16,
     /// Service level.
-    pub sl: u8,
+    sl: u8,
     /// DLID path bits.
-    pub dlid_path_bits: u8,
+    dlid_path_bits: u8,
 }
 const _: () = assert!(size_of::<Wc>() == size_of::<sys::ibv_wc>());
 
 /// `IBV_WC_WITH_IMM`.
-pub const WC_WITH_IMM: u32 = 1 << 1;
-
-/// What one QP's bookkeeping says about a completion it owns.
-pub struct Retired {
-    /// The work request's id.
-    pub wr_id: u64,
-    /// The requester opcode (send completions; bnxt CQEs do not carry it).
-    pub opcode: Option<WcOpcode>,
-    /// Bytes, for READ and atomics (bnxt CQEs do not carry it).
-    pub byte_len: Option<u32>,
-    /// The remote QP number.
-    pub src_qp: u32,
-}
+const WC_WITH_IMM: u32 = 1 << 1;
 
 /// Poll state: the consumer index, and the completion the `ibv_cq_ex` API is looking at.
 #[derive(Default)]
-pub struct PollState {
+struct PollState {
     ci: u32,
     cur: Wc,
     in_poll: bool,
@@ -79,28 +74,26 @@ pub struct PollState {
 
 /// A completion queue: `ibv_cq_ex` first (`ibv_cq` is its prefix).
 #[repr(C)]
-pub struct Cq {
+pub(crate) struct Cq {
     /// What programs see.
-    pub ex: sys::ibv_cq_ex,
+    ex: sys::ibv_cq_ex,
     magic: u64,
     /// Its context.
-    pub ctx: &'static Context,
+    pub(crate) ctx: &'static Context,
     /// The software NIC's CQ.
-    pub sim: gda_sim::Cq,
+    pub(crate) sim: gda_sim::Cq,
     /// The ring, as the device functions see it.
-    pub handle: CqHandle,
+    pub(crate) handle: CqHandle,
     /// The device family (which device functions read the ring).
-    pub kind: Kind,
+    pub(crate) kind: Kind,
     /// Consumer index and the `_ex` API's current completion.
-    pub poll: Mutex<PollState>,
+    poll: Mutex<PollState>,
     /// QPs using it.
-    pub users: AtomicU32,
+    pub(crate) users: AtomicU32,
     /// Its completion channel (or null).
-    pub channel: *const Channel,
-    /// `ibv_req_notify_cq` was called and no event has been raised since.
-    pub armed: AtomicBool,
+    channel: *const Channel,
     /// The parent domain whose allocator holds the ring (busy while the CQ lives).
-    pub pd: Option<&'static crate::pd::Pd>,
+    pd: Option<&'static Pd>,
 }
 
 // SAFETY: the raw pointers are to objects that outlive the CQ (the channel refuses destruction
@@ -123,32 +116,35 @@ impl Cq {
     ///
     /// # Safety
     /// `cq` is null or points to a live `ibv_cq`.
-    pub unsafe fn from_ibv<'a>(cq: *mut sys::ibv_cq) -> Result<&'a Cq, Errno> {
+    pub(crate) unsafe fn from_ibv<'a>(cq: *mut sys::ibv_cq) -> Result<&'a Cq, Errno> {
         // SAFETY: the caller's contract (`ibv_cq` is the prefix of `ibv_cq_ex`).
         unsafe { handle(cq.cast()) }
     }
 
+    /// The `ibv_cq` pointer programs hold.
+    fn ibv(&self) -> *mut sys::ibv_cq {
+        std::ptr::from_ref(&self.ex).cast_mut().cast()
+    }
+
     /// Whether a completion is waiting at the consumer index (for the event thread).
-    pub fn has_completion(&self) -> bool {
-        let ci = self.poll.lock().unwrap_or_else(|e| e.into_inner()).ci;
-        // SAFETY: the handle addresses the sim CQ's ring, alive as long as `self`.
-        unsafe {
-            match self.kind {
-                Kind::Mlx5 => gda_mlx5::Mlx5::poll_cq(&self.handle, ci).is_some(),
-                Kind::Bnxt => gda_bnxt::Bnxt::poll_cq(&self.handle, ci).is_some(),
-            }
-        }
+    fn has_completion(&self) -> bool {
+        let mut ci = self.poll.lock().unwrap_or_else(|e| e.into_inner()).ci;
+        self.kind
+            .with(Take {
+                cq: self,
+                ci: &mut ci,
+                consume: false,
+            })
+            .is_some()
     }
 
     /// Takes the next completion, if any, as an `ibv_wc`.
     fn next(&self, st: &mut PollState) -> Option<Wc> {
-        // SAFETY: the handle addresses the sim CQ's ring, alive as long as `self`.
-        let wc = unsafe {
-            match self.kind {
-                Kind::Mlx5 => take::<gda_mlx5::Mlx5>(&self.handle, &mut st.ci),
-                Kind::Bnxt => take::<gda_bnxt::Bnxt>(&self.handle, &mut st.ci),
-            }
-        }?;
+        let wc = self.kind.with(Take {
+            cq: self,
+            ci: &mut st.ci,
+            consume: true,
+        })?;
         Some(self.to_ibv(&wc))
     }
 
@@ -185,28 +181,32 @@ impl Cq {
     }
 }
 
-/// Reads the CQE at `*ci` with `P`'s device functions and consumes it.
-///
-/// # Safety
-/// `cq` addresses a live CQ ring of `P`'s format.
-unsafe fn take<P: Provider>(cq: &CqHandle, ci: &mut u32) -> Option<WorkCompletion> {
-    // SAFETY: the caller's contract.
-    let wc = unsafe { P::poll_cq(cq, *ci) }?;
-    *ci = ci.wrapping_add(1);
-    // SAFETY: as above.
-    unsafe { P::update_cq_ci(cq, *ci) };
-    Some(wc)
+/// Reads the CQE at `*ci` of `cq`'s ring with its family's device functions; `consume`: and
+/// consumes it (advancing `*ci`).
+struct Take<'a> {
+    cq: &'a Cq,
+    ci: &'a mut u32,
+    consume: bool,
 }
 
-/// Installs the CQ operations of a new context.
-pub fn install(v: &mut VerbsContext) {
-    v.context.ops.poll_cq = Some(poll_cq);
-    v.context.ops.req_notify_cq = Some(req_notify_cq);
-    v.create_cq_ex = Some(create_cq_ex);
+impl ForVendor for Take<'_> {
+    type Out = Option<WorkCompletion>;
+    fn run<V: VendorQueue>(self) -> Option<WorkCompletion> {
+        let h = &self.cq.handle;
+        // SAFETY: the handle addresses the sim CQ's ring (of the CQ's family, `V`), alive as
+        // long as the CQ.
+        let wc = unsafe { V::poll_cq(h, *self.ci) }?;
+        if self.consume {
+            *self.ci = self.ci.wrapping_add(1);
+            // SAFETY: as above.
+            unsafe { V::update_cq_ci(h, *self.ci) };
+        }
+        Some(wc)
+    }
 }
 
 /// Most CQEs a CQ may ask for (the device's `max_cqe`).
-pub const MAX_CQE: u32 = 1 << 22;
+pub(crate) const MAX_CQE: u32 = 1 << 22;
 
 /// Creates a CQ: of at least `cqe` entries in this library's memory or `pd`'s parent-domain
 /// allocator, or (`direct`) of exactly that many entries in the memory given (bnxt direct
@@ -217,7 +217,7 @@ pub(crate) fn create(
     cq_context: *mut c_void,
     channel: *mut sys::ibv_comp_channel,
     comp_vector: c_int,
-    pd: Option<&'static crate::pd::Pd>,
+    pd: Option<&'static Pd>,
     direct: Option<gda_hal::control::QueueMemory>,
 ) -> Result<&'static Cq, Errno> {
     // SAFETY: the caller's context (checked).
@@ -225,7 +225,7 @@ pub(crate) fn create(
     if cqe < 1 || cqe as u32 > MAX_CQE {
         return Err(Errno::inval(format!("cqe {cqe} outside 1..={MAX_CQE}")));
     }
-    if comp_vector < 0 || comp_vector >= c.vctx.context.num_comp_vectors {
+    if comp_vector < 0 || comp_vector >= c.comp_vectors() {
         return Err(Errno::inval(format!(
             "comp_vector {comp_vector} does not exist"
         )));
@@ -235,7 +235,7 @@ pub(crate) fn create(
     } else {
         // SAFETY: the caller's channel (checked).
         let ch = unsafe { Channel::from_ibv(channel) }?;
-        if !std::ptr::eq(ch.ibv.context, c.ibv()) {
+        if !std::ptr::eq(ch.context(), c.ibv()) {
             return Err(Errno::inval("completion channel of another context"));
         }
         ch.users.fetch_add(1, Ordering::AcqRel);
@@ -276,11 +276,10 @@ pub(crate) fn create(
         ctx: c,
         sim,
         handle,
-        kind: c.dev.spec.kind,
+        kind: c.dev.kind(),
         poll: Mutex::new(PollState::default()),
         users: AtomicU32::new(0),
         channel: ch,
-        armed: AtomicBool::new(false),
         pd,
     }));
     if let Some(p) = pd {
@@ -316,7 +315,8 @@ pub unsafe extern "C" fn gdav_ibv_create_cq(
 const WC_EX_SUPPORTED: u64 =
     (1 << 0) | (1 << 1) | (1 << 2) | (1 << 3) | (1 << 4) | (1 << 5) | (1 << 6);
 
-unsafe extern "C" fn create_cq_ex(
+/// `verbs_context.create_cq_ex`.
+pub(crate) unsafe extern "C" fn create_cq_ex(
     ctx: *mut sys::ibv_context,
     attr: *mut sys::ibv_cq_init_attr_ex,
 ) -> *mut sys::ibv_cq_ex {
@@ -345,9 +345,8 @@ unsafe extern "C" fn create_cq_ex(
             }
             let pd = if a.comp_mask & 0x2 != 0 {
                 // SAFETY: the caller's parent domain (checked).
-                let p: &'static crate::pd::Pd =
-                    unsafe { crate::pd::Pd::from_ibv(a.parent_domain) }?;
-                if p.parent.is_none() {
+                let p: &'static Pd = unsafe { Pd::from_ibv(a.parent_domain) }?;
+                if !p.is_parent_domain() {
                     return Err(Errno::inval("parent_domain is a PD, not a parent domain"));
                 }
                 if !std::ptr::eq(p.ctx.ibv(), ctx) {
@@ -401,16 +400,16 @@ pub unsafe extern "C" fn gdav_ibv_destroy_cq(cq: *mut sys::ibv_cq) -> c_int {
                     format!("CQ {} is used by {users} QPs", c.handle.cqn),
                 ));
             }
-            crate::channel::disarm(c);
+            disarm(c);
             if let Some(ch) = c.channel_ref() {
-                ch.forget(c);
+                ch.forget(c.ibv());
                 ch.users.fetch_sub(1, Ordering::AcqRel);
             }
             if let Some(p) = c.pd {
                 p.users.fetch_sub(1, Ordering::AcqRel);
             }
-            crate::bnxtdv::forget(c.ctx, gda_bnxt::wire::doorbell::DbType::Cq, c.handle.cqn);
             let ctx = c.ctx;
+            c.kind.forget(ctx.key(), Gone::Cq(c.handle.cqn));
             // SAFETY: made by Box::leak in `create`; the magic is cleared first so a stale
             // pointer is refused rather than freed twice (best effort).
             unsafe {
@@ -426,7 +425,7 @@ pub unsafe extern "C" fn gdav_ibv_destroy_cq(cq: *mut sys::ibv_cq) -> c_int {
 
 impl Cq {
     /// The completion channel, if any.
-    pub fn channel_ref(&self) -> Option<&Channel> {
+    fn channel_ref(&self) -> Option<&Channel> {
         // SAFETY: the channel outlives the CQ (its destruction is refused while in use).
         (!self.channel.is_null()).then(|| unsafe { &*self.channel })
     }
@@ -441,7 +440,12 @@ pub unsafe extern "C" fn gdav_ibv_resize_cq(cq: *mut sys::ibv_cq, _cqe: c_int) -
     ret_code("ibv_resize_cq", r)
 }
 
-unsafe extern "C" fn poll_cq(cq: *mut sys::ibv_cq, n: c_int, wc: *mut sys::ibv_wc) -> c_int {
+/// `ibv_context_ops.poll_cq`.
+pub(crate) unsafe extern "C" fn poll_cq(
+    cq: *mut sys::ibv_cq,
+    n: c_int,
+    wc: *mut sys::ibv_wc,
+) -> c_int {
     guard("ibv_poll_cq", -1, || {
         // SAFETY: verbs.h passes the program's CQ.
         let Ok(c) = (unsafe { Cq::from_ibv(cq) }) else {
@@ -466,14 +470,18 @@ unsafe extern "C" fn poll_cq(cq: *mut sys::ibv_cq, n: c_int, wc: *mut sys::ibv_w
     })
 }
 
-unsafe extern "C" fn req_notify_cq(cq: *mut sys::ibv_cq, _solicited_only: c_int) -> c_int {
+/// `ibv_context_ops.req_notify_cq`.
+pub(crate) unsafe extern "C" fn req_notify_cq(
+    cq: *mut sys::ibv_cq,
+    _solicited_only: c_int,
+) -> c_int {
     guard("ibv_req_notify_cq", libc::EIO, || {
         // SAFETY: verbs.h passes the program's CQ.
         let r = unsafe { Cq::from_ibv(cq) }.and_then(|c| {
             if c.channel.is_null() {
                 return Err(Errno::inval("CQ has no completion channel"));
             }
-            crate::channel::arm(c);
+            arm(c);
             Ok(())
         });
         ret_code("ibv_req_notify_cq", r)
@@ -588,6 +596,95 @@ unsafe extern "C" fn ex_read_sl(cq: *mut sys::ibv_cq_ex) -> u8 {
 }
 unsafe extern "C" fn ex_read_dlid_path_bits(cq: *mut sys::ibv_cq_ex) -> u8 {
     cur(cq).dlid_path_bits
+}
+
+#[unsafe(no_mangle)]
+/// `ibv_ack_cq_events`.
+pub unsafe extern "C" fn gdav_ibv_ack_cq_events(cq: *mut sys::ibv_cq, n: c_uint) {
+    // SAFETY: the caller's CQ (checked).
+    if let Ok(c) = unsafe { Cq::from_ibv(cq) } {
+        let p = std::ptr::addr_of!(c.ex.comp_events_completed).cast_mut();
+        let _g = c.poll.lock();
+        // SAFETY: a counter the program only reads; updated under the CQ's poll lock.
+        unsafe { *p = (*p).wrapping_add(n) };
+    }
+}
+
+/// The armed CQs (`ibv_req_notify_cq` was called and no event has been raised since), which
+/// one event thread per process watches: the software NIC writes CQEs without interrupts.
+/// When a CQE waits at an armed CQ's consumer index, the CQ is disarmed and its channel gets
+/// the event. The thread sleeps while nothing is armed and polls with a short back-off (50 µs
+/// to 1 ms) while something is.
+struct Watch {
+    armed: Mutex<Vec<usize>>,
+    wake: Condvar,
+}
+
+fn watch() -> &'static Watch {
+    static W: OnceLock<Watch> = OnceLock::new();
+    W.get_or_init(|| {
+        let _ = std::thread::Builder::new()
+            .name("gda-verbs-events".into())
+            .spawn(event_thread);
+        Watch {
+            armed: Mutex::new(Vec::new()),
+            wake: Condvar::new(),
+        }
+    })
+}
+
+/// Arms `cq`: its channel gets an event for the next completion.
+fn arm(cq: &Cq) {
+    let w = watch();
+    let mut a = w.armed.lock().unwrap_or_else(|e| e.into_inner());
+    let p = std::ptr::from_ref(cq) as usize;
+    if !a.contains(&p) {
+        a.push(p);
+    }
+    w.wake.notify_one();
+}
+
+/// Disarms `cq` (it is being destroyed).
+fn disarm(cq: &Cq) {
+    let p = std::ptr::from_ref(cq) as usize;
+    watch()
+        .armed
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .retain(|&x| x != p);
+}
+
+fn event_thread() {
+    let w = watch();
+    let mut nap = Duration::from_micros(50);
+    loop {
+        let mut a = w.armed.lock().unwrap_or_else(|e| e.into_inner());
+        while a.is_empty() {
+            a = w.wake.wait(a).unwrap_or_else(|e| e.into_inner());
+            nap = Duration::from_micros(50);
+        }
+        let mut fired = false;
+        a.retain(|&p| {
+            // SAFETY: armed CQs are alive (destroy disarms under this lock first).
+            let cq = unsafe { &*(p as *const Cq) };
+            if cq.has_completion() {
+                if let Some(ch) = cq.channel_ref() {
+                    ch.raise(cq.ibv());
+                }
+                fired = true;
+                false
+            } else {
+                true
+            }
+        });
+        drop(a);
+        nap = if fired {
+            Duration::from_micros(50)
+        } else {
+            (nap * 2).min(Duration::from_millis(1))
+        };
+        std::thread::sleep(nap);
+    }
 }
 
 #[cfg(test)]

@@ -1,5 +1,7 @@
-//! Devices and contexts: `ibv_get_device_list`, `ibv_open_device`, the queries (`ibv_query_device`,
-//! `ibv_query_port`, `ibv_query_gid` and their `_ex` forms) and the name helpers.
+//! Devices and contexts: `ibv_get_device_list`, `ibv_open_device` (exported by `crate::ops`,
+//! which fills in every module's operations), `ibv_close_device`, the queries
+//! (`ibv_query_device`, `ibv_query_port`, `ibv_query_gid` and their `_ex` forms) and the name
+//! helpers.
 //!
 //! One software-NIC fabric per process (made on first use) holds one NIC per configured device
 //! ([`crate::config`]). A device looks like a ConnectX-6 Dx (or a Thor2) with one RoCE v2 port:
@@ -16,29 +18,43 @@ use ibverbs_sys as sys;
 
 use crate::abi::{self, Errno, VerbsContext, guard, ret_code, ret_ptr, set_errno};
 use crate::config::{self, DeviceSpec, Kind};
-
-/// PCI vendor ids, as the real devices report them.
-const MELLANOX_VENDOR_ID: u32 = 0x02c9;
-const BROADCOM_VENDOR_ID: u32 = 0x14e4;
-/// ConnectX-6 Dx and BCM57608 (Thor2) part numbers.
-const CX6DX_PART_ID: u32 = 4125;
-const THOR2_PART_ID: u32 = 0x1760;
+use crate::dp::ContextQps;
+use crate::vendor::{ContextKey, ForVendor, Gone, VendorQueue};
 
 /// Entries in a port's GID table (as a ConnectX reports; the unpopulated ones read as zero).
-pub const GID_TABLE_LEN: c_int = 256;
+pub(crate) const GID_TABLE_LEN: c_int = 256;
 
 /// One simulated device of this process.
-pub struct Device {
+pub(crate) struct Device {
     /// What it was made from.
-    pub spec: DeviceSpec,
+    spec: DeviceSpec,
     /// Its NIC on the process fabric.
-    pub nic: Nic,
+    pub(crate) nic: Nic,
     /// Ports, GIDs and limits (from the sim NIC's control path).
-    pub info: DeviceInfo,
+    pub(crate) info: DeviceInfo,
+    /// PCI vendor and part ids of the device it looks like.
+    ids: (u32, u32),
     /// The `struct ibv_device` handed to programs (lives as long as the process).
-    pub ibv: *mut sys::ibv_device,
+    ibv: *mut sys::ibv_device,
     /// Node GUID (host order).
-    pub guid: u64,
+    guid: u64,
+}
+
+impl Device {
+    /// Its family.
+    pub(crate) fn kind(&self) -> Kind {
+        self.spec.kind
+    }
+
+    /// `gda_<kind>_<index>`.
+    pub(crate) fn name(&self) -> String {
+        self.spec.name()
+    }
+
+    /// The process fabric its NIC is on.
+    pub(crate) fn fabric(&self) -> &Fabric {
+        self.nic.fabric()
+    }
 }
 
 // SAFETY: `ibv` points to a leaked, never-freed `ibv_device` that is only read after creation.
@@ -47,17 +63,17 @@ unsafe impl Send for Device {}
 unsafe impl Sync for Device {}
 
 /// The process's software NICs.
-pub struct Runtime {
-    /// The fabric every device of this process is a NIC of.
-    pub fabric: Fabric,
+struct Runtime {
+    /// The fabric every device of this process is a NIC of (held for the process's life).
+    _fabric: Fabric,
     /// The devices, in `GDA_VERBS_DEVICES` order.
-    pub devices: Vec<Device>,
+    devices: Vec<Device>,
 }
 
 static RUNTIME: OnceLock<Result<Runtime, String>> = OnceLock::new();
 
 /// The runtime, made on first use; `Err` explains a bad configuration (also printed once).
-pub fn runtime() -> Result<&'static Runtime, Errno> {
+fn runtime() -> Result<&'static Runtime, Errno> {
     RUNTIME
         .get_or_init(|| {
             let r = build_runtime();
@@ -78,16 +94,7 @@ fn build_runtime() -> Result<Runtime, String> {
     let fabric = crate::fabric::process_fabric(chaos)?;
     let mut devices = Vec::new();
     for spec in specs {
-        let (nic, info) = match spec.kind {
-            Kind::Mlx5 => {
-                let d = SimDevice::<gda_mlx5::Mlx5>::new(&fabric);
-                (d.nic().clone(), d.info().clone())
-            }
-            Kind::Bnxt => {
-                let d = SimDevice::<gda_bnxt::Bnxt>::new(&fabric);
-                (d.nic().clone(), d.info().clone())
-            }
-        };
+        let (nic, info, ids) = spec.kind.with(SimNic(&fabric));
         let name = spec.name();
         // SAFETY: `ibv_device` is plain C data: all zeros is a valid value.
         let mut dev: Box<sys::ibv_device> = Box::new(unsafe { std::mem::zeroed() });
@@ -108,15 +115,31 @@ fn build_runtime() -> Result<Runtime, String> {
             spec,
             nic,
             info,
+            ids,
             ibv: Box::into_raw(dev),
             guid,
         });
     }
-    Ok(Runtime { fabric, devices })
+    Ok(Runtime {
+        _fabric: fabric,
+        devices,
+    })
+}
+
+/// A NIC of the family's device model on `fabric`: the NIC, what its control path reports,
+/// and the PCI ids of the device it models.
+struct SimNic<'a>(&'a Fabric);
+
+impl ForVendor for SimNic<'_> {
+    type Out = (Nic, DeviceInfo, (u32, u32));
+    fn run<V: VendorQueue>(self) -> Self::Out {
+        let d = SimDevice::<V>::new(self.0);
+        (d.nic().clone(), d.info().clone(), V::IDS)
+    }
 }
 
 /// The device behind a `struct ibv_device` this library handed out.
-pub fn device_of(dev: *const sys::ibv_device) -> Result<&'static Device, Errno> {
+pub(crate) fn device_of(dev: *const sys::ibv_device) -> Result<&'static Device, Errno> {
     let rt = runtime()?;
     rt.devices
         .iter()
@@ -126,17 +149,17 @@ pub fn device_of(dev: *const sys::ibv_device) -> Result<&'static Device, Errno> 
 
 /// An open device: rdma-core's extended context followed by this library's state.
 #[repr(C)]
-pub struct Context {
+pub(crate) struct Context {
     /// What programs see (`&vctx.context`).
-    pub vctx: VerbsContext,
+    vctx: VerbsContext,
     magic: u64,
     /// The device.
-    pub dev: &'static Device,
+    pub(crate) dev: &'static Device,
     /// The async event fd (an eventfd nothing is written to: the software NIC raises no
     /// asynchronous events).
-    pub async_fd: c_int,
+    async_fd: c_int,
     /// Per-context data-path state (QPs by number, for completions).
-    pub dp: crate::qp::ContextQps,
+    pub(crate) dp: ContextQps,
     /// Objects created on this context and not yet destroyed (`ibv_close_device` with
     /// objects alive is the caller's bug; counted for the trace).
     live: AtomicU64,
@@ -149,7 +172,7 @@ impl Context {
     ///
     /// # Safety
     /// `ctx` is null or points to an `ibv_context` (of this library or not) that is alive.
-    pub unsafe fn from_ibv<'a>(ctx: *mut sys::ibv_context) -> Result<&'a Context, Errno> {
+    pub(crate) unsafe fn from_ibv<'a>(ctx: *mut sys::ibv_context) -> Result<&'a Context, Errno> {
         if ctx.is_null() {
             return Err(Errno::inval("null context"));
         }
@@ -166,33 +189,34 @@ impl Context {
     }
 
     /// The `ibv_context` pointer programs hold.
-    pub fn ibv(&self) -> *mut sys::ibv_context {
+    pub(crate) fn ibv(&self) -> *mut sys::ibv_context {
         std::ptr::from_ref(&self.vctx.context).cast_mut()
     }
 
+    /// The key of state kept about this context below this module.
+    pub(crate) fn key(&self) -> ContextKey {
+        ContextKey(std::ptr::from_ref(self) as usize)
+    }
+
+    /// Its completion vectors (`ibv_create_cq`'s `comp_vector` is below this).
+    pub(crate) fn comp_vectors(&self) -> c_int {
+        self.vctx.context.num_comp_vectors
+    }
+
     /// Counts an object created on this context.
-    pub fn retain(&self) {
+    pub(crate) fn retain(&self) {
         self.live.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Counts an object of this context destroyed.
-    pub fn release(&self) {
+    pub(crate) fn release(&self) {
         self.live.fetch_sub(1, Ordering::Relaxed);
     }
 
     /// The device's one port.
-    pub fn port(&self) -> &PortInfo {
+    pub(crate) fn port(&self) -> &PortInfo {
         &self.dev.info.ports[0]
     }
-}
-
-/// Fills the operations of a new context: each module installs its own.
-fn install_ops(v: &mut VerbsContext) {
-    v.query_port = Some(verbs_query_port);
-    v.query_device_ex = Some(verbs_query_device_ex);
-    v.alloc_parent_domain = Some(crate::pd::alloc_parent_domain);
-    crate::cq::install(v);
-    crate::qp::install(v);
 }
 
 #[unsafe(no_mangle)]
@@ -271,18 +295,12 @@ pub unsafe extern "C" fn gdav_ibv_get_device_index(dev: *mut sys::ibv_device) ->
         .map_or(-1, |i| i as c_int)
 }
 
-#[unsafe(no_mangle)]
-/// `ibv_open_device`.
-///
-/// # Safety
-/// `dev` is null or a device of this library.
-pub unsafe extern "C" fn gdav_ibv_open_device(dev: *mut sys::ibv_device) -> *mut sys::ibv_context {
-    guard("ibv_open_device", std::ptr::null_mut(), || {
-        ret_ptr("ibv_open_device", open(dev))
-    })
-}
-
-fn open(dev: *mut sys::ibv_device) -> Result<*mut sys::ibv_context, Errno> {
+/// `ibv_open_device`'s work: a new context of `dev`, with the operations `install` fills
+/// (`crate::ops`, which exports the call).
+pub(crate) fn open(
+    dev: *mut sys::ibv_device,
+    install: impl FnOnce(&mut VerbsContext),
+) -> Result<*mut sys::ibv_context, Errno> {
     let d = device_of(dev)?;
     // SAFETY: eventfd with valid flags.
     let async_fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
@@ -301,13 +319,13 @@ fn open(dev: *mut sys::ibv_device) -> Result<*mut sys::ibv_context, Errno> {
     vctx.context.async_fd = async_fd;
     vctx.context.num_comp_vectors = 1;
     vctx.context.abi_compat = abi::VERBS_ABI_IS_EXTENDED;
-    install_ops(&mut vctx);
+    install(&mut vctx);
     let ctx = Box::new(Context {
         vctx,
         magic: CONTEXT_MAGIC,
         dev: d,
         async_fd,
-        dp: crate::qp::ContextQps::default(),
+        dp: ContextQps::default(),
         live: AtomicU64::new(0),
     });
     let ctx = Box::leak(ctx);
@@ -334,10 +352,10 @@ pub unsafe extern "C" fn gdav_ibv_close_device(ctx: *mut sys::ibv_context) -> c_
             if live > 0 {
                 abi::trace(format_args!(
                     "ibv_close_device: {live} objects still alive on {}",
-                    c.dev.spec.name()
+                    c.dev.name()
                 ));
             }
-            crate::bnxtdv::close(c);
+            c.dev.kind().forget(c.key(), Gone::Context);
             // SAFETY: an fd this context opened.
             unsafe { libc::close(c.async_fd) };
             let p = std::ptr::from_ref(c).cast_mut();
@@ -372,7 +390,7 @@ pub unsafe extern "C" fn gdav_ibv_query_device(
 }
 
 /// A ConnectX-6 Dx's (or Thor2's) attributes, with the software NIC's limits.
-pub fn device_attr(d: &Device) -> sys::ibv_device_attr {
+fn device_attr(d: &Device) -> sys::ibv_device_attr {
     // SAFETY: plain C data.
     let mut a: sys::ibv_device_attr = unsafe { std::mem::zeroed() };
     abi::put_cstr(&mut a.fw_ver, &d.info.fw_ver);
@@ -380,10 +398,7 @@ pub fn device_attr(d: &Device) -> sys::ibv_device_attr {
     a.sys_image_guid = d.guid.to_be();
     a.max_mr_size = u64::MAX;
     a.page_size_cap = 0xffff_f000;
-    (a.vendor_id, a.vendor_part_id) = match d.spec.kind {
-        Kind::Mlx5 => (MELLANOX_VENDOR_ID, CX6DX_PART_ID),
-        Kind::Bnxt => (BROADCOM_VENDOR_ID, THOR2_PART_ID),
-    };
+    (a.vendor_id, a.vendor_part_id) = d.ids;
     a.max_qp = 1 << 17;
     a.max_qp_wr = (d.info.max_qp_wr as c_int).min(32768);
     a.device_cap_flags = sys::IBV_DEVICE_RC_RNR_NAK_GEN
@@ -406,7 +421,8 @@ pub fn device_attr(d: &Device) -> sys::ibv_device_attr {
     a
 }
 
-unsafe extern "C" fn verbs_query_device_ex(
+/// `verbs_context.query_device_ex`.
+pub(crate) unsafe extern "C" fn verbs_query_device_ex(
     ctx: *mut sys::ibv_context,
     _input: *const sys::ibv_query_device_ex_input,
     attr: *mut sys::ibv_device_attr_ex,
@@ -440,7 +456,7 @@ unsafe extern "C" fn verbs_query_device_ex(
 }
 
 /// The port attributes of `c`'s port 1.
-pub fn port_attr(c: &Context) -> sys::ibv_port_attr {
+fn port_attr(c: &Context) -> sys::ibv_port_attr {
     let p = c.port();
     // SAFETY: plain C data.
     let mut a: sys::ibv_port_attr = unsafe { std::mem::zeroed() };
@@ -504,7 +520,8 @@ pub unsafe extern "C" fn gdav_ibv_query_port(
     })
 }
 
-unsafe extern "C" fn verbs_query_port(
+/// `verbs_context.query_port`.
+pub(crate) unsafe extern "C" fn verbs_query_port(
     ctx: *mut sys::ibv_context,
     port: u8,
     attr: *mut sys::ibv_port_attr,

@@ -16,12 +16,17 @@
 //!   `errno = EOPNOTSUPP` and returns `NULL`/`EOPNOTSUPP` — a failure at run time, never at
 //!   load time. [`EXPORTS`] lists them.
 //! - **One file, four names.** `verbs-sim/libibverbs.so.1`, `libmlx5.so.1`, `libefa.so.1` and
-//!   `libbnxt_re.so` (Broadcom's direct verbs, [`bnxtdv`]) are links to this one library; the
+//!   `libbnxt_re.so` (Broadcom's direct verbs) are links to this one library; the
 //!   dynamic loader maps a file once, so all share one state (the devices, the objects
 //!   `mlx5dv_init_obj` and `bnxt_re_dv_init_obj` are asked about).
 //! - **An extended context.** Every context is a `struct verbs_context`
-//!   ([`abi::VerbsContext`]), so `verbs.h`'s static-inline helpers (`ibv_post_send`,
+//!   (`abi::VerbsContext`), so `verbs.h`'s static-inline helpers (`ibv_post_send`,
 //!   `ibv_poll_cq`, `ibv_query_port`, the `_ex` calls) dispatch into this library.
+//! - **One data path, written once.** Posting, polling and QP bookkeeping are generic over a
+//!   device family (`vendor::VendorQueue`: the family's `gda_hal::Provider` device functions
+//!   plus its ids, WQE sizing and hooks); the one `match` on a family is in `vendor`, and a
+//!   unit test keeps every other file free of family names. The direct-verbs C APIs
+//!   (`mlx5dv_*`, `bnxt_re_dv_*`) sit on top: nothing generic calls them.
 //! - **Validated as a kernel driver validates.** Wrong attributes, states, keys and lifetimes
 //!   get the errno an mlx5 kernel driver returns; `GDA_VERBS_TRACE=1` prints which check
 //!   refused a call.
@@ -36,19 +41,26 @@
 // The exported functions are the C API; their documentation is rdma-core's man pages.
 #![allow(clippy::missing_safety_doc)]
 
-pub mod abi;
-pub mod bnxtdv;
-pub mod channel;
-pub mod config;
-pub mod cq;
-pub mod device;
-pub mod fabric;
-pub mod mlx5dv;
-pub mod pd;
-pub mod post;
-pub mod qp;
-pub mod qp_state;
-pub mod wr;
+// The C API is the library's interface (its functions are exported by symbol from every
+// module); the modules are private. Their order, each importing only modules before it:
+// abi, config, qp_state, fabric → dp, vendor → device → pd → channel → cq → qp → post → wr
+// → bnxtdv, mlx5dv → ops (.ci/import-cycles.py checks there is no cycle).
+mod abi;
+mod bnxtdv;
+mod channel;
+mod config;
+mod cq;
+mod device;
+mod dp;
+mod fabric;
+mod mlx5dv;
+mod ops;
+mod pd;
+mod post;
+mod qp;
+mod qp_state;
+mod vendor;
+mod wr;
 
 mod exports {
     include!(concat!(env!("OUT_DIR"), "/exports.rs"));

@@ -13,12 +13,15 @@ use std::ffi::{c_int, c_void};
 
 use ibverbs_sys as sys;
 
+use gda_mlx5::Mlx5;
+
 use crate::abi::{Errno, guard, ret_code};
 use crate::config::Kind;
 use crate::cq::Cq;
-use crate::device::device_of;
+use crate::device::{Context, device_of};
 use crate::pd::Pd;
-use crate::qp::{Qp, SqH};
+use crate::qp::Qp;
+use crate::vendor::VendorQueue;
 
 /// `struct mlx5dv_qp` (rdma-core v55; the same in v44).
 #[repr(C)]
@@ -108,7 +111,7 @@ fn init_obj(obj: *mut Mlx5dvObj, ty: u64) -> Result<(), Errno> {
     if ty & OBJ_QP != 0 {
         // SAFETY: the caller's QP (checked).
         let q = unsafe { Qp::from_ibv(o.qp.input.cast()) }?;
-        let SqH::Mlx5(sq) = &q.sq else {
+        let Some(sq) = Mlx5::sq_of(&q.sq) else {
             return Err(Errno::new(libc::EOPNOTSUPP, "not a ConnectX (mlx5) QP"));
         };
         if o.qp.out.is_null() {
@@ -140,7 +143,7 @@ fn init_obj(obj: *mut Mlx5dvObj, ty: u64) -> Result<(), Errno> {
     if ty & OBJ_CQ != 0 {
         // SAFETY: the caller's CQ (checked).
         let c = unsafe { Cq::from_ibv(o.cq.input.cast()) }?;
-        if c.kind != Kind::Mlx5 {
+        if c.kind != Kind::mlx5 {
             return Err(Errno::new(libc::EOPNOTSUPP, "not a ConnectX (mlx5) CQ"));
         }
         if o.cq.out.is_null() {
@@ -161,7 +164,7 @@ fn init_obj(obj: *mut Mlx5dvObj, ty: u64) -> Result<(), Errno> {
     if ty & OBJ_PD != 0 {
         // SAFETY: the caller's PD (checked).
         let p = unsafe { Pd::from_ibv(o.pd.input.cast()) }?;
-        if p.ctx.dev.spec.kind != Kind::Mlx5 {
+        if p.ctx.dev.kind() != Kind::mlx5 {
             return Err(Errno::new(libc::EOPNOTSUPP, "not a ConnectX (mlx5) PD"));
         }
         if o.pd.out.is_null() {
@@ -170,7 +173,7 @@ fn init_obj(obj: *mut Mlx5dvObj, ty: u64) -> Result<(), Errno> {
         // SAFETY: the caller's output struct.
         unsafe {
             o.pd.out.cast::<Mlx5dvPd>().write(Mlx5dvPd {
-                pdn: p.ibv.handle,
+                pdn: p.number(),
                 comp_mask: 0,
             })
         };
@@ -189,7 +192,7 @@ pub unsafe extern "C" fn gdav_mlx5dv_init_obj(obj: *mut Mlx5dvObj, ty: u64) -> c
 #[unsafe(no_mangle)]
 /// `mlx5dv_is_supported`: true for the ConnectX devices.
 pub unsafe extern "C" fn gdav_mlx5dv_is_supported(dev: *mut sys::ibv_device) -> bool {
-    device_of(dev).is_ok_and(|d| d.spec.kind == Kind::Mlx5)
+    device_of(dev).is_ok_and(|d| d.kind() == Kind::mlx5)
 }
 
 #[unsafe(no_mangle)]
@@ -202,8 +205,8 @@ pub unsafe extern "C" fn gdav_mlx5dv_query_device(
     guard("mlx5dv_query_device", libc::EIO, || {
         let r = (|| {
             // SAFETY: the caller's context (checked).
-            let c = unsafe { crate::device::Context::from_ibv(ctx) }?;
-            if c.dev.spec.kind != Kind::Mlx5 {
+            let c = unsafe { Context::from_ibv(ctx) }?;
+            if c.dev.kind() != Kind::mlx5 {
                 return Err(Errno::new(libc::EOPNOTSUPP, "not a ConnectX device"));
             }
             if attrs.is_null() {

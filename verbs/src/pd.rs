@@ -24,31 +24,41 @@ const MR_MAGIC: u64 = 0x6764_6176_5f6d_7200; // "gdav_mr"
 
 /// A protection domain: `ibv_pd` first, so the pointer programs hold is ours.
 #[repr(C)]
-pub struct Pd {
+pub(crate) struct Pd {
     /// What programs see.
-    pub ibv: sys::ibv_pd,
+    ibv: sys::ibv_pd,
     magic: u64,
     /// The context it belongs to.
-    pub ctx: &'static Context,
+    pub(crate) ctx: &'static Context,
     /// The software NIC's PD.
-    pub sim: gda_sim::Pd,
-    /// MRs and QPs on it (deallocation is refused while any is alive).
-    pub users: AtomicU32,
+    pub(crate) sim: gda_sim::Pd,
+    /// MRs, QPs and CQs on it (deallocation is refused while any is alive).
+    pub(crate) users: AtomicU32,
     /// For a parent domain: the PD it extends and the program's queue allocator.
-    pub parent: Option<Parent>,
+    parent: Option<Parent>,
 }
 
 /// What makes a PD a parent domain.
-pub struct Parent {
+struct Parent {
     /// The protection domain it extends (its `users` counts this domain).
-    pub of: &'static Pd,
+    of: &'static Pd,
     /// Where its queues' memory comes from (`None`: the library's own, as without allocators).
-    pub memory: gda_hal::control::QueueMemory,
+    memory: gda_hal::control::QueueMemory,
 }
 
 impl Pd {
+    /// Its number (`pdn`).
+    pub(crate) fn number(&self) -> u32 {
+        self.ibv.handle
+    }
+
+    /// Whether it is a parent domain (`ibv_alloc_parent_domain`).
+    pub(crate) fn is_parent_domain(&self) -> bool {
+        self.parent.is_some()
+    }
+
     /// Where queues created on this PD keep their rings.
-    pub fn queue_memory(&self) -> gda_hal::control::QueueMemory {
+    pub(crate) fn queue_memory(&self) -> gda_hal::control::QueueMemory {
         self.parent
             .as_ref()
             .map_or(gda_hal::control::QueueMemory::Provider, |p| {
@@ -158,7 +168,7 @@ impl Pd {
     ///
     /// # Safety
     /// `pd` is null or points to an `ibv_pd` that is alive.
-    pub unsafe fn from_ibv<'a>(pd: *mut sys::ibv_pd) -> Result<&'a Pd, Errno> {
+    pub(crate) unsafe fn from_ibv<'a>(pd: *mut sys::ibv_pd) -> Result<&'a Pd, Errno> {
         // SAFETY: the caller's contract.
         unsafe { handle(pd.cast()) }
     }
@@ -203,7 +213,7 @@ pub unsafe extern "C" fn gdav_ibv_alloc_pd(ctx: *mut sys::ibv_context) -> *mut s
 /// with `IBV_CQ_INIT_ATTR_MASK_PD`) and QPs take their rings and doorbell records from the
 /// program's allocator. Thread domains are not supported (`EOPNOTSUPP`); the PD it extends
 /// is busy until it is deallocated.
-pub unsafe extern "C" fn alloc_parent_domain(
+pub(crate) unsafe extern "C" fn alloc_parent_domain(
     ctx: *mut sys::ibv_context,
     attr: *mut sys::ibv_parent_domain_init_attr,
 ) -> *mut sys::ibv_pd {
@@ -315,9 +325,9 @@ pub unsafe extern "C" fn gdav_ibv_dealloc_pd(pd: *mut sys::ibv_pd) -> c_int {
 
 /// A memory region: `ibv_mr` first.
 #[repr(C)]
-pub struct Mr {
+struct Mr {
     /// What programs see.
-    pub ibv: sys::ibv_mr,
+    ibv: sys::ibv_mr,
     magic: u64,
     pd: &'static Pd,
     // Dropped in this order: the keys first, then the mapping they pointed into.
@@ -334,7 +344,7 @@ const ACCESS_OPTIONAL_RANGE: c_uint = 0x3ff0_0000;
 const ACCESS_RELAXED_ORDERING: c_uint = 1 << 20;
 
 /// The rights `access` asks for, as the kernel checks them.
-pub fn access_of(access: c_uint) -> Result<Access, Errno> {
+fn access_of(access: c_uint) -> Result<Access, Errno> {
     let required = access & !ACCESS_OPTIONAL_RANGE;
     if required & !ACCESS_KNOWN != 0 {
         return Err(Errno::inval(format!(
@@ -613,7 +623,8 @@ mod tests {
     /// refused before anything is mapped.
     #[test]
     fn dmabuf_registration_maps_at_the_iova() {
-        use crate::device::{gdav_ibv_get_device_list, gdav_ibv_open_device};
+        use crate::device::gdav_ibv_get_device_list;
+        use crate::ops::gdav_ibv_open_device;
         // SAFETY: the library's own entry points, called as a program would.
         unsafe {
             let list = gdav_ibv_get_device_list(std::ptr::null_mut());

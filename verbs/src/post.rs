@@ -12,12 +12,13 @@ use std::ffi::c_int;
 use gda_hal::handle::SqPos;
 use gda_hal::index::ProdIdx;
 use gda_hal::op::AtomicOp;
-use gda_hal::{Payload, Provider, Remote, SendFlags, Sge, WcOpcode, WorkRequest, WqHandle};
+use gda_hal::{Payload, Remote, SendFlags, Sge, WcOpcode, WorkRequest, WqHandle};
 use ibverbs_sys as sys;
 
 use crate::abi::{Errno, guard, trace};
-use crate::qp::{Qp, Rec, SqH};
+use crate::qp::{Qp, Rec, SendState};
 use crate::qp_state;
+use crate::vendor::{ForSq, VendorQueue};
 
 /// `enum ibv_wr_opcode`.
 mod op {
@@ -34,19 +35,23 @@ mod op {
 const SEND_FLAGS_KNOWN: u32 = 0xf;
 
 /// One send work request in the provider-neutral form, with what its completion reports.
-pub struct Request<'a> {
+pub(crate) struct Request<'a> {
     /// The request.
-    pub wr: WorkRequest<'a>,
+    wr: WorkRequest<'a>,
     /// Flags (numbered as `ibv_send_flags`).
-    pub flags: SendFlags,
+    flags: SendFlags,
     /// The completion's opcode.
-    pub opcode: WcOpcode,
+    opcode: WcOpcode,
     /// The completion's byte count (READ, atomics).
-    pub len: u32,
+    len: u32,
 }
 
+/// Send work requests as `(wr_id, request)`, translated lazily so that a bad one stops the
+/// chain where it is.
+pub(crate) type Requests<'r, 'a> = dyn Iterator<Item = Result<(u64, Request<'a>), Errno>> + 'r;
+
 /// Translates `w` (its gather list already in `sges`; inline bytes gathered into `inline`).
-pub fn translate<'a>(
+pub(crate) fn translate<'a>(
     w: &sys::ibv_send_wr,
     sges: &'a [Sge],
     inline: &'a mut Vec<u8>,
@@ -177,7 +182,7 @@ pub fn translate<'a>(
 ///
 /// # Safety
 /// `list` has `n` entries when `n > 0`.
-pub unsafe fn gather(
+unsafe fn gather(
     list: *const sys::ibv_sge,
     n: c_int,
     max: u32,
@@ -203,22 +208,16 @@ pub unsafe fn gather(
 }
 
 impl Qp {
-    /// Posts `reqs` (already translated) and rings once. Stops at the first request that does
-    /// not fit: `Err((index, errno))`.
-    pub fn post_requests(
-        &self,
-        reqs: &mut dyn Iterator<Item = Result<(u64, Request<'_>), Errno>>,
-    ) -> Result<(), (usize, Errno)> {
-        match &self.sq {
-            SqH::Mlx5(s) => self.post_p::<gda_mlx5::Mlx5>(s, reqs),
-            SqH::Bnxt(s) => self.post_p::<gda_bnxt::Bnxt>(s, reqs),
-        }
+    /// Posts `reqs` and rings once. Stops at the first request that does not fit or does not
+    /// translate: `Err((index, errno))`.
+    pub(crate) fn post_requests(&self, reqs: &mut Requests<'_, '_>) -> Result<(), (usize, Errno)> {
+        self.sq.with(Post { qp: self, reqs })
     }
 
-    fn post_p<P: Provider>(
+    fn post_as<V: VendorQueue>(
         &self,
-        sq: &P::Sq,
-        reqs: &mut dyn Iterator<Item = Result<(u64, Request<'_>), Errno>>,
+        sq: &V::Sq,
+        reqs: &mut Requests<'_, '_>,
     ) -> Result<(), (usize, Errno)> {
         let state = self.state();
         if matches!(state, qp_state::RESET | qp_state::INIT | qp_state::RTR) {
@@ -231,7 +230,7 @@ impl Qp {
             ));
         }
         let mut st = self.send.lock().unwrap_or_else(|e| e.into_inner());
-        self.resync(&mut st);
+        self.resync::<V>(sq, &mut st);
         let mut last = None;
         let mut result = Ok(());
         for (i, r) in reqs.enumerate() {
@@ -242,7 +241,7 @@ impl Qp {
                     break;
                 }
             };
-            let cost = match P::check(sq, &req.wr) {
+            let cost = match V::check(sq, &req.wr) {
                 Ok(c) => c,
                 Err(e) => {
                     result = Err((i, Errno::inval(format!("{e}"))));
@@ -266,7 +265,7 @@ impl Qp {
             // SAFETY: the ring is the sim QP's (alive with `self`); the units
             // [head, head + cost.units) are free (checked above) and ours under the send lock;
             // `check` accepted the request; gather/inline sources are the caller's.
-            let posted = unsafe { P::post(sq, st.pos, &req.wr, req.flags) };
+            let posted = unsafe { V::post(sq, st.pos, &req.wr, req.flags) };
             let start = st.head;
             st.recs.push_back(Rec {
                 start,
@@ -281,27 +280,24 @@ impl Qp {
         }
         if let Some(p) = last {
             // SAFETY: the handle's doorbell record and register are the sim QP's.
-            unsafe { P::ring_sq(sq, &p) };
+            unsafe { V::ring_sq(sq, &p) };
             drop(st);
             self.ctx.dev.nic.fabric().kick();
         }
         result
     }
 
-    /// Catches up with WQEs a program posted directly on the rings (mlx5: the doorbell
-    /// record's send counter is ahead of ours).
-    fn resync(&self, st: &mut crate::qp::SendState) {
-        let SqH::Mlx5(s) = &self.sq else { return };
-        // SAFETY: the doorbell record is the sim QP's; word 1 is the send counter (big-endian).
-        let dbr = unsafe { std::ptr::read_volatile((s.wq.dbrec as *const u32).add(1)) };
-        let theirs = u32::from_be(dbr) & 0xffff;
-        let ahead = u64::from(theirs.wrapping_sub(st.head as u32) & 0xffff);
+    /// Catches up with WQEs a program posted directly on the rings (as far as the family can
+    /// tell: mlx5's doorbell record has a send counter ahead of ours).
+    fn resync<V: VendorQueue>(&self, sq: &V::Sq, st: &mut SendState) {
+        // SAFETY: the handle addresses the sim QP's send queue, alive as long as `self`.
+        let ahead = unsafe { V::posted_directly(sq, st.head) };
         if ahead == 0 || ahead > u64::from(self.sq_units) {
             return;
         }
         trace(format_args!(
             "QP {:#x}: {ahead} units posted directly; continuing after them",
-            self.ex.qp_base.qp_num
+            self.qp_num()
         ));
         let start = st.head;
         st.recs.push_back(Rec {
@@ -316,6 +312,20 @@ impl Qp {
     }
 }
 
+/// Posts on a QP's send queue with its family's device functions.
+struct Post<'q, 'r, 'a> {
+    qp: &'q Qp,
+    reqs: &'q mut Requests<'r, 'a>,
+}
+
+impl ForSq for Post<'_, '_, '_> {
+    type Out = Result<(), (usize, Errno)>;
+    fn run<V: VendorQueue>(self, sq: &V::Sq) -> Self::Out {
+        self.qp.post_as::<V>(sq, self.reqs)
+    }
+}
+
+/// `ibv_context_ops.post_send`.
 pub(crate) unsafe extern "C" fn post_send(
     qp: *mut sys::ibv_qp,
     wr: *mut sys::ibv_send_wr,
@@ -390,9 +400,9 @@ macro_rules! post_recv_n {
     };
 }
 
-fn recv_one<P: Provider<Rq = WqHandle>>(rq: &WqHandle, at: ProdIdx, s: &[Sge]) {
+fn recv_one<V: VendorQueue>(rq: &WqHandle, at: ProdIdx, s: &[Sge]) {
     post_recv_n!(
-        P,
+        V,
         rq,
         at,
         s,
@@ -403,21 +413,21 @@ fn recv_one<P: Provider<Rq = WqHandle>>(rq: &WqHandle, at: ProdIdx, s: &[Sge]) {
     );
 }
 
-pub(crate) unsafe extern "C" fn post_recv(
-    qp: *mut sys::ibv_qp,
+/// Posts receives and rings their doorbell with the QP's family's device functions.
+struct Recv<'q> {
+    qp: &'q Qp,
     wr: *mut sys::ibv_recv_wr,
-    bad: *mut *mut sys::ibv_recv_wr,
-) -> c_int {
-    guard("ibv_post_recv", libc::EIO, || {
-        // SAFETY: verbs.h passes the program's QP.
-        let q = match unsafe { Qp::from_ibv(qp) } {
-            Ok(q) => q,
-            Err(e) => return crate::abi::ret_code("ibv_post_recv", Err(e)),
-        };
+}
+
+impl ForSq for Recv<'_> {
+    /// `Err`: the request that was refused, and why.
+    type Out = Result<(), (*mut sys::ibv_recv_wr, Errno)>;
+    fn run<V: VendorQueue>(self, _sq: &V::Sq) -> Self::Out {
+        let q = self.qp;
         let mut st = q.recv.lock().unwrap_or_else(|e| e.into_inner());
         let entries = u64::from(q.rq.entries);
         let mut sges = Vec::new();
-        let mut cur = wr;
+        let mut cur = self.wr;
         let mut posted = false;
         let mut err = None;
         while !cur.is_null() {
@@ -435,11 +445,7 @@ pub(crate) unsafe extern "C" fn post_recv(
                 ));
                 break;
             }
-            let at = ProdIdx(st.head as u32);
-            match q.sq {
-                SqH::Mlx5(_) => recv_one::<gda_mlx5::Mlx5>(&q.rq, at, &sges),
-                SqH::Bnxt(_) => recv_one::<gda_bnxt::Bnxt>(&q.rq, at, &sges),
-            }
+            recv_one::<V>(&q.rq, ProdIdx(st.head as u32), &sges);
             st.head += 1;
             st.recs.push_back(w.wr_id);
             posted = true;
@@ -448,18 +454,29 @@ pub(crate) unsafe extern "C" fn post_recv(
         if posted {
             let next = ProdIdx(st.head as u32);
             // SAFETY: the sim QP's receive doorbell.
-            unsafe {
-                match q.sq {
-                    SqH::Mlx5(_) => gda_mlx5::Mlx5::ring_rq(&q.rq, next),
-                    SqH::Bnxt(_) => gda_bnxt::Bnxt::ring_rq(&q.rq, next),
-                }
-            }
+            unsafe { V::ring_rq(&q.rq, next) };
             drop(st);
             q.ctx.dev.nic.fabric().kick();
         }
-        match err {
-            None => 0,
-            Some(e) => {
+        err.map_or(Ok(()), |e| Err((cur, e)))
+    }
+}
+
+/// `ibv_context_ops.post_recv`.
+pub(crate) unsafe extern "C" fn post_recv(
+    qp: *mut sys::ibv_qp,
+    wr: *mut sys::ibv_recv_wr,
+    bad: *mut *mut sys::ibv_recv_wr,
+) -> c_int {
+    guard("ibv_post_recv", libc::EIO, || {
+        // SAFETY: verbs.h passes the program's QP.
+        let q = match unsafe { Qp::from_ibv(qp) } {
+            Ok(q) => q,
+            Err(e) => return crate::abi::ret_code("ibv_post_recv", Err(e)),
+        };
+        match q.sq.with(Recv { qp: q, wr }) {
+            Ok(()) => 0,
+            Err((cur, e)) => {
                 if !bad.is_null() {
                     // SAFETY: the program's out pointer.
                     unsafe { *bad = cur };

@@ -5,121 +5,120 @@
 //! page are the ones the device model executes and `mlx5dv_init_obj` hands out. Posting
 //! ([`crate::post`]) writes them with the provider's own device functions.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::ffi::c_int;
+use std::sync::Mutex;
 use std::sync::atomic::Ordering;
-use std::sync::{Mutex, RwLock};
 
 use gda_hal::handle::SqPos;
-use gda_hal::{Provider, WcOpcode, WorkCompletion, WqHandle};
+use gda_hal::{Sge, WcOpcode, WorkCompletion, WqHandle};
 use gda_sim::{Endpoint, QpInit, QpState};
 use ibverbs_sys as sys;
 
-use crate::abi::{Errno, Handle, VerbsContext, guard, handle, ret_code, ret_ptr};
-use crate::config::Kind;
-use crate::cq::{Cq, Retired};
+use crate::abi::{Errno, Handle, guard, handle, ret_code, ret_ptr};
+use crate::cq::Cq;
 use crate::device::Context;
+use crate::dp::{Retire, Retired};
 use crate::pd::Pd;
 use crate::qp_state::{self, PortView};
+use crate::vendor::{ForSq, ForVendor, Gone, SqH, VendorQueue};
 
 const QP_MAGIC: u64 = 0x6764_6176_5f71_7000; // "gdav_qp"
 
-/// The QPs of one context, by number (completions name a QP by number).
-#[derive(Default)]
-pub struct ContextQps {
-    map: RwLock<HashMap<u32, usize>>,
-}
-
-impl ContextQps {
-    /// The bookkeeping of the work request `wc` completes, if its QP is one of this context's.
-    pub fn retire(&self, wc: &WorkCompletion) -> Option<Retired> {
-        let map = self.map.read().unwrap_or_else(|e| e.into_inner());
-        let &p = map.get(&wc.qpn)?;
-        // SAFETY: QPs are in the map from creation until destroy removes them (under the write
-        // lock, so not while this read lock is held).
-        let qp = unsafe { &*(p as *const Qp) };
-        Some(qp.retire(wc))
-    }
-}
-
-/// The provider-typed send queue handle.
-pub enum SqH {
-    /// ConnectX.
-    Mlx5(gda_mlx5::Mlx5Sq),
-    /// Thor2.
-    Bnxt(gda_bnxt::BnxtSq),
-}
-
 /// One posted send WQE.
-pub struct Rec {
+pub(crate) struct Rec {
     /// First unit.
-    pub start: u64,
+    pub(crate) start: u64,
     /// Units.
-    pub units: u32,
+    pub(crate) units: u32,
     /// `wr_id`.
-    pub wr_id: u64,
+    pub(crate) wr_id: u64,
     /// Requester opcode for the completion (`None`: a WQE posted directly, not by verbs).
-    pub opcode: Option<WcOpcode>,
+    pub(crate) opcode: Option<WcOpcode>,
     /// Bytes for READ/atomic completions.
-    pub len: u32,
+    pub(crate) len: u32,
 }
 
 /// Send-queue bookkeeping (under the QP's send lock).
-pub struct SendState {
+pub(crate) struct SendState {
     /// The next position (unit, message, PSN).
-    pub pos: SqPos,
+    pub(crate) pos: SqPos,
     /// The next unit, unwrapped.
-    pub head: u64,
+    pub(crate) head: u64,
     /// Posted and not yet completed, oldest first.
-    pub recs: VecDeque<Rec>,
+    pub(crate) recs: VecDeque<Rec>,
 }
 
 /// Receive-queue bookkeeping.
 #[derive(Default)]
-pub struct RecvState {
+pub(crate) struct RecvState {
     /// The next receive WQE, unwrapped.
-    pub head: u64,
+    pub(crate) head: u64,
     /// `wr_id`s of posted receives, oldest first.
-    pub recs: VecDeque<u64>,
+    pub(crate) recs: VecDeque<u64>,
+}
+
+/// One request of an `ibv_wr_*` batch being built (`crate::wr`).
+pub(crate) struct Pending {
+    /// The request as `ibv_post_send` would get it.
+    pub(crate) wr: sys::ibv_send_wr,
+    /// Its gather list.
+    pub(crate) sges: Vec<Sge>,
+    /// Inline bytes as given (copied at `wr_set_inline_data*`, as the API lets the program
+    /// reuse its buffer at once).
+    pub(crate) inline: Vec<u8>,
+    /// Where the translation gathers them.
+    pub(crate) buf: Vec<u8>,
+}
+
+/// The `ibv_wr_*` batch between `wr_start` and `wr_complete` (`crate::wr`).
+#[derive(Default)]
+pub(crate) struct Batch {
+    /// `wr_start` was called.
+    pub(crate) open: bool,
+    /// The requests, in order.
+    pub(crate) reqs: Vec<Pending>,
+    /// A call out of order (data before an opcode, an unsupported opcode): `wr_complete` fails.
+    pub(crate) error: Option<Errno>,
 }
 
 /// An RC QP: `ibv_qp_ex` first (`ibv_qp` is its prefix).
 #[repr(C)]
-pub struct Qp {
+pub(crate) struct Qp {
     /// What programs see.
-    pub ex: sys::ibv_qp_ex,
+    pub(crate) ex: sys::ibv_qp_ex,
     magic: u64,
     /// Its context.
-    pub ctx: &'static Context,
+    pub(crate) ctx: &'static Context,
     /// Its PD.
-    pub pd: &'static Pd,
+    pd: &'static Pd,
     /// Its CQs.
-    pub send_cq: &'static Cq,
+    send_cq: &'static Cq,
     /// Its CQs.
-    pub recv_cq: &'static Cq,
+    recv_cq: &'static Cq,
     /// The software NIC's QP.
-    pub sim: gda_sim::Qp,
+    sim: gda_sim::Qp,
     /// Send ring handle.
-    pub sq: SqH,
+    pub(crate) sq: SqH,
     /// Receive ring handle.
-    pub rq: WqHandle,
+    pub(crate) rq: WqHandle,
     /// Units in the send ring.
-    pub sq_units: u32,
+    pub(crate) sq_units: u32,
     /// Every send WQE signals a completion.
-    pub sig_all: bool,
+    pub(crate) sig_all: bool,
     /// Limits reported back to the program.
-    pub cap: sys::ibv_qp_cap,
+    pub(crate) cap: sys::ibv_qp_cap,
     /// Send bookkeeping.
-    pub send: Mutex<SendState>,
+    pub(crate) send: Mutex<SendState>,
     /// Receive bookkeeping.
-    pub recv: Mutex<RecvState>,
+    pub(crate) recv: Mutex<RecvState>,
     /// Attributes as last set (what `ibv_query_qp` reports), and the state.
-    pub attr: Mutex<sys::ibv_qp_attr>,
+    attr: Mutex<sys::ibv_qp_attr>,
     /// The `ibv_wr_*` batch being built.
-    pub wr: Mutex<crate::wr::Batch>,
+    pub(crate) wr: Mutex<Batch>,
     /// Made by direct verbs: the program posts into the rings itself, so RTS must keep the
     /// send PSN its PSN table was written for.
-    pub direct: bool,
+    direct: bool,
 }
 
 // SAFETY: the raw pointers inside the C structs point to objects that outlive the QP; all
@@ -142,19 +141,37 @@ impl Qp {
     ///
     /// # Safety
     /// `qp` is null or points to a live `ibv_qp`.
-    pub unsafe fn from_ibv<'a>(qp: *mut sys::ibv_qp) -> Result<&'a Qp, Errno> {
+    pub(crate) unsafe fn from_ibv<'a>(qp: *mut sys::ibv_qp) -> Result<&'a Qp, Errno> {
         // SAFETY: the caller's contract (`ibv_qp` is the prefix of `ibv_qp_ex`).
         unsafe { handle(qp.cast()) }
     }
 
+    /// Its number.
+    pub(crate) fn qp_num(&self) -> u32 {
+        self.ex.qp_base.qp_num
+    }
+
     /// The state now (the software NIC moves a QP to ERR on an error completion).
-    pub fn state(&self) -> u32 {
+    pub(crate) fn state(&self) -> u32 {
         if self.sim.state() == QpState::Error {
             return qp_state::ERR;
         }
         self.attr.lock().unwrap_or_else(|e| e.into_inner()).qp_state
     }
+}
 
+/// Where a send completion falls on the ring: the unit it reports and the bits of that
+/// counter (the family's device functions say).
+struct CompletedUnit<'a>(&'a WorkCompletion);
+
+impl ForSq for CompletedUnit<'_> {
+    type Out = (u32, u32);
+    fn run<V: VendorQueue>(self, sq: &V::Sq) -> (u32, u32) {
+        (V::completed_unit(sq, self.0), V::completion_bits(sq))
+    }
+}
+
+impl Retire for Qp {
     /// Bookkeeping for a completion of this QP.
     fn retire(&self, wc: &WorkCompletion) -> Retired {
         let src_qp = self
@@ -177,16 +194,7 @@ impl Qp {
                 src_qp,
             };
         }
-        let (unit, bits) = match &self.sq {
-            SqH::Mlx5(s) => (
-                gda_mlx5::Mlx5::completed_unit(s, wc),
-                gda_mlx5::Mlx5::completion_bits(s),
-            ),
-            SqH::Bnxt(s) => (
-                gda_bnxt::Bnxt::completed_unit(s, wc),
-                gda_bnxt::Bnxt::completion_bits(s),
-            ),
-        };
+        let (unit, bits) = self.sq.with(CompletedUnit(wc));
         let modulus = if bits >= 64 {
             u64::MAX
         } else {
@@ -233,47 +241,66 @@ impl Qp {
     }
 }
 
-/// Installs the QP operations of a new context.
-pub fn install(v: &mut VerbsContext) {
-    v.context.ops.post_send = Some(crate::post::post_send);
-    v.context.ops.post_recv = Some(crate::post::post_recv);
-    v.create_qp_ex = Some(create_qp_ex);
-}
-
-/// Units one WQE of these limits takes at most (mlx5: 64-byte WQEBBs; bnxt: 16-byte slots).
-fn wqe_units(kind: Kind, max_sge: u32, max_inline: u32) -> u32 {
-    match kind {
-        Kind::Mlx5 => {
-            // ctrl + raddr (or ctrl + raddr + atomic + data), then data segments or inline.
-            let sges = 32 + 16 * max_sge.max(1);
-            let inline = 32 + (4 + max_inline).div_ceil(16) * 16;
-            sges.max(inline).max(64).div_ceil(64)
-        }
-        Kind::Bnxt => gda_bnxt::Bnxt::MAX_WQE_UNITS,
-    }
-}
-
-fn create(pd: *mut sys::ibv_pd, a: &sys::ibv_qp_init_attr_ex) -> Result<*mut sys::ibv_qp, Errno> {
-    create_with(pd, a, None)
-}
-
 /// Sizes and ring memory a direct-verbs create fixes (bnxt `bnxt_re_dv_create_qp`): the
 /// program laid out the rings, so the QP takes exactly these.
 pub(crate) struct Direct {
     /// Send units and receive WQEs as the program sized them.
-    pub init: QpInit,
+    pub(crate) init: QpInit,
     /// The program's ring memory.
-    pub memory: gda_hal::control::QueueMemory,
+    pub(crate) memory: gda_hal::control::QueueMemory,
 }
 
-/// [`create`], or with the sizes and memory of a direct-verbs create.
+/// Creates an RC QP on `pd`: sized from `a.cap`, or (`direct`) with the sizes and memory of a
+/// direct-verbs create. `fill` completes the program's `ibv_qp_ex` (the `ibv_wr_*` callbacks)
+/// before the QP is published.
 pub(crate) fn create_with(
     pd: *mut sys::ibv_pd,
     a: &sys::ibv_qp_init_attr_ex,
     direct: Option<Direct>,
+    fill: impl FnOnce(&mut sys::ibv_qp_ex),
 ) -> Result<*mut sys::ibv_qp, Errno> {
     // SAFETY: the caller's PD (checked).
     let p: &'static Pd = unsafe { Pd::from_ibv(pd) }?;
+    p.ctx.dev.kind().with(Create {
+        pd,
+        p,
+        a,
+        direct,
+        fill,
+    })
+}
+
+/// [`create_with`] for the device's family.
+struct Create<'a, F> {
+    pd: *mut sys::ibv_pd,
+    p: &'static Pd,
+    a: &'a sys::ibv_qp_init_attr_ex,
+    direct: Option<Direct>,
+    fill: F,
+}
+
+impl<F: FnOnce(&mut sys::ibv_qp_ex)> ForVendor for Create<'_, F> {
+    type Out = Result<*mut sys::ibv_qp, Errno>;
+    fn run<V: VendorQueue>(self) -> Self::Out {
+        let Create {
+            pd,
+            p,
+            a,
+            direct,
+            fill,
+        } = self;
+        create_as::<V>(pd, p, a, direct, fill)
+    }
+}
+
+/// [`create_with`] with family `V`'s WQE sizes, inline limit and queue handles.
+fn create_as<V: VendorQueue>(
+    pd: *mut sys::ibv_pd,
+    p: &'static Pd,
+    a: &sys::ibv_qp_init_attr_ex,
+    direct: Option<Direct>,
+    fill: impl FnOnce(&mut sys::ibv_qp_ex),
+) -> Result<*mut sys::ibv_qp, Errno> {
     let ctx = p.ctx;
     if a.qp_type != sys::ibv_qp_type::IBV_QPT_RC {
         return Err(Errno::new(
@@ -294,14 +321,9 @@ pub(crate) fn create_with(
             return Err(Errno::inval("CQ of another context"));
         }
     }
-    let kind = ctx.dev.spec.kind;
     let cap = a.cap;
     let max_sge = ctx.dev.info.max_sge;
-    let max_inline = match kind {
-        Kind::Mlx5 => gda_mlx5::Mlx5::MAX_INLINE_BYTES,
-        Kind::Bnxt => gda_bnxt::Bnxt::MAX_INLINE_BYTES,
-    }
-    .min(512);
+    let max_inline = V::MAX_INLINE_BYTES.min(512);
     if cap.max_send_wr == 0 && cap.max_recv_wr == 0 {
         return Err(Errno::inval("max_send_wr and max_recv_wr are both 0"));
     }
@@ -324,7 +346,7 @@ pub(crate) fn create_with(
         )));
     }
     let send_sge = cap.max_send_sge.max(1);
-    let units = wqe_units(kind, send_sge, cap.max_inline_data);
+    let units = V::wqe_units(send_sge, cap.max_inline_data);
     let sq_units = (cap.max_send_wr.max(1) * units).next_power_of_two().max(4);
     let rq_wqes = cap.max_recv_wr.max(1).next_power_of_two();
     let is_direct = direct.is_some();
@@ -354,16 +376,8 @@ pub(crate) fn create_with(
         .create_qp_in(init, &scq.sim, &rcq.sim, &memory)
         .map_err(|e| Errno::new(libc::ENOMEM, format!("QP: {e}")))?;
     let to_errno = |e: gda_sim::SimError| Errno::new(libc::EINVAL, e.to_string());
-    let (sq, rq) = match kind {
-        Kind::Mlx5 => (
-            SqH::Mlx5(sim.sq_handle::<gda_mlx5::Mlx5>().map_err(to_errno)?),
-            sim.rq_handle::<gda_mlx5::Mlx5>().map_err(to_errno)?,
-        ),
-        Kind::Bnxt => (
-            SqH::Bnxt(sim.sq_handle::<gda_bnxt::Bnxt>().map_err(to_errno)?),
-            sim.rq_handle::<gda_bnxt::Bnxt>().map_err(to_errno)?,
-        ),
-    };
+    let sq = V::wrap(sim.sq_handle::<V>().map_err(to_errno)?);
+    let rq = sim.rq_handle::<V>().map_err(to_errno)?;
     let out_cap = sys::ibv_qp_cap {
         max_send_wr: (sq_units / units).max(cap.max_send_wr),
         max_recv_wr: rq_wqes,
@@ -409,7 +423,7 @@ pub(crate) fn create_with(
         }),
         recv: Mutex::new(RecvState::default()),
         attr: Mutex::new(attr),
-        wr: Mutex::new(crate::wr::Batch::default()),
+        wr: Mutex::new(Batch::default()),
         direct: is_direct,
     }));
     // SAFETY: zeroed mutex/cond at their final address.
@@ -423,19 +437,13 @@ pub(crate) fn create_with(
             std::ptr::null(),
         );
     }
-    // IBV_QP_INIT_ATTR_SEND_OPS_FLAGS: the ibv_wr_* API.
-    if a.comp_mask & sys::IBV_QP_INIT_ATTR_SEND_OPS_FLAGS != 0 {
-        crate::wr::install(qp, a.send_ops_flags)?;
-    }
+    fill(&mut qp.ex);
     p.users.fetch_add(1, Ordering::AcqRel);
     scq.users.fetch_add(1, Ordering::AcqRel);
     rcq.users.fetch_add(1, Ordering::AcqRel);
     ctx.retain();
-    ctx.dp
-        .map
-        .write()
-        .unwrap_or_else(|e| e.into_inner())
-        .insert(qpn, std::ptr::from_ref(qp) as usize);
+    // SAFETY: `ibv_destroy_qp` removes the QP from the map before freeing it.
+    unsafe { ctx.dp.insert(qpn, qp) };
     Ok(std::ptr::addr_of_mut!(qp.ex.qp_base))
 }
 
@@ -461,48 +469,12 @@ pub unsafe extern "C" fn gdav_ibv_create_qp(
             ex.cap = a.cap;
             ex.qp_type = a.qp_type;
             ex.sq_sig_all = a.sq_sig_all;
-            let qp = create(pd, &ex)?;
+            let qp = create_with(pd, &ex, None, |_| {})?;
             // SAFETY: just made.
             a.cap = unsafe { Qp::from_ibv(qp) }?.cap;
             Ok(qp)
         })();
         ret_ptr("ibv_create_qp", r)
-    })
-}
-
-unsafe extern "C" fn create_qp_ex(
-    ctx: *mut sys::ibv_context,
-    attr: *mut sys::ibv_qp_init_attr_ex,
-) -> *mut sys::ibv_qp {
-    guard("ibv_create_qp_ex", std::ptr::null_mut(), || {
-        let r = (|| {
-            if attr.is_null() {
-                return Err(Errno::inval("null init_attr"));
-            }
-            // SAFETY: checked non-null.
-            let a = unsafe { &mut *attr };
-            // IBV_QP_INIT_ATTR_PD (1) is required; SEND_OPS_FLAGS (1 << 6) understood.
-            let known = sys::IBV_QP_INIT_ATTR_PD | sys::IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
-            if a.comp_mask & sys::IBV_QP_INIT_ATTR_PD == 0 {
-                return Err(Errno::inval("create_qp_ex needs IBV_QP_INIT_ATTR_PD"));
-            }
-            if a.comp_mask & !known != 0 {
-                return Err(Errno::new(
-                    libc::EOPNOTSUPP,
-                    format!("comp_mask {:#x}", a.comp_mask & !known),
-                ));
-            }
-            // SAFETY: checked by Pd::from_ibv inside create.
-            let pd_ctx = unsafe { Pd::from_ibv(a.pd) }?.ctx;
-            if !std::ptr::eq(pd_ctx.ibv(), ctx) {
-                return Err(Errno::inval("PD of another context"));
-            }
-            let qp = create(a.pd, a)?;
-            // SAFETY: just made.
-            a.cap = unsafe { Qp::from_ibv(qp) }?.cap;
-            Ok(qp)
-        })();
-        ret_ptr("ibv_create_qp_ex", r)
     })
 }
 
@@ -517,7 +489,7 @@ pub unsafe extern "C" fn gdav_ibv_qp_to_qp_ex(qp: *mut sys::ibv_qp) -> *mut sys:
 }
 
 /// What the state checks need of `ctx`'s port.
-pub fn port_view(ctx: &Context) -> PortView {
+fn port_view(ctx: &Context) -> PortView {
     let p = ctx.port();
     PortView {
         port_count: ctx.dev.info.ports.len() as u8,
@@ -537,7 +509,7 @@ pub fn port_view(ctx: &Context) -> PortView {
 }
 
 /// The software NIC's address of a remote QP from the GID and QP number a program gives.
-pub fn endpoint_of(gid: &[u8; 16], qpn: u32) -> Option<Endpoint> {
+fn endpoint_of(gid: &[u8; 16], qpn: u32) -> Option<Endpoint> {
     crate::fabric::endpoint_of(gid, qpn)
 }
 
@@ -731,21 +703,8 @@ pub unsafe extern "C" fn gdav_ibv_destroy_qp(qp: *mut sys::ibv_qp) -> c_int {
             // SAFETY: the caller's QP (checked).
             let q = unsafe { Qp::from_ibv(qp) }?;
             let ctx = q.ctx;
-            ctx.dp
-                .map
-                .write()
-                .unwrap_or_else(|e| e.into_inner())
-                .remove(&q.ex.qp_base.qp_num);
-            crate::bnxtdv::forget(
-                ctx,
-                gda_bnxt::wire::doorbell::DbType::Sq,
-                q.ex.qp_base.qp_num,
-            );
-            crate::bnxtdv::forget(
-                ctx,
-                gda_bnxt::wire::doorbell::DbType::Rq,
-                q.ex.qp_base.qp_num,
-            );
+            ctx.dp.remove(q.qp_num());
+            ctx.dev.kind().forget(ctx.key(), Gone::Qp(q.qp_num()));
             q.pd.users.fetch_sub(1, Ordering::AcqRel);
             q.send_cq.users.fetch_sub(1, Ordering::AcqRel);
             q.recv_cq.users.fetch_sub(1, Ordering::AcqRel);

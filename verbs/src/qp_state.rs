@@ -90,6 +90,7 @@ pub mod mask {
 
     /// Bits 21..=24: `_IBV_QP_SMAC`, `_ALT_SMAC`, `_VID`, `_ALT_VID` — older kernels took them,
     /// libibverbs never exposed them (verbs.h). Only the extended command can carry them.
+    #[allow(dead_code, reason = "named for the reader: never accepted")]
     pub const LEGACY_ETH: u32 = 0xf << 21;
 
     /// Every bit with a name, in bit order, for messages.
@@ -149,8 +150,10 @@ pub const RTR: u32 = sys::ibv_qp_state::IBV_QPS_RTR;
 /// `IBV_QPS_RTS`.
 pub const RTS: u32 = sys::ibv_qp_state::IBV_QPS_RTS;
 /// `IBV_QPS_SQD`.
+#[allow(dead_code, reason = "no RC QP here reaches it (see above)")]
 pub const SQD: u32 = sys::ibv_qp_state::IBV_QPS_SQD;
 /// `IBV_QPS_SQE`.
+#[allow(dead_code, reason = "an RC QP never enters it (see above)")]
 pub const SQE: u32 = sys::ibv_qp_state::IBV_QPS_SQE;
 /// `IBV_QPS_ERR`.
 pub const ERR: u32 = sys::ibv_qp_state::IBV_QPS_ERR;

@@ -12,41 +12,26 @@ use ibverbs_sys as sys;
 
 use crate::abi::{Errno, trace};
 use crate::post::translate;
-use crate::qp::Qp;
-
-/// One request being built.
-struct Pending {
-    wr: sys::ibv_send_wr,
-    sges: Vec<Sge>,
-    /// Inline bytes as given (copied at `wr_set_inline_data*`, as the API lets the program
-    /// reuse its buffer at once).
-    inline: Vec<u8>,
-    /// Where the translation gathers them.
-    buf: Vec<u8>,
-}
-
-/// The batch between `wr_start` and `wr_complete`.
-#[derive(Default)]
-pub struct Batch {
-    open: bool,
-    reqs: Vec<Pending>,
-    /// A call out of order (data before an opcode, an unsupported opcode): `wr_complete` fails.
-    error: Option<Errno>,
-}
+use crate::qp::{Batch, Pending, Qp};
 
 /// `IBV_QP_EX_WITH_*` this library implements: RDMA_WRITE, _WITH_IMM, SEND, SEND_WITH_IMM,
 /// RDMA_READ, ATOMIC_CMP_AND_SWP, ATOMIC_FETCH_AND_ADD.
 const OPS_SUPPORTED: u64 = 0x7f;
 
-/// Fills the `ibv_wr_*` callbacks of a new QP asked for them.
-pub fn install(qp: &mut Qp, ops: u64) -> Result<(), Errno> {
+/// Whether this library implements the `send_ops_flags` a QP is asked for with.
+pub(crate) fn check(ops: u64) -> Result<(), Errno> {
     if ops & !OPS_SUPPORTED != 0 {
         return Err(Errno::new(
             libc::EOPNOTSUPP,
             format!("send_ops_flags {:#x} not supported", ops & !OPS_SUPPORTED),
         ));
     }
-    let e = &mut qp.ex;
+    Ok(())
+}
+
+/// Fills the `ibv_wr_*` callbacks of a new QP asked for them (its `send_ops_flags` passed
+/// [`check`]).
+pub(crate) fn install(e: &mut sys::ibv_qp_ex) {
     e.wr_start = Some(wr_start);
     e.wr_complete = Some(wr_complete);
     e.wr_abort = Some(wr_abort);
@@ -61,7 +46,6 @@ pub fn install(qp: &mut Qp, ops: u64) -> Result<(), Errno> {
     e.wr_set_sge_list = Some(wr_set_sge_list);
     e.wr_set_inline_data = Some(wr_set_inline_data);
     e.wr_set_inline_data_list = Some(wr_set_inline_data_list);
-    Ok(())
 }
 
 fn with(qp: *mut sys::ibv_qp_ex, f: impl FnOnce(&Qp, &mut Batch)) {

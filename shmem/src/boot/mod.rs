@@ -12,6 +12,7 @@
 //! put in the environment. Every wait has a deadline whose error names the missing ranks.
 
 pub mod env;
+pub mod secret;
 pub mod tcp;
 pub mod threads;
 

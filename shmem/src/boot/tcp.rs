@@ -22,7 +22,6 @@
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::PathBuf;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -30,6 +29,7 @@ use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
 use super::Bootstrap;
+use super::secret::Secret;
 use crate::error::{Result, ShmemError};
 
 /// Largest frame after authentication (bootstrap collectives carry endpoints and team masks).
@@ -45,25 +45,6 @@ const VERDICT_MAX: usize = 1 + 256;
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 /// Handshakes rank 0 runs at once; connections beyond are closed at once (a real rank retries).
 const MAX_HANDSHAKES: usize = 256;
-
-/// Where a PE's copy of the job secret comes from.
-#[derive(Clone, Debug)]
-pub enum Secret {
-    /// Given by the launcher (`GDA_SHMEM_SECRET`): it cannot change.
-    Known(Vec<u8>),
-    /// Written by rank 0 to this file (see [`super::env`]): a client that finds it missing or
-    /// stale (another id than rank 0's) reads it again until the deadline.
-    File(PathBuf),
-}
-
-impl Secret {
-    fn current(&self) -> Result<Option<Vec<u8>>> {
-        match self {
-            Self::Known(s) => Ok(Some(s.clone())),
-            Self::File(p) => super::env::read_secret_file(p),
-        }
-    }
-}
 
 /// One process PE's bootstrap.
 pub struct TcpBoot {
