@@ -1,6 +1,7 @@
 //! `gda perf`: perftest-style runs on the software NIC (`ib_write_bw`/`ib_write_lat` in one).
 //!
-//! For each message size it measures, on a QP pair between two sim NICs of the chosen model:
+//! For each message size it measures, on a QP pair of one control-path device (the software
+//! NIC's `SimDevice` of the chosen provider, or a NIC through rdma-core; `device::run_on`):
 //! bandwidth and message rate (`iterations` back-to-back posts through the multi-producer
 //! posting protocol, one quiet at the end) and latency (post one signalled request, wait for its
 //! CQE; p50 and p99 over the latency iterations). `memcpy` bandwidth for the same size is
@@ -13,8 +14,8 @@
 
 use std::time::{Duration, Instant};
 
-use gda_hal::{AtomicOp, Payload, ProdIdx, Remote, SendFlags, SendQueue, Sge, WorkRequest};
-use gda_sim::{Access, CqMode, DeviceModel, Fabric, FabricConfig, Modeled, QpInit};
+use gda_hal::{SendFlags, SendQueue, WorkRequest};
+use gda_sim::{CqMode, Fabric, FabricConfig, Modeled, QpInit};
 use serde::Serialize;
 
 use crate::provider::{Dispatch, ProviderName};
@@ -59,7 +60,6 @@ pub struct PerfConfig {
     pub device: Option<String>,
 }
 
-#[cfg(feature = "verbs")]
 pub mod device;
 
 /// Largest message `gda perf` measures.
@@ -256,105 +256,10 @@ impl Dispatch for RunSize<'_> {
 }
 
 fn run_size<P: Modeled>(cfg: &PerfConfig, size: usize) -> Result<PerfResult, PerfError> {
-    let size = if cfg.op == PerfOp::Atomic { 8 } else { size };
+    // The software NIC through the same control-path seam as hardware (`device::run_on`).
     let fabric = Fabric::new(FabricConfig { chaos: cfg.chaos });
-    let na = fabric.add_nic_for::<P>();
-    let nb = fabric.add_nic_for::<P>();
-    let (pa, pb) = (na.alloc_pd(), nb.alloc_pd());
-    let units_per = match cfg.op {
-        PerfOp::Write | PerfOp::Send => 1,
-        _ => 1,
-    };
-    let sq_units = (cfg.qd * units_per).next_power_of_two().max(4);
-    let cq_a = na.create_cq((sq_units * 2).max(64), cfg.cq)?;
-    let rcq_a = na.create_cq(64, CqMode::Normal)?;
-    let scq_b = nb.create_cq(64, CqMode::Normal)?;
-    let rcq_b = nb.create_cq(4096, CqMode::Normal)?;
-    let init = QpInit {
-        sq_units,
-        rq_wqes: 1024,
-        max_inline: 0,
-        max_sge: 1,
-        rnr_retry: 7,
-        ..QpInit::default()
-    };
-    let a = pa.create_qp(init, &cq_a, &rcq_a)?;
-    let b = pb.create_qp(init, &scq_b, &rcq_b)?;
-    a.bring_up(&b.endpoint())?;
-    b.bring_up(&a.endpoint())?;
-    let local = pa.alloc_mr(size.max(8), Access::LOCAL_WRITE);
-    let remote = pb.alloc_mr(size.max(8), Access::ALL);
-    let l = Sge {
-        addr: local.addr(),
-        length: size as u32,
-        lkey: local.lkey(),
-    };
-    let r = Remote {
-        addr: remote.addr(),
-        rkey: remote.rkey(),
-    };
-    let sges = [l];
-    let wr = match cfg.op {
-        PerfOp::Write => WorkRequest::Write {
-            remote: r,
-            payload: Payload::Sges(&sges),
-            imm: None,
-        },
-        PerfOp::Read => WorkRequest::Read {
-            remote: r,
-            sges: &sges,
-        },
-        PerfOp::Atomic => WorkRequest::Atomic {
-            remote: r,
-            local: l,
-            op: AtomicOp::FetchAdd { add: 1 },
-            bytes: 8,
-        },
-        PerfOp::Send => WorkRequest::Send {
-            payload: Payload::Sges(&sges),
-            imm: None,
-        },
-    };
-    // Receives for SEND: kept topped up from the responder's CQ.
-    let rq = b.rq_handle::<P>().unwrap();
-    let rcq = rcq_b.handle();
-    let rbuf = pb.alloc_mr(size.max(8), Access::LOCAL_WRITE);
-    let rsge = [Sge {
-        addr: rbuf.addr(),
-        length: size.max(1) as u32,
-        lkey: rbuf.lkey(),
-    }];
-    let mut rpos = 0u32;
-    let mut rci = 0u32;
-    let mut top_up = |fabric: &Fabric| {
-        if cfg.op != PerfOp::Send {
-            return;
-        }
-        // SAFETY: the responder's RQ and CQ are live and only this loop uses them.
-        unsafe {
-            while let Some(_wc) = P::poll_cq(&rcq, rci) {
-                rci = rci.wrapping_add(1);
-            }
-            P::update_cq_ci(&rcq, rci);
-            let mut posted = false;
-            while rpos.wrapping_sub(rci) < gda_hal::QueueHandle::wq(&rq).entries {
-                P::post_recv(&rq, ProdIdx(rpos), &rsge);
-                rpos = rpos.wrapping_add(1);
-                posted = true;
-            }
-            if posted {
-                P::ring_rq(&rq, ProdIdx(rpos));
-            }
-        }
-        let _ = fabric;
-    };
-    top_up(&fabric);
-    fabric.kick();
-    // SAFETY: the QP and CQ outlive the queue, which is the only poster and poller of them.
-    let sq = unsafe { SendQueue::<P>::new(a.sq_handle::<P>().unwrap(), cq_a.handle(), 30_000) }?;
-    measure(cfg, size, &wr, &sq, P::model().name(), &mut || {
-        top_up(&fabric)
-    })
+    let dev = gda_sim::SimDevice::<P>::new(&fabric);
+    device::run_on(&dev, cfg, size, P::NAME, &|| fabric.kick())
 }
 
 /// The timed part of a run, on any queue: warm-up, bandwidth (`iters` posts, then quiet), and

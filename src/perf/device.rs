@@ -1,8 +1,8 @@
-//! `gda perf --device NAME`: the same measurements as on the in-process software NIC, on a NIC
-//! opened through rdma-core: a ConnectX (`gda_mlx5::host`, rings from `mlx5dv_init_obj`) or a
-//! Thor2 (`gda_bnxt::host`, rings laid out by gda and given to `bnxt_re_dv_create_qp`). QPs
-//! are brought up through the control-path seam and gda's `SendQueue<P>` posts into the rings;
-//! the code below is generic over the seam, so both NICs run the same measurement.
+//! One measurement on any control-path device (`gda_hal::control::Device`): the software NIC's
+//! `SimDevice`, or — `gda perf --device NAME`, feature `verbs` — a NIC opened through rdma-core
+//! with its vendor's control path (a ConnectX: rings from `mlx5dv_init_obj`; a Thor2: rings laid
+//! out by gda and given to `bnxt_re_dv_create_qp`). QPs are brought up through the seam and
+//! gda's `SendQueue<P>` posts into the rings, so every NIC runs the same measurement.
 
 use gda_hal::control::{
     CompletionQueue, CqAttr, Device, Endpoint, MemoryDesc, MemoryRegion, PathRequest, QpCaps,
@@ -11,29 +11,38 @@ use gda_hal::index::ProdIdx;
 use gda_hal::op::AtomicOp;
 use gda_hal::{Payload, Provider, QueueHandle, Remote, SendQueue, Sge, WorkRequest};
 
-use super::{PerfConfig, PerfError, PerfOp, PerfResult, measure};
+use super::{CqMode, PerfConfig, PerfError, PerfOp, PerfResult, measure};
 
 fn dev_err(e: &dyn std::fmt::Display) -> PerfError {
-    PerfError::Device(format!("--device: {e}"))
+    PerfError::Device(format!("device: {e}"))
 }
 
 /// A NIC opened through rdma-core, whatever its provider.
+#[cfg(feature = "verbs")]
 pub trait PerfDevice {
     /// One measurement of `cfg.op` at `size` bytes between two fresh QPs.
     fn run_size(&self, cfg: &PerfConfig, size: usize) -> Result<PerfResult, PerfError>;
 }
 
+#[cfg(feature = "verbs")]
 impl<D> PerfDevice for D
 where
     D: Device,
     D::Provider: gda_rdma::Host,
 {
     fn run_size(&self, cfg: &PerfConfig, size: usize) -> Result<PerfResult, PerfError> {
-        run_on(self, cfg, size, <D::Provider as gda_rdma::Host>::LABEL)
+        run_on(
+            self,
+            cfg,
+            size,
+            <D::Provider as gda_rdma::Host>::LABEL,
+            &|| {},
+        )
     }
 }
 
 /// Opens `name` through rdma-core with the control path of its provider.
+#[cfg(feature = "verbs")]
 pub fn open(name: &str) -> Result<Box<dyn PerfDevice>, PerfError> {
     struct Boxed;
     impl gda_providers::host::OnDevice for Boxed {
@@ -49,11 +58,15 @@ pub fn open(name: &str) -> Result<Box<dyn PerfDevice>, PerfError> {
     crate::devices::open_rdma(Some(name), Boxed).map_err(|e| dev_err(&e))
 }
 
-fn run_on<D: Device>(
+/// One measurement of `cfg.op` at `size` bytes between two fresh QPs of `dev` (`label` names
+/// the provider in the result); `wake` is called once the receives are posted, before the
+/// timed part (the software NIC's engine wake-up; nothing on hardware).
+pub(crate) fn run_on<D: Device>(
     dev: &D,
     cfg: &PerfConfig,
     size: usize,
     label: &'static str,
+    wake: &dyn Fn(),
 ) -> Result<PerfResult, PerfError> {
     let size = if cfg.op == PerfOp::Atomic { 8 } else { size };
     let path = dev.path(PathRequest::default()).map_err(|e| dev_err(&e))?;
@@ -67,7 +80,10 @@ fn run_on<D: Device>(
     };
     // The send CQ holds the whole send window; the receive CQ every posted receive.
     let cq_a = dev
-        .create_cq(&CqAttr::new(8 * cfg.qd.max(64)))
+        .create_cq(&CqAttr {
+            collapsed: cfg.cq == CqMode::Collapsed,
+            ..CqAttr::new(8 * cfg.qd.max(64))
+        })
         .map_err(|e| dev_err(&e))?;
     let cq_b = dev.create_cq(&CqAttr::new(4096)).map_err(|e| dev_err(&e))?;
     let qa = dev
@@ -181,6 +197,7 @@ fn run_on<D: Device>(
         }
     };
     top_up();
+    wake();
     // SAFETY: the QP and CQ outlive the queue, its only poster and poller.
     let sq = unsafe {
         SendQueue::<D::Provider>::new(
