@@ -1,7 +1,8 @@
 //! `gda perf`: perftest-style runs on the software NIC (`ib_write_bw`/`ib_write_lat` in one).
 //!
-//! For each message size it measures, on a QP pair of one control-path device (the software
-//! NIC's `SimDevice` of the chosen provider, or a NIC through rdma-core; `device::run_on`):
+//! For each message size it measures, on a QP pair through the control-path seam (two software
+//! NICs, `SimDevice`s of the chosen provider, or a NIC through rdma-core in loopback;
+//! `device::run_on`):
 //! bandwidth and message rate (`iterations` back-to-back posts through the multi-producer
 //! posting protocol, one quiet at the end) and latency (post one signalled request, wait for its
 //! CQE; p50 and p99 over the latency iterations). `memcpy` bandwidth for the same size is
@@ -258,8 +259,11 @@ impl Dispatch for RunSize<'_> {
 fn run_size<P: Modeled>(cfg: &PerfConfig, size: usize) -> Result<PerfResult, PerfError> {
     // The software NIC through the same control-path seam as hardware (`device::run_on`).
     let fabric = Fabric::new(FabricConfig { chaos: cfg.chaos });
-    let dev = gda_sim::SimDevice::<P>::new(&fabric);
-    device::run_on(&dev, cfg, size, P::NAME, &|| fabric.kick())
+    let (a, b) = (
+        gda_sim::SimDevice::<P>::new(&fabric),
+        gda_sim::SimDevice::<P>::new(&fabric),
+    );
+    device::run_on(&a, &b, cfg, size, P::NAME, &|| fabric.kick())
 }
 
 /// The timed part of a run, on any queue: warm-up, bandwidth (`iters` posts, then quiet), and

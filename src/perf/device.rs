@@ -31,7 +31,9 @@ where
     D::Provider: gda_rdma::Host,
 {
     fn run_size(&self, cfg: &PerfConfig, size: usize) -> Result<PerfResult, PerfError> {
+        // One NIC in loopback: both QPs on it.
         run_on(
+            self,
             self,
             cfg,
             size,
@@ -58,19 +60,23 @@ pub fn open(name: &str) -> Result<Box<dyn PerfDevice>, PerfError> {
     crate::devices::open_rdma(Some(name), Boxed).map_err(|e| dev_err(&e))
 }
 
-/// One measurement of `cfg.op` at `size` bytes between two fresh QPs of `dev` (`label` names
-/// the provider in the result); `wake` is called once the receives are posted, before the
-/// timed part (the software NIC's engine wake-up; nothing on hardware).
+/// One measurement of `cfg.op` at `size` bytes from a fresh QP of `a` to one of `b` (the same
+/// device twice for a NIC in loopback; `label` names the provider in the result); `wake` is
+/// called once the receives are posted, before the timed part (the software NIC's engine
+/// wake-up; nothing on hardware).
 pub(crate) fn run_on<D: Device>(
-    dev: &D,
+    a: &D,
+    b: &D,
     cfg: &PerfConfig,
     size: usize,
     label: &'static str,
     wake: &dyn Fn(),
 ) -> Result<PerfResult, PerfError> {
     let size = if cfg.op == PerfOp::Atomic { 8 } else { size };
-    let path = dev.path(PathRequest::default()).map_err(|e| dev_err(&e))?;
-    let pd = dev.alloc_pd().map_err(|e| dev_err(&e))?;
+    let path_a = a.path(PathRequest::default()).map_err(|e| dev_err(&e))?;
+    let path_b = b.path(PathRequest::default()).map_err(|e| dev_err(&e))?;
+    let pd_a = a.alloc_pd().map_err(|e| dev_err(&e))?;
+    let pd_b = b.alloc_pd().map_err(|e| dev_err(&e))?;
     let caps = QpCaps {
         send_wr: cfg.qd,
         recv_wr: 1024,
@@ -79,55 +85,39 @@ pub(crate) fn run_on<D: Device>(
         ..QpCaps::default()
     };
     // The send CQ holds the whole send window; the receive CQ every posted receive.
-    let cq_a = dev
+    let cq_a = a
         .create_cq(&CqAttr {
             collapsed: cfg.cq == CqMode::Collapsed,
-            ..CqAttr::new(8 * cfg.qd.max(64))
+            // Twice the send ring (its whole window, with room to spare), at least 64.
+            ..CqAttr::new((cfg.qd.next_power_of_two().max(4) * 2).max(64))
         })
         .map_err(|e| dev_err(&e))?;
-    let cq_b = dev.create_cq(&CqAttr::new(4096)).map_err(|e| dev_err(&e))?;
-    let qa = dev
-        .create_rc_qp(&pd, &cq_a, &cq_a, &caps)
+    let cq_b = b.create_cq(&CqAttr::new(4096)).map_err(|e| dev_err(&e))?;
+    let qa = a
+        .create_rc_qp(&pd_a, &cq_a, &cq_a, &caps)
         .map_err(|e| dev_err(&e))?;
-    let qb = dev
-        .create_rc_qp(&pd, &cq_b, &cq_b, &caps)
+    let qb = b
+        .create_rc_qp(&pd_b, &cq_b, &cq_b, &caps)
         .map_err(|e| dev_err(&e))?;
-    let (ea, eb) = (qa.endpoint(&path), qb.endpoint(&path));
+    let (ea, eb) = (qa.endpoint(&path_a), qb.endpoint(&path_b));
     let ea = Endpoint::from_bytes(&ea.to_bytes()).map_err(|e| dev_err(&e))?;
     let eb = Endpoint::from_bytes(&eb.to_bytes()).map_err(|e| dev_err(&e))?;
-    let qa = qa.connect(&path, &eb).map_err(|r| dev_err(&r.error))?;
-    let qb = qb.connect(&path, &ea).map_err(|r| dev_err(&r.error))?;
+    let qa = qa.connect(&path_a, &eb).map_err(|r| dev_err(&r.error))?;
+    let qb = qb.connect(&path_b, &ea).map_err(|r| dev_err(&r.error))?;
     let n = size.max(8);
-    let (mut local, mut remote, mut rbuf) = (vec![0u8; n], vec![0u8; n], vec![0u8; n]);
+    let (mut local, mut remote, mut rbuf) = (Buf::new(n), Buf::new(n), Buf::new(n));
     let access = gda_hal::control::Access::ALL;
+    let host = |buf: &mut Buf| MemoryDesc::Host {
+        addr: buf.as_mut_ptr(),
+        len: n,
+    };
     // SAFETY: the buffers outlive their regions and every operation on them (quiet at the end
     // of `measure`, before they are dropped).
     let (lmr, rmr, bmr) = unsafe {
         (
-            dev.register(
-                &pd,
-                &MemoryDesc::Host {
-                    addr: local.as_mut_ptr(),
-                    len: n,
-                },
-                access,
-            ),
-            dev.register(
-                &pd,
-                &MemoryDesc::Host {
-                    addr: remote.as_mut_ptr(),
-                    len: n,
-                },
-                access,
-            ),
-            dev.register(
-                &pd,
-                &MemoryDesc::Host {
-                    addr: rbuf.as_mut_ptr(),
-                    len: n,
-                },
-                access,
-            ),
+            a.register(&pd_a, &host(&mut local), access),
+            b.register(&pd_b, &host(&mut remote), access),
+            b.register(&pd_b, &host(&mut rbuf), access),
         )
     };
     let (lmr, rmr, bmr) = (
@@ -209,4 +199,40 @@ pub(crate) fn run_on<D: Device>(
     let out = measure(cfg, size, &wr, &sq, label, &mut top_up);
     drop((qa, qb));
     out
+}
+
+/// A page-aligned buffer with its pages already faulted in: what the NIC reads and writes in a
+/// measurement (a `Vec` would sit 16 bytes past a page for large sizes, and its first touches
+/// would be timed as page faults).
+struct Buf {
+    ptr: std::ptr::NonNull<u8>,
+    layout: std::alloc::Layout,
+}
+
+impl Buf {
+    fn new(len: usize) -> Self {
+        let layout = std::alloc::Layout::from_size_align(len.max(1), 4096)
+            .unwrap_or_else(|_| std::alloc::Layout::new::<u64>());
+        // SAFETY: a non-zero layout.
+        let p = unsafe { std::alloc::alloc_zeroed(layout) };
+        let ptr =
+            std::ptr::NonNull::new(p).unwrap_or_else(|| std::alloc::handle_alloc_error(layout));
+        // Fault every page in now (zeroed pages may still be mapped lazily).
+        for off in (0..layout.size()).step_by(4096) {
+            // SAFETY: inside the allocation.
+            unsafe { ptr.as_ptr().add(off).write_volatile(0) };
+        }
+        Self { ptr, layout }
+    }
+
+    fn as_mut_ptr(&mut self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+}
+
+impl Drop for Buf {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `new` with this layout.
+        unsafe { std::alloc::dealloc(self.ptr.as_ptr(), self.layout) };
+    }
 }
