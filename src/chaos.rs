@@ -15,8 +15,13 @@
 
 use std::time::Duration;
 
+use gda_hal::control::{
+    Access, CompletionQueue, CqAttr, Device, MemoryDesc, MemoryRegion, PathRequest, QpCaps,
+};
 use gda_hal::{AtomicOp, Payload, Remote, SendFlags, SendQueue, Sge, WorkRequest};
-use gda_sim::{Access, CqMode, Fabric, FabricConfig, Modeled, QpInit};
+use gda_sim::{Fabric, FabricConfig, Modeled};
+
+use crate::perf::device::Buf;
 
 use crate::provider::{Dispatch, ProviderName};
 
@@ -53,63 +58,105 @@ pub fn guarantees<P: Modeled>(seed: u64) -> Result<(), String> {
     guarantees_on::<P>(std::sync::Arc::new(P::model()), seed)
 }
 
-/// [`guarantees`] on a given device model (e.g. a bnxt WQE mode).
+/// [`guarantees`] on a given device model (e.g. a bnxt WQE mode): two software NICs of it on a
+/// chaos fabric, through the control-path seam ([`guarantees_with`]).
 pub fn guarantees_on<P: Modeled>(model: gda_sim::Model, seed: u64) -> Result<(), String> {
-    const THREADS: u64 = 4;
-    const ROUNDS: u8 = 30;
     let e = |x: &dyn std::fmt::Display| format!("seed {seed}: {x}");
     let fabric = Fabric::new(FabricConfig { chaos: Some(seed) });
-    let (na, nb) = (
-        fabric.add_shared_model_nic(model.clone()),
-        fabric.add_shared_model_nic(model.clone()),
+    let a = gda_sim::SimDevice::<P>::on(fabric.add_shared_model_nic(model.clone()))
+        .map_err(|x| e(&x))?;
+    let b = gda_sim::SimDevice::<P>::on(fabric.add_shared_model_nic(model)).map_err(|x| e(&x))?;
+    guarantees_with(&a, &b, seed % 2 == 0).map_err(|x| e(&x))
+}
+
+/// The workload of [`guarantees`] from a QP of `a` to one of `b` (the same device twice for a
+/// NIC in loopback) on any control-path device; `collapsed` gives the requester a collapsed
+/// CQ.
+pub fn guarantees_with<D: Device>(a: &D, b: &D, collapsed: bool) -> Result<(), String> {
+    const THREADS: u64 = 4;
+    const ROUNDS: u8 = 30;
+    let e = |x: &dyn std::fmt::Display| x.to_string();
+    let (path_a, path_b) = (
+        a.path(PathRequest::default()).map_err(|x| e(&x))?,
+        b.path(PathRequest::default()).map_err(|x| e(&x))?,
     );
-    let (pa, pb) = (na.alloc_pd(), nb.alloc_pd());
-    let mode = if seed % 2 == 0 {
-        CqMode::Collapsed
-    } else {
-        CqMode::Normal
-    };
-    let cq_a = na.create_cq(1024, mode).map_err(|x| e(&x))?;
-    let rcq_a = na.create_cq(64, CqMode::Normal).map_err(|x| e(&x))?;
-    let scq_b = nb.create_cq(64, CqMode::Normal).map_err(|x| e(&x))?;
-    let rcq_b = nb.create_cq(64, CqMode::Normal).map_err(|x| e(&x))?;
-    let mut init = QpInit {
-        sq_units: 32,
-        ..QpInit::default()
-    };
-    // One gather entry is all the workload uses; some formats (bnxt's fixed-3 WQEs) allow no
-    // more, so ask the model rather than name a vendor.
-    if model.layout(&init.geometry()).is_err() {
-        init.max_sge = 1;
-    }
-    let a = pa.create_qp(init, &cq_a, &rcq_a).map_err(|x| e(&x))?;
-    let b = pb.create_qp(init, &scq_b, &rcq_b).map_err(|x| e(&x))?;
-    a.bring_up(&b.endpoint()).map_err(|x| e(&x))?;
-    b.bring_up(&a.endpoint()).map_err(|x| e(&x))?;
-    let data = pb.alloc_mr(
-        64 * THREADS as usize,
-        Access::REMOTE_WRITE | Access::REMOTE_READ,
+    let (pd_a, pd_b) = (
+        a.alloc_pd().map_err(|x| e(&x))?,
+        b.alloc_pd().map_err(|x| e(&x))?,
     );
-    let ctr = pb.alloc_mr(8, Access::REMOTE_ATOMIC);
-    let back = pa.alloc_mr(64 * THREADS as usize, Access::LOCAL_WRITE);
-    let res = pa.alloc_mr(8 * THREADS as usize, Access::LOCAL_WRITE);
+    let cq_a = a
+        .create_cq(&CqAttr {
+            collapsed,
+            ..CqAttr::new(1024)
+        })
+        .map_err(|x| e(&x))?;
+    let cq_b = b.create_cq(&CqAttr::new(64)).map_err(|x| e(&x))?;
+    // One gather entry is all the workload uses (and all that some formats, bnxt's fixed
+    // three-slot WQEs, carry).
+    let caps = QpCaps {
+        send_wr: 32,
+        recv_wr: 16,
+        max_sge: 1,
+        ..QpCaps::default()
+    };
+    let qa = a
+        .create_rc_qp(&pd_a, &cq_a, &cq_a, &caps)
+        .map_err(|x| e(&x))?;
+    let qb = b
+        .create_rc_qp(&pd_b, &cq_b, &cq_b, &caps)
+        .map_err(|x| e(&x))?;
+    let (ea, eb) = (qa.endpoint(&path_a), qb.endpoint(&path_b));
+    let qa = qa.connect(&path_a, &eb).map_err(|r| e(&r.error))?;
+    let _qb = qb.connect(&path_b, &ea).map_err(|r| e(&r.error))?;
+    let (mut data, mut ctr) = (Buf::new(64 * THREADS as usize), Buf::new(8));
+    let (mut back, mut res) = (
+        Buf::new(64 * THREADS as usize),
+        Buf::new(8 * THREADS as usize),
+    );
+    let reg = |d: &D, pd: &D::Pd, buf: &mut Buf, access: Access| {
+        let desc = MemoryDesc::Host {
+            addr: buf.as_mut_ptr(),
+            len: buf.len(),
+        };
+        // SAFETY: the buffers outlive their regions and every operation on them (each thread
+        // quiets before it returns; the regions drop before the buffers).
+        unsafe { d.register(pd, &desc, access) }.map_err(|x| e(&x))
+    };
+    let data_mr = reg(
+        b,
+        &pd_b,
+        &mut data,
+        Access::REMOTE_WRITE | Access::REMOTE_READ | Access::LOCAL_WRITE,
+    )?;
+    let ctr_mr = reg(
+        b,
+        &pd_b,
+        &mut ctr,
+        Access::REMOTE_ATOMIC | Access::LOCAL_WRITE,
+    )?;
+    let back_mr = reg(a, &pd_a, &mut back, Access::LOCAL_WRITE)?;
+    let res_mr = reg(a, &pd_a, &mut res, Access::LOCAL_WRITE)?;
     // SAFETY: the QP and CQ outlive the queue (all are dropped at the end of this function,
     // the queue first); it is their only poster and poller.
-    let sq = unsafe { SendQueue::<P>::new(a.sq_handle::<P>().unwrap(), cq_a.handle(), 20_000) }
-        .map_err(|x| e(&x))?;
-    let rem = |mr: &gda_sim::Mr, off: u64| Remote {
+    let sq = unsafe {
+        SendQueue::<D::Provider>::new(qa.sq_handle().map_err(|x| e(&x))?, cq_a.handle(), 20_000)
+    }
+    .map_err(|x| e(&x))?;
+    let rem = |mr: &D::Mr, off: u64| Remote {
         addr: mr.addr() + off,
         rkey: mr.rkey(),
     };
-    let sge = |mr: &gda_sim::Mr, off: u64, len: u32| Sge {
+    let sge = |mr: &D::Mr, off: u64, len: u32| Sge {
         addr: mr.addr() + off,
         length: len,
         lkey: mr.lkey(),
     };
+    let back_at = back.as_mut_ptr() as usize;
     let results: Vec<Result<(), String>> = std::thread::scope(|s| {
         let hs: Vec<_> = (0..THREADS)
             .map(|me| {
-                let (sq, data, ctr, back, res) = (&sq, &data, &ctr, &back, &res);
+                let (sq, data_mr, ctr_mr, back_mr, res_mr) =
+                    (&sq, &data_mr, &ctr_mr, &back_mr, &res_mr);
                 s.spawn(move || -> Result<(), String> {
                     let n = (sq.wq().max_inline as usize).min(64);
                     for round in 0..ROUNDS {
@@ -117,32 +164,40 @@ pub fn guarantees_on<P: Modeled>(model: gda_sim::Model, seed: u64) -> Result<(),
                             .map(|i| (i as u8).wrapping_mul(31) ^ round ^ me as u8)
                             .collect();
                         let wr = WorkRequest::Write {
-                            remote: rem(data, 64 * me),
+                            remote: rem(data_mr, 64 * me),
                             payload: Payload::Inline(&payload),
                             imm: None,
                         };
                         sq.post(&wr, SendFlags::empty()).map_err(|x| e(&x))?;
                         let add = WorkRequest::Atomic {
-                            remote: rem(ctr, 0),
-                            local: sge(res, 8 * me, 8),
+                            remote: rem(ctr_mr, 0),
+                            local: sge(res_mr, 8 * me, 8),
                             op: AtomicOp::FetchAdd { add: 1 },
                             bytes: 8,
                         };
                         sq.post(&add, SendFlags::empty()).map_err(|x| e(&x))?;
                         sq.quiet().map_err(|x| e(&x))?;
-                        let s = [sge(back, 64 * me, 64)];
+                        let s = [sge(back_mr, 64 * me, 64)];
                         let rd = WorkRequest::Read {
-                            remote: rem(data, 64 * me),
+                            remote: rem(data_mr, 64 * me),
                             sges: &s,
                         };
                         sq.post(&rd, SendFlags::empty()).map_err(|x| e(&x))?;
                         sq.quiet().map_err(|x| e(&x))?;
                         let mut got = vec![0u8; n];
-                        back.read(64 * me as usize, &mut got).map_err(|x| e(&x))?;
+                        // SAFETY: this thread's 64 bytes of `back`, which the READ completed
+                        // into before the quiet returned; no one else writes them now.
+                        unsafe {
+                            gda_hal::sym::sym_copy(
+                                got.as_mut_ptr(),
+                                (back_at + 64 * me as usize) as *const u8,
+                                n,
+                            );
+                        }
                         ensure(got == payload, || {
-                            e(&format!(
+                            format!(
                                 "thread {me} round {round}: quiet returned before the data landed"
-                            ))
+                            )
                         })?;
                     }
                     Ok(())
@@ -150,18 +205,17 @@ pub fn guarantees_on<P: Modeled>(model: gda_sim::Model, seed: u64) -> Result<(),
             })
             .collect();
         hs.into_iter()
-            .map(|h| h.join().unwrap_or_else(|_| Err(e(&"a thread panicked"))))
+            .map(|h| h.join().unwrap_or_else(|_| Err("a thread panicked".into())))
             .collect()
     });
     results.into_iter().collect::<Result<Vec<()>, String>>()?;
-    let mut c = [0u8; 8];
-    ctr.read(0, &mut c).map_err(|x| e(&x))?;
-    let total = u64::from_le_bytes(c);
+    // SAFETY: every add completed (each thread quieted); `ctr` holds 8 bytes.
+    let total = unsafe { gda_hal::sym::sym_read(ctr.as_mut_ptr().cast::<u64>()) };
     ensure(total == THREADS * u64::from(ROUNDS), || {
-        e(&format!(
+        format!(
             "the counter ended at {total}, not {}",
             THREADS * u64::from(ROUNDS)
-        ))
+        )
     })
 }
 

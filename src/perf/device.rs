@@ -204,13 +204,13 @@ pub(crate) fn run_on<D: Device>(
 /// A page-aligned buffer with its pages already faulted in: what the NIC reads and writes in a
 /// measurement (a `Vec` would sit 16 bytes past a page for large sizes, and its first touches
 /// would be timed as page faults).
-struct Buf {
+pub(crate) struct Buf {
     ptr: std::ptr::NonNull<u8>,
     layout: std::alloc::Layout,
 }
 
 impl Buf {
-    fn new(len: usize) -> Self {
+    pub(crate) fn new(len: usize) -> Self {
         let layout = std::alloc::Layout::from_size_align(len.max(1), 4096)
             .unwrap_or_else(|_| std::alloc::Layout::new::<u64>());
         // SAFETY: a non-zero layout.
@@ -225,8 +225,12 @@ impl Buf {
         Self { ptr, layout }
     }
 
-    fn as_mut_ptr(&mut self) -> *mut u8 {
+    pub(crate) fn as_mut_ptr(&mut self) -> *mut u8 {
         self.ptr.as_ptr()
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.layout.size()
     }
 }
 
