@@ -27,7 +27,7 @@ fn doorbell_alone_drives_the_queue() {
             with_model(
                 gda::bnxt::model::BnxtModel::from(Mode { wqe, psn: form }),
                 || {
-                    let t = Pair::<Bnxt>::simple();
+                    let t = SimPair::<Bnxt>::simple();
                     let mut raw = t.raw_a();
                     assert_eq!(
                         gda::hal::QueueHandle::wq(&raw.sq).dbrec,
@@ -62,7 +62,7 @@ fn a_wrong_psn_entry_is_an_error() {
                 psn: form,
             }),
             || {
-                let t = Pair::<Bnxt>::simple();
+                let t = SimPair::<Bnxt>::simple();
                 let mut raw = t.raw_a();
                 let dst = t.mr_b(4096, Access::REMOTE_WRITE);
                 let big = pattern(3000, 1); // 3 packets at MTU 1024
@@ -93,7 +93,7 @@ fn a_wrong_psn_entry_is_an_error() {
 #[test]
 fn psns_cross_the_24_bit_wrap() {
     // The sim starts every QP's PSN near 2^24; a few thousand multi-packet messages wrap it.
-    let t = Pair::<Bnxt>::simple();
+    let t = SimPair::<Bnxt>::simple();
     let mut raw = t.raw_a();
     let src = t.mr_a(8192, Access::LOCAL_WRITE);
     let dst = t.mr_b(8192, Access::REMOTE_WRITE);

@@ -180,7 +180,7 @@ fn model(
 }
 
 fn run<P: Modeled>(ops: &[Op], seed: u8, chaos: Option<u64>) -> Result<(), TestCaseError> {
-    let t = Pair::<P>::new(chaos, CqMode::Normal, QpInit::default());
+    let t = SimPair::<P>::new(chaos, CqMode::Normal, QpInit::default());
     let locals: Vec<_> = LOCAL_ACCESS.iter().map(|&a| t.mr_a(N, a)).collect();
     let remotes: Vec<_> = (0..3).map(|r| t.mr_b(N, remote_access(r))).collect();
     let guard_a = t.mr_a(N, Access::empty());

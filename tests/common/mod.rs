@@ -1,5 +1,8 @@
-//! Shared harness for the provider-generic conformance suite: a fabric with two NICs of the
-//! provider's sim model, a connected QP pair, and raw (device-function level) posting/polling.
+//! Shared harness for the provider-generic conformance suite: a connected QP pair made through
+//! the control-path seam on any device ([`Pair`] over a [`Rig`]: the software NIC, the
+//! verbs-compatible library, real NICs), the software NIC's own pair for what only it shows
+//! ([`SimPair`]: QP states, injected errors, CQ overruns), and raw (device-function level)
+//! posting/polling.
 #![allow(dead_code)]
 
 use std::cell::RefCell;
@@ -8,6 +11,9 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use gda::hal::control::{
+    CompletionQueue, CqAttr, Device, MemoryDesc, MemoryRegion, PathRequest, QpCaps, RcQp, Rts,
+};
 use gda::hal::{
     CqHandle, Posted, ProdIdx, Provider, SendFlags, Sge, SqPos, WorkCompletion, WorkRequest,
 };
@@ -44,8 +50,9 @@ pub fn fit(model: &dyn DeviceModel, mut init: QpInit) -> QpInit {
     init
 }
 
-/// Two connected QPs: `a` (requester) on NIC 0, `b` (responder) on NIC 1.
-pub struct Pair<P: Modeled> {
+/// Two connected QPs of the software NIC's own API: `a` (requester) on NIC 0, `b`
+/// (responder) on NIC 1.
+pub struct SimPair<P: Modeled> {
     pub fabric: Fabric,
     pub pd_a: Pd,
     pub pd_b: Pd,
@@ -56,7 +63,7 @@ pub struct Pair<P: Modeled> {
     _p: PhantomData<P>,
 }
 
-impl<P: Modeled> Pair<P> {
+impl<P: Modeled> SimPair<P> {
     pub fn new(chaos: Option<u64>, mode: CqMode, init: QpInit) -> Self {
         let m = model::<P>();
         let init = fit(&*m, init);
@@ -105,7 +112,7 @@ impl<P: Modeled> Pair<P> {
     }
 }
 
-pub fn sge(mr: &Mr, off: u64, len: u32) -> Sge {
+pub fn sge(mr: &impl Mem, off: u64, len: u32) -> Sge {
     Sge {
         addr: mr.addr() + off,
         length: len,
@@ -113,7 +120,7 @@ pub fn sge(mr: &Mr, off: u64, len: u32) -> Sge {
     }
 }
 
-pub fn remote(mr: &Mr, off: u64) -> gda::hal::Remote {
+pub fn remote(mr: &impl Mem, off: u64) -> gda::hal::Remote {
     gda::hal::Remote {
         addr: mr.addr() + off,
         rkey: mr.rkey(),
@@ -286,9 +293,9 @@ pub fn pattern(len: usize, seed: u8) -> Vec<u8> {
 }
 
 /// Reads a whole region.
-pub fn contents(mr: &Mr) -> Vec<u8> {
-    let mut v = vec![0u8; mr.len()];
-    mr.read(0, &mut v).unwrap();
+pub fn contents(mr: &impl Mem) -> Vec<u8> {
+    let mut v = vec![0u8; Mem::len(mr)];
+    Mem::read(mr, 0, &mut v);
     v
 }
 
@@ -301,5 +308,291 @@ pub fn fetched<P: Provider>(bytes: &[u8]) -> u64 {
         (true, _) => u64::from_be_bytes(b),
         (false, 4) => u64::from(u32::from_le_bytes(b[..4].try_into().unwrap())),
         (false, _) => u64::from_le_bytes(b),
+    }
+}
+
+/// Memory a test reads and writes and a NIC reaches: a software-NIC region ([`Mr`]) or a host
+/// buffer registered through the control path ([`Region`]).
+pub trait Mem {
+    fn addr(&self) -> u64;
+    fn lkey(&self) -> u32;
+    fn rkey(&self) -> u32;
+    fn len(&self) -> usize;
+    fn read(&self, off: usize, out: &mut [u8]);
+}
+
+impl Mem for Mr {
+    fn addr(&self) -> u64 {
+        Mr::addr(self)
+    }
+    fn lkey(&self) -> u32 {
+        Mr::lkey(self)
+    }
+    fn rkey(&self) -> u32 {
+        Mr::rkey(self)
+    }
+    fn len(&self) -> usize {
+        Mr::len(self)
+    }
+    fn read(&self, off: usize, out: &mut [u8]) {
+        Mr::read(self, off, out).unwrap();
+    }
+}
+
+/// How a test gets two devices to connect a QP pair on: software NICs, the verbs-compatible
+/// library's devices, or a real NIC (the same device twice, in loopback).
+pub trait Rig: 'static {
+    /// The provider whose device functions post to the QPs.
+    type P: Provider<Rq = gda::hal::WqHandle>;
+    /// The control-path device.
+    type D: Device<Provider = Self::P>;
+    /// The requester's and the responder's device; `chaos` seeds a software NIC's chaos mode
+    /// (other devices ignore it).
+    fn devices(chaos: Option<u64>) -> (Arc<Self::D>, Arc<Self::D>);
+}
+
+/// Two software NICs of `P`'s model (or the one [`with_model`] set), on one fabric.
+pub struct SimRig<P>(PhantomData<P>);
+
+impl<P: Modeled> Rig for SimRig<P>
+where
+    P: Provider<Rq = gda::hal::WqHandle>,
+{
+    type P = P;
+    type D = gda::sim::SimDevice<P>;
+    fn devices(chaos: Option<u64>) -> (Arc<Self::D>, Arc<Self::D>) {
+        let m = model::<P>();
+        let f = Fabric::new(FabricConfig { chaos });
+        let dev =
+            |m: Model| Arc::new(gda::sim::SimDevice::<P>::on(f.add_shared_model_nic(m)).unwrap());
+        (dev(m.clone()), dev(m))
+    }
+}
+
+/// The verbs-compatible library's device of provider `H` (`gda_<name>_0`), opened through
+/// rdma-core's ABI with `H`'s own control path, in loopback.
+#[cfg(feature = "verbs")]
+pub struct VerbsRig<H>(PhantomData<H>);
+
+#[cfg(feature = "verbs")]
+impl<H: gda_rdma::Host<Rq = gda::hal::WqHandle>> Rig for VerbsRig<H> {
+    type P = H;
+    type D = H::Device;
+    fn devices(_chaos: Option<u64>) -> (Arc<Self::D>, Arc<Self::D>) {
+        let exe = std::env::current_exe().unwrap();
+        let lib = exe
+            .parent()
+            .and_then(std::path::Path::parent)
+            .unwrap()
+            .join("verbs-sim/libibverbs.so.1");
+        let verbs = Arc::new(gda_rdma::Verbs::load_from(&lib).unwrap());
+        let name = format!("gda_{}_0", H::NAME);
+        let ctx = gda_rdma::Context::open(verbs, &name).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let d = Arc::new(H::on(ctx).unwrap_or_else(|e| panic!("{name}: {e}")));
+        (d.clone(), d)
+    }
+}
+
+/// The real NIC `GDA_HW_DEVICE` names, of provider `H`, through the system's rdma-core, in
+/// loopback (the hardware twin of the suite; its tests are ignored).
+#[cfg(feature = "verbs")]
+pub struct HwRig<H>(PhantomData<H>);
+
+#[cfg(feature = "verbs")]
+impl<H: gda_rdma::Host<Rq = gda::hal::WqHandle>> Rig for HwRig<H> {
+    type P = H;
+    type D = H::Device;
+    fn devices(_chaos: Option<u64>) -> (Arc<Self::D>, Arc<Self::D>) {
+        let name = std::env::var("GDA_HW_DEVICE").expect("GDA_HW_DEVICE names the NIC to use");
+        let verbs = Arc::new(gda_rdma::Verbs::load().unwrap_or_else(|e| panic!("{e}")));
+        let ctx = gda_rdma::Context::open(verbs, &name).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let d = Arc::new(H::on(ctx).unwrap_or_else(|e| panic!("{name}: {e}")));
+        (d.clone(), d)
+    }
+}
+
+type Connected<R> = RcQp<<<R as Rig>::D as Device>::Qp, Rts>;
+
+/// Two connected QPs made through the control path: `qa` (requester) on device `a`, `qb`
+/// (responder) on device `b`. Fields drop in order: QPs, CQs, PDs, devices.
+pub struct Pair<R: Rig> {
+    pub qa: Connected<R>,
+    pub qb: Connected<R>,
+    pub cq_a: <R::D as Device>::Cq,
+    pub rcq_a: <R::D as Device>::Cq,
+    pub scq_b: <R::D as Device>::Cq,
+    pub rcq_b: <R::D as Device>::Cq,
+    pub pd_a: <R::D as Device>::Pd,
+    pub pd_b: <R::D as Device>::Pd,
+    pub a: Arc<R::D>,
+    pub b: Arc<R::D>,
+}
+
+impl<R: Rig> Pair<R> {
+    /// `chaos` for a software NIC, a collapsed requester CQ if `collapsed`; `caps` narrowed to
+    /// the gather entries the device accepts (bnxt's fixed three-slot WQEs carry one): the
+    /// device is asked, no vendor is named.
+    pub fn new(chaos: Option<u64>, collapsed: bool, caps: QpCaps) -> Self {
+        Self::supported(chaos, collapsed, caps).expect("the device has collapsed CQs")
+    }
+
+    /// As [`Pair::new`], or `None` when `collapsed` is asked of a device that has no collapsed
+    /// CQs (bnxt's control path refuses them, as the hardware has none).
+    pub fn supported(chaos: Option<u64>, collapsed: bool, caps: QpCaps) -> Option<Self> {
+        let (a, b) = R::devices(chaos);
+        let (path_a, path_b) = (
+            a.path(PathRequest::default()).unwrap(),
+            b.path(PathRequest::default()).unwrap(),
+        );
+        let (pd_a, pd_b) = (a.alloc_pd().unwrap(), b.alloc_pd().unwrap());
+        let cq_a = match a.create_cq(&CqAttr {
+            collapsed,
+            ..CqAttr::new(1024)
+        }) {
+            Ok(cq) => cq,
+            Err(e)
+                if collapsed && gda::hal::Error::kind(&e) == gda::hal::ErrorKind::Unsupported =>
+            {
+                return None;
+            }
+            Err(e) => panic!("create CQ: {e}"),
+        };
+        let rcq_a = a.create_cq(&CqAttr::new(64)).unwrap();
+        let scq_b = b.create_cq(&CqAttr::new(64)).unwrap();
+        let rcq_b = b.create_cq(&CqAttr::new(1024)).unwrap();
+        let mut caps = caps;
+        let qa = loop {
+            match a.create_rc_qp(&pd_a, &cq_a, &rcq_a, &caps) {
+                Ok(q) => break q,
+                Err(_) if caps.max_sge > 1 => caps.max_sge -= 1,
+                Err(e) => panic!("create QP: {e}"),
+            }
+        };
+        let qb = b.create_rc_qp(&pd_b, &scq_b, &rcq_b, &caps).unwrap();
+        let (ea, eb) = (qa.endpoint(&path_a), qb.endpoint(&path_b));
+        let qa = qa.connect(&path_a, &eb).map_err(|r| r.error).unwrap();
+        let qb = qb.connect(&path_b, &ea).map_err(|r| r.error).unwrap();
+        Some(Self {
+            qa,
+            qb,
+            cq_a,
+            rcq_a,
+            scq_b,
+            rcq_b,
+            pd_a,
+            pd_b,
+            a,
+            b,
+        })
+    }
+
+    pub fn simple() -> Self {
+        Self::new(None, false, QpCaps::default())
+    }
+
+    pub fn raw_a(&self) -> Raw<R::P> {
+        Raw::new(self.qa.sq_handle().unwrap(), self.cq_a.handle())
+    }
+
+    pub fn recv_b(&self) -> RecvQ<R::P> {
+        RecvQ::new(self.qb.rq_handle().unwrap(), self.rcq_b.handle())
+    }
+
+    pub fn mr_a(&self, len: usize, access: Access) -> Region<R::D> {
+        Region::new(&*self.a, &self.pd_a, len, access)
+    }
+
+    pub fn mr_b(&self, len: usize, access: Access) -> Region<R::D> {
+        Region::new(&*self.b, &self.pd_b, len, access)
+    }
+}
+
+/// A zeroed, page-aligned host buffer registered through the control path; the region goes
+/// before the memory.
+pub struct Region<D: Device> {
+    mr: Option<D::Mr>,
+    ptr: std::ptr::NonNull<u8>,
+    layout: std::alloc::Layout,
+}
+
+impl<D: Device> Region<D> {
+    /// `len` bytes with `access` (plus `LOCAL_WRITE` where remote writes or atomics need it,
+    /// as verbs requires).
+    pub fn new(dev: &D, pd: &D::Pd, len: usize, access: Access) -> Self {
+        let layout = std::alloc::Layout::from_size_align(len.max(1), 4096).unwrap();
+        // SAFETY: a non-zero layout.
+        let ptr = std::ptr::NonNull::new(unsafe { std::alloc::alloc_zeroed(layout) }).unwrap();
+        let access = if access.intersects(Access::NEEDS_LOCAL_WRITE) {
+            access | Access::LOCAL_WRITE
+        } else {
+            access
+        };
+        let desc = MemoryDesc::Host {
+            addr: ptr.as_ptr(),
+            len: layout.size(),
+        };
+        // SAFETY: the memory lives until `drop`, which deregisters first.
+        let mr = unsafe { dev.register(pd, &desc, access) }.unwrap();
+        Self {
+            mr: Some(mr),
+            ptr,
+            layout,
+        }
+    }
+
+    fn mr(&self) -> &D::Mr {
+        self.mr.as_ref().unwrap()
+    }
+
+    /// Copies `data` in at `off`.
+    pub fn write(&self, off: usize, data: &[u8]) -> Result<(), String> {
+        if off + data.len() > self.layout.size() {
+            return Err(format!("{off}+{} past {}", data.len(), self.layout.size()));
+        }
+        // SAFETY: inside the buffer; the NIC is not writing these bytes now (the test's order).
+        unsafe { gda::hal::sym::sym_copy(self.ptr.as_ptr().add(off), data.as_ptr(), data.len()) };
+        Ok(())
+    }
+
+    /// Copies `out.len()` bytes out from `off`.
+    pub fn read(&self, off: usize, out: &mut [u8]) -> Result<(), String> {
+        if off + out.len() > self.layout.size() {
+            return Err(format!("{off}+{} past {}", out.len(), self.layout.size()));
+        }
+        // SAFETY: inside the buffer.
+        unsafe { gda::hal::sym::sym_copy(out.as_mut_ptr(), self.ptr.as_ptr().add(off), out.len()) };
+        Ok(())
+    }
+}
+
+// SAFETY: the buffer is plain memory only `write`/`read` (copies through `hal::sym`) and the
+// NIC touch; the region (`D::Mr`) is `Send + Sync` as every control-path object is.
+unsafe impl<D: Device> Send for Region<D> {}
+// SAFETY: as above.
+unsafe impl<D: Device> Sync for Region<D> {}
+
+impl<D: Device> Mem for Region<D> {
+    fn addr(&self) -> u64 {
+        self.mr().addr()
+    }
+    fn lkey(&self) -> u32 {
+        self.mr().lkey()
+    }
+    fn rkey(&self) -> u32 {
+        self.mr().rkey()
+    }
+    fn len(&self) -> usize {
+        self.layout.size()
+    }
+    fn read(&self, off: usize, out: &mut [u8]) {
+        Region::read(self, off, out).unwrap();
+    }
+}
+
+impl<D: Device> Drop for Region<D> {
+    fn drop(&mut self) {
+        drop(self.mr.take());
+        // SAFETY: allocated in `new` with this layout; the region is gone.
+        unsafe { std::alloc::dealloc(self.ptr.as_ptr(), self.layout) };
     }
 }

@@ -5,8 +5,8 @@ use super::*;
 
 pub(crate) const SIZES: &[usize] = &[0, 1, 7, 8, 63, 64, 4095, 4096, 65536, 1 << 20];
 
-pub(crate) fn write_every_size<P: Modeled>() {
-    let t = Pair::<P>::simple();
+pub(crate) fn write_every_size<R: Rig>() {
+    let t = Pair::<R>::simple();
     let mut raw = t.raw_a();
     for &n in SIZES {
         let src = t.mr_a(n.max(1), Access::LOCAL_WRITE);
@@ -37,8 +37,8 @@ pub(crate) fn write_every_size<P: Modeled>() {
     }
 }
 
-pub(crate) fn inline_write_every_size<P: Modeled>() {
-    let t = Pair::<P>::simple();
+pub(crate) fn inline_write_every_size<R: Rig>() {
+    let t = Pair::<R>::simple();
     let mut raw = t.raw_a();
     let dst = t.mr_b(4096, Access::REMOTE_WRITE);
     for n in [0usize, 1, 7, 8, 12, 13, 16, 17, 63, 64, 96, 100, 200, 256] {
@@ -51,7 +51,7 @@ pub(crate) fn inline_write_every_size<P: Modeled>() {
                 imm: None,
             };
             assert!(matches!(
-                P::check(&raw.sq, &wr),
+                <R::P as Provider>::check(&raw.sq, &wr),
                 Err(gda::hal::PostError::InlineTooLong { .. })
             ));
             continue;
@@ -72,8 +72,8 @@ pub(crate) fn inline_write_every_size<P: Modeled>() {
     }
 }
 
-pub(crate) fn read_every_size<P: Modeled>() {
-    let t = Pair::<P>::simple();
+pub(crate) fn read_every_size<R: Rig>() {
+    let t = Pair::<R>::simple();
     let mut raw = t.raw_a();
     for &n in SIZES {
         let src = t.mr_b(n.max(1), Access::REMOTE_READ);
@@ -100,8 +100,8 @@ pub(crate) fn read_every_size<P: Modeled>() {
     }
 }
 
-pub(crate) fn send_recv_and_immediates<P: Modeled>() {
-    let t = Pair::<P>::simple();
+pub(crate) fn send_recv_and_immediates<R: Rig>() {
+    let t = Pair::<R>::simple();
     let mut raw = t.raw_a();
     let mut rq = t.recv_b();
     for &n in SIZES {
@@ -165,8 +165,8 @@ pub(crate) fn send_recv_and_immediates<P: Modeled>() {
     assert_eq!(&got, b"with imm");
 }
 
-pub(crate) fn atomics_every_op_and_width<P: Modeled>() {
-    let t = Pair::<P>::simple();
+pub(crate) fn atomics_every_op_and_width<R: Rig>() {
+    let t = Pair::<R>::simple();
     let mut raw = t.raw_a();
     let target = t.mr_b(64, Access::REMOTE_ATOMIC | Access::REMOTE_READ);
     let result = t.mr_a(64, Access::LOCAL_WRITE);
@@ -270,7 +270,7 @@ pub(crate) fn atomics_every_op_and_width<P: Modeled>() {
             bytes: w,
         };
         if !matches!(op, AtomicOp::CompareSwap { .. } | AtomicOp::FetchAdd { .. })
-            && P::check(&raw.sq, &wr) == Err(gda::hal::PostError::Unsupported)
+            && <R::P as Provider>::check(&raw.sq, &wr) == Err(gda::hal::PostError::Unsupported)
         {
             // bnxt has no masked atomics: refused up front, never posted (shmem builds them
             // from compare-and-swap loops).
@@ -283,7 +283,7 @@ pub(crate) fn atomics_every_op_and_width<P: Modeled>() {
         result.read(0, &mut fetched_bytes).unwrap();
         let mask = if w == 8 { u64::MAX } else { 0xffff_ffff };
         assert_eq!(
-            fetched::<P>(&fetched_bytes),
+            fetched::<R::P>(&fetched_bytes),
             init & mask,
             "case {i}: fetched old value"
         );
@@ -314,8 +314,8 @@ pub(crate) fn atomics_every_op_and_width<P: Modeled>() {
     }
 }
 
-pub(crate) fn nop_and_unsignaled_retirement<P: Modeled>() {
-    let t = Pair::<P>::simple();
+pub(crate) fn nop_and_unsignaled_retirement<R: Rig>() {
+    let t = Pair::<R>::simple();
     let mut raw = t.raw_a();
     let dst = t.mr_b(64, Access::REMOTE_WRITE);
     for i in 0..3u8 {
@@ -333,8 +333,8 @@ pub(crate) fn nop_and_unsignaled_retirement<P: Modeled>() {
     assert_eq!(wcs.len(), 1);
     assert_eq!(wcs[0].status, WcStatus::Success);
     // The completion names a unit inside the NOP (mlx5/sim: its first; bnxt: its last).
-    let unit = P::completed_unit(&raw.sq, &wcs[0]);
-    let bits = P::completion_bits(&raw.sq).min(31);
+    let unit = <R::P as Provider>::completed_unit(&raw.sq, &wcs[0]);
+    let bits = <R::P as Provider>::completion_bits(&raw.sq).min(31);
     let mask = (1u32 << bits) - 1;
     assert!(
         (unit.wrapping_sub(p.start.unit.0) & mask) < p.next.unit.since(p.start.unit),

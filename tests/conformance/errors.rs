@@ -5,7 +5,7 @@ use super::*;
 
 /// Posts a failing request followed by good ones and checks status, flush and no side effects.
 pub(crate) fn expect_error<P: Modeled>(
-    t: &Pair<P>,
+    t: &SimPair<P>,
     raw: &mut common::Raw<P>,
     bad: WorkRequest<'_>,
     status: WcStatus,
@@ -53,7 +53,7 @@ pub(crate) fn errors_have_hardware_status_and_flush<P: Modeled>() {
         ("key of another protection domain", WcStatus::LocProtErr),
     ];
     for &(name, status) in cases {
-        let t = Pair::<P>::simple();
+        let t = SimPair::<P>::simple();
         let mut raw = t.raw_a();
         let src = t.mr_a(64, Access::LOCAL_WRITE);
         let dst = t.mr_b(64, Access::REMOTE_WRITE | Access::REMOTE_READ);
@@ -126,7 +126,7 @@ pub(crate) fn errors_have_hardware_status_and_flush<P: Modeled>() {
     }
 }
 
-impl<P: Modeled> Pair<P> {
+impl<P: Modeled> SimPair<P> {
     /// A region of NIC A in a protection domain the requester QP does not belong to.
     fn a_nic_other_pd_mr(&self) -> gda::sim::Mr {
         self.pd_a.nic().alloc_pd().alloc_mr(64, Access::ALL)
@@ -155,7 +155,7 @@ pub(crate) fn qp_not_ready_and_rnr<P: Modeled>() {
     assert!(e.contains("Error") && e.contains("Rts"), "{e}");
 
     // RNR: a SEND with no receive posted and rnr_retry = 0.
-    let t = Pair::<P>::new(
+    let t = SimPair::<P>::new(
         None,
         CqMode::Normal,
         QpInit {
@@ -179,7 +179,7 @@ pub(crate) fn qp_not_ready_and_rnr<P: Modeled>() {
     );
 
     // rnr_retry = 7 retries forever: a receive posted later completes the SEND.
-    let t = Pair::<P>::simple();
+    let t = SimPair::<P>::simple();
     let mut raw = t.raw_a();
     let mut rq = t.recv_b();
     raw.post(
@@ -218,7 +218,7 @@ pub(crate) fn malformed_wqes_give_error_cqes<P: Modeled>() {
         g[7] = 0x3f;
         g
     }] {
-        let t = Pair::<P>::simple();
+        let t = SimPair::<P>::simple();
         let sq = t.a.sq_handle::<P>().unwrap();
         // Post a NOP (so the doorbell is the provider's own), overwrite it with garbage, then
         // ring the doorbell for it.
@@ -273,7 +273,7 @@ pub(crate) fn cq_overrun_is_reported<P: Modeled>() {
 /// the send queue.
 pub(crate) fn misuse_is_contained<P: Modeled>() {
     // Consumer index "ahead" of the producer: reported as overrun, engine keeps running.
-    let t = Pair::<P>::simple();
+    let t = SimPair::<P>::simple();
     let h = t.cq_a.handle();
     // SAFETY: the CQ's own consumer record.
     unsafe { P::update_cq_ci(&h, 100) };
@@ -287,7 +287,7 @@ pub(crate) fn misuse_is_contained<P: Modeled>() {
         );
         std::thread::yield_now();
     }
-    let t2 = Pair::<P>::simple();
+    let t2 = SimPair::<P>::simple();
     let mut raw2 = t2.raw_a();
     raw2.post(&WorkRequest::Nop, SendFlags::SIGNALED);
     assert_eq!(
@@ -297,7 +297,7 @@ pub(crate) fn misuse_is_contained<P: Modeled>() {
     );
 
     // A doorbell for more WQEs than the ring holds: refused with an error CQE.
-    let t = Pair::<P>::new(
+    let t = SimPair::<P>::new(
         None,
         CqMode::Normal,
         QpInit {
@@ -327,7 +327,7 @@ pub(crate) fn misuse_is_contained<P: Modeled>() {
     assert_eq!(t.a.state(), QpState::Error);
 
     // SEND with a bad lkey: requester error, responder keeps its receive for the next SEND.
-    let t = Pair::<P>::simple();
+    let t = SimPair::<P>::simple();
     let mut raw = t.raw_a();
     let mut rq = t.recv_b();
     let buf = t.mr_b(16, Access::LOCAL_WRITE);
@@ -387,7 +387,7 @@ pub(crate) fn misuse_is_contained<P: Modeled>() {
 
 /// A QP in Error completes its posted receives with `WR_FLUSH_ERR`, and later ones too.
 pub(crate) fn receives_flush_in_error<P: Modeled>() {
-    let t = Pair::<P>::simple();
+    let t = SimPair::<P>::simple();
     let mut rq = t.recv_b();
     let buf = t.mr_b(64, Access::LOCAL_WRITE);
     rq.post(sge(&buf, 0, 32));
@@ -421,7 +421,7 @@ pub(crate) fn receives_flush_in_error<P: Modeled>() {
 /// A key that worked, then was deregistered, fails at once (the engine's key cache must not
 /// keep it alive), and nothing is written.
 pub(crate) fn deregistered_key_fails_after_use<P: Modeled>() {
-    let t = Pair::<P>::simple();
+    let t = SimPair::<P>::simple();
     let mut raw = t.raw_a();
     let src = t.mr_a(8, Access::empty());
     src.write(0, &[7; 8]).unwrap();
