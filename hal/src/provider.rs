@@ -228,7 +228,7 @@ pub fn check_common(
 ///
 /// The provider owns its types, as wgpu-hal's backends do: its send- and receive-queue handles
 /// carry its own fields next to the common [`WqHandle`]; its CQE layout is its own (read by its
-/// own `poll_cq`, which returns a [`WorkCompletion`](crate::WorkCompletion)).
+/// own `poll_cq`, which returns a [`WorkCompletion`]).
 pub trait Provider: Copy + Send + Sync + 'static {
     /// The send queue as device code sees it (mlx5: with the BlueFlame size; bnxt: with the
     /// WQE mode, PSN table, path MTU and first PSN decoded at creation).
