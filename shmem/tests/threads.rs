@@ -192,3 +192,93 @@ fn transport_is_still_the_kind_enum() {
     assert_eq!(k, gda_shmem::pe::Transport::P2p);
     assert_eq!(format!("{:?}", gda_shmem::Transport::Rdma), "Rdma");
 }
+
+/// Locks (`set_lock`, `test_lock`, `clear_lock`) protect a read-modify-write of plain gets and
+/// puts on PE 0 from every PE; misuse (taking a held lock again, releasing one not held) is an
+/// error naming it. Vector waits and tests compare each variable with its own value.
+fn locks_and_vector_waits<P: gda_sim::Modeled>(t: TransportPolicy) -> usize {
+    const ROUNDS: i64 = 25;
+    let c = cfg(t, None);
+    let checks = launch::threads::<P, _, _>(3, &c, |pe| {
+        let lock = pe.calloc::<i64>(1)?;
+        let ctr = pe.calloc::<i64>(1)?;
+        let flags = pe.calloc::<u64>(4)?;
+        pe.barrier_all()?;
+        for _ in 0..ROUNDS {
+            pe.set_lock(lock, 0)?;
+            let v = pe.g(ctr, 0, 0)?;
+            pe.p(ctr, 0, v + 1, 0)?;
+            pe.clear_lock(lock, 0)?;
+        }
+        pe.barrier_all()?;
+        let total = pe.g(ctr, 0, 0)?;
+        assert_eq!(total, 3 * ROUNDS, "PE {}", pe.my_pe());
+        let mut checks = 1;
+        // Misuse: a second take by the holder, a release by a non-holder.
+        if pe.my_pe() == 1 {
+            assert!(pe.test_lock(lock, 0)?, "the lock is free again");
+            let e = pe.test_lock(lock, 0).unwrap_err().to_string();
+            assert!(e.contains("not recursive"), "{e}");
+            pe.clear_lock(lock, 0)?;
+            let e = pe.clear_lock(lock, 0).unwrap_err().to_string();
+            assert!(e.contains("not held by this PE (it is free)"), "{e}");
+            checks += 2;
+        }
+        pe.barrier_all()?;
+        // Vector waits: PE 0 stores i + 10 into flags[i] on every other PE; each waits for
+        // its own vector of values.
+        let want: Vec<u64> = (0..4).map(|i| i + 10).collect();
+        assert!(!pe.test_all_vector(flags, None, gda_shmem::Cmp::Eq, &want)?);
+        assert_eq!(
+            pe.test_any_vector(flags, None, gda_shmem::Cmp::Eq, &want)?,
+            None
+        );
+        pe.barrier_all()?;
+        if pe.my_pe() == 0 {
+            for j in 1..pe.n_pes() {
+                for i in 0..4 {
+                    pe.atomic_set(flags, i, i as u64 + 10, j)?;
+                }
+            }
+            pe.quiet()?;
+        } else {
+            pe.wait_until_all_vector(flags, None, gda_shmem::Cmp::Eq, &want)?;
+            let skip = [true, false, true, false];
+            let some = pe.wait_until_some_vector(flags, Some(&skip), gda_shmem::Cmp::Eq, &want)?;
+            assert_eq!(some, [1, 3]);
+            let any = pe.test_any_vector(flags, Some(&skip), gda_shmem::Cmp::Ne, &want)?;
+            assert_eq!(any, None);
+            let e = pe
+                .test_all_vector(flags, None, gda_shmem::Cmp::Eq, &want[..3])
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("3 comparison values for 4 variables"), "{e}");
+            checks += 4;
+        }
+        pe.barrier_all()?;
+        Ok(checks)
+    })
+    .unwrap_or_else(|e| panic!("{t:?}: {e}"));
+    checks.iter().sum()
+}
+
+#[test]
+fn locks_and_vector_waits_on_every_route() {
+    // PE 0: 1 check; PE 1: 1 + 2 + 4; PE 2: 1 + 4.
+    assert_eq!(
+        locks_and_vector_waits::<gda_native::Native>(TransportPolicy::P2p),
+        13
+    );
+    assert_eq!(
+        locks_and_vector_waits::<gda_native::Native>(TransportPolicy::Rdma),
+        13
+    );
+    assert_eq!(
+        locks_and_vector_waits::<gda_mlx5::Mlx5>(TransportPolicy::Rdma),
+        13
+    );
+    assert_eq!(
+        locks_and_vector_waits::<gda_bnxt::Bnxt>(TransportPolicy::Rdma),
+        13
+    );
+}

@@ -42,6 +42,17 @@ pub enum SyncTy {
     U64,
 }
 
+/// The three kinds of multi-variable wait and test.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Multi {
+    /// Every considered variable.
+    All,
+    /// One of them.
+    Any,
+    /// At least one; all that hold.
+    Some,
+}
+
 /// What the C routines need of a PE, with the provider erased.
 pub trait CPe {
     /// This PE.
@@ -77,6 +88,29 @@ pub trait CPe {
     fn amo(&self, addr: *mut u8, w: Width, op: AmoOp, pe: u32) -> Result<u64>;
     /// `*ivar <cmp> value` on this PE: waits for it (`wait`) or tests it once.
     fn sync(&self, ivar: *mut u8, ty: SyncTy, cmp: Cmp, value: u64, wait: bool) -> Result<bool>;
+    /// Which of the `n` variables of type `ty` at `ivars` not excluded by `skip` satisfy
+    /// `<cmp> value` — or `<cmp> values[i]` when `values` is not null — tested once through
+    /// gda-shmem's `test_all`/`test_any`/`test_some` and their vector forms: whether `kind`
+    /// holds (for `Any`/`Some` also when nothing is considered), and the indices that satisfy
+    /// it (for `All`: every considered one when it holds, else none).
+    ///
+    /// # Safety
+    /// `values` is null or valid for `n` elements of `ty`.
+    #[allow(clippy::too_many_arguments)] // the OpenSHMEM routines' parameters
+    unsafe fn test_vars(
+        &self,
+        kind: Multi,
+        ivars: *mut u8,
+        ty: SyncTy,
+        n: usize,
+        skip: &[bool],
+        cmp: Cmp,
+        value: u64,
+        values: *const u8,
+    ) -> Result<(bool, Vec<usize>)>;
+    /// The lock word at `lock` (gda-shmem's `Pe::test_lock`/`clear_lock`): takes it if free
+    /// (`Ok(true)`: this PE holds it now), or, with `clear`, releases it.
+    fn lock(&self, lock: *mut u8, clear: bool) -> Result<bool>;
     /// Where `pe`'s copy of the symmetric `addr` is mapped here, if `pe` is reached by
     /// load/store.
     fn ptr(&self, addr: *const u8, pe: u32) -> Result<Option<*mut u8>>;
@@ -205,6 +239,71 @@ where
     }
 }
 
+/// [`CPe::test_vars`] at type `T`.
+///
+/// # Safety
+/// As [`CPe::test_vars`].
+#[allow(clippy::too_many_arguments)] // the OpenSHMEM routines' parameters
+unsafe fn vars_typed<T, P>(
+    pe: &Pe<P>,
+    kind: Multi,
+    ivars: *mut u8,
+    n: usize,
+    skip: &[bool],
+    cmp: Cmp,
+    value: u64,
+    values: *const u8,
+) -> Result<(bool, Vec<usize>)>
+where
+    T: gda_shmem::AtomicInt + PartialOrd,
+    P: gda_hal::Provider,
+{
+    let s = pe.sym_at(ivars.cast_const().cast::<T>(), n)?;
+    let considered: Vec<usize> = (0..n)
+        .filter(|&i| !skip.get(i).copied().unwrap_or(false))
+        .collect();
+    let skip = Some(skip);
+    let vals: Option<Vec<T>> = (!values.is_null()).then(|| {
+        (0..n)
+            // SAFETY: `values` holds `n` elements of `T` (caller).
+            .map(|i| unsafe { values.cast::<T>().add(i).read_unaligned() })
+            .collect()
+    });
+    let one = T::from_bits(value);
+    Ok(match (kind, &vals) {
+        (Multi::All, None) => {
+            let ok = pe.test_all(s, skip, cmp, one)?;
+            (ok, if ok { considered } else { Vec::new() })
+        }
+        (Multi::All, Some(v)) => {
+            let ok = pe.test_all_vector(s, skip, cmp, v)?;
+            (ok, if ok { considered } else { Vec::new() })
+        }
+        (Multi::Any, None) => {
+            let f = pe.test_any(s, skip, cmp, one)?;
+            (
+                f.is_some() || considered.is_empty(),
+                f.into_iter().collect(),
+            )
+        }
+        (Multi::Any, Some(v)) => {
+            let f = pe.test_any_vector(s, skip, cmp, v)?;
+            (
+                f.is_some() || considered.is_empty(),
+                f.into_iter().collect(),
+            )
+        }
+        (Multi::Some, None) => {
+            let f = pe.test_some(s, skip, cmp, one)?;
+            (!f.is_empty() || considered.is_empty(), f)
+        }
+        (Multi::Some, Some(v)) => {
+            let f = pe.test_some_vector(s, skip, cmp, v)?;
+            (!f.is_empty() || considered.is_empty(), f)
+        }
+    })
+}
+
 impl<P: gda_hal::Provider> CPe for Pe<P> {
     fn me(&self) -> u32 {
         self.my_pe()
@@ -260,6 +359,35 @@ impl<P: gda_hal::Provider> CPe for Pe<P> {
             SyncTy::I64 => sync_typed(self, operand::<i64>(self, ivar)?, cmp, value, wait),
             SyncTy::U32 => sync_typed(self, operand::<u32>(self, ivar)?, cmp, value, wait),
             SyncTy::U64 => sync_typed(self, operand::<u64>(self, ivar)?, cmp, value, wait),
+        }
+    }
+    unsafe fn test_vars(
+        &self,
+        kind: Multi,
+        ivars: *mut u8,
+        ty: SyncTy,
+        n: usize,
+        skip: &[bool],
+        cmp: Cmp,
+        value: u64,
+        values: *const u8,
+    ) -> Result<(bool, Vec<usize>)> {
+        // SAFETY: (every arm) forwarded from the caller.
+        unsafe {
+            match ty {
+                SyncTy::I32 => vars_typed::<i32, P>(self, kind, ivars, n, skip, cmp, value, values),
+                SyncTy::I64 => vars_typed::<i64, P>(self, kind, ivars, n, skip, cmp, value, values),
+                SyncTy::U32 => vars_typed::<u32, P>(self, kind, ivars, n, skip, cmp, value, values),
+                SyncTy::U64 => vars_typed::<u64, P>(self, kind, ivars, n, skip, cmp, value, values),
+            }
+        }
+    }
+    fn lock(&self, lock: *mut u8, clear: bool) -> Result<bool> {
+        let l = self.sym_at(lock.cast_const().cast::<i64>(), 1)?;
+        if clear {
+            self.clear_lock(l, 0).map(|()| true)
+        } else {
+            self.test_lock(l, 0)
         }
     }
     fn ptr(&self, addr: *const u8, pe: u32) -> Result<Option<*mut u8>> {

@@ -6,7 +6,7 @@ use std::ffi::{c_int, c_long, c_void};
 use gda_shmem::SignalOp;
 
 use crate::amo::CInt;
-use crate::state::{AmoOp, CPe, check, cmp, fatal, pe, target, wait};
+use crate::state::{CPe, Multi, check, cmp, fatal, pe, target, wait};
 
 // ---- Signals -------------------------------------------------------------------------------
 
@@ -183,33 +183,16 @@ pub extern "C" fn shmem_signal_wait_until(sig_addr: *mut u64, cmp_: c_int, cmp_v
 
 // ---- Locks ---------------------------------------------------------------------------------
 
-/// The lock word lives on PE 0 (the symmetric `long` the program passes, 0 when free); a
-/// holder stores its PE number + 1 there.
-const LOCK_HOME: u32 = 0;
-
-fn try_lock(routine: &str, p: &dyn CPe, lock: *mut c_long) -> gda_shmem::Result<bool> {
-    let me = u64::from(p.me()) + 1;
-    let old = p.amo(
-        lock.cast(),
-        gda_shmem::Width::W64,
-        AmoOp::CompareSwap(0, me),
-        LOCK_HOME,
-    )?;
-    if old == me {
-        fatal(
-            routine,
-            "this PE already holds the lock (locks are not recursive)",
-        );
-    }
-    Ok(old == 0)
-}
+// The lock protocol is gda-shmem's (`Pe::test_lock`, `Pe::clear_lock`: the word on PE 0 holds
+// 0 when free, the holder's PE number + 1 otherwise). A blocking `shmem_set_lock` polls the
+// non-blocking form here so that other threads of a multithreaded program run between polls.
 
 /// `shmem_set_lock`: waits until this PE holds the lock.
 #[unsafe(no_mangle)]
 pub extern "C" fn shmem_set_lock(lock: *mut c_long) {
     let r = "shmem_set_lock";
     wait(r, &|| format!("the lock {lock:p}"), &mut |p| {
-        try_lock(r, p, lock)
+        p.lock(lock.cast(), false)
     });
 }
 
@@ -218,7 +201,7 @@ pub extern "C" fn shmem_set_lock(lock: *mut c_long) {
 pub extern "C" fn shmem_test_lock(lock: *mut c_long) -> c_int {
     let r = "shmem_test_lock";
     let p = pe(r);
-    c_int::from(!check(r, try_lock(r, &*p, lock)))
+    c_int::from(!check(r, p.lock(lock.cast(), false)))
 }
 
 /// `shmem_clear_lock`: completes this PE's accesses (quiet), then releases the lock. Releasing
@@ -227,30 +210,7 @@ pub extern "C" fn shmem_test_lock(lock: *mut c_long) -> c_int {
 pub extern "C" fn shmem_clear_lock(lock: *mut c_long) {
     let r = "shmem_clear_lock";
     let p = pe(r);
-    check(r, p.quiet());
-    let me = u64::from(p.me()) + 1;
-    let old = check(
-        r,
-        p.amo(
-            lock.cast(),
-            gda_shmem::Width::W64,
-            AmoOp::CompareSwap(me, 0),
-            LOCK_HOME,
-        ),
-    );
-    if old != me {
-        fatal(
-            r,
-            &format!(
-                "the lock is not held by this PE ({})",
-                if old == 0 {
-                    "it is free".to_string()
-                } else {
-                    format!("PE {} holds it", old - 1)
-                }
-            ),
-        );
-    }
+    check(r, p.lock(lock.cast(), true));
 }
 
 // ---- Multi-variable waits and tests --------------------------------------------------------
@@ -266,53 +226,16 @@ unsafe fn considered(status: *const c_int, n: usize) -> Vec<usize> {
         .collect()
 }
 
-/// Whether `ivars[i] <cmp> value(i)`, tested once.
-fn holds<T: CInt>(
-    p: &dyn CPe,
-    ivars: *mut T,
-    i: usize,
-    c: gda_shmem::Cmp,
-    value: T,
-) -> gda_shmem::Result<bool> {
-    p.sync(
-        ivars.wrapping_add(i).cast(),
-        T::SYNC,
-        c,
-        value.bits(),
-        false,
-    )
-}
-
-/// The comparison value of element `i` (`values` is a vector, or one value for all).
-///
-/// # Safety
-/// `values` is null or valid for the considered indices.
-unsafe fn value_at<T: CInt>(one: T, values: *const T, i: usize) -> T {
-    if values.is_null() {
-        one
-    } else {
-        // SAFETY: valid for every considered index (caller).
-        unsafe { *values.add(i) }
-    }
-}
-
-/// The three kinds of multi-variable wait.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    All,
-    Any,
-    Some,
-}
-
-/// Tests (or, with `block`, waits for) `kind` of the considered `ivars`; returns the indices
-/// that hold (for `All`: all of them when they do, else none).
+/// Tests (or, with `block`, waits for) `kind` of the considered `ivars` through gda-shmem's
+/// multi-variable tests ([`CPe::test_vars`]); returns the indices that hold (for `All`: all
+/// of them when they do, else none).
 ///
 /// # Safety
 /// `ivars` and the optional arrays are valid for `n` elements.
 #[allow(clippy::too_many_arguments)] // every parameter of the C routines
 unsafe fn multi<T: CInt>(
     routine: &str,
-    kind: Kind,
+    kind: Multi,
     block: bool,
     ivars: *mut T,
     n: usize,
@@ -322,27 +245,30 @@ unsafe fn multi<T: CInt>(
     values: *const T,
 ) -> Vec<usize> {
     let c = cmp(routine, c);
-    // SAFETY: `status` is valid for `n` (caller).
-    let idx = unsafe { considered(status, n) };
+    if n == 0 {
+        return Vec::new();
+    }
+    let skip: Vec<bool> = (0..n)
+        // SAFETY: `status` is null or valid for `n` (caller).
+        .map(|i| !status.is_null() && unsafe { *status.add(i) } != 0)
+        .collect();
     let mut found = Vec::new();
     let mut scan = |p: &dyn CPe| -> gda_shmem::Result<bool> {
-        found.clear();
-        for &i in &idx {
-            // SAFETY: `i` is considered, so the value vector is valid there (caller).
-            let v = unsafe { value_at(one, values, i) };
-            if holds(p, ivars, i, c, v)? {
-                found.push(i);
-                if kind == Kind::Any {
-                    break;
-                }
-            } else if kind == Kind::All {
-                return Ok(false);
-            }
-        }
-        Ok(match kind {
-            Kind::All => true,
-            Kind::Any | Kind::Some => !found.is_empty() || idx.is_empty(),
-        })
+        // SAFETY: `values` is null or valid for `n` elements (caller).
+        let (holds, f) = unsafe {
+            p.test_vars(
+                kind,
+                ivars.cast(),
+                T::SYNC,
+                n,
+                &skip,
+                c,
+                one.bits(),
+                values.cast(),
+            )
+        }?;
+        found = f;
+        Ok(holds)
     };
     if block {
         wait(
@@ -352,13 +278,7 @@ unsafe fn multi<T: CInt>(
         );
     } else {
         let p = pe(routine);
-        let all = check(routine, scan(&*p));
-        if kind == Kind::All && !all {
-            found.clear();
-        }
-    }
-    if kind == Kind::All && found.len() != idx.len() {
-        found.clear();
+        check(routine, scan(&*p));
     }
     found
 }
@@ -381,39 +301,39 @@ macro_rules! multis {
         #[unsafe(no_mangle)]
         pub unsafe extern "C" fn [<shmem_ $name _wait_until_all>](ivars: *mut $t, nelems: usize, status: *const c_int, cmp: c_int, cmp_value: $t) {
             // SAFETY: the caller's arrays.
-            unsafe { multi(concat!("shmem_", stringify!($name), "_wait_until_all"), Kind::All, true, ivars, nelems, status, cmp, cmp_value, std::ptr::null()) };
+            unsafe { multi(concat!("shmem_", stringify!($name), "_wait_until_all"), Multi::All, true, ivars, nelems, status, cmp, cmp_value, std::ptr::null()) };
         }
         #[doc = concat!("`shmem_", stringify!($name), "_wait_until_any`.\n\n# Safety\nThe arrays are valid for `nelems` elements.")]
         #[unsafe(no_mangle)]
         pub unsafe extern "C" fn [<shmem_ $name _wait_until_any>](ivars: *mut $t, nelems: usize, status: *const c_int, cmp: c_int, cmp_value: $t) -> usize {
             // SAFETY: the caller's arrays.
-            let f = unsafe { multi(concat!("shmem_", stringify!($name), "_wait_until_any"), Kind::Any, true, ivars, nelems, status, cmp, cmp_value, std::ptr::null()) };
+            let f = unsafe { multi(concat!("shmem_", stringify!($name), "_wait_until_any"), Multi::Any, true, ivars, nelems, status, cmp, cmp_value, std::ptr::null()) };
             f.first().copied().unwrap_or(usize::MAX)
         }
         #[doc = concat!("`shmem_", stringify!($name), "_wait_until_some`.\n\n# Safety\nThe arrays are valid for `nelems` elements.")]
         #[unsafe(no_mangle)]
         pub unsafe extern "C" fn [<shmem_ $name _wait_until_some>](ivars: *mut $t, nelems: usize, indices: *mut usize, status: *const c_int, cmp: c_int, cmp_value: $t) -> usize {
             // SAFETY: the caller's arrays.
-            unsafe { report(&multi(concat!("shmem_", stringify!($name), "_wait_until_some"), Kind::Some, true, ivars, nelems, status, cmp, cmp_value, std::ptr::null()), indices) }
+            unsafe { report(&multi(concat!("shmem_", stringify!($name), "_wait_until_some"), Multi::Some, true, ivars, nelems, status, cmp, cmp_value, std::ptr::null()), indices) }
         }
         #[doc = concat!("`shmem_", stringify!($name), "_wait_until_all_vector`.\n\n# Safety\nThe arrays are valid for `nelems` elements.")]
         #[unsafe(no_mangle)]
         pub unsafe extern "C" fn [<shmem_ $name _wait_until_all_vector>](ivars: *mut $t, nelems: usize, status: *const c_int, cmp: c_int, cmp_values: *const $t) {
             // SAFETY: the caller's arrays.
-            unsafe { multi(concat!("shmem_", stringify!($name), "_wait_until_all_vector"), Kind::All, true, ivars, nelems, status, cmp, Default::default(), cmp_values) };
+            unsafe { multi(concat!("shmem_", stringify!($name), "_wait_until_all_vector"), Multi::All, true, ivars, nelems, status, cmp, Default::default(), cmp_values) };
         }
         #[doc = concat!("`shmem_", stringify!($name), "_wait_until_any_vector`.\n\n# Safety\nThe arrays are valid for `nelems` elements.")]
         #[unsafe(no_mangle)]
         pub unsafe extern "C" fn [<shmem_ $name _wait_until_any_vector>](ivars: *mut $t, nelems: usize, status: *const c_int, cmp: c_int, cmp_values: *const $t) -> usize {
             // SAFETY: the caller's arrays.
-            let f = unsafe { multi(concat!("shmem_", stringify!($name), "_wait_until_any_vector"), Kind::Any, true, ivars, nelems, status, cmp, Default::default(), cmp_values) };
+            let f = unsafe { multi(concat!("shmem_", stringify!($name), "_wait_until_any_vector"), Multi::Any, true, ivars, nelems, status, cmp, Default::default(), cmp_values) };
             f.first().copied().unwrap_or(usize::MAX)
         }
         #[doc = concat!("`shmem_", stringify!($name), "_wait_until_some_vector`.\n\n# Safety\nThe arrays are valid for `nelems` elements.")]
         #[unsafe(no_mangle)]
         pub unsafe extern "C" fn [<shmem_ $name _wait_until_some_vector>](ivars: *mut $t, nelems: usize, indices: *mut usize, status: *const c_int, cmp: c_int, cmp_values: *const $t) -> usize {
             // SAFETY: the caller's arrays.
-            unsafe { report(&multi(concat!("shmem_", stringify!($name), "_wait_until_some_vector"), Kind::Some, true, ivars, nelems, status, cmp, Default::default(), cmp_values), indices) }
+            unsafe { report(&multi(concat!("shmem_", stringify!($name), "_wait_until_some_vector"), Multi::Some, true, ivars, nelems, status, cmp, Default::default(), cmp_values), indices) }
         }
         #[doc = concat!("`shmem_", stringify!($name), "_test_all`.\n\n# Safety\nThe arrays are valid for `nelems` elements.")]
         #[unsafe(no_mangle)]
@@ -421,21 +341,21 @@ macro_rules! multis {
             // SAFETY: the caller's arrays.
             let idx = unsafe { considered(status, nelems) };
             // SAFETY: as above.
-            let f = unsafe { multi(concat!("shmem_", stringify!($name), "_test_all"), Kind::All, false, ivars, nelems, status, cmp, cmp_value, std::ptr::null()) };
+            let f = unsafe { multi(concat!("shmem_", stringify!($name), "_test_all"), Multi::All, false, ivars, nelems, status, cmp, cmp_value, std::ptr::null()) };
             c_int::from(f.len() == idx.len())
         }
         #[doc = concat!("`shmem_", stringify!($name), "_test_any`.\n\n# Safety\nThe arrays are valid for `nelems` elements.")]
         #[unsafe(no_mangle)]
         pub unsafe extern "C" fn [<shmem_ $name _test_any>](ivars: *mut $t, nelems: usize, status: *const c_int, cmp: c_int, cmp_value: $t) -> usize {
             // SAFETY: the caller's arrays.
-            let f = unsafe { multi(concat!("shmem_", stringify!($name), "_test_any"), Kind::Any, false, ivars, nelems, status, cmp, cmp_value, std::ptr::null()) };
+            let f = unsafe { multi(concat!("shmem_", stringify!($name), "_test_any"), Multi::Any, false, ivars, nelems, status, cmp, cmp_value, std::ptr::null()) };
             f.first().copied().unwrap_or(usize::MAX)
         }
         #[doc = concat!("`shmem_", stringify!($name), "_test_some`.\n\n# Safety\nThe arrays are valid for `nelems` elements.")]
         #[unsafe(no_mangle)]
         pub unsafe extern "C" fn [<shmem_ $name _test_some>](ivars: *mut $t, nelems: usize, indices: *mut usize, status: *const c_int, cmp: c_int, cmp_value: $t) -> usize {
             // SAFETY: the caller's arrays.
-            unsafe { report(&multi(concat!("shmem_", stringify!($name), "_test_some"), Kind::Some, false, ivars, nelems, status, cmp, cmp_value, std::ptr::null()), indices) }
+            unsafe { report(&multi(concat!("shmem_", stringify!($name), "_test_some"), Multi::Some, false, ivars, nelems, status, cmp, cmp_value, std::ptr::null()), indices) }
         }
         #[doc = concat!("`shmem_", stringify!($name), "_test_all_vector`.\n\n# Safety\nThe arrays are valid for `nelems` elements.")]
         #[unsafe(no_mangle)]
@@ -443,21 +363,21 @@ macro_rules! multis {
             // SAFETY: the caller's arrays.
             let idx = unsafe { considered(status, nelems) };
             // SAFETY: as above.
-            let f = unsafe { multi(concat!("shmem_", stringify!($name), "_test_all_vector"), Kind::All, false, ivars, nelems, status, cmp, Default::default(), cmp_values) };
+            let f = unsafe { multi(concat!("shmem_", stringify!($name), "_test_all_vector"), Multi::All, false, ivars, nelems, status, cmp, Default::default(), cmp_values) };
             c_int::from(f.len() == idx.len())
         }
         #[doc = concat!("`shmem_", stringify!($name), "_test_any_vector`.\n\n# Safety\nThe arrays are valid for `nelems` elements.")]
         #[unsafe(no_mangle)]
         pub unsafe extern "C" fn [<shmem_ $name _test_any_vector>](ivars: *mut $t, nelems: usize, status: *const c_int, cmp: c_int, cmp_values: *const $t) -> usize {
             // SAFETY: the caller's arrays.
-            let f = unsafe { multi(concat!("shmem_", stringify!($name), "_test_any_vector"), Kind::Any, false, ivars, nelems, status, cmp, Default::default(), cmp_values) };
+            let f = unsafe { multi(concat!("shmem_", stringify!($name), "_test_any_vector"), Multi::Any, false, ivars, nelems, status, cmp, Default::default(), cmp_values) };
             f.first().copied().unwrap_or(usize::MAX)
         }
         #[doc = concat!("`shmem_", stringify!($name), "_test_some_vector`.\n\n# Safety\nThe arrays are valid for `nelems` elements.")]
         #[unsafe(no_mangle)]
         pub unsafe extern "C" fn [<shmem_ $name _test_some_vector>](ivars: *mut $t, nelems: usize, indices: *mut usize, status: *const c_int, cmp: c_int, cmp_values: *const $t) -> usize {
             // SAFETY: the caller's arrays.
-            unsafe { report(&multi(concat!("shmem_", stringify!($name), "_test_some_vector"), Kind::Some, false, ivars, nelems, status, cmp, Default::default(), cmp_values), indices) }
+            unsafe { report(&multi(concat!("shmem_", stringify!($name), "_test_some_vector"), Multi::Some, false, ivars, nelems, status, cmp, Default::default(), cmp_values), indices) }
         }
     )* } };
 }

@@ -17,6 +17,7 @@ mod config;
 mod device_ctx;
 mod heap;
 mod init;
+mod lock;
 mod rma;
 pub mod team;
 mod teardown;

@@ -143,16 +143,166 @@ impl<P: Provider> Pe<P> {
         cmp: Cmp,
         value: T,
     ) -> Result<Vec<usize>> {
+        self.satisfied_by(ivars, status, cmp, |_| value)
+    }
+
+    /// The considered elements `i` of `ivars` with `ivars[i] <cmp> value(i)`.
+    fn satisfied_by<T: AtomicInt + PartialOrd>(
+        &self,
+        ivars: Sym<T>,
+        status: Option<&[bool]>,
+        cmp: Cmp,
+        value: impl Fn(usize) -> T,
+    ) -> Result<Vec<usize>> {
         let mut out = Vec::new();
         for i in 0..ivars.len() {
             if status.is_some_and(|s| s.get(i).copied().unwrap_or(false)) {
                 continue;
             }
-            if self.test(ivars, i, cmp, value)? {
+            if self.test(ivars, i, cmp, value(i))? {
                 out.push(i);
             }
         }
         Ok(out)
+    }
+
+    /// `values` checked against `ivars`: one comparison value per element.
+    fn vector<T: AtomicInt>(ivars: Sym<T>, values: &[T]) -> Result<&[T]> {
+        if values.len() != ivars.len() {
+            return Err(ShmemError::Invalid(format!(
+                "{} comparison values for {} variables",
+                values.len(),
+                ivars.len()
+            )));
+        }
+        Ok(values)
+    }
+
+    /// Whether every considered element `i` satisfies `ivars[i] <cmp> values[i]`
+    /// (`shmem_test_all_vector`).
+    ///
+    /// # Errors
+    /// [`ShmemError::Invalid`] if `values` has another length than `ivars`.
+    pub fn test_all_vector<T: AtomicInt + PartialOrd>(
+        &self,
+        ivars: Sym<T>,
+        status: Option<&[bool]>,
+        cmp: Cmp,
+        values: &[T],
+    ) -> Result<bool> {
+        let v = Self::vector(ivars, values)?;
+        Ok(self.satisfied_by(ivars, status, cmp, |i| v[i])?.len()
+            == Self::considered(ivars.len(), status))
+    }
+
+    /// The first considered element satisfying its comparison, if any
+    /// (`shmem_test_any_vector`).
+    ///
+    /// # Errors
+    /// As [`Pe::test_all_vector`].
+    pub fn test_any_vector<T: AtomicInt + PartialOrd>(
+        &self,
+        ivars: Sym<T>,
+        status: Option<&[bool]>,
+        cmp: Cmp,
+        values: &[T],
+    ) -> Result<Option<usize>> {
+        let v = Self::vector(ivars, values)?;
+        Ok(self
+            .satisfied_by(ivars, status, cmp, |i| v[i])?
+            .first()
+            .copied())
+    }
+
+    /// Every considered element satisfying its comparison (`shmem_test_some_vector`).
+    ///
+    /// # Errors
+    /// As [`Pe::test_all_vector`].
+    pub fn test_some_vector<T: AtomicInt + PartialOrd>(
+        &self,
+        ivars: Sym<T>,
+        status: Option<&[bool]>,
+        cmp: Cmp,
+        values: &[T],
+    ) -> Result<Vec<usize>> {
+        let v = Self::vector(ivars, values)?;
+        self.satisfied_by(ivars, status, cmp, |i| v[i])
+    }
+
+    /// Waits until every considered element satisfies its comparison
+    /// (`shmem_wait_until_all_vector`).
+    ///
+    /// # Errors
+    /// As [`Pe::test_all_vector`], and the wait's timeout.
+    pub fn wait_until_all_vector<T: AtomicInt + PartialOrd>(
+        &self,
+        ivars: Sym<T>,
+        status: Option<&[bool]>,
+        cmp: Cmp,
+        values: &[T],
+    ) -> Result<()> {
+        Self::vector(ivars, values)?;
+        self.wait_for(
+            &|| format!("all of {ivars:?} {cmp:?} their values"),
+            &Vec::new,
+            || self.test_all_vector(ivars, status, cmp, values),
+        )
+    }
+
+    /// Waits until some considered element satisfies its comparison; returns its index
+    /// (`shmem_wait_until_any_vector`; `None` if every element is excluded).
+    ///
+    /// # Errors
+    /// As [`Pe::wait_until_all_vector`].
+    pub fn wait_until_any_vector<T: AtomicInt + PartialOrd>(
+        &self,
+        ivars: Sym<T>,
+        status: Option<&[bool]>,
+        cmp: Cmp,
+        values: &[T],
+    ) -> Result<Option<usize>> {
+        Self::vector(ivars, values)?;
+        if Self::considered(ivars.len(), status) == 0 {
+            return Ok(None);
+        }
+        let mut found = None;
+        self.wait_for(
+            &|| format!("any of {ivars:?} {cmp:?} their values"),
+            &Vec::new,
+            || {
+                found = self.test_any_vector(ivars, status, cmp, values)?;
+                Ok(found.is_some())
+            },
+        )?;
+        Ok(found)
+    }
+
+    /// Waits until at least one considered element satisfies its comparison; returns all that
+    /// do (`shmem_wait_until_some_vector`).
+    ///
+    /// # Errors
+    /// As [`Pe::wait_until_all_vector`].
+    pub fn wait_until_some_vector<T: AtomicInt + PartialOrd>(
+        &self,
+        ivars: Sym<T>,
+        status: Option<&[bool]>,
+        cmp: Cmp,
+        values: &[T],
+    ) -> Result<Vec<usize>> {
+        Self::vector(ivars, values)?;
+        if Self::considered(ivars.len(), status) == 0 {
+            return Ok(Vec::new());
+        }
+        let mut found = Vec::new();
+        self.wait_for(
+            &|| format!("some of {ivars:?} {cmp:?} their values"),
+            &Vec::new,
+            || {
+                found = self.test_some_vector(ivars, status, cmp, values)?;
+                Ok(!found.is_empty())
+            },
+        )?;
+        Ok(found)
     }
 
     fn considered(n: usize, status: Option<&[bool]>) -> usize {
