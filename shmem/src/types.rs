@@ -5,6 +5,8 @@ pub trait Elem: bytemuck::Pod + Send + Sync + PartialEq + std::fmt::Debug + 'sta
 
 macro_rules! elems { ($($t:ty),*) => { $(impl Elem for $t {})* } }
 elems!(u8, i8, u16, i16, u32, i32, u64, i64, f32, f64, usize, isize);
+/// A 16-byte element moved as bytes (C's `long double`, `double _Complex`).
+impl Elem for [u8; 16] {}
 
 /// Operand width of an atomic, explicit (DESIGN §7.4: never read 8 bytes of a 4-byte operand).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

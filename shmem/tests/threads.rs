@@ -282,3 +282,70 @@ fn locks_and_vector_waits_on_every_route() {
         13
     );
 }
+
+/// `alltoalls` on a team: element k of block j of each member's source (stride 3) lands at
+/// element k of block `me` of member j's destination (stride 2); a zero stride is refused.
+fn alltoalls_strided<P: gda_sim::Modeled>(t: TransportPolicy) -> usize {
+    const N: usize = 3;
+    let c = cfg(t, None);
+    let r = launch::threads::<P, _, _>(3, &c, |pe| {
+        let size = pe.n_pes() as usize;
+        let me = pe.my_pe() as u64;
+        let src = pe.calloc::<u64>(size * N * 3)?;
+        let dst = pe.calloc::<u64>(size * N * 2)?;
+        for j in 0..size {
+            for k in 0..N {
+                // From `me` to member j, element k.
+                pe.p(
+                    src,
+                    (j * N + k) * 3,
+                    me << 16 | (j as u64) << 8 | k as u64,
+                    pe.my_pe(),
+                )?;
+            }
+        }
+        pe.barrier_all()?;
+        let world = pe.team_world();
+        pe.alltoalls(&world, dst, src, 2, 3, N)?;
+        let mut checked = 0;
+        for j in 0..size {
+            for k in 0..N {
+                let got = pe.g(dst, (j * N + k) * 2, pe.my_pe())?;
+                assert_eq!(
+                    got,
+                    (j as u64) << 16 | me << 8 | k as u64,
+                    "from {j}, element {k}"
+                );
+                // The elements between the strided ones are untouched.
+                assert_eq!(pe.g(dst, (j * N + k) * 2 + 1, pe.my_pe())?, 0);
+                checked += 2;
+            }
+        }
+        let e = pe
+            .alltoalls(&world, dst, src, 0, 3, N)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("strides must be at least 1"), "{e}");
+        pe.barrier_all()?;
+        Ok(checked + 1)
+    })
+    .unwrap_or_else(|e| panic!("{t:?}: {e}"));
+    r.iter().sum()
+}
+
+#[test]
+fn alltoalls_on_every_route() {
+    // 3 PEs × (3 blocks × 3 elements × 2 checks + 1).
+    assert_eq!(
+        alltoalls_strided::<gda_native::Native>(TransportPolicy::P2p),
+        57
+    );
+    assert_eq!(
+        alltoalls_strided::<gda_mlx5::Mlx5>(TransportPolicy::Rdma),
+        57
+    );
+    assert_eq!(
+        alltoalls_strided::<gda_bnxt::Bnxt>(TransportPolicy::Rdma),
+        57
+    );
+}

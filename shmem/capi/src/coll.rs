@@ -7,7 +7,8 @@
 //! dangling pointer.
 //!
 //! **Team-based collectives** run gda-shmem's implementations (team barrier areas of their
-//! own). `alltoalls` is written here over a [`Group`].
+//! own). The active-set `alltoalls` is written here over a [`Group`]; the team form is
+//! gda-shmem's `Pe::alltoalls`.
 //!
 //! **Active sets** (`PE_start`, `logPE_stride`, `PE_size`, `pSync`) have no team, and only the
 //! set's PEs call, so they cannot borrow a team slot (choosing one would need the other PEs).
@@ -312,19 +313,12 @@ pub extern "C" fn shmem_barrier(
 
 // ---- Groups: what the collectives written here run over ----------------------------------
 
-/// How a group synchronises.
-enum GroupSync {
-    /// A team's barrier area.
-    Team(Team),
-    /// The program's `pSync` array (an active set).
-    PSync(*mut c_long),
-}
-
-/// The PEs of a collective (world numbers, in order) and this PE's index among them.
+/// The PEs of an active set (world numbers, in order), this PE's index among them, and the
+/// program's `pSync` array it synchronises on.
 struct Group {
     pes: Vec<u32>,
     me: usize,
-    sync: GroupSync,
+    psync: *mut c_long,
 }
 
 /// The active set `pe_start + k * 2^log_stride`, `k < pe_size`, or a fatal error when it is
@@ -368,17 +362,7 @@ fn active_set(
     Group {
         pes,
         me: idx,
-        sync: GroupSync::PSync(p_sync),
-    }
-}
-
-/// The group of `team`'s PEs.
-fn team_group(t: Team) -> Group {
-    let pes = (0..t.n_pes()).filter_map(|k| t.world_pe(k)).collect();
-    Group {
-        pes,
-        me: t.my_pe() as usize,
-        sync: GroupSync::Team(t),
+        psync: p_sync,
     }
 }
 
@@ -389,10 +373,7 @@ impl Group {
 
     /// Every member arrives (no quiet).
     fn sync(&self, routine: &str) {
-        match &self.sync {
-            GroupSync::Team(t) => check(routine, pe(routine).team_sync(t)),
-            GroupSync::PSync(ps) => self.psync_barrier(routine, *ps),
-        }
+        self.psync_barrier(routine, self.psync);
     }
 
     /// Quiet, then every member arrives.
@@ -540,6 +521,17 @@ fn g_alltoall(routine: &str, g: &Group, dst: *mut u8, src: *const u8, bytes: usi
     g.barrier(routine);
 }
 
+/// Both strides of an `alltoalls` from C, positive, or a fatal error.
+fn strides(routine: &str, dst_s: isize, sst: isize) -> (usize, usize) {
+    match (usize::try_from(dst_s), usize::try_from(sst)) {
+        (Ok(ds), Ok(ss)) if ds > 0 && ss > 0 => (ds, ss),
+        _ => fatal(
+            routine,
+            &format!("strides {dst_s} and {sst} must be positive"),
+        ),
+    }
+}
+
 /// Strided all-to-all: element `k` of block `j` (`src` stride `sst`) to element `k` of block
 /// `me` of member `j`'s `dst` (stride `dst_s`); elements of `w` bytes.
 #[allow(clippy::too_many_arguments)] // the routine's parameters
@@ -553,15 +545,7 @@ fn g_alltoalls(
     n: usize,
     w: usize,
 ) {
-    let (Ok(ds), Ok(ss)) = (usize::try_from(dst_s), usize::try_from(sst)) else {
-        fatal(
-            routine,
-            &format!("strides {dst_s} and {sst} must be positive"),
-        )
-    };
-    if ds == 0 || ss == 0 {
-        fatal(routine, "strides must be positive");
-    }
+    let (ds, ss) = strides(routine, dst_s, sst);
     g.barrier(routine);
     for (j, &m) in g.pes.iter().enumerate() {
         for k in 0..n {
@@ -580,8 +564,8 @@ fn g_alltoalls(
 }
 
 /// Reduction over a group: every member's symmetric `src` gathered with gets (after a barrier:
-/// every source is ready), combined here, and written to this PE's `dst` after a second
-/// barrier (no member still reads a `src` that `dst` may overlap).
+/// every source is ready), combined here in set order, and written to this PE's `dst` after a
+/// second barrier (no member still reads a `src` that `dst` may overlap).
 fn g_reduce(
     routine: &str,
     g: &Group,
@@ -597,14 +581,13 @@ fn g_reduce(
     let mut more = vec![0u8; bytes];
     let p = pe(routine);
     if bytes > 0 {
-        // SAFETY: `acc` is a local buffer of `bytes`.
-        check(routine, unsafe {
-            p.get(acc.as_mut_ptr(), src, bytes, g.my_world())
-        });
+        // Combined in set order on every member, so floating-point results agree bit for bit
+        // (as gda-shmem's team reductions do).
         for (k, &m) in g.pes.iter().enumerate() {
-            if k != g.me {
-                // SAFETY: `more` is a local buffer of `bytes`.
-                check(routine, unsafe { p.get(more.as_mut_ptr(), src, bytes, m) });
+            let into = if k == 0 { &mut acc } else { &mut more };
+            // SAFETY: `acc` and `more` are local buffers of `bytes`.
+            check(routine, unsafe { p.get(into.as_mut_ptr(), src, bytes, m) });
+            if k > 0 {
                 combine_bytes(ty, op, &mut acc, &more);
             }
         }
@@ -661,8 +644,9 @@ macro_rules! team_colls {
         #[unsafe(no_mangle)]
         pub extern "C" fn [<shmem_ $name _alltoalls>](team_h: *mut c_void, dest: *mut c_void, source: *const c_void, dst: isize, sst: isize, nelems: usize) -> c_int {
             let r = concat!("shmem_", stringify!($name), "_alltoalls");
-            let g = team_group(team(r, team_h));
-            g_alltoalls(r, &g, dest.cast(), source.cast(), dst, sst, nelems, $w);
+            let t = team(r, team_h);
+            let (ds, ss) = strides(r, dst, sst);
+            check(r, pe(r).alltoalls(&t, dest.cast(), source.cast(), ds, ss, nelems, $w));
             0
         }
     )* } };

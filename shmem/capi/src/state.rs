@@ -187,6 +187,19 @@ pub trait CPe {
     /// Block `j` of `bytes` of every member's `src` to member `j`'s `dst` at the sender's
     /// team index.
     fn alltoall(&self, t: &Team, dst: *mut u8, src: *const u8, bytes: usize) -> Result<()>;
+    /// Strided all-to-all over `t` (gda-shmem's `Pe::alltoalls`) of `n` elements of `elem`
+    /// bytes (1, 2, 4, 8 or 16) per member; strides in elements.
+    #[allow(clippy::too_many_arguments)] // the OpenSHMEM routine's parameters
+    fn alltoalls(
+        &self,
+        t: &Team,
+        dst: *mut u8,
+        src: *const u8,
+        dst_stride: usize,
+        src_stride: usize,
+        n: usize,
+        elem: usize,
+    ) -> Result<()>;
     /// `n` elements of type `ty` reduced with `op` over `t`, into every member's `dst`.
     fn reduce(
         &self,
@@ -237,6 +250,25 @@ where
     } else {
         pe.test(s, 0, cmp, v)
     }
+}
+
+/// [`CPe::alltoalls`] at element type `T`: the symmetric operands reach as far as their
+/// allocations allow; gda-shmem checks what the routine touches against them.
+#[allow(clippy::too_many_arguments)] // the OpenSHMEM routine's parameters
+fn alltoalls_typed<T: gda_shmem::Elem, P: gda_hal::Provider>(
+    pe: &Pe<P>,
+    t: &Team,
+    dst: *mut u8,
+    src: *const u8,
+    ds: usize,
+    ss: usize,
+    n: usize,
+) -> Result<()> {
+    let whole = |a: *const u8| -> Result<Sym<T>> {
+        let one = pe.sym_at(a.cast::<T>(), 1)?;
+        pe.sym_at(a.cast::<T>(), pe.room(one)? / size_of::<T>())
+    };
+    pe.alltoalls(t, whole(dst)?, whole(src)?, ds, ss, n)
 }
 
 /// [`CPe::test_vars`] at type `T`.
@@ -509,6 +541,26 @@ impl<P: gda_hal::Provider> CPe for Pe<P> {
             self.sym_at(src, all)?,
             bytes,
         )
+    }
+    fn alltoalls(
+        &self,
+        t: &Team,
+        dst: *mut u8,
+        src: *const u8,
+        dst_stride: usize,
+        src_stride: usize,
+        n: usize,
+        elem: usize,
+    ) -> Result<()> {
+        let (ds, ss) = (dst_stride, src_stride);
+        match elem {
+            1 => alltoalls_typed::<u8, P>(self, t, dst, src, ds, ss, n),
+            2 => alltoalls_typed::<u16, P>(self, t, dst, src, ds, ss, n),
+            4 => alltoalls_typed::<u32, P>(self, t, dst, src, ds, ss, n),
+            8 => alltoalls_typed::<u64, P>(self, t, dst, src, ds, ss, n),
+            16 => alltoalls_typed::<[u8; 16], P>(self, t, dst, src, ds, ss, n),
+            w => Err(ShmemError::Invalid(format!("{w}-byte elements"))),
+        }
     }
     fn reduce(
         &self,

@@ -366,6 +366,59 @@ impl<P: Provider> Pe<P> {
         self.team_barrier(team)
     }
 
+    /// Strided all-to-all (`shmem_alltoalls`): element `k < n` of block `j` of this member's
+    /// `src` (`src[(j * n + k) * src_stride]`) → element `k` of block `me` of member `j`'s
+    /// `dst` (`dst[(me * n + k) * dst_stride]`); strides in elements, at least 1.
+    pub fn alltoalls<T: Elem>(
+        &self,
+        team: &Team,
+        dst: Sym<T>,
+        src: Sym<T>,
+        dst_stride: usize,
+        src_stride: usize,
+        n: usize,
+    ) -> Result<()> {
+        self.member(team)?;
+        if dst_stride == 0 || src_stride == 0 {
+            return Err(ShmemError::Invalid(format!(
+                "alltoalls strides must be at least 1 (dst {dst_stride}, src {src_stride})"
+            )));
+        }
+        let size = team.members.len();
+        // The last element either side touches: (size * n - 1) * stride, checked for overflow
+        // and against the allocations before anything moves.
+        let span = |stride: usize| {
+            (size * n)
+                .checked_sub(1)
+                .map(|last| last.checked_mul(stride).and_then(|x| x.checked_add(1)))
+                .unwrap_or(Some(0))
+                .ok_or_else(|| {
+                    ShmemError::Invalid(format!(
+                        "alltoalls of {n} elements to {size} PEs at stride {stride} overflows"
+                    ))
+                })
+        };
+        let (dspan, sspan) = (span(dst_stride)?, span(src_stride)?);
+        dst.range(0, dspan)?;
+        let data = self.local_copy(src, 0, sspan)?;
+        self.team_sync(team)?;
+        if n > 0 {
+            for (j, &m) in team.members.iter().enumerate() {
+                let block: Vec<T> = (0..n).map(|k| data[(j * n + k) * src_stride]).collect();
+                self.iput(
+                    dst,
+                    team.my as usize * n * dst_stride,
+                    dst_stride,
+                    &block,
+                    1,
+                    n,
+                    m,
+                )?;
+            }
+        }
+        self.team_barrier(team)
+    }
+
     /// `dst[i] = op over members of src[i]` for `i < n`, on every member (`shmem_*_reduce`);
     /// `dst` may be `src`. Combined in team order, so floats agree bit for bit on every PE.
     pub fn reduce<T: Reducible>(
