@@ -190,6 +190,31 @@ fn thread_multiple_programs_run() {
     );
 }
 
+/// A `SHMEM_THREAD_MULTIPLE` wait (polled by the library itself, releasing its lock between
+/// polls) notices a dead peer at once, as every gda-shmem wait does, instead of at the
+/// timeout.
+#[test]
+fn a_thread_multiple_wait_notices_a_dead_peer() {
+    let t = std::time::Instant::now();
+    let o = gdarun(
+        2,
+        &program("threads"),
+        &["dead"],
+        &[("GDA_SHMEM_TIMEOUT_MS", "60000")],
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{err}");
+    assert!(
+        err.contains("PE 1 (pid") && err.contains("is gone"),
+        "PE 0 must name the dead PE:\n{err}"
+    );
+    assert!(
+        t.elapsed() < std::time::Duration::from_secs(30),
+        "took {:?}",
+        t.elapsed()
+    );
+}
+
 /// Every function `shmem.h` declares (after the preprocessor) is exported by the library,
 /// but for the `long double` routines the header defines inline (p and g, their context forms,
 /// and the reductions, whose arithmetic is C's).

@@ -108,6 +108,9 @@ pub trait CPe {
         value: u64,
         values: *const u8,
     ) -> Result<(bool, Vec<usize>)>;
+    /// One health step of a wait this library polls itself (gda-shmem's `Pe::poll_health`):
+    /// a dead same-host PE or a broken bootstrap is an error; completions keep flowing.
+    fn poll_health(&self, what: &dyn Fn() -> String) -> Result<()>;
     /// The lock word at `lock` (gda-shmem's `Pe::test_lock`/`clear_lock`): takes it if free
     /// (`Ok(true)`: this PE holds it now), or, with `clear`, releases it.
     fn lock(&self, lock: *mut u8, clear: bool) -> Result<bool>;
@@ -413,6 +416,9 @@ impl<P: gda_hal::Provider> CPe for Pe<P> {
                 SyncTy::U64 => vars_typed::<u64, P>(self, kind, ivars, n, skip, cmp, value, values),
             }
         }
+    }
+    fn poll_health(&self, what: &dyn Fn() -> String) -> Result<()> {
+        Pe::poll_health(self, what)
     }
     fn lock(&self, lock: *mut u8, clear: bool) -> Result<bool> {
         let l = self.sym_at(lock.cast_const().cast::<i64>(), 1)?;
@@ -883,11 +889,18 @@ pub(crate) fn wait(
     }
     let limit = pe(routine).timeout();
     let start = std::time::Instant::now();
+    let mut next_health = start;
     loop {
         {
             let p = pe(routine);
             if check(routine, test(&*p)) {
                 return;
+            }
+            // What gda-shmem's own waits do every 10 ms: notice a dead peer or a broken
+            // bootstrap at once (not at the timeout), and keep completions flowing.
+            if next_health.elapsed() >= std::time::Duration::from_millis(10) {
+                next_health = std::time::Instant::now();
+                check(routine, p.poll_health(what));
             }
         }
         if start.elapsed() > limit {

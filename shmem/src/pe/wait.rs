@@ -78,21 +78,7 @@ impl<P: Provider> Pe<P> {
             }
             if now >= next_check {
                 next_check = now + Duration::from_millis(10);
-                if let Some(ShmemError::PeGone { pe, pid, .. }) = self.gone_pe(None) {
-                    return Err(ShmemError::PeGone {
-                        pe,
-                        pid,
-                        what: what(),
-                    });
-                }
-                if let Some(why) = self.boot.borrow().broken() {
-                    return Err(ShmemError::Boot(format!(
-                        "{why} (while waiting for {})",
-                        what()
-                    )));
-                }
-                // Keep completions flowing so peers' waits on us make progress.
-                self.net.progress_all();
+                self.poll_health(what)?;
                 if now - start >= self.timeout {
                     return Err(ShmemError::Timeout {
                         what: what(),
@@ -102,6 +88,30 @@ impl<P: Provider> Pe<P> {
                 }
             }
         }
+    }
+
+    /// One health step of a wait of `what` that polls by itself (every wait of this PE does
+    /// it every 10 ms): fails when a same-host PE's process is gone or the bootstrap broke
+    /// down, and keeps this PE's completions flowing so peers' waits on it make progress.
+    ///
+    /// # Errors
+    /// [`ShmemError::PeGone`] naming the PE, or [`ShmemError::Boot`] with the reason.
+    pub fn poll_health(&self, what: &dyn Fn() -> String) -> Result<()> {
+        if let Some(ShmemError::PeGone { pe, pid, .. }) = self.gone_pe(None) {
+            return Err(ShmemError::PeGone {
+                pe,
+                pid,
+                what: what(),
+            });
+        }
+        if let Some(why) = self.boot.borrow().broken() {
+            return Err(ShmemError::Boot(format!(
+                "{why} (while waiting for {})",
+                what()
+            )));
+        }
+        self.net.progress_all();
+        Ok(())
     }
 
     /// Waits until this PE's `ivar[idx] <cmp> value` (`shmem_wait_until`).

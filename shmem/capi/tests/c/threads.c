@@ -5,6 +5,7 @@
 #include <shmem.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #define T 4
 #define K 200
@@ -13,6 +14,12 @@ long hits;
 int flag;
 
 static int me, n;
+
+static void *waits_forever(void *arg) {
+    (void)arg;
+    shmem_int_wait_until(&flag, SHMEM_CMP_EQ, 1);
+    return NULL;
+}
 
 static void *work(void *arg) {
     long t = (long)arg;
@@ -31,12 +38,23 @@ static void *work(void *arg) {
     return NULL;
 }
 
-int main(void) {
+int main(int argc, char **argv) {
     int provided;
     shmem_init_thread(SHMEM_THREAD_MULTIPLE, &provided);
     if (provided != SHMEM_THREAD_MULTIPLE) {
         fprintf(stderr, "provided %d\n", provided);
         return 3;
+    }
+    if (argc > 1 && argv[1][0] == 'd') {
+        /* "dead": PE 1 dies without finalizing; PE 0 waits (from a second thread, so the
+         * library's own polling loop runs) on a flag nobody sets, and must fail naming PE 1
+         * long before its timeout. */
+        shmem_barrier_all();
+        if (shmem_my_pe() == 1) _exit(9);
+        pthread_t waiter;
+        pthread_create(&waiter, NULL, waits_forever, NULL);
+        pthread_join(waiter, NULL);
+        return 4; /* not reached: the wait fails */
     }
     me = shmem_my_pe();
     n = shmem_n_pes();
