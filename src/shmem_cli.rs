@@ -3,7 +3,7 @@
 
 use std::time::Instant;
 
-use gda_shmem::{Pe, Result, ShmemError, launch, selftest};
+use gda_shmem::{Pe, Result, ShmemError, launch};
 
 use crate::provider::{Dispatch, ProviderName};
 
@@ -120,47 +120,23 @@ fn run_on<P: gda_hal::Provider, R>(
     out
 }
 
-/// What the CLI needs of a PE, object-safe so one code path serves every provider.
-pub trait PeOps {
-    /// This PE.
-    fn me(&self) -> u32;
-    /// PEs.
-    fn n(&self) -> u32;
-    /// The full check ([`selftest::run`]).
-    fn check(&self, rounds: usize) -> Result<selftest::Report>;
+/// What the CLI needs of a PE: gda-shmem's provider-erased PE ([`gda_shmem::erased::DynPe`],
+/// the one the C ABI uses too) plus the CLI's benchmark, whose figures come from code
+/// monomorphised per provider.
+pub trait PeOps: gda_shmem::erased::DynPe {
     /// The benchmarks; PE 0 returns the figures.
     fn perf(&self, iters: u64) -> Result<Vec<serde_json::Value>>;
-    /// Transport to PE 1 (for the report).
-    fn transport(&self) -> String;
-    /// The provider whose device functions drive the NIC (`mlx5`, `bnxt`, …).
-    fn provider(&self) -> &'static str;
-    /// Where the symmetric heap lives.
-    fn heap(&self) -> gda_shmem::HeapPlacement;
-}
-
-impl<P: gda_hal::Provider> PeOps for Pe<P> {
-    fn me(&self) -> u32 {
-        self.my_pe()
-    }
-    fn n(&self) -> u32 {
-        self.n_pes()
-    }
-    fn check(&self, rounds: usize) -> Result<selftest::Report> {
-        selftest::run(self, rounds)
-    }
-    fn perf(&self, iters: u64) -> Result<Vec<serde_json::Value>> {
-        perf(self, iters)
-    }
+    /// The transport to PE 1 (for the report).
     fn transport(&self) -> String {
-        self.transport_to(1 % self.n_pes())
+        self.transport_to(1 % self.n())
             .map(|t| format!("{t:?}"))
             .unwrap_or_default()
     }
-    fn provider(&self) -> &'static str {
-        P::NAME
-    }
-    fn heap(&self) -> gda_shmem::HeapPlacement {
-        self.heap_placement()
+}
+
+impl<P: gda_hal::Provider> PeOps for Pe<P> {
+    fn perf(&self, iters: u64) -> Result<Vec<serde_json::Value>> {
+        perf(self, iters)
     }
 }
 

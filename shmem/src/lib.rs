@@ -40,6 +40,7 @@ pub mod boot;
 pub mod device;
 pub mod diag;
 pub mod domain;
+pub mod erased;
 pub mod error;
 pub mod heap;
 pub mod launch;

@@ -300,7 +300,7 @@ fn shmem(a: ShmemArgs) -> ExitCode {
         match a.what {
             ShmemWhat::Check => {
                 let t = std::time::Instant::now();
-                let rep = pe.check(a.rounds)?;
+                let rep = pe.selftest(a.rounds)?;
                 println!(
                     "PE {}/{}: ok, {} checks over {} (provider {}) in {:.2} s, {} heap",
                     pe.me(),
@@ -313,7 +313,7 @@ fn shmem(a: ShmemArgs) -> ExitCode {
                         format!("{:?}", a.provider)
                     },
                     t.elapsed().as_secs_f64(),
-                    pe.heap()
+                    pe.heap_placement()
                 );
             }
             ShmemWhat::Perf => {
