@@ -603,6 +603,84 @@ impl<P: gda_hal::Provider> DynPe for Pe<P> {
     }
 }
 
+// ---- The load/store fast path ------------------------------------------------------------
+
+impl From<AmoOp> for crate::transport::Amo {
+    fn from(op: AmoOp) -> Self {
+        use crate::transport::Amo;
+        match op {
+            AmoOp::Fetch => Amo::Fetch,
+            AmoOp::Set(v) | AmoOp::Swap(v) => Amo::Set(v),
+            AmoOp::CompareSwap(compare, swap) => Amo::CompareSwap { compare, swap },
+            AmoOp::Add(v) => Amo::Add(v),
+            AmoOp::And(v) => Amo::And(v),
+            AmoOp::Or(v) => Amo::Or(v),
+            AmoOp::Xor(v) => Amo::Xor(v),
+        }
+    }
+}
+
+/// Where every PE reached by load/store has its heap and static data mapped here: the C ABI's
+/// fast path for puts, gets and atomics to such PEs, one range check and then what the P2P
+/// transport does ([`P2pView::amo`] is its very atomic), without the calls in between. PEs
+/// reached by RDMA are `None` and take the full path.
+#[derive(Clone, Debug)]
+pub struct P2pView {
+    /// This PE's user heap (address, bytes).
+    heap: (usize, usize),
+    /// This PE's static data (address, bytes; 0 bytes without).
+    data: (usize, usize),
+    /// Per PE: where its heap and its static data start here.
+    peers: Vec<Option<(usize, usize)>>,
+}
+
+impl P2pView {
+    /// The view of `p`'s routes (valid while `p` lives).
+    pub fn new(p: &dyn DynPe) -> Self {
+        let [heap, data] = p.regions();
+        let peers = (0..p.n())
+            .map(|j| {
+                let h = p.ptr(heap.0 as *const u8, j).ok().flatten()? as usize;
+                let d = if data.1 > 0 {
+                    p.ptr(data.0 as *const u8, j).ok().flatten()? as usize
+                } else {
+                    0
+                };
+                Some((h, d))
+            })
+            .collect();
+        Self { heap, data, peers }
+    }
+
+    /// PE `pe`'s copy of `[addr, addr + len)` mapped here, when `pe` is reached by load/store
+    /// and the range lies in the heap or the static data; else `None` (the full path then
+    /// checks and reports).
+    #[inline(always)]
+    pub fn local(&self, addr: usize, len: usize, pe: i32) -> Option<*mut u8> {
+        let (h, d) = (*self.peers.get(usize::try_from(pe).ok()?)?)?;
+        let off = addr.wrapping_sub(self.heap.0);
+        if off < self.heap.1 && len <= self.heap.1 - off {
+            return Some((h + off) as *mut u8);
+        }
+        let off = addr.wrapping_sub(self.data.0);
+        if off < self.data.1 && len <= self.data.1 - off {
+            return Some((d + off) as *mut u8);
+        }
+        None
+    }
+
+    /// `op` on the operand of width `w` at `p` (from [`P2pView::local`]); the old value.
+    ///
+    /// # Safety
+    /// `p` came from [`P2pView::local`] for an operand of width `w`, aligned to it, and its PE
+    /// lives.
+    #[inline(always)]
+    pub unsafe fn amo(p: *mut u8, w: Width, op: AmoOp) -> u64 {
+        // SAFETY: forwarded from the caller.
+        unsafe { crate::transport::p2p::amo_at(p, w, op.into()) }
+    }
+}
+
 // ---- Reduction types -------------------------------------------------------------------
 
 /// A C complex number (`float _Complex`, `double _Complex`): two `F`s, real first, as C lays

@@ -3,7 +3,6 @@
 
 use std::ffi::{c_int, c_long, c_longlong, c_uint, c_ulong, c_ulonglong};
 
-use gda_hal::sym;
 use gda_shmem::Width;
 
 use crate::state::{AmoOp, CPe, SyncTy, check, cmp, pe, target};
@@ -38,7 +37,9 @@ pub(crate) fn amo<T: CInt>(routine: &str, addr: *const T, op: AmoOp, to: c_int) 
         let w = size_of::<T>();
         if (addr as usize) % w == 0 {
             if let Some(p) = a.state().fast.local(addr as usize, w, to) {
-                return T::from_bits(local_amo(p, T::WIDTH, op));
+                // SAFETY: `p` is the mapping of an aligned operand of width `w` in a live PE's
+                // symmetric memory (the view's range check and the alignment test above).
+                return T::from_bits(unsafe { gda_shmem::erased::P2pView::amo(p, T::WIDTH, op) });
             }
         }
     }
@@ -47,56 +48,6 @@ pub(crate) fn amo<T: CInt>(routine: &str, addr: *const T, op: AmoOp, to: c_int) 
         routine,
         pe(routine).amo(addr.cast_mut().cast(), T::WIDTH, op, t),
     ))
-}
-
-/// `op` as a CPU atomic on the operand at `p` (a load/store-reachable PE's symmetric memory):
-/// what the P2P transport does.
-#[inline(always)]
-fn local_amo(p: *mut u8, w: Width, op: AmoOp) -> u64 {
-    let mask = match w {
-        Width::W32 => 0xffff_ffff,
-        Width::W64 => u64::MAX,
-    };
-    let apply = |old: u64| -> Option<u64> {
-        let new = match op {
-            AmoOp::Fetch => return None,
-            AmoOp::Set(v) | AmoOp::Swap(v) => v,
-            AmoOp::CompareSwap(c, v) => {
-                if old != c {
-                    return None;
-                }
-                v
-            }
-            AmoOp::Add(v) => old.wrapping_add(v),
-            AmoOp::And(v) => old & v,
-            AmoOp::Or(v) => old | v,
-            AmoOp::Xor(v) => old ^ v,
-        };
-        Some(new & mask)
-    };
-    // `p` is the mapping of an aligned operand of width `w` inside a PE's symmetric memory
-    // (checked by `Fast::local` and the caller's alignment test), accessed atomically by every
-    // PE: what each arm's `unsafe` relies on.
-    match (w, op) {
-        (Width::W32, AmoOp::Add(v)) => {
-            // SAFETY: see above.
-            u64::from(unsafe { sym::fetch_add_u32(p.cast(), v as u32) })
-        }
-        (Width::W64, AmoOp::Add(v)) => {
-            // SAFETY: see above.
-            unsafe { sym::fetch_add_u64(p.cast(), v) }
-        }
-        (Width::W32, _) => {
-            // SAFETY: see above.
-            u64::from(unsafe {
-                sym::atomic_update_u32(p.cast(), |v| apply(u64::from(v)).map(|n| n as u32))
-            })
-        }
-        (Width::W64, _) => {
-            // SAFETY: see above.
-            unsafe { sym::atomic_update_u64(p.cast(), apply) }
-        }
-    }
 }
 
 /// `*ivar <cmp> value` on this PE: waited for, or tested once.

@@ -7,59 +7,11 @@ use gda_shmem::{Cmp, Result, ShmemError, Team};
 
 pub use gda_shmem::erased::{AmoOp, DynPe as CPe, Multi, SyncTy};
 
-/// Where every PE reached by load/store has its heap and static data mapped here: the fast
-/// path of puts, gets and atomics to such PEs, which does what the P2P transport does (the
-/// same `gda_hal::mmio` accesses) without the calls in between. PEs reached by RDMA are
-/// `None` and take the full path.
-pub(crate) struct Fast {
-    /// This PE's user heap (address, bytes).
-    heap: (usize, usize),
-    /// This PE's static data (address, bytes; 0 bytes without).
-    data: (usize, usize),
-    /// Per PE: where its heap and its static data start here.
-    peers: Vec<Option<(usize, usize)>>,
-}
-
-impl Fast {
-    fn new(p: &dyn CPe) -> Self {
-        let [heap, data] = p.regions();
-        let peers = (0..p.n())
-            .map(|j| {
-                let h = p.ptr(heap.0 as *const u8, j).ok().flatten()? as usize;
-                let d = if data.1 > 0 {
-                    p.ptr(data.0 as *const u8, j).ok().flatten()? as usize
-                } else {
-                    0
-                };
-                Some((h, d))
-            })
-            .collect();
-        Self { heap, data, peers }
-    }
-
-    /// PE `pe`'s copy of `[addr, addr + len)` mapped here, when `pe` is reached by load/store
-    /// and the range lies in the heap or the static data; else `None` (the full path then
-    /// checks and reports).
-    #[inline(always)]
-    pub(crate) fn local(&self, addr: usize, len: usize, pe: std::ffi::c_int) -> Option<*mut u8> {
-        let (h, d) = (*self.peers.get(usize::try_from(pe).ok()?)?)?;
-        let off = addr.wrapping_sub(self.heap.0);
-        if off < self.heap.1 && len <= self.heap.1 - off {
-            return Some((h + off) as *mut u8);
-        }
-        let off = addr.wrapping_sub(self.data.0);
-        if off < self.data.1 && len <= self.data.1 - off {
-            return Some((d + off) as *mut u8);
-        }
-        None
-    }
-}
-
 /// The process's OpenSHMEM state: the PE and the handles C holds (teams).
 pub(crate) struct State {
     pub(crate) pe: Box<dyn CPe>,
-    /// The load/store fast path.
-    pub(crate) fast: Fast,
+    /// The load/store fast path (gda-shmem's view of this PE's P2P routes).
+    pub(crate) fast: gda_shmem::erased::P2pView,
     /// Split teams by handle (`shmem_team_t` value − 3; 1 and 2 are the world and shared
     /// teams); `None` once destroyed, so a stale handle is an error, never a dangling pointer.
     pub(crate) teams: std::cell::RefCell<Vec<Option<Team>>>,
@@ -241,7 +193,7 @@ pub(crate) fn install(p: Box<dyn CPe>) {
     // SAFETY: as in `pe`; no reference from `pe` is live across `shmem_init`.
     unsafe {
         *SLOT.0.get() = Some(State {
-            fast: Fast::new(p.as_ref()),
+            fast: gda_shmem::erased::P2pView::new(p.as_ref()),
             pe: p,
             teams: std::cell::RefCell::new(Vec::new()),
             ctxs: std::cell::RefCell::new(Vec::new()),

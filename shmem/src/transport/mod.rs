@@ -26,7 +26,7 @@
 //! reference-counted) in each route.
 
 mod live;
-mod p2p;
+pub(crate) mod p2p;
 mod rdma;
 
 pub(crate) use live::Liveness;

@@ -117,24 +117,9 @@ impl<P: Provider> Transport<P> for P2p {
 
     #[inline]
     fn amo(&self, _: &Net<P>, off: usize, w: Width, op: Amo, _fetch: bool) -> Result<u64> {
-        let p = self.at(off);
-        if let Amo::Add(v) = op {
-            // One locked add instead of a compare-and-swap loop.
-            return Ok(match w {
-                // SAFETY: an aligned operand inside the target's heap, accessed atomically by all.
-                Width::W32 => u64::from(unsafe { sym::fetch_add_u32(p.cast(), v as u32) }),
-                // SAFETY: as above.
-                Width::W64 => unsafe { sym::fetch_add_u64(p.cast(), v) },
-            });
-        }
-        Ok(match w {
-            // SAFETY: an aligned operand inside the target's heap, accessed atomically by all.
-            Width::W32 => u64::from(unsafe {
-                sym::atomic_update_u32(p.cast(), |v| op.apply(u64::from(v), w).map(|n| n as u32))
-            }),
-            // SAFETY: as above.
-            Width::W64 => unsafe { sym::atomic_update_u64(p.cast(), |v| op.apply(v, w)) },
-        })
+        // SAFETY: an aligned operand of width `w` inside the target's heap (checked by the
+        // caller), accessed atomically by every PE.
+        Ok(unsafe { amo_at(self.at(off), w, op) })
     }
 
     #[inline]
@@ -152,4 +137,31 @@ impl<P: Provider> Transport<P> for P2p {
 
     #[inline]
     fn progress(&self) {}
+}
+
+/// `op` as a CPU atomic on the operand of width `w` at `p`; the old value. What every atomic
+/// to a PE reached by load/store is: the P2P transport's, and the C ABI's fast path
+/// (`crate::erased::P2pView`).
+///
+/// # Safety
+/// `p` is an operand of width `w`, aligned to it, in memory every accessor updates atomically.
+#[inline(always)]
+pub(crate) unsafe fn amo_at(p: *mut u8, w: Width, op: Amo) -> u64 {
+    if let Amo::Add(v) = op {
+        // One locked add instead of a compare-and-swap loop.
+        return match w {
+            // SAFETY: an aligned operand, accessed atomically by all (caller).
+            Width::W32 => u64::from(unsafe { sym::fetch_add_u32(p.cast(), v as u32) }),
+            // SAFETY: as above.
+            Width::W64 => unsafe { sym::fetch_add_u64(p.cast(), v) },
+        };
+    }
+    match w {
+        // SAFETY: an aligned operand, accessed atomically by all (caller).
+        Width::W32 => u64::from(unsafe {
+            sym::atomic_update_u32(p.cast(), |v| op.apply(u64::from(v), w).map(|n| n as u32))
+        }),
+        // SAFETY: as above.
+        Width::W64 => unsafe { sym::atomic_update_u64(p.cast(), |v| op.apply(v, w)) },
+    }
 }
