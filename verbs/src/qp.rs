@@ -561,7 +561,14 @@ fn modify(qp: *mut sys::ibv_qp, attr: *mut sys::ibv_qp_attr, mask: c_int) -> Res
                     fmt_gid(&dgid)
                 ))
             })?;
-            q.sim.connect(&ep).map_err(|e| {
+            // `rq_psn`: the PSN the peer's first request carries (its `sq_psn`); a request
+            // from another process at any other PSN is refused.
+            let connected = if m & b::RQ_PSN != 0 {
+                q.sim.connect_with_psn(&ep, a.rq_psn & 0x00ff_ffff)
+            } else {
+                q.sim.connect(&ep)
+            };
+            connected.map_err(|e| {
                 Errno::inval(format!(
                     "INIT→RTR: dest_qp_num {:#x} at {}: {e}",
                     a.dest_qp_num,
@@ -571,7 +578,14 @@ fn modify(qp: *mut sys::ibv_qp, attr: *mut sys::ibv_qp_attr, mask: c_int) -> Res
         }
         (qp_state::RTR, qp_state::RTS) => {
             q.sim.set_rnr_retry(a.rnr_retry);
-            q.sim.ready().map_err(sim_err)?;
+            // `sq_psn`: what this QP's requests to another process start at (the peer's
+            // `rq_psn`).
+            if m & b::SQ_PSN != 0 {
+                q.sim.ready_with_psn(a.sq_psn & 0x00ff_ffff)
+            } else {
+                q.sim.ready()
+            }
+            .map_err(sim_err)?;
         }
         _ => {
             if m & b::RNR_RETRY != 0 {

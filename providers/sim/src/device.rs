@@ -368,7 +368,8 @@ impl<P: Modeled> RawRcQp for SimQp<P> {
                 attr.remote.gid
             ))
         })?;
-        self.qp.connect(&remote)
+        // The peer's send PSN is the PSN this QP expects of its first request.
+        self.qp.connect_with_psn(&remote, attr.remote.psn)
     }
 
     fn modify_rts(&mut self, attr: &RtsAttr) -> Result<(), SimError> {

@@ -163,6 +163,17 @@ impl Fabric {
         Ok(Self::new(FabricConfig::from_chaos_var(var.as_deref())?))
     }
 
+    /// On a process fabric ([`Fabric::process`]): how long a request to another process may go
+    /// with no byte moving on its connection, either way, before it completes with
+    /// `RETRY_EXC_ERR` (its QP to Error), and how long a peer may read nothing before its
+    /// connection is closed. Default 1 s, about what a NIC's transport retries last
+    /// (`retry_cnt` × `timeout`). No-op on other fabrics.
+    pub fn set_wire_timeout(&self, timeout: std::time::Duration) {
+        if let Some(w) = &self.inner.wire {
+            w.set_timeout(timeout);
+        }
+    }
+
     /// This fabric's id (what its QPs' addresses and GIDs carry).
     #[must_use]
     pub fn id(&self) -> u64 {

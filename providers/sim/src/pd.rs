@@ -61,8 +61,10 @@ impl Pd {
     /// Registers caller memory.
     ///
     /// # Safety
-    /// `[addr, addr + len)` must stay valid (and not be freed) until the returned [`Mr`] and
-    /// every operation using its keys are finished; the NIC reads and writes it at any time.
+    /// `[addr, addr + len)` must stay valid (and not be freed) until the returned [`Mr`] is
+    /// dropped; the NIC reads and writes it at any time until then. Dropping the region waits
+    /// for a copy in progress, so the memory may be freed right after, even while a peer's
+    /// transfer of it runs (that transfer then fails with a remote access error).
     pub unsafe fn register(&self, addr: u64, len: usize, access: Access) -> Mr {
         self.insert(addr, len as u64, access, None)
     }
@@ -149,15 +151,8 @@ impl Pd {
         let nic = &self.nic.inner;
         let mut owned = owned;
         loop {
-            let mr = Arc::new(MrInner {
-                pd: self.id,
-                addr,
-                len,
-                access,
-                lkey: nic.fresh_key(),
-                rkey: nic.fresh_key(),
-                _owned: owned.take(),
-            });
+            let keys = (nic.fresh_key(), nic.fresh_key());
+            let mr = Arc::new(MrInner::new(self.id, addr, len, access, keys, owned.take()));
             if nic.mrs.insert(mr.clone()) {
                 return Mr {
                     nic: self.nic.clone(),
@@ -249,8 +244,12 @@ impl Mr {
 }
 
 impl Drop for Mr {
+    /// Deregisters: the keys go stale at once, and a DMA access still copying from or into the
+    /// region finishes its chunk (at most `DMA_CHUNK_BYTES`) before this returns — after that the
+    /// caller may free registered memory; the rest of such a transfer fails as with a stale key.
     fn drop(&mut self) {
         self.nic.inner.mrs.remove(self.inner.lkey, self.inner.rkey);
+        self.inner.retire();
         if let (Some(slot), Some(l)) = (self.shared, &self.nic.fabric.inner.link) {
             l.retract_mr(slot);
         }

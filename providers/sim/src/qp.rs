@@ -2,7 +2,9 @@
 
 use std::sync::Arc;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, Ordering};
+
+use rand::RngCore;
 
 use gda_hal::control::{QueueBuffer, QueueMemory};
 use gda_hal::model::{ModelFor, Modeled, QpView, Region};
@@ -12,7 +14,7 @@ use crate::cq::Cq;
 use crate::fabric::Fabric;
 use crate::pd::Pd;
 use crate::state::QpExec;
-use crate::state::QpInner;
+use crate::state::{PSN_UNKNOWN, QpInner};
 use crate::types::{Endpoint, QpInit, QpState, SimError};
 
 impl Pd {
@@ -63,8 +65,14 @@ impl Pd {
         let layout = model.layout(&geometry).map_err(SimError::InvalidArgument)?;
         let rq_stride = layout.rq_stride;
         let qpn = self.nic.inner.next_qpn.fetch_add(1, Ordering::Relaxed) & 0x00ff_ffff;
-        // The first send PSN: near the 24-bit wrap, so every run crosses it.
-        let start_psn = 0x00ff_ff00 | (qpn & 0xff);
+        // The first send PSN. Requests to other processes carry it, and a responder takes only
+        // the PSN it expects: there it is unpredictable, as a NIC draws it. Within one process
+        // (tests, `gda chaos`) it is near the 24-bit wrap, so every run crosses it.
+        let start_psn = if self.nic.fabric.inner.wire.is_some() {
+            rand::rngs::OsRng.next_u32() & crate::wire::PSN_MASK
+        } else {
+            0x00ff_ff00 | (qpn & 0xff)
+        };
         let mem = |what, len, align| {
             QueueMem::new(memory, what, len, align).map_err(SimError::InvalidArgument)
         };
@@ -104,6 +112,8 @@ impl Pd {
             remote: Mutex::new(None),
             rq_consumed: AtomicU64::new(0),
             rnr_retry: AtomicU8::new(init.rnr_retry),
+            sq_psn: AtomicU32::new(start_psn),
+            rq_psn: AtomicU64::new(PSN_UNKNOWN),
             exec: Mutex::new(QpExec::default()),
         });
         let fabric = self.nic.fabric.clone();
@@ -154,7 +164,9 @@ impl Qp {
         self.inner.qpn
     }
 
-    /// The first PSN this QP sends (fixed at creation, near the 24-bit wrap).
+    /// The first PSN this QP sends (fixed at creation: random on a process fabric, near the
+    /// 24-bit wrap on others). What a peer passes as its `rq_psn` unless RTS sets another
+    /// ([`Qp::ready_with_psn`]).
     #[must_use]
     pub fn start_psn(&self) -> u32 {
         self.inner.view.start_psn
@@ -216,7 +228,29 @@ impl Qp {
     }
 
     /// Moves Init → Rtr, connected to `remote` (a QP on this fabric; may be itself: loopback).
+    /// A QP of this fabric is asked for its send PSN; for a QP of another process the first
+    /// request's PSN is taken — [`Qp::connect_with_psn`] says which to expect instead.
     pub fn connect(&self, remote: &Endpoint) -> Result<(), SimError> {
+        let psn = self
+            .fabric
+            .lookup(remote)
+            .map_or(PSN_UNKNOWN, |q| u64::from(q.sq_psn.load(Ordering::Acquire)));
+        self.connect_at(remote, psn)
+    }
+
+    /// [`Qp::connect`], expecting the peer's requests to start at `rq_psn` (its `sq_psn`, as
+    /// `ibv_modify_qp`'s `rq_psn` says): a request from another process at any other PSN is
+    /// refused, and the requester completes with `RETRY_EXC_ERR`.
+    pub fn connect_with_psn(&self, remote: &Endpoint, rq_psn: u32) -> Result<(), SimError> {
+        if rq_psn > crate::wire::PSN_MASK {
+            return Err(SimError::InvalidArgument(format!(
+                "rq_psn {rq_psn:#x} does not fit in 24 bits"
+            )));
+        }
+        self.connect_at(remote, u64::from(rq_psn))
+    }
+
+    fn connect_at(&self, remote: &Endpoint, rq_psn: u64) -> Result<(), SimError> {
         // A QP of another process fabric is not looked up now (as a NIC does not ask the
         // remote at RTR): requests to it fail with RETRY_EXC_ERR if nobody answers.
         let other_process = self.fabric.inner.wire.is_some()
@@ -239,11 +273,42 @@ impl Qp {
                 _ => return Err(SimError::UnknownEndpoint(*remote)),
             }
         }
+        if self.state() != QpState::Init {
+            return Err(SimError::InvalidTransition {
+                qpn: self.inner.qpn,
+                from: self.state(),
+                to: QpState::Rtr,
+            });
+        }
         *self.inner.remote.lock().unwrap_or_else(|e| e.into_inner()) = Some(*remote);
+        // ORDERING: Release, before the state moves to RTR (the engine reads it after seeing
+        // RTR with Acquire).
+        self.inner.rq_psn.store(rq_psn, Ordering::Release);
         self.transition(QpState::Init, QpState::Rtr)?;
         // A new responder: the engine re-resolves it.
         self.fabric.inner.epoch.fetch_add(1, Ordering::Release);
         Ok(())
+    }
+
+    /// Moves Rtr → Rts, sending to another process from PSN `sq_psn` (what `ibv_modify_qp`
+    /// passes; the peer's `rq_psn`) instead of [`Qp::start_psn`].
+    pub fn ready_with_psn(&self, sq_psn: u32) -> Result<(), SimError> {
+        if sq_psn > crate::wire::PSN_MASK {
+            return Err(SimError::InvalidArgument(format!(
+                "sq_psn {sq_psn:#x} does not fit in 24 bits"
+            )));
+        }
+        if self.state() != QpState::Rtr {
+            return Err(SimError::InvalidTransition {
+                qpn: self.inner.qpn,
+                from: self.state(),
+                to: QpState::Rts,
+            });
+        }
+        // ORDERING: Release before the state moves to RTS (the engine executes only in RTS,
+        // which it reads with Acquire).
+        self.inner.sq_psn.store(sq_psn, Ordering::Release);
+        self.ready()
     }
 
     /// Moves Rtr → Rts.
@@ -310,6 +375,10 @@ impl Drop for Qp {
         self.fabric.inner.epoch.fetch_add(1, Ordering::Release);
         if let Some(l) = &self.fabric.inner.link {
             l.publish_qp(self.inner.nic.id, self.inner.qpn, self.inner.pd, None);
+        }
+        if let Some(w) = &self.fabric.inner.wire {
+            // A request still outstanding: its response, if it comes, is skipped.
+            w.forget((self.inner.nic.id, self.inner.qpn));
         }
         // Verbs' contract: once a destroy returns, the QP's rings are back with their allocator
         // (a program may free a parent domain's allocator right after). The engine's snapshot

@@ -181,8 +181,18 @@ pub(crate) struct QpInner {
     pub(crate) rq_consumed: AtomicU64,
     /// RNR retries before `RNR_RETRY_EXC_ERR` (7: forever); set at creation and by RTS.
     pub(crate) rnr_retry: AtomicU8,
+    /// The first PSN of requests to another process (`sq_psn`): the start PSN, or what RTS
+    /// set.
+    pub(crate) sq_psn: AtomicU32,
+    /// The PSN this QP expects of the next request from another process (24 bits; set at RTR
+    /// from the peer's `sq_psn`, advanced by the engine), or [`PSN_UNKNOWN`]: the first
+    /// request's PSN is taken.
+    pub(crate) rq_psn: AtomicU64,
     pub(crate) exec: Mutex<QpExec>,
 }
+
+/// [`QpInner::rq_psn`] before anyone said which PSN the peer starts at.
+pub(crate) const PSN_UNKNOWN: u64 = u64::MAX;
 
 impl QpInner {
     pub(crate) fn model(&self) -> &dyn DeviceModel {
@@ -244,7 +254,8 @@ pub(crate) enum Deferred {
         due: Due,
         dst: u64,
         bytes: Vec<u8>,
-        _mr: Vec<Arc<MrInner>>,
+        /// The regions `dst` was checked against, pinned while the data lands.
+        mrs: Vec<Arc<MrInner>>,
     },
     /// A completion.
     Cqe { due: Due, cq: Arc<CqInner>, c: Cpl },
@@ -298,6 +309,9 @@ pub(crate) struct QpExec {
     pub(crate) wire_seq: u64,
     /// When the current WQE's first unanswered transmission to another process was sent.
     pub(crate) wire_retry_since: Option<Instant>,
+    /// The PSN of this QP's next request to another process (from `QpInner::sq_psn` at the
+    /// first).
+    pub(crate) wire_psn: Option<u32>,
 }
 
 /// A request sent to another process, waiting for its response.
@@ -306,8 +320,8 @@ pub(crate) struct WireWait {
     pub(crate) seq: u64,
     /// The send-queue position of the WQE it executes.
     pub(crate) pos: u64,
-    /// When it was sent.
-    pub(crate) since: Instant,
+    /// When it was queued ([`crate::wire::now_ns`]).
+    pub(crate) since_ns: u64,
     /// The connection it went out on (dead: the peer is gone).
     pub(crate) conn: Arc<crate::wire::Conn>,
 }

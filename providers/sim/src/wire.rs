@@ -4,44 +4,85 @@
 //! As on a real RC link, the requester's engine sends a **request** (WRITE or SEND with its
 //! payload, READ, an atomic with its operands) naming the responder's NIC and QP, and the
 //! responder's engine — in the process that owns the memory — checks it against its own state
-//! (QP state, PD, rkey, bounds, rights, a posted receive) exactly as between NICs of one
-//! process, executes it, and sends back a **response**: an ACK, a NAK with the status the
-//! requester reports (remote access error, remote invalid request, remote operation error,
-//! RNR), READ data or the atomic's original value. So memory registered from any allocation
-//! works across processes, and two-sided operations too.
+//! (the QP's state, its connected peer and expected PSN, PD, rkey, bounds, rights, a posted
+//! receive) exactly as between NICs of one process, executes it, and sends back a
+//! **response**: an ACK, a NAK with the status the requester reports (remote access error,
+//! remote invalid request, remote operation error, RNR), READ data or the atomic's original
+//! value. So memory registered from any allocation works across processes, and two-sided
+//! operations too.
 //!
-//! **Transport.** Each fabric made by [`Fabric::process`](crate::Fabric::process) listens on a
-//! Unix stream socket in the abstract namespace named from the uid and the fabric id; a
-//! requester connects once per peer fabric. Chosen over shared-memory rings because the kernel
-//! then does what a ring protocol between untrusting processes must otherwise re-implement:
-//! `SO_PEERCRED` says who connected (a process of another uid is refused on both sides), a dead
-//! peer is an end-of-file (its requesters fail with `RETRY_EXC_ERR`, never hang), and
-//! back-pressure never deadlocks two engines (each connection's reader is its own thread that
-//! only queues). The frames are plain little-endian bytes, so a network transport between hosts
-//! can carry the same messages.
+//! **Transport** ([`transport`]). Each fabric made by [`Fabric::process`](crate::Fabric::process)
+//! listens on a Unix stream socket in the abstract namespace named from the uid and the fabric
+//! id; a requester connects once per peer fabric and first sends a *hello* naming its own
+//! fabric. Chosen over shared-memory rings because the kernel then does what a ring protocol
+//! between untrusting processes must otherwise re-implement: `SO_PEERCRED` says who connected
+//! (a process of another uid is refused on both sides; a hello is believed only if the
+//! listener of the fabric it names belongs to the connecting process), and a dead peer is an
+//! end-of-file (its requesters fail with `RETRY_EXC_ERR`, never hang). No engine thread ever
+//! blocks on a socket: each connection has a reader thread (bounded by a byte budget of queued
+//! requests, which back-pressures the socket) and a writer thread (a queue bounded in bytes; a
+//! peer that stops reading for the wire timeout loses the connection). The frames are plain
+//! little-endian bytes, so a network transport between hosts can carry the same messages.
 //!
-//! **Frames.** A 16-byte header — magic `GDAW`, version, kind, payload length (≤ 1 GiB, the
-//! port's `max_msg_sz`) — then a fixed body per kind, then the payload. A malformed frame
-//! closes the connection with a message; it never reaches the engine.
+//! **Frames** (version 2). Every frame is a 16-byte header, a fixed body per kind, then the
+//! payload. A malformed frame closes the connection with a (rate-limited) message; it never
+//! reaches the engine.
+//!
+//! | header bytes | field |
+//! |---|---|
+//! | 0..4 | magic `GDAW` |
+//! | 4..6 | version (2) |
+//! | 6..8 | kind: 1 request, 2 response, 3 hello |
+//! | 8..12 | payload length (≤ 1 GiB, the port's `max_msg_sz`) |
+//! | 12..16 | reserved, 0 |
+//!
+//! **Hello** (16-byte body, no payload; the connector's first frame, and only then): bytes 0..8
+//! the connector's fabric id; 8..16 reserved. The acceptor believes it only when the listener
+//! of that fabric belongs to the process that connected (both pids from `SO_PEERCRED`).
+//!
+//! **Request** (88-byte body): 0 `dst_nic`, 4 `dst_qpn`, 8 `src_nic`, 12 `src_qpn` (the source
+//! fabric is the connection's), 16 `seq` (u64, the requester's tag echoed in the response),
+//! 24 op (1 WRITE, 2 SEND, 3 READ, 4 atomic), 25 has-immediate, 26 atomic width (4 or 8),
+//! 27 atomic kind (0 none, 1 compare-swap, 2 fetch-add, 3 masked compare-swap, 4 masked
+//! fetch-add), 28 immediate, 32 rkey, 36 PSN (24 bits), 40 remote address (u64), 48 length
+//! (u64: READ bytes asked for, WRITE/SEND the payload's length), 56..88 four atomic operands
+//! (u64). The responder executes a request only from the QP its own QP is connected to and
+//! only at the PSN it expects: the requester's start PSN (`sq_psn`, the responder's `rq_psn`),
+//! then one more per executed request.
+//!
+//! **Response** (24-byte body): 0 `dst_nic`, 4 `dst_qpn` (the requester), 8 `seq` (u64),
+//! 16 status (a `WcStatus` code, [`RNR`] or [`REFUSED`]), 20 reserved; payload: READ data or
+//! an atomic's original value (8 bytes). A requester accepts a response only for its one
+//! outstanding request with that `seq`, and no longer than that request can be answered.
 
-use std::collections::{HashMap, VecDeque};
-use std::io::{self, Read, Write};
-use std::os::linux::net::SocketAddrExt;
-use std::os::unix::net::{SocketAddr, UnixListener, UnixStream};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+mod transport;
+
+pub(crate) use transport::{Conn, Inbound, Wire, now_ns};
+
+use std::fmt;
+use std::io::{self, Read};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use gda_hal::AtomicOp;
 
 const MAGIC: u32 = u32::from_le_bytes(*b"GDAW");
-const VERSION: u16 = 1;
+const VERSION: u16 = 2;
 const KIND_REQUEST: u16 = 1;
 const KIND_RESPONSE: u16 = 2;
+const KIND_HELLO: u16 = 3;
 const HEADER_BYTES: usize = 16;
 const REQUEST_BODY_BYTES: usize = 88;
 const RESPONSE_BODY_BYTES: usize = 24;
+const HELLO_BODY_BYTES: usize = 16;
+/// Header and body of a request (what a frame costs beyond its payload, at most).
+pub(crate) const REQUEST_HEAD_BYTES: usize = HEADER_BYTES + REQUEST_BODY_BYTES;
+/// Header and body of a response.
+pub(crate) const RESPONSE_HEAD_BYTES: usize = HEADER_BYTES + RESPONSE_BODY_BYTES;
 /// Largest payload (a message of the port's `max_msg_sz`).
 pub(crate) const MAX_PAYLOAD: u64 = 1 << 30;
+/// PSNs are 24 bits.
+pub(crate) const PSN_MASK: u32 = 0x00ff_ffff;
 
 /// Fabric ids of process fabrics: `TAG | 32 random bits`.
 pub(crate) const PROCESS_TAG: u64 = 0x5650 << 48;
@@ -85,6 +126,8 @@ pub(crate) struct Request {
     pub(crate) op: ReqOp,
     pub(crate) imm: Option<u32>,
     pub(crate) rkey: u32,
+    /// The request's packet sequence number (24 bits).
+    pub(crate) psn: u32,
     pub(crate) raddr: u64,
     /// READ: bytes asked for; WRITE/SEND: the payload's length.
     pub(crate) len: u64,
@@ -92,7 +135,7 @@ pub(crate) struct Request {
     pub(crate) payload: Vec<u8>,
 }
 
-/// A response, responder → requester. `status` is a `WcStatus` code, or [`RNR`].
+/// A response, responder → requester. `status` is a `WcStatus` code, [`RNR`] or [`REFUSED`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Response {
     pub(crate) dst_nic: u32,
@@ -104,6 +147,11 @@ pub(crate) struct Response {
 
 /// `Response::status` for "receiver not ready" (no receive posted).
 pub(crate) const RNR: u32 = 0xffff_0001;
+/// `Response::status` for a request the responder's QP refused without looking at it: not from
+/// the QP it is connected to, or not at the PSN it expects. Retransmitting cannot help, so the
+/// requester completes with `RETRY_EXC_ERR` at once (hardware drops such packets, and the
+/// requester's retries run out).
+pub(crate) const REFUSED: u32 = 0xffff_0002;
 
 /// Why a frame was refused.
 #[derive(Debug, PartialEq, Eq)]
@@ -116,8 +164,8 @@ fn put64(v: &mut Vec<u8>, x: u64) {
     v.extend_from_slice(&x.to_le_bytes());
 }
 
-fn header(kind: u16, payload: usize) -> Vec<u8> {
-    let mut v = Vec::with_capacity(HEADER_BYTES + REQUEST_BODY_BYTES + payload);
+fn header(kind: u16, body: usize, payload: usize) -> Vec<u8> {
+    let mut v = Vec::with_capacity(HEADER_BYTES + body);
     put32(&mut v, MAGIC);
     v.extend_from_slice(&VERSION.to_le_bytes());
     v.extend_from_slice(&kind.to_le_bytes());
@@ -126,9 +174,18 @@ fn header(kind: u16, payload: usize) -> Vec<u8> {
     v
 }
 
+/// The hello frame of a connection from fabric `fabric`.
+pub(crate) fn hello(fabric: u64) -> Vec<u8> {
+    let mut v = header(KIND_HELLO, HELLO_BODY_BYTES, 0);
+    put64(&mut v, fabric);
+    put64(&mut v, 0);
+    v
+}
+
 impl Request {
-    pub(crate) fn encode(&self) -> Vec<u8> {
-        let mut v = header(KIND_REQUEST, self.payload.len());
+    /// Header and body (the payload goes after them, unchanged).
+    pub(crate) fn encode_head(&self) -> Vec<u8> {
+        let mut v = header(KIND_REQUEST, REQUEST_BODY_BYTES, self.payload.len());
         for x in [self.dst_nic, self.dst_qpn, self.src_nic, self.src_qpn] {
             put32(&mut v, x);
         }
@@ -162,13 +219,20 @@ impl Request {
         ]);
         put32(&mut v, self.imm.unwrap_or(0));
         put32(&mut v, self.rkey);
-        put32(&mut v, 0);
+        put32(&mut v, self.psn & PSN_MASK);
         put64(&mut v, self.raddr);
         put64(&mut v, self.len);
         for x in a {
             put64(&mut v, x);
         }
-        debug_assert_eq!(v.len(), HEADER_BYTES + REQUEST_BODY_BYTES);
+        debug_assert_eq!(v.len(), REQUEST_HEAD_BYTES);
+        v
+    }
+
+    /// The whole frame.
+    #[cfg(test)]
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        let mut v = self.encode_head();
         v.extend_from_slice(&self.payload);
         v
     }
@@ -227,6 +291,10 @@ impl Request {
         if len > MAX_PAYLOAD {
             return Err(BadFrame(format!("length {len} above {MAX_PAYLOAD}")));
         }
+        let psn = u32_at(36);
+        if psn > PSN_MASK {
+            return Err(BadFrame(format!("PSN {psn:#x} above 24 bits")));
+        }
         Ok(Self {
             dst_nic: u32_at(0),
             dst_qpn: u32_at(4),
@@ -236,22 +304,41 @@ impl Request {
             op,
             imm: (b[25] != 0).then(|| u32_at(28)),
             rkey: u32_at(32),
+            psn,
             raddr: u64_at(40),
             len,
             atomic,
             payload,
         })
     }
+
+    /// The most payload a response to this request carries.
+    pub(crate) fn response_payload(&self) -> u64 {
+        match self.op {
+            ReqOp::Read => self.len,
+            ReqOp::Atomic => 8,
+            ReqOp::Write | ReqOp::Send => 0,
+        }
+    }
 }
 
 impl Response {
-    pub(crate) fn encode(&self) -> Vec<u8> {
-        let mut v = header(KIND_RESPONSE, self.payload.len());
+    /// Header and body for a payload of `len` bytes sent apart from `self`.
+    pub(crate) fn encode_head_for(&self, len: usize) -> Vec<u8> {
+        let mut v = header(KIND_RESPONSE, RESPONSE_BODY_BYTES, len);
         put32(&mut v, self.dst_nic);
         put32(&mut v, self.dst_qpn);
         put64(&mut v, self.seq);
         put32(&mut v, self.status);
         put32(&mut v, 0);
+        debug_assert_eq!(v.len(), RESPONSE_HEAD_BYTES);
+        v
+    }
+
+    /// The whole frame.
+    #[cfg(test)]
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        let mut v = self.encode_head_for(self.payload.len());
         v.extend_from_slice(&self.payload);
         v
     }
@@ -271,29 +358,51 @@ impl Response {
     }
 }
 
-/// A decoded frame.
+/// What a header announces: the kind, its body (already read) and the payload still to read.
 #[derive(Debug)]
-pub(crate) enum Frame {
-    Request(Request),
-    Response(Response),
+pub(crate) struct Head {
+    pub(crate) kind: u16,
+    pub(crate) body: Vec<u8>,
+    pub(crate) payload_len: usize,
 }
 
-/// Reads one frame; `Ok(None)` at a clean end of stream.
-pub(crate) fn read_frame(r: &mut impl Read) -> io::Result<Option<Frame>> {
+impl Head {
+    /// The fabric id a hello names.
+    pub(crate) fn hello_fabric(&self) -> Option<u64> {
+        (self.kind == KIND_HELLO && self.payload_len == 0).then(|| {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(&self.body[..8]);
+            u64::from_le_bytes(b)
+        })
+    }
+    pub(crate) fn is_request(&self) -> bool {
+        self.kind == KIND_REQUEST
+    }
+    pub(crate) fn is_response(&self) -> bool {
+        self.kind == KIND_RESPONSE
+    }
+}
+
+fn bad(m: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, m)
+}
+
+/// Reads a frame's header and body — never its payload, and allocating nothing for it;
+/// `Ok(None)` at a clean end of stream.
+pub(crate) fn read_head(r: &mut impl Read) -> io::Result<Option<Head>> {
     let mut h = [0u8; HEADER_BYTES];
     match r.read_exact(&mut h) {
         Ok(()) => {}
         Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(None),
         Err(e) => return Err(e),
     }
-    let bad = |m: String| io::Error::new(io::ErrorKind::InvalidData, m);
     let magic = u32::from_le_bytes([h[0], h[1], h[2], h[3]]);
     let version = u16::from_le_bytes([h[4], h[5]]);
     let kind = u16::from_le_bytes([h[6], h[7]]);
     let len = u32::from_le_bytes([h[8], h[9], h[10], h[11]]);
     if magic != MAGIC || version != VERSION {
         return Err(bad(format!(
-            "not a gda-sim frame (magic {magic:#x}, version {version})"
+            "not a gda-sim frame of version {VERSION} (magic {magic:#x}, version {version})"
         )));
     }
     if u64::from(len) > MAX_PAYLOAD {
@@ -302,200 +411,117 @@ pub(crate) fn read_frame(r: &mut impl Read) -> io::Result<Option<Frame>> {
     let body_len = match kind {
         KIND_REQUEST => REQUEST_BODY_BYTES,
         KIND_RESPONSE => RESPONSE_BODY_BYTES,
+        KIND_HELLO if len == 0 => HELLO_BODY_BYTES,
+        KIND_HELLO => return Err(bad(format!("hello with a payload of {len} bytes"))),
         k => return Err(bad(format!("frame kind {k}"))),
     };
     let mut body = vec![0u8; body_len];
     r.read_exact(&mut body)?;
-    let mut payload = vec![0u8; len as usize];
-    r.read_exact(&mut payload)?;
-    let f = if kind == KIND_REQUEST {
-        Request::decode(&body, payload).map(Frame::Request)
+    Ok(Some(Head {
+        kind,
+        body,
+        payload_len: len as usize,
+    }))
+}
+
+/// The first allocation for a payload; later ones at most double what has arrived.
+const PAYLOAD_STEP_BYTES: usize = 1 << 16;
+
+/// Reads a `len`-byte payload, growing the buffer only as bytes arrive: a header that announces
+/// a gigabyte and sends nothing costs 64 KiB, not a gigabyte.
+pub(crate) fn read_payload(r: &mut impl Read, len: usize) -> io::Result<Vec<u8>> {
+    let mut v = Vec::new();
+    while v.len() < len {
+        let chunk = (len - v.len()).min(v.len().max(PAYLOAD_STEP_BYTES));
+        v.reserve_exact(chunk);
+        // Into the reserved capacity, with no zero-fill first.
+        if r.take(chunk as u64).read_to_end(&mut v)? < chunk {
+            return Err(io::ErrorKind::UnexpectedEof.into());
+        }
+    }
+    Ok(v)
+}
+
+/// Skips a `len`-byte payload without keeping it.
+pub(crate) fn skip_payload(r: &mut impl Read, len: usize) -> io::Result<()> {
+    let n = io::copy(&mut r.take(len as u64), &mut io::sink())?;
+    if n == len as u64 {
+        Ok(())
     } else {
-        Response::decode(&body, payload).map(Frame::Response)
+        Err(io::ErrorKind::UnexpectedEof.into())
+    }
+}
+
+/// A decoded frame.
+#[cfg(test)]
+#[derive(Debug)]
+pub(crate) enum Frame {
+    Request(Request),
+    Response(Response),
+    Hello(u64),
+}
+
+/// Reads one whole frame; `Ok(None)` at a clean end of stream.
+#[cfg(test)]
+pub(crate) fn read_frame(r: &mut impl Read) -> io::Result<Option<Frame>> {
+    let Some(h) = read_head(r)? else {
+        return Ok(None);
+    };
+    if let Some(f) = h.hello_fabric() {
+        return Ok(Some(Frame::Hello(f)));
+    }
+    let payload = read_payload(r, h.payload_len)?;
+    let f = if h.is_request() {
+        Request::decode(&h.body, payload).map(Frame::Request)
+    } else {
+        Response::decode(&h.body, payload).map(Frame::Response)
     };
     f.map(Some).map_err(|BadFrame(m)| bad(m))
 }
 
-/// One connection's sending side.
-pub(crate) struct Conn {
-    out: Mutex<UnixStream>,
-    /// The peer is gone (end of stream, an error, a malformed frame).
-    pub(crate) dead: AtomicBool,
+/// At most one warning line per this interval; the others are counted.
+const WARN_INTERVAL: Duration = Duration::from_secs(1);
+
+/// A rate limit for warnings: one line per [`WARN_INTERVAL`], the rest counted and reported
+/// with the next line that passes.
+#[derive(Debug, Default)]
+pub(crate) struct WarnLimit {
+    last: Option<Instant>,
+    suppressed: u64,
 }
 
-impl Conn {
-    pub(crate) fn send(&self, frame: &[u8]) -> bool {
-        if self.dead.load(Ordering::Acquire) {
-            return false;
-        }
-        let ok = self
-            .out
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .write_all(frame)
-            .is_ok();
-        if !ok {
-            self.dead.store(true, Ordering::Release);
-        }
-        ok
-    }
-}
-
-/// A request waiting for the responder's engine.
-pub(crate) struct Inbound {
-    pub(crate) conn: Arc<Conn>,
-    pub(crate) req: Request,
-}
-
-/// This process's end of the message transport.
-pub(crate) struct Wire {
-    /// Requests from peers, for this engine.
-    pub(crate) inbox: Mutex<VecDeque<Inbound>>,
-    /// Responses to this process's requesters, by (NIC, QP).
-    pub(crate) responses: Mutex<HashMap<(u32, u32), Response>>,
-    /// Connections to peer fabrics, by fabric id.
-    out: Mutex<HashMap<u64, Arc<Conn>>>,
-    /// Wakes this process's engine (set by [`Wire::start`]).
-    kick: Mutex<Option<Kick>>,
-}
-
-/// How the transport wakes the engine of its fabric.
-pub(crate) type Kick = Box<dyn Fn() + Send + Sync>;
-
-fn uid() -> u32 {
-    rustix::process::getuid().as_raw()
-}
-
-fn socket_name(fabric: u64) -> String {
-    format!("gda-sim/{}/{fabric:016x}", uid())
-}
-
-/// Refuses a peer of another user.
-fn check_peer(s: &UnixStream) -> io::Result<()> {
-    let cred = rustix::net::sockopt::socket_peercred(s)?;
-    if cred.uid.as_raw() != uid() {
-        return Err(io::Error::new(
-            io::ErrorKind::PermissionDenied,
-            format!(
-                "a process of uid {} (pid {}) is not this job's user",
-                cred.uid.as_raw(),
-                cred.pid.as_raw_nonzero()
-            ),
-        ));
-    }
-    Ok(())
-}
-
-impl Wire {
-    /// Listens for peers on the socket of fabric `id`; `Err(AddrInUse)` when the id is taken.
-    pub(crate) fn listen(id: u64) -> io::Result<(Arc<Self>, UnixListener)> {
-        let addr = SocketAddr::from_abstract_name(socket_name(id).as_bytes())?;
-        let l = UnixListener::bind_addr(&addr)?;
-        let w = Arc::new(Self {
-            inbox: Mutex::new(VecDeque::new()),
-            responses: Mutex::new(HashMap::new()),
-            out: Mutex::new(HashMap::new()),
-            kick: Mutex::new(None),
-        });
-        Ok((w, l))
-    }
-
-    /// Starts accepting once the fabric exists; `kick` wakes its engine when a request or a
-    /// response arrives.
-    pub(crate) fn start(self: &Arc<Self>, l: UnixListener, kick: Kick) {
-        *self.kick.lock().unwrap_or_else(|e| e.into_inner()) = Some(kick);
-        let me = Arc::downgrade(self);
-        let _ = std::thread::Builder::new()
-            .name("gda-sim-accept".into())
-            .spawn(move || {
-                for s in l.incoming() {
-                    let Some(w) = me.upgrade() else { return };
-                    let Ok(s) = s else { continue };
-                    if let Err(e) = check_peer(&s) {
-                        eprintln!("gda-sim: refused a connection: {e}");
-                        continue;
-                    }
-                    w.serve(s, false);
-                }
-            });
-    }
-
-    fn kick(&self) {
-        if let Some(k) = self.kick.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
-            k();
-        }
-    }
-
-    /// Spawns the reader of `s`: requests go to the inbox, responses to `responses`.
-    fn serve(self: &Arc<Self>, s: UnixStream, expect_responses: bool) -> Option<Arc<Conn>> {
-        let reader = s.try_clone().ok()?;
-        let conn = Arc::new(Conn {
-            out: Mutex::new(s),
-            dead: AtomicBool::new(false),
-        });
-        let (me, c) = (Arc::downgrade(self), conn.clone());
-        let spawned = std::thread::Builder::new()
-            .name("gda-sim-wire".into())
-            .spawn(move || {
-                let mut r = io::BufReader::with_capacity(1 << 16, reader);
-                loop {
-                    let f = read_frame(&mut r);
-                    let Some(w) = me.upgrade() else { return };
-                    match f {
-                        Ok(Some(Frame::Request(req))) if !expect_responses => {
-                            w.inbox
-                                .lock()
-                                .unwrap_or_else(|e| e.into_inner())
-                                .push_back(Inbound {
-                                    conn: c.clone(),
-                                    req,
-                                });
-                        }
-                        Ok(Some(Frame::Response(resp))) if expect_responses => {
-                            w.responses
-                                .lock()
-                                .unwrap_or_else(|e| e.into_inner())
-                                .insert((resp.dst_nic, resp.dst_qpn), resp);
-                        }
-                        Ok(Some(f)) => {
-                            eprintln!("gda-sim: unexpected frame {f:?}; closing the connection");
-                            c.dead.store(true, Ordering::Release);
-                        }
-                        // The peer's process ended (a clean close or a reset): its requesters'
-                        // and ours learn it from `dead`; nothing to report.
-                        Ok(None) => c.dead.store(true, Ordering::Release),
-                        Err(e) if e.kind() == io::ErrorKind::ConnectionReset => {
-                            c.dead.store(true, Ordering::Release);
-                        }
-                        Err(e) => {
-                            eprintln!("gda-sim: closing a connection: {e}");
-                            c.dead.store(true, Ordering::Release);
-                        }
-                    }
-                    w.kick();
-                    if c.dead.load(Ordering::Acquire) {
-                        return;
-                    }
-                }
-            });
-        spawned.ok().map(|_| conn)
-    }
-
-    /// The connection to fabric `peer` (made on first use); `None` when it cannot be reached.
-    pub(crate) fn conn_to(self: &Arc<Self>, peer: u64) -> Option<Arc<Conn>> {
-        let mut out = self.out.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(c) = out.get(&peer).filter(|c| !c.dead.load(Ordering::Acquire)) {
-            return Some(c.clone());
-        }
-        let addr = SocketAddr::from_abstract_name(socket_name(peer).as_bytes()).ok()?;
-        let s = UnixStream::connect_addr(&addr).ok()?;
-        if let Err(e) = check_peer(&s) {
-            eprintln!("gda-sim: not connecting to fabric {peer:#x}: {e}");
+impl WarnLimit {
+    /// Whether a warning at `now` is printed; if so, how many were suppressed before it.
+    pub(crate) fn admit(&mut self, now: Instant) -> Option<u64> {
+        if self
+            .last
+            .is_some_and(|t| now.saturating_duration_since(t) < WARN_INTERVAL)
+        {
+            self.suppressed += 1;
             return None;
         }
-        let c = self.serve(s, true)?;
-        out.insert(peer, c.clone());
-        Some(c)
+        self.last = Some(now);
+        Some(std::mem::take(&mut self.suppressed))
+    }
+}
+
+static WARNINGS: Mutex<WarnLimit> = Mutex::new(WarnLimit {
+    last: None,
+    suppressed: 0,
+});
+
+/// Prints `gda-sim: <msg>` on stderr, at most one line a second for the whole process (a peer
+/// that opens 20,000 bad connections costs a few lines, not 20,000), with the number of
+/// similar messages left out since the last line.
+pub(crate) fn warn(msg: fmt::Arguments<'_>) {
+    let admitted = WARNINGS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .admit(Instant::now());
+    match admitted {
+        Some(0) => eprintln!("gda-sim: {msg}"),
+        Some(n) => eprintln!("gda-sim: {msg} ({n} similar suppressed)"),
+        None => {}
     }
 }
 
@@ -513,6 +539,7 @@ mod tests {
             op,
             imm: Some(0xdead_beef),
             rkey: 0xabcd,
+            psn: 0x00ab_cdef,
             raddr: 0x7fff_0000_1000,
             len: payload.len() as u64,
             atomic,
@@ -575,7 +602,15 @@ mod tests {
     fn malformed_frames_are_refused() {
         let good = req(ReqOp::Write, vec![1, 2, 3], None).encode();
         let mut refused = 0;
-        let mutations: [(usize, u8); 5] = [(0, b'X'), (4, 9), (6, 7), (16 + 24, 9), (16 + 27, 3)];
+        // Magic, version, kind, op, atomic kind on a WRITE, a PSN above 24 bits.
+        let mutations: [(usize, u8); 6] = [
+            (0, b'X'),
+            (4, 9),
+            (6, 7),
+            (16 + 24, 9),
+            (16 + 27, 3),
+            (16 + 39, 1),
+        ];
         for (at, v) in mutations {
             let mut b = good.clone();
             b[at] = v;
@@ -589,7 +624,135 @@ mod tests {
         // A truncated frame is an error, an empty stream a clean end.
         assert!(read_frame(&mut &good[..good.len() - 1]).is_err());
         assert!(read_frame(&mut &[][..]).unwrap().is_none());
-        assert_eq!(refused, 5);
+        // A hello carries no payload.
+        let mut h = hello(7);
+        h[8] = 1;
+        h.push(0);
+        assert!(read_frame(&mut h.as_slice()).is_err());
+        assert_eq!(refused, 6);
+    }
+
+    #[test]
+    fn hello_round_trip_and_layout() {
+        let h = hello(0x5650_0000_00ab_cdef);
+        assert_eq!(h.len(), HEADER_BYTES + HELLO_BODY_BYTES);
+        assert_eq!(&h[..4], b"GDAW");
+        assert_eq!(&h[16..24], &0x5650_0000_00ab_cdef_u64.to_le_bytes());
+        match read_frame(&mut h.as_slice()).unwrap() {
+            Some(Frame::Hello(f)) => assert_eq!(f, 0x5650_0000_00ab_cdef),
+            f => panic!("{f:?}"),
+        }
+        // The request's PSN sits at body offset 36, as the module documents.
+        let r = req(ReqOp::Write, vec![1], None).encode();
+        assert_eq!(&r[16 + 36..16 + 40], &0x00ab_cdef_u32.to_le_bytes());
+    }
+
+    /// A reader that yields `left` bytes and then reports the end of the stream, recording the
+    /// largest buffer it was asked to fill.
+    struct Trickle {
+        left: usize,
+        largest_ask: usize,
+    }
+    impl Trickle {
+        fn new(left: usize) -> Self {
+            Self {
+                left,
+                largest_ask: 0,
+            }
+        }
+    }
+    impl Read for Trickle {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            self.largest_ask = self.largest_ask.max(buf.len());
+            let n = buf.len().min(self.left);
+            self.left -= n;
+            buf[..n].fill(7);
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn payloads_grow_only_as_bytes_arrive() {
+        // A gigabyte announced, 100 KiB sent: no buffer beyond twice what had arrived.
+        let mut r = Trickle::new(100 << 10);
+        assert!(read_payload(&mut r, 1 << 30).is_err());
+        assert!(r.largest_ask <= 128 << 10, "asked for {}", r.largest_ask);
+        assert_eq!(read_payload(&mut Trickle::new(5), 5).unwrap(), vec![7; 5]);
+        assert!(read_payload(&mut Trickle::new(0), 0).unwrap().is_empty());
+        let big = read_payload(&mut Trickle::new(3 << 20), 3 << 20).unwrap();
+        assert!(big.len() == 3 << 20 && big.iter().all(|b| *b == 7));
+        skip_payload(&mut Trickle::new(1 << 20), 1 << 20).unwrap();
+        assert!(skip_payload(&mut Trickle::new(3), 4).is_err());
+    }
+
+    #[test]
+    fn warnings_are_one_a_second_with_a_count() {
+        let mut w = WarnLimit::default();
+        let t = Instant::now();
+        assert_eq!(w.admit(t), Some(0));
+        for i in 1..1000 {
+            assert_eq!(w.admit(t + Duration::from_micros(i)), None);
+        }
+        assert_eq!(w.admit(t + Duration::from_millis(999)), None);
+        assert_eq!(w.admit(t + Duration::from_secs(1)), Some(1000));
+        assert_eq!(w.admit(t + Duration::from_secs(3)), Some(0));
+    }
+
+    /// Requests from a peer whose engine does not keep up stay within the connection's inbox
+    /// budget (plus one frame): past it the reader stops reading and the peer's writes block.
+    #[test]
+    fn the_inbox_is_bounded_per_connection() {
+        use std::io::Write;
+        use std::os::linux::net::SocketAddrExt;
+        let listen = |id| {
+            let (w, l) = Wire::listen(id).unwrap();
+            w.start(l, Box::new(|| {}));
+            w
+        };
+        let base = u64::from(std::process::id()) << 4 & TOKEN_MASK;
+        let victim = listen(process_fabric_id((base ^ 0x1234) as u32));
+        let peer = listen(process_fabric_id((base ^ 0x4321) as u32));
+        victim.set_inbox_budget(1 << 20);
+        let name = format!(
+            "gda-sim/{}/{:016x}",
+            rustix::process::getuid().as_raw(),
+            victim.id
+        );
+        let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
+        let mut s = std::os::unix::net::UnixStream::connect_addr(&addr).unwrap();
+        s.write_all(&hello(peer.id)).unwrap();
+        let flood = {
+            let mut s = s.try_clone().unwrap();
+            std::thread::spawn(move || {
+                let mut sent = 0usize;
+                for i in 0..256u64 {
+                    let mut r = req(ReqOp::Write, vec![0; 64 << 10], None);
+                    r.seq = i;
+                    if s.write_all(&r.encode()).is_err() {
+                        break;
+                    }
+                    sent += 1;
+                }
+                sent
+            })
+        };
+        std::thread::sleep(Duration::from_millis(500));
+        let queued: usize = victim.inbox.lock().unwrap().iter().map(|i| i.bytes).sum();
+        let frame = REQUEST_HEAD_BYTES + (64 << 10);
+        assert!(queued > 0, "nothing arrived");
+        assert!(queued <= (1 << 20) + frame, "{queued} bytes queued");
+        let conn = victim.inbox.lock().unwrap().front().unwrap().conn.clone();
+        assert_eq!(conn.inbox_bytes(), queued);
+        // The engine drains: the reader goes on.
+        let drained: Vec<Inbound> = victim.inbox.lock().unwrap().drain(..).collect();
+        for i in &drained {
+            i.conn.release_inbox(i.bytes);
+        }
+        std::thread::sleep(Duration::from_millis(200));
+        assert!(!victim.inbox.lock().unwrap().is_empty());
+        conn.kill();
+        drop(s);
+        assert!(flood.join().unwrap() < 256);
     }
 
     proptest::proptest! {

@@ -6,7 +6,7 @@ use gda_hal::model::{Cpl, WqeOp};
 use gda_hal::{WcOpcode, WcStatus, mmio};
 
 use super::complete::*;
-use crate::mem::{Access, Fault, MrInner};
+use crate::mem::{Access, Fault, MrInner, dma_atomic_pinned, dma_copy_pinned};
 use crate::state::{Chaos, Deferred, QpExec, QpInner};
 
 /// The completion opcode of an atomic (the masked forms report as their base operation).
@@ -59,11 +59,41 @@ pub(super) fn execute_atomic(
         Ok(m) => m,
         Err(e) => return fail(qp, c, local_fault(e)),
     };
+    let rref = rmr.as_deref();
+    let pinned = rref.as_slice();
     // SAFETY: `target` checked the operand against a responder region granting REMOTE_ATOMIC
-    // (mapped here: this process's memory, or a peer's segment the peer view holds), and it is
-    // aligned to `w` (region mappings are page-aligned).
-    let Some(old) = (unsafe { mmio::dma_atomic_rmw(addr, width, |v| aop.apply(v, width)) }) else {
-        return fail(qp, c, WcStatus::LocQpOpErr);
+    // (mapped here: this process's memory, pinned while used, or a peer's segment the peer
+    // view holds), and it is aligned to `w` (region mappings are page-aligned).
+    match unsafe { dma_atomic_pinned(pinned, addr, width, |v| aop.apply(v, width)) } {
+        Ok(Some(old)) => land_atomic(qp, ex, op, c, chaos, old, width, lmr),
+        Ok(None) => fail(qp, c, WcStatus::LocQpOpErr),
+        Err(e) => fail(qp, c, remote_fault(e)),
+    }
+}
+
+/// Lands an atomic's original value `old` in the requester's local buffer (checked against
+/// `lmr`), now or in order behind earlier deferred data.
+#[allow(clippy::too_many_arguments)]
+fn land_atomic(
+    qp: &Arc<QpInner>,
+    ex: &mut QpExec,
+    op: &WqeOp,
+    c: Cpl,
+    chaos: Option<&mut Chaos>,
+    old: u64,
+    width: u32,
+    lmr: Arc<MrInner>,
+) -> Step {
+    let Some(local) = op.sges.first() else {
+        qp.set_error();
+        return Step::Complete(
+            Cpl {
+                status: WcStatus::LocQpOpErr,
+                ..c
+            },
+            op.units,
+            true,
+        );
     };
     let (bytes, n) = qp.model().atomic_result(old, width);
     // In order behind earlier deferred data, as for READs.
@@ -77,14 +107,27 @@ pub(super) fn execute_atomic(
                 due,
                 dst: local.addr,
                 bytes: bytes[..n].to_vec(),
-                _mr: std::iter::once(lmr).chain(rmr).collect(),
+                mrs: vec![lmr],
             });
             ex.pending_data += 1;
         }
         None => {
-            // SAFETY: the local range was checked (LOCAL_WRITE, `w` bytes).
-            unsafe { mmio::dma_copy(local.addr as *mut u8, bytes.as_ptr(), n) };
+            // SAFETY: the local range was checked (LOCAL_WRITE, `w` bytes), pinned while
+            // written.
+            let landed =
+                unsafe { dma_copy_pinned(&[&lmr], local.addr as *mut u8, bytes.as_ptr(), n) };
             mmio::dma_publish();
+            if let Err(e) = landed {
+                qp.set_error();
+                return Step::Complete(
+                    Cpl {
+                        status: local_fault(e),
+                        ..c
+                    },
+                    op.units,
+                    true,
+                );
+            }
         }
     }
     Step::Complete(c, op.units, false)

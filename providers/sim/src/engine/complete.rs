@@ -7,7 +7,7 @@ use gda_hal::model::Cpl;
 use gda_hal::{WcOpcode, WcStatus, mmio};
 
 use super::recv::*;
-use crate::mem::Fault;
+use crate::mem::{Fault, MrInner, Pins, dma_copy_pinned};
 use crate::state::{Chaos, CqInner, Deferred, QpExec, QpInner};
 pub(super) enum Step {
     /// Try again later (RNR back-off, fence, chaos hold).
@@ -62,9 +62,16 @@ pub(super) fn drain_pending(ex: &mut QpExec, now: Instant, all: bool) -> bool {
         }
         did = true;
         match ex.pending.pop_front() {
-            Some(Deferred::Data { dst, bytes, .. }) => {
-                // SAFETY: `dst` was checked against a region kept alive by the item.
-                unsafe { mmio::dma_copy(dst as *mut u8, bytes.as_ptr(), bytes.len()) };
+            Some(Deferred::Data {
+                dst, bytes, mrs, ..
+            }) => {
+                let regions: Vec<&MrInner> = mrs.iter().map(|m| &**m).collect();
+                // SAFETY: `dst` was checked against the item's regions, pinned while written. A
+                // region deregistered since gets nothing (its memory may be gone; the program
+                // deregistered a buffer with a transfer into it outstanding).
+                let _ = unsafe {
+                    dma_copy_pinned(&regions, dst as *mut u8, bytes.as_ptr(), bytes.len())
+                };
                 mmio::dma_publish();
                 ex.pending_data -= 1;
             }
@@ -94,6 +101,16 @@ pub(super) fn flush_rq(qp: &QpInner, ex: &mut QpExec) -> bool {
 
 pub(super) fn local_fault(_: Fault) -> WcStatus {
     WcStatus::LocProtErr
+}
+
+/// The status of a copy between a remote region `src` and local ones that stopped because one
+/// was deregistered: a remote access error when it was `src`, a local protection error if not.
+pub(super) fn pinned_fault(src: &MrInner) -> WcStatus {
+    if Pins::take(&[src]).is_none() {
+        WcStatus::RemAccessErr
+    } else {
+        WcStatus::LocProtErr
+    }
 }
 
 pub(super) fn remote_fault(_: Fault) -> WcStatus {

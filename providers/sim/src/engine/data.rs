@@ -7,7 +7,7 @@ use gda_hal::model::{Cpl, WqeOp};
 use gda_hal::{Sge, WcStatus, mmio};
 
 use super::complete::*;
-use crate::mem::{Access, KeyCache};
+use crate::mem::{Access, KeyCache, MrInner, Pins, dma_copy_pinned};
 use crate::state::{QpExec, QpInner};
 /// RNR: retry later, or fail after `rnr_retry` attempts (7 = forever).
 pub(super) fn rnr(qp: &QpInner, ex: &mut QpExec, c: Cpl, op: &WqeOp) -> Step {
@@ -44,21 +44,23 @@ pub(super) fn stage_source(qp: &QpInner, op: &WqeOp) -> Result<Vec<u8>, WcStatus
     }
     let mut staged = Vec::with_capacity(op.length() as usize);
     for s in op.sges.iter().filter(|s| s.length > 0) {
-        let _mr = qp
+        let mr = qp
             .nic
             .mrs
             .check_local(qp.pd, s.lkey, s.addr, u64::from(s.length), Access::empty())
             .map_err(local_fault)?;
         let start = staged.len();
         staged.resize(start + s.length as usize, 0);
-        // SAFETY: the source range was checked against a local region, kept alive by `_mr`.
+        // SAFETY: the source range was checked against a local region, pinned while copied.
         unsafe {
-            mmio::dma_copy(
+            dma_copy_pinned(
+                &[&mr],
                 staged[start..].as_mut_ptr(),
                 s.addr as *const u8,
                 s.length as usize,
             )
-        };
+        }
+        .map_err(local_fault)?;
     }
     Ok(staged)
 }
@@ -97,36 +99,48 @@ pub(super) fn scatter_send(
         need -= n;
     }
     let mut off = 0usize;
-    for (addr, n, _mr) in &targets {
-        // SAFETY: each target range was checked (LOCAL_WRITE) on the responder; `_mr` keeps the
-        // region registered until the copy is done.
-        unsafe { mmio::dma_copy(*addr as *mut u8, staged[off..].as_ptr(), *n as usize) };
+    for (addr, n, mr) in &targets {
+        // SAFETY: each target range was checked (LOCAL_WRITE) on the responder and is pinned
+        // while copied.
+        let copied = unsafe {
+            dma_copy_pinned(&[mr], *addr as *mut u8, staged[off..].as_ptr(), *n as usize)
+        };
+        if copied.is_err() {
+            // Deregistered meanwhile: as a stale key in the receive WQE.
+            mmio::dma_publish();
+            return Err((WcStatus::RemOpErr, Some(WcStatus::LocProtErr)));
+        }
         off += *n as usize;
     }
     mmio::dma_publish();
     Ok(())
 }
 
-/// Copies a WRITE's payload (inline or gathered) to `dst` (already checked remotely).
+/// Copies a WRITE's payload (inline or gathered) to `dst` (already checked remotely against
+/// `dst_mr`, a region of this process; `None` when `dst` is a peer's mapped segment).
 pub(super) fn gather_to(
     lmrs: &crate::mem::MrTable,
     cache: &mut KeyCache,
     pd: u32,
     op: &WqeOp,
     dst: u64,
+    dst_mr: Option<&MrInner>,
 ) -> Result<(), WcStatus> {
+    let dst_pin = dst_mr.as_slice();
     if let Some(d) = op.inline.as_ref().filter(|d| !d.is_empty()) {
-        // SAFETY: `dst..dst+len` was checked against a responder region (REMOTE_WRITE).
-        unsafe { mmio::dma_copy(dst as *mut u8, d.as_ptr(), d.len()) };
-        return Ok(());
+        // SAFETY: `dst..dst+len` was checked against a responder region (REMOTE_WRITE), pinned
+        // while written.
+        return unsafe { dma_copy_pinned(dst_pin, dst as *mut u8, d.as_ptr(), d.len()) }
+            .map_err(remote_fault);
     }
-    // Check every source before moving any byte, so a bad key writes nothing. The one-entry
-    // cache covers the common single-SGE case; with several SGEs each region is held while read.
-    let mut held = Vec::new();
-    let single = op.sges.iter().filter(|s| s.length > 0).count() == 1;
-    for s in op.sges.iter().filter(|s| s.length > 0) {
-        if single {
-            lmrs.check_local_cached(
+    let sges = || op.sges.iter().filter(|s| s.length > 0);
+    // The common single-SGE case: through the one-entry cache, nothing allocated.
+    if sges().count() == 1 {
+        let Some(s) = sges().next() else {
+            return Ok(());
+        };
+        let src = lmrs
+            .check_local_cached(
                 cache,
                 pd,
                 s.lkey,
@@ -135,19 +149,47 @@ pub(super) fn gather_to(
                 Access::empty(),
             )
             .map_err(local_fault)?;
-        } else {
-            held.push(
-                lmrs.check_local(pd, s.lkey, s.addr, u64::from(s.length), Access::empty())
-                    .map_err(local_fault)?,
-            );
-        }
+        return copy_from(dst_mr, src, dst, s);
+    }
+    // Check every source before moving any byte, so a bad key writes nothing.
+    let mut held = Vec::with_capacity(op.sges.len());
+    for s in sges() {
+        held.push(
+            lmrs.check_local(pd, s.lkey, s.addr, u64::from(s.length), Access::empty())
+                .map_err(local_fault)?,
+        );
     }
     let mut at = dst;
-    for s in op.sges.iter().filter(|s| s.length > 0) {
-        // SAFETY: both ranges checked above; the regions are held by `held` or the cache.
-        unsafe { mmio::dma_copy(at as *mut u8, s.addr as *const u8, s.length as usize) };
+    for (s, src) in sges().zip(&held) {
+        copy_from(dst_mr, src, at, s)?;
         at += u64::from(s.length);
     }
-    drop(held);
     Ok(())
+}
+
+/// Copies SGE `s` (checked against `src`) to `at` (checked against `dst_mr`, or a peer's
+/// mapping), both regions pinned while copied.
+fn copy_from(dst_mr: Option<&MrInner>, src: &MrInner, at: u64, s: &Sge) -> Result<(), WcStatus> {
+    let (two, one);
+    let pins: &[&MrInner] = match dst_mr {
+        Some(d) => {
+            two = [d, src];
+            &two
+        }
+        None => {
+            one = [src];
+            &one
+        }
+    };
+    // SAFETY: both ranges were checked; both regions are pinned while copied.
+    let copied =
+        unsafe { dma_copy_pinned(pins, at as *mut u8, s.addr as *const u8, s.length as usize) };
+    copied.map_err(|_| {
+        // Which side went away decides who reports it.
+        if dst_mr.is_some_and(|d| Pins::take(&[d]).is_none()) {
+            WcStatus::RemAccessErr
+        } else {
+            WcStatus::LocProtErr
+        }
+    })
 }

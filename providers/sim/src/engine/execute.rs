@@ -12,7 +12,7 @@ use super::complete::*;
 use super::data::*;
 use super::recv::*;
 use super::remote::*;
-use crate::mem::Access;
+use crate::mem::{Access, dma_copy_pinned};
 use crate::state::{Chaos, Deferred, FabricInner, QpExec, QpInner};
 use crate::types::QpState;
 /// Executes one WQE against the connected responder.
@@ -76,7 +76,7 @@ pub(super) fn execute(
         OpKind::Write => {
             c.opcode = WcOpcode::RdmaWrite;
             if len > 0 {
-                if let Err(e) = rmrs.check_remote_cached(
+                let dst_mr = match rmrs.check_remote_cached(
                     &mut ex.rcache,
                     rqp.pd,
                     op.remote.rkey,
@@ -84,12 +84,21 @@ pub(super) fn execute(
                     len,
                     Access::REMOTE_WRITE,
                 ) {
-                    return fail(qp, c, remote_fault(e), op.units);
-                }
-                if let Err(s) = gather_to(lmrs, &mut ex.lcache, qp.pd, op, op.remote.addr) {
+                    Ok(m) => m,
+                    Err(e) => return fail(qp, c, remote_fault(e), op.units),
+                };
+                let gathered = gather_to(
+                    lmrs,
+                    &mut ex.lcache,
+                    qp.pd,
+                    op,
+                    op.remote.addr,
+                    Some(dst_mr),
+                );
+                mmio::dma_publish();
+                if let Err(s) = gathered {
                     return fail(qp, c, s, op.units);
                 }
-                mmio::dma_publish();
             }
             if let Some(imm) = op.imm {
                 match take_recv(&rqp) {
@@ -155,8 +164,8 @@ pub(super) fn execute(
             c.opcode = WcOpcode::RdmaRead;
             c.byte_len = len as u32;
             if len > 0 {
-                // The source region stays registered (and its memory alive) while it is read.
-                let _src_mr = match rmrs.check_remote(
+                // The source region is pinned (its memory stays registered) while it is read.
+                let src_mr = match rmrs.check_remote(
                     rqp.pd,
                     op.remote.rkey,
                     op.remote.addr,
@@ -185,26 +194,44 @@ pub(super) fn execute(
                     .and_then(|ch| ch.defer(0.3))
                     .or_else(|| ex.has_pending_data().then_some(0));
                 let mut src = op.remote.addr;
-                for s in op.sges.iter().filter(|s| s.length > 0) {
-                    if let Some(k) = defer {
+                for (s, dst_mr) in op.sges.iter().filter(|s| s.length > 0).zip(&keep) {
+                    let copied = if let Some(k) = defer {
                         let mut bytes = vec![0u8; s.length as usize];
-                        // SAFETY: the source range was checked against a responder region.
-                        unsafe {
-                            mmio::dma_copy(bytes.as_mut_ptr(), src as *const u8, bytes.len())
+                        // SAFETY: the source range was checked against a responder region,
+                        // pinned while read.
+                        let r = unsafe {
+                            dma_copy_pinned(
+                                &[&src_mr],
+                                bytes.as_mut_ptr(),
+                                src as *const u8,
+                                bytes.len(),
+                            )
                         };
                         let due = ex.due_after(k);
                         ex.pending.push_back(Deferred::Data {
                             due,
                             dst: s.addr,
                             bytes,
-                            _mr: keep.clone(),
+                            mrs: vec![dst_mr.clone()],
                         });
                         ex.pending_data += 1;
+                        r.map_err(remote_fault)
                     } else {
-                        // SAFETY: both ranges were checked against regions granting the access.
+                        // SAFETY: both ranges were checked against regions granting the access,
+                        // both pinned while copied.
                         unsafe {
-                            mmio::dma_copy(s.addr as *mut u8, src as *const u8, s.length as usize)
-                        };
+                            dma_copy_pinned(
+                                &[&src_mr, dst_mr],
+                                s.addr as *mut u8,
+                                src as *const u8,
+                                s.length as usize,
+                            )
+                        }
+                        .map_err(|_| pinned_fault(&src_mr))
+                    };
+                    if let Err(st) = copied {
+                        mmio::dma_publish();
+                        return fail(qp, c, st, op.units);
                     }
                     src += u64::from(s.length);
                 }

@@ -8,7 +8,7 @@ use gda_hal::{WcOpcode, WcStatus, mmio};
 use super::atomic::*;
 use super::complete::*;
 use super::data::*;
-use crate::mem::{Access, Fault};
+use crate::mem::{Access, Fault, dma_copy_pinned};
 use crate::state::{Chaos, QpExec, QpInner};
 /// Executes a one-sided operation against a responder in another process (see `host.rs`):
 /// the same checks and completions as [`execute`], with remote addresses translated into this
@@ -46,10 +46,11 @@ pub(super) fn execute_remote_process(
                     Ok(a) => a,
                     Err(e) => return fail(qp, c, remote_fault(e)),
                 };
-                if let Err(s) = gather_to(lmrs, &mut ex.lcache, qp.pd, op, dst) {
+                let gathered = gather_to(lmrs, &mut ex.lcache, qp.pd, op, dst, None);
+                mmio::dma_publish();
+                if let Err(s) = gathered {
                     return fail(qp, c, s);
                 }
-                mmio::dma_publish();
             }
             Step::Complete(c, op.units, false)
         }
@@ -69,23 +70,35 @@ pub(super) fn execute_remote_process(
                     Ok(a) => a,
                     Err(e) => return fail(qp, c, remote_fault(e)),
                 };
+                let mut keep = Vec::with_capacity(op.sges.len());
                 for s in op.sges.iter().filter(|s| s.length > 0) {
-                    if let Err(e) = lmrs.check_local(
+                    match lmrs.check_local(
                         qp.pd,
                         s.lkey,
                         s.addr,
                         u64::from(s.length),
                         Access::LOCAL_WRITE,
                     ) {
-                        return fail(qp, c, local_fault(e));
+                        Ok(m) => keep.push(m),
+                        Err(e) => return fail(qp, c, local_fault(e)),
                     }
                 }
-                for s in op.sges.iter().filter(|s| s.length > 0) {
+                for (s, mr) in op.sges.iter().filter(|s| s.length > 0).zip(&keep) {
                     // SAFETY: both ranges were checked against regions granting the access; the
-                    // peer's segment stays mapped while `peer` holds it.
-                    unsafe {
-                        mmio::dma_copy(s.addr as *mut u8, src as *const u8, s.length as usize)
+                    // local one is pinned while written, the peer's segment stays mapped while
+                    // `peer` holds it.
+                    let landed = unsafe {
+                        dma_copy_pinned(
+                            &[mr],
+                            s.addr as *mut u8,
+                            src as *const u8,
+                            s.length as usize,
+                        )
                     };
+                    if let Err(e) = landed {
+                        mmio::dma_publish();
+                        return fail(qp, c, local_fault(e));
+                    }
                     src += u64::from(s.length);
                 }
                 mmio::dma_publish();

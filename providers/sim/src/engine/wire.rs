@@ -7,6 +7,7 @@
 //! memory stays bounded (a message is at most the port's 1 GiB `max_msg_sz`).
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use gda_hal::model::{Cpl, OpKind, WqeOp};
@@ -15,14 +16,13 @@ use gda_hal::{WcOpcode, WcStatus, mmio};
 use super::complete::*;
 use super::data::*;
 use super::recv::*;
-use crate::mem::Access;
-use crate::state::{FabricInner, QpExec, QpInner, WireWait};
+use crate::mem::{Access, dma_atomic_pinned, dma_copy_pinned};
+use crate::state::{FabricInner, PSN_UNKNOWN, QpExec, QpInner, WireWait};
 use crate::types::{Endpoint, QpState};
-use crate::wire::{Inbound, RNR, ReqOp, Request, Response, Wire};
-
-/// How long a requester waits for a live peer's response before giving up (`RETRY_EXC_ERR`);
-/// a dead peer is noticed at once (its connection closes).
-const RESPONSE_TIMEOUT: Duration = Duration::from_secs(30);
+use crate::wire::{
+    Inbound, PSN_MASK, REFUSED, REQUEST_HEAD_BYTES, RESPONSE_HEAD_BYTES, RNR, ReqOp, Request,
+    Response, Wire, now_ns, warn,
+};
 
 /// How long a requester keeps retransmitting to a responder that does not answer — no QP of
 /// that number, a QP not yet in RTR, no process listening — before `RETRY_EXC_ERR`: a NIC's
@@ -54,6 +54,11 @@ fn retry_or_fail(qp: &QpInner, ex: &mut QpExec, op: &WqeOp, c: Cpl) -> Step {
 }
 
 /// Executes (or continues) the WQE at `ex.sq_pos` against QP `ep` of another process.
+///
+/// A request waits for its response as long as bytes keep moving on its connection: once
+/// nothing has moved for the wire timeout ([`Fabric::set_wire_timeout`](crate::Fabric::set_wire_timeout))
+/// it completes with `RETRY_EXC_ERR` — a peer that is stopped, or that reads its socket but
+/// never answers, cannot hold the QP (or, the engine never blocking on a socket, any other).
 pub(super) fn execute_wire(
     wire: &Arc<Wire>,
     qp: &Arc<QpInner>,
@@ -65,6 +70,7 @@ pub(super) fn execute_wire(
 ) -> Step {
     let fail = |qp: &QpInner, ex: &mut QpExec, c: Cpl, status: WcStatus| {
         ex.wire_wait = None;
+        ex.wire_retry_since = None;
         qp.set_error();
         Step::Complete(Cpl { status, ..c }, op.units, true)
     };
@@ -74,39 +80,62 @@ pub(super) fn execute_wire(
         OpKind::Read => WcOpcode::RdmaRead,
         _ => c.opcode,
     };
+    let key = (qp.nic.id, qp.qpn);
     if let Some(w) = ex.wire_wait.as_ref().filter(|w| w.pos == ex.sq_pos) {
-        let key = (qp.nic.id, qp.qpn);
-        let resp = {
-            let mut m = wire.responses.lock().unwrap_or_else(|e| e.into_inner());
-            match m.get(&key) {
-                Some(r) if r.seq == w.seq => m.remove(&key),
-                _ => None,
-            }
-        };
-        let Some(resp) = resp else {
-            if w.conn.dead.load(std::sync::atomic::Ordering::Acquire) {
+        let Some(resp) = wire.take_response(key, w.seq) else {
+            if w.conn.is_dead() {
+                wire.forget(key);
                 return retry_or_fail(qp, ex, op, c);
             }
-            if w.since.elapsed() > RESPONSE_TIMEOUT {
+            if w.conn.idle(w.since_ns) > wire.timeout() {
+                wire.forget(key);
                 return fail(qp, ex, c, WcStatus::RetryExcErr);
             }
             return Step::Wait;
         };
         ex.wire_wait = None;
-        if resp.status == WcStatus::RetryExcErr as u32 {
+        match resp.status {
             // The responder has no such QP, or not in RTR/RTS yet: no ACK, so retransmit.
-            return retry_or_fail(qp, ex, op, c);
+            s if s == WcStatus::RetryExcErr as u32 => return retry_or_fail(qp, ex, op, c),
+            // Not from its connected QP, or out of sequence: retransmitting cannot help.
+            REFUSED => return fail(qp, ex, c, WcStatus::RetryExcErr),
+            // Not executed: the retransmission carries the same PSN.
+            RNR => {}
+            _ => {
+                ex.wire_psn = ex.wire_psn.map(|p| p.wrapping_add(1) & PSN_MASK);
+            }
         }
         ex.wire_retry_since = None;
         return finish(qp, ex, op, c, resp);
     }
     // A new request.
+    let conn = wire.conn_to(ep.fabric);
+    let carried = match kind {
+        OpKind::Write | OpKind::Send => op
+            .inline
+            .as_ref()
+            .filter(|d| !d.is_empty())
+            .map_or(op.length(), |d| d.len() as u64),
+        _ => 0,
+    };
+    if conn
+        .as_ref()
+        .is_some_and(|c| !c.has_room(REQUEST_HEAD_BYTES + carried as usize))
+    {
+        // Its send queue is full (a slow peer): try again when it drains.
+        return Step::Wait;
+    }
+    // The local checks come first, whether the peer can be reached or not.
     let payload = match kind {
         OpKind::Write | OpKind::Send => match stage_source(qp, op) {
             Ok(v) => v,
             Err(s) => return fail(qp, ex, c, s),
         },
         _ => Vec::new(),
+    };
+    let Some(conn) = conn else {
+        // Nobody listens for that fabric (yet, or any more): retransmit until the retries run out.
+        return retry_or_fail(qp, ex, op, c);
     };
     let (reqop, len) = match kind {
         OpKind::Write => (ReqOp::Write, payload.len() as u64),
@@ -115,8 +144,12 @@ pub(super) fn execute_wire(
         OpKind::Atomic => (ReqOp::Atomic, 0),
         OpKind::Nop => return Step::Complete(c, op.units, false),
     };
+    // ORDERING: Acquire pairs with `Qp::ready_with_psn`'s Release (it precedes RTS).
+    let psn = *ex
+        .wire_psn
+        .get_or_insert_with(|| qp.sq_psn.load(Ordering::Acquire));
     ex.wire_seq += 1;
-    let req = Request {
+    let mut req = Request {
         dst_nic: ep.nic,
         dst_qpn: ep.qpn,
         src_nic: qp.nic.id,
@@ -125,6 +158,7 @@ pub(super) fn execute_wire(
         op: reqop,
         imm: op.imm,
         rkey: op.remote.rkey,
+        psn,
         raddr: op.remote.addr,
         len,
         atomic: if kind == OpKind::Atomic {
@@ -134,17 +168,18 @@ pub(super) fn execute_wire(
         },
         payload,
     };
-    let Some(conn) = wire.conn_to(ep.fabric) else {
-        // Nobody listens for that fabric (yet, or any more): retransmit until the retries run out.
-        return retry_or_fail(qp, ex, op, c);
-    };
-    if !conn.send(&req.encode()) {
+    let head = req.encode_head();
+    let payload = std::mem::take(&mut req.payload);
+    // The slot first: a response can arrive before `send` returns.
+    wire.expect(key, req.seq, conn.id, req.response_payload());
+    if !conn.send(head, payload) {
+        wire.forget(key);
         return retry_or_fail(qp, ex, op, c);
     }
     ex.wire_wait = Some(WireWait {
         seq: ex.wire_seq,
         pos: ex.sq_pos,
-        since: Instant::now(),
+        since_ns: now_ns(),
         conn,
     });
     Step::Wait
@@ -184,11 +219,17 @@ fn finish(qp: &Arc<QpInner>, ex: &mut QpExec, op: &WqeOp, mut c: Cpl, resp: Resp
                     Err(e) => return fail(qp, c, local_fault(e)),
                 }
             }
-            for s in op.sges.iter().filter(|s| s.length > 0) {
+            for (s, mr) in op.sges.iter().filter(|s| s.length > 0).zip(&keep) {
                 let n = (s.length as usize).min(resp.payload.len().saturating_sub(off));
                 // SAFETY: the range was checked against a local region granting LOCAL_WRITE,
-                // held by `keep`; `n` bytes are inside the response.
-                unsafe { mmio::dma_copy(s.addr as *mut u8, resp.payload[off..].as_ptr(), n) };
+                // pinned while written; `n` bytes are inside the response.
+                let landed = unsafe {
+                    dma_copy_pinned(&[mr], s.addr as *mut u8, resp.payload[off..].as_ptr(), n)
+                };
+                if let Err(e) = landed {
+                    mmio::dma_publish();
+                    return fail(qp, c, local_fault(e));
+                }
                 off += n;
             }
             mmio::dma_publish();
@@ -202,7 +243,7 @@ fn finish(qp: &Arc<QpInner>, ex: &mut QpExec, op: &WqeOp, mut c: Cpl, resp: Resp
             let Some(local) = op.sges.first() else {
                 return fail(qp, c, WcStatus::LocQpOpErr);
             };
-            let _m = match qp.nic.mrs.check_local(
+            let m = match qp.nic.mrs.check_local(
                 qp.pd,
                 local.lkey,
                 local.addr,
@@ -216,42 +257,99 @@ fn finish(qp: &Arc<QpInner>, ex: &mut QpExec, op: &WqeOp, mut c: Cpl, resp: Resp
             let n = resp.payload.len().min(8);
             old[..n].copy_from_slice(&resp.payload[..n]);
             let (bytes, n) = qp.model().atomic_result(u64::from_le_bytes(old), width);
-            // SAFETY: checked above (LOCAL_WRITE, `width` bytes), held by `_m`.
-            unsafe { mmio::dma_copy(local.addr as *mut u8, bytes.as_ptr(), n) };
+            // SAFETY: checked above (LOCAL_WRITE, `width` bytes), pinned while written.
+            let landed =
+                unsafe { dma_copy_pinned(&[&m], local.addr as *mut u8, bytes.as_ptr(), n) };
             mmio::dma_publish();
+            if let Err(e) = landed {
+                return fail(qp, c, local_fault(e));
+            }
         }
         _ => {}
     }
     Step::Complete(c, op.units, false)
 }
 
-/// Executes the requests peers sent this process; returns whether there were any.
+/// Executes the requests peers sent this process; returns whether it executed any. A request
+/// whose connection has no room for its response waits in the inbox (behind it, the rest of
+/// that connection's requests, in order); one from a dead connection is dropped unexecuted.
 pub(super) fn serve_inbox(f: &FabricInner) -> bool {
     let Some(wire) = &f.wire else { return false };
-    let batch: Vec<Inbound> = {
+    let batch = {
         let mut q = wire.inbox.lock().unwrap_or_else(|e| e.into_inner());
         if q.is_empty() {
             return false;
         }
-        q.drain(..).collect()
+        std::mem::take(&mut *q)
     };
-    for Inbound { conn, req } in batch {
-        let (status, payload) = respond(f, &req);
+    let mut did = false;
+    let mut blocked: Vec<u64> = Vec::new();
+    let mut later = Vec::new();
+    for inb in batch {
+        let conn = &inb.conn;
+        if conn.is_dead() {
+            conn.release_inbox(inb.bytes);
+            continue;
+        }
+        let answer = RESPONSE_HEAD_BYTES + inb.req.response_payload() as usize;
+        if blocked.contains(&conn.id) || !conn.has_room(answer) {
+            blocked.push(conn.id);
+            later.push(inb);
+            continue;
+        }
+        did = true;
+        let Inbound { conn, req, bytes } = inb;
+        let (status, payload) = respond(f, conn.peer, &req);
         let resp = Response {
             dst_nic: req.src_nic,
             dst_qpn: req.src_qpn,
             seq: req.seq,
             status,
-            payload,
+            payload: Vec::new(),
         };
-        conn.send(&resp.encode());
+        drop(req);
+        conn.release_inbox(bytes);
+        conn.send(resp.encode_head_for(payload.len()), payload);
     }
-    true
+    if !later.is_empty() {
+        let mut q = wire.inbox.lock().unwrap_or_else(|e| e.into_inner());
+        for inb in later.into_iter().rev() {
+            q.push_front(inb);
+        }
+    }
+    did
 }
 
-/// The responder's side of one request: (status or RNR, response payload).
-fn respond(f: &FabricInner, req: &Request) -> (u32, Vec<u8>) {
-    let st = |s: WcStatus| (s as u32, Vec::new());
+/// Whether `req`, from fabric `from`, comes from the QP `rqp` is connected to and at the PSN
+/// it expects (taking the PSN when nobody said which to expect); the refusal's reason if not.
+fn admit(rqp: &QpInner, from: u64, req: &Request) -> Result<(), String> {
+    let source = Endpoint {
+        fabric: from,
+        nic: req.src_nic,
+        qpn: req.src_qpn,
+    };
+    let remote = *rqp.remote.lock().unwrap_or_else(|e| e.into_inner());
+    if remote != Some(source) {
+        return Err(format!(
+            "QP {:#x} is connected to {remote:?}, not to {source:?}",
+            rqp.qpn
+        ));
+    }
+    // ORDERING: Acquire pairs with `Qp::connect`'s Release (before RTR); only this engine
+    // changes it afterwards.
+    let expected = rqp.rq_psn.load(Ordering::Acquire);
+    if expected != PSN_UNKNOWN && expected != u64::from(req.psn) {
+        return Err(format!(
+            "QP {:#x} expects PSN {expected:#x}; the request from {source:?} carries {:#x}",
+            rqp.qpn, req.psn
+        ));
+    }
+    Ok(())
+}
+
+/// The responder's side of one request from fabric `from`: (status, RNR or REFUSED, and the
+/// response payload).
+fn respond(f: &FabricInner, from: u64, req: &Request) -> (u32, Vec<u8>) {
     let rqp = f
         .qps
         .read()
@@ -260,37 +358,65 @@ fn respond(f: &FabricInner, req: &Request) -> (u32, Vec<u8>) {
         .cloned();
     // No responder (or one not ready): the requester's retries run out, as in one process.
     let Some(rqp) = rqp.filter(|q| matches!(q.state(), QpState::Rtr | QpState::Rts)) else {
-        return st(WcStatus::RetryExcErr);
+        return (WcStatus::RetryExcErr as u32, Vec::new());
     };
+    // Nothing of the QP is touched for a request it does not take.
+    if let Err(why) = admit(&rqp, from, req) {
+        warn(format_args!("refused a request: {why}"));
+        return (REFUSED, Vec::new());
+    }
+    let (status, payload) = execute_request(&rqp, req);
+    if status != RNR {
+        // Executed (or failed): the next request carries the next PSN. An RNR is retransmitted
+        // with this one.
+        let next = (req.psn.wrapping_add(1) & PSN_MASK).into();
+        rqp.rq_psn.store(next, Ordering::Release);
+    }
+    (status, payload)
+}
+
+/// Executes an admitted request on `rqp` against this process's memory.
+fn execute_request(rqp: &QpInner, req: &Request) -> (u32, Vec<u8>) {
+    let st = |s: WcStatus| (s as u32, Vec::new());
     let rmrs = &rqp.nic.mrs;
     match req.op {
         ReqOp::Write => {
             if req.len > 0 {
-                if let Err(e) =
-                    rmrs.check_remote(rqp.pd, req.rkey, req.raddr, req.len, Access::REMOTE_WRITE)
-                {
-                    return st(remote_fault(e));
-                }
+                let mr = match rmrs.check_remote(
+                    rqp.pd,
+                    req.rkey,
+                    req.raddr,
+                    req.len,
+                    Access::REMOTE_WRITE,
+                ) {
+                    Ok(m) => m,
+                    Err(e) => return st(remote_fault(e)),
+                };
                 // SAFETY: `[raddr, raddr + len)` was checked against a region of this process
-                // granting REMOTE_WRITE; the payload has `len` bytes (checked when decoded).
-                unsafe {
-                    mmio::dma_copy(
+                // granting REMOTE_WRITE, pinned while written; the payload has `len` bytes
+                // (checked when decoded).
+                let copied = unsafe {
+                    dma_copy_pinned(
+                        &[&mr],
                         req.raddr as *mut u8,
                         req.payload.as_ptr(),
                         req.payload.len(),
                     )
                 };
                 mmio::dma_publish();
+                if let Err(e) = copied {
+                    return st(remote_fault(e));
+                }
             }
             if let Some(imm) = req.imm {
-                match take_recv(&rqp) {
+                match take_recv(rqp) {
                     Recv::Got(pos) => {
                         let rc = Cpl {
                             opcode: WcOpcode::RecvRdmaWithImm,
                             is_recv: true,
                             byte_len: req.len as u32,
                             imm: Some(imm),
-                            ..base_cpl(&rqp, pos as u32, 0)
+                            ..base_cpl(rqp, pos as u32, 0)
                         };
                         rqp.recv_cq.write_cqe(&rc);
                     }
@@ -300,13 +426,13 @@ fn respond(f: &FabricInner, req: &Request) -> (u32, Vec<u8>) {
             st(WcStatus::Success)
         }
         ReqOp::Send => {
-            let pos = match take_recv(&rqp) {
+            let pos = match take_recv(rqp) {
                 Recv::Got(pos) => pos,
                 Recv::Empty => return (RNR, Vec::new()),
             };
             let mut sges = Vec::new();
-            let rc = base_cpl(&rqp, pos as u32, 0);
-            match scatter_send(&rqp, &req.payload, pos, &mut sges) {
+            let rc = base_cpl(rqp, pos as u32, 0);
+            match scatter_send(rqp, &req.payload, pos, &mut sges) {
                 Ok(()) => {
                     rqp.recv_cq.write_cqe(&Cpl {
                         opcode: WcOpcode::Recv,
@@ -332,22 +458,35 @@ fn respond(f: &FabricInner, req: &Request) -> (u32, Vec<u8>) {
             }
         }
         ReqOp::Read => {
-            let mut out = vec![0u8; req.len as usize];
-            if req.len > 0 {
-                let _mr = match rmrs.check_remote(
-                    rqp.pd,
-                    req.rkey,
-                    req.raddr,
-                    req.len,
-                    Access::REMOTE_READ,
-                ) {
-                    Ok(m) => m,
-                    Err(e) => return st(remote_fault(e)),
-                };
-                // SAFETY: checked against a region of this process granting REMOTE_READ.
-                unsafe { mmio::dma_copy(out.as_mut_ptr(), req.raddr as *const u8, out.len()) };
+            if req.len == 0 {
+                return st(WcStatus::Success);
             }
-            (WcStatus::Success as u32, out)
+            // The check comes before the buffer: a request naming a gigabyte with a bad key
+            // allocates nothing.
+            let mr = match rmrs.check_remote(
+                rqp.pd,
+                req.rkey,
+                req.raddr,
+                req.len,
+                Access::REMOTE_READ,
+            ) {
+                Ok(m) => m,
+                Err(e) => return st(remote_fault(e)),
+            };
+            let len = req.len as usize;
+            let mut out = Vec::with_capacity(len);
+            // SAFETY: the source was checked against a region of this process granting
+            // REMOTE_READ, pinned while read (chunk by chunk: a deregistration stops it at the
+            // next chunk); the destination is `out`'s spare capacity of `len` bytes.
+            match unsafe { dma_copy_pinned(&[&mr], out.as_mut_ptr(), req.raddr as *const u8, len) }
+            {
+                Ok(()) => {
+                    // SAFETY: all `len` bytes were written just above.
+                    unsafe { out.set_len(len) };
+                    (WcStatus::Success as u32, out)
+                }
+                Err(e) => st(remote_fault(e)),
+            }
         }
         ReqOp::Atomic => {
             let Some((aop, width)) = req.atomic else {
@@ -357,15 +496,17 @@ fn respond(f: &FabricInner, req: &Request) -> (u32, Vec<u8>) {
             if req.raddr % w != 0 {
                 return st(WcStatus::RemInvReqErr);
             }
-            let _mr = match rmrs.check_remote(rqp.pd, req.rkey, req.raddr, w, Access::REMOTE_ATOMIC)
+            let mr = match rmrs.check_remote(rqp.pd, req.rkey, req.raddr, w, Access::REMOTE_ATOMIC)
             {
                 Ok(m) => m,
                 Err(e) => return st(remote_fault(e)),
             };
-            // SAFETY: the aligned operand was checked against a region granting REMOTE_ATOMIC.
-            match unsafe { mmio::dma_atomic_rmw(req.raddr, width, |v| aop.apply(v, width)) } {
-                Some(old) => (WcStatus::Success as u32, old.to_le_bytes().to_vec()),
-                None => st(WcStatus::RemOpErr),
+            // SAFETY: the aligned operand was checked against a region granting REMOTE_ATOMIC,
+            // pinned while used.
+            match unsafe { dma_atomic_pinned(&[&mr], req.raddr, width, |v| aop.apply(v, width)) } {
+                Ok(Some(old)) => (WcStatus::Success as u32, old.to_le_bytes().to_vec()),
+                Ok(None) => st(WcStatus::RemOpErr),
+                Err(e) => st(remote_fault(e)),
             }
         }
     }

@@ -1,0 +1,794 @@
+//! Attacks on the cross-process engine of process fabrics (`Fabric::process`, what the
+//! verbs-compatible library runs on), and what must hold against each: no crash, no hang of
+//! other QPs, no request from anyone but the connected QP at its PSN, no allocation an
+//! unchecked header asks for, a few lines of stderr however many bad connections come.
+//!
+//! Two process fabrics in one test process talk exactly as two processes do (through their
+//! sockets); raw frames are built here from the format `wire.rs` documents, so these tests
+//! also pin it. Checks that need a process of their own (another pid; stderr; peak memory) run
+//! this binary again as a child (`child_role`).
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::linux::net::SocketAddrExt;
+use std::os::unix::net::{SocketAddr, UnixListener, UnixStream};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use gda_hal::{Payload, Remote, SendFlags, SendQueue, Sge, SqError, WcStatus, WorkRequest};
+use gda_native::Native;
+use gda_sim::{Access, Cq, CqMode, DmaBuf, Endpoint, Fabric, FabricConfig, Mr, Pd, Qp, QpInit};
+
+// ---- raw frames, as `wire.rs` documents them -------------------------------------------------
+
+const KIND_REQUEST: u16 = 1;
+const KIND_RESPONSE: u16 = 2;
+const KIND_HELLO: u16 = 3;
+const OP_WRITE: u8 = 1;
+const OP_READ: u8 = 3;
+const REFUSED: u32 = 0xffff_0002;
+
+fn frame(kind: u16, body: &[u8], payload_len: u32) -> Vec<u8> {
+    let mut v = b"GDAW".to_vec();
+    v.extend_from_slice(&2u16.to_le_bytes());
+    v.extend_from_slice(&kind.to_le_bytes());
+    v.extend_from_slice(&payload_len.to_le_bytes());
+    v.extend_from_slice(&[0; 4]);
+    v.extend_from_slice(body);
+    v
+}
+
+fn hello(fabric: u64) -> Vec<u8> {
+    let mut b = fabric.to_le_bytes().to_vec();
+    b.extend_from_slice(&[0; 8]);
+    frame(KIND_HELLO, &b, 0)
+}
+
+/// A request frame: `src` is the claimed source QP, `len` the READ length or the payload's.
+#[derive(Clone, Copy)]
+struct Req {
+    dst: Endpoint,
+    src: Endpoint,
+    seq: u64,
+    op: u8,
+    rkey: u32,
+    psn: u32,
+    raddr: u64,
+    len: u64,
+}
+
+impl Req {
+    /// Header and body; a WRITE's payload (of `len` bytes) follows.
+    fn head(&self) -> Vec<u8> {
+        let mut b = Vec::new();
+        for x in [self.dst.nic, self.dst.qpn, self.src.nic, self.src.qpn] {
+            b.extend_from_slice(&x.to_le_bytes());
+        }
+        b.extend_from_slice(&self.seq.to_le_bytes());
+        b.extend_from_slice(&[self.op, 0, 0, 0]);
+        b.extend_from_slice(&0u32.to_le_bytes()); // immediate
+        b.extend_from_slice(&self.rkey.to_le_bytes());
+        b.extend_from_slice(&self.psn.to_le_bytes());
+        b.extend_from_slice(&self.raddr.to_le_bytes());
+        b.extend_from_slice(&self.len.to_le_bytes());
+        b.extend_from_slice(&[0; 32]);
+        assert_eq!(b.len(), 88);
+        let payload = if self.op == OP_WRITE { self.len } else { 0 };
+        frame(KIND_REQUEST, &b, payload as u32)
+    }
+}
+
+/// Reads one response: (seq, status, payload); `None` when the connection closed.
+fn read_response(s: &mut UnixStream) -> Option<(u64, u32, Vec<u8>)> {
+    let mut h = [0u8; 40];
+    s.read_exact(&mut h).ok()?;
+    assert_eq!(&h[..4], b"GDAW");
+    assert_eq!(u16::from_le_bytes([h[6], h[7]]), KIND_RESPONSE);
+    let len = u32::from_le_bytes(h[8..12].try_into().unwrap()) as usize;
+    let seq = u64::from_le_bytes(h[24..32].try_into().unwrap());
+    let status = u32::from_le_bytes(h[32..36].try_into().unwrap());
+    let mut p = vec![0u8; len];
+    s.read_exact(&mut p).ok()?;
+    Some((seq, status, p))
+}
+
+fn socket_name(fabric: u64) -> String {
+    format!(
+        "gda-sim/{}/{fabric:016x}",
+        rustix::process::getuid().as_raw()
+    )
+}
+
+/// A raw connection to fabric `fabric`'s socket.
+fn raw_to(fabric: u64) -> UnixStream {
+    let addr = SocketAddr::from_abstract_name(socket_name(fabric).as_bytes()).unwrap();
+    let s = UnixStream::connect_addr(&addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s
+}
+
+/// Whether the peer closed `s` (within a few seconds).
+fn closed(s: &mut UnixStream) -> bool {
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut b = [0u8; 64];
+    matches!(s.read(&mut b), Ok(0) | Err(_))
+}
+
+// ---- two process fabrics ---------------------------------------------------------------------
+
+/// One side: a process fabric with one native NIC, a QP and a region. Fields drop in order,
+/// the fabric last.
+struct Side {
+    qp: Qp,
+    mr: Mr,
+    cq: Cq,
+    pd: Pd,
+    fabric: Fabric,
+}
+
+fn side(mr_len: usize) -> Side {
+    let fabric = Fabric::process(FabricConfig::default()).unwrap();
+    let nic = fabric.add_nic_for::<Native>();
+    let pd = nic.alloc_pd();
+    let cq = nic.create_cq(256, CqMode::Normal).unwrap();
+    let qp = pd.create_qp(QpInit::default(), &cq, &cq).unwrap();
+    let mr = pd.alloc_mr(mr_len, Access::ALL);
+    Side {
+        qp,
+        mr,
+        cq,
+        pd,
+        fabric,
+    }
+}
+
+/// Another QP (and CQ) on `s`'s NIC.
+fn extra_qp(s: &Side) -> (Qp, Cq) {
+    let cq = s.pd.nic().create_cq(256, CqMode::Normal).unwrap();
+    let qp = s.pd.create_qp(QpInit::default(), &cq, &cq).unwrap();
+    (qp, cq)
+}
+
+/// Connects `a` to `b` and `b` to `a`, each expecting the other's start PSN.
+fn pair(a: &Qp, b: &Qp) {
+    for (x, y) in [(a, b), (b, a)] {
+        x.init().unwrap();
+        x.connect_with_psn(&y.endpoint(), y.start_psn()).unwrap();
+    }
+    a.ready().unwrap();
+    b.ready().unwrap();
+}
+
+fn sq(qp: &Qp, cq: &Cq, timeout_ms: u64) -> SendQueue<Native> {
+    // SAFETY: every test keeps the QP and CQ alive longer than the queue.
+    unsafe { SendQueue::new(qp.sq_handle::<Native>().unwrap(), cq.handle(), timeout_ms) }.unwrap()
+}
+
+/// Stops the test process at once: after a failure that leaves an engine thread blocked, the
+/// fabrics' destructors (which join it) would hang instead of reporting.
+fn abort(msg: &str) -> ! {
+    eprintln!("{msg}");
+    std::process::abort()
+}
+
+fn status_of(r: Result<(), SqError>) -> WcStatus {
+    match r {
+        Ok(()) => WcStatus::Success,
+        Err(SqError::Completion { status, .. }) => status,
+        Err(e) => abort(&format!("no completion: {e}")),
+    }
+}
+
+// ---- (a) deregistration during a peer's READ -------------------------------------------------
+
+/// Posts a READ of `len` bytes of `src` into `dst` on `qp`, waits `delay`, deregisters `src` and
+/// frees its memory (unmapped: 64 MiB is beyond glibc's mmap threshold), and returns the
+/// READ's status.
+fn read_then_free(qp: &Qp, cq: &Cq, pd: &Pd, dst: &Mr, len: usize, delay: Duration) -> WcStatus {
+    let buf = DmaBuf::new(len, 4096);
+    // SAFETY: `buf` outlives the region (dropped right after it, below).
+    let src = unsafe { pd.register(buf.addr(), len, Access::REMOTE_READ) };
+    let q = sq(qp, cq, 30_000);
+    q.post(
+        &WorkRequest::Read {
+            remote: Remote {
+                addr: src.addr(),
+                rkey: src.rkey(),
+            },
+            sges: &[Sge {
+                addr: dst.addr(),
+                length: len as u32,
+                lkey: dst.lkey(),
+            }],
+        },
+        SendFlags::SIGNALED,
+    )
+    .unwrap();
+    std::thread::sleep(delay);
+    drop(src);
+    drop(buf);
+    status_of(q.quiet())
+}
+
+/// A region registered from caller memory is deregistered and its memory freed while a peer's
+/// READ of it runs, at moments swept across the transfer. The responder must neither crash nor
+/// read freed memory: the READ succeeds, or fails with a remote access error. Before
+/// deregistration waited for copies in progress, the responder's engine thread faulted.
+#[test]
+fn deregistering_during_a_peers_read_is_an_access_error_not_a_crash() {
+    const LEN: usize = 64 << 20;
+    let a = side(LEN);
+    let b = side(4096);
+    let mut seen = [0; 2];
+    for i in 0..24u64 {
+        // A fresh pair each round: a failed READ moves the requester to Error.
+        let (qa, qa_cq) = extra_qp(&a);
+        let (qb, _qb_cq) = extra_qp(&b);
+        pair(&qa, &qb);
+        let delay = Duration::from_millis(i * i / 2);
+        match read_then_free(&qa, &qa_cq, &b.pd, &a.mr, LEN, delay) {
+            WcStatus::Success => seen[0] += 1,
+            WcStatus::RemAccessErr => seen[1] += 1,
+            s => panic!("READ {i}: {s:?}"),
+        }
+    }
+    println!("success, remote access error: {seen:?}");
+}
+
+/// The same within one process (no wire): a READ from a region deregistered and freed
+/// meanwhile never touches freed memory.
+#[test]
+fn deregistration_waits_for_a_copy_in_progress() {
+    const LEN: usize = 64 << 20;
+    let fabric = Fabric::new(FabricConfig::default());
+    let nic = fabric.add_nic_for::<Native>();
+    let pd = nic.alloc_pd();
+    let dst = pd.alloc_mr(LEN, Access::ALL);
+    let mut seen = [0; 2];
+    for i in 0..16u64 {
+        let cq = nic.create_cq(256, CqMode::Normal).unwrap();
+        let qp = pd.create_qp(QpInit::default(), &cq, &cq).unwrap();
+        qp.bring_up(&qp.endpoint()).unwrap();
+        match read_then_free(&qp, &cq, &pd, &dst, LEN, Duration::from_millis(i * i / 4)) {
+            WcStatus::Success => seen[0] += 1,
+            WcStatus::RemAccessErr => seen[1] += 1,
+            s => panic!("READ {i}: {s:?}"),
+        }
+    }
+    println!("success, remote access error: {seen:?}");
+}
+
+// ---- (b) a peer that stops reading -----------------------------------------------------------
+
+/// A "peer fabric" that accepts nothing and reads nothing (a stopped process): requests to it
+/// fill the socket. The requester completes with `RETRY_EXC_ERR` within a few seconds and
+/// every other QP of the fabric keeps working meanwhile. Before, the engine blocked in a
+/// socket write and every QP of the process froze.
+#[test]
+fn a_peer_that_stops_reading_fails_its_requests_and_blocks_nobody() {
+    let a = side(4 << 20);
+    let b = side(4096);
+    // A listener for a made-up process fabric that never accepts.
+    let token = std::process::id() & 0xff_ffff ^ 0x5a_5a5a;
+    let ghost = 0x5650_u64 << 48 | u64::from(token);
+    let _l = UnixListener::bind_addr(
+        &SocketAddr::from_abstract_name(socket_name(ghost).as_bytes()).unwrap(),
+    )
+    .unwrap();
+    a.qp.init().unwrap();
+    a.qp.connect(&Endpoint {
+        fabric: ghost,
+        nic: 0,
+        qpn: 1,
+    })
+    .unwrap();
+    a.qp.ready().unwrap();
+    let (a2, a2cq) = extra_qp(&a);
+    let (b2, _b2cq) = extra_qp(&b);
+    pair(&a2, &b2);
+    let stuck = sq(&a.qp, &a.cq, 30_000);
+    let src = Sge {
+        addr: a.mr.addr(),
+        length: 4 << 20,
+        lkey: a.mr.lkey(),
+    };
+    stuck
+        .post(
+            &WorkRequest::Write {
+                remote: Remote { addr: 0, rkey: 1 },
+                payload: Payload::Sges(&[src]),
+                imm: None,
+            },
+            SendFlags::SIGNALED,
+        )
+        .unwrap();
+    let t0 = Instant::now();
+    // Meanwhile another QP of the same fabric keeps completing, each WRITE in well under 2 s.
+    let live = sq(&a2, &a2cq, 2_000);
+    let mut n = 0;
+    while t0.elapsed() < Duration::from_millis(2500) {
+        live.post(
+            &WorkRequest::Write {
+                remote: Remote {
+                    addr: b.mr.addr(),
+                    rkey: b.mr.rkey(),
+                },
+                payload: Payload::Inline(b"still here"),
+                imm: None,
+            },
+            SendFlags::SIGNALED,
+        )
+        .unwrap();
+        if let Err(e) = live.quiet() {
+            abort(&format!("another QP stalled behind the stopped peer: {e}"));
+        }
+        n += 1;
+    }
+    assert!(n > 10, "{n} WRITEs in 2.5 s");
+    let r = stuck.quiet();
+    let took = t0.elapsed();
+    match r {
+        Err(SqError::Completion { status, .. }) => assert_eq!(status, WcStatus::RetryExcErr),
+        other => abort(&format!("expected RETRY_EXC_ERR, got {other:?}")),
+    }
+    assert!(took < Duration::from_secs(6), "took {took:?}");
+}
+
+/// The other direction: a requester (here a raw connection that is the connected peer, so
+/// its READs are executed) that never reads its responses. The responder's engine serves its
+/// other QPs meanwhile and closes the connection once nothing moves.
+#[test]
+fn a_requester_that_stops_reading_blocks_nobody() {
+    let a = side(1 << 20);
+    let b = side(4096);
+    pair(&a.qp, &b.qp);
+    let (a2, a2cq) = extra_qp(&a);
+    let (b2, _b2cq) = extra_qp(&b);
+    pair(&a2, &b2);
+    // B's fabric is this process's, so a connection from here may speak for it.
+    let mut raw = raw_to(a.fabric.id());
+    raw.write_all(&hello(b.fabric.id())).unwrap();
+    let writer = {
+        let mut raw = raw.try_clone().unwrap();
+        let (dst, src, rkey, raddr, psn0) = (
+            a.qp.endpoint(),
+            b.qp.endpoint(),
+            a.mr.rkey(),
+            a.mr.addr(),
+            b.qp.start_psn(),
+        );
+        std::thread::spawn(move || {
+            for i in 0..200u32 {
+                let r = Req {
+                    dst,
+                    src,
+                    seq: u64::from(i),
+                    op: OP_READ,
+                    rkey,
+                    psn: psn0.wrapping_add(i) & 0xff_ffff,
+                    raddr,
+                    len: 1 << 20,
+                };
+                if raw.write_all(&r.head()).is_err() {
+                    return i;
+                }
+            }
+            200
+        })
+    };
+    let t0 = Instant::now();
+    let live = sq(&a2, &a2cq, 2_000);
+    let mut n = 0;
+    while t0.elapsed() < Duration::from_millis(2500) {
+        live.post(
+            &WorkRequest::Write {
+                remote: Remote {
+                    addr: b.mr.addr(),
+                    rkey: b.mr.rkey(),
+                },
+                payload: Payload::Inline(b"still here"),
+                imm: None,
+            },
+            SendFlags::SIGNALED,
+        )
+        .unwrap();
+        if let Err(e) = live.quiet() {
+            abort(&format!(
+                "another QP stalled behind a requester that reads nothing: {e}"
+            ));
+        }
+        n += 1;
+    }
+    assert!(n > 10, "{n} WRITEs in 2.5 s");
+    // The responder gave up on the connection: our end sees it closed.
+    raw.shutdown(std::net::Shutdown::Write).unwrap();
+    let mut sink = Vec::new();
+    raw.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let _ = raw.read_to_end(&mut sink);
+    let _ = writer.join();
+}
+
+// ---- (c) only the connected QP, only at the expected PSN --------------------------------------
+
+/// Raw requests to a QP connected to B's QP: from a connection whose hello names no fabric or
+/// one of another process, from another QP of B, at a wrong PSN — all refused, the memory
+/// untouched; the right QP at the right PSN is executed (once: a replay is refused).
+#[test]
+fn only_the_connected_qp_at_its_psn_is_served() {
+    let a = side(4096);
+    let b = side(4096);
+    pair(&a.qp, &b.qp);
+    let write = |src: Endpoint, psn: u32, seq: u64| {
+        let r = Req {
+            dst: a.qp.endpoint(),
+            src,
+            seq,
+            op: OP_WRITE,
+            rkey: a.mr.rkey(),
+            psn,
+            raddr: a.mr.addr(),
+            len: 8,
+        };
+        let mut v = r.head();
+        v.extend_from_slice(b"INTRUDER");
+        v
+    };
+    let untouched = || {
+        let mut got = [0u8; 8];
+        a.mr.read(0, &mut got).unwrap();
+        assert_eq!(got, [0; 8], "the region was written");
+    };
+    let psn = b.qp.start_psn();
+
+    // A hello naming a fabric nobody listens for: closed before any request is read.
+    let mut s = raw_to(a.fabric.id());
+    s.write_all(&hello(0x5650_u64 << 48 | 0xfe_dcba)).unwrap();
+    let _ = s.write_all(&write(b.qp.endpoint(), psn, 1));
+    assert!(closed(&mut s));
+    // No hello at all.
+    let mut s = raw_to(a.fabric.id());
+    let _ = s.write_all(&write(b.qp.endpoint(), psn, 1));
+    assert!(closed(&mut s));
+    // A hello naming a fabric of another process (the child's): refused.
+    let mut owner = child("owner");
+    let mut line = String::new();
+    let mut out = BufReader::new(owner.stdout.take().unwrap());
+    // (libtest prints "test child_role ... " on the same line.)
+    while !line.contains("FABRIC=0x") {
+        line.clear();
+        assert!(
+            out.read_line(&mut line).unwrap() > 0,
+            "the child said nothing"
+        );
+    }
+    let hex = line.split("FABRIC=0x").nth(1).unwrap().trim();
+    let theirs = u64::from_str_radix(hex, 16).unwrap();
+    let mut s = raw_to(a.fabric.id());
+    s.write_all(&hello(theirs)).unwrap();
+    let _ = s.write_all(&write(b.qp.endpoint(), psn, 1));
+    assert!(closed(&mut s));
+    drop(owner.stdin.take());
+    owner.wait().unwrap();
+    untouched();
+
+    // B's fabric is this process's: its hello is believed, but each request is checked.
+    let mut s = raw_to(a.fabric.id());
+    s.write_all(&hello(b.fabric.id())).unwrap();
+    let other = Endpoint {
+        qpn: b.qp.endpoint().qpn + 1,
+        ..b.qp.endpoint()
+    };
+    s.write_all(&write(other, psn, 2)).unwrap();
+    let (seq, status, _) = read_response(&mut s).unwrap();
+    assert_eq!((seq, status), (2, REFUSED));
+    untouched();
+    for wrong in [
+        psn ^ 1,
+        psn.wrapping_add(1) & 0xff_ffff,
+        psn.wrapping_sub(1) & 0xff_ffff,
+    ] {
+        s.write_all(&write(b.qp.endpoint(), wrong, 3)).unwrap();
+        let (seq, status, _) = read_response(&mut s).unwrap();
+        assert_eq!((seq, status), (3, REFUSED), "PSN {wrong:#x}");
+    }
+    untouched();
+    // The connected QP at its PSN: executed.
+    s.write_all(&write(b.qp.endpoint(), psn, 4)).unwrap();
+    let (seq, status, _) = read_response(&mut s).unwrap();
+    assert_eq!((seq, status), (4, WcStatus::Success as u32));
+    let mut got = [0u8; 8];
+    a.mr.read(0, &mut got).unwrap();
+    assert_eq!(&got, b"INTRUDER");
+    // A replay of the same PSN: refused.
+    a.mr.write(0, &[0; 8]).unwrap();
+    s.write_all(&write(b.qp.endpoint(), psn, 5)).unwrap();
+    assert_eq!(read_response(&mut s).unwrap().1, REFUSED);
+    untouched();
+    // The QP itself was not disturbed: B's real QP still writes (at the next PSN).
+    let q = sq(&b.qp, &b.cq, 5_000);
+    q.post(
+        &WorkRequest::Write {
+            remote: Remote {
+                addr: a.mr.addr() + 8,
+                rkey: a.mr.rkey(),
+            },
+            payload: Payload::Inline(b"genuine!"),
+            imm: None,
+        },
+        SendFlags::SIGNALED,
+    )
+    .unwrap();
+    // (its first request carries `psn`, which the raw one used: refused as out of sequence —
+    // what a hijacked connection costs the real peer.)
+    assert_eq!(status_of(q.quiet()), WcStatus::RetryExcErr);
+    assert_eq!(a.qp.state(), gda_sim::QpState::Rts);
+}
+
+/// Start PSNs on a process fabric are unpredictable: not a function of the QP number.
+#[test]
+fn start_psns_are_random_on_process_fabrics() {
+    let a = side(64);
+    let psns: Vec<u32> = (0..32).map(|_| extra_qp(&a).0.start_psn()).collect();
+    let mut uniq = psns.clone();
+    uniq.sort_unstable();
+    uniq.dedup();
+    assert!(uniq.len() > 28, "{psns:x?}");
+    assert!(psns.iter().all(|p| *p <= 0xff_ffff));
+}
+
+// ---- (d) bounded allocations -----------------------------------------------------------------
+
+/// A READ of 1 GiB with a bad key, and a frame header announcing 1 GiB that never comes:
+/// neither allocates the gigabyte (measured in a child process: its peak virtual size).
+#[test]
+fn headers_and_bad_requests_allocate_nothing_large() {
+    let out = child("vm").wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let growth = |key: &str| -> u64 {
+        text.lines()
+            .find_map(|l| l.split(key).nth(1))
+            .unwrap_or_else(|| panic!("{key} missing: {text}"))
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    // kB of peak virtual memory each step added.
+    let (read, header) = (growth("READ_KB="), growth("HEADER_KB="));
+    assert!(out.status.success(), "{text}");
+    assert!(
+        read < 128 << 10,
+        "a bad-key READ of 1 GiB grew the peak by {read} kB"
+    );
+    assert!(
+        header < 128 << 10,
+        "a 1 GiB header grew the peak by {header} kB"
+    );
+}
+
+/// Connections past the cap are refused at once; those under it that never say hello are
+/// closed after the hello timeout.
+#[test]
+fn connections_are_capped() {
+    let a = side(64);
+    let mut conns: Vec<UnixStream> = (0..300).map(|_| raw_to(a.fabric.id())).collect();
+    // Within the hello timeout (2 s), long enough for every connection to be accepted.
+    std::thread::sleep(Duration::from_millis(1000));
+    let mut refused = 0;
+    for s in &mut conns {
+        s.set_nonblocking(true).unwrap();
+        let mut b = [0u8; 1];
+        if matches!(s.read(&mut b), Ok(0)) {
+            refused += 1;
+        }
+    }
+    assert!((40..=44).contains(&refused), "{refused} of 300 refused");
+    // No hello within the timeout: all closed.
+    std::thread::sleep(Duration::from_millis(2500));
+    for s in &mut conns {
+        s.set_nonblocking(false).unwrap();
+        assert!(closed(s));
+    }
+}
+
+fn response(dst: Endpoint, seq: u64, status: u32, payload: &[u8]) -> Vec<u8> {
+    let mut b = Vec::new();
+    b.extend_from_slice(&dst.nic.to_le_bytes());
+    b.extend_from_slice(&dst.qpn.to_le_bytes());
+    b.extend_from_slice(&seq.to_le_bytes());
+    b.extend_from_slice(&status.to_le_bytes());
+    b.extend_from_slice(&[0; 4]);
+    let mut v = frame(KIND_RESPONSE, &b, payload.len() as u32);
+    v.extend_from_slice(payload);
+    v
+}
+
+/// A responder (here a raw listener posing as a peer fabric) can answer only the one
+/// outstanding request, with no more than it asked for: a response with another sequence
+/// number or for another QP is skipped, a longer one closes the connection.
+#[test]
+fn responses_are_taken_only_for_the_outstanding_request() {
+    let a = side(4096);
+    let token = std::process::id() & 0xff_ffff ^ 0x3c_3c3c;
+    let peer = 0x5650_u64 << 48 | u64::from(token);
+    let l = UnixListener::bind_addr(
+        &SocketAddr::from_abstract_name(socket_name(peer).as_bytes()).unwrap(),
+    )
+    .unwrap();
+    let remote = Endpoint {
+        fabric: peer,
+        nic: 0,
+        qpn: 1,
+    };
+    a.qp.init().unwrap();
+    a.qp.connect(&remote).unwrap();
+    a.qp.ready().unwrap();
+    let q = sq(&a.qp, &a.cq, 10_000);
+    let sge = |off: u64| {
+        [Sge {
+            addr: a.mr.addr() + off,
+            length: 16,
+            lkey: a.mr.lkey(),
+        }]
+    };
+    let (first, second) = (sge(0), sge(16));
+    let read = |sges| WorkRequest::Read {
+        remote: Remote {
+            addr: 0x1000,
+            rkey: 7,
+        },
+        sges,
+    };
+    q.post(&read(&first), SendFlags::SIGNALED).unwrap();
+    let (mut s, _) = l.accept().unwrap();
+    let mut h = [0u8; 32];
+    s.read_exact(&mut h).unwrap();
+    assert_eq!(u16::from_le_bytes([h[6], h[7]]), KIND_HELLO);
+    assert_eq!(
+        u64::from_le_bytes(h[16..24].try_into().unwrap()),
+        a.fabric.id()
+    );
+    let mut r = [0u8; 104];
+    s.read_exact(&mut r).unwrap();
+    let seq = u64::from_le_bytes(r[32..40].try_into().unwrap());
+    assert_eq!(r[16 + 24], OP_READ);
+    assert_eq!(
+        u32::from_le_bytes(r[16 + 36..16 + 40].try_into().unwrap()),
+        a.qp.start_psn()
+    );
+    let me = a.qp.endpoint();
+    let other = Endpoint {
+        qpn: me.qpn + 7,
+        ..me
+    };
+    s.write_all(&response(me, seq + 1, 0, b"WRONG SEQUENCE!!"))
+        .unwrap();
+    s.write_all(&response(other, seq, 0, b"WRONG QP NUMBER!"))
+        .unwrap();
+    s.write_all(&response(me, seq, 0, b"the right answer"))
+        .unwrap();
+    assert_eq!(status_of(q.quiet()), WcStatus::Success);
+    let mut got = [0u8; 16];
+    a.mr.read(0, &mut got).unwrap();
+    assert_eq!(&got, b"the right answer");
+    // More than a 16-byte READ can be answered with: the connection is closed.
+    q.post(&read(&second), SendFlags::SIGNALED).unwrap();
+    s.read_exact(&mut r).unwrap();
+    let seq = u64::from_le_bytes(r[32..40].try_into().unwrap());
+    s.write_all(&response(me, seq, 0, &[9; 32])).unwrap();
+    assert!(closed(&mut s));
+    a.mr.read(16, &mut got).unwrap();
+    assert_eq!(got, [0; 16]);
+    // Its requester fails (reconnections are accepted by nobody).
+    drop(l);
+    assert_eq!(status_of(q.quiet()), WcStatus::RetryExcErr);
+}
+
+// ---- (e) a flood of bad connections is a few lines --------------------------------------------
+
+/// 2,000 connections that each send garbage cost a few lines of stderr, not 2,000.
+#[test]
+fn bad_connections_cost_a_few_lines_of_stderr() {
+    let out = child("noise").wait_with_output().unwrap();
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    let lines = err.lines().filter(|l| l.starts_with("gda-sim:")).count();
+    assert!((1..=6).contains(&lines), "{lines} lines:\n{err}");
+    assert!(err.contains("similar suppressed") || lines == 1, "{err}");
+}
+
+// ---- children ----------------------------------------------------------------------------------
+
+/// Runs this test binary's `child_role` test in a new process as `role`.
+fn child(role: &str) -> std::process::Child {
+    Command::new(std::env::current_exe().unwrap())
+        .args(["child_role", "--exact", "--nocapture", "--test-threads=1"])
+        .env("GDA_SIM_WIRE_CHILD", role)
+        // One malloc arena: a thread's first allocation then does not reserve 64 MiB of
+        // address space, which would blur the peak-size measurement.
+        .env("MALLOC_ARENA_MAX", "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+fn vm_peak_kb() -> u64 {
+    let s = std::fs::read_to_string("/proc/self/status").unwrap();
+    s.lines()
+        .find_map(|l| l.strip_prefix("VmPeak:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
+}
+
+/// A child's part (a no-op when run as an ordinary test).
+#[test]
+fn child_role() {
+    match std::env::var("GDA_SIM_WIRE_CHILD").as_deref() {
+        // Owns a process fabric until its stdin closes.
+        Ok("owner") => {
+            let f = Fabric::process(FabricConfig::default()).unwrap();
+            println!("FABRIC={:#x}", f.id());
+            std::io::stdout().flush().unwrap();
+            let _ = std::io::stdin().read_to_end(&mut Vec::new());
+        }
+        Ok("vm") => {
+            let a = side(4096);
+            let b = side(4096);
+            pair(&a.qp, &b.qp);
+            let mut s = raw_to(a.fabric.id());
+            s.write_all(&hello(b.fabric.id())).unwrap();
+            // Every thread up (an answered request) before the first measurement.
+            let probe = Req {
+                dst: a.qp.endpoint(),
+                src: b.qp.endpoint(),
+                seq: 0,
+                op: OP_READ,
+                rkey: a.mr.rkey(),
+                psn: b.qp.start_psn(),
+                raddr: a.mr.addr(),
+                len: 8,
+            };
+            s.write_all(&probe.head()).unwrap();
+            assert_eq!(read_response(&mut s).unwrap().1, WcStatus::Success as u32);
+            let before = vm_peak_kb();
+            let r = Req {
+                dst: a.qp.endpoint(),
+                src: b.qp.endpoint(),
+                seq: 1,
+                op: OP_READ,
+                rkey: a.mr.rkey() ^ 0x5555,
+                psn: (b.qp.start_psn() + 1) & 0xff_ffff,
+                raddr: a.mr.addr(),
+                len: 1 << 30,
+            };
+            s.write_all(&r.head()).unwrap();
+            let (seq, status, p) = read_response(&mut s).unwrap();
+            assert_eq!((seq, status), (1, WcStatus::RemAccessErr as u32));
+            assert!(p.is_empty());
+            let after_read = vm_peak_kb();
+            println!("READ_KB={}", after_read - before);
+            // A WRITE announcing 1 GiB, of which 1 KiB comes.
+            let w = Req {
+                op: OP_WRITE,
+                seq: 2,
+                psn: (b.qp.start_psn() + 2) & 0xff_ffff,
+                rkey: a.mr.rkey(),
+                ..r
+            };
+            s.write_all(&w.head()).unwrap();
+            s.write_all(&[7u8; 1024]).unwrap();
+            std::thread::sleep(Duration::from_millis(300));
+            println!("HEADER_KB={}", vm_peak_kb() - after_read);
+        }
+        Ok("noise") => {
+            let f = Fabric::process(FabricConfig::default()).unwrap();
+            for _ in 0..2000 {
+                let mut s = raw_to(f.id());
+                let _ = s.write_all(b"not a gda-sim frame at all");
+                // Wait until the fabric has looked at it (and closed it).
+                let _ = s.read_to_end(&mut Vec::new());
+            }
+        }
+        _ => {}
+    }
+}
