@@ -606,6 +606,8 @@ impl<P: gda_hal::Provider> DynPe for Pe<P> {
 // ---- The load/store fast path ------------------------------------------------------------
 
 impl From<AmoOp> for crate::transport::Amo {
+    // Inlined into the C ABI's fast path, across the crate boundary.
+    #[inline(always)]
     fn from(op: AmoOp) -> Self {
         use crate::transport::Amo;
         match op {
