@@ -3,6 +3,7 @@
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
+#[cfg(feature = "sim")]
 use crate::boot::Bootstrap;
 use crate::boot::env::Launch;
 use crate::boot::tcp::TcpBoot;
@@ -434,6 +435,7 @@ fn inherit(c: &mut Command, l: &std::net::TcpListener) {
 }
 
 /// The binding `gdarun` started this PE with (`GDA_SHMEM_BIND`, `GDA_SHMEM_CPUS`), if any.
+#[cfg(feature = "sim")]
 fn binding_from_env() -> Result<Option<(Bind, Vec<usize>)>> {
     let (Ok(bind), Ok(cpus)) = (
         std::env::var("GDA_SHMEM_BIND"),
@@ -452,6 +454,7 @@ fn binding_from_env() -> Result<Option<(Bind, Vec<usize>)>> {
 
 /// Places this PE (its calling thread, and the threads it starts later) as `pe_placement`
 /// says for `bind`, the launcher's `cpus` and whether it runs an engine; returns the placement.
+#[cfg(feature = "sim")]
 fn place_pe(bind: Bind, cpus: &[usize], engine: bool) -> Result<PePlacement> {
     let here = allowed_cpus()?;
     let p = pe_placement(bind, here[0], cpus, engine);
