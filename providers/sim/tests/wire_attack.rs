@@ -165,6 +165,31 @@ fn sq(qp: &Qp, cq: &Cq, timeout_ms: u64) -> SendQueue<Native> {
 
 /// Stops the test process at once: after a failure that leaves an engine thread blocked, the
 /// fabrics' destructors (which join it) would hang instead of reporting.
+/// Another QP of the fabric keeps completing WRITEs to `dst` (each in well under its 2 s
+/// timeout) until 2.5 s after `t0`, however stuck the connection `behind` it is.
+fn keeps_completing(live: &SendQueue<Native>, dst: &Mr, t0: Instant, behind: &str) {
+    let mut n = 0;
+    while t0.elapsed() < Duration::from_millis(2500) {
+        live.post(
+            &WorkRequest::Write {
+                remote: Remote {
+                    addr: dst.addr(),
+                    rkey: dst.rkey(),
+                },
+                payload: Payload::Inline(b"still here"),
+                imm: None,
+            },
+            SendFlags::SIGNALED,
+        )
+        .unwrap();
+        if let Err(e) = live.quiet() {
+            abort(&format!("another QP stalled behind {behind}: {e}"));
+        }
+        n += 1;
+    }
+    assert!(n > 10, "{n} WRITEs in 2.5 s");
+}
+
 fn abort(msg: &str) -> ! {
     eprintln!("{msg}");
     std::process::abort()
@@ -303,27 +328,7 @@ fn a_peer_that_stops_reading_fails_its_requests_and_blocks_nobody() {
         .unwrap();
     let t0 = Instant::now();
     // Meanwhile another QP of the same fabric keeps completing, each WRITE in well under 2 s.
-    let live = sq(&a2, &a2cq, 2_000);
-    let mut n = 0;
-    while t0.elapsed() < Duration::from_millis(2500) {
-        live.post(
-            &WorkRequest::Write {
-                remote: Remote {
-                    addr: b.mr.addr(),
-                    rkey: b.mr.rkey(),
-                },
-                payload: Payload::Inline(b"still here"),
-                imm: None,
-            },
-            SendFlags::SIGNALED,
-        )
-        .unwrap();
-        if let Err(e) = live.quiet() {
-            abort(&format!("another QP stalled behind the stopped peer: {e}"));
-        }
-        n += 1;
-    }
-    assert!(n > 10, "{n} WRITEs in 2.5 s");
+    keeps_completing(&sq(&a2, &a2cq, 2_000), &b.mr, t0, "the stopped peer");
     let r = stuck.quiet();
     let took = t0.elapsed();
     match r {
@@ -376,29 +381,12 @@ fn a_requester_that_stops_reading_blocks_nobody() {
         })
     };
     let t0 = Instant::now();
-    let live = sq(&a2, &a2cq, 2_000);
-    let mut n = 0;
-    while t0.elapsed() < Duration::from_millis(2500) {
-        live.post(
-            &WorkRequest::Write {
-                remote: Remote {
-                    addr: b.mr.addr(),
-                    rkey: b.mr.rkey(),
-                },
-                payload: Payload::Inline(b"still here"),
-                imm: None,
-            },
-            SendFlags::SIGNALED,
-        )
-        .unwrap();
-        if let Err(e) = live.quiet() {
-            abort(&format!(
-                "another QP stalled behind a requester that reads nothing: {e}"
-            ));
-        }
-        n += 1;
-    }
-    assert!(n > 10, "{n} WRITEs in 2.5 s");
+    keeps_completing(
+        &sq(&a2, &a2cq, 2_000),
+        &b.mr,
+        t0,
+        "a requester that reads nothing",
+    );
     // The responder gave up on the connection: our end sees it closed.
     raw.shutdown(std::net::Shutdown::Write).unwrap();
     let mut sink = Vec::new();

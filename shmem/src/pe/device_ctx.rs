@@ -1,6 +1,6 @@
 //! [`Pe::device_context`]: the SHMEM device context of this PE (`crate::device`).
 
-use gda_hal::control::{QueueBuffer, QueueMemory};
+use gda_hal::control::QueueBuffer;
 use gda_hal::{Provider, QueueHandle};
 
 use super::Pe;
@@ -114,7 +114,8 @@ impl<P: Provider> Pe<P> {
             Some(b) => Block::Placed(b),
             None => Block::Host(Vec::new()),
         };
-        let placed = matches!(memory, QueueMemory::Caller(_));
+        // Placed by the queue memory's allocator exactly when that memory is the caller's.
+        let placed = matches!(block, Block::Placed(_));
         ranges.push((base_of(&block, &words), words.len() * 8));
         #[cfg(feature = "hip")]
         let mapped = if placed {

@@ -146,23 +146,15 @@ impl<P: Provider> Pe<P> {
         Ok(cmp.holds(v, value))
     }
 
-    fn satisfied<T: AtomicInt + PartialOrd>(
-        &self,
-        ivars: Sym<T>,
-        status: Option<&[bool]>,
-        cmp: Cmp,
-        value: T,
-    ) -> Result<Vec<usize>> {
-        self.satisfied_by(ivars, status, cmp, |_| value)
-    }
-
-    /// The considered elements `i` of `ivars` with `ivars[i] <cmp> value(i)`.
+    /// The considered elements `i` of `ivars` (those `status` does not exclude) with
+    /// `ivars[i] <cmp> value(i)`; with `first`, only the first one.
     fn satisfied_by<T: AtomicInt + PartialOrd>(
         &self,
         ivars: Sym<T>,
         status: Option<&[bool]>,
         cmp: Cmp,
         value: impl Fn(usize) -> T,
+        first: bool,
     ) -> Result<Vec<usize>> {
         let mut out = Vec::new();
         for i in 0..ivars.len() {
@@ -171,9 +163,18 @@ impl<P: Provider> Pe<P> {
             }
             if self.test(ivars, i, cmp, value(i))? {
                 out.push(i);
+                if first {
+                    break;
+                }
             }
         }
         Ok(out)
+    }
+
+    fn considered(n: usize, status: Option<&[bool]>) -> usize {
+        (0..n)
+            .filter(|&i| !status.is_some_and(|s| s.get(i).copied().unwrap_or(false)))
+            .count()
     }
 
     /// `values` checked against `ivars`: one comparison value per element.
@@ -186,6 +187,157 @@ impl<P: Provider> Pe<P> {
             )));
         }
         Ok(values)
+    }
+
+    // The three kinds of multi-variable test and wait, over a comparison value per element
+    // (`value(i)`): the scalar and `_vector` forms below are these with one value for all, or
+    // with each its own.
+
+    fn all_by<T: AtomicInt + PartialOrd>(
+        &self,
+        ivars: Sym<T>,
+        status: Option<&[bool]>,
+        cmp: Cmp,
+        value: impl Fn(usize) -> T,
+    ) -> Result<bool> {
+        Ok(self.satisfied_by(ivars, status, cmp, value, false)?.len()
+            == Self::considered(ivars.len(), status))
+    }
+
+    fn any_by<T: AtomicInt + PartialOrd>(
+        &self,
+        ivars: Sym<T>,
+        status: Option<&[bool]>,
+        cmp: Cmp,
+        value: impl Fn(usize) -> T,
+    ) -> Result<Option<usize>> {
+        Ok(self
+            .satisfied_by(ivars, status, cmp, value, true)?
+            .first()
+            .copied())
+    }
+
+    fn wait_all_by<T: AtomicInt + PartialOrd>(
+        &self,
+        what: &dyn Fn() -> String,
+        ivars: Sym<T>,
+        status: Option<&[bool]>,
+        cmp: Cmp,
+        value: impl Fn(usize) -> T + Copy,
+    ) -> Result<()> {
+        self.wait_for(what, &Vec::new, || self.all_by(ivars, status, cmp, value))
+    }
+
+    /// `None` at once when every element is excluded.
+    fn wait_any_by<T: AtomicInt + PartialOrd>(
+        &self,
+        what: &dyn Fn() -> String,
+        ivars: Sym<T>,
+        status: Option<&[bool]>,
+        cmp: Cmp,
+        value: impl Fn(usize) -> T + Copy,
+    ) -> Result<Option<usize>> {
+        if Self::considered(ivars.len(), status) == 0 {
+            return Ok(None);
+        }
+        let mut found = None;
+        self.wait_for(what, &Vec::new, || {
+            found = self.any_by(ivars, status, cmp, value)?;
+            Ok(found.is_some())
+        })?;
+        Ok(found)
+    }
+
+    /// Empty at once when every element is excluded.
+    fn wait_some_by<T: AtomicInt + PartialOrd>(
+        &self,
+        what: &dyn Fn() -> String,
+        ivars: Sym<T>,
+        status: Option<&[bool]>,
+        cmp: Cmp,
+        value: impl Fn(usize) -> T + Copy,
+    ) -> Result<Vec<usize>> {
+        if Self::considered(ivars.len(), status) == 0 {
+            return Ok(Vec::new());
+        }
+        let mut found = Vec::new();
+        self.wait_for(what, &Vec::new, || {
+            found = self.satisfied_by(ivars, status, cmp, value, false)?;
+            Ok(!found.is_empty())
+        })?;
+        Ok(found)
+    }
+
+    /// Whether every element of `ivars` not excluded by `status` (true = skip) satisfies the
+    /// comparison (`shmem_test_all`).
+    pub fn test_all<T: AtomicInt + PartialOrd>(
+        &self,
+        ivars: Sym<T>,
+        status: Option<&[bool]>,
+        cmp: Cmp,
+        value: T,
+    ) -> Result<bool> {
+        self.all_by(ivars, status, cmp, |_| value)
+    }
+
+    /// The first element satisfying the comparison, if any (`shmem_test_any`).
+    pub fn test_any<T: AtomicInt + PartialOrd>(
+        &self,
+        ivars: Sym<T>,
+        status: Option<&[bool]>,
+        cmp: Cmp,
+        value: T,
+    ) -> Result<Option<usize>> {
+        self.any_by(ivars, status, cmp, |_| value)
+    }
+
+    /// Every element satisfying the comparison (`shmem_test_some`).
+    pub fn test_some<T: AtomicInt + PartialOrd>(
+        &self,
+        ivars: Sym<T>,
+        status: Option<&[bool]>,
+        cmp: Cmp,
+        value: T,
+    ) -> Result<Vec<usize>> {
+        self.satisfied_by(ivars, status, cmp, |_| value, false)
+    }
+
+    /// Waits until every considered element satisfies the comparison (`shmem_wait_until_all`).
+    pub fn wait_until_all<T: AtomicInt + PartialOrd>(
+        &self,
+        ivars: Sym<T>,
+        status: Option<&[bool]>,
+        cmp: Cmp,
+        value: T,
+    ) -> Result<()> {
+        let what = || format!("all of {ivars:?} {cmp:?} {value:?}");
+        self.wait_all_by(&what, ivars, status, cmp, |_| value)
+    }
+
+    /// Waits until some considered element satisfies it; returns its index
+    /// (`shmem_wait_until_any`; `None` if every element is excluded).
+    pub fn wait_until_any<T: AtomicInt + PartialOrd>(
+        &self,
+        ivars: Sym<T>,
+        status: Option<&[bool]>,
+        cmp: Cmp,
+        value: T,
+    ) -> Result<Option<usize>> {
+        let what = || format!("any of {ivars:?} {cmp:?} {value:?}");
+        self.wait_any_by(&what, ivars, status, cmp, |_| value)
+    }
+
+    /// Waits until at least one considered element satisfies it; returns all that do
+    /// (`shmem_wait_until_some`).
+    pub fn wait_until_some<T: AtomicInt + PartialOrd>(
+        &self,
+        ivars: Sym<T>,
+        status: Option<&[bool]>,
+        cmp: Cmp,
+        value: T,
+    ) -> Result<Vec<usize>> {
+        let what = || format!("some of {ivars:?} {cmp:?} {value:?}");
+        self.wait_some_by(&what, ivars, status, cmp, |_| value)
     }
 
     /// Whether every considered element `i` satisfies `ivars[i] <cmp> values[i]`
@@ -201,8 +353,7 @@ impl<P: Provider> Pe<P> {
         values: &[T],
     ) -> Result<bool> {
         let v = Self::vector(ivars, values)?;
-        Ok(self.satisfied_by(ivars, status, cmp, |i| v[i])?.len()
-            == Self::considered(ivars.len(), status))
+        self.all_by(ivars, status, cmp, |i| v[i])
     }
 
     /// The first considered element satisfying its comparison, if any
@@ -218,10 +369,7 @@ impl<P: Provider> Pe<P> {
         values: &[T],
     ) -> Result<Option<usize>> {
         let v = Self::vector(ivars, values)?;
-        Ok(self
-            .satisfied_by(ivars, status, cmp, |i| v[i])?
-            .first()
-            .copied())
+        self.any_by(ivars, status, cmp, |i| v[i])
     }
 
     /// Every considered element satisfying its comparison (`shmem_test_some_vector`).
@@ -236,7 +384,7 @@ impl<P: Provider> Pe<P> {
         values: &[T],
     ) -> Result<Vec<usize>> {
         let v = Self::vector(ivars, values)?;
-        self.satisfied_by(ivars, status, cmp, |i| v[i])
+        self.satisfied_by(ivars, status, cmp, |i| v[i], false)
     }
 
     /// Waits until every considered element satisfies its comparison
@@ -251,12 +399,9 @@ impl<P: Provider> Pe<P> {
         cmp: Cmp,
         values: &[T],
     ) -> Result<()> {
-        Self::vector(ivars, values)?;
-        self.wait_for(
-            &|| format!("all of {ivars:?} {cmp:?} their values"),
-            &Vec::new,
-            || self.test_all_vector(ivars, status, cmp, values),
-        )
+        let v = Self::vector(ivars, values)?;
+        let what = || format!("all of {ivars:?} {cmp:?} their values");
+        self.wait_all_by(&what, ivars, status, cmp, |i| v[i])
     }
 
     /// Waits until some considered element satisfies its comparison; returns its index
@@ -271,20 +416,9 @@ impl<P: Provider> Pe<P> {
         cmp: Cmp,
         values: &[T],
     ) -> Result<Option<usize>> {
-        Self::vector(ivars, values)?;
-        if Self::considered(ivars.len(), status) == 0 {
-            return Ok(None);
-        }
-        let mut found = None;
-        self.wait_for(
-            &|| format!("any of {ivars:?} {cmp:?} their values"),
-            &Vec::new,
-            || {
-                found = self.test_any_vector(ivars, status, cmp, values)?;
-                Ok(found.is_some())
-            },
-        )?;
-        Ok(found)
+        let v = Self::vector(ivars, values)?;
+        let what = || format!("any of {ivars:?} {cmp:?} their values");
+        self.wait_any_by(&what, ivars, status, cmp, |i| v[i])
     }
 
     /// Waits until at least one considered element satisfies its comparison; returns all that
@@ -299,123 +433,8 @@ impl<P: Provider> Pe<P> {
         cmp: Cmp,
         values: &[T],
     ) -> Result<Vec<usize>> {
-        Self::vector(ivars, values)?;
-        if Self::considered(ivars.len(), status) == 0 {
-            return Ok(Vec::new());
-        }
-        let mut found = Vec::new();
-        self.wait_for(
-            &|| format!("some of {ivars:?} {cmp:?} their values"),
-            &Vec::new,
-            || {
-                found = self.test_some_vector(ivars, status, cmp, values)?;
-                Ok(!found.is_empty())
-            },
-        )?;
-        Ok(found)
-    }
-
-    fn considered(n: usize, status: Option<&[bool]>) -> usize {
-        (0..n)
-            .filter(|&i| !status.is_some_and(|s| s.get(i).copied().unwrap_or(false)))
-            .count()
-    }
-
-    /// Whether every element of `ivars` not excluded by `status` (true = skip) satisfies the
-    /// comparison (`shmem_test_all`).
-    pub fn test_all<T: AtomicInt + PartialOrd>(
-        &self,
-        ivars: Sym<T>,
-        status: Option<&[bool]>,
-        cmp: Cmp,
-        value: T,
-    ) -> Result<bool> {
-        Ok(self.satisfied(ivars, status, cmp, value)?.len()
-            == Self::considered(ivars.len(), status))
-    }
-
-    /// The first element satisfying the comparison, if any (`shmem_test_any`).
-    pub fn test_any<T: AtomicInt + PartialOrd>(
-        &self,
-        ivars: Sym<T>,
-        status: Option<&[bool]>,
-        cmp: Cmp,
-        value: T,
-    ) -> Result<Option<usize>> {
-        Ok(self.satisfied(ivars, status, cmp, value)?.first().copied())
-    }
-
-    /// Every element satisfying the comparison (`shmem_test_some`).
-    pub fn test_some<T: AtomicInt + PartialOrd>(
-        &self,
-        ivars: Sym<T>,
-        status: Option<&[bool]>,
-        cmp: Cmp,
-        value: T,
-    ) -> Result<Vec<usize>> {
-        self.satisfied(ivars, status, cmp, value)
-    }
-
-    /// Waits until every considered element satisfies the comparison (`shmem_wait_until_all`).
-    pub fn wait_until_all<T: AtomicInt + PartialOrd>(
-        &self,
-        ivars: Sym<T>,
-        status: Option<&[bool]>,
-        cmp: Cmp,
-        value: T,
-    ) -> Result<()> {
-        self.wait_for(
-            &|| format!("all of {ivars:?} {cmp:?} {value:?}"),
-            &Vec::new,
-            || self.test_all(ivars, status, cmp, value),
-        )
-    }
-
-    /// Waits until some considered element satisfies it; returns its index
-    /// (`shmem_wait_until_any`; `None` if every element is excluded).
-    pub fn wait_until_any<T: AtomicInt + PartialOrd>(
-        &self,
-        ivars: Sym<T>,
-        status: Option<&[bool]>,
-        cmp: Cmp,
-        value: T,
-    ) -> Result<Option<usize>> {
-        if Self::considered(ivars.len(), status) == 0 {
-            return Ok(None);
-        }
-        let mut found = None;
-        self.wait_for(
-            &|| format!("any of {ivars:?} {cmp:?} {value:?}"),
-            &Vec::new,
-            || {
-                found = self.test_any(ivars, status, cmp, value)?;
-                Ok(found.is_some())
-            },
-        )?;
-        Ok(found)
-    }
-
-    /// Waits until at least one considered element satisfies it; returns all that do
-    /// (`shmem_wait_until_some`).
-    pub fn wait_until_some<T: AtomicInt + PartialOrd>(
-        &self,
-        ivars: Sym<T>,
-        status: Option<&[bool]>,
-        cmp: Cmp,
-        value: T,
-    ) -> Result<Vec<usize>> {
-        if Self::considered(ivars.len(), status) == 0 {
-            return Ok(Vec::new());
-        }
-        let mut found = Vec::new();
-        self.wait_for(
-            &|| format!("some of {ivars:?} {cmp:?} {value:?}"),
-            &Vec::new,
-            || {
-                found = self.test_some(ivars, status, cmp, value)?;
-                Ok(!found.is_empty())
-            },
-        )?;
-        Ok(found)
+        let v = Self::vector(ivars, values)?;
+        let what = || format!("some of {ivars:?} {cmp:?} their values");
+        self.wait_some_by(&what, ivars, status, cmp, |i| v[i])
     }
 }
