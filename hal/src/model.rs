@@ -37,7 +37,7 @@ pub enum OpKind {
 }
 
 /// A decoded send WQE (reused between WQEs to avoid allocation).
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct WqeOp {
     /// The operation; `None` until decoded.
     pub kind: Option<OpKind>,

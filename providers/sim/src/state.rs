@@ -68,6 +68,11 @@ impl FabricInner {
         if !self.napping.load(Ordering::SeqCst) {
             return;
         }
+        if let Some(w) = &self.wire {
+            // A process fabric's engine naps on its eventfd (so its peers can wake it).
+            w.wake_self();
+            return;
+        }
         if let Some(t) = self
             .engine_thread
             .lock()
@@ -303,11 +308,14 @@ pub(crate) struct QpExec {
     /// comes from it, so a seed gives the same decisions for the same WQE sequence whatever
     /// the timing of other QPs or of doorbells.
     pub(crate) chaos: Option<Chaos>,
-    /// The request in flight to a responder in another process, if any.
-    pub(crate) wire_wait: Option<WireWait>,
+    /// Requests in flight to a responder in another process, oldest first.
+    pub(crate) wire_out: VecDeque<WireWait>,
+    /// Send-queue units fetched past `sq_pos` and in flight (`wire_out`'s): the next WQE to
+    /// fetch is at `sq_pos + ahead`.
+    pub(crate) ahead: u64,
     /// Sequence numbers of this QP's requests to other processes.
     pub(crate) wire_seq: u64,
-    /// When the current WQE's first unanswered transmission to another process was sent.
+    /// When the oldest WQE's first unanswered transmission to another process was sent.
     pub(crate) wire_retry_since: Option<Instant>,
     /// The PSN of this QP's next request to another process (from `QpInner::sq_psn` at the
     /// first).
@@ -324,6 +332,14 @@ pub(crate) struct WireWait {
     pub(crate) since_ns: u64,
     /// The connection it went out on (dead: the peer is gone).
     pub(crate) conn: Arc<crate::wire::Conn>,
+    /// The WQE (what its completion needs: local scatter entries, the atomic's width).
+    pub(crate) op: WqeOp,
+    /// Its completion, but for the status and what the response adds.
+    pub(crate) cpl: Cpl,
+    /// The QP's sequence before it (restored when it is sent again).
+    pub(crate) seq_before: Seq,
+    /// Its PSN.
+    pub(crate) psn: u32,
 }
 
 pub(crate) struct Chaos {

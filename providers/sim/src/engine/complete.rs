@@ -14,6 +14,9 @@ pub(super) enum Step {
     Wait,
     /// Done: completion, units consumed, whether a CQE is due even if unsignalled.
     Complete(Cpl, u32, bool),
+    /// Sent to a responder in another process: in flight, completed when its response comes
+    /// (the next WQE may follow at once).
+    Sent,
 }
 
 pub(super) fn base_cpl(qp: &QpInner, counter: u32, hw_opcode: u8) -> Cpl {

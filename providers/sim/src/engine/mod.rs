@@ -49,6 +49,8 @@ pub(crate) fn run(weak: Weak<FabricInner>) {
     let mut last_work = Instant::now();
     let mut sleep = Duration::from_micros(20);
     let mut idle_scans = 0u32;
+    // The connections to other processes, refreshed every scan (scratch kept between them).
+    let mut conns = Vec::new();
     loop {
         let Some(f) = weak.upgrade() else { return };
         if f.stop.load(Ordering::Acquire) {
@@ -70,7 +72,7 @@ pub(crate) fn run(weak: Weak<FabricInner>) {
         let chaos_ref = chaos.as_mut().and_then(|c| c.as_mut());
         // Requests from QPs of other processes execute here, where the memory is.
         let mut work = f.run_scan_hooks();
-        work |= wire::serve_inbox(&f);
+        work |= wire::serve(&f, &mut conns);
         if let Some(c) = chaos_ref {
             use rand::seq::SliceRandom;
             order.shuffle(&mut c.rng);
@@ -100,22 +102,31 @@ pub(crate) fn run(weak: Weak<FabricInner>) {
             // (`Fabric::kick` from the posting path). No doorbell waits for the nap to end.
             // ORDERING: SeqCst pairs with the SeqCst load in `Fabric::kick`.
             f.napping.store(true, Ordering::SeqCst);
+            // Peers that write to us from now on wake us too.
+            wire::set_napping(&conns, true);
             let mut late = f.run_scan_hooks();
-            late |= wire::serve_inbox(&f);
+            late |= wire::serve(&f, &mut conns);
             for q in &qps {
                 late |= step(&f, q, None);
             }
             if late {
                 f.napping.store(false, Ordering::Relaxed);
+                wire::set_napping(&conns, false);
                 idle_since = None;
                 sleep = Duration::from_micros(20);
                 continue;
             }
             f.stats.sleeps.fetch_add(1, Ordering::Relaxed);
+            let wake = f.wire.clone();
             drop(f);
-            std::thread::park_timeout(sleep);
+            match wake {
+                // A process fabric naps on its eventfd, which its peers write too.
+                Some(w) => nap_on(w.wake_fd(), sleep),
+                None => std::thread::park_timeout(sleep),
+            }
             if let Some(f) = weak.upgrade() {
                 f.napping.store(false, Ordering::Relaxed);
+                wire::set_napping(&conns, false);
             }
             // Short naps while work may resume soon; long ones once the fabric has been idle a
             // while (`Fabric::kick` and QP state changes wake it at once).
@@ -137,6 +148,19 @@ pub(crate) fn run(weak: Weak<FabricInner>) {
             }
         }
     }
+}
+
+/// Sleeps until `fd` (an eventfd) is written or `timeout` passes, then resets it.
+fn nap_on(fd: &std::os::fd::OwnedFd, timeout: Duration) {
+    use rustix::event::{PollFd, PollFlags, Timespec};
+    let ts = Timespec {
+        tv_sec: timeout.as_secs() as i64,
+        tv_nsec: i64::from(timeout.subsec_nanos()),
+    };
+    let mut fds = [PollFd::new(fd, PollFlags::IN)];
+    let _ = rustix::event::poll(&mut fds, Some(&ts));
+    let mut b = [0u8; 8];
+    let _ = rustix::io::read(fd, &mut b);
 }
 
 /// Idle scans between two offers of the CPU (`yield_now`) before the engine naps (8 made RDMA
@@ -177,14 +201,22 @@ fn step_qp(
         Some(n) if !ex.pending.is_empty() => drain_pending(ex, n, false),
         _ => false,
     };
+    // Requests answered by another process complete first, in order.
+    if !ex.wire_out.is_empty() {
+        if let Some(w) = &f.wire {
+            work |= wire::reap(w, qp, ex, |ex, c, units, always, signaled, packets| {
+                retire(f, qp, ex, c, units, always, signaled, packets, None);
+            });
+        }
+    }
     // Doorbells only move the target forward, and the record read with the newest one covers
     // everything rung before it: look for new ones once the known backlog is done.
-    if ex.sq_pos >= ex.sq_target {
-        if let Some(t) = qp.model().sq_doorbell(&qp.view, ex.sq_pos) {
+    if ex.sq_pos + ex.ahead >= ex.sq_target {
+        if let Some(t) = qp.model().sq_doorbell(&qp.view, ex.sq_pos + ex.ahead) {
             if t - ex.sq_pos > u64::from(qp.init.sq_units) {
                 // A doorbell claiming more WQEs than the ring holds is a producer bug (or a
                 // stale value): refuse it rather than execute old ring contents.
-                if qp.state() != QpState::Error {
+                if qp.state() != QpState::Error && ex.ahead == 0 {
                     qp.set_error();
                     let c = err_cpl(
                         qp,
@@ -204,11 +236,11 @@ fn step_qp(
     if state == QpState::Error {
         work |= flush_rq(qp, ex);
     }
-    if ex.sq_pos >= ex.sq_target {
+    if ex.sq_pos + ex.ahead >= ex.sq_target {
         return work;
     }
     if let Some(h) = ex.hold_until {
-        if now.is_some_and(|n| n < h) {
+        if Instant::now() < h {
             return work;
         }
         ex.hold_until = None;
@@ -217,11 +249,12 @@ fn step_qp(
         Some(c) => c.rng.gen_range(1..=8),
         None => 64,
     };
-    while ex.sq_pos < ex.sq_target && budget > 0 {
+    while ex.sq_pos + ex.ahead < ex.sq_target && budget > 0 {
         budget -= 1;
+        let pos = ex.sq_pos + ex.ahead;
         let mut op = std::mem::take(&mut ex.op);
         let mut scratch = std::mem::take(&mut ex.scratch);
-        let fetched = qp.model().fetch(&qp.view, ex.sq_pos, &mut op, &mut scratch);
+        let fetched = qp.model().fetch(&qp.view, pos, &mut op, &mut scratch);
         ex.scratch = scratch;
         let state = qp.state();
         let outcome = match fetched {
@@ -244,13 +277,11 @@ fn step_qp(
                     true,
                 )
             }
-            Ok(())
-                if let Err(what) = qp.model().check_sequence(&qp.view, ex.sq_pos, &ex.seq, &op) =>
-            {
+            Ok(()) if let Err(what) = qp.model().check_sequence(&qp.view, pos, &ex.seq, &op) => {
                 // bnxt: the hardware would retransmit from a wrong PSN: a driver bug, reported.
                 f.stats.psn_errors.fetch_add(1, Ordering::Relaxed);
                 if std::env::var_os("GDA_SIM_TRACE").is_some() {
-                    eprintln!("gda-sim: QP {:#x} WQE at {}: {what}", qp.qpn, ex.sq_pos);
+                    eprintln!("gda-sim: QP {:#x} WQE at {pos}: {what}", qp.qpn);
                 }
                 qp.set_error();
                 Step::Complete(
@@ -259,6 +290,8 @@ fn step_qp(
                     true,
                 )
             }
+            // A fence waits for every request in flight to another process.
+            Ok(()) if op.fence && ex.ahead > 0 => Step::Wait,
             Ok(()) if op.fence && ex.pending_data > 0 => {
                 // A fence waits for earlier READ/atomic results: land them now, in order.
                 drain_pending(ex, Instant::now(), true);
@@ -279,38 +312,75 @@ fn step_qp(
         ex.op = op;
         match outcome {
             Step::Wait => break,
-            Step::Complete(c, units, always) => {
-                f.stats.wqes.fetch_add(1, Ordering::Relaxed);
-                ex.executed += 1;
-                let start = ex.sq_pos;
-                ex.sq_pos += u64::from(units);
-                ex.rnr_attempts = 0;
-                ex.rnr_next = None;
+            // Completions stay in order: this one waits for the requests in flight before it
+            // (the WQE is fetched again once they have completed).
+            Step::Complete(..) if ex.ahead > 0 => break,
+            Step::Sent => {
+                ex.ahead += u64::from(ex.op.units);
                 ex.seq.advance(ex.op.packets);
-                if always || ex.op.signaled || !c.status.is_ok() {
-                    let cq = qp.send_cq.clone();
-                    if ex.unreported > 0 && !c.status.is_ok() && qp.model().coalesces_completions()
-                    {
-                        // bnxt charges an error CQE to the oldest outstanding WQE: retire the
-                        // ones that completed silently before it first.
-                        let ok = Cpl {
-                            status: WcStatus::Success,
-                            counter: qp.model().counter_for(&qp.view, start, 0),
-                            ..c
-                        };
-                        complete(ex, cq.clone(), ok, chaos.as_deref_mut());
-                    }
-                    ex.unreported = 0;
-                    complete(ex, cq, c, chaos.as_deref_mut());
-                } else {
-                    ex.unreported += 1;
-                }
-                if !ex.pending.is_empty() {
-                    drain_pending(ex, Instant::now(), false);
-                }
+                work = true;
+            }
+            Step::Complete(c, units, always) => {
+                let (signaled, packets) = (ex.op.signaled, ex.op.packets);
+                retire(
+                    f,
+                    qp,
+                    ex,
+                    c,
+                    units,
+                    always,
+                    signaled,
+                    Some(packets),
+                    chaos.as_deref_mut(),
+                );
                 work = true;
             }
         }
     }
     work
+}
+
+/// The bookkeeping of a WQE that completed: the position, the sequence (`packets`, unless it
+/// moved when the request was sent), the CQE if one is due.
+#[allow(clippy::too_many_arguments)]
+fn retire(
+    f: &FabricInner,
+    qp: &Arc<QpInner>,
+    ex: &mut QpExec,
+    c: Cpl,
+    units: u32,
+    always: bool,
+    signaled: bool,
+    packets: Option<u32>,
+    mut chaos: Option<&mut Chaos>,
+) {
+    f.stats.wqes.fetch_add(1, Ordering::Relaxed);
+    ex.executed += 1;
+    let start = ex.sq_pos;
+    ex.sq_pos += u64::from(units);
+    ex.rnr_attempts = 0;
+    ex.rnr_next = None;
+    if let Some(p) = packets {
+        ex.seq.advance(p);
+    }
+    if always || signaled || !c.status.is_ok() {
+        let cq = qp.send_cq.clone();
+        if ex.unreported > 0 && !c.status.is_ok() && qp.model().coalesces_completions() {
+            // bnxt charges an error CQE to the oldest outstanding WQE: retire the ones that
+            // completed silently before it first.
+            let ok = Cpl {
+                status: WcStatus::Success,
+                counter: qp.model().counter_for(&qp.view, start, 0),
+                ..c
+            };
+            complete(ex, cq.clone(), ok, chaos.as_deref_mut());
+        }
+        ex.unreported = 0;
+        complete(ex, cq, c, chaos);
+    } else {
+        ex.unreported += 1;
+    }
+    if !ex.pending.is_empty() {
+        drain_pending(ex, Instant::now(), false);
+    }
 }

@@ -1,10 +1,15 @@
 //! RC operations with a responder in another process, over the message transport
-//! ([`crate::wire`]): the requester side (send a request, complete the WQE when the response
-//! comes) and the responder side (execute a peer's request against this process's memory and
-//! queues, on this engine's thread like every other responder action).
+//! ([`crate::wire`]): the requester side (send requests, complete the WQEs in order as their
+//! responses come) and the responder side (execute a peer's request against this process's
+//! memory and queues, on this engine's thread like every other responder action).
 //!
-//! One request per QP is in flight at a time, so completions stay in order trivially and
-//! memory stays bounded (a message is at most the port's 1 GiB `max_msg_sz`).
+//! Several requests of a QP are in flight at once, as on a real RC link: a WQE is fetched, sent
+//! and left outstanding (`QpExec::wire_out`), and the next one follows. The responder executes
+//! them in order and answers each; the requester completes them in order. When the responder
+//! cannot execute one — no receive posted (RNR), its QP not ready — it discards every later
+//! request of that QP (they arrive with a PSN it does not expect yet) and the requester goes
+//! back to that WQE (go-back-N): it forgets the outstanding requests and fetches them again
+//! from its send queue, with the same PSNs, after the RNR timer or retry gap.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -20,8 +25,8 @@ use crate::mem::{Access, dma_atomic_pinned, dma_copy_pinned};
 use crate::state::{FabricInner, PSN_UNKNOWN, QpExec, QpInner, WireWait};
 use crate::types::{Endpoint, QpState};
 use crate::wire::{
-    Inbound, PSN_MASK, REFUSED, REQUEST_HEAD_BYTES, RESPONSE_HEAD_BYTES, RNR, ReqOp, Request,
-    Response, Wire, now_ns, warn,
+    Conn, DISCARDED, PSN_MASK, REFUSED, REQUEST_HEAD_BYTES, RNR, ReqOp, Request, Response, Wire,
+    now_ns, warn,
 };
 
 /// How long a requester keeps retransmitting to a responder that does not answer — no QP of
@@ -32,9 +37,9 @@ const RETRY_WINDOW: Duration = Duration::from_millis(1000);
 /// Between two retransmissions.
 const RETRY_GAP: Duration = Duration::from_millis(1);
 
-/// Schedules a retransmission, or gives up once the retry window has passed.
+/// Schedules a retransmission of the WQE at `ex.sq_pos`, or gives up once the retry window
+/// has passed.
 fn retry_or_fail(qp: &QpInner, ex: &mut QpExec, op: &WqeOp, c: Cpl) -> Step {
-    ex.wire_wait = None;
     let now = Instant::now();
     let first = *ex.wire_retry_since.get_or_insert(now);
     if now.duration_since(first) < RETRY_WINDOW {
@@ -53,12 +58,20 @@ fn retry_or_fail(qp: &QpInner, ex: &mut QpExec, op: &WqeOp, c: Cpl) -> Step {
     )
 }
 
-/// Executes (or continues) the WQE at `ex.sq_pos` against QP `ep` of another process.
-///
-/// A request waits for its response as long as bytes keep moving on its connection: once
-/// nothing has moved for the wire timeout ([`Fabric::set_wire_timeout`](crate::Fabric::set_wire_timeout))
-/// it completes with `RETRY_EXC_ERR` — a peer that is stopped, or that reads its socket but
-/// never answers, cannot hold the QP (or, the engine never blocking on a socket, any other).
+/// Forgets every request in flight after `w` (which was the oldest): they are fetched again,
+/// from `w`'s WQE on, with the sequence and PSN `w` had.
+fn rewind(wire: &Wire, qp: &QpInner, ex: &mut QpExec, w: &WireWait) {
+    debug_assert_eq!(w.pos, ex.sq_pos, "the oldest request in flight is the next to complete");
+    wire.forget((qp.nic.id, qp.qpn));
+    ex.wire_out.clear();
+    ex.ahead = 0;
+    ex.seq = w.seq_before;
+    ex.wire_psn = Some(w.psn);
+}
+
+/// Sends the WQE at the fetch position (`ex.sq_pos + ex.ahead`) to QP `ep` of another process:
+/// `Step::Sent` once it is on its way. A result that would complete at once (a local fault,
+/// no listener) waits while earlier requests are in flight, so completions stay in order.
 pub(super) fn execute_wire(
     wire: &Arc<Wire>,
     qp: &Arc<QpInner>,
@@ -68,8 +81,11 @@ pub(super) fn execute_wire(
     mut c: Cpl,
     ep: Endpoint,
 ) -> Step {
+    let behind = ex.ahead > 0;
     let fail = |qp: &QpInner, ex: &mut QpExec, c: Cpl, status: WcStatus| {
-        ex.wire_wait = None;
+        if behind {
+            return Step::Wait;
+        }
         ex.wire_retry_since = None;
         qp.set_error();
         Step::Complete(Cpl { status, ..c }, op.units, true)
@@ -80,35 +96,6 @@ pub(super) fn execute_wire(
         OpKind::Read => WcOpcode::RdmaRead,
         _ => c.opcode,
     };
-    let key = (qp.nic.id, qp.qpn);
-    if let Some(w) = ex.wire_wait.as_ref().filter(|w| w.pos == ex.sq_pos) {
-        let Some(resp) = wire.take_response(key, w.seq) else {
-            if w.conn.is_dead() {
-                wire.forget(key);
-                return retry_or_fail(qp, ex, op, c);
-            }
-            if w.conn.idle(w.since_ns) > wire.timeout() {
-                wire.forget(key);
-                return fail(qp, ex, c, WcStatus::RetryExcErr);
-            }
-            return Step::Wait;
-        };
-        ex.wire_wait = None;
-        match resp.status {
-            // The responder has no such QP, or not in RTR/RTS yet: no ACK, so retransmit.
-            s if s == WcStatus::RetryExcErr as u32 => return retry_or_fail(qp, ex, op, c),
-            // Not from its connected QP, or out of sequence: retransmitting cannot help.
-            REFUSED => return fail(qp, ex, c, WcStatus::RetryExcErr),
-            // Not executed: the retransmission carries the same PSN.
-            RNR => {}
-            _ => {
-                ex.wire_psn = ex.wire_psn.map(|p| p.wrapping_add(1) & PSN_MASK);
-            }
-        }
-        ex.wire_retry_since = None;
-        return finish(qp, ex, op, c, resp);
-    }
-    // A new request.
     let conn = wire.conn_to(ep.fabric);
     let carried = match kind {
         OpKind::Write | OpKind::Send => op
@@ -134,6 +121,9 @@ pub(super) fn execute_wire(
         _ => Vec::new(),
     };
     let Some(conn) = conn else {
+        if behind {
+            return Step::Wait;
+        }
         // Nobody listens for that fabric (yet, or any more): retransmit until the retries run out.
         return retry_or_fail(qp, ex, op, c);
     };
@@ -170,19 +160,123 @@ pub(super) fn execute_wire(
     };
     let head = req.encode_head();
     let payload = std::mem::take(&mut req.payload);
+    let key = (qp.nic.id, qp.qpn);
     // The slot first: a response can arrive before `send` returns.
     wire.expect(key, req.seq, conn.id, req.response_payload());
     if !conn.send(head, payload) {
+        // The connection died: what is in flight on it fails the same way (see `reap`).
+        if behind {
+            return Step::Wait;
+        }
         wire.forget(key);
         return retry_or_fail(qp, ex, op, c);
     }
-    ex.wire_wait = Some(WireWait {
-        seq: ex.wire_seq,
-        pos: ex.sq_pos,
+    ex.wire_out.push_back(WireWait {
+        seq: req.seq,
+        pos: ex.sq_pos + ex.ahead,
         since_ns: now_ns(),
         conn,
+        op: op.clone(),
+        cpl: c,
+        seq_before: ex.seq,
+        psn,
     });
-    Step::Wait
+    ex.wire_psn = Some(psn.wrapping_add(1) & PSN_MASK);
+    Step::Sent
+}
+
+/// Completes the requests of `qp` whose responses have come, oldest first; whether anything
+/// happened. Each completion goes to `retire` (the engine's common bookkeeping).
+pub(super) fn reap(
+    wire: &Wire,
+    qp: &Arc<QpInner>,
+    ex: &mut QpExec,
+    mut retire: impl FnMut(&mut QpExec, Cpl, u32, bool, bool, Option<u32>),
+) -> bool {
+    let key = (qp.nic.id, qp.qpn);
+    let mut work = false;
+    while let Some(front) = ex.wire_out.front() {
+        let Some(resp) = wire.take_response(key, front.seq) else {
+            let dead = front.conn.is_dead();
+            let stalled = !dead && front.conn.idle(front.since_ns) > wire.timeout();
+            if !(dead || stalled) {
+                break;
+            }
+            let Some(w) = ex.wire_out.pop_front() else { break };
+            rewind(wire, qp, ex, &w);
+            work = true;
+            if dead {
+                // Gone: retransmit (to a new connection) until the retries run out.
+                if let Step::Complete(c, u, a) = retry_or_fail(qp, ex, &w.op, w.cpl) {
+                    retire(ex, c, u, a, w.op.signaled, Some(w.op.packets));
+                }
+            } else {
+                // Bytes stopped moving for the wire timeout: a stopped peer.
+                ex.wire_retry_since = None;
+                qp.set_error();
+                let c = Cpl {
+                    status: WcStatus::RetryExcErr,
+                    ..w.cpl
+                };
+                retire(ex, c, w.op.units, true, w.op.signaled, Some(w.op.packets));
+            }
+            break;
+        };
+        let Some(w) = ex.wire_out.pop_front() else { break };
+        ex.ahead -= u64::from(w.op.units);
+        work = true;
+        let again = |ex: &mut QpExec| rewind(wire, qp, ex, &w);
+        let step = match resp.status {
+            // The responder has no such QP, or not in RTR/RTS yet: no ACK, so retransmit.
+            s if s == WcStatus::RetryExcErr as u32 => {
+                again(ex);
+                retry_or_fail(qp, ex, &w.op, w.cpl)
+            }
+            // Not from its connected QP, or out of sequence: retransmitting cannot help.
+            REFUSED | DISCARDED => {
+                again(ex);
+                ex.wire_retry_since = None;
+                qp.set_error();
+                Step::Complete(
+                    Cpl {
+                        status: WcStatus::RetryExcErr,
+                        ..w.cpl
+                    },
+                    w.op.units,
+                    true,
+                )
+            }
+            // Not executed; neither is anything sent after it: send it again after the timer.
+            RNR => {
+                again(ex);
+                let s = rnr(qp, ex, w.cpl, &w.op);
+                if matches!(s, Step::Wait) {
+                    ex.hold_until = ex.rnr_next;
+                }
+                s
+            }
+            _ => {
+                ex.wire_retry_since = None;
+                match finish(qp, ex, &w.op, w.cpl, resp) {
+                    Step::Complete(c, u, a) => {
+                        // Sequence and PSN moved on when it was sent.
+                        retire(ex, c, u, a, w.op.signaled, None);
+                        continue;
+                    }
+                    s => s,
+                }
+            }
+        };
+        match step {
+            Step::Complete(c, u, a) => {
+                retire(ex, c, u, a, w.op.signaled, Some(w.op.packets));
+            }
+            Step::Wait | Step::Sent => {}
+        }
+        // After a rewind nothing is outstanding any more.
+        break;
+    }
+    work
 }
 
 /// Completes a WQE from its response.
@@ -191,9 +285,6 @@ fn finish(qp: &Arc<QpInner>, ex: &mut QpExec, op: &WqeOp, mut c: Cpl, resp: Resp
         qp.set_error();
         Step::Complete(Cpl { status, ..c }, op.units, true)
     };
-    if resp.status == RNR {
-        return rnr(qp, ex, c, op);
-    }
     ex.rnr_attempts = 0;
     if resp.status != WcStatus::Success as u32 {
         let s = WcStatus::ALL
@@ -270,59 +361,53 @@ fn finish(qp: &Arc<QpInner>, ex: &mut QpExec, op: &WqeOp, mut c: Cpl, resp: Resp
     Step::Complete(c, op.units, false)
 }
 
-/// Executes the requests peers sent this process; returns whether it executed any. A request
-/// whose connection has no room for its response waits in the inbox (behind it, the rest of
-/// that connection's requests, in order); one from a dead connection is dropped unexecuted.
-pub(super) fn serve_inbox(f: &FabricInner) -> bool {
+/// Serves this process's connections: writes what waits in their send queues, executes the
+/// requests peers sent (in order, each answered) and hands responses to their requesters;
+/// whether anything moved. `conns` is scratch space kept between scans.
+pub(super) fn serve(f: &FabricInner, conns: &mut Vec<Arc<Conn>>) -> bool {
     let Some(wire) = &f.wire else { return false };
-    let batch = {
-        let mut q = wire.inbox.lock().unwrap_or_else(|e| e.into_inner());
-        if q.is_empty() {
-            return false;
-        }
-        std::mem::take(&mut *q)
-    };
+    wire.conns(conns);
     let mut did = false;
-    let mut blocked: Vec<u64> = Vec::new();
-    let mut later = Vec::new();
-    for inb in batch {
-        let conn = &inb.conn;
-        if conn.is_dead() {
-            conn.release_inbox(inb.bytes);
-            continue;
-        }
-        let answer = RESPONSE_HEAD_BYTES + inb.req.response_payload() as usize;
-        if blocked.contains(&conn.id) || !conn.has_room(answer) {
-            blocked.push(conn.id);
-            later.push(inb);
-            continue;
-        }
-        did = true;
-        let Inbound { conn, req, bytes } = inb;
-        let (status, payload) = respond(f, conn.peer, &req);
-        let resp = Response {
-            dst_nic: req.src_nic,
-            dst_qpn: req.src_qpn,
-            seq: req.seq,
-            status,
-            payload: Vec::new(),
-        };
-        drop(req);
-        conn.release_inbox(bytes);
-        conn.send(resp.encode_head_for(payload.len()), payload);
-    }
-    if !later.is_empty() {
-        let mut q = wire.inbox.lock().unwrap_or_else(|e| e.into_inner());
-        for inb in later.into_iter().rev() {
-            q.push_front(inb);
+    for c in conns.iter() {
+        did |= c.flush();
+        while let Some(req) = wire.take(c, &mut did) {
+            did = true;
+            let (status, payload) = respond(f, c.peer, &req);
+            let resp = Response {
+                dst_nic: req.src_nic,
+                dst_qpn: req.src_qpn,
+                seq: req.seq,
+                status,
+                payload: Vec::new(),
+            };
+            drop(req);
+            c.send(resp.encode_head_for(payload.len()), payload);
         }
     }
     did
 }
 
+/// Says on every connection whether this process's engine naps (peers then wake it).
+pub(super) fn set_napping(conns: &[Arc<Conn>], napping: bool) {
+    for c in conns {
+        c.set_napping(napping);
+    }
+}
+
+/// What a responder does with a request before looking at it.
+enum Admission {
+    /// From its connected QP at the PSN it expects: execute it.
+    Take,
+    /// From its connected QP, but past the PSN it expects (sent behind one that was not
+    /// executed): drop it; the requester sends it again.
+    Discard,
+    /// From anyone else, or an old PSN: refuse it (and say why).
+    Refuse(String),
+}
+
 /// Whether `req`, from fabric `from`, comes from the QP `rqp` is connected to and at the PSN
-/// it expects (taking the PSN when nobody said which to expect); the refusal's reason if not.
-fn admit(rqp: &QpInner, from: u64, req: &Request) -> Result<(), String> {
+/// it expects (taking the PSN when nobody said which to expect).
+fn admit(rqp: &QpInner, from: u64, req: &Request) -> Admission {
     let source = Endpoint {
         fabric: from,
         nic: req.src_nic,
@@ -330,7 +415,7 @@ fn admit(rqp: &QpInner, from: u64, req: &Request) -> Result<(), String> {
     };
     let remote = *rqp.remote.lock().unwrap_or_else(|e| e.into_inner());
     if remote != Some(source) {
-        return Err(format!(
+        return Admission::Refuse(format!(
             "QP {:#x} is connected to {remote:?}, not to {source:?}",
             rqp.qpn
         ));
@@ -338,17 +423,22 @@ fn admit(rqp: &QpInner, from: u64, req: &Request) -> Result<(), String> {
     // ORDERING: Acquire pairs with `Qp::connect`'s Release (before RTR); only this engine
     // changes it afterwards.
     let expected = rqp.rq_psn.load(Ordering::Acquire);
-    if expected != PSN_UNKNOWN && expected != u64::from(req.psn) {
-        return Err(format!(
-            "QP {:#x} expects PSN {expected:#x}; the request from {source:?} carries {:#x}",
-            rqp.qpn, req.psn
-        ));
+    if expected == PSN_UNKNOWN || expected == u64::from(req.psn) {
+        return Admission::Take;
     }
-    Ok(())
+    // Ahead by less than half the PSN space: a request sent behind one that was not executed.
+    let ahead = u64::from(req.psn).wrapping_sub(expected) & u64::from(PSN_MASK);
+    if ahead < 1 << 23 {
+        return Admission::Discard;
+    }
+    Admission::Refuse(format!(
+        "QP {:#x} expects PSN {expected:#x}; the request from {source:?} carries {:#x}",
+        rqp.qpn, req.psn
+    ))
 }
 
-/// The responder's side of one request from fabric `from`: (status, RNR or REFUSED, and the
-/// response payload).
+/// The responder's side of one request from fabric `from`: (status — a `WcStatus` code,
+/// RNR, REFUSED or DISCARDED — and the response payload).
 fn respond(f: &FabricInner, from: u64, req: &Request) -> (u32, Vec<u8>) {
     let rqp = f
         .qps
@@ -361,9 +451,13 @@ fn respond(f: &FabricInner, from: u64, req: &Request) -> (u32, Vec<u8>) {
         return (WcStatus::RetryExcErr as u32, Vec::new());
     };
     // Nothing of the QP is touched for a request it does not take.
-    if let Err(why) = admit(&rqp, from, req) {
-        warn(format_args!("refused a request: {why}"));
-        return (REFUSED, Vec::new());
+    match admit(&rqp, from, req) {
+        Admission::Take => {}
+        Admission::Discard => return (DISCARDED, Vec::new()),
+        Admission::Refuse(why) => {
+            warn(format_args!("refused a request: {why}"));
+            return (REFUSED, Vec::new());
+        }
     }
     let (status, payload) = execute_request(&rqp, req);
     if status != RNR {

@@ -1,45 +1,58 @@
-//! The sockets under the wire protocol: listening, connecting, the hello, and one reader and
-//! one writer thread per connection — so that the engine thread only ever queues.
+//! Connections between process fabrics: the socket connects, proves who is at the other end
+//! and tells when it is gone; the frames travel through shared-memory rings ([`super::ring`]),
+//! written and read by the engines themselves — no thread sits between an engine and its peer.
+//!
+//! **Setting up.** The connecting fabric (the requester) opens the peer fabric's abstract
+//! socket, checks its credentials (`SO_PEERCRED`: same user), makes a sealed segment and sends
+//! a *hello* naming its own fabric with two descriptors attached: the segment and its engine's
+//! eventfd. The accepting fabric believes the hello only if the listener of the fabric it names
+//! belongs to the connecting process, checks the segment's seals and size, maps it and answers
+//! with a *welcome* carrying its own eventfd. After that the socket carries nothing: each end
+//! has one thread blocked on it that marks the connection dead at end of stream (the peer's
+//! process ended, or closed it), and the engines see that.
 //!
 //! Bounds, each against a peer that misbehaves (or is stopped with `kill -STOP`):
-//! - requests read but not yet executed: a byte budget per connection ([`INBOX_BUDGET_BYTES`]);
-//!   over it the reader stops reading, which back-pressures the peer's socket. One frame larger
-//!   than the budget passes when nothing else of that connection is queued.
-//! - frames waiting to be sent: a byte budget per connection ([`OUT_BUDGET_BYTES`]); over it the
-//!   engine leaves the request (or the request it would answer) for later.
-//! - a peer that stops reading: the writer closes the connection once no byte has moved for the
-//!   wire timeout (its requesters then fail with `RETRY_EXC_ERR`).
-//! - a response is read only for the one outstanding request of its QP and sequence number,
-//!   and only up to the length that request can be answered with.
-//! - connections accepted: [`MAX_INBOUND_CONNS`] at once; more are refused.
+//! - requests: a connection's request ring is its inbox (4 MiB); an engine takes a request
+//!   only when its response fits the connection's send queue, so a peer that does not read its
+//!   responses stops being served (and its ring fills), never costs memory;
+//! - a frame's payload is allocated as its bytes arrive, never from what a header announces;
+//! - frames waiting to be written: a byte budget per connection ([`OUT_BUDGET_BYTES`]); over
+//!   it the engine leaves the request (or the request it would answer) for later;
+//! - a peer that stops reading: once no byte has moved for the wire timeout the connection is
+//!   closed (its requesters then fail with `RETRY_EXC_ERR`);
+//! - a response is taken only for an outstanding request of its QP and sequence number, and
+//!   only up to the length that request can be answered with;
+//! - connections accepted: [`MAX_INBOUND_CONNS`] at once; more are refused;
 //! - connections that never say hello: closed after [`HELLO_TIMEOUT`].
 
 use std::collections::{HashMap, VecDeque};
-use std::io::{self, BufReader, IoSlice, Read};
+use std::io::{self, IoSlice, IoSliceMut};
+use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr, UnixListener, UnixStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
+use super::ring::{Consumer, Dir, Producer, Segment, wake};
 use super::{
-    BadFrame, Head, Request, Response, hello, read_head, read_payload, skip_payload, warn,
+    BadFrame, HEADER_BYTES, KIND_HELLO, KIND_WELCOME, Request, Response, handshake, parse_header,
+    warn,
 };
 
-/// Requests read from one connection and not yet executed, in bytes (payloads and heads).
-pub(crate) const INBOX_BUDGET_BYTES: usize = 64 << 20;
-/// Frames queued on one connection and not yet written, in bytes.
+/// Frames queued on one connection and not yet written into its ring, in bytes.
 pub(crate) const OUT_BUDGET_BYTES: usize = 64 << 20;
-/// Connections a fabric serves at once (each has a reader and a writer thread).
+/// Connections a fabric serves at once (each has a thread watching its socket).
 pub(crate) const MAX_INBOUND_CONNS: usize = 256;
 /// How long an accepted connection may take to say hello.
 pub(crate) const HELLO_TIMEOUT: Duration = Duration::from_secs(2);
 /// The default wire timeout ([`Wire::timeout`]).
 pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(1);
-/// How long one blocking write waits before the writer looks at the clock again.
-const SEND_SLICE: Duration = Duration::from_millis(100);
+/// Frames an engine takes from one connection per scan (the others get their turn).
+const FRAMES_PER_SCAN: usize = 64;
 /// Stack of the per-connection threads (they hold no large buffers on it).
-const THREAD_STACK_BYTES: usize = 256 << 10;
+const THREAD_STACK_BYTES: usize = 128 << 10;
 
 /// Nanoseconds since the first call in this process: a clock that fits an atomic.
 pub(crate) fn now_ns() -> u64 {
@@ -51,7 +64,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// A frame on its way out.
+/// A frame (or what is left of it) waiting for room in the ring.
 struct OutFrame {
     head: Vec<u8>,
     payload: Vec<u8>,
@@ -63,44 +76,54 @@ impl OutFrame {
     fn size(&self) -> usize {
         self.head.len() + self.payload.len()
     }
-    fn done(&self) -> bool {
-        self.sent >= self.size()
-    }
-    /// One `sendmsg` of what is left; the bytes written.
-    fn send(&self, sock: &UnixStream, flags: rustix::net::SendFlags) -> io::Result<usize> {
-        let (h, p) = if self.sent < self.head.len() {
-            (&self.head[self.sent..], &self.payload[..])
-        } else {
-            (&[][..], &self.payload[self.sent - self.head.len()..])
-        };
-        let iov = [IoSlice::new(h), IoSlice::new(p)];
-        // MSG_NOSIGNAL: a peer that closed is an error here, never a SIGPIPE in the program
-        // (a C program using the verbs library keeps the default SIGPIPE action).
-        rustix::net::sendmsg(
-            sock,
-            &iov,
-            &mut rustix::net::SendAncillaryBuffer::default(),
-            flags | rustix::net::SendFlags::NOSIGNAL,
-        )
-        .map_err(io::Error::from)
+    /// Writes what fits; whether the frame is done.
+    fn push(&mut self, seg: &Segment, ring: &mut Producer) -> Result<bool, super::ring::Corrupt> {
+        while self.sent < self.size() {
+            let part = if self.sent < self.head.len() {
+                &self.head[self.sent..]
+            } else {
+                &self.payload[self.sent - self.head.len()..]
+            };
+            let n = ring.write(seg, part)?;
+            self.sent += n;
+            if n < part.len() {
+                return Ok(false);
+            }
+        }
+        Ok(true)
     }
 }
 
-#[derive(Default)]
-struct OutQueue {
-    frames: VecDeque<OutFrame>,
-    /// Bytes of `frames` and of the frame the writer holds.
-    bytes: usize,
-    /// The writer holds a frame (taken off `frames`, partly written).
-    writing: bool,
-    /// The engine found the queue full: wake it when a frame has gone.
-    kick_when_drained: bool,
+/// The writing side of a connection.
+struct Tx {
+    ring: Producer,
+    queue: VecDeque<OutFrame>,
+    /// Bytes of `queue` not yet written.
+    queued: usize,
+    /// When the queue last became non-empty or moved ([`now_ns`]): it stalls from then.
+    since_ns: u64,
 }
 
-#[derive(Default)]
-struct InboxCount {
-    bytes: usize,
-    reader_waits: bool,
+/// A frame being read: its header and body, and the payload so far.
+struct Partial {
+    kind: u16,
+    body: Vec<u8>,
+    len: usize,
+    payload: Vec<u8>,
+    /// A response nobody waits for: its payload is consumed, not kept.
+    skip: bool,
+}
+
+/// The reading side of a connection.
+struct Rx {
+    ring: Consumer,
+    partial: Option<Partial>,
+}
+
+/// A frame an engine took from a connection.
+pub(crate) enum Incoming {
+    Request(Request),
+    Response(Response),
 }
 
 /// One connection to a peer fabric: requests this process sends and their responses (one it
@@ -110,38 +133,91 @@ pub(crate) struct Conn {
     /// The peer's fabric: the one this process connected to, or the one an accepted peer
     /// proved it owns (its hello).
     pub(crate) peer: u64,
+    /// Requests come in and responses go out (or the other way round).
+    pub(crate) accepted: bool,
     sock: UnixStream,
-    out: Mutex<OutQueue>,
-    out_cv: Condvar,
+    seg: Segment,
+    tx: Mutex<Tx>,
+    rx: Mutex<Rx>,
     dead: AtomicBool,
     /// When bytes last moved on the connection, either way ([`now_ns`]).
-    progress: Arc<AtomicU64>,
-    inbox: Mutex<InboxCount>,
-    inbox_cv: Condvar,
+    progress: AtomicU64,
+    /// The peer engine's eventfd (an accepted connection has it from the hello, one this
+    /// process made from the welcome).
+    peer_wake: OnceLock<OwnedFd>,
     wire: Weak<Wire>,
 }
 
+/// The rings of each side: a connector writes requests and reads responses.
+fn dirs(accepted: bool) -> (Dir, Dir) {
+    if accepted {
+        (Dir::Responses, Dir::Requests)
+    } else {
+        (Dir::Requests, Dir::Responses)
+    }
+}
+
 impl Conn {
-    /// The peer is gone (end of stream, an error, a malformed frame, a stall).
+    fn new(
+        wire: &Arc<Wire>,
+        sock: UnixStream,
+        seg: Segment,
+        peer: u64,
+        accepted: bool,
+        peer_wake: Option<OwnedFd>,
+    ) -> Self {
+        let (out, inn) = dirs(accepted);
+        let w = OnceLock::new();
+        if let Some(fd) = peer_wake {
+            let _ = w.set(fd);
+        }
+        Self {
+            id: wire.next_conn.fetch_add(1, Ordering::Relaxed),
+            peer,
+            accepted,
+            sock,
+            seg,
+            tx: Mutex::new(Tx {
+                ring: Producer::new(out),
+                queue: VecDeque::new(),
+                queued: 0,
+                since_ns: 0,
+            }),
+            rx: Mutex::new(Rx {
+                ring: Consumer::new(inn),
+                partial: None,
+            }),
+            dead: AtomicBool::new(false),
+            progress: AtomicU64::new(now_ns()),
+            peer_wake: w,
+            wire: Arc::downgrade(wire),
+        }
+    }
+
+    /// The peer is gone (end of stream, a protocol error, a stall).
     pub(crate) fn is_dead(&self) -> bool {
         self.dead.load(Ordering::Acquire)
     }
 
-    /// Closes the connection: both threads end, its requesters see it dead.
+    /// Closes the connection: its thread ends, its requesters see it dead.
     pub(crate) fn kill(&self) {
         if self.dead.swap(true, Ordering::AcqRel) {
             return;
         }
         let _ = self.sock.shutdown(std::net::Shutdown::Both);
-        // Wake the writer and a reader waiting for inbox room (under their locks, so neither
-        // misses it between its check of `dead` and its wait).
-        drop(lock(&self.out));
-        self.out_cv.notify_all();
-        drop(lock(&self.inbox));
-        self.inbox_cv.notify_all();
         if let Some(w) = self.wire.upgrade() {
             w.kick();
         }
+    }
+
+    fn broken(&self, why: &str) {
+        if !self.is_dead() {
+            warn(format_args!(
+                "closing the connection with fabric {:#x}: {why}",
+                self.peer
+            ));
+        }
+        self.kill();
     }
 
     /// How long nothing has moved on the connection, counting from `since_ns` at the latest.
@@ -150,181 +226,254 @@ impl Conn {
         Duration::from_nanos(now_ns().saturating_sub(last))
     }
 
-    /// Whether a frame of `bytes` fits in the send queue now (one frame of any size fits an
-    /// empty queue); if not, the engine is woken when the queue drains.
-    pub(crate) fn has_room(&self, bytes: usize) -> bool {
-        let mut q = lock(&self.out);
-        let fits = q.bytes == 0 || q.bytes + bytes <= OUT_BUDGET_BYTES;
-        if !fits {
-            q.kick_when_drained = true;
-        }
-        fits
+    fn stamp(&self) {
+        self.progress.store(now_ns(), Ordering::Relaxed);
     }
 
-    /// Queues a frame (written at once when the socket takes it, never waiting); `false` when
-    /// the connection is dead.
+    fn wake_peer(&self) {
+        if let Some(fd) = self.peer_wake.get() {
+            wake(fd);
+        }
+    }
+
+    /// Whether a frame of `bytes` fits in the send queue now (one frame of any size fits an
+    /// empty queue).
+    pub(crate) fn has_room(&self, bytes: usize) -> bool {
+        let q = lock(&self.tx);
+        q.queued == 0 || q.queued + bytes <= OUT_BUDGET_BYTES
+    }
+
+    /// Writes a frame into the ring, queueing what does not fit (written by later
+    /// [`Conn::flush`]es); `false` when the connection is dead.
     pub(crate) fn send(&self, head: Vec<u8>, payload: Vec<u8>) -> bool {
-        let mut q = lock(&self.out);
         if self.is_dead() {
             return false;
         }
+        let mut q = lock(&self.tx);
         let mut f = OutFrame {
             head,
             payload,
             sent: 0,
         };
-        if q.frames.is_empty() && !q.writing {
-            // Nothing ahead of it: try the socket directly (no thread hand-off on the common
-            // path), without waiting.
-            loop {
-                match f.send(&self.sock, rustix::net::SendFlags::DONTWAIT) {
-                    Ok(n) => {
-                        f.sent += n;
-                        self.stamp();
-                        if f.done() {
-                            return true;
-                        }
+        let q = &mut *q;
+        if q.queue.is_empty() {
+            match f.push(&self.seg, &mut q.ring) {
+                Ok(true) => {
+                    if q.ring.consumer_napping(&self.seg) {
+                        self.wake_peer();
                     }
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                    Err(_) => {
-                        drop(q);
-                        self.kill();
-                        return false;
-                    }
+                    return true;
+                }
+                Ok(false) => q.ring.set_starved(&self.seg),
+                Err(c) => {
+                    self.broken(&c.0);
+                    return false;
                 }
             }
         }
-        q.bytes += f.size();
-        q.frames.push_back(f);
-        drop(q);
-        self.out_cv.notify_one();
+        if q.queue.is_empty() {
+            q.since_ns = now_ns();
+        }
+        q.queued += f.size() - f.sent;
+        q.queue.push_back(f);
+        if q.ring.consumer_napping(&self.seg) {
+            self.wake_peer();
+        }
         true
     }
 
-    fn stamp(&self) {
-        self.progress.store(now_ns(), Ordering::Relaxed);
-    }
-
-    /// Counts `bytes` of requests against the inbox budget, waiting while over it; `false` once
-    /// the connection is dead.
-    fn reserve_inbox(&self, bytes: usize, budget: usize) -> bool {
-        let mut b = lock(&self.inbox);
-        while b.bytes > 0 && b.bytes + bytes > budget {
-            if self.is_dead() {
-                return false;
-            }
-            b.reader_waits = true;
-            b = self
-                .inbox_cv
-                .wait_timeout(b, SEND_SLICE)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
+    /// Writes queued frames as the ring makes room; whether any byte moved. Closes the
+    /// connection when frames have waited the wire timeout with no byte moving.
+    pub(crate) fn flush(&self) -> bool {
+        let mut guard = lock(&self.tx);
+        if guard.queue.is_empty() {
+            return false;
         }
-        b.bytes += bytes;
-        true
-    }
-
-    /// Gives back what [`Conn::reserve_inbox`] counted, once the request is done.
-    pub(crate) fn release_inbox(&self, bytes: usize) {
-        let mut b = lock(&self.inbox);
-        b.bytes = b.bytes.saturating_sub(bytes);
-        if std::mem::take(&mut b.reader_waits) {
-            drop(b);
-            self.inbox_cv.notify_all();
-        }
-    }
-
-    /// Bytes of requests read from this connection and not yet executed.
-    #[cfg(test)]
-    pub(crate) fn inbox_bytes(&self) -> usize {
-        lock(&self.inbox).bytes
-    }
-
-    /// The writer: sends queued frames, waiting as long as the socket makes it; closes the
-    /// connection when no byte has gone for the wire timeout.
-    fn write_loop(self: &Arc<Self>) {
-        loop {
-            let mut f = {
-                let mut q = lock(&self.out);
-                loop {
-                    if self.is_dead() {
-                        return;
-                    }
-                    if let Some(f) = q.frames.pop_front() {
-                        q.writing = true;
-                        break f;
-                    }
-                    q = self.out_cv.wait(q).unwrap_or_else(|e| e.into_inner());
+        let q = &mut *guard;
+        let mut moved = false;
+        let mut broken = None;
+        while let Some(f) = q.queue.front_mut() {
+            let before = f.sent;
+            let done = match f.push(&self.seg, &mut q.ring) {
+                Ok(d) => d,
+                Err(c) => {
+                    broken = Some(c.0);
+                    break;
                 }
             };
-            let mut last = Instant::now();
-            while !f.done() {
-                match f.send(&self.sock, rustix::net::SendFlags::empty()) {
-                    Ok(n) => {
-                        f.sent += n;
-                        self.stamp();
-                        last = Instant::now();
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                    Err(e)
-                        if matches!(
-                            e.kind(),
-                            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                        ) =>
-                    {
-                        let limit = self.wire.upgrade().map_or(DEFAULT_TIMEOUT, |w| w.timeout());
-                        if self.is_dead() {
-                            return;
-                        }
-                        if last.elapsed() > limit {
-                            warn(format_args!(
-                                "fabric {:#x} read nothing for {limit:?}: closing its connection",
-                                self.peer
-                            ));
-                            self.kill();
-                            return;
-                        }
-                    }
-                    Err(_) => {
-                        self.kill();
-                        return;
-                    }
-                }
+            let n = f.sent - before;
+            q.queued -= n;
+            moved |= n > 0;
+            if !done {
+                q.ring.set_starved(&self.seg);
+                break;
             }
-            let mut q = lock(&self.out);
-            q.writing = false;
-            q.bytes -= f.size();
-            let kick = std::mem::take(&mut q.kick_when_drained);
-            drop(q);
-            if kick {
-                if let Some(w) = self.wire.upgrade() {
-                    w.kick();
+            q.queue.pop_front();
+        }
+        if moved {
+            self.stamp();
+            q.since_ns = now_ns();
+            if q.ring.consumer_napping(&self.seg) {
+                self.wake_peer();
+            }
+        } else if broken.is_none() {
+            let limit = self.wire.upgrade().map_or(DEFAULT_TIMEOUT, |w| w.timeout());
+            if self.idle(q.since_ns) > limit {
+                broken = Some(format!("it read nothing for {limit:?}"));
+            }
+        }
+        drop(guard);
+        if let Some(m) = broken {
+            self.broken(&m);
+            return true;
+        }
+        moved
+    }
+
+    /// Takes the next whole frame from the ring, if one has arrived; `Err` (the connection is
+    /// then closed) on a malformed frame. A request is taken only when `answer_fits` says its
+    /// response (of at most the given payload) fits the send queue; a response only when
+    /// `admit` says a request waits for it.
+    fn take(
+        &self,
+        answer_fits: impl Fn(usize) -> bool,
+        admit: impl Fn(&Response, usize) -> Admit,
+    ) -> Result<Option<Incoming>, String> {
+        let mut rx = lock(&self.rx);
+        let rx = &mut *rx;
+        let mut avail = rx.ring.available(&self.seg).map_err(|c| c.0)?;
+        if rx.partial.is_none() {
+            if avail < HEADER_BYTES {
+                return Ok(None);
+            }
+            let mut h = [0u8; HEADER_BYTES];
+            rx.ring.peek(&self.seg, 0, &mut h);
+            let (kind, body_len, len) = parse_header(&h).map_err(|e| e.to_string())?;
+            let want = if self.accepted {
+                super::KIND_REQUEST
+            } else {
+                super::KIND_RESPONSE
+            };
+            if kind != want {
+                return Err(format!("a frame of kind {kind} where {want} comes"));
+            }
+            if avail < HEADER_BYTES + body_len {
+                return Ok(None);
+            }
+            let mut body = vec![0u8; body_len];
+            rx.ring.peek(&self.seg, HEADER_BYTES, &mut body);
+            let skip = if self.accepted {
+                let req = Request::decode_head(&body, len).map_err(|BadFrame(m)| m)?;
+                if !answer_fits(super::RESPONSE_HEAD_BYTES + req.response_payload() as usize) {
+                    return Ok(None);
+                }
+                false
+            } else {
+                let resp = Response::decode(&body, Vec::new()).map_err(|BadFrame(m)| m)?;
+                match admit(&resp, len) {
+                    Admit::Read => false,
+                    Admit::Skip => true,
+                    Admit::Refuse(m) => return Err(m),
+                }
+            };
+            if rx.ring.consume(&self.seg, HEADER_BYTES + body_len) {
+                self.wake_peer();
+            }
+            avail -= HEADER_BYTES + body_len;
+            rx.partial = Some(Partial {
+                kind,
+                body,
+                len,
+                payload: Vec::new(),
+                skip,
+            });
+        }
+        let Some(p) = rx.partial.as_mut() else {
+            return Ok(None);
+        };
+        let got = if p.skip { 0 } else { p.payload.len() };
+        let left = p.len - got;
+        let n = left.min(avail);
+        if n > 0 {
+            if !p.skip {
+                // Grows with the bytes that arrived, never with what the header announced.
+                p.payload.reserve(n);
+                let start = p.payload.len();
+                // SAFETY: `n` bytes of reserved capacity, all written by `peek` before the
+                // length covers them (u8 has no invalid values).
+                unsafe {
+                    let spare = std::slice::from_raw_parts_mut(p.payload.as_mut_ptr().add(start), n);
+                    rx.ring.peek(&self.seg, 0, spare);
+                    p.payload.set_len(start + n);
+                }
+            } else {
+                p.len -= n;
+            }
+            if rx.ring.consume(&self.seg, n) {
+                self.wake_peer();
+            }
+            self.stamp();
+        }
+        let complete = if p.skip { p.len == 0 } else { p.payload.len() == p.len };
+        if !complete {
+            return Ok(None);
+        }
+        let Some(p) = rx.partial.take() else {
+            return Ok(None);
+        };
+        if p.skip {
+            // A response to a request given up on (or never sent): not kept.
+            return Ok(None);
+        }
+        debug_assert!(p.kind == super::KIND_REQUEST || p.kind == super::KIND_RESPONSE);
+        if self.accepted {
+            Request::decode(&p.body, p.payload)
+                .map(|r| Some(Incoming::Request(r)))
+                .map_err(|BadFrame(m)| m)
+        } else {
+            Response::decode(&p.body, p.payload)
+                .map(|r| Some(Incoming::Response(r)))
+                .map_err(|BadFrame(m)| m)
+        }
+    }
+
+    /// Says whether this process's engine naps (the peer wakes it when it writes).
+    pub(crate) fn set_napping(&self, napping: bool) {
+        lock(&self.rx).ring.set_napping(&self.seg, napping);
+    }
+
+    /// Waits for the socket to end (the peer's process ended or closed it), then marks the
+    /// connection dead. Anything the peer writes on the socket after the handshake breaks the
+    /// protocol and closes the connection too.
+    fn watch(&self) {
+        let mut b = [0u8; 1];
+        loop {
+            match rustix::io::read(&self.sock, &mut b) {
+                Err(rustix::io::Errno::INTR) => continue,
+                Ok(0) | Err(_) => break,
+                Ok(_) => {
+                    self.broken("it wrote on the socket after the handshake");
+                    break;
                 }
             }
         }
+        self.kill();
     }
 }
 
-/// A request waiting for the responder's engine.
-pub(crate) struct Inbound {
-    pub(crate) conn: Arc<Conn>,
-    pub(crate) req: Request,
-    /// What it counts against its connection's inbox budget.
-    pub(crate) bytes: usize,
-}
-
-/// A requester's slot for its one outstanding request.
-enum Slot {
-    Waiting { seq: u64, conn: u64, max: u64 },
-    Done(Response),
-}
-
-/// What the reader does with a response's payload.
-enum Admit {
+/// What the engine does with a response's payload.
+pub(crate) enum Admit {
     Read,
     Skip,
     Refuse(String),
+}
+
+/// A requester's slot for one outstanding request.
+struct Slot {
+    seq: u64,
+    conn: u64,
+    max: u64,
+    resp: Option<Response>,
 }
 
 /// How the transport wakes the engine of its fabric.
@@ -334,14 +483,14 @@ pub(crate) type Kick = Box<dyn Fn() + Send + Sync>;
 pub(crate) struct Wire {
     /// This fabric's id (what its hellos say).
     pub(crate) id: u64,
-    /// Requests from peers, for this engine.
-    pub(crate) inbox: Mutex<VecDeque<Inbound>>,
-    /// Outstanding requests and their responses, by the requester's (NIC, QP).
-    responses: Mutex<HashMap<(u32, u32), Slot>>,
+    /// Its engine naps on this eventfd; peers (and local doorbells) write it to wake it.
+    wake_fd: OwnedFd,
+    /// Outstanding requests and their responses, in order, by the requester's (NIC, QP).
+    responses: Mutex<HashMap<(u32, u32), VecDeque<Slot>>>,
     /// Connections to peer fabrics, by fabric id.
     out: Mutex<HashMap<u64, Arc<Conn>>>,
-    /// Every connection, to close them with the fabric.
-    conns: Mutex<Vec<Weak<Conn>>>,
+    /// Every live connection, both ways (the engine serves them).
+    conns: Mutex<Vec<Arc<Conn>>>,
     /// Accepted connections open now.
     inbound: Arc<AtomicUsize>,
     next_conn: AtomicU64,
@@ -349,21 +498,19 @@ pub(crate) struct Wire {
     kick: Mutex<Option<Kick>>,
     /// The wire timeout, in nanoseconds.
     timeout_ns: AtomicU64,
-    /// The inbox budget of each connection (tests lower it).
-    inbox_budget: AtomicUsize,
 }
 
 fn uid() -> u32 {
     rustix::process::getuid().as_raw()
 }
 
-fn socket_name(fabric: u64) -> String {
+pub(crate) fn socket_name(fabric: u64) -> String {
     format!("gda-sim/{}/{fabric:016x}", uid())
 }
 
 /// The process at the other end of `s` (its pid as this process sees it), refusing a peer of
 /// another user.
-fn check_peer(s: &UnixStream) -> io::Result<u32> {
+pub(crate) fn check_peer(s: &UnixStream) -> io::Result<u32> {
     let cred = rustix::net::sockopt::socket_peercred(s)?;
     if cred.uid.as_raw() != uid() {
         return Err(io::Error::new(
@@ -380,7 +527,7 @@ fn check_peer(s: &UnixStream) -> io::Result<u32> {
 
 /// Connects to the socket of `fabric` without waiting: a listener whose backlog is full (its
 /// process stopped) is `WouldBlock`, not a hang.
-fn connect_to(fabric: u64) -> io::Result<UnixStream> {
+pub(crate) fn connect_to(fabric: u64) -> io::Result<UnixStream> {
     use rustix::net::{AddressFamily, SocketAddrUnix, SocketFlags, SocketType};
     let fd = rustix::net::socket_with(
         AddressFamily::UNIX,
@@ -391,9 +538,85 @@ fn connect_to(fabric: u64) -> io::Result<UnixStream> {
     let addr = SocketAddrUnix::new_abstract_name(socket_name(fabric).as_bytes())?;
     rustix::net::connect(&fd, &addr)?;
     rustix::io::ioctl_fionbio(&fd, false)?;
-    let s = UnixStream::from(fd);
-    s.set_write_timeout(Some(SEND_SLICE))?;
-    Ok(s)
+    Ok(UnixStream::from(fd))
+}
+
+/// Sends `bytes` with `fds` attached (one `sendmsg`, not waiting: the socket is new and empty).
+pub(crate) fn send_with_fds(s: &UnixStream, bytes: &[u8], fds: &[std::os::fd::BorrowedFd<'_>]) -> io::Result<()> {
+    use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(2))];
+    let mut anc = SendAncillaryBuffer::new(&mut space);
+    if !anc.push(SendAncillaryMessage::ScmRights(fds)) {
+        return Err(io::Error::other("descriptors do not fit the control buffer"));
+    }
+    let n = rustix::net::sendmsg(
+        s,
+        &[IoSlice::new(bytes)],
+        &mut anc,
+        SendFlags::DONTWAIT | SendFlags::NOSIGNAL,
+    )?;
+    if n != bytes.len() {
+        return Err(io::Error::new(io::ErrorKind::WriteZero, "short handshake write"));
+    }
+    Ok(())
+}
+
+/// Receives exactly `N` bytes and the descriptors attached to them (at most 2); `Ok(None)` at
+/// an end of stream before the first byte.
+pub(crate) fn recv_with_fds<const N: usize>(s: &UnixStream) -> io::Result<Option<([u8; N], Vec<OwnedFd>)>> {
+    use rustix::net::{RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags};
+    let mut buf = [0u8; N];
+    let mut fds = Vec::new();
+    let mut got = 0;
+    while got < N {
+        let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(2))];
+        let mut anc = RecvAncillaryBuffer::new(&mut space);
+        let r = rustix::net::recvmsg(
+            s,
+            &mut [IoSliceMut::new(&mut buf[got..])],
+            &mut anc,
+            RecvFlags::CMSG_CLOEXEC,
+        );
+        let r = match r {
+            Ok(r) => r,
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => return Err(e.into()),
+        };
+        for m in anc.drain() {
+            if let RecvAncillaryMessage::ScmRights(it) = m {
+                fds.extend(it);
+            }
+        }
+        if r.bytes == 0 {
+            if got == 0 {
+                return Ok(None);
+            }
+            return Err(io::ErrorKind::UnexpectedEof.into());
+        }
+        if r.flags.contains(rustix::net::ReturnFlags::CTRUNC) {
+            return Err(io::Error::new(io::ErrorKind::InvalidData, "too many descriptors"));
+        }
+        got += r.bytes;
+    }
+    Ok(Some((buf, fds)))
+}
+
+/// Checks that `fd` is an eventfd and makes writes to it non-blocking, so waking the peer can
+/// never block an engine (a peer could pass a full pipe instead).
+fn check_eventfd(fd: &OwnedFd) -> io::Result<()> {
+    let link = std::fs::read_link(format!(
+        "/proc/self/fd/{}",
+        std::os::fd::AsRawFd::as_raw_fd(fd)
+    ))?;
+    if link.as_os_str() != "anon_inode:[eventfd]" {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("the wake-up descriptor is {}, not an eventfd", link.display()),
+        ));
+    }
+    let fl = rustix::fs::fcntl_getfl(fd)?;
+    rustix::fs::fcntl_setfl(fd, fl | rustix::fs::OFlags::NONBLOCK)?;
+    Ok(())
 }
 
 /// Whether the peer of `s` (pid `pid`) owns fabric `fabric`: the listener of that fabric's
@@ -412,28 +635,6 @@ fn authenticate(pid: u32, fabric: u64) -> Result<(), String> {
         ));
     }
     Ok(())
-}
-
-/// A reader that stamps the connection's progress clock.
-struct Counting<R> {
-    inner: R,
-    progress: Arc<AtomicU64>,
-}
-
-impl<R: Read> Read for Counting<R> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let n = self.inner.read(buf)?;
-        if n > 0 {
-            self.progress.store(now_ns(), Ordering::Relaxed);
-        }
-        Ok(n)
-    }
-}
-
-type FrameReader = BufReader<Counting<UnixStream>>;
-
-fn frame_reader(s: UnixStream, progress: Arc<AtomicU64>) -> FrameReader {
-    BufReader::with_capacity(1 << 16, Counting { inner: s, progress })
 }
 
 /// An accepted connection's place under [`MAX_INBOUND_CONNS`], given back when it ends.
@@ -458,9 +659,13 @@ impl Wire {
     pub(crate) fn listen(id: u64) -> io::Result<(Arc<Self>, UnixListener)> {
         let addr = SocketAddr::from_abstract_name(socket_name(id).as_bytes())?;
         let l = UnixListener::bind_addr(&addr)?;
+        let wake_fd = rustix::event::eventfd(
+            0,
+            rustix::event::EventfdFlags::CLOEXEC | rustix::event::EventfdFlags::NONBLOCK,
+        )?;
         let w = Arc::new(Self {
             id,
-            inbox: Mutex::new(VecDeque::new()),
+            wake_fd,
             responses: Mutex::new(HashMap::new()),
             out: Mutex::new(HashMap::new()),
             conns: Mutex::new(Vec::new()),
@@ -468,13 +673,12 @@ impl Wire {
             next_conn: AtomicU64::new(1),
             kick: Mutex::new(None),
             timeout_ns: AtomicU64::new(DEFAULT_TIMEOUT.as_nanos() as u64),
-            inbox_budget: AtomicUsize::new(INBOX_BUDGET_BYTES),
         });
         Ok((w, l))
     }
 
-    /// Starts accepting once the fabric exists; `kick` wakes its engine when a request or a
-    /// response arrives.
+    /// Starts accepting once the fabric exists; `kick` wakes its engine when a connection
+    /// comes or goes.
     pub(crate) fn start(self: &Arc<Self>, l: UnixListener, kick: Kick) {
         *lock(&self.kick) = Some(kick);
         let me = Arc::downgrade(self);
@@ -514,6 +718,16 @@ impl Wire {
         }
     }
 
+    /// The engine's eventfd (it naps on it).
+    pub(crate) fn wake_fd(&self) -> &OwnedFd {
+        &self.wake_fd
+    }
+
+    /// Wakes this process's engine from its nap.
+    pub(crate) fn wake_self(&self) {
+        wake(&self.wake_fd);
+    }
+
     /// How long a request may go with no byte moving on its connection before it fails
     /// (`RETRY_EXC_ERR`), and a connection whose peer reads nothing before it is closed.
     pub(crate) fn timeout(&self) -> Duration {
@@ -525,38 +739,16 @@ impl Wire {
             .store(t.as_nanos().max(1) as u64, Ordering::Relaxed);
     }
 
-    #[cfg(test)]
-    pub(crate) fn set_inbox_budget(&self, bytes: usize) {
-        self.inbox_budget.store(bytes, Ordering::Relaxed);
+    fn register(&self, c: &Arc<Conn>) {
+        lock(&self.conns).push(c.clone());
     }
 
-    /// A connection over `s` to fabric `peer`, with its writer running.
-    fn new_conn(
-        self: &Arc<Self>,
-        s: UnixStream,
-        peer: u64,
-        progress: Arc<AtomicU64>,
-    ) -> Option<Arc<Conn>> {
-        let conn = Arc::new(Conn {
-            id: self.next_conn.fetch_add(1, Ordering::Relaxed),
-            peer,
-            sock: s,
-            out: Mutex::new(OutQueue::default()),
-            out_cv: Condvar::new(),
-            dead: AtomicBool::new(false),
-            progress,
-            inbox: Mutex::new(InboxCount::default()),
-            inbox_cv: Condvar::new(),
-            wire: Arc::downgrade(self),
-        });
-        let c = conn.clone();
-        if !spawn("gda-sim-wout", move || c.write_loop()) {
-            return None;
-        }
+    /// The live connections (into `into`, reused between scans); dead ones are dropped.
+    pub(crate) fn conns(&self, into: &mut Vec<Arc<Conn>>) {
+        into.clear();
         let mut all = lock(&self.conns);
-        all.retain(|c| c.strong_count() > 0);
-        all.push(Arc::downgrade(&conn));
-        Some(conn)
+        all.retain(|c| !c.is_dead());
+        into.extend(all.iter().cloned());
     }
 
     /// The connection to fabric `peer` (made on first use, and again after one dies); `None`
@@ -571,76 +763,130 @@ impl Wire {
             warn(format_args!("not connecting to fabric {peer:#x}: {e}"));
             return None;
         }
-        let reader = s.try_clone().ok()?;
-        let progress = Arc::new(AtomicU64::new(now_ns()));
-        let c = self.new_conn(s, peer, progress.clone())?;
-        c.send(hello(self.id), Vec::new());
-        let (me, rc) = (Arc::downgrade(self), c.clone());
+        let seg = match Segment::create() {
+            Ok(s) => s,
+            Err(e) => {
+                warn(format_args!("no shared segment for fabric {peer:#x}: {e}"));
+                return None;
+            }
+        };
+        let hello = handshake(KIND_HELLO, self.id);
+        if let Err(e) = send_with_fds(&s, &hello, &[seg.fd().as_fd(), self.wake_fd.as_fd()]) {
+            warn(format_args!("no hello to fabric {peer:#x}: {e}"));
+            return None;
+        }
+        let c = Arc::new(Conn::new(self, s, seg, peer, false, None));
+        let rc = c.clone();
         if !spawn("gda-sim-wire", move || {
-            read_loop(&me, &rc, frame_reader(reader, progress), false);
+            // The welcome brings the peer engine's eventfd; until it does, the peer finds our
+            // requests when it scans.
+            match recv_with_fds::<{ HEADER_BYTES + 16 }>(&rc.sock) {
+                Ok(Some((b, mut fds))) if welcome_from(&b) == Some(rc.peer) && fds.len() == 1 => {
+                    let fd = fds.remove(0);
+                    if let Err(e) = check_eventfd(&fd) {
+                        rc.broken(&e.to_string());
+                        return;
+                    }
+                    let _ = rc.peer_wake.set(fd);
+                    // It may have napped before we could wake it.
+                    rc.wake_peer();
+                    rc.watch();
+                }
+                Ok(None) => rc.kill(),
+                Ok(Some(_)) => rc.broken("its answer to the hello is not a welcome"),
+                Err(e) => rc.broken(&e.to_string()),
+            }
         }) {
             c.kill();
             return None;
         }
+        self.register(&c);
         out.insert(peer, c.clone());
         Some(c)
     }
 
     /// Records the request `seq` of the requester (`nic`, `qpn`) as sent on `conn`; its
-    /// response may carry up to `max` payload bytes.
+    /// response may carry up to `max` payload bytes. Requests of one QP are answered in order.
     pub(crate) fn expect(&self, key: (u32, u32), seq: u64, conn: u64, max: u64) {
-        lock(&self.responses).insert(key, Slot::Waiting { seq, conn, max });
+        lock(&self.responses).entry(key).or_default().push_back(Slot {
+            seq,
+            conn,
+            max,
+            resp: None,
+        });
     }
 
-    /// The response to request `seq` of `key`, once it has arrived.
+    /// The response to request `seq` of `key` (the oldest outstanding), once it has arrived.
     pub(crate) fn take_response(&self, key: (u32, u32), seq: u64) -> Option<Response> {
         let mut m = lock(&self.responses);
-        match m.get(&key) {
-            Some(Slot::Done(r)) if r.seq == seq => match m.remove(&key) {
-                Some(Slot::Done(r)) => Some(r),
-                _ => None,
-            },
+        let q = m.get_mut(&key)?;
+        match q.front() {
+            Some(s) if s.seq == seq && s.resp.is_some() => q.pop_front().and_then(|s| s.resp),
             _ => None,
         }
     }
 
-    /// Forgets the outstanding request of `key` (given up): a late response is skipped.
+    /// Forgets every outstanding request of `key` (given up, or to be sent again): late
+    /// responses are skipped.
     pub(crate) fn forget(&self, key: (u32, u32)) {
         lock(&self.responses).remove(&key);
     }
 
     fn admit(&self, conn: u64, resp: &Response, len: usize) -> Admit {
-        match lock(&self.responses).get(&(resp.dst_nic, resp.dst_qpn)) {
-            Some(Slot::Waiting { seq, conn: c, max }) if *seq == resp.seq && *c == conn => {
-                if len as u64 > *max {
-                    Admit::Refuse(format!(
-                        "a response of {len} bytes to a request answered with {max} at most"
-                    ))
-                } else {
-                    Admit::Read
-                }
-            }
-            _ => Admit::Skip,
+        let m = lock(&self.responses);
+        let Some(s) = m.get(&(resp.dst_nic, resp.dst_qpn)).and_then(|q| {
+            q.iter()
+                .find(|s| s.seq == resp.seq && s.conn == conn && s.resp.is_none())
+        }) else {
+            return Admit::Skip;
+        };
+        if len as u64 > s.max {
+            Admit::Refuse(format!(
+                "a response of {len} bytes to a request answered with {} at most",
+                s.max
+            ))
+        } else {
+            Admit::Read
         }
     }
 
     fn deliver(&self, conn: u64, resp: Response) {
         let mut m = lock(&self.responses);
-        let key = (resp.dst_nic, resp.dst_qpn);
-        if let Some(Slot::Waiting { seq, conn: c, .. }) = m.get(&key) {
-            if *seq == resp.seq && *c == conn {
-                m.insert(key, Slot::Done(resp));
+        if let Some(s) = m.get_mut(&(resp.dst_nic, resp.dst_qpn)).and_then(|q| {
+            q.iter_mut()
+                .find(|s| s.seq == resp.seq && s.conn == conn && s.resp.is_none())
+        }) {
+            s.resp = Some(resp);
+        }
+    }
+
+    /// Takes the next request of `c` (when its response fits the send queue); responses that
+    /// have come on it are delivered to their requesters' slots on the way (`moved` is set).
+    /// A malformed frame closes the connection.
+    pub(crate) fn take(&self, c: &Conn, moved: &mut bool) -> Option<Request> {
+        for _ in 0..FRAMES_PER_SCAN {
+            let got = c.take(|n| c.has_room(n), |r, len| self.admit(c.id, r, len));
+            match got {
+                Ok(None) => return None,
+                Ok(Some(Incoming::Request(r))) => return Some(r),
+                Ok(Some(Incoming::Response(r))) => {
+                    *moved = true;
+                    self.deliver(c.id, r);
+                }
+                Err(m) => {
+                    c.broken(&m);
+                    return None;
+                }
             }
         }
+        None
     }
 }
 
 impl Drop for Wire {
     fn drop(&mut self) {
         for c in lock(&self.conns).drain(..) {
-            if let Some(c) = c.upgrade() {
-                c.kill();
-            }
+            c.kill();
         }
         // Wake the accept thread, which then finds the wire gone and closes the listener
         // (freeing the fabric's name) instead of waiting for the next peer.
@@ -648,129 +894,58 @@ impl Drop for Wire {
     }
 }
 
-/// An accepted connection: its hello, then its requests until it ends.
+/// The fabric a welcome frame names.
+fn welcome_from(b: &[u8; HEADER_BYTES + 16]) -> Option<u64> {
+    let h: &[u8; HEADER_BYTES] = b[..HEADER_BYTES].try_into().ok()?;
+    match parse_header(h) {
+        Ok((KIND_WELCOME, 16, 0)) => Some(u64::from_le_bytes(b[HEADER_BYTES..][..8].try_into().ok()?)),
+        _ => None,
+    }
+}
+
+/// An accepted connection: its hello (with the segment and the peer's eventfd), the welcome,
+/// then watching the socket until it ends.
 fn serve_accepted(me: &Weak<Wire>, s: UnixStream, pid: u32, _slot: InboundSlot) {
-    let progress = Arc::new(AtomicU64::new(now_ns()));
-    let (Ok(reader), Ok(())) = (s.try_clone(), s.set_read_timeout(Some(HELLO_TIMEOUT))) else {
+    if s.set_read_timeout(Some(HELLO_TIMEOUT)).is_err() {
         return;
-    };
-    let mut r = frame_reader(reader, progress.clone());
-    let peer = match read_head(&mut r) {
+    }
+    let refuse = |m: &str| warn(format_args!("refused a connection from pid {pid}: {m}"));
+    let (b, mut fds) = match recv_with_fds::<{ HEADER_BYTES + 16 }>(&s) {
         // A connection that closes at once (another fabric checking who owns this one).
         Ok(None) => return,
-        Ok(Some(h)) => match h.hello_fabric() {
-            Some(f) => f,
-            None => {
-                warn(format_args!(
-                    "refused a connection from pid {pid}: its first frame is not a hello"
-                ));
-                return;
-            }
-        },
-        Err(e) => {
-            warn(format_args!("refused a connection from pid {pid}: {e}"));
-            return;
+        Ok(Some(x)) => x,
+        Err(e) => return refuse(&e.to_string()),
+    };
+    let h: [u8; HEADER_BYTES] = b[..HEADER_BYTES].try_into().unwrap_or([0; HEADER_BYTES]);
+    let peer = match parse_header(&h) {
+        Ok((KIND_HELLO, 16, 0)) => {
+            u64::from_le_bytes(b[HEADER_BYTES..][..8].try_into().unwrap_or([0; 8]))
         }
+        Ok(_) => return refuse("its first frame is not a hello"),
+        Err(e) => return refuse(&e.to_string()),
     };
     if let Err(e) = authenticate(pid, peer) {
-        warn(format_args!("refused a connection from pid {pid}: {e}"));
-        return;
+        return refuse(&e);
     }
-    if s.set_read_timeout(None).is_err() || s.set_write_timeout(Some(SEND_SLICE)).is_err() {
-        return;
+    if fds.len() != 2 {
+        return refuse(&format!("its hello carries {} descriptors, not 2", fds.len()));
     }
-    let Some(conn) = me.upgrade().and_then(|w| w.new_conn(s, peer, progress)) else {
-        return;
+    let wake_fd = fds.remove(1);
+    if let Err(e) = check_eventfd(&wake_fd) {
+        return refuse(&e.to_string());
+    }
+    let seg = match Segment::open(fds.remove(0)) {
+        Ok(seg) => seg,
+        Err(e) => return refuse(&e.to_string()),
     };
-    read_loop(me, &conn, r, true);
-}
-
-/// Reads frames until the connection ends: requests (on an accepted connection) go to the
-/// inbox, responses (on one this process made) to their requester's slot.
-fn read_loop(me: &Weak<Wire>, c: &Arc<Conn>, mut r: FrameReader, accepted: bool) {
-    let why = loop {
-        let h = match read_head(&mut r) {
-            Ok(Some(h)) => h,
-            // The peer's process ended (a clean close or a reset), or this end closed it:
-            // its requesters and ours learn it from `dead`; nothing to report.
-            Ok(None) => break None,
-            Err(e) if c.is_dead() || e.kind() == io::ErrorKind::ConnectionReset => break None,
-            Err(e) => break Some(e.to_string()),
-        };
-        let Some(w) = me.upgrade() else { break None };
-        let done = if accepted {
-            read_request(&w, c, &mut r, h)
-        } else {
-            read_response(&w, c, &mut r, h)
-        };
-        w.kick();
-        if let Err(e) = done {
-            break e;
-        }
-    };
-    if let Some(m) = why {
-        warn(format_args!(
-            "closing the connection with fabric {:#x}: {m}",
-            c.peer
-        ));
+    let Some(w) = me.upgrade() else { return };
+    let welcome = handshake(KIND_WELCOME, w.id);
+    if send_with_fds(&s, &welcome, &[w.wake_fd.as_fd()]).is_err() || s.set_read_timeout(None).is_err() {
+        return;
     }
-    c.kill();
-}
-
-fn read_request(
-    w: &Wire,
-    c: &Arc<Conn>,
-    r: &mut FrameReader,
-    h: Head,
-) -> Result<(), Option<String>> {
-    if !h.is_request() {
-        return Err(Some(format!(
-            "a frame of kind {} where requests come",
-            h.kind
-        )));
-    }
-    let bytes = super::REQUEST_HEAD_BYTES + h.payload_len;
-    // Back-pressure: past the budget, stop reading (the peer's socket fills) until the engine
-    // has executed some of this connection's requests.
-    if !c.reserve_inbox(bytes, w.inbox_budget.load(Ordering::Relaxed)) {
-        return Err(None);
-    }
-    let req = read_payload(r, h.payload_len)
-        .map_err(|e| e.to_string())
-        .and_then(|p| Request::decode(&h.body, p).map_err(|BadFrame(m)| m));
-    match req {
-        Ok(req) => {
-            lock(&w.inbox).push_back(Inbound {
-                conn: c.clone(),
-                req,
-                bytes,
-            });
-            Ok(())
-        }
-        Err(m) => {
-            c.release_inbox(bytes);
-            Err((!c.is_dead()).then_some(m))
-        }
-    }
-}
-
-fn read_response(w: &Wire, c: &Conn, r: &mut FrameReader, h: Head) -> Result<(), Option<String>> {
-    if !h.is_response() {
-        return Err(Some(format!(
-            "a frame of kind {} where responses come",
-            h.kind
-        )));
-    }
-    let resp = Response::decode(&h.body, Vec::new()).map_err(|BadFrame(m)| Some(m))?;
-    let io = |e: io::Error| (!c.is_dead()).then(|| e.to_string());
-    match w.admit(c.id, &resp, h.payload_len) {
-        Admit::Read => {
-            let payload = read_payload(r, h.payload_len).map_err(io)?;
-            w.deliver(c.id, Response { payload, ..resp });
-            Ok(())
-        }
-        // A response to a request given up on (or never sent): not kept.
-        Admit::Skip => skip_payload(r, h.payload_len).map_err(io),
-        Admit::Refuse(m) => Err(Some(m)),
-    }
+    let c = Arc::new(Conn::new(&w, s, seg, peer, true, Some(wake_fd)));
+    w.register(&c);
+    w.kick();
+    drop(w);
+    c.watch();
 }

@@ -1,0 +1,350 @@
+//! The shared memory a connection's frames travel through: one segment per connection, made
+//! by the connecting process (a sealed memfd it passes over the socket), holding two
+//! single-producer single-consumer byte rings — requests one way, responses the other.
+//!
+//! The peer maps the same pages, so nothing in them is trusted: each end keeps its own copy of
+//! the counter it owns and only *reads* the other's; a counter that claims more bytes than the
+//! ring holds, or runs backwards, is a corrupt ring and closes the connection. Bytes are copied
+//! in and out with the device-memory copy (`mmio::dma_copy`), never referenced, since the peer
+//! may be writing them at the same time. The memfd is sealed against shrinking before it is
+//! sent and the acceptor checks the seals and the size before mapping, so a peer cannot turn
+//! the mapping into a `SIGBUS`.
+//!
+//! Wake-ups: the consumer's engine, before it naps, sets its ring's `napping` word; a producer
+//! that has written checks it (after a full fence) and wakes the peer's engine through the
+//! eventfd the peer passed at connection time. A producer that finds no room sets `starved`;
+//! the consumer that frees room wakes it the same way. Both are hints: a lost one costs at most
+//! one nap (a few milliseconds), never correctness.
+
+use std::io;
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering, fence};
+
+use gda_hal::mmio;
+
+/// Bytes of each ring's data area (a power of two).
+pub(crate) const RING_BYTES: usize = 4 << 20;
+/// The headers' page.
+const HEADERS_BYTES: usize = 4096;
+/// The whole segment: the headers, then the connector's ring (requests), then the acceptor's
+/// (responses).
+pub(crate) const SEGMENT_BYTES: usize = HEADERS_BYTES + 2 * RING_BYTES;
+
+/// One ring's control words, each on its own cache line.
+#[repr(C, align(64))]
+struct Word64(AtomicU64);
+
+#[repr(C, align(64))]
+struct Flags {
+    /// The consumer's engine naps: a producer that wrote wakes it.
+    napping: AtomicU32,
+    /// The producer waits for room: a consumer that freed some wakes it.
+    starved: AtomicU32,
+}
+
+#[repr(C)]
+struct Header {
+    /// Bytes written so far (the producer's; the consumer only reads it).
+    head: Word64,
+    /// Bytes consumed so far (the consumer's; the producer only reads it).
+    tail: Word64,
+    flags: Flags,
+}
+
+const _: () = assert!(2 * std::mem::size_of::<Header>() <= HEADERS_BYTES);
+const _: () = assert!(RING_BYTES.is_power_of_two());
+
+/// The peer broke the ring protocol (or scribbled over the counters).
+#[derive(Debug)]
+pub(crate) struct Corrupt(pub(crate) String);
+
+/// A mapped segment.
+pub(crate) struct Segment {
+    base: *mut u8,
+    fd: OwnedFd,
+}
+
+// SAFETY: the mapping is plain shared memory, reached only through atomics and `dma_copy`.
+unsafe impl Send for Segment {}
+// SAFETY: as above; every access is either atomic or a copy that tolerates concurrent writers.
+unsafe impl Sync for Segment {}
+
+impl Segment {
+    /// A new segment (the connecting side), sealed against resizing.
+    pub(crate) fn create() -> io::Result<Self> {
+        use rustix::fs::{MemfdFlags, SealFlags};
+        let fd = rustix::fs::memfd_create(
+            "gda-sim-wire",
+            MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING,
+        )?;
+        rustix::fs::ftruncate(&fd, SEGMENT_BYTES as u64)?;
+        rustix::fs::fcntl_add_seals(&fd, SealFlags::SHRINK | SealFlags::GROW | SealFlags::SEAL)?;
+        Self::map(fd)
+    }
+
+    /// The segment a peer passed (the accepting side), after checking its seals and size.
+    pub(crate) fn open(fd: OwnedFd) -> io::Result<Self> {
+        use rustix::fs::SealFlags;
+        let need = SealFlags::SHRINK | SealFlags::GROW | SealFlags::SEAL;
+        let seals = rustix::fs::fcntl_get_seals(&fd)?;
+        if !seals.contains(need) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("segment sealed with {seals:?}, not against resizing"),
+            ));
+        }
+        let size = rustix::fs::fstat(&fd)?.st_size;
+        if size != SEGMENT_BYTES as i64 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("segment of {size} bytes, not {SEGMENT_BYTES}"),
+            ));
+        }
+        Self::map(fd)
+    }
+
+    fn map(fd: OwnedFd) -> io::Result<Self> {
+        use rustix::mm::{MapFlags, ProtFlags};
+        // SAFETY: a new shared mapping of the whole (sealed) file; nothing else is replaced.
+        let base = unsafe {
+            rustix::mm::mmap(
+                std::ptr::null_mut(),
+                SEGMENT_BYTES,
+                ProtFlags::READ | ProtFlags::WRITE,
+                MapFlags::SHARED,
+                &fd,
+                0,
+            )
+        }?;
+        Ok(Self {
+            base: base.cast(),
+            fd,
+        })
+    }
+
+    /// The memfd, to pass to the peer.
+    pub(crate) fn fd(&self) -> impl AsFd + '_ {
+        self.fd.as_fd()
+    }
+
+    fn header(&self, ring: usize) -> &Header {
+        // SAFETY: two headers fit the first page (asserted); the mapping lives as long as
+        // `self`; every field is atomic.
+        unsafe { &*self.base.add(ring * std::mem::size_of::<Header>()).cast::<Header>() }
+    }
+
+    fn data(&self, ring: usize) -> *mut u8 {
+        // SAFETY: inside the mapping (the layout of `SEGMENT_BYTES`).
+        unsafe { self.base.add(HEADERS_BYTES + ring * RING_BYTES) }
+    }
+}
+
+impl Drop for Segment {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `map`, no longer referenced (the ends hold the segment).
+        let _ = unsafe { rustix::mm::munmap(self.base.cast(), SEGMENT_BYTES) };
+    }
+}
+
+/// Which ring of a segment: the connector's requests or the acceptor's responses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Dir {
+    Requests = 0,
+    Responses = 1,
+}
+
+/// The writing end of one ring.
+pub(crate) struct Producer {
+    ring: usize,
+    /// Bytes written (this end's own count; the shared copy is only published).
+    head: u64,
+}
+
+/// The reading end of one ring.
+pub(crate) struct Consumer {
+    ring: usize,
+    /// Bytes consumed (this end's own count).
+    tail: u64,
+}
+
+/// Copies `len` bytes between `buf` and the ring at byte position `pos`, in at most two pieces
+/// across the wrap. `into_ring` chooses the direction.
+///
+/// # Safety
+/// `buf` must be valid for `len` bytes (for writing when `!into_ring`); `len ≤ RING_BYTES`.
+unsafe fn copy_wrapped(seg: &Segment, ring: usize, pos: u64, buf: *mut u8, len: usize, into_ring: bool) {
+    let data = seg.data(ring);
+    let at = (pos as usize) & (RING_BYTES - 1);
+    let first = len.min(RING_BYTES - at);
+    // SAFETY: `at + first ≤ RING_BYTES` and `len - first ≤ at`: both pieces are inside the
+    // ring's data area; `buf` is the caller's. `dma_copy` tolerates a peer writing the shared
+    // bytes concurrently (they are treated as untrusted input).
+    unsafe {
+        if into_ring {
+            mmio::dma_copy(data.add(at), buf, first);
+            mmio::dma_copy(data, buf.add(first), len - first);
+        } else {
+            mmio::dma_copy(buf, data.add(at), first);
+            mmio::dma_copy(buf.add(first), data, len - first);
+        }
+    }
+}
+
+impl Producer {
+    pub(crate) fn new(dir: Dir) -> Self {
+        Self {
+            ring: dir as usize,
+            head: 0,
+        }
+    }
+
+    /// Bytes free now.
+    pub(crate) fn room(&self, seg: &Segment) -> Result<usize, Corrupt> {
+        // ORDERING: Acquire pairs with the consumer's Release store of `tail` after it copied
+        // the bytes out, so the space is free before it is overwritten.
+        let tail = seg.header(self.ring).tail.0.load(Ordering::Acquire);
+        let used = self.head.wrapping_sub(tail);
+        if used > RING_BYTES as u64 {
+            return Err(Corrupt(format!(
+                "the consumer claims {tail} bytes consumed of {} written",
+                self.head
+            )));
+        }
+        Ok(RING_BYTES - used as usize)
+    }
+
+    /// Writes as much of `bytes` as fits; the bytes written (published to the consumer).
+    pub(crate) fn write(&mut self, seg: &Segment, bytes: &[u8]) -> Result<usize, Corrupt> {
+        let n = bytes.len().min(self.room(seg)?);
+        if n > 0 {
+            // SAFETY: `n ≤ room ≤ RING_BYTES` bytes of `bytes`, into free ring space.
+            unsafe { copy_wrapped(seg, self.ring, self.head, bytes.as_ptr().cast_mut(), n, true) };
+            self.head += n as u64;
+            // ORDERING: Release publishes the bytes copied above with the new head.
+            seg.header(self.ring).head.0.store(self.head, Ordering::Release);
+        }
+        Ok(n)
+    }
+
+    /// Says the producer waits for room (the consumer wakes it when it frees some).
+    pub(crate) fn set_starved(&self, seg: &Segment) {
+        seg.header(self.ring).flags.starved.store(1, Ordering::SeqCst);
+    }
+
+    /// Whether the consumer naps and must be woken now (clears the word: one wake-up serves
+    /// every later write until it naps again).
+    pub(crate) fn consumer_napping(&self, seg: &Segment) -> bool {
+        // ORDERING: the full fence orders the head store before this load, pairing with the
+        // consumer's SeqCst store of `napping` before its last look: either it sees our bytes
+        // or we see it napping.
+        fence(Ordering::SeqCst);
+        let f = &seg.header(self.ring).flags.napping;
+        f.load(Ordering::Relaxed) != 0 && f.swap(0, Ordering::AcqRel) != 0
+    }
+}
+
+impl Consumer {
+    pub(crate) fn new(dir: Dir) -> Self {
+        Self {
+            ring: dir as usize,
+            tail: 0,
+        }
+    }
+
+    /// Bytes written and not yet consumed.
+    pub(crate) fn available(&self, seg: &Segment) -> Result<usize, Corrupt> {
+        // ORDERING: Acquire pairs with the producer's Release store of `head`.
+        let head = seg.header(self.ring).head.0.load(Ordering::Acquire);
+        let n = head.wrapping_sub(self.tail);
+        if n > RING_BYTES as u64 {
+            return Err(Corrupt(format!(
+                "the producer claims {head} bytes written, {} consumed",
+                self.tail
+            )));
+        }
+        Ok(n as usize)
+    }
+
+    /// Copies `buf.len()` bytes starting `skip` bytes past the consumed position, without
+    /// consuming them. The caller has seen `skip + buf.len()` bytes available.
+    pub(crate) fn peek(&self, seg: &Segment, skip: usize, buf: &mut [u8]) {
+        debug_assert!(skip + buf.len() <= RING_BYTES);
+        // SAFETY: `buf` is ours; the bytes are inside the ring (available, checked by the caller).
+        unsafe {
+            copy_wrapped(seg, self.ring, self.tail + skip as u64, buf.as_mut_ptr(), buf.len(), false)
+        };
+    }
+
+    /// Consumes `n` bytes (already peeked or to be skipped); whether the producer asked to be
+    /// woken when room appears.
+    pub(crate) fn consume(&mut self, seg: &Segment, n: usize) -> bool {
+        self.tail += n as u64;
+        let h = seg.header(self.ring);
+        // ORDERING: Release: the bytes were copied out before the space is handed back.
+        h.tail.0.store(self.tail, Ordering::Release);
+        fence(Ordering::SeqCst);
+        h.flags.starved.load(Ordering::Relaxed) != 0 && h.flags.starved.swap(0, Ordering::AcqRel) != 0
+    }
+
+    /// Says whether this end's engine naps (producers wake it while it does).
+    pub(crate) fn set_napping(&self, seg: &Segment, napping: bool) {
+        seg.header(self.ring)
+            .flags
+            .napping
+            .store(u32::from(napping), Ordering::SeqCst);
+    }
+}
+
+/// Wakes an engine that naps on its eventfd.
+pub(crate) fn wake(fd: &OwnedFd) {
+    // A full counter (EAGAIN) already means "awake"; other errors leave the nap to time out.
+    let _ = rustix::io::write(fd, &1u64.to_ne_bytes());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bytes_cross_the_wrap_in_order_and_corrupt_counters_are_caught() {
+        let seg = Segment::create().unwrap();
+        let mut p = Producer::new(Dir::Requests);
+        let mut c = Consumer::new(Dir::Requests);
+        // Walk the positions across the wrap several times with odd sizes.
+        let mut sent = 0u64;
+        let mut got = 0u64;
+        let chunk: Vec<u8> = (0..300_001u32).map(|i| (i % 251) as u8).collect();
+        while got < 5 * RING_BYTES as u64 {
+            let n = p.write(&seg, &chunk[(sent % 251) as usize..][..100_000]).unwrap();
+            sent += n as u64;
+            let avail = c.available(&seg).unwrap();
+            let mut buf = vec![0u8; avail];
+            c.peek(&seg, 0, &mut buf);
+            for (i, b) in buf.iter().enumerate() {
+                assert_eq!(*b, ((got + i as u64) % 251) as u8, "byte {}", got + i as u64);
+            }
+            c.consume(&seg, avail);
+            got += avail as u64;
+        }
+        assert_eq!(got, sent);
+        // A producer claiming more than the ring holds, and a consumer running ahead.
+        seg.header(0).head.0.store(got + RING_BYTES as u64 + 1, Ordering::Release);
+        assert!(c.available(&seg).is_err());
+        seg.header(0).tail.0.store(sent + 1, Ordering::Release);
+        assert!(p.room(&seg).is_err());
+    }
+
+    #[test]
+    fn an_unsealed_or_resized_segment_is_refused() {
+        let fd = rustix::fs::memfd_create("t", rustix::fs::MemfdFlags::CLOEXEC).unwrap();
+        rustix::fs::ftruncate(&fd, SEGMENT_BYTES as u64).unwrap();
+        assert!(Segment::open(fd).is_err());
+        use rustix::fs::{MemfdFlags, SealFlags};
+        let fd = rustix::fs::memfd_create("t", MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING)
+            .unwrap();
+        rustix::fs::ftruncate(&fd, 4096).unwrap();
+        rustix::fs::fcntl_add_seals(&fd, SealFlags::SHRINK | SealFlags::GROW | SealFlags::SEAL)
+            .unwrap();
+        assert!(Segment::open(fd).is_err());
+    }
+}
