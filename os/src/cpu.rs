@@ -76,3 +76,43 @@ pub fn parse_list(s: &str) -> Result<Vec<usize>, String> {
     }
     Ok(set.into_iter().collect())
 }
+
+/// Asks the scheduler for a short time slice (`slice`, which Linux clamps to 0.1–100 ms) for
+/// the calling thread, keeping its policy and priority: with the EEVDF scheduler (Linux 6.12
+/// and later) a woken thread with a shorter slice gets an earlier deadline, so it runs soon
+/// after its wake-up instead of after the running thread's slice — what a thread standing in
+/// for a device (the software NIC's engine) needs on a host where every core is busy. Needs no
+/// privilege; an older kernel ignores the field (`Ok`) or refuses the call (the error).
+pub fn request_short_slice(slice: std::time::Duration) -> io::Result<()> {
+    // `struct sched_attr` (include/uapi/linux/sched/types.h), version 1 (56 bytes).
+    #[repr(C)]
+    struct SchedAttr {
+        size: u32,
+        sched_policy: u32,
+        sched_flags: u64,
+        sched_nice: i32,
+        sched_priority: u32,
+        sched_runtime: u64,
+        sched_deadline: u64,
+        sched_period: u64,
+        sched_util_min: u32,
+        sched_util_max: u32,
+    }
+    let nice = rustix::process::getpriority_process(None).unwrap_or(0);
+    let attr = SchedAttr {
+        size: std::mem::size_of::<SchedAttr>() as u32,
+        sched_policy: 0, // SCHED_OTHER
+        sched_flags: 0,
+        sched_nice: nice,
+        sched_priority: 0,
+        sched_runtime: slice.as_nanos().min(u128::from(u64::MAX)) as u64,
+        sched_deadline: 0,
+        sched_period: 0,
+        sched_util_min: 0,
+        sched_util_max: 0,
+    };
+    // SAFETY: sched_setattr(2) on the calling thread (pid 0) with a valid, fully initialised
+    // attribute block of the size it names; the kernel only reads it.
+    let r = unsafe { libc::syscall(libc::SYS_sched_setattr, 0, &raw const attr, 0u32) };
+    if r == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
+}

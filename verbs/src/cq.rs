@@ -464,7 +464,7 @@ pub(crate) unsafe extern "C" fn poll_cq(
         }
         drop(st);
         if got == 0 {
-            idle_poll();
+            idle_poll(c.ctx.dev.nic.fabric());
         }
         got
     })
@@ -488,12 +488,23 @@ pub(crate) unsafe extern "C" fn req_notify_cq(
     })
 }
 
-/// An empty poll offers the CPU to the software NIC's threads (its engine, and the readers of
-/// its cross-process connections), which run in the polling program's process: a program that
-/// spins on `ibv_poll_cq` on a machine with fewer cores than spinning threads would otherwise
-/// hold the core its own completions are waiting for, for a whole scheduler time slice.
-fn idle_poll() {
-    std::thread::yield_now();
+/// An empty poll runs the software NIC's engine in the polling thread (its completions may be
+/// waiting for a response another process wrote, or for a request to execute), and, when that
+/// found nothing, offers the CPU to the engine thread: a program that spins on `ibv_poll_cq` on
+/// a machine with fewer cores than spinning threads would otherwise hold the core its own
+/// completions are waiting for, for a whole scheduler time slice.
+fn idle_poll(fabric: &gda_sim::Fabric) {
+    if !fabric.progress() {
+        std::thread::yield_now();
+    }
+}
+
+/// After a doorbell: the engine's pass runs in the posting thread (no other thread needs a
+/// core for the request to leave); the engine thread is woken only when that did nothing.
+pub(crate) fn run_engine(fabric: &gda_sim::Fabric) {
+    if !fabric.progress() {
+        fabric.kick();
+    }
 }
 
 /// The CQ behind an `ibv_cq_ex` (the `_ex` callbacks get only that).
@@ -527,7 +538,7 @@ unsafe extern "C" fn ex_start_poll(
             }
             None => {
                 drop(st);
-                idle_poll();
+                idle_poll(c.ctx.dev.nic.fabric());
                 libc::ENOENT
             }
         }

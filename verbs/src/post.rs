@@ -282,7 +282,7 @@ impl Qp {
             // SAFETY: the handle's doorbell record and register are the sim QP's.
             unsafe { V::ring_sq(sq, &p) };
             drop(st);
-            self.ctx.dev.nic.fabric().kick();
+            crate::cq::run_engine(self.ctx.dev.nic.fabric());
         }
         result
     }
@@ -456,7 +456,7 @@ impl ForSq for Recv<'_> {
             // SAFETY: the sim QP's receive doorbell.
             unsafe { V::ring_rq(&q.rq, next) };
             drop(st);
-            q.ctx.dev.nic.fabric().kick();
+            crate::cq::run_engine(q.ctx.dev.nic.fabric());
         }
         err.map_or(Ok(()), |e| Err((cur, e)))
     }

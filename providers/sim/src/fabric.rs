@@ -148,6 +148,7 @@ impl Fabric {
                 engine_thread: Mutex::new(None),
                 engine_cpus: Mutex::new(None),
                 engine_tid: std::sync::atomic::AtomicI32::new(0),
+                qp_list: Mutex::new((u64::MAX, Arc::new(Vec::new()))),
                 napping: std::sync::atomic::AtomicBool::new(false),
                 scan_hooks: std::sync::RwLock::new(Vec::new()),
                 stats: Stats::default(),
@@ -226,6 +227,16 @@ impl Fabric {
             .push(hook);
         self.ensure_engine();
         self.inner.kick();
+    }
+
+    /// Runs one pass of the engine in the calling thread — the requests this process's QPs have
+    /// posted, the requests and responses other processes sent, the completions due — and
+    /// returns whether anything happened. Host code that posts or polls calls it so its own
+    /// work needs no other thread to get a core (the verbs library does, on every post and
+    /// every empty poll); the engine thread still does everything on its own. Does nothing on
+    /// a chaos fabric (its engine alone decides the order).
+    pub fn progress(&self) -> bool {
+        crate::engine::progress(&self.inner)
     }
 
     /// Wakes the engine now (it also polls on its own; this only cuts the wake-up latency after
@@ -329,6 +340,9 @@ impl Fabric {
                             std::sync::atomic::Ordering::Release,
                         );
                     }
+                    // A device answers at once: when every core is busy, the engine must run
+                    // soon after it is woken, not after the running thread's slice. Best effort.
+                    let _ = gda_os::cpu::request_short_slice(std::time::Duration::from_micros(100));
                     crate::engine::run(weak)
                 })
                 .expect("spawn the software NIC engine thread");

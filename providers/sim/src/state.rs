@@ -47,9 +47,22 @@ pub(crate) struct FabricInner {
     /// The message transport to and from other processes (fabrics made by
     /// [`Fabric::process`](crate::Fabric::process)).
     pub(crate) wire: Option<Arc<crate::wire::Wire>>,
+    /// Every QP, for `progress` (rebuilt when `epoch` moves).
+    pub(crate) qp_list: Mutex<(u64, Arc<Vec<Arc<QpInner>>>)>,
 }
 
 impl FabricInner {
+    /// Every QP of the fabric (a snapshot, shared until a QP comes or goes).
+    pub(crate) fn qp_list(&self) -> Arc<Vec<Arc<QpInner>>> {
+        let e = self.epoch.load(Ordering::Acquire);
+        let mut l = self.qp_list.lock().unwrap_or_else(|e| e.into_inner());
+        if l.0 != e || l.1.is_empty() {
+            let map = self.qps.read().unwrap_or_else(|e| e.into_inner());
+            *l = (e, Arc::new(map.values().cloned().collect()));
+        }
+        l.1.clone()
+    }
+
     /// Runs the scan hooks; whether any did something.
     pub(crate) fn run_scan_hooks(&self) -> bool {
         let hooks = self.scan_hooks.read().unwrap_or_else(|e| e.into_inner());

@@ -3,15 +3,19 @@
 //! other QPs, no request from anyone but the connected QP at its PSN, no allocation an
 //! unchecked header asks for, a few lines of stderr however many bad connections come.
 //!
-//! Two process fabrics in one test process talk exactly as two processes do (through their
-//! sockets); raw frames are built here from the format `wire.rs` documents, so these tests
-//! also pin it. Checks that need a process of their own (another pid; stderr; peak memory) run
-//! this binary again as a child (`child_role`).
+//! Two process fabrics in one test process talk exactly as two processes do (a socket to
+//! connect, a shared segment for the frames); raw connections and frames are built here from
+//! the handshake, ring layout and frame format `wire.rs` and `wire/ring.rs` document, so these
+//! tests also pin them. Checks that need a process of their own (another pid; stderr; peak
+//! memory) run this binary again as a child (`child_role`).
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, IoSlice, IoSliceMut, Read, Write};
+use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr, UnixListener, UnixStream};
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use gda_hal::{Payload, Remote, SendFlags, SendQueue, Sge, SqError, WcStatus, WorkRequest};
@@ -23,13 +27,15 @@ use gda_sim::{Access, Cq, CqMode, DmaBuf, Endpoint, Fabric, FabricConfig, Mr, Pd
 const KIND_REQUEST: u16 = 1;
 const KIND_RESPONSE: u16 = 2;
 const KIND_HELLO: u16 = 3;
+const KIND_WELCOME: u16 = 4;
 const OP_WRITE: u8 = 1;
 const OP_READ: u8 = 3;
 const REFUSED: u32 = 0xffff_0002;
+const DISCARDED: u32 = 0xffff_0003;
 
 fn frame(kind: u16, body: &[u8], payload_len: u32) -> Vec<u8> {
     let mut v = b"GDAW".to_vec();
-    v.extend_from_slice(&2u16.to_le_bytes());
+    v.extend_from_slice(&3u16.to_le_bytes());
     v.extend_from_slice(&kind.to_le_bytes());
     v.extend_from_slice(&payload_len.to_le_bytes());
     v.extend_from_slice(&[0; 4]);
@@ -37,10 +43,10 @@ fn frame(kind: u16, body: &[u8], payload_len: u32) -> Vec<u8> {
     v
 }
 
-fn hello(fabric: u64) -> Vec<u8> {
+fn handshake(kind: u16, fabric: u64) -> Vec<u8> {
     let mut b = fabric.to_le_bytes().to_vec();
     b.extend_from_slice(&[0; 8]);
-    frame(KIND_HELLO, &b, 0)
+    frame(kind, &b, 0)
 }
 
 /// A request frame: `src` is the claimed source QP, `len` the READ length or the payload's.
@@ -77,20 +83,6 @@ impl Req {
     }
 }
 
-/// Reads one response: (seq, status, payload); `None` when the connection closed.
-fn read_response(s: &mut UnixStream) -> Option<(u64, u32, Vec<u8>)> {
-    let mut h = [0u8; 40];
-    s.read_exact(&mut h).ok()?;
-    assert_eq!(&h[..4], b"GDAW");
-    assert_eq!(u16::from_le_bytes([h[6], h[7]]), KIND_RESPONSE);
-    let len = u32::from_le_bytes(h[8..12].try_into().unwrap()) as usize;
-    let seq = u64::from_le_bytes(h[24..32].try_into().unwrap());
-    let status = u32::from_le_bytes(h[32..36].try_into().unwrap());
-    let mut p = vec![0u8; len];
-    s.read_exact(&mut p).ok()?;
-    Some((seq, status, p))
-}
-
 fn socket_name(fabric: u64) -> String {
     format!(
         "gda-sim/{}/{fabric:016x}",
@@ -98,7 +90,7 @@ fn socket_name(fabric: u64) -> String {
     )
 }
 
-/// A raw connection to fabric `fabric`'s socket.
+/// A raw socket connection to fabric `fabric` (no handshake).
 fn raw_to(fabric: u64) -> UnixStream {
     let addr = SocketAddr::from_abstract_name(socket_name(fabric).as_bytes()).unwrap();
     let s = UnixStream::connect_addr(&addr).unwrap();
@@ -106,11 +98,201 @@ fn raw_to(fabric: u64) -> UnixStream {
     s
 }
 
-/// Whether the peer closed `s` (within a few seconds).
+/// Whether the peer closed `s` within a few seconds (a welcome it sent first is skipped).
 fn closed(s: &mut UnixStream) -> bool {
     s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     let mut b = [0u8; 64];
-    matches!(s.read(&mut b), Ok(0) | Err(_))
+    loop {
+        match s.read(&mut b) {
+            Ok(0) => return true,
+            Ok(_) => {}
+            Err(e) => return e.kind() != std::io::ErrorKind::WouldBlock,
+        }
+    }
+}
+
+// ---- the shared segment, as `wire/ring.rs` documents it --------------------------------------
+
+const RING_BYTES: usize = 4 << 20;
+const SEGMENT_BYTES: usize = 4096 + 2 * RING_BYTES;
+
+/// A mapped segment and this end's positions in its two rings (`tx` written, `rx` read).
+struct Rings {
+    base: *mut u8,
+    tx: usize,
+    rx: usize,
+    head: u64,
+    tail: u64,
+}
+
+impl Rings {
+    fn map(fd: &OwnedFd, tx: usize) -> Self {
+        use rustix::mm::{MapFlags, ProtFlags};
+        // SAFETY: a new shared mapping of the whole segment.
+        let base = unsafe {
+            rustix::mm::mmap(
+                std::ptr::null_mut(),
+                SEGMENT_BYTES,
+                ProtFlags::READ | ProtFlags::WRITE,
+                MapFlags::SHARED,
+                fd,
+                0,
+            )
+        }
+        .unwrap()
+        .cast();
+        Self {
+            base,
+            tx,
+            rx: 1 - tx,
+            head: 0,
+            tail: 0,
+        }
+    }
+    fn counter(&self, ring: usize, off: usize) -> &AtomicU64 {
+        // SAFETY: inside the mapping's header page, 8-aligned.
+        unsafe { &*self.base.add(ring * 192 + off).cast::<AtomicU64>() }
+    }
+    fn data(&self, ring: usize, pos: u64) -> *mut u8 {
+        // SAFETY: inside the ring's data area.
+        unsafe {
+            self.base
+                .add(4096 + ring * RING_BYTES + (pos as usize & (RING_BYTES - 1)))
+        }
+    }
+    /// Writes what fits of `bytes` (the peer's engine finds it on its next scan); the count.
+    fn write(&mut self, bytes: &[u8]) -> usize {
+        let tail = self.counter(self.tx, 64).load(Ordering::Acquire);
+        let room = RING_BYTES - (self.head - tail) as usize;
+        let n = bytes.len().min(room);
+        for (i, b) in bytes[..n].iter().enumerate() {
+            // SAFETY: free ring space.
+            unsafe { self.data(self.tx, self.head + i as u64).write_volatile(*b) };
+        }
+        self.head += n as u64;
+        self.counter(self.tx, 0).store(self.head, Ordering::Release);
+        n
+    }
+    /// Writes all of `bytes`, waiting for room (up to 10 s); whether it all went.
+    fn write_all(&mut self, bytes: &[u8]) -> bool {
+        let t0 = Instant::now();
+        let mut off = 0;
+        while off < bytes.len() && t0.elapsed() < Duration::from_secs(10) {
+            off += self.write(&bytes[off..]);
+            std::thread::yield_now();
+        }
+        off == bytes.len()
+    }
+    /// Reads exactly `n` bytes (waiting up to 10 s).
+    fn read(&mut self, n: usize) -> Option<Vec<u8>> {
+        let t0 = Instant::now();
+        while (self.counter(self.rx, 0).load(Ordering::Acquire) - self.tail) < n as u64 {
+            if t0.elapsed() > Duration::from_secs(10) {
+                return None;
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        // SAFETY: `n` bytes the peer has published.
+        let v = (0..n)
+            .map(|i| unsafe { self.data(self.rx, self.tail + i as u64).read_volatile() })
+            .collect();
+        self.tail += n as u64;
+        self.counter(self.rx, 64).store(self.tail, Ordering::Release);
+        Some(v)
+    }
+}
+
+/// Sends `bytes` with `fds` attached.
+fn send_fds(s: &UnixStream, bytes: &[u8], fds: &[std::os::fd::BorrowedFd<'_>]) {
+    use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(2))];
+    let mut anc = SendAncillaryBuffer::new(&mut space);
+    assert!(anc.push(SendAncillaryMessage::ScmRights(fds)));
+    let n = rustix::net::sendmsg(s, &[IoSlice::new(bytes)], &mut anc, SendFlags::empty()).unwrap();
+    assert_eq!(n, bytes.len());
+}
+
+/// Receives a 32-byte handshake frame and the descriptors attached.
+fn recv_fds(s: &UnixStream) -> ([u8; 32], Vec<OwnedFd>) {
+    use rustix::net::{RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags};
+    let mut b = [0u8; 32];
+    let mut got = 0;
+    let mut fds = Vec::new();
+    while got < 32 {
+        let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(2))];
+        let mut anc = RecvAncillaryBuffer::new(&mut space);
+        let r = rustix::net::recvmsg(
+            s,
+            &mut [IoSliceMut::new(&mut b[got..])],
+            &mut anc,
+            RecvFlags::empty(),
+        )
+        .unwrap();
+        for m in anc.drain() {
+            if let RecvAncillaryMessage::ScmRights(it) = m {
+                fds.extend(it);
+            }
+        }
+        assert!(r.bytes > 0, "closed during the handshake");
+        got += r.bytes;
+    }
+    (b, fds)
+}
+
+fn eventfd() -> OwnedFd {
+    rustix::event::eventfd(0, rustix::event::EventfdFlags::CLOEXEC).unwrap()
+}
+
+/// A raw connection that has sent its hello: the socket and (once welcomed, which only a
+/// believed hello is) the rings. Requests go in ring 0, responses come in ring 1.
+struct Raw {
+    sock: UnixStream,
+    rings: Rings,
+    _segment: OwnedFd,
+    _wake: OwnedFd,
+}
+
+impl Raw {
+    /// Connects to fabric `to` saying it is fabric `claim`, with a sealed segment.
+    fn connect(to: u64, claim: u64) -> Self {
+        use rustix::fs::{MemfdFlags, SealFlags};
+        let sock = raw_to(to);
+        let fd = rustix::fs::memfd_create("raw", MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING)
+            .unwrap();
+        rustix::fs::ftruncate(&fd, SEGMENT_BYTES as u64).unwrap();
+        rustix::fs::fcntl_add_seals(&fd, SealFlags::SHRINK | SealFlags::GROW | SealFlags::SEAL)
+            .unwrap();
+        let wake = eventfd();
+        send_fds(
+            &sock,
+            &handshake(KIND_HELLO, claim),
+            &[fd.as_fd(), wake.as_fd()],
+        );
+        let rings = Rings::map(&fd, 0);
+        Self {
+            sock,
+            rings,
+            _segment: fd,
+            _wake: wake,
+        }
+    }
+
+    /// Writes a whole frame into the request ring.
+    fn send(&mut self, bytes: &[u8]) -> bool {
+        self.rings.write_all(bytes)
+    }
+
+    /// Reads one response: (seq, status, payload); `None` when none comes.
+    fn response(&mut self) -> Option<(u64, u32, Vec<u8>)> {
+        let h = self.rings.read(40)?;
+        assert_eq!(&h[..4], b"GDAW");
+        assert_eq!(u16::from_le_bytes([h[6], h[7]]), KIND_RESPONSE);
+        let len = u32::from_le_bytes(h[8..12].try_into().unwrap()) as usize;
+        let seq = u64::from_le_bytes(h[24..32].try_into().unwrap());
+        let status = u32::from_le_bytes(h[32..36].try_into().unwrap());
+        let p = self.rings.read(len)?;
+        Some((seq, status, p))
+    }
 }
 
 // ---- two process fabrics ---------------------------------------------------------------------
@@ -349,37 +531,23 @@ fn a_requester_that_stops_reading_blocks_nobody() {
     let (a2, a2cq) = extra_qp(&a);
     let (b2, _b2cq) = extra_qp(&b);
     pair(&a2, &b2);
-    // B's fabric is this process's, so a connection from here may speak for it.
-    let mut raw = raw_to(a.fabric.id());
-    raw.write_all(&hello(b.fabric.id())).unwrap();
-    let writer = {
-        let mut raw = raw.try_clone().unwrap();
-        let (dst, src, rkey, raddr, psn0) = (
-            a.qp.endpoint(),
-            b.qp.endpoint(),
-            a.mr.rkey(),
-            a.mr.addr(),
-            b.qp.start_psn(),
-        );
-        std::thread::spawn(move || {
-            for i in 0..200u32 {
-                let r = Req {
-                    dst,
-                    src,
-                    seq: u64::from(i),
-                    op: OP_READ,
-                    rkey,
-                    psn: psn0.wrapping_add(i) & 0xff_ffff,
-                    raddr,
-                    len: 1 << 20,
-                };
-                if raw.write_all(&r.head()).is_err() {
-                    return i;
-                }
-            }
-            200
-        })
-    };
+    // B's fabric is this process's, so a connection from here may speak for it. 200 READs
+    // of 1 MiB, whose responses it never reads.
+    let mut raw = Raw::connect(a.fabric.id(), b.fabric.id());
+    let psn0 = b.qp.start_psn();
+    for i in 0..200u32 {
+        let r = Req {
+            dst: a.qp.endpoint(),
+            src: b.qp.endpoint(),
+            seq: u64::from(i),
+            op: OP_READ,
+            rkey: a.mr.rkey(),
+            psn: psn0.wrapping_add(i) & 0xff_ffff,
+            raddr: a.mr.addr(),
+            len: 1 << 20,
+        };
+        assert!(raw.send(&r.head()));
+    }
     let t0 = Instant::now();
     keeps_completing(
         &sq(&a2, &a2cq, 2_000),
@@ -388,11 +556,7 @@ fn a_requester_that_stops_reading_blocks_nobody() {
         "a requester that reads nothing",
     );
     // The responder gave up on the connection: our end sees it closed.
-    raw.shutdown(std::net::Shutdown::Write).unwrap();
-    let mut sink = Vec::new();
-    raw.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    let _ = raw.read_to_end(&mut sink);
-    let _ = writer.join();
+    assert!(closed(&mut raw.sock));
 }
 
 // ---- (c) only the connected QP, only at the expected PSN --------------------------------------
@@ -428,10 +592,9 @@ fn only_the_connected_qp_at_its_psn_is_served() {
     let psn = b.qp.start_psn();
 
     // A hello naming a fabric nobody listens for: closed before any request is read.
-    let mut s = raw_to(a.fabric.id());
-    s.write_all(&hello(0x5650_u64 << 48 | 0xfe_dcba)).unwrap();
-    let _ = s.write_all(&write(b.qp.endpoint(), psn, 1));
-    assert!(closed(&mut s));
+    let mut r = Raw::connect(a.fabric.id(), 0x5650_u64 << 48 | 0xfe_dcba);
+    r.send(&write(b.qp.endpoint(), psn, 1));
+    assert!(closed(&mut r.sock));
     // No hello at all.
     let mut s = raw_to(a.fabric.id());
     let _ = s.write_all(&write(b.qp.endpoint(), psn, 1));
@@ -450,46 +613,47 @@ fn only_the_connected_qp_at_its_psn_is_served() {
     }
     let hex = line.split("FABRIC=0x").nth(1).unwrap().trim();
     let theirs = u64::from_str_radix(hex, 16).unwrap();
-    let mut s = raw_to(a.fabric.id());
-    s.write_all(&hello(theirs)).unwrap();
-    let _ = s.write_all(&write(b.qp.endpoint(), psn, 1));
-    assert!(closed(&mut s));
+    let mut r = Raw::connect(a.fabric.id(), theirs);
+    r.send(&write(b.qp.endpoint(), psn, 1));
+    assert!(closed(&mut r.sock));
     drop(owner.stdin.take());
     owner.wait().unwrap();
     untouched();
 
     // B's fabric is this process's: its hello is believed, but each request is checked.
-    let mut s = raw_to(a.fabric.id());
-    s.write_all(&hello(b.fabric.id())).unwrap();
+    let mut s = Raw::connect(a.fabric.id(), b.fabric.id());
     let other = Endpoint {
         qpn: b.qp.endpoint().qpn + 1,
         ..b.qp.endpoint()
     };
-    s.write_all(&write(other, psn, 2)).unwrap();
-    let (seq, status, _) = read_response(&mut s).unwrap();
+    assert!(s.send(&write(other, psn, 2)));
+    let (seq, status, _) = s.response().unwrap();
     assert_eq!((seq, status), (2, REFUSED));
     untouched();
-    for wrong in [
-        psn ^ 1,
-        psn.wrapping_add(1) & 0xff_ffff,
-        psn.wrapping_sub(1) & 0xff_ffff,
+    // A PSN ahead of the expected one is dropped (sent behind a request that was not
+    // executed, the requester goes back to it); one behind it is refused. Neither executes.
+    for (wrong, answer) in [
+        (psn.wrapping_add(1) & 0xff_ffff, DISCARDED),
+        (psn.wrapping_add(1000) & 0xff_ffff, DISCARDED),
+        (psn.wrapping_sub(1) & 0xff_ffff, REFUSED),
+        (psn.wrapping_add(1 << 23) & 0xff_ffff, REFUSED),
     ] {
-        s.write_all(&write(b.qp.endpoint(), wrong, 3)).unwrap();
-        let (seq, status, _) = read_response(&mut s).unwrap();
-        assert_eq!((seq, status), (3, REFUSED), "PSN {wrong:#x}");
+        assert!(s.send(&write(b.qp.endpoint(), wrong, 3)));
+        let (seq, status, _) = s.response().unwrap();
+        assert_eq!((seq, status), (3, answer), "PSN {wrong:#x}");
     }
     untouched();
     // The connected QP at its PSN: executed.
-    s.write_all(&write(b.qp.endpoint(), psn, 4)).unwrap();
-    let (seq, status, _) = read_response(&mut s).unwrap();
+    assert!(s.send(&write(b.qp.endpoint(), psn, 4)));
+    let (seq, status, _) = s.response().unwrap();
     assert_eq!((seq, status), (4, WcStatus::Success as u32));
     let mut got = [0u8; 8];
     a.mr.read(0, &mut got).unwrap();
     assert_eq!(&got, b"INTRUDER");
     // A replay of the same PSN: refused.
     a.mr.write(0, &[0; 8]).unwrap();
-    s.write_all(&write(b.qp.endpoint(), psn, 5)).unwrap();
-    assert_eq!(read_response(&mut s).unwrap().1, REFUSED);
+    assert!(s.send(&write(b.qp.endpoint(), psn, 5)));
+    assert_eq!(s.response().unwrap().1, REFUSED);
     untouched();
     // The QP itself was not disturbed: B's real QP still writes (at the next PSN).
     let q = sq(&b.qp, &b.cq, 5_000);
@@ -627,15 +791,18 @@ fn responses_are_taken_only_for_the_outstanding_request() {
     };
     q.post(&read(&first), SendFlags::SIGNALED).unwrap();
     let (mut s, _) = l.accept().unwrap();
-    let mut h = [0u8; 32];
-    s.read_exact(&mut h).unwrap();
+    let (h, fds) = recv_fds(&s);
     assert_eq!(u16::from_le_bytes([h[6], h[7]]), KIND_HELLO);
     assert_eq!(
         u64::from_le_bytes(h[16..24].try_into().unwrap()),
         a.fabric.id()
     );
-    let mut r = [0u8; 104];
-    s.read_exact(&mut r).unwrap();
+    assert_eq!(fds.len(), 2, "the segment and the requester's eventfd");
+    // Accepted: responses go in ring 1, requests come in ring 0.
+    let mut rings = Rings::map(&fds[0], 1);
+    let ours = eventfd();
+    send_fds(&s, &handshake(KIND_WELCOME, peer), &[ours.as_fd()]);
+    let r = rings.read(104).unwrap();
     let seq = u64::from_le_bytes(r[32..40].try_into().unwrap());
     assert_eq!(r[16 + 24], OP_READ);
     assert_eq!(
@@ -647,21 +814,18 @@ fn responses_are_taken_only_for_the_outstanding_request() {
         qpn: me.qpn + 7,
         ..me
     };
-    s.write_all(&response(me, seq + 1, 0, b"WRONG SEQUENCE!!"))
-        .unwrap();
-    s.write_all(&response(other, seq, 0, b"WRONG QP NUMBER!"))
-        .unwrap();
-    s.write_all(&response(me, seq, 0, b"the right answer"))
-        .unwrap();
+    assert!(rings.write_all(&response(me, seq + 1, 0, b"WRONG SEQUENCE!!")));
+    assert!(rings.write_all(&response(other, seq, 0, b"WRONG QP NUMBER!")));
+    assert!(rings.write_all(&response(me, seq, 0, b"the right answer")));
     assert_eq!(status_of(q.quiet()), WcStatus::Success);
     let mut got = [0u8; 16];
     a.mr.read(0, &mut got).unwrap();
     assert_eq!(&got, b"the right answer");
     // More than a 16-byte READ can be answered with: the connection is closed.
     q.post(&read(&second), SendFlags::SIGNALED).unwrap();
-    s.read_exact(&mut r).unwrap();
+    let r = rings.read(104).unwrap();
     let seq = u64::from_le_bytes(r[32..40].try_into().unwrap());
-    s.write_all(&response(me, seq, 0, &[9; 32])).unwrap();
+    assert!(rings.write_all(&response(me, seq, 0, &[9; 32])));
     assert!(closed(&mut s));
     a.mr.read(16, &mut got).unwrap();
     assert_eq!(got, [0; 16]);
@@ -723,8 +887,7 @@ fn child_role() {
             let a = side(4096);
             let b = side(4096);
             pair(&a.qp, &b.qp);
-            let mut s = raw_to(a.fabric.id());
-            s.write_all(&hello(b.fabric.id())).unwrap();
+            let mut s = Raw::connect(a.fabric.id(), b.fabric.id());
             // Every thread up (an answered request) before the first measurement.
             let probe = Req {
                 dst: a.qp.endpoint(),
@@ -736,8 +899,8 @@ fn child_role() {
                 raddr: a.mr.addr(),
                 len: 8,
             };
-            s.write_all(&probe.head()).unwrap();
-            assert_eq!(read_response(&mut s).unwrap().1, WcStatus::Success as u32);
+            assert!(s.send(&probe.head()));
+            assert_eq!(s.response().unwrap().1, WcStatus::Success as u32);
             let before = vm_peak_kb();
             let r = Req {
                 dst: a.qp.endpoint(),
@@ -749,8 +912,8 @@ fn child_role() {
                 raddr: a.mr.addr(),
                 len: 1 << 30,
             };
-            s.write_all(&r.head()).unwrap();
-            let (seq, status, p) = read_response(&mut s).unwrap();
+            assert!(s.send(&r.head()));
+            let (seq, status, p) = s.response().unwrap();
             assert_eq!((seq, status), (1, WcStatus::RemAccessErr as u32));
             assert!(p.is_empty());
             let after_read = vm_peak_kb();
@@ -763,8 +926,8 @@ fn child_role() {
                 rkey: a.mr.rkey(),
                 ..r
             };
-            s.write_all(&w.head()).unwrap();
-            s.write_all(&[7u8; 1024]).unwrap();
+            assert!(s.send(&w.head()));
+            assert!(s.send(&[7u8; 1024]));
             std::thread::sleep(Duration::from_millis(300));
             println!("HEADER_KB={}", vm_peak_kb() - after_read);
         }

@@ -94,7 +94,7 @@ pub(crate) fn run(weak: Weak<FabricInner>) {
                 last_work
             })
             .elapsed()
-            > Duration::from_micros(200)
+            > spin_before_nap(&weak)
         {
             let Some(f) = weak.upgrade() else { return };
             // Announce the nap, then look once more: a host that rang a doorbell before seeing
@@ -148,6 +148,44 @@ pub(crate) fn run(weak: Weak<FabricInner>) {
             }
         }
     }
+}
+
+/// How long an idle engine keeps scanning before it naps. A process fabric's engine naps
+/// almost at once: its peers wake it through its eventfd when they write to it, and the
+/// program's own threads run its work themselves when they post or poll (`progress`), so a
+/// spinning engine would only take the core they need (a 2-core host running two processes of
+/// one spinning thread each has none to spare).
+fn spin_before_nap(weak: &Weak<FabricInner>) -> Duration {
+    match weak.upgrade() {
+        Some(f) if f.wire.is_some() => Duration::from_micros(20),
+        _ => Duration::from_micros(200),
+    }
+}
+
+/// One pass of the engine in the calling thread (a program's thread that posts or polls, so
+/// its work needs no other thread to be scheduled): the connections to other processes, then
+/// every QP; whether anything happened. Chaos fabrics leave everything to the engine thread
+/// (its decisions come from one seeded stream).
+pub(crate) fn progress(f: &FabricInner) -> bool {
+    if f.chaos.is_some() {
+        return false;
+    }
+    thread_local! {
+        static CONNS: std::cell::RefCell<Vec<Arc<crate::wire::Conn>>> =
+            const { std::cell::RefCell::new(Vec::new()) };
+    }
+    let mut work = CONNS.with(|c| match c.try_borrow_mut() {
+        Ok(mut c) => {
+            let w = wire::serve(f, &mut c);
+            c.clear();
+            w
+        }
+        Err(_) => false,
+    });
+    for q in f.qp_list().iter() {
+        work |= step(f, q, None);
+    }
+    work
 }
 
 /// Sleeps until `fd` (an eventfd) is written or `timeout` passes, then resets it.

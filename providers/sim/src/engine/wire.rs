@@ -366,6 +366,11 @@ fn finish(qp: &Arc<QpInner>, ex: &mut QpExec, op: &WqeOp, mut c: Cpl, resp: Resp
 /// whether anything moved. `conns` is scratch space kept between scans.
 pub(super) fn serve(f: &FabricInner, conns: &mut Vec<Arc<Conn>>) -> bool {
     let Some(wire) = &f.wire else { return false };
+    // One thread at a time (the engine, or a program thread in `progress`): the requests of a
+    // connection execute in order.
+    let Some(_serving) = wire.try_serve() else {
+        return false;
+    };
     wire.conns(conns);
     let mut did = false;
     for c in conns.iter() {

@@ -10,6 +10,15 @@
 //! sent and the acceptor checks the seals and the size before mapping, so a peer cannot turn
 //! the mapping into a `SIGBUS`.
 //!
+//! Layout (byte offsets in the segment; counters little-endian `u64`, flags `u32`):
+//!
+//! | offset | field |
+//! |---|---|
+//! | 0, 64, 128, 132 | ring 0 (requests, connector → acceptor): `head`, `tail`, `napping`, `starved` |
+//! | 192, 256, 320, 324 | ring 1 (responses, acceptor → connector): the same |
+//! | 4096 | ring 0's data, [`RING_BYTES`] (byte `n` of the stream at `4096 + n mod RING_BYTES`) |
+//! | 4096 + [`RING_BYTES`] | ring 1's data |
+//!
 //! Wake-ups: the consumer's engine, before it naps, sets its ring's `napping` word; a producer
 //! that has written checks it (after a full fence) and wakes the peer's engine through the
 //! eventfd the peer passed at connection time. A producer that finds no room sets `starved`;
@@ -51,6 +60,7 @@ struct Header {
     flags: Flags,
 }
 
+const _: () = assert!(std::mem::size_of::<Header>() == 192);
 const _: () = assert!(2 * std::mem::size_of::<Header>() <= HEADERS_BYTES);
 const _: () = assert!(RING_BYTES.is_power_of_two());
 

@@ -49,6 +49,8 @@ pub(crate) const MAX_INBOUND_CONNS: usize = 256;
 pub(crate) const HELLO_TIMEOUT: Duration = Duration::from_secs(2);
 /// The default wire timeout ([`Wire::timeout`]).
 pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(1);
+/// The least time between two connections to a peer fabric (after one died).
+const RECONNECT_GAP: Duration = Duration::from_millis(50);
 /// Frames an engine takes from one connection per scan (the others get their turn).
 const FRAMES_PER_SCAN: usize = 64;
 /// Stack of the per-connection threads (they hold no large buffers on it).
@@ -140,6 +142,8 @@ pub(crate) struct Conn {
     tx: Mutex<Tx>,
     rx: Mutex<Rx>,
     dead: AtomicBool,
+    /// When it died ([`now_ns`]).
+    died_ns: AtomicU64,
     /// When bytes last moved on the connection, either way ([`now_ns`]).
     progress: AtomicU64,
     /// The peer engine's eventfd (an accepted connection has it from the hello, one this
@@ -188,6 +192,7 @@ impl Conn {
                 partial: None,
             }),
             dead: AtomicBool::new(false),
+            died_ns: AtomicU64::new(0),
             progress: AtomicU64::new(now_ns()),
             peer_wake: w,
             wire: Arc::downgrade(wire),
@@ -204,6 +209,7 @@ impl Conn {
         if self.dead.swap(true, Ordering::AcqRel) {
             return;
         }
+        self.died_ns.store(now_ns(), Ordering::Relaxed);
         let _ = self.sock.shutdown(std::net::Shutdown::Both);
         if let Some(w) = self.wire.upgrade() {
             w.kick();
@@ -498,6 +504,8 @@ pub(crate) struct Wire {
     kick: Mutex<Option<Kick>>,
     /// The wire timeout, in nanoseconds.
     timeout_ns: AtomicU64,
+    /// Held by the thread serving the connections.
+    serving: Mutex<()>,
 }
 
 fn uid() -> u32 {
@@ -601,6 +609,29 @@ pub(crate) fn recv_with_fds<const N: usize>(s: &UnixStream) -> io::Result<Option
     Ok(Some((buf, fds)))
 }
 
+/// Receives a hello or welcome: (kind, the fabric it names, the descriptors attached);
+/// `Ok(None)` at an end of stream before the first byte. The header is checked before the body
+/// is waited for, so garbage is refused at once.
+fn recv_handshake(s: &UnixStream) -> io::Result<Option<(u16, u64, Vec<OwnedFd>)>> {
+    let Some((h, mut fds)) = recv_with_fds::<HEADER_BYTES>(s)? else {
+        return Ok(None);
+    };
+    match parse_header(&h)? {
+        (k @ (KIND_HELLO | KIND_WELCOME), 16, 0) => {
+            let Some((b, more)) = recv_with_fds::<16>(s)? else {
+                return Err(io::ErrorKind::UnexpectedEof.into());
+            };
+            fds.extend(more);
+            let fabric = u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]);
+            Ok(Some((k, fabric, fds)))
+        }
+        (k, _, _) => Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("a frame of kind {k} where the handshake comes"),
+        )),
+    }
+}
+
 /// Checks that `fd` is an eventfd and makes writes to it non-blocking, so waking the peer can
 /// never block an engine (a peer could pass a full pipe instead).
 fn check_eventfd(fd: &OwnedFd) -> io::Result<()> {
@@ -673,6 +704,7 @@ impl Wire {
             next_conn: AtomicU64::new(1),
             kick: Mutex::new(None),
             timeout_ns: AtomicU64::new(DEFAULT_TIMEOUT.as_nanos() as u64),
+            serving: Mutex::new(()),
         });
         Ok((w, l))
     }
@@ -718,6 +750,15 @@ impl Wire {
         }
     }
 
+    /// The right to serve the connections, unless another thread serves them now.
+    pub(crate) fn try_serve(&self) -> Option<MutexGuard<'_, ()>> {
+        match self.serving.try_lock() {
+            Ok(g) => Some(g),
+            Err(std::sync::TryLockError::Poisoned(e)) => Some(e.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => None,
+        }
+    }
+
     /// The engine's eventfd (it naps on it).
     pub(crate) fn wake_fd(&self) -> &OwnedFd {
         &self.wake_fd
@@ -755,8 +796,16 @@ impl Wire {
     /// when it cannot be reached now. Never waits on the peer.
     pub(crate) fn conn_to(self: &Arc<Self>, peer: u64) -> Option<Arc<Conn>> {
         let mut out = lock(&self.out);
-        if let Some(c) = out.get(&peer).filter(|c| !c.is_dead()) {
-            return Some(c.clone());
+        if let Some(c) = out.get(&peer) {
+            if !c.is_dead() {
+                return Some(c.clone());
+            }
+            // Retransmissions come every millisecond: reconnect at most every RECONNECT_GAP
+            // (each connection costs a segment and a thread until it dies).
+            let since = now_ns().saturating_sub(c.died_ns.load(Ordering::Relaxed));
+            if since < RECONNECT_GAP.as_nanos() as u64 {
+                return None;
+            }
         }
         let s = connect_to(peer).ok()?;
         if let Err(e) = check_peer(&s) {
@@ -780,8 +829,8 @@ impl Wire {
         if !spawn("gda-sim-wire", move || {
             // The welcome brings the peer engine's eventfd; until it does, the peer finds our
             // requests when it scans.
-            match recv_with_fds::<{ HEADER_BYTES + 16 }>(&rc.sock) {
-                Ok(Some((b, mut fds))) if welcome_from(&b) == Some(rc.peer) && fds.len() == 1 => {
+            match recv_handshake(&rc.sock) {
+                Ok(Some((KIND_WELCOME, f, mut fds))) if f == rc.peer && fds.len() == 1 => {
                     let fd = fds.remove(0);
                     if let Err(e) = check_eventfd(&fd) {
                         rc.broken(&e.to_string());
@@ -894,15 +943,6 @@ impl Drop for Wire {
     }
 }
 
-/// The fabric a welcome frame names.
-fn welcome_from(b: &[u8; HEADER_BYTES + 16]) -> Option<u64> {
-    let h: &[u8; HEADER_BYTES] = b[..HEADER_BYTES].try_into().ok()?;
-    match parse_header(h) {
-        Ok((KIND_WELCOME, 16, 0)) => Some(u64::from_le_bytes(b[HEADER_BYTES..][..8].try_into().ok()?)),
-        _ => None,
-    }
-}
-
 /// An accepted connection: its hello (with the segment and the peer's eventfd), the welcome,
 /// then watching the socket until it ends.
 fn serve_accepted(me: &Weak<Wire>, s: UnixStream, pid: u32, _slot: InboundSlot) {
@@ -910,18 +950,11 @@ fn serve_accepted(me: &Weak<Wire>, s: UnixStream, pid: u32, _slot: InboundSlot) 
         return;
     }
     let refuse = |m: &str| warn(format_args!("refused a connection from pid {pid}: {m}"));
-    let (b, mut fds) = match recv_with_fds::<{ HEADER_BYTES + 16 }>(&s) {
+    let (peer, mut fds) = match recv_handshake(&s) {
         // A connection that closes at once (another fabric checking who owns this one).
         Ok(None) => return,
-        Ok(Some(x)) => x,
-        Err(e) => return refuse(&e.to_string()),
-    };
-    let h: [u8; HEADER_BYTES] = b[..HEADER_BYTES].try_into().unwrap_or([0; HEADER_BYTES]);
-    let peer = match parse_header(&h) {
-        Ok((KIND_HELLO, 16, 0)) => {
-            u64::from_le_bytes(b[HEADER_BYTES..][..8].try_into().unwrap_or([0; 8]))
-        }
-        Ok(_) => return refuse("its first frame is not a hello"),
+        Ok(Some((KIND_HELLO, f, fds))) => (f, fds),
+        Ok(Some(_)) => return refuse("its first frame is not a hello"),
         Err(e) => return refuse(&e.to_string()),
     };
     if let Err(e) = authenticate(pid, peer) {
