@@ -5,7 +5,9 @@
 //! the `gda` CLI runs one code path for every provider through the same trait.
 
 use crate::pe::Pe;
-use crate::{Cmp, Elem, ReduceOp, Reducible, Result, ShmemError, SignalOp, Sym, Team, Width};
+use crate::{
+    ActiveSet, Cmp, Elem, ReduceOp, Reducible, Result, ShmemError, SignalOp, Sym, Team, Width,
+};
 
 /// An atomic operation on a `w`-wide operand (values as zero-extended bits).
 #[derive(Clone, Copy, Debug)]
@@ -215,6 +217,67 @@ pub trait DynPe {
         ty: RedTy,
         op: ReduceOp,
     ) -> Result<()>;
+    /// Every PE of `set` arrives on the `pSync` at `psync` (`quiet` first: `shmem_barrier`;
+    /// without: `shmem_sync`).
+    fn barrier_set(&self, set: &ActiveSet, psync: *const i64, quiet: bool) -> Result<()>;
+    /// `bytes` of symmetric `src` on `set`'s member `root` to symmetric `dst` of every other
+    /// member (`Pe::broadcast_set`).
+    fn broadcast_set(
+        &self,
+        set: &ActiveSet,
+        dst: *mut u8,
+        src: *const u8,
+        bytes: usize,
+        root: u32,
+        psync: *const i64,
+    ) -> Result<()>;
+    /// Every member's `bytes` at `src` concatenated, in set order, into every `dst` (`fixed`:
+    /// the same `bytes` everywhere, `fcollect`).
+    fn collect_set(
+        &self,
+        set: &ActiveSet,
+        dst: *mut u8,
+        src: *const u8,
+        bytes: usize,
+        fixed: bool,
+        psync: *const i64,
+    ) -> Result<()>;
+    /// Block `j` of `bytes` of every member's `src` to member `j`'s `dst` at the sender's
+    /// index in `set`.
+    fn alltoall_set(
+        &self,
+        set: &ActiveSet,
+        dst: *mut u8,
+        src: *const u8,
+        bytes: usize,
+        psync: *const i64,
+    ) -> Result<()>;
+    /// Strided all-to-all over `set` (`Pe::alltoalls_set`) of `n` elements of `elem` bytes
+    /// (1, 2, 4, 8 or 16) per member; strides in elements.
+    #[allow(clippy::too_many_arguments)] // the OpenSHMEM routine's parameters
+    fn alltoalls_set(
+        &self,
+        set: &ActiveSet,
+        dst: *mut u8,
+        src: *const u8,
+        dst_stride: usize,
+        src_stride: usize,
+        n: usize,
+        elem: usize,
+        psync: *const i64,
+    ) -> Result<()>;
+    /// `n` elements of type `ty` reduced with `op` over `set`, into every member's `dst`.
+    #[allow(clippy::too_many_arguments)] // the OpenSHMEM routine's parameters
+    fn reduce_set(
+        &self,
+        set: &ActiveSet,
+        dst: *mut u8,
+        src: *const u8,
+        n: usize,
+        ty: RedTy,
+        op: ReduceOp,
+        psync: *const i64,
+    ) -> Result<()>;
     /// The full self-test ([`crate::selftest::run`]).
     fn selftest(&self, rounds: usize) -> Result<crate::selftest::Report>;
     /// How this PE reaches `pe`.
@@ -265,23 +328,70 @@ where
     }
 }
 
-/// [`DynPe::alltoalls`] at element type `T`: the symmetric operands reach as far as their
-/// allocations allow; gda-shmem checks what the routine touches against them.
+/// The symmetric `T`s from `a` to the end of the region holding it (the heap or the static
+/// data): for operands whose extent is known only inside the routine, which checks what it
+/// touches against it.
+fn to_end<T: crate::Elem>(pe: &Pe<impl gda_hal::Provider>, a: *const u8) -> Result<Sym<T>> {
+    let one = pe.sym_at(a.cast::<T>(), 1)?;
+    pe.sym_at(a.cast::<T>(), pe.room(one)? / size_of::<T>())
+}
+
+/// What a collective runs over: a team, or an active set with its `pSync`.
+#[derive(Clone, Copy)]
+enum Over<'a> {
+    Team(&'a Team),
+    Set(&'a ActiveSet, Sym<i64>),
+}
+
+/// The `pSync` array at `p`: [`ActiveSet::PSYNC_WORDS`] symmetric words.
+fn psync_at(pe: &Pe<impl gda_hal::Provider>, p: *const i64) -> Result<Sym<i64>> {
+    pe.sym_at(p, ActiveSet::PSYNC_WORDS).map_err(|e| match e {
+        ShmemError::Range(what) => ShmemError::Range(format!(
+            "pSync must be {} symmetric longs: {what}",
+            ActiveSet::PSYNC_WORDS
+        )),
+        e => e,
+    })
+}
+
+/// [`DynPe::alltoalls`] and [`DynPe::alltoalls_set`] at element type `T`.
 #[allow(clippy::too_many_arguments)] // the OpenSHMEM routine's parameters
 fn alltoalls_typed<T: crate::Elem, P: gda_hal::Provider>(
     pe: &Pe<P>,
-    t: &Team,
+    over: Over<'_>,
     dst: *mut u8,
     src: *const u8,
     ds: usize,
     ss: usize,
     n: usize,
 ) -> Result<()> {
-    let whole = |a: *const u8| -> Result<Sym<T>> {
-        let one = pe.sym_at(a.cast::<T>(), 1)?;
-        pe.sym_at(a.cast::<T>(), pe.room(one)? / size_of::<T>())
-    };
-    pe.alltoalls(t, whole(dst)?, whole(src)?, ds, ss, n)
+    let (d, s) = (to_end::<T>(pe, dst)?, to_end::<T>(pe, src)?);
+    match over {
+        Over::Team(t) => pe.alltoalls(t, d, s, ds, ss, n),
+        Over::Set(set, ps) => pe.alltoalls_set(set, d, s, ds, ss, n, ps),
+    }
+}
+
+/// The strided all-to-all of `elem`-byte elements.
+#[allow(clippy::too_many_arguments)] // the OpenSHMEM routine's parameters
+fn alltoalls_erased<P: gda_hal::Provider>(
+    pe: &Pe<P>,
+    over: Over<'_>,
+    dst: *mut u8,
+    src: *const u8,
+    ds: usize,
+    ss: usize,
+    n: usize,
+    elem: usize,
+) -> Result<()> {
+    match elem {
+        1 => alltoalls_typed::<u8, P>(pe, over, dst, src, ds, ss, n),
+        2 => alltoalls_typed::<u16, P>(pe, over, dst, src, ds, ss, n),
+        4 => alltoalls_typed::<u32, P>(pe, over, dst, src, ds, ss, n),
+        8 => alltoalls_typed::<u64, P>(pe, over, dst, src, ds, ss, n),
+        16 => alltoalls_typed::<[u8; 16], P>(pe, over, dst, src, ds, ss, n),
+        w => Err(ShmemError::Invalid(format!("{w}-byte elements"))),
+    }
 }
 
 /// [`DynPe::test_vars`] at type `T`.
@@ -569,14 +679,7 @@ impl<P: gda_hal::Provider> DynPe for Pe<P> {
         elem: usize,
     ) -> Result<()> {
         let (ds, ss) = (dst_stride, src_stride);
-        match elem {
-            1 => alltoalls_typed::<u8, P>(self, t, dst, src, ds, ss, n),
-            2 => alltoalls_typed::<u16, P>(self, t, dst, src, ds, ss, n),
-            4 => alltoalls_typed::<u32, P>(self, t, dst, src, ds, ss, n),
-            8 => alltoalls_typed::<u64, P>(self, t, dst, src, ds, ss, n),
-            16 => alltoalls_typed::<[u8; 16], P>(self, t, dst, src, ds, ss, n),
-            w => Err(ShmemError::Invalid(format!("{w}-byte elements"))),
-        }
+        alltoalls_erased(self, Over::Team(t), dst, src, ds, ss, n, elem)
     }
     fn reduce(
         &self,
@@ -588,6 +691,88 @@ impl<P: gda_hal::Provider> DynPe for Pe<P> {
         op: ReduceOp,
     ) -> Result<()> {
         team_reduce(self, t, dst, src, n, ty, op)
+    }
+    fn barrier_set(&self, set: &ActiveSet, psync: *const i64, quiet: bool) -> Result<()> {
+        let ps = psync_at(self, psync)?;
+        if quiet {
+            Pe::barrier_set(self, set, ps)
+        } else {
+            Pe::sync_set(self, set, ps)
+        }
+    }
+    fn broadcast_set(
+        &self,
+        set: &ActiveSet,
+        dst: *mut u8,
+        src: *const u8,
+        bytes: usize,
+        root: u32,
+        psync: *const i64,
+    ) -> Result<()> {
+        let (d, s) = (self.sym_at(dst, bytes)?, self.sym_at(src, bytes)?);
+        Pe::broadcast_set(self, set, d, s, bytes, root, psync_at(self, psync)?)
+    }
+    fn collect_set(
+        &self,
+        set: &ActiveSet,
+        dst: *mut u8,
+        src: *const u8,
+        bytes: usize,
+        fixed: bool,
+        psync: *const i64,
+    ) -> Result<()> {
+        let (s, ps) = (self.sym_at(src, bytes)?, psync_at(self, psync)?);
+        if fixed {
+            let all = bytes.checked_mul(set.size() as usize).ok_or_else(|| {
+                ShmemError::Invalid(format!("{bytes} bytes from {} PEs overflow", set.size()))
+            })?;
+            self.fcollect_set(set, self.sym_at(dst, all)?, s, bytes, ps)
+        } else {
+            // Where this PE's part goes is known only inside the collective: the destination
+            // reaches to the end of its region there.
+            Pe::collect_set(self, set, to_end::<u8>(self, dst)?, s, bytes, ps)
+        }
+    }
+    fn alltoall_set(
+        &self,
+        set: &ActiveSet,
+        dst: *mut u8,
+        src: *const u8,
+        bytes: usize,
+        psync: *const i64,
+    ) -> Result<()> {
+        let all = bytes.checked_mul(set.size() as usize).ok_or_else(|| {
+            ShmemError::Invalid(format!("{bytes} bytes to {} PEs overflow", set.size()))
+        })?;
+        let (d, s) = (self.sym_at(dst, all)?, self.sym_at(src, all)?);
+        Pe::alltoall_set(self, set, d, s, bytes, psync_at(self, psync)?)
+    }
+    fn alltoalls_set(
+        &self,
+        set: &ActiveSet,
+        dst: *mut u8,
+        src: *const u8,
+        dst_stride: usize,
+        src_stride: usize,
+        n: usize,
+        elem: usize,
+        psync: *const i64,
+    ) -> Result<()> {
+        let over = Over::Set(set, psync_at(self, psync)?);
+        alltoalls_erased(self, over, dst, src, dst_stride, src_stride, n, elem)
+    }
+    fn reduce_set(
+        &self,
+        set: &ActiveSet,
+        dst: *mut u8,
+        src: *const u8,
+        n: usize,
+        ty: RedTy,
+        op: ReduceOp,
+        psync: *const i64,
+    ) -> Result<()> {
+        let ps = psync_at(self, psync)?;
+        set_reduce(self, set, dst, src, n, ty, op, ps)
     }
     fn selftest(&self, rounds: usize) -> Result<crate::selftest::Report> {
         crate::selftest::run(self, rounds)
@@ -818,17 +1003,22 @@ pub fn team_reduce<P: gda_hal::Provider>(
     })
 }
 
-/// `acc[i] = acc[i] op more[i]` with `ty`'s arithmetic (the active-set reductions combine
-/// gathered bytes).
-pub fn combine_bytes(ty: RedTy, op: ReduceOp, acc: &mut [u8], more: &[u8]) {
+/// The active-set reduction of `n` elements of `ty` (the Rust implementation, monomorphised).
+#[allow(clippy::too_many_arguments)] // the OpenSHMEM routine's parameters
+pub fn set_reduce<P: gda_hal::Provider>(
+    pe: &Pe<P>,
+    set: &ActiveSet,
+    dst: *mut u8,
+    src: *const u8,
+    n: usize,
+    ty: RedTy,
+    op: ReduceOp,
+    psync: Sym<i64>,
+) -> Result<()> {
     with_type!(ty, T => {
-        let w = size_of::<T>();
-        for (a, b) in acc.chunks_exact_mut(w).zip(more.chunks_exact(w)) {
-            let x: T = bytemuck::pod_read_unaligned(a);
-            let y: T = bytemuck::pod_read_unaligned(b);
-            let r = T::combine(op, x, y).unwrap_or(x);
-            a.copy_from_slice(bytemuck::bytes_of(&r));
-        }
+        let d = pe.sym_at(dst.cast::<T>().cast_const(), n)?;
+        let s = pe.sym_at(src.cast::<T>(), n)?;
+        pe.reduce_set(set, d, s, n, op, psync)
     })
 }
 

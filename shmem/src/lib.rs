@@ -49,9 +49,10 @@ pub mod pe;
 pub mod selftest;
 pub mod statics;
 mod transport;
-pub use pe::team;
+pub use pe::{active, team};
 pub mod types;
 
+pub use active::ActiveSet;
 pub use domain::{Nudge, RdmaNic};
 pub use error::{Result, ShmemError};
 pub use heap::Sym;

@@ -6,34 +6,21 @@
 //! process, looked up in a table, so a destroyed or made-up handle is an error, never a
 //! dangling pointer.
 //!
-//! **Team-based collectives** run gda-shmem's implementations (team barrier areas of their
-//! own). The active-set `alltoalls` is written here over a [`Group`]; the team form is
-//! gda-shmem's `Pe::alltoalls`.
-//!
-//! **Active sets** (`PE_start`, `logPE_stride`, `PE_size`, `pSync`) have no team, and only the
-//! set's PEs call, so they cannot borrow a team slot (choosing one would need the other PEs).
-//! They synchronise through the program's `pSync` array, as the specification intends: a
-//! dissemination barrier whose round `k` adds 1 to word `k` of the partner's `pSync` and waits
-//! for its own word `k` to reach 1, then takes 1 off it again. The words are counters, so a
-//! partner already in the next call on the same `pSync` cannot lose or steal a round, and
-//! every word is back to `SHMEM_SYNC_VALUE` (0) when the set is quiet. Word 32 passes the
-//! running offset along a variable-size `collect`. Every active-set collective is: barrier
-//! (every member's source is ready and its destination free), one-sided puts or gets, quiet,
-//! barrier.
+//! **Collectives**, team-based (1.5) and over active sets (`PE_start`, `logPE_stride`,
+//! `PE_size`, `pSync`: 1.4 and earlier), are gda-shmem's: `Pe::broadcast`, … over a team and
+//! `Pe::broadcast_set`, … over a `gda_shmem::ActiveSet` synchronising on the program's `pSync`
+//! array (both run gda-shmem's one collective engine). This file converts the C arguments and
+//! makes every error fatal.
 
 use std::ffi::{c_int, c_long, c_void};
 
-use gda_shmem::{Cmp, ReduceOp, Team, Width};
+use gda_shmem::{ActiveSet, ReduceOp, Team};
 
-use crate::reduce::{RedTy, combine_bytes, width};
-use crate::state::{AmoOp, SyncTy, check, fatal, pe};
+use crate::reduce::RedTy;
+use crate::state::{check, fatal, pe};
 
 /// The first handle value of a split team.
 const FIRST_SPLIT: usize = 3;
-/// `pSync` words the barrier's rounds use (`log2` of the largest set, 2^31 PEs).
-const ROUND_WORDS: usize = 32;
-/// The `pSync` word of a `collect`'s running offset.
-const COLLECT_WORD: usize = ROUND_WORDS;
 
 /// The team behind handle `h`, or `None`.
 fn lookup(routine: &str, h: *mut c_void) -> Option<Team> {
@@ -296,7 +283,8 @@ pub extern "C" fn shmem_sync(
     p_sync: *mut c_long,
 ) {
     let r = "shmem_sync";
-    active_set(r, pe_start, log_stride, pe_size, p_sync).sync(r);
+    let set = active_set(r, pe_start, log_stride, pe_size, p_sync);
+    check(r, pe(r).barrier_set(&set, p_sync.cast::<i64>(), false));
 }
 
 /// `shmem_barrier` (active set, 1.4): quiet, then every PE of the set.
@@ -308,217 +296,52 @@ pub extern "C" fn shmem_barrier(
     p_sync: *mut c_long,
 ) {
     let r = "shmem_barrier";
-    active_set(r, pe_start, log_stride, pe_size, p_sync).barrier(r);
+    let set = active_set(r, pe_start, log_stride, pe_size, p_sync);
+    check(r, pe(r).barrier_set(&set, p_sync.cast::<i64>(), true));
 }
 
-// ---- Groups: what the collectives written here run over ----------------------------------
-
-/// The PEs of an active set (world numbers, in order), this PE's index among them, and the
-/// program's `pSync` array it synchronises on.
-struct Group {
-    pes: Vec<u32>,
-    me: usize,
-    psync: *mut c_long,
-}
+// ---- Argument conversion -------------------------------------------------------------------
 
 /// The active set `pe_start + k * 2^log_stride`, `k < pe_size`, or a fatal error when it is
-/// malformed, leaves the job, or does not hold this PE.
+/// malformed or `pSync` is null (gda-shmem checks the rest: that it fits the job and holds
+/// this PE, and that `pSync` is symmetric).
 fn active_set(
     routine: &str,
     pe_start: c_int,
     log_stride: c_int,
     pe_size: c_int,
     p_sync: *mut c_long,
-) -> Group {
-    let p = pe(routine);
-    let (n, me) = (i64::from(p.n()), p.me());
-    drop(p);
-    let bad = |why: &str| -> ! {
-        fatal(
+) -> ActiveSet {
+    let set = match (
+        u32::try_from(pe_start),
+        u32::try_from(log_stride),
+        u32::try_from(pe_size),
+    ) {
+        (Ok(s), Ok(l), Ok(n)) => check(routine, ActiveSet::new(s, l, n)),
+        _ => fatal(
             routine,
             &format!(
                 "active set (PE_start {pe_start}, logPE_stride {log_stride}, PE_size {pe_size}) \
-                 {why}"
+                 is malformed (PE_size ≥ 1, PE_start ≥ 0, 0 ≤ logPE_stride ≤ {})",
+                ActiveSet::MAX_LOG_STRIDE
             ),
-        )
-    };
-    if pe_size < 1 || pe_start < 0 || !(0..31).contains(&log_stride) {
-        bad("is malformed (PE_size ≥ 1, PE_start ≥ 0, 0 ≤ logPE_stride < 31)");
-    }
-    let stride = 1i64 << log_stride;
-    let last = i64::from(pe_start) + (i64::from(pe_size) - 1) * stride;
-    if last >= n {
-        bad(&format!("reaches PE {last}, beyond the job's {n} PEs"));
-    }
-    let pes: Vec<u32> = (0..i64::from(pe_size))
-        .map(|k| (i64::from(pe_start) + k * stride) as u32)
-        .collect();
-    let Some(idx) = pes.iter().position(|&x| x == me) else {
-        bad(&format!("does not hold PE {me}, which called it"))
+        ),
     };
     if p_sync.is_null() {
         fatal(routine, "pSync is null");
     }
-    Group {
-        pes,
-        me: idx,
-        psync: p_sync,
-    }
+    set
 }
 
-impl Group {
-    fn my_world(&self) -> u32 {
-        self.pes[self.me]
-    }
-
-    /// Every member arrives (no quiet).
-    fn sync(&self, routine: &str) {
-        self.psync_barrier(routine, self.psync);
-    }
-
-    /// Quiet, then every member arrives.
-    fn barrier(&self, routine: &str) {
-        check(routine, pe(routine).quiet());
-        self.sync(routine);
-    }
-
-    /// The dissemination barrier on `pSync` counters (see the module documentation).
-    fn psync_barrier(&self, routine: &str, ps: *mut c_long) {
-        let n = self.pes.len();
-        let (mut d, mut k) = (1usize, 0usize);
-        while d < n {
-            let word = ps.wrapping_add(k);
-            let to = self.pes[(self.me + d) % n];
-            amo(routine, word, AmoOp::Add(1), to);
-            crate::state::wait(
-                routine,
-                &|| {
-                    format!(
-                        "round {k} of an active-set barrier (pSync {ps:p}, from PE {})",
-                        self.pes[(self.me + n - d) % n]
-                    )
-                },
-                &mut |p| p.sync(word.cast(), SyncTy::I64, Cmp::Ge, 1, false),
-            );
-            amo(routine, word, AmoOp::Add(u64::MAX), self.my_world());
-            d *= 2;
-            k += 1;
-        }
-    }
-}
-
-/// An atomic on the `long` at `word` of PE `to`.
-fn amo(routine: &str, word: *mut c_long, op: AmoOp, to: u32) -> u64 {
-    check(routine, pe(routine).amo(word.cast(), Width::W64, op, to))
-}
-
-/// `a * b` (+ `c`) bytes, or a fatal error.
-fn offset(routine: &str, a: usize, b: usize, c: usize) -> usize {
-    a.checked_mul(b)
-        .and_then(|x| x.checked_add(c))
-        .unwrap_or_else(|| fatal(routine, "a collective's byte offset overflows"))
-}
-
-/// `len` bytes of local `src` to symmetric `dst` on world PE `to`.
-fn put(routine: &str, dst: *mut u8, src: *const u8, len: usize, to: u32) {
-    if len > 0 {
-        // SAFETY: `src` is the caller's source array, valid for the collective's bytes.
-        check(routine, unsafe { pe(routine).put(dst, src, len, to, true) });
-    }
+/// `a * b` bytes, or a fatal error.
+fn bytes(routine: &str, n: usize, w: usize) -> usize {
+    n.checked_mul(w)
+        .unwrap_or_else(|| fatal(routine, "a collective's byte count overflows"))
 }
 
 /// A count from C (`size_t` is already unsigned; `int` counts must not be negative).
 fn count(routine: &str, n: c_int) -> usize {
     usize::try_from(n).unwrap_or_else(|_| fatal(routine, &format!("count {n} is negative")))
-}
-
-// ---- The collectives over a group ---------------------------------------------------------
-
-/// Root's `bytes` to every other member (`with_root`: also to the root's own `dst`).
-fn g_broadcast(
-    routine: &str,
-    g: &Group,
-    dst: *mut u8,
-    src: *const u8,
-    bytes: usize,
-    root: usize,
-    with_root: bool,
-) {
-    if root >= g.pes.len() {
-        fatal(
-            routine,
-            &format!("root {root} is not in 0..{}", g.pes.len()),
-        );
-    }
-    g.barrier(routine);
-    if g.me == root {
-        for (k, &m) in g.pes.iter().enumerate() {
-            if k != root || with_root {
-                put(routine, dst, src, bytes, m);
-            }
-        }
-    }
-    g.barrier(routine);
-}
-
-/// Every member's `bytes` at index `me * bytes` of every member's `dst`.
-fn g_fcollect(routine: &str, g: &Group, dst: *mut u8, src: *const u8, bytes: usize) {
-    let at = offset(routine, g.me, bytes, 0);
-    g.barrier(routine);
-    for &m in &g.pes {
-        put(routine, dst.wrapping_add(at), src, bytes, m);
-    }
-    g.barrier(routine);
-}
-
-/// Variable-size collect over an active set: the running offset passes along `pSync` word
-/// [`COLLECT_WORD`] (stored as offset + 1, so 0 still means "not yet").
-fn g_collect(
-    routine: &str,
-    g: &Group,
-    ps: *mut c_long,
-    dst: *mut u8,
-    src: *const u8,
-    bytes: usize,
-) {
-    let word = ps.wrapping_add(COLLECT_WORD);
-    g.barrier(routine);
-    let at = if g.me == 0 {
-        0
-    } else {
-        crate::state::wait(
-            routine,
-            &|| format!("the collect offset from PE {}", g.pes[g.me - 1]),
-            &mut |p| p.sync(word.cast(), SyncTy::I64, Cmp::Ne, 0, false),
-        );
-        let v = amo(routine, word, AmoOp::Swap(0), g.my_world());
-        (v - 1) as usize
-    };
-    if g.me + 1 < g.pes.len() {
-        let next = offset(routine, 1, at, bytes) as u64 + 1;
-        amo(routine, word, AmoOp::Set(next), g.pes[g.me + 1]);
-    }
-    for &m in &g.pes {
-        put(routine, dst.wrapping_add(at), src, bytes, m);
-    }
-    g.barrier(routine);
-}
-
-/// Block `j` (`bytes`) of this member's `src` to member `j`'s `dst` at block `me`.
-fn g_alltoall(routine: &str, g: &Group, dst: *mut u8, src: *const u8, bytes: usize) {
-    let at = offset(routine, g.me, bytes, 0);
-    g.barrier(routine);
-    for (j, &m) in g.pes.iter().enumerate() {
-        let from = offset(routine, j, bytes, 0);
-        put(
-            routine,
-            dst.wrapping_add(at),
-            src.wrapping_add(from),
-            bytes,
-            m,
-        );
-    }
-    g.barrier(routine);
 }
 
 /// Both strides of an `alltoalls` from C, positive, or a fatal error.
@@ -532,78 +355,7 @@ fn strides(routine: &str, dst_s: isize, sst: isize) -> (usize, usize) {
     }
 }
 
-/// Strided all-to-all: element `k` of block `j` (`src` stride `sst`) to element `k` of block
-/// `me` of member `j`'s `dst` (stride `dst_s`); elements of `w` bytes.
-#[allow(clippy::too_many_arguments)] // the routine's parameters
-fn g_alltoalls(
-    routine: &str,
-    g: &Group,
-    dst: *mut u8,
-    src: *const u8,
-    dst_s: isize,
-    sst: isize,
-    n: usize,
-    w: usize,
-) {
-    let (ds, ss) = strides(routine, dst_s, sst);
-    g.barrier(routine);
-    for (j, &m) in g.pes.iter().enumerate() {
-        for k in 0..n {
-            let d = offset(routine, offset(routine, g.me, n, k), ds, 0);
-            let s = offset(routine, offset(routine, j, n, k), ss, 0);
-            put(
-                routine,
-                dst.wrapping_add(offset(routine, d, w, 0)),
-                src.wrapping_add(offset(routine, s, w, 0)),
-                w,
-                m,
-            );
-        }
-    }
-    g.barrier(routine);
-}
-
-/// Reduction over a group: every member's symmetric `src` gathered with gets (after a barrier:
-/// every source is ready), combined here in set order, and written to this PE's `dst` after a
-/// second barrier (no member still reads a `src` that `dst` may overlap).
-fn g_reduce(
-    routine: &str,
-    g: &Group,
-    dst: *mut u8,
-    src: *const u8,
-    n: usize,
-    ty: RedTy,
-    op: ReduceOp,
-) {
-    let bytes = offset(routine, n, width(ty), 0);
-    g.barrier(routine);
-    let mut acc = vec![0u8; bytes];
-    let mut more = vec![0u8; bytes];
-    let p = pe(routine);
-    if bytes > 0 {
-        // Combined in set order on every member, so floating-point results agree bit for bit
-        // (as gda-shmem's team reductions do).
-        for (k, &m) in g.pes.iter().enumerate() {
-            let into = if k == 0 { &mut acc } else { &mut more };
-            // SAFETY: `acc` and `more` are local buffers of `bytes`.
-            check(routine, unsafe { p.get(into.as_mut_ptr(), src, bytes, m) });
-            if k > 0 {
-                combine_bytes(ty, op, &mut acc, &more);
-            }
-        }
-    }
-    drop(p);
-    g.barrier(routine);
-    put(routine, dst, acc.as_ptr(), bytes, g.my_world());
-    check(routine, pe(routine).quiet());
-}
-
 // ---- Team-based collectives (1.5) ----------------------------------------------------------
-
-/// Element count × size, or a fatal error.
-fn bytes(routine: &str, n: usize, w: usize) -> usize {
-    offset(routine, n, w, 0)
-}
 
 macro_rules! team_colls {
     ($($name:ident: $w:expr),* $(,)?) => { paste::paste! { $(
@@ -767,38 +519,39 @@ macro_rules! active_colls {
         #[allow(clippy::too_many_arguments)]
         pub extern "C" fn [<shmem_broadcast $bits>](dest: *mut c_void, source: *const c_void, nelems: usize, pe_root: c_int, pe_start: c_int, log_stride: c_int, pe_size: c_int, p_sync: *mut c_long) {
             let r = concat!("shmem_broadcast", $bits);
-            let g = active_set(r, pe_start, log_stride, pe_size, p_sync);
-            let root = usize::try_from(pe_root).unwrap_or(usize::MAX);
-            g_broadcast(r, &g, dest.cast(), source.cast(), bytes(r, nelems, $bits / 8), root, false);
+            let set = active_set(r, pe_start, log_stride, pe_size, p_sync);
+            let root = u32::try_from(pe_root).unwrap_or(u32::MAX);
+            check(r, pe(r).broadcast_set(&set, dest.cast(), source.cast(), bytes(r, nelems, $bits / 8), root, p_sync.cast::<i64>()));
         }
         #[doc = concat!("`shmem_collect", $bits, "` (active set).")]
         #[unsafe(no_mangle)]
         pub extern "C" fn [<shmem_collect $bits>](dest: *mut c_void, source: *const c_void, nelems: usize, pe_start: c_int, log_stride: c_int, pe_size: c_int, p_sync: *mut c_long) {
             let r = concat!("shmem_collect", $bits);
-            let g = active_set(r, pe_start, log_stride, pe_size, p_sync);
-            g_collect(r, &g, p_sync, dest.cast(), source.cast(), bytes(r, nelems, $bits / 8));
+            let set = active_set(r, pe_start, log_stride, pe_size, p_sync);
+            check(r, pe(r).collect_set(&set, dest.cast(), source.cast(), bytes(r, nelems, $bits / 8), false, p_sync.cast::<i64>()));
         }
         #[doc = concat!("`shmem_fcollect", $bits, "` (active set).")]
         #[unsafe(no_mangle)]
         pub extern "C" fn [<shmem_fcollect $bits>](dest: *mut c_void, source: *const c_void, nelems: usize, pe_start: c_int, log_stride: c_int, pe_size: c_int, p_sync: *mut c_long) {
             let r = concat!("shmem_fcollect", $bits);
-            let g = active_set(r, pe_start, log_stride, pe_size, p_sync);
-            g_fcollect(r, &g, dest.cast(), source.cast(), bytes(r, nelems, $bits / 8));
+            let set = active_set(r, pe_start, log_stride, pe_size, p_sync);
+            check(r, pe(r).collect_set(&set, dest.cast(), source.cast(), bytes(r, nelems, $bits / 8), true, p_sync.cast::<i64>()));
         }
         #[doc = concat!("`shmem_alltoall", $bits, "` (active set).")]
         #[unsafe(no_mangle)]
         pub extern "C" fn [<shmem_alltoall $bits>](dest: *mut c_void, source: *const c_void, nelems: usize, pe_start: c_int, log_stride: c_int, pe_size: c_int, p_sync: *mut c_long) {
             let r = concat!("shmem_alltoall", $bits);
-            let g = active_set(r, pe_start, log_stride, pe_size, p_sync);
-            g_alltoall(r, &g, dest.cast(), source.cast(), bytes(r, nelems, $bits / 8));
+            let set = active_set(r, pe_start, log_stride, pe_size, p_sync);
+            check(r, pe(r).alltoall_set(&set, dest.cast(), source.cast(), bytes(r, nelems, $bits / 8), p_sync.cast::<i64>()));
         }
         #[doc = concat!("`shmem_alltoalls", $bits, "` (active set).")]
         #[unsafe(no_mangle)]
         #[allow(clippy::too_many_arguments)]
         pub extern "C" fn [<shmem_alltoalls $bits>](dest: *mut c_void, source: *const c_void, dst: isize, sst: isize, nelems: usize, pe_start: c_int, log_stride: c_int, pe_size: c_int, p_sync: *mut c_long) {
             let r = concat!("shmem_alltoalls", $bits);
-            let g = active_set(r, pe_start, log_stride, pe_size, p_sync);
-            g_alltoalls(r, &g, dest.cast(), source.cast(), dst, sst, nelems, $bits / 8);
+            let set = active_set(r, pe_start, log_stride, pe_size, p_sync);
+            let (ds, ss) = strides(r, dst, sst);
+            check(r, pe(r).alltoalls_set(&set, dest.cast(), source.cast(), ds, ss, nelems, $bits / 8, p_sync.cast::<i64>()));
         }
     )* } };
 }
@@ -812,8 +565,8 @@ macro_rules! to_all {
         pub extern "C" fn [<shmem_ $name _ $op _to_all>](dest: *mut c_void, source: *const c_void, nreduce: c_int, pe_start: c_int, log_stride: c_int, pe_size: c_int, p_wrk: *mut c_void, p_sync: *mut c_long) {
             let r = concat!("shmem_", stringify!($name), "_", stringify!($op), "_to_all");
             let _ = p_wrk;
-            let g = active_set(r, pe_start, log_stride, pe_size, p_sync);
-            g_reduce(r, &g, dest.cast(), source.cast(), count(r, nreduce), RedTy::$ty, ReduceOp::$v);
+            let set = active_set(r, pe_start, log_stride, pe_size, p_sync);
+            check(r, pe(r).reduce_set(&set, dest.cast(), source.cast(), count(r, nreduce), RedTy::$ty, ReduceOp::$v, p_sync.cast::<i64>()));
         }
     )* } };
 }

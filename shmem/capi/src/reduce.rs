@@ -1,3 +1,3 @@
 //! Reduction element types: the C types reductions are defined for, complex ones included.
 
-pub(crate) use gda_shmem::erased::{RedTy, combine_bytes, width};
+pub(crate) use gda_shmem::erased::RedTy;

@@ -10,11 +10,15 @@
 //! | `wait.rs` | quiet, fence, waits and tests, liveness of peers |
 //! | `teardown.rs` | abort, finalize, drop |
 //!
-//! Teams and collectives are in [`team`]; the transports in `crate::transport`.
+//! Teams are in [`team`], active sets in [`active`]; the collectives of both are one
+//! implementation, the collective engine in `group.rs`. The transports are in
+//! `crate::transport`.
 
+pub mod active;
 mod amo;
 mod config;
 mod device_ctx;
+mod group;
 mod heap;
 mod init;
 mod lock;

@@ -10,15 +10,20 @@
 //! until its own word k has reached the number of barriers so far. Counters only grow, so no
 //! reset races; no PE is a serial coordinator; a timeout names the member it waited for.
 //! Collectives are built from puts into the destination (symmetric) and team barriers.
+//!
+//! The barrier and the collectives themselves are the collective engine's
+//! ([`super::group`]), which the active-set collectives ([`super::active`]) run too; this
+//! file is the teams: their slots, splits, and the team forms of the routines.
 
 use std::rc::Rc;
 
 use gda_hal::Provider;
 
-use super::{PSYNC_WORDS, Pe, SCRATCH, TEAM_SLOTS};
+use super::group::{Group, Kind};
+use super::{PSYNC_WORDS, Pe, TEAM_SLOTS};
 use crate::error::{Result, ShmemError};
 use crate::heap::Sym;
-use crate::types::{Cmp, Elem, ReduceOp, Reducible};
+use crate::types::{Elem, ReduceOp, Reducible};
 
 /// A team: an ordered set of PEs with its own synchronisation area.
 #[derive(Clone, Debug)]
@@ -68,7 +73,7 @@ impl Team {
 pub(crate) struct Teams {
     used: [bool; TEAM_SLOTS],
     /// Barriers completed per slot (what the counters must reach).
-    epoch: [u64; TEAM_SLOTS],
+    pub(super) epoch: [u64; TEAM_SLOTS],
     world: Option<Team>,
     shared: Option<Team>,
 }
@@ -115,46 +120,19 @@ impl<P: Provider> Pe<P> {
         })
     }
 
-    fn psync(&self, team: &Team) -> Sym<u64> {
-        Sym::new(self.team_area(team.slot), PSYNC_WORDS, self.heap_id)
-    }
-
-    fn scratch(&self, team: &Team) -> Sym<u8> {
-        Sym::new(
-            self.team_area(team.slot) + PSYNC_WORDS * 8,
-            SCRATCH,
-            self.heap_id,
-        )
+    /// The collective group of `team` (its members and its slot's counters).
+    fn group<'a>(&self, team: &'a Team) -> Group<'a> {
+        Group {
+            members: &team.members,
+            my: team.my as usize,
+            kind: Kind::Team { slot: team.slot },
+        }
     }
 
     /// Synchronises the team's PEs without completing outstanding operations
     /// (`shmem_team_sync`; `sync_all` for the world).
     pub fn team_sync(&self, team: &Team) -> Result<()> {
-        let n = team.members.len();
-        if n <= 1 {
-            return Ok(());
-        }
-        let epoch = {
-            let mut t = self.teams.borrow_mut();
-            t.epoch[team.slot] += 1;
-            t.epoch[team.slot]
-        };
-        let psync = self.psync(team);
-        let my = team.my as usize;
-        let mut k = 0;
-        while (1usize << k) < n {
-            let d = 1usize << k;
-            let to = team.members[(my + d) % n];
-            let from = team.members[(my + n - d % n) % n];
-            self.atomic_add(psync, k, 1u64, to)?;
-            self.wait_for(
-                &|| format!("barrier round {k} of a team of {n} (epoch {epoch})"),
-                &|| vec![from],
-                || self.test(psync, k, Cmp::Ge, epoch),
-            )?;
-            k += 1;
-        }
-        Ok(())
+        self.group_sync(&self.group(team))
     }
 
     /// Completes every outstanding operation, then synchronises the team.
@@ -187,24 +165,7 @@ impl<P: Provider> Pe<P> {
 
     /// Every member's `v`, in team order (through the team's scratch).
     pub(crate) fn team_allgather_u64(&self, team: &Team, v: u64) -> Result<Vec<u64>> {
-        let n = team.members.len();
-        if n * 8 > SCRATCH {
-            return Err(ShmemError::Invalid(format!(
-                "team of {n} is larger than the scratch allows"
-            )));
-        }
-        let scratch = self.scratch(team);
-        self.team_sync(team)?;
-        for &m in team.members.iter() {
-            self.put(scratch, team.my as usize * 8, &v.to_le_bytes(), m)?;
-        }
-        self.team_barrier(team)?;
-        let mut raw = vec![0u8; n * 8];
-        self.copy_out(scratch, 0, &mut raw)?;
-        Ok(raw
-            .chunks_exact(8)
-            .map(|c| u64::from_le_bytes(c.try_into().unwrap_or([0; 8])))
-            .collect())
+        self.group_allgather_u64(&self.group(team), v)
     }
 
     /// Collective over `parent`: the team of parent PEs `start, start + stride, …` (`size` of
@@ -260,7 +221,7 @@ impl<P: Provider> Pe<P> {
             drop(t);
             // The slot's counters start from zero on every member, before anyone uses them
             // (the parent barrier below).
-            let ps = Sym::<u64>::new(self.team_area(slot), PSYNC_WORDS, self.heap_id);
+            let ps = self.slot_psync(slot);
             // SAFETY: this PE's psync words of a slot no team of this PE uses.
             unsafe { gda_hal::sym::sym_fill(self.local_ptr(ps)?.cast(), 0, PSYNC_WORDS * 8) };
         }
@@ -286,12 +247,6 @@ impl<P: Provider> Pe<P> {
         Ok(())
     }
 
-    fn local_copy<T: Elem>(&self, src: Sym<T>, idx: usize, n: usize) -> Result<Vec<T>> {
-        let mut v = vec![T::zeroed(); n];
-        self.copy_out(src, idx, &mut v)?;
-        Ok(v)
-    }
-
     /// `dst[0..n]` on every member ← `src[0..n]` of member `root` (`shmem_broadcast`).
     pub fn broadcast<T: Elem>(
         &self,
@@ -302,33 +257,13 @@ impl<P: Provider> Pe<P> {
         root: u32,
     ) -> Result<()> {
         self.member(team)?;
-        if root >= team.n_pes() {
-            return Err(ShmemError::BadPe {
-                pe: root,
-                n_pes: team.n_pes(),
-            });
-        }
-        dst.range(0, n)?;
-        self.team_sync(team)?;
-        if team.my == root {
-            let data = self.local_copy(src, 0, n)?;
-            for &m in team.members.iter() {
-                self.put(dst, 0, &data, m)?;
-            }
-        }
-        self.team_barrier(team)
+        self.group_broadcast(&self.group(team), dst, src, n, root as usize, true)
     }
 
     /// `dst[k*n..(k+1)*n]` on every member ← `src[0..n]` of member k (`shmem_fcollect`).
     pub fn fcollect<T: Elem>(&self, team: &Team, dst: Sym<T>, src: Sym<T>, n: usize) -> Result<()> {
         self.member(team)?;
-        dst.range(0, n * team.members.len())?;
-        let data = self.local_copy(src, 0, n)?;
-        self.team_sync(team)?;
-        for &m in team.members.iter() {
-            self.put(dst, team.my as usize * n, &data, m)?;
-        }
-        self.team_barrier(team)
+        self.group_fcollect(&self.group(team), dst, src, n)
     }
 
     /// Concatenation of every member's `src[0..n_k]` (n_k may differ) into `dst` on every
@@ -341,29 +276,15 @@ impl<P: Provider> Pe<P> {
         n: usize,
     ) -> Result<usize> {
         self.member(team)?;
-        let data = self.local_copy(src, 0, n)?;
-        let counts = self.team_allgather_u64(team, n as u64)?;
-        let total: u64 = counts.iter().sum();
-        let at: u64 = counts[..team.my as usize].iter().sum();
-        dst.range(0, total as usize)?;
-        for &m in team.members.iter() {
-            self.put(dst, at as usize, &data, m)?;
-        }
-        self.team_barrier(team)?;
-        Ok(total as usize)
+        let total = self.group_collect(&self.group(team), dst, src, n)?;
+        // A team's all-gather of the counts always gives the total.
+        total.ok_or_else(|| ShmemError::Invalid("a team collect without its total".into()))
     }
 
     /// `dst[k*n..]` of member j ← `src[j*n..]` of member k (`shmem_alltoall`).
     pub fn alltoall<T: Elem>(&self, team: &Team, dst: Sym<T>, src: Sym<T>, n: usize) -> Result<()> {
         self.member(team)?;
-        let size = team.members.len();
-        dst.range(0, n * size)?;
-        let data = self.local_copy(src, 0, n * size)?;
-        self.team_sync(team)?;
-        for (j, &m) in team.members.iter().enumerate() {
-            self.put(dst, team.my as usize * n, &data[j * n..(j + 1) * n], m)?;
-        }
-        self.team_barrier(team)
+        self.group_alltoall(&self.group(team), dst, src, n)
     }
 
     /// Strided all-to-all (`shmem_alltoalls`): element `k < n` of block `j` of this member's
@@ -379,48 +300,12 @@ impl<P: Provider> Pe<P> {
         n: usize,
     ) -> Result<()> {
         self.member(team)?;
-        if dst_stride == 0 || src_stride == 0 {
-            return Err(ShmemError::Invalid(format!(
-                "alltoalls strides must be at least 1 (dst {dst_stride}, src {src_stride})"
-            )));
-        }
-        let size = team.members.len();
-        // The last element either side touches: (size * n - 1) * stride, checked for overflow
-        // and against the allocations before anything moves.
-        let span = |stride: usize| {
-            (size * n)
-                .checked_sub(1)
-                .map(|last| last.checked_mul(stride).and_then(|x| x.checked_add(1)))
-                .unwrap_or(Some(0))
-                .ok_or_else(|| {
-                    ShmemError::Invalid(format!(
-                        "alltoalls of {n} elements to {size} PEs at stride {stride} overflows"
-                    ))
-                })
-        };
-        let (dspan, sspan) = (span(dst_stride)?, span(src_stride)?);
-        dst.range(0, dspan)?;
-        let data = self.local_copy(src, 0, sspan)?;
-        self.team_sync(team)?;
-        if n > 0 {
-            for (j, &m) in team.members.iter().enumerate() {
-                let block: Vec<T> = (0..n).map(|k| data[(j * n + k) * src_stride]).collect();
-                self.iput(
-                    dst,
-                    team.my as usize * n * dst_stride,
-                    dst_stride,
-                    &block,
-                    1,
-                    n,
-                    m,
-                )?;
-            }
-        }
-        self.team_barrier(team)
+        self.group_alltoalls(&self.group(team), dst, src, dst_stride, src_stride, n)
     }
 
     /// `dst[i] = op over members of src[i]` for `i < n`, on every member (`shmem_*_reduce`);
-    /// `dst` may be `src`. Combined in team order, so floats agree bit for bit on every PE.
+    /// `dst` may be `src` (but not overlap it otherwise). Combined in team order, so floats
+    /// agree bit for bit on every PE.
     pub fn reduce<T: Reducible>(
         &self,
         team: &Team,
@@ -430,48 +315,6 @@ impl<P: Provider> Pe<P> {
         op: ReduceOp,
     ) -> Result<()> {
         self.member(team)?;
-        if T::combine(op, T::zeroed(), T::zeroed()).is_none() {
-            return Err(ShmemError::Invalid(format!(
-                "{op:?} is not defined for {}",
-                std::any::type_name::<T>()
-            )));
-        }
-        dst.range(0, n)?;
-        src.range(0, n)?;
-        let size = team.members.len();
-        let chunk = (SCRATCH / (size * size_of::<T>())).max(1);
-        if chunk * size * size_of::<T>() > SCRATCH {
-            return Err(ShmemError::Invalid(format!(
-                "team of {size} too large for {} reductions",
-                std::any::type_name::<T>()
-            )));
-        }
-        let scratch = self.scratch(team);
-        let mut at = 0;
-        while at < n {
-            let len = chunk.min(n - at);
-            let mine = self.local_copy(src, at, len)?;
-            let bytes: &[u8] = bytemuck::cast_slice(&mine);
-            self.team_sync(team)?;
-            for &m in team.members.iter() {
-                self.put(scratch, team.my as usize * chunk * size_of::<T>(), bytes, m)?;
-            }
-            self.team_barrier(team)?;
-            let mut raw = vec![0u8; size * chunk * size_of::<T>()];
-            self.copy_out(scratch, 0, &mut raw)?;
-            let vals: Vec<T> = raw
-                .chunks_exact(size_of::<T>())
-                .map(bytemuck::pod_read_unaligned)
-                .collect();
-            let mut acc: Vec<T> = vals[..len].to_vec();
-            for k in 1..size {
-                for (i, a) in acc.iter_mut().enumerate() {
-                    *a = T::combine(op, *a, vals[k * chunk + i]).unwrap_or(*a);
-                }
-            }
-            self.copy_in(dst, at, &acc)?;
-            at += len;
-        }
-        self.team_sync(team)
+        self.group_reduce(&self.group(team), dst, src, n, op)
     }
 }

@@ -259,8 +259,17 @@ pub(super) fn reap(
                 ex.wire_retry_since = None;
                 match finish(qp, ex, &w.op, w.cpl, resp) {
                     Step::Complete(c, u, a) => {
+                        let failed = !c.status.is_ok();
                         // Sequence and PSN moved on when it was sent.
                         retire(ex, c, u, a, w.op.signaled, None);
+                        if failed {
+                            // The QP is in error: what was sent behind it (discarded by the
+                            // responder) is fetched again and flushed.
+                            if let Some(next) = ex.wire_out.pop_front() {
+                                rewind(wire, qp, ex, &next);
+                            }
+                            break;
+                        }
                         continue;
                     }
                     s => s,
@@ -465,9 +474,10 @@ fn respond(f: &FabricInner, from: u64, req: &Request) -> (u32, Vec<u8>) {
         }
     }
     let (status, payload) = execute_request(&rqp, req);
-    if status != RNR {
-        // Executed (or failed): the next request carries the next PSN. An RNR is retransmitted
-        // with this one.
+    if status == WcStatus::Success as u32 {
+        // Executed: the next request carries the next PSN. After an RNR this one comes again;
+        // after an error NAK nothing more should come (the requester's QP is in error), and
+        // what was sent behind it is discarded, never executed.
         let next = (req.psn.wrapping_add(1) & PSN_MASK).into();
         rqp.rq_psn.store(next, Ordering::Release);
     }
