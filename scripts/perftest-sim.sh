@@ -5,12 +5,14 @@
 #   scripts/perftest-sim.sh [--debug] [extra perftest args...]
 #
 # Builds gda-verbs (release unless --debug), points LD_LIBRARY_PATH at target/<profile>/verbs-sim,
-# starts each server, then its client on 127.0.0.1, each pair under a 120 s limit.
+# starts each server, then its client on 127.0.0.1, each pair under a 120 s limit. The last line
+# is the yardstick the bandwidth figures are compared with: memcpy of 64 KiB messages measured
+# in the same run (`gda perf --sizes 64k`, the release `gda` binary).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 profile=release
 if [ "${1:-}" = "--debug" ]; then profile=debug; shift; fi
-if [ "$profile" = release ]; then cargo build -q --release -p gda-verbs; else cargo build -q -p gda-verbs; fi
+if [ "$profile" = release ]; then cargo build -q --release -p gda-verbs --bin gda -p gda; else cargo build -q -p gda-verbs --bin gda -p gda; fi
 export LD_LIBRARY_PATH="$PWD/target/$profile/verbs-sim"
 for t in ib_write_bw ib_read_bw ib_send_bw ib_atomic_bw ib_write_lat ib_read_lat ib_send_lat; do
   command -v "$t" >/dev/null || { echo "$t missing: apt-get install perftest" >&2; exit 1; }
@@ -48,7 +50,12 @@ echo "# test           bytes iterations  figures (bw: peak avg MB/s  msg rate Mp
 run ib_write_bw  -s 65536 -n 2000 "$@"
 run ib_read_bw   -s 65536 -n 2000 "$@"
 run ib_send_bw   -s 65536 -n 2000 "$@"
+run ib_send_bw   -s 8 -n 20000 "$@"
 run ib_atomic_bw -n 2000 "$@"
 run ib_write_lat -s 8 -n 2000 "$@"
 run ib_read_lat  -s 8 -n 2000 "$@"
 run ib_send_lat  -s 8 -n 2000 "$@"
+# The yardstick: memcpy of 64 KiB (GB/s), from the same machine a moment later.
+memcpy=$("target/$profile/gda" perf write --sizes 64k --json 2>/dev/null |
+  python3 -c 'import json,sys; d=json.load(sys.stdin); r=d[0] if isinstance(d,list) else d; print(r.get("memcpy_gbps", r.get("rows",[{}])[0].get("memcpy_gbps","?")))' 2>/dev/null || echo "?")
+printf '%-14s %s\n' memcpy "65536 GB/s $memcpy"

@@ -49,9 +49,22 @@ pub(crate) struct FabricInner {
     pub(crate) wire: Option<Arc<crate::wire::Wire>>,
     /// Every QP, for `progress` (rebuilt when `epoch` moves).
     pub(crate) qp_list: Mutex<(u64, Arc<Vec<Arc<QpInner>>>)>,
+    /// Held by the thread running the engine's pass — the engine thread, or a program thread
+    /// in `Fabric::progress`: the engine's work (CQEs above all: a CQ has one producer) is
+    /// done by one thread at a time, whichever it is.
+    pub(crate) turn: Mutex<()>,
 }
 
 impl FabricInner {
+    /// The engine's turn, unless another thread has it.
+    pub(crate) fn try_turn(&self) -> Option<std::sync::MutexGuard<'_, ()>> {
+        match self.turn.try_lock() {
+            Ok(g) => Some(g),
+            Err(std::sync::TryLockError::Poisoned(e)) => Some(e.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => None,
+        }
+    }
+
     /// Every QP of the fabric (a snapshot, shared until a QP comes or goes).
     pub(crate) fn qp_list(&self) -> Arc<Vec<Arc<QpInner>>> {
         let e = self.epoch.load(Ordering::Acquire);

@@ -11,20 +11,23 @@
 //! value. So memory registered from any allocation works across processes, and two-sided
 //! operations too.
 //!
-//! **Transport** ([`transport`]). Each fabric made by [`Fabric::process`](crate::Fabric::process)
-//! listens on a Unix stream socket in the abstract namespace named from the uid and the fabric
-//! id; a requester connects once per peer fabric and first sends a *hello* naming its own
-//! fabric. Chosen over shared-memory rings because the kernel then does what a ring protocol
-//! between untrusting processes must otherwise re-implement: `SO_PEERCRED` says who connected
-//! (a process of another uid is refused on both sides; a hello is believed only if the
-//! listener of the fabric it names belongs to the connecting process), and a dead peer is an
-//! end-of-file (its requesters fail with `RETRY_EXC_ERR`, never hang). No engine thread ever
-//! blocks on a socket: each connection has a reader thread (bounded by a byte budget of queued
-//! requests, which back-pressures the socket) and a writer thread (a queue bounded in bytes; a
-//! peer that stops reading for the wire timeout loses the connection). The frames are plain
-//! little-endian bytes, so a network transport between hosts can carry the same messages.
+//! **Transport** ([`transport`], [`ring`]). Each fabric made by
+//! [`Fabric::process`](crate::Fabric::process) listens on a Unix stream socket in the abstract
+//! namespace named from the uid and the fabric id. A requester connects once per peer fabric and
+//! sends a *hello* naming its own fabric, with a sealed shared-memory segment and its engine's
+//! eventfd attached; the peer answers with a *welcome* and its own eventfd. From then on the
+//! frames travel through the segment's two rings (requests, responses), written and read by the
+//! engines themselves (or by program threads running the engine, `Fabric::progress`), and the
+//! socket carries nothing: the kernel still does what a protocol between untrusting processes
+//! must not re-implement — `SO_PEERCRED` says who connected (a process of another uid is
+//! refused on both sides; a hello is believed only if the listener of the fabric it names
+//! belongs to the connecting process), and a dead peer is an end of stream (its requesters fail
+//! with `RETRY_EXC_ERR`, never hang). No engine ever blocks on its peer: a frame that does not
+//! fit the ring waits in a send queue bounded in bytes, and a peer that stops reading for the
+//! wire timeout loses the connection. The frames are plain little-endian bytes, so a network
+//! transport between hosts can carry the same messages.
 //!
-//! **Frames** (version 2). Every frame is a 16-byte header, a fixed body per kind, then the
+//! **Frames** (version 3). Every frame is a 16-byte header, a fixed body per kind, then the
 //! payload. A malformed frame closes the connection with a (rate-limited) message; it never
 //! reaches the engine.
 //!
@@ -32,13 +35,16 @@
 //! |---|---|
 //! | 0..4 | magic `GDAW` |
 //! | 4..6 | version (2) |
-//! | 6..8 | kind: 1 request, 2 response, 3 hello |
+//! | 6..8 | kind: 1 request, 2 response, 3 hello, 4 welcome |
 //! | 8..12 | payload length (≤ 1 GiB, the port's `max_msg_sz`) |
 //! | 12..16 | reserved, 0 |
 //!
-//! **Hello** (16-byte body, no payload; the connector's first frame, and only then): bytes 0..8
-//! the connector's fabric id; 8..16 reserved. The acceptor believes it only when the listener
-//! of that fabric belongs to the process that connected (both pids from `SO_PEERCRED`).
+//! **Hello** (16-byte body, no payload; the connector's first frame on the socket, with two
+//! descriptors attached: the segment's memfd, sealed against resizing, and the connector's
+//! eventfd): bytes 0..8 the connector's fabric id; 8..16 reserved. The acceptor believes it only
+//! when the listener of that fabric belongs to the process that connected (both pids from
+//! `SO_PEERCRED`). **Welcome** (the same body, naming the acceptor's fabric, with its eventfd
+//! attached): the acceptor's answer. Requests and responses then go through the rings only.
 //!
 //! **Request** (88-byte body): 0 `dst_nic`, 4 `dst_qpn`, 8 `src_nic`, 12 `src_qpn` (the source
 //! fabric is the connection's), 16 `seq` (u64, the requester's tag echoed in the response),
@@ -48,12 +54,15 @@
 //! (u64: READ bytes asked for, WRITE/SEND the payload's length), 56..88 four atomic operands
 //! (u64). The responder executes a request only from the QP its own QP is connected to and
 //! only at the PSN it expects: the requester's start PSN (`sq_psn`, the responder's `rq_psn`),
-//! then one more per executed request.
+//! then one more per request executed successfully. A request from that QP with a PSN ahead
+//! (by less than 2^23) was sent behind one that was not executed: it is answered
+//! [`DISCARDED`] and not looked at; any other is [`REFUSED`].
 //!
 //! **Response** (24-byte body): 0 `dst_nic`, 4 `dst_qpn` (the requester), 8 `seq` (u64),
-//! 16 status (a `WcStatus` code, [`RNR`] or [`REFUSED`]), 20 reserved; payload: READ data or
-//! an atomic's original value (8 bytes). A requester accepts a response only for its one
-//! outstanding request with that `seq`, and no longer than that request can be answered.
+//! 16 status (a `WcStatus` code, [`RNR`], [`REFUSED`] or [`DISCARDED`]), 20 reserved; payload: READ data or
+//! an atomic's original value (8 bytes). A requester accepts a response only for an
+//! outstanding request of that QP with that `seq`, and no longer than that request can be
+//! answered.
 
 mod ring;
 mod transport;

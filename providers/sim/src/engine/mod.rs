@@ -70,18 +70,23 @@ pub(crate) fn run(weak: Weak<FabricInner>) {
             order = (0..qps.len()).collect();
         }
         let chaos_ref = chaos.as_mut().and_then(|c| c.as_mut());
-        // Requests from QPs of other processes execute here, where the memory is.
-        let mut work = f.run_scan_hooks();
-        work |= wire::serve(&f, &mut conns);
-        if let Some(c) = chaos_ref {
-            use rand::seq::SliceRandom;
-            order.shuffle(&mut c.rng);
-            for &i in &order {
-                work |= step(&f, &qps[i], Some(c));
-            }
-        } else {
-            for q in &qps {
-                work |= step(&f, q, None);
+        let mut work = false;
+        // A program thread may be running the engine's pass now (`progress`): then this
+        // thread has nothing to do (and naps once that has lasted).
+        if let Some(_turn) = f.try_turn() {
+            // Requests from QPs of other processes execute here, where the memory is.
+            work = f.run_scan_hooks();
+            work |= wire::serve(&f, &mut conns);
+            if let Some(c) = chaos_ref {
+                use rand::seq::SliceRandom;
+                order.shuffle(&mut c.rng);
+                for &i in &order {
+                    work |= step(&f, &qps[i], Some(c));
+                }
+            } else {
+                for q in &qps {
+                    work |= step(&f, q, None);
+                }
             }
         }
         drop(f);
@@ -104,11 +109,13 @@ pub(crate) fn run(weak: Weak<FabricInner>) {
             f.napping.store(true, Ordering::SeqCst);
             // Peers that write to us from now on wake us too.
             wire::set_napping(&conns, true);
+            let turn = f.turn.lock().unwrap_or_else(|e| e.into_inner());
             let mut late = f.run_scan_hooks();
             late |= wire::serve(&f, &mut conns);
             for q in &qps {
                 late |= step(&f, q, None);
             }
+            drop(turn);
             if late {
                 f.napping.store(false, Ordering::Relaxed);
                 wire::set_napping(&conns, false);
@@ -170,6 +177,10 @@ pub(crate) fn progress(f: &FabricInner) -> bool {
     if f.chaos.is_some() {
         return false;
     }
+    // One pass at a time, whichever thread runs it: a CQ has one producer.
+    let Some(_turn) = f.try_turn() else {
+        return false;
+    };
     thread_local! {
         static CONNS: std::cell::RefCell<Vec<Arc<crate::wire::Conn>>> =
             const { std::cell::RefCell::new(Vec::new()) };
