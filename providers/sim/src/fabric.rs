@@ -234,8 +234,9 @@ impl Fabric {
     /// posted, the requests and responses other processes sent, the completions due — and
     /// returns whether anything happened. Host code that posts or polls calls it so its own
     /// work needs no other thread to get a core (the verbs library does, on every post and
-    /// every empty poll); the engine thread still does everything on its own. Does nothing on
-    /// a chaos fabric (its engine alone decides the order).
+    /// every empty poll); the engine thread still does everything on its own. Does nothing
+    /// (`false`) on a fabric of one process ([`Fabric::new`]: its engine thread spares the
+    /// lock this needs on its hot path) or a chaos fabric (its engine alone decides the order).
     pub fn progress(&self) -> bool {
         crate::engine::progress(&self.inner)
     }

@@ -71,21 +71,27 @@ pub(crate) fn run(weak: Weak<FabricInner>) {
         }
         let chaos_ref = chaos.as_mut().and_then(|c| c.as_mut());
         let mut work = false;
+        let nap_after = spin_before_nap(&f);
         // A program thread may be running the engine's pass now (`progress`): then this
         // thread has nothing to do (and naps once that has lasted).
-        if let Some(_turn) = f.try_turn() {
-            // Requests from QPs of other processes execute here, where the memory is.
-            work = f.run_scan_hooks();
-            work |= wire::serve(&f, &mut conns);
-            if let Some(c) = chaos_ref {
-                use rand::seq::SliceRandom;
-                order.shuffle(&mut c.rng);
-                for &i in &order {
-                    work |= step(&f, &qps[i], Some(c));
-                }
-            } else {
-                for q in &qps {
-                    work |= step(&f, q, None);
+        // (Only process fabrics share it: elsewhere `progress` does nothing, and the engine
+        // thread spares the lock on its hot path.)
+        {
+            let turn = if f.wire.is_some() { f.try_turn().map(Some) } else { Some(None) };
+            if let Some(_turn) = turn {
+                // Requests from QPs of other processes execute here, where the memory is.
+                work = f.run_scan_hooks();
+                work |= wire::serve(&f, &mut conns);
+                if let Some(c) = chaos_ref {
+                    use rand::seq::SliceRandom;
+                    order.shuffle(&mut c.rng);
+                    for &i in &order {
+                        work |= step(&f, &qps[i], Some(c));
+                    }
+                } else {
+                    for q in &qps {
+                        work |= step(&f, q, None);
+                    }
                 }
             }
         }
@@ -99,7 +105,7 @@ pub(crate) fn run(weak: Weak<FabricInner>) {
                 last_work
             })
             .elapsed()
-            > spin_before_nap(&weak)
+            > nap_after
         {
             let Some(f) = weak.upgrade() else { return };
             // Announce the nap, then look once more: a host that rang a doorbell before seeing
@@ -109,7 +115,10 @@ pub(crate) fn run(weak: Weak<FabricInner>) {
             f.napping.store(true, Ordering::SeqCst);
             // Peers that write to us from now on wake us too.
             wire::set_napping(&conns, true);
-            let turn = f.turn.lock().unwrap_or_else(|e| e.into_inner());
+            let turn = f
+                .wire
+                .is_some()
+                .then(|| f.turn.lock().unwrap_or_else(|e| e.into_inner()));
             let mut late = f.run_scan_hooks();
             late |= wire::serve(&f, &mut conns);
             for q in &qps {
@@ -162,19 +171,21 @@ pub(crate) fn run(weak: Weak<FabricInner>) {
 /// program's own threads run its work themselves when they post or poll (`progress`), so a
 /// spinning engine would only take the core they need (a 2-core host running two processes of
 /// one spinning thread each has none to spare).
-fn spin_before_nap(weak: &Weak<FabricInner>) -> Duration {
-    match weak.upgrade() {
-        Some(f) if f.wire.is_some() => Duration::from_micros(20),
-        _ => Duration::from_micros(200),
+fn spin_before_nap(f: &FabricInner) -> Duration {
+    if f.wire.is_some() {
+        Duration::from_micros(20)
+    } else {
+        Duration::from_micros(200)
     }
 }
 
 /// One pass of the engine in the calling thread (a program's thread that posts or polls, so
 /// its work needs no other thread to be scheduled): the connections to other processes, then
-/// every QP; whether anything happened. Chaos fabrics leave everything to the engine thread
-/// (its decisions come from one seeded stream).
+/// every QP; whether anything happened. Only process fabrics are run this way; others, and
+/// chaos fabrics (whose decisions come from one seeded stream), leave everything to the engine
+/// thread.
 pub(crate) fn progress(f: &FabricInner) -> bool {
-    if f.chaos.is_some() {
+    if f.chaos.is_some() || f.wire.is_none() {
         return false;
     }
     // One pass at a time, whichever thread runs it: a CQ has one producer.
