@@ -114,5 +114,9 @@ pub fn request_short_slice(slice: std::time::Duration) -> io::Result<()> {
     // SAFETY: sched_setattr(2) on the calling thread (pid 0) with a valid, fully initialised
     // attribute block of the size it names; the kernel only reads it.
     let r = unsafe { libc::syscall(libc::SYS_sched_setattr, 0, &raw const attr, 0u32) };
-    if r == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
 }

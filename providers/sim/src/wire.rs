@@ -435,7 +435,9 @@ pub(crate) fn read_frame(r: &mut impl Read) -> io::Result<Option<Frame>> {
     r.read_exact(&mut body)?;
     if kind == KIND_HELLO || kind == KIND_WELCOME {
         return Ok(Some(Frame::Hello(u64::from_le_bytes(
-            body[..8].try_into().map_err(|_| bad("short hello".into()))?,
+            body[..8]
+                .try_into()
+                .map_err(|_| bad("short hello".into()))?,
         ))));
     }
     let mut payload = Vec::new();

@@ -197,7 +197,8 @@ impl Rings {
             .map(|i| unsafe { self.data(self.rx, self.tail + i as u64).read_volatile() })
             .collect();
         self.tail += n as u64;
-        self.counter(self.rx, 64).store(self.tail, Ordering::Release);
+        self.counter(self.rx, 64)
+            .store(self.tail, Ordering::Release);
         Some(v)
     }
 }

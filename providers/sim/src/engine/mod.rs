@@ -77,7 +77,11 @@ pub(crate) fn run(weak: Weak<FabricInner>) {
         // (Only process fabrics share it: elsewhere `progress` does nothing, and the engine
         // thread spares the lock on its hot path.)
         {
-            let turn = if f.wire.is_some() { f.try_turn().map(Some) } else { Some(None) };
+            let turn = if f.wire.is_some() {
+                f.try_turn().map(Some)
+            } else {
+                Some(None)
+            };
             if let Some(_turn) = turn {
                 // Requests from QPs of other processes execute here, where the memory is.
                 work = f.run_scan_hooks();

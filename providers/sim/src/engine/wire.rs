@@ -61,7 +61,10 @@ fn retry_or_fail(qp: &QpInner, ex: &mut QpExec, op: &WqeOp, c: Cpl) -> Step {
 /// Forgets every request in flight after `w` (which was the oldest): they are fetched again,
 /// from `w`'s WQE on, with the sequence and PSN `w` had.
 fn rewind(wire: &Wire, qp: &QpInner, ex: &mut QpExec, w: &WireWait) {
-    debug_assert_eq!(w.pos, ex.sq_pos, "the oldest request in flight is the next to complete");
+    debug_assert_eq!(
+        w.pos, ex.sq_pos,
+        "the oldest request in flight is the next to complete"
+    );
     wire.forget((qp.nic.id, qp.qpn));
     ex.wire_out.clear();
     ex.ahead = 0;
@@ -202,7 +205,9 @@ pub(super) fn reap(
             if !(dead || stalled) {
                 break;
             }
-            let Some(w) = ex.wire_out.pop_front() else { break };
+            let Some(w) = ex.wire_out.pop_front() else {
+                break;
+            };
             rewind(wire, qp, ex, &w);
             work = true;
             if dead {
@@ -222,7 +227,9 @@ pub(super) fn reap(
             }
             break;
         };
-        let Some(w) = ex.wire_out.pop_front() else { break };
+        let Some(w) = ex.wire_out.pop_front() else {
+            break;
+        };
         ex.ahead -= u64::from(w.op.units);
         work = true;
         let again = |ex: &mut QpExec| rewind(wire, qp, ex, &w);

@@ -140,7 +140,12 @@ impl Segment {
     fn header(&self, ring: usize) -> &Header {
         // SAFETY: two headers fit the first page (asserted); the mapping lives as long as
         // `self`; every field is atomic.
-        unsafe { &*self.base.add(ring * std::mem::size_of::<Header>()).cast::<Header>() }
+        unsafe {
+            &*self
+                .base
+                .add(ring * std::mem::size_of::<Header>())
+                .cast::<Header>()
+        }
     }
 
     fn data(&self, ring: usize) -> *mut u8 {
@@ -182,7 +187,14 @@ pub(crate) struct Consumer {
 ///
 /// # Safety
 /// `buf` must be valid for `len` bytes (for writing when `!into_ring`); `len ≤ RING_BYTES`.
-unsafe fn copy_wrapped(seg: &Segment, ring: usize, pos: u64, buf: *mut u8, len: usize, into_ring: bool) {
+unsafe fn copy_wrapped(
+    seg: &Segment,
+    ring: usize,
+    pos: u64,
+    buf: *mut u8,
+    len: usize,
+    into_ring: bool,
+) {
     let data = seg.data(ring);
     let at = (pos as usize) & (RING_BYTES - 1);
     let first = len.min(RING_BYTES - at);
@@ -228,17 +240,32 @@ impl Producer {
         let n = bytes.len().min(self.room(seg)?);
         if n > 0 {
             // SAFETY: `n ≤ room ≤ RING_BYTES` bytes of `bytes`, into free ring space.
-            unsafe { copy_wrapped(seg, self.ring, self.head, bytes.as_ptr().cast_mut(), n, true) };
+            unsafe {
+                copy_wrapped(
+                    seg,
+                    self.ring,
+                    self.head,
+                    bytes.as_ptr().cast_mut(),
+                    n,
+                    true,
+                )
+            };
             self.head += n as u64;
             // ORDERING: Release publishes the bytes copied above with the new head.
-            seg.header(self.ring).head.0.store(self.head, Ordering::Release);
+            seg.header(self.ring)
+                .head
+                .0
+                .store(self.head, Ordering::Release);
         }
         Ok(n)
     }
 
     /// Says the producer waits for room (the consumer wakes it when it frees some).
     pub(crate) fn set_starved(&self, seg: &Segment) {
-        seg.header(self.ring).flags.starved.store(1, Ordering::SeqCst);
+        seg.header(self.ring)
+            .flags
+            .starved
+            .store(1, Ordering::SeqCst);
     }
 
     /// Whether the consumer naps and must be woken now (clears the word: one wake-up serves
@@ -281,7 +308,14 @@ impl Consumer {
         debug_assert!(skip + buf.len() <= RING_BYTES);
         // SAFETY: `buf` is ours; the bytes are inside the ring (available, checked by the caller).
         unsafe {
-            copy_wrapped(seg, self.ring, self.tail + skip as u64, buf.as_mut_ptr(), buf.len(), false)
+            copy_wrapped(
+                seg,
+                self.ring,
+                self.tail + skip as u64,
+                buf.as_mut_ptr(),
+                buf.len(),
+                false,
+            )
         };
     }
 
@@ -293,7 +327,8 @@ impl Consumer {
         // ORDERING: Release: the bytes were copied out before the space is handed back.
         h.tail.0.store(self.tail, Ordering::Release);
         fence(Ordering::SeqCst);
-        h.flags.starved.load(Ordering::Relaxed) != 0 && h.flags.starved.swap(0, Ordering::AcqRel) != 0
+        h.flags.starved.load(Ordering::Relaxed) != 0
+            && h.flags.starved.swap(0, Ordering::AcqRel) != 0
     }
 
     /// Says whether this end's engine naps (producers wake it while it does).
@@ -325,20 +360,30 @@ mod tests {
         let mut got = 0u64;
         let chunk: Vec<u8> = (0..300_001u32).map(|i| (i % 251) as u8).collect();
         while got < 5 * RING_BYTES as u64 {
-            let n = p.write(&seg, &chunk[(sent % 251) as usize..][..100_000]).unwrap();
+            let n = p
+                .write(&seg, &chunk[(sent % 251) as usize..][..100_000])
+                .unwrap();
             sent += n as u64;
             let avail = c.available(&seg).unwrap();
             let mut buf = vec![0u8; avail];
             c.peek(&seg, 0, &mut buf);
             for (i, b) in buf.iter().enumerate() {
-                assert_eq!(*b, ((got + i as u64) % 251) as u8, "byte {}", got + i as u64);
+                assert_eq!(
+                    *b,
+                    ((got + i as u64) % 251) as u8,
+                    "byte {}",
+                    got + i as u64
+                );
             }
             c.consume(&seg, avail);
             got += avail as u64;
         }
         assert_eq!(got, sent);
         // A producer claiming more than the ring holds, and a consumer running ahead.
-        seg.header(0).head.0.store(got + RING_BYTES as u64 + 1, Ordering::Release);
+        seg.header(0)
+            .head
+            .0
+            .store(got + RING_BYTES as u64 + 1, Ordering::Release);
         assert!(c.available(&seg).is_err());
         seg.header(0).tail.0.store(sent + 1, Ordering::Release);
         assert!(p.room(&seg).is_err());
@@ -350,8 +395,8 @@ mod tests {
         rustix::fs::ftruncate(&fd, SEGMENT_BYTES as u64).unwrap();
         assert!(Segment::open(fd).is_err());
         use rustix::fs::{MemfdFlags, SealFlags};
-        let fd = rustix::fs::memfd_create("t", MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING)
-            .unwrap();
+        let fd =
+            rustix::fs::memfd_create("t", MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING).unwrap();
         rustix::fs::ftruncate(&fd, 4096).unwrap();
         rustix::fs::fcntl_add_seals(&fd, SealFlags::SHRINK | SealFlags::GROW | SealFlags::SEAL)
             .unwrap();

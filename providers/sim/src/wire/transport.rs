@@ -408,7 +408,8 @@ impl Conn {
                 // SAFETY: `n` bytes of reserved capacity, all written by `peek` before the
                 // length covers them (u8 has no invalid values).
                 unsafe {
-                    let spare = std::slice::from_raw_parts_mut(p.payload.as_mut_ptr().add(start), n);
+                    let spare =
+                        std::slice::from_raw_parts_mut(p.payload.as_mut_ptr().add(start), n);
                     rx.ring.peek(&self.seg, 0, spare);
                     p.payload.set_len(start + n);
                 }
@@ -420,7 +421,11 @@ impl Conn {
             }
             self.stamp();
         }
-        let complete = if p.skip { p.len == 0 } else { p.payload.len() == p.len };
+        let complete = if p.skip {
+            p.len == 0
+        } else {
+            p.payload.len() == p.len
+        };
         if !complete {
             return Ok(None);
         }
@@ -550,12 +555,18 @@ pub(crate) fn connect_to(fabric: u64) -> io::Result<UnixStream> {
 }
 
 /// Sends `bytes` with `fds` attached (one `sendmsg`, not waiting: the socket is new and empty).
-pub(crate) fn send_with_fds(s: &UnixStream, bytes: &[u8], fds: &[std::os::fd::BorrowedFd<'_>]) -> io::Result<()> {
+pub(crate) fn send_with_fds(
+    s: &UnixStream,
+    bytes: &[u8],
+    fds: &[std::os::fd::BorrowedFd<'_>],
+) -> io::Result<()> {
     use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
     let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(2))];
     let mut anc = SendAncillaryBuffer::new(&mut space);
     if !anc.push(SendAncillaryMessage::ScmRights(fds)) {
-        return Err(io::Error::other("descriptors do not fit the control buffer"));
+        return Err(io::Error::other(
+            "descriptors do not fit the control buffer",
+        ));
     }
     let n = rustix::net::sendmsg(
         s,
@@ -564,14 +575,19 @@ pub(crate) fn send_with_fds(s: &UnixStream, bytes: &[u8], fds: &[std::os::fd::Bo
         SendFlags::DONTWAIT | SendFlags::NOSIGNAL,
     )?;
     if n != bytes.len() {
-        return Err(io::Error::new(io::ErrorKind::WriteZero, "short handshake write"));
+        return Err(io::Error::new(
+            io::ErrorKind::WriteZero,
+            "short handshake write",
+        ));
     }
     Ok(())
 }
 
 /// Receives exactly `N` bytes and the descriptors attached to them (at most 2); `Ok(None)` at
 /// an end of stream before the first byte.
-pub(crate) fn recv_with_fds<const N: usize>(s: &UnixStream) -> io::Result<Option<([u8; N], Vec<OwnedFd>)>> {
+pub(crate) fn recv_with_fds<const N: usize>(
+    s: &UnixStream,
+) -> io::Result<Option<([u8; N], Vec<OwnedFd>)>> {
     use rustix::net::{RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags};
     let mut buf = [0u8; N];
     let mut fds = Vec::new();
@@ -602,7 +618,10 @@ pub(crate) fn recv_with_fds<const N: usize>(s: &UnixStream) -> io::Result<Option
             return Err(io::ErrorKind::UnexpectedEof.into());
         }
         if r.flags.contains(rustix::net::ReturnFlags::CTRUNC) {
-            return Err(io::Error::new(io::ErrorKind::InvalidData, "too many descriptors"));
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "too many descriptors",
+            ));
         }
         got += r.bytes;
     }
@@ -642,7 +661,10 @@ fn check_eventfd(fd: &OwnedFd) -> io::Result<()> {
     if link.as_os_str() != "anon_inode:[eventfd]" {
         return Err(io::Error::new(
             io::ErrorKind::InvalidData,
-            format!("the wake-up descriptor is {}, not an eventfd", link.display()),
+            format!(
+                "the wake-up descriptor is {}, not an eventfd",
+                link.display()
+            ),
         ));
     }
     let fl = rustix::fs::fcntl_getfl(fd)?;
@@ -857,12 +879,15 @@ impl Wire {
     /// Records the request `seq` of the requester (`nic`, `qpn`) as sent on `conn`; its
     /// response may carry up to `max` payload bytes. Requests of one QP are answered in order.
     pub(crate) fn expect(&self, key: (u32, u32), seq: u64, conn: u64, max: u64) {
-        lock(&self.responses).entry(key).or_default().push_back(Slot {
-            seq,
-            conn,
-            max,
-            resp: None,
-        });
+        lock(&self.responses)
+            .entry(key)
+            .or_default()
+            .push_back(Slot {
+                seq,
+                conn,
+                max,
+                resp: None,
+            });
     }
 
     /// The response to request `seq` of `key` (the oldest outstanding), once it has arrived.
@@ -961,7 +986,10 @@ fn serve_accepted(me: &Weak<Wire>, s: UnixStream, pid: u32, _slot: InboundSlot) 
         return refuse(&e);
     }
     if fds.len() != 2 {
-        return refuse(&format!("its hello carries {} descriptors, not 2", fds.len()));
+        return refuse(&format!(
+            "its hello carries {} descriptors, not 2",
+            fds.len()
+        ));
     }
     let wake_fd = fds.remove(1);
     if let Err(e) = check_eventfd(&wake_fd) {
@@ -973,7 +1001,9 @@ fn serve_accepted(me: &Weak<Wire>, s: UnixStream, pid: u32, _slot: InboundSlot) 
     };
     let Some(w) = me.upgrade() else { return };
     let welcome = handshake(KIND_WELCOME, w.id);
-    if send_with_fds(&s, &welcome, &[w.wake_fd.as_fd()]).is_err() || s.set_read_timeout(None).is_err() {
+    if send_with_fds(&s, &welcome, &[w.wake_fd.as_fd()]).is_err()
+        || s.set_read_timeout(None).is_err()
+    {
         return;
     }
     let c = Arc::new(Conn::new(&w, s, seg, peer, true, Some(wake_fd)));
