@@ -3,7 +3,7 @@
 //!
 //! Only the set's PEs call, so an active set cannot borrow a team slot (choosing one would
 //! need the other PEs): it synchronises through the `pSync` array instead. The routines run
-//! the same collective engine as the team forms ([`super::group`]), with `pSync`'s words as
+//! the same collective engine as the team forms (`pe/group.rs`), with `pSync`'s words as
 //! the barrier counters; they leave every word at [`ActiveSet::SYNC_VALUE`] when they return
 //! on every member, so one `pSync` serves any number of calls in a row.
 //!

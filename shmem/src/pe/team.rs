@@ -12,7 +12,7 @@
 //! Collectives are built from puts into the destination (symmetric) and team barriers.
 //!
 //! The barrier and the collectives themselves are the collective engine's
-//! ([`super::group`]), which the active-set collectives ([`super::active`]) run too; this
+//! (`pe/group.rs`), which the active-set collectives (`pe/active.rs`) run too; this
 //! file is the teams: their slots, splits, and the team forms of the routines.
 
 use std::rc::Rc;
