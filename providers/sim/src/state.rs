@@ -49,20 +49,44 @@ pub(crate) struct FabricInner {
     pub(crate) wire: Option<Arc<crate::wire::Wire>>,
     /// Every QP, for `progress` (rebuilt when `epoch` moves).
     pub(crate) qp_list: Mutex<(u64, Arc<Vec<Arc<QpInner>>>)>,
-    /// Held by the thread running the engine's pass — the engine thread, or a program thread
-    /// in `Fabric::progress`: the engine's work (CQEs above all: a CQ has one producer) is
-    /// done by one thread at a time, whichever it is.
-    pub(crate) turn: Mutex<()>,
+    /// Held by the thread running a process fabric's engine pass — the engine thread, or a
+    /// program thread in `Fabric::progress`: the engine's work (CQEs above all: a CQ has one
+    /// producer; a connection's requests execute in order) is done by one thread at a time,
+    /// whichever it is. What it guards is that thread's scratch list of connections.
+    pub(crate) turn: Mutex<Vec<Arc<crate::wire::Conn>>>,
+}
+
+/// The right to run the engine's pass (see `FabricInner::turn`). A fabric of one process has
+/// no lock to take: only its engine thread runs the pass, and its hot path stays lock-free.
+pub(crate) struct Turn<'a>(Option<std::sync::MutexGuard<'a, Vec<Arc<crate::wire::Conn>>>>);
+
+impl Turn<'_> {
+    /// Scratch space for the connections of a process fabric (`None` for others).
+    pub(crate) fn conns(&mut self) -> Option<&mut Vec<Arc<crate::wire::Conn>>> {
+        self.0.as_deref_mut()
+    }
 }
 
 impl FabricInner {
     /// The engine's turn, unless another thread has it.
-    pub(crate) fn try_turn(&self) -> Option<std::sync::MutexGuard<'_, ()>> {
+    pub(crate) fn try_turn(&self) -> Option<Turn<'_>> {
+        if self.wire.is_none() {
+            return Some(Turn(None));
+        }
         match self.turn.try_lock() {
-            Ok(g) => Some(g),
-            Err(std::sync::TryLockError::Poisoned(e)) => Some(e.into_inner()),
+            Ok(g) => Some(Turn(Some(g))),
+            Err(std::sync::TryLockError::Poisoned(e)) => Some(Turn(Some(e.into_inner()))),
             Err(std::sync::TryLockError::WouldBlock) => None,
         }
+    }
+
+    /// The engine's turn, waiting for a program thread's pass to end.
+    pub(crate) fn turn(&self) -> Turn<'_> {
+        Turn(
+            self.wire
+                .is_some()
+                .then(|| self.turn.lock().unwrap_or_else(|e| e.into_inner())),
+        )
     }
 
     /// Every QP of the fabric (a snapshot, shared until a QP comes or goes).

@@ -49,8 +49,6 @@ pub(crate) fn run(weak: Weak<FabricInner>) {
     let mut last_work = Instant::now();
     let mut sleep = Duration::from_micros(20);
     let mut idle_scans = 0u32;
-    // The connections to other processes, refreshed every scan (scratch kept between them).
-    let mut conns = Vec::new();
     loop {
         let Some(f) = weak.upgrade() else { return };
         if f.stop.load(Ordering::Acquire) {
@@ -74,18 +72,11 @@ pub(crate) fn run(weak: Weak<FabricInner>) {
         let nap_after = spin_before_nap(&f);
         // A program thread may be running the engine's pass now (`progress`): then this
         // thread has nothing to do (and naps once that has lasted).
-        // (Only process fabrics share it: elsewhere `progress` does nothing, and the engine
-        // thread spares the lock on its hot path.)
         {
-            let turn = if f.wire.is_some() {
-                f.try_turn().map(Some)
-            } else {
-                Some(None)
-            };
-            if let Some(_turn) = turn {
+            if let Some(mut turn) = f.try_turn() {
                 // Requests from QPs of other processes execute here, where the memory is.
                 work = f.run_scan_hooks();
-                work |= wire::serve(&f, &mut conns);
+                work |= wire::serve(&f, &mut turn);
                 if let Some(c) = chaos_ref {
                     use rand::seq::SliceRandom;
                     order.shuffle(&mut c.rng);
@@ -118,20 +109,22 @@ pub(crate) fn run(weak: Weak<FabricInner>) {
             // ORDERING: SeqCst pairs with the SeqCst load in `Fabric::kick`.
             f.napping.store(true, Ordering::SeqCst);
             // Peers that write to us from now on wake us too.
-            wire::set_napping(&conns, true);
-            let turn = f
-                .wire
-                .is_some()
-                .then(|| f.turn.lock().unwrap_or_else(|e| e.into_inner()));
+            let set_napping = |on| {
+                if let Some(w) = &f.wire {
+                    w.set_napping(on);
+                }
+            };
+            set_napping(true);
+            let mut turn = f.turn();
             let mut late = f.run_scan_hooks();
-            late |= wire::serve(&f, &mut conns);
+            late |= wire::serve(&f, &mut turn);
             for q in &qps {
                 late |= step(&f, q, None);
             }
             drop(turn);
             if late {
                 f.napping.store(false, Ordering::Relaxed);
-                wire::set_napping(&conns, false);
+                set_napping(false);
                 idle_since = None;
                 sleep = Duration::from_micros(20);
                 continue;
@@ -146,7 +139,9 @@ pub(crate) fn run(weak: Weak<FabricInner>) {
             }
             if let Some(f) = weak.upgrade() {
                 f.napping.store(false, Ordering::Relaxed);
-                wire::set_napping(&conns, false);
+                if let Some(w) = &f.wire {
+                    w.set_napping(false);
+                }
             }
             // Short naps while work may resume soon; long ones once the fabric has been idle a
             // while (`Fabric::kick` and QP state changes wake it at once).
@@ -193,21 +188,10 @@ pub(crate) fn progress(f: &FabricInner) -> bool {
         return false;
     }
     // One pass at a time, whichever thread runs it: a CQ has one producer.
-    let Some(_turn) = f.try_turn() else {
+    let Some(mut turn) = f.try_turn() else {
         return false;
     };
-    thread_local! {
-        static CONNS: std::cell::RefCell<Vec<Arc<crate::wire::Conn>>> =
-            const { std::cell::RefCell::new(Vec::new()) };
-    }
-    let mut work = CONNS.with(|c| match c.try_borrow_mut() {
-        Ok(mut c) => {
-            let w = wire::serve(f, &mut c);
-            c.clear();
-            w
-        }
-        Err(_) => false,
-    });
+    let mut work = wire::serve(f, &mut turn);
     for q in f.qp_list().iter() {
         work |= step(f, q, None);
     }

@@ -22,11 +22,11 @@ use super::complete::*;
 use super::data::*;
 use super::recv::*;
 use crate::mem::{Access, dma_atomic_pinned, dma_copy_pinned};
-use crate::state::{FabricInner, PSN_UNKNOWN, QpExec, QpInner, WireWait};
+use crate::state::{FabricInner, PSN_UNKNOWN, QpExec, QpInner, Turn, WireWait};
 use crate::types::{Endpoint, QpState};
 use crate::wire::{
-    Conn, DISCARDED, PSN_MASK, REFUSED, REQUEST_HEAD_BYTES, RNR, ReqOp, Request, Response, Wire,
-    now_ns, warn,
+    DISCARDED, PSN_MASK, REFUSED, REQUEST_HEAD_BYTES, RNR, ReqOp, Request, Response, Wire, now_ns,
+    warn,
 };
 
 /// How long a requester keeps retransmitting to a responder that does not answer — no QP of
@@ -379,12 +379,10 @@ fn finish(qp: &Arc<QpInner>, ex: &mut QpExec, op: &WqeOp, mut c: Cpl, resp: Resp
 
 /// Serves this process's connections: writes what waits in their send queues, executes the
 /// requests peers sent (in order, each answered) and hands responses to their requesters;
-/// whether anything moved. `conns` is scratch space kept between scans.
-pub(super) fn serve(f: &FabricInner, conns: &mut Vec<Arc<Conn>>) -> bool {
-    let Some(wire) = &f.wire else { return false };
-    // One thread at a time (the engine, or a program thread in `progress`): the requests of a
-    // connection execute in order.
-    let Some(_serving) = wire.try_serve() else {
+/// whether anything moved. The turn makes it one thread at a time (the requests of a
+/// connection execute in order) and lends its scratch list.
+pub(super) fn serve(f: &FabricInner, turn: &mut Turn<'_>) -> bool {
+    let (Some(wire), Some(conns)) = (&f.wire, turn.conns()) else {
         return false;
     };
     wire.conns(conns);
@@ -406,13 +404,6 @@ pub(super) fn serve(f: &FabricInner, conns: &mut Vec<Arc<Conn>>) -> bool {
         }
     }
     did
-}
-
-/// Says on every connection whether this process's engine naps (peers then wake it).
-pub(super) fn set_napping(conns: &[Arc<Conn>], napping: bool) {
-    for c in conns {
-        c.set_napping(napping);
-    }
 }
 
 /// What a responder does with a request before looking at it.

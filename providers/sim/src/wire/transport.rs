@@ -108,7 +108,6 @@ struct Tx {
 
 /// A frame being read: its header and body, and the payload so far.
 struct Partial {
-    kind: u16,
     body: Vec<u8>,
     len: usize,
     payload: Vec<u8>,
@@ -387,7 +386,6 @@ impl Conn {
             }
             avail -= HEADER_BYTES + body_len;
             rx.partial = Some(Partial {
-                kind,
                 body,
                 len,
                 payload: Vec::new(),
@@ -436,7 +434,6 @@ impl Conn {
             // A response to a request given up on (or never sent): not kept.
             return Ok(None);
         }
-        debug_assert!(p.kind == super::KIND_REQUEST || p.kind == super::KIND_RESPONSE);
         if self.accepted {
             Request::decode(&p.body, p.payload)
                 .map(|r| Some(Incoming::Request(r)))
@@ -509,8 +506,6 @@ pub(crate) struct Wire {
     kick: Mutex<Option<Kick>>,
     /// The wire timeout, in nanoseconds.
     timeout_ns: AtomicU64,
-    /// Held by the thread serving the connections.
-    serving: Mutex<()>,
 }
 
 fn uid() -> u32 {
@@ -726,7 +721,6 @@ impl Wire {
             next_conn: AtomicU64::new(1),
             kick: Mutex::new(None),
             timeout_ns: AtomicU64::new(DEFAULT_TIMEOUT.as_nanos() as u64),
-            serving: Mutex::new(()),
         });
         Ok((w, l))
     }
@@ -772,15 +766,6 @@ impl Wire {
         }
     }
 
-    /// The right to serve the connections, unless another thread serves them now.
-    pub(crate) fn try_serve(&self) -> Option<MutexGuard<'_, ()>> {
-        match self.serving.try_lock() {
-            Ok(g) => Some(g),
-            Err(std::sync::TryLockError::Poisoned(e)) => Some(e.into_inner()),
-            Err(std::sync::TryLockError::WouldBlock) => None,
-        }
-    }
-
     /// The engine's eventfd (it naps on it).
     pub(crate) fn wake_fd(&self) -> &OwnedFd {
         &self.wake_fd
@@ -804,6 +789,13 @@ impl Wire {
 
     fn register(&self, c: &Arc<Conn>) {
         lock(&self.conns).push(c.clone());
+    }
+
+    /// Says on every connection whether this process's engine naps (peers then wake it).
+    pub(crate) fn set_napping(&self, napping: bool) {
+        for c in lock(&self.conns).iter() {
+            c.set_napping(napping);
+        }
     }
 
     /// The live connections (into `into`, reused between scans); dead ones are dropped.
