@@ -24,14 +24,16 @@ fn free_port() -> u16 {
 /// Runs `program args` as server and client; returns the client's output.
 fn pair(program: &std::path::Path, args: &[&str]) -> String {
     let port = free_port().to_string();
-    let server = verbs_command(program)
-        .args(args)
-        .args(["-p", &port])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start the server");
+    let server = KillOnDrop(Some(
+        verbs_command(program)
+            .args(args)
+            .args(["-p", &port])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start the server"),
+    ));
     // The client retries until the server listens (it exits at once when it cannot connect).
     let start = Instant::now();
     let client = loop {
@@ -51,7 +53,7 @@ fn pair(program: &std::path::Path, args: &[&str]) -> String {
         }
         std::thread::sleep(Duration::from_millis(200));
     };
-    let s = wait_with_deadline(server, LIMIT, "server");
+    let s = wait_with_deadline(server.take(), LIMIT, "server");
     let stext =
         String::from_utf8_lossy(&s.stdout).into_owned() + &String::from_utf8_lossy(&s.stderr);
     assert!(

@@ -80,6 +80,26 @@ pub fn run_with_deadline(cmd: &mut Command, limit: Duration) -> Output {
     wait_with_deadline(child, limit, &format!("{cmd:?}"))
 }
 
+/// A child process killed (and reaped) when dropped: a test that panics while its server
+/// waits for a client that will never come leaves no process behind spinning on a CPU.
+pub struct KillOnDrop(pub Option<Child>);
+
+impl KillOnDrop {
+    /// The child, no longer killed on drop.
+    pub fn take(mut self) -> Child {
+        self.0.take().expect("the child is taken once")
+    }
+}
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
 /// Waits for `child`, killing it after `limit`.
 pub fn wait_with_deadline(mut child: Child, limit: Duration, what: &str) -> Output {
     let start = Instant::now();
