@@ -10,6 +10,10 @@ use super::complete::*;
 use crate::mem::{Access, KeyCache, MrInner, Pins, dma_copy_pinned};
 use crate::state::{QpExec, QpInner};
 /// RNR: retry later, or fail after `rnr_retry` attempts (7 = forever).
+/// The RNR timer: how long a requester waits before sending again after "receiver not ready"
+/// (kept short: a software NIC has no wire to wait on).
+pub(super) const RNR_TIMER: Duration = Duration::from_micros(20);
+
 pub(super) fn rnr(qp: &QpInner, ex: &mut QpExec, c: Cpl, op: &WqeOp) -> Step {
     let now = Instant::now();
     if let Some(t) = ex.rnr_next {
@@ -32,7 +36,7 @@ pub(super) fn rnr(qp: &QpInner, ex: &mut QpExec, c: Cpl, op: &WqeOp) -> Step {
         );
     }
     // The RNR timer (kept short: a software NIC has no wire to wait on).
-    ex.rnr_next = Some(now + Duration::from_micros(20));
+    ex.rnr_next = Some(now + RNR_TIMER);
     Step::Wait
 }
 

@@ -70,9 +70,13 @@ pub(crate) fn run(weak: Weak<FabricInner>) {
         let chaos_ref = chaos.as_mut().and_then(|c| c.as_mut());
         let mut work = false;
         let nap_after = spin_before_nap(&f);
-        // A program thread may be running the engine's pass now (`progress`): then this
-        // thread has nothing to do (and naps once that has lasted).
-        {
+        // A program thread may be running the engine's pass now or have just run it
+        // (`progress`): then this thread has nothing to do (and naps once that has lasted).
+        let polled = f
+            .wire
+            .as_ref()
+            .is_some_and(|w| w.polled_within(PROGRAM_POLLS));
+        if !polled {
             if let Some(mut turn) = f.try_turn() {
                 // Requests from QPs of other processes execute here, where the memory is.
                 work = f.run_scan_hooks();
@@ -165,6 +169,10 @@ pub(crate) fn run(weak: Weak<FabricInner>) {
     }
 }
 
+/// How recently a program thread must have run a process fabric's pass (`progress`) for the
+/// engine thread to leave the work to it.
+const PROGRAM_POLLS: Duration = Duration::from_micros(20);
+
 /// How long an idle engine keeps scanning before it naps. A process fabric's engine naps
 /// almost at once: its peers wake it through its eventfd when they write to it, and the
 /// program's own threads run its work themselves when they post or poll (`progress`), so a
@@ -184,9 +192,10 @@ fn spin_before_nap(f: &FabricInner) -> Duration {
 /// chaos fabrics (whose decisions come from one seeded stream), leave everything to the engine
 /// thread.
 pub(crate) fn progress(f: &FabricInner) -> bool {
-    if f.chaos.is_some() || f.wire.is_none() {
+    let Some(w) = f.wire.as_ref().filter(|_| f.chaos.is_none()) else {
         return false;
-    }
+    };
+    w.set_polled();
     // One pass at a time, whichever thread runs it: a CQ has one producer.
     let Some(mut turn) = f.try_turn() else {
         return false;

@@ -389,9 +389,22 @@ pub(super) fn serve(f: &FabricInner, turn: &mut Turn<'_>) -> bool {
     let mut did = false;
     for c in conns.iter() {
         did |= c.flush();
-        while let Some(req) = wire.take(c, &mut did) {
-            did = true;
+        // A request that found no receive is tried again first.
+        let mut next = c.take_held();
+        while let Some((req, since)) =
+            next.or_else(|| wire.take(c, &mut did).map(|r| (r, now_ns())))
+        {
             let (status, payload) = respond(f, c.peer, &req);
+            if status == RNR && now_ns().saturating_sub(since) < RNR_TIMER.as_nanos() as u64 {
+                // No receive posted yet: hold it (and what follows on this connection) for
+                // as long as the requester's RNR timer would make it wait anyway. A program
+                // that posts its receive meanwhile gets the message at once, not after a
+                // NAK, the timer and a retransmission.
+                c.hold(req, since);
+                break;
+            }
+            did = true;
+            next = None;
             let resp = Response {
                 dst_nic: req.src_nic,
                 dst_qpn: req.src_qpn,

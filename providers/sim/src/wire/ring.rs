@@ -14,14 +14,17 @@
 //!
 //! | offset | field |
 //! |---|---|
-//! | 0, 64, 128, 132 | ring 0 (requests, connector → acceptor): `head`, `tail`, `napping`, `starved` |
-//! | 192, 256, 320, 324 | ring 1 (responses, acceptor → connector): the same |
+//! | 0, 64, 128, 132, 136 | ring 0 (requests, connector → acceptor): `head`, `tail`, `napping`, `starved`, `polled_ns` |
+//! | 192, 256, 320, 324, 328 | ring 1 (responses, acceptor → connector): the same |
 //! | 4096 | ring 0's data, [`RING_BYTES`] (byte `n` of the stream at `4096 + n mod RING_BYTES`) |
 //! | 4096 + [`RING_BYTES`] | ring 1's data |
 //!
 //! Wake-ups: the consumer's engine, before it naps, sets its ring's `napping` word; a producer
 //! that has written checks it (after a full fence) and wakes the peer's engine through the
-//! eventfd the peer passed at connection time. A producer that finds no room sets `starved`;
+//! eventfd the peer passed at connection time — unless a program thread of the consumer's
+//! process looked at the ring within [`POLLED_RECENTLY`] (`polled_ns`, `CLOCK_MONOTONIC`):
+//! that thread polls (`Fabric::progress`) and takes the frame sooner than a woken engine would
+//! get a core. A producer that finds no room sets `starved`;
 //! the consumer that frees room wakes it the same way. Both are hints: a lost one costs at most
 //! one nap (a few milliseconds), never correctness.
 
@@ -49,6 +52,9 @@ struct Flags {
     napping: AtomicU32,
     /// The producer waits for room: a consumer that freed some wakes it.
     starved: AtomicU32,
+    /// When a program thread of the consumer's process last looked at the ring
+    /// (`CLOCK_MONOTONIC`, ns).
+    polled_ns: AtomicU64,
 }
 
 #[repr(C)]
@@ -61,8 +67,21 @@ struct Header {
 }
 
 const _: () = assert!(std::mem::size_of::<Header>() == 192);
+const _: () = assert!(std::mem::offset_of!(Header, flags) == 128);
 const _: () = assert!(2 * std::mem::size_of::<Header>() <= HEADERS_BYTES);
 const _: () = assert!(RING_BYTES.is_power_of_two());
+
+/// How recently a program thread must have polled a ring for a producer to leave its napping
+/// engine asleep.
+pub(crate) const POLLED_RECENTLY: std::time::Duration = std::time::Duration::from_micros(5);
+
+/// `CLOCK_MONOTONIC` in nanoseconds: the same clock in every process of the host.
+pub(crate) fn monotonic_ns() -> u64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    (t.tv_sec as u64)
+        .wrapping_mul(1_000_000_000)
+        .wrapping_add(t.tv_nsec as u64)
+}
 
 /// The peer broke the ring protocol (or scribbled over the counters).
 #[derive(Debug)]
@@ -268,15 +287,23 @@ impl Producer {
             .store(1, Ordering::SeqCst);
     }
 
-    /// Whether the consumer naps and must be woken now (clears the word: one wake-up serves
-    /// every later write until it naps again).
+    /// Whether the consumer's engine naps and must be woken now: not while a program thread
+    /// of its process polls the ring (it takes what we wrote); otherwise clears the word (one
+    /// wake-up serves every later write until it naps again).
     pub(crate) fn consumer_napping(&self, seg: &Segment) -> bool {
         // ORDERING: the full fence orders the head store before this load, pairing with the
         // consumer's SeqCst store of `napping` before its last look: either it sees our bytes
         // or we see it napping.
         fence(Ordering::SeqCst);
-        let f = &seg.header(self.ring).flags.napping;
-        f.load(Ordering::Relaxed) != 0 && f.swap(0, Ordering::AcqRel) != 0
+        let flags = &seg.header(self.ring).flags;
+        if flags.napping.load(Ordering::Relaxed) == 0 {
+            return false;
+        }
+        let polled = flags.polled_ns.load(Ordering::Relaxed);
+        if monotonic_ns().saturating_sub(polled) < POLLED_RECENTLY.as_nanos() as u64 {
+            return false;
+        }
+        flags.napping.swap(0, Ordering::AcqRel) != 0
     }
 }
 
@@ -329,6 +356,14 @@ impl Consumer {
         fence(Ordering::SeqCst);
         h.flags.starved.load(Ordering::Relaxed) != 0
             && h.flags.starved.swap(0, Ordering::AcqRel) != 0
+    }
+
+    /// Says a program thread of this process polls the ring now (`now`: [`monotonic_ns`]).
+    pub(crate) fn set_polled(&self, seg: &Segment, now: u64) {
+        seg.header(self.ring)
+            .flags
+            .polled_ns
+            .store(now, Ordering::Relaxed);
     }
 
     /// Says whether this end's engine naps (producers wake it while it does).
@@ -387,6 +422,28 @@ mod tests {
         assert!(c.available(&seg).is_err());
         seg.header(0).tail.0.store(sent + 1, Ordering::Release);
         assert!(p.room(&seg).is_err());
+    }
+
+    #[test]
+    fn a_napping_consumer_is_woken_unless_its_process_polls() {
+        let seg = Segment::create().unwrap();
+        let p = Producer::new(Dir::Requests);
+        let c = Consumer::new(Dir::Requests);
+        assert!(!p.consumer_napping(&seg), "awake: no wake-up");
+        c.set_napping(&seg, true);
+        // A program thread polled just now: it takes the frame, the engine sleeps on.
+        c.set_polled(&seg, monotonic_ns());
+        assert!(!p.consumer_napping(&seg));
+        // Polled long ago: wake it, once.
+        c.set_polled(
+            &seg,
+            monotonic_ns() - 10 * POLLED_RECENTLY.as_nanos() as u64,
+        );
+        assert!(p.consumer_napping(&seg));
+        assert!(
+            !p.consumer_napping(&seg),
+            "one wake-up serves until it naps again"
+        );
     }
 
     #[test]

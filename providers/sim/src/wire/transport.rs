@@ -148,6 +148,9 @@ pub(crate) struct Conn {
     /// The peer engine's eventfd (an accepted connection has it from the hello, one this
     /// process made from the welcome).
     peer_wake: OnceLock<OwnedFd>,
+    /// A request that found no receive posted, held a moment before it is answered RNR, and
+    /// when it was first tried ([`now_ns`]).
+    held: Mutex<Option<(Request, u64)>>,
     wire: Weak<Wire>,
 }
 
@@ -194,6 +197,7 @@ impl Conn {
             died_ns: AtomicU64::new(0),
             progress: AtomicU64::new(now_ns()),
             peer_wake: w,
+            held: Mutex::new(None),
             wire: Arc::downgrade(wire),
         }
     }
@@ -445,9 +449,25 @@ impl Conn {
         }
     }
 
+    /// Holds `req` (first tried at `since`) to be tried again before anything else.
+    pub(crate) fn hold(&self, req: Request, since: u64) {
+        *lock(&self.held) = Some((req, since));
+    }
+
+    /// The held request, if any.
+    pub(crate) fn take_held(&self) -> Option<(Request, u64)> {
+        lock(&self.held).take()
+    }
+
     /// Says whether this process's engine naps (the peer wakes it when it writes).
     pub(crate) fn set_napping(&self, napping: bool) {
         lock(&self.rx).ring.set_napping(&self.seg, napping);
+    }
+
+    /// Says a program thread of this process polls the connection now (`now`:
+    /// [`monotonic_ns`](super::ring::monotonic_ns)).
+    fn set_polled(&self, now: u64) {
+        lock(&self.rx).ring.set_polled(&self.seg, now);
     }
 
     /// Waits for the socket to end (the peer's process ended or closed it), then marks the
@@ -506,6 +526,9 @@ pub(crate) struct Wire {
     kick: Mutex<Option<Kick>>,
     /// The wire timeout, in nanoseconds.
     timeout_ns: AtomicU64,
+    /// When a program thread of this process last ran the engine's pass
+    /// ([`monotonic_ns`](super::ring::monotonic_ns)).
+    polled_ns: AtomicU64,
 }
 
 fn uid() -> u32 {
@@ -721,6 +744,7 @@ impl Wire {
             next_conn: AtomicU64::new(1),
             kick: Mutex::new(None),
             timeout_ns: AtomicU64::new(DEFAULT_TIMEOUT.as_nanos() as u64),
+            polled_ns: AtomicU64::new(0),
         });
         Ok((w, l))
     }
@@ -796,6 +820,23 @@ impl Wire {
         for c in lock(&self.conns).iter() {
             c.set_napping(napping);
         }
+    }
+
+    /// Says on every connection that a program thread of this process polls now: peers
+    /// writing meanwhile leave the napping engine asleep (see [`super::ring`]).
+    pub(crate) fn set_polled(&self) {
+        let now = super::ring::monotonic_ns();
+        self.polled_ns.store(now, Ordering::Relaxed);
+        for c in lock(&self.conns).iter() {
+            c.set_polled(now);
+        }
+    }
+
+    /// Whether a program thread ran the engine's pass within `within`: the engine thread then
+    /// leaves the work to it rather than take a core (and the turn) it needs.
+    pub(crate) fn polled_within(&self, within: Duration) -> bool {
+        let last = self.polled_ns.load(Ordering::Relaxed);
+        super::ring::monotonic_ns().saturating_sub(last) < within.as_nanos() as u64
     }
 
     /// The live connections (into `into`, reused between scans); dead ones are dropped.
