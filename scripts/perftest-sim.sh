@@ -12,7 +12,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 profile=release
 if [ "${1:-}" = "--debug" ]; then profile=debug; shift; fi
-if [ "$profile" = release ]; then cargo build -q --release -p gda-verbs --bin gda -p gda; else cargo build -q -p gda-verbs --bin gda -p gda; fi
+flags=(); [ "$profile" = release ] && flags=(--release)
+cargo build -q "${flags[@]}" -p gda-verbs
+cargo build -q "${flags[@]}" -p gda --bin gda
 export LD_LIBRARY_PATH="$PWD/target/$profile/verbs-sim"
 for t in ib_write_bw ib_read_bw ib_send_bw ib_atomic_bw ib_write_lat ib_read_lat ib_send_lat; do
   command -v "$t" >/dev/null || { echo "$t missing: apt-get install perftest" >&2; exit 1; }
