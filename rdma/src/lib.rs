@@ -27,6 +27,8 @@ mod discover;
 mod host;
 mod load;
 mod objects;
+pub mod qp_attr;
+pub mod qp_mask;
 
 pub use discover::DiscoverError;
 pub use host::Host;

@@ -31,26 +31,6 @@ pub fn note_destroy_failure(what: std::fmt::Arguments<'_>) {
     eprintln!("gda-rdma: {what}");
 }
 
-/// `IBV_QP_*` attribute-mask bits.
-mod mask {
-    use std::ffi::c_int;
-    pub const STATE: c_int = 1;
-    pub const ACCESS_FLAGS: c_int = 1 << 3;
-    pub const PKEY_INDEX: c_int = 1 << 4;
-    pub const PORT: c_int = 1 << 5;
-    pub const AV: c_int = 1 << 7;
-    pub const PATH_MTU: c_int = 1 << 8;
-    pub const TIMEOUT: c_int = 1 << 9;
-    pub const RETRY_CNT: c_int = 1 << 10;
-    pub const RNR_RETRY: c_int = 1 << 11;
-    pub const RQ_PSN: c_int = 1 << 12;
-    pub const MAX_QP_RD_ATOMIC: c_int = 1 << 13;
-    pub const MIN_RNR_TIMER: c_int = 1 << 15;
-    pub const SQ_PSN: c_int = 1 << 16;
-    pub const MAX_DEST_RD_ATOMIC: c_int = 1 << 17;
-    pub const DEST_QPN: c_int = 1 << 20;
-}
-
 fn zeroed_attr() -> sys::ibv_qp_attr {
     // SAFETY: C data; all zeros is valid.
     unsafe { std::mem::zeroed() }
@@ -755,7 +735,14 @@ impl Qp {
         // SAFETY: as above.
         let mut i: sys::ibv_qp_init_attr = unsafe { std::mem::zeroed() };
         // SAFETY: our QP, output structs.
-        let r = unsafe { (self.pd.ctx.verbs.fns().query_qp)(self.qp, &mut a, 1 << 16, &mut i) };
+        let r = unsafe {
+            (self.pd.ctx.verbs.fns().query_qp)(
+                self.qp,
+                &mut a,
+                crate::qp_mask::SQ_PSN as c_int,
+                &mut i,
+            )
+        };
         if r != 0 {
             return Err(self
                 .pd
@@ -801,70 +788,28 @@ impl Qp {
 
     /// RESET→INIT: port, partition and the responder's rights.
     pub fn to_init(&mut self, attr: &gda_hal::control::InitAttr) -> Result<(), VerbsError> {
-        let mut a = zeroed_attr();
-        a.qp_state = sys::ibv_qp_state::IBV_QPS_INIT;
-        a.port_num = attr.port;
-        a.pkey_index = attr.pkey_index;
-        a.qp_access_flags = attr.access.bits();
-        use mask::*;
-        self.modify(
-            "RESET→INIT",
-            &mut a,
-            STATE | PKEY_INDEX | PORT | ACCESS_FLAGS,
-        )
+        let (mut a, mask) = crate::qp_attr::to_ibv_init(attr);
+        self.modify("RESET→INIT", &mut a, mask as c_int)
     }
 
     /// INIT→RTR on `port`: the peer, the path MTU, GRH (source GID, hop limit, traffic class)
     /// and `static_rate`, after checking the attributes' ranges.
     pub fn to_rtr(&mut self, attr: &gda_hal::control::RtrAttr, port: u8) -> Result<(), HostError> {
-        attr.validate()?;
-        let mut a = zeroed_attr();
-        a.qp_state = sys::ibv_qp_state::IBV_QPS_RTR;
-        a.path_mtu = attr.path_mtu as u32;
-        a.dest_qp_num = attr.remote.qpn;
-        a.rq_psn = attr.remote.psn;
-        a.max_dest_rd_atomic = attr.max_dest_rd_atomic;
-        a.min_rnr_timer = attr.min_rnr_timer;
-        a.ah_attr.is_global = u8::from(attr.is_global);
-        a.ah_attr.dlid = attr.remote.lid;
-        a.ah_attr.port_num = port;
-        a.ah_attr.static_rate = attr.static_rate;
-        a.ah_attr.grh.dgid.raw = attr.remote.gid.0;
-        a.ah_attr.grh.sgid_index = u8::try_from(attr.sgid_index).map_err(|_| {
-            gda_hal::control::ControlError::Invalid(format!("sgid_index {} > 255", attr.sgid_index))
-        })?;
-        a.ah_attr.grh.hop_limit = attr.hop_limit;
-        a.ah_attr.grh.traffic_class = attr.traffic_class;
-        use mask::*;
-        Ok(self.modify(
-            "INIT→RTR",
-            &mut a,
-            STATE | AV | PATH_MTU | DEST_QPN | RQ_PSN | MAX_DEST_RD_ATOMIC | MIN_RNR_TIMER,
-        )?)
+        let (mut a, mask) = crate::qp_attr::to_ibv_rtr(attr, port)?;
+        Ok(self.modify("INIT→RTR", &mut a, mask as c_int)?)
     }
 
     /// RTR→RTS: the send PSN and retry behaviour.
     pub fn to_rts(&mut self, attr: &gda_hal::control::RtsAttr) -> Result<(), VerbsError> {
-        let mut a = zeroed_attr();
-        a.qp_state = sys::ibv_qp_state::IBV_QPS_RTS;
-        a.sq_psn = attr.sq_psn;
-        a.timeout = attr.timeout;
-        a.retry_cnt = attr.retry_cnt;
-        a.rnr_retry = attr.rnr_retry;
-        a.max_rd_atomic = attr.max_rd_atomic;
-        use mask::*;
-        self.modify(
-            "RTR→RTS",
-            &mut a,
-            STATE | SQ_PSN | TIMEOUT | RETRY_CNT | RNR_RETRY | MAX_QP_RD_ATOMIC,
-        )
+        let (mut a, mask) = crate::qp_attr::to_ibv_rts(attr);
+        self.modify("RTR→RTS", &mut a, mask as c_int)
     }
 
     /// →ERR.
     pub fn to_error(&mut self) -> Result<(), VerbsError> {
         let mut a = zeroed_attr();
         a.qp_state = sys::ibv_qp_state::IBV_QPS_ERR;
-        self.modify("→ERR", &mut a, mask::STATE)
+        self.modify("→ERR", &mut a, crate::qp_mask::STATE as c_int)
     }
 
     /// Its PD.
@@ -889,6 +834,7 @@ impl Drop for Qp {
 /// The attributes `mask` selects from `a`, by name (`path_mtu=3 (1024), dest_qp_num=0x12, …`),
 /// for an error message that says what a refused `ibv_modify_qp` was given.
 pub fn describe_qp_attr(a: &sys::ibv_qp_attr, mask: c_int) -> String {
+    use crate::qp_mask::*;
     let m = mask as u32;
     let mut out: Vec<String> = Vec::new();
     let mut put = |bit: u32, text: &dyn Fn() -> String| {
@@ -896,18 +842,18 @@ pub fn describe_qp_attr(a: &sys::ibv_qp_attr, mask: c_int) -> String {
             out.push(text());
         }
     };
-    put(1 << 0, &|| format!("qp_state={}", a.qp_state));
-    put(1 << 1, &|| format!("cur_qp_state={}", a.cur_qp_state));
-    put(1 << 2, &|| {
+    put(STATE, &|| format!("qp_state={}", a.qp_state));
+    put(CUR_STATE, &|| format!("cur_qp_state={}", a.cur_qp_state));
+    put(EN_SQD_ASYNC_NOTIFY, &|| {
         format!("en_sqd_async_notify={}", a.en_sqd_async_notify)
     });
-    put(1 << 3, &|| {
+    put(ACCESS_FLAGS, &|| {
         format!("qp_access_flags={:#x}", a.qp_access_flags)
     });
-    put(1 << 4, &|| format!("pkey_index={}", a.pkey_index));
-    put(1 << 5, &|| format!("port_num={}", a.port_num));
-    put(1 << 6, &|| format!("qkey={:#x}", a.qkey));
-    put(1 << 7, &|| {
+    put(PKEY_INDEX, &|| format!("pkey_index={}", a.pkey_index));
+    put(PORT, &|| format!("port_num={}", a.port_num));
+    put(QKEY, &|| format!("qkey={:#x}", a.qkey));
+    put(AV, &|| {
         let ah = &a.ah_attr;
         // SAFETY: `ibv_gid` is a union of plain bytes; every bit pattern is a valid `raw`.
         let gid = unsafe { ah.grh.dgid.raw };
@@ -929,7 +875,7 @@ pub fn describe_qp_attr(a: &sys::ibv_qp_attr, mask: c_int) -> String {
             ah.grh.flow_label
         )
     });
-    put(1 << 8, &|| {
+    put(PATH_MTU, &|| {
         let bytes = if (1..=5).contains(&a.path_mtu) {
             format!("{}", 128u32 << a.path_mtu)
         } else {
@@ -937,19 +883,40 @@ pub fn describe_qp_attr(a: &sys::ibv_qp_attr, mask: c_int) -> String {
         };
         format!("path_mtu={} ({bytes})", a.path_mtu)
     });
-    put(1 << 9, &|| format!("timeout={}", a.timeout));
-    put(1 << 10, &|| format!("retry_cnt={}", a.retry_cnt));
-    put(1 << 11, &|| format!("rnr_retry={}", a.rnr_retry));
-    put(1 << 12, &|| format!("rq_psn={:#x}", a.rq_psn));
-    put(1 << 13, &|| format!("max_rd_atomic={}", a.max_rd_atomic));
-    put(1 << 15, &|| format!("min_rnr_timer={}", a.min_rnr_timer));
-    put(1 << 16, &|| format!("sq_psn={:#x}", a.sq_psn));
-    put(1 << 17, &|| {
+    put(TIMEOUT, &|| format!("timeout={}", a.timeout));
+    put(RETRY_CNT, &|| format!("retry_cnt={}", a.retry_cnt));
+    put(RNR_RETRY, &|| format!("rnr_retry={}", a.rnr_retry));
+    put(RQ_PSN, &|| format!("rq_psn={:#x}", a.rq_psn));
+    put(MAX_QP_RD_ATOMIC, &|| {
+        format!("max_rd_atomic={}", a.max_rd_atomic)
+    });
+    put(MIN_RNR_TIMER, &|| {
+        format!("min_rnr_timer={}", a.min_rnr_timer)
+    });
+    put(SQ_PSN, &|| format!("sq_psn={:#x}", a.sq_psn));
+    put(MAX_DEST_RD_ATOMIC, &|| {
         format!("max_dest_rd_atomic={}", a.max_dest_rd_atomic)
     });
-    put(1 << 20, &|| format!("dest_qp_num={:#x}", a.dest_qp_num));
-    // Bits 0..=13, 15..=17 and 20: the ones named above.
-    let known: u32 = 0x13_bfff;
+    put(DEST_QPN, &|| format!("dest_qp_num={:#x}", a.dest_qp_num));
+    // The bits named above.
+    let known: u32 = STATE
+        | CUR_STATE
+        | EN_SQD_ASYNC_NOTIFY
+        | ACCESS_FLAGS
+        | PKEY_INDEX
+        | PORT
+        | QKEY
+        | AV
+        | PATH_MTU
+        | TIMEOUT
+        | RETRY_CNT
+        | RNR_RETRY
+        | RQ_PSN
+        | MAX_QP_RD_ATOMIC
+        | MIN_RNR_TIMER
+        | SQ_PSN
+        | MAX_DEST_RD_ATOMIC
+        | DEST_QPN;
     if m & !known != 0 {
         out.push(format!("other mask bits {:#x}", m & !known));
     }

@@ -140,7 +140,12 @@ pub(crate) fn qp_not_ready_and_rnr<P: Modeled>() {
     let pd = nic.alloc_pd();
     let cq = nic.create_cq(64, CqMode::Normal).unwrap();
     let qp = pd.create_qp(QpInit::default(), &cq, &cq).unwrap();
-    qp.init().unwrap();
+    qp.modify_init(&gda::hal::control::InitAttr {
+        port: 1,
+        pkey_index: 0,
+        access: Access::ALL,
+    })
+    .unwrap();
     let mut raw = common::Raw::<P>::new(qp.sq_handle::<P>().unwrap(), cq.handle());
     raw.post(&WorkRequest::Nop, SendFlags::SIGNALED);
     raw.post(&WorkRequest::Nop, SendFlags::empty());
@@ -151,7 +156,10 @@ pub(crate) fn qp_not_ready_and_rnr<P: Modeled>() {
     );
     assert_eq!(qp.state(), QpState::Error);
     // Refused transitions say what was asked.
-    let e = qp.modify(QpState::Rts).unwrap_err().to_string();
+    let e = qp
+        .modify_rts(&gda::hal::control::RtsAttr::new(qp.start_psn()))
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("Error") && e.contains("Rts"), "{e}");
 
     // RNR: a SEND with no receive posted and rnr_retry = 0.
@@ -392,7 +400,7 @@ pub(crate) fn receives_flush_in_error<P: Modeled>() {
     let buf = t.mr_b(64, Access::LOCAL_WRITE);
     rq.post(sge(&buf, 0, 32));
     rq.post(sge(&buf, 32, 32));
-    t.b.set_error();
+    t.b.modify_error();
     let w = rq.wait(2);
     assert!(
         w.iter()

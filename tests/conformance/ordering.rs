@@ -194,11 +194,7 @@ pub(crate) fn fabric_of_many_nics_and_loopback<P: Modeled>() {
     let mrs: Vec<_> = pds.iter().map(|pd| pd.alloc_mr(64, Access::ALL)).collect();
     for i in 0..4 {
         let ep = gda::sim::Endpoint::from_bytes(&qps[(i + 1) % 4].endpoint().to_bytes()).unwrap();
-        qps[i].init().unwrap();
-        qps[i].connect(&ep).unwrap();
-    }
-    for q in &qps {
-        q.ready().unwrap();
+        qps[i].bring_up(&ep).unwrap();
     }
     for i in 0..4 {
         let mut raw = common::Raw::<P>::new(qps[i].sq_handle::<P>().unwrap(), cqs[i].handle());
@@ -243,9 +239,8 @@ pub(crate) fn fabric_of_many_nics_and_loopback<P: Modeled>() {
         .alloc_pd()
         .create_qp(QpInit::default(), &ocq, &ocq)
         .unwrap();
-    oq.init().unwrap();
     assert!(
-        oq.connect(&qps[0].endpoint())
+        oq.bring_up(&qps[0].endpoint())
             .unwrap_err()
             .to_string()
             .contains("names no QP")

@@ -12,7 +12,8 @@ use std::sync::atomic::Ordering;
 
 use gda_hal::handle::SqPos;
 use gda_hal::{Sge, WcOpcode, WorkCompletion, WqHandle};
-use gda_sim::{Endpoint, QpInit, QpState};
+use gda_rdma::qp_attr;
+use gda_sim::{QpInit, QpState};
 use ibverbs_sys as sys;
 
 use crate::abi::{Errno, Handle, guard, handle, ret_code, ret_ptr};
@@ -508,11 +509,6 @@ fn port_view(ctx: &Context) -> PortView {
     }
 }
 
-/// The software NIC's address of a remote QP from the GID and QP number a program gives.
-fn endpoint_of(gid: &[u8; 16], qpn: u32) -> Option<Endpoint> {
-    crate::fabric::endpoint_of(gid, qpn)
-}
-
 fn modify(qp: *mut sys::ibv_qp, attr: *mut sys::ibv_qp_attr, mask: c_int) -> Result<(), Errno> {
     // SAFETY: the caller's QP (checked).
     let q = unsafe { Qp::from_ibv(qp) }?;
@@ -538,9 +534,17 @@ fn modify(qp: *mut sys::ibv_qp, attr: *mut sys::ibv_qp_attr, mask: c_int) -> Res
             q.sim.start_psn()
         )));
     }
-    let sim_err = |e: gda_sim::SimError| Errno::inval(e.to_string());
+    // The attributes become gda-hal's and the software NIC takes them through the same
+    // transitions as every other control path (`gda_sim::Qp::modify_*`, which `SimQp`'s
+    // `RawRcQp` calls); the checks above only chose the errno the real stack would return.
+    let arrow = format!(
+        "{}→{}",
+        qp_state::state_name(cur),
+        qp_state::state_name(next)
+    );
+    let refused = |e: &dyn std::fmt::Display| Errno::inval(format!("{arrow}: {e}"));
     match (cur, next) {
-        (_, qp_state::ERR) => q.sim.set_error(),
+        (_, qp_state::ERR) => q.sim.modify_error(),
         (qp_state::RESET, qp_state::RESET) => {}
         (_, qp_state::RESET) => {
             return Err(Errno::new(
@@ -551,47 +555,33 @@ fn modify(qp: *mut sys::ibv_qp, attr: *mut sys::ibv_qp_attr, mask: c_int) -> Res
                 ),
             ));
         }
-        (qp_state::RESET, qp_state::INIT) => q.sim.init().map_err(sim_err)?,
+        (qp_state::RESET, qp_state::INIT) => {
+            let attr = qp_attr::init_from_ibv(a, m).map_err(|e| refused(&e))?;
+            q.sim.modify_init(&attr).map_err(|e| refused(&e))?;
+        }
         (qp_state::INIT, qp_state::RTR) => {
-            // SAFETY: reading the GID union's bytes.
-            let dgid = unsafe { a.ah_attr.grh.dgid.raw };
-            let ep = endpoint_of(&dgid, a.dest_qp_num).ok_or_else(|| {
-                Errno::inval(format!(
-                    "INIT→RTR: grh.dgid {} is not a software-NIC GID",
-                    fmt_gid(&dgid)
-                ))
-            })?;
+            let link = q.ctx.port().link_layer;
+            let attr = qp_attr::rtr_from_ibv(a, m, link).map_err(|e| refused(&e))?;
             // `rq_psn`: the PSN the peer's first request carries (its `sq_psn`); a request
             // from another process at any other PSN is refused.
-            let connected = if m & b::RQ_PSN != 0 {
-                q.sim.connect_with_psn(&ep, a.rq_psn & 0x00ff_ffff)
-            } else {
-                q.sim.connect(&ep)
-            };
-            connected.map_err(|e| {
+            q.sim.modify_rtr(&attr).map_err(|e| {
                 Errno::inval(format!(
                     "INIT→RTR: dest_qp_num {:#x} at {}: {e}",
                     a.dest_qp_num,
-                    fmt_gid(&dgid)
+                    fmt_gid(&attr.remote.gid.0)
                 ))
             })?;
         }
         (qp_state::RTR, qp_state::RTS) => {
-            q.sim.set_rnr_retry(a.rnr_retry);
             // `sq_psn`: what this QP's requests to another process start at (the peer's
             // `rq_psn`).
-            if m & b::SQ_PSN != 0 {
-                q.sim.ready_with_psn(a.sq_psn & 0x00ff_ffff)
-            } else {
-                q.sim.ready()
-            }
-            .map_err(sim_err)?;
+            let attr = qp_attr::rts_from_ibv(a, m).map_err(|e| refused(&e))?;
+            q.sim.modify_rts(&attr).map_err(|e| refused(&e))?;
         }
-        _ => {
-            if m & b::RNR_RETRY != 0 {
-                q.sim.set_rnr_retry(a.rnr_retry);
-            }
-        }
+        // INIT→INIT, RTR→RTR, RTS→RTS: the attributes these take (access flags, timers,
+        // alternate paths) change nothing the software NIC models; they are kept below for
+        // `ibv_query_qp`.
+        _ => {}
     }
     let mut st = q.attr.lock().unwrap_or_else(|e| e.into_inner());
     let keep = |st: &mut sys::ibv_qp_attr| {

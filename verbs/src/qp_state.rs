@@ -23,8 +23,17 @@
 //!   (mlx5 ignores unknown bits);
 //! - a `path_mtu` above the port's active MTU (mlx5 checks only 256..4096; hns_roce's
 //!   `check_mtu_validate` refuses it as here);
+//! - a GRH with `hop_limit` 0 on INIT→RTR (a packet no router forwards; gda-hal's
+//!   [`RtrAttr::validate`](gda_hal::control::RtrAttr::validate), which every provider applies);
 //! - an `IBV_QP_CUR_STATE` that is not the QP's state (the kernel takes the caller's word for
 //!   the table check; the firmware then refuses the command for the real state, also `EINVAL`).
+//!
+//! These checks only choose the errno. What the QP then does is decided once for every
+//! control path: the call becomes gda-hal's transition attributes (`gda_rdma::qp_attr`, the
+//! one translation between `ibv_qp_attr` and them, which the hardware control paths use the
+//! other way) and the software NIC takes them through `gda_sim::Qp::modify_*`, the
+//! transitions `SimDevice`'s QPs make. The field widths are gda-hal's
+//! [`QpField`](gda_hal::control::QpField) table, the mask bits gda-rdma's `qp_mask`.
 //!
 //! The state table is the kernel's `qp_state_table` (`drivers/infiniband/core/verbs.c`), RC
 //! column, as of rdma.git 42e3aac65c1c ("IB/core: Extend rate limit support for RC QPs", 2026),
@@ -37,109 +46,13 @@ use std::ffi::c_int;
 
 use ibverbs_sys as sys;
 
+use gda_hal::control::QpField;
+
 use crate::abi::Errno;
 
-/// The `IBV_QP_*` attribute-mask bits (`enum ibv_qp_attr_mask`), as plain `u32`s.
-pub mod mask {
-    use ibverbs_sys::ibv_qp_attr_mask as m;
-
-    /// `IBV_QP_STATE`.
-    pub const STATE: u32 = m::IBV_QP_STATE.0;
-    /// `IBV_QP_CUR_STATE`.
-    pub const CUR_STATE: u32 = m::IBV_QP_CUR_STATE.0;
-    /// `IBV_QP_EN_SQD_ASYNC_NOTIFY`.
-    pub const EN_SQD_ASYNC_NOTIFY: u32 = m::IBV_QP_EN_SQD_ASYNC_NOTIFY.0;
-    /// `IBV_QP_ACCESS_FLAGS`.
-    pub const ACCESS_FLAGS: u32 = m::IBV_QP_ACCESS_FLAGS.0;
-    /// `IBV_QP_PKEY_INDEX`.
-    pub const PKEY_INDEX: u32 = m::IBV_QP_PKEY_INDEX.0;
-    /// `IBV_QP_PORT`.
-    pub const PORT: u32 = m::IBV_QP_PORT.0;
-    /// `IBV_QP_QKEY`.
-    pub const QKEY: u32 = m::IBV_QP_QKEY.0;
-    /// `IBV_QP_AV`.
-    pub const AV: u32 = m::IBV_QP_AV.0;
-    /// `IBV_QP_PATH_MTU`.
-    pub const PATH_MTU: u32 = m::IBV_QP_PATH_MTU.0;
-    /// `IBV_QP_TIMEOUT`.
-    pub const TIMEOUT: u32 = m::IBV_QP_TIMEOUT.0;
-    /// `IBV_QP_RETRY_CNT`.
-    pub const RETRY_CNT: u32 = m::IBV_QP_RETRY_CNT.0;
-    /// `IBV_QP_RNR_RETRY`.
-    pub const RNR_RETRY: u32 = m::IBV_QP_RNR_RETRY.0;
-    /// `IBV_QP_RQ_PSN`.
-    pub const RQ_PSN: u32 = m::IBV_QP_RQ_PSN.0;
-    /// `IBV_QP_MAX_QP_RD_ATOMIC`.
-    pub const MAX_QP_RD_ATOMIC: u32 = m::IBV_QP_MAX_QP_RD_ATOMIC.0;
-    /// `IBV_QP_ALT_PATH`.
-    pub const ALT_PATH: u32 = m::IBV_QP_ALT_PATH.0;
-    /// `IBV_QP_MIN_RNR_TIMER`.
-    pub const MIN_RNR_TIMER: u32 = m::IBV_QP_MIN_RNR_TIMER.0;
-    /// `IBV_QP_SQ_PSN`.
-    pub const SQ_PSN: u32 = m::IBV_QP_SQ_PSN.0;
-    /// `IBV_QP_MAX_DEST_RD_ATOMIC`.
-    pub const MAX_DEST_RD_ATOMIC: u32 = m::IBV_QP_MAX_DEST_RD_ATOMIC.0;
-    /// `IBV_QP_PATH_MIG_STATE`.
-    pub const PATH_MIG_STATE: u32 = m::IBV_QP_PATH_MIG_STATE.0;
-    /// `IBV_QP_CAP`.
-    pub const CAP: u32 = m::IBV_QP_CAP.0;
-    /// `IBV_QP_DEST_QPN`.
-    pub const DEST_QPN: u32 = m::IBV_QP_DEST_QPN.0;
-    /// `IBV_QP_RATE_LIMIT`.
-    pub const RATE_LIMIT: u32 = m::IBV_QP_RATE_LIMIT.0;
-
-    /// Bits 21..=24: `_IBV_QP_SMAC`, `_ALT_SMAC`, `_VID`, `_ALT_VID` — older kernels took them,
-    /// libibverbs never exposed them (verbs.h). Only the extended command can carry them.
-    #[allow(dead_code, reason = "named for the reader: never accepted")]
-    pub const LEGACY_ETH: u32 = 0xf << 21;
-
-    /// Every bit with a name, in bit order, for messages.
-    pub const NAMED: [(u32, &str); 22] = [
-        (STATE, "IBV_QP_STATE"),
-        (CUR_STATE, "IBV_QP_CUR_STATE"),
-        (EN_SQD_ASYNC_NOTIFY, "IBV_QP_EN_SQD_ASYNC_NOTIFY"),
-        (ACCESS_FLAGS, "IBV_QP_ACCESS_FLAGS"),
-        (PKEY_INDEX, "IBV_QP_PKEY_INDEX"),
-        (PORT, "IBV_QP_PORT"),
-        (QKEY, "IBV_QP_QKEY"),
-        (AV, "IBV_QP_AV"),
-        (PATH_MTU, "IBV_QP_PATH_MTU"),
-        (TIMEOUT, "IBV_QP_TIMEOUT"),
-        (RETRY_CNT, "IBV_QP_RETRY_CNT"),
-        (RNR_RETRY, "IBV_QP_RNR_RETRY"),
-        (RQ_PSN, "IBV_QP_RQ_PSN"),
-        (MAX_QP_RD_ATOMIC, "IBV_QP_MAX_QP_RD_ATOMIC"),
-        (ALT_PATH, "IBV_QP_ALT_PATH"),
-        (MIN_RNR_TIMER, "IBV_QP_MIN_RNR_TIMER"),
-        (SQ_PSN, "IBV_QP_SQ_PSN"),
-        (MAX_DEST_RD_ATOMIC, "IBV_QP_MAX_DEST_RD_ATOMIC"),
-        (PATH_MIG_STATE, "IBV_QP_PATH_MIG_STATE"),
-        (CAP, "IBV_QP_CAP"),
-        (DEST_QPN, "IBV_QP_DEST_QPN"),
-        (RATE_LIMIT, "IBV_QP_RATE_LIMIT"),
-    ];
-
-    /// `IBV_QP_A|IBV_QP_B|…` for the bits of `mask` (unnamed bits as `bit N`; `0` for none).
-    #[must_use]
-    pub fn names(mask: u32) -> String {
-        let mut parts: Vec<String> = Vec::new();
-        for bit in 0..32 {
-            let b = 1u32 << bit;
-            if mask & b == 0 {
-                continue;
-            }
-            match NAMED.iter().find(|(v, _)| *v == b) {
-                Some((_, n)) => parts.push((*n).to_owned()),
-                None => parts.push(format!("bit {bit}")),
-            }
-        }
-        if parts.is_empty() {
-            "0".to_owned()
-        } else {
-            parts.join("|")
-        }
-    }
-}
+/// The `IBV_QP_*` attribute-mask bits: gda-rdma's, the one set of them (its hardware
+/// control path writes them too).
+pub use gda_rdma::qp_mask as mask;
 
 /// `IBV_QPS_RESET` (the verbs value, for code that keeps states as `ibv_qp_state::Type`).
 pub const RESET: u32 = sys::ibv_qp_state::IBV_QPS_RESET;
@@ -390,14 +303,17 @@ pub struct PortView {
 }
 
 /// Access flags a QP takes: remote operations it accepts (and `LOCAL_WRITE`, which perftest
-/// passes and the kernel ignores).
-pub const QP_ACCESS_FLAGS: u32 = sys::ibv_access_flags::IBV_ACCESS_LOCAL_WRITE.0
-    | sys::ibv_access_flags::IBV_ACCESS_REMOTE_WRITE.0
-    | sys::ibv_access_flags::IBV_ACCESS_REMOTE_READ.0
-    | sys::ibv_access_flags::IBV_ACCESS_REMOTE_ATOMIC.0;
+/// passes and the kernel ignores) — gda-hal's [`Access`](gda_hal::control::Access), whose
+/// bits are verbs' (checked below).
+pub const QP_ACCESS_FLAGS: u32 = gda_hal::control::Access::ALL.bits();
 
-/// PSNs and QP numbers are 24-bit.
-const MAX_24: u32 = 0x00ff_ffff;
+const _: () = assert!(
+    QP_ACCESS_FLAGS
+        == sys::ibv_access_flags::IBV_ACCESS_LOCAL_WRITE.0
+            | sys::ibv_access_flags::IBV_ACCESS_REMOTE_WRITE.0
+            | sys::ibv_access_flags::IBV_ACCESS_REMOTE_READ.0
+            | sys::ibv_access_flags::IBV_ACCESS_REMOTE_ATOMIC.0
+);
 
 /// Checks `ibv_modify_qp(qp, attr, mask)` for an RC QP in state `cur` and returns the state
 /// it moves to; `Err` carries the errno the kernel + mlx5 stack returns (see the module docs
@@ -621,34 +537,35 @@ fn check_av(ah: &sys::ibv_ah_attr, which: &str, port: &PortView) -> Result<(), E
     Ok(())
 }
 
-/// The values gda refuses where mlx5 would truncate them (module docs).
+/// The values gda refuses where mlx5 would truncate them (module docs): the field widths are
+/// gda-hal's one table ([`QpField`]), which every provider's transitions check too.
 fn check_values(attr: &sys::ibv_qp_attr, m: u32, arrow: &str) -> Result<(), Errno> {
-    let checks: [(u32, &str, u32, u32); 8] = [
-        (mask::DEST_QPN, "dest_qp_num", attr.dest_qp_num, MAX_24),
-        (mask::RQ_PSN, "rq_psn", attr.rq_psn, MAX_24),
-        (mask::SQ_PSN, "sq_psn", attr.sq_psn, MAX_24),
-        (mask::RETRY_CNT, "retry_cnt", attr.retry_cnt.into(), 7),
-        (mask::RNR_RETRY, "rnr_retry", attr.rnr_retry.into(), 7),
-        (mask::TIMEOUT, "timeout", attr.timeout.into(), 31),
+    let fields: [(u32, QpField, u32); 7] = [
+        (mask::DEST_QPN, QpField::DestQpn, attr.dest_qp_num),
+        (mask::RQ_PSN, QpField::RqPsn, attr.rq_psn),
+        (mask::SQ_PSN, QpField::SqPsn, attr.sq_psn),
+        (mask::RETRY_CNT, QpField::RetryCnt, attr.retry_cnt.into()),
+        (mask::RNR_RETRY, QpField::RnrRetry, attr.rnr_retry.into()),
+        (mask::TIMEOUT, QpField::Timeout, attr.timeout.into()),
         (
             mask::MIN_RNR_TIMER,
-            "min_rnr_timer",
+            QpField::MinRnrTimer,
             attr.min_rnr_timer.into(),
-            31,
-        ),
-        (
-            mask::PATH_MIG_STATE,
-            "path_mig_state",
-            attr.path_mig_state,
-            sys::IBV_MIG_ARMED,
         ),
     ];
-    for (bit, name, value, max) in checks {
-        if m & bit != 0 && value > max {
-            return Err(Errno::inval(format!(
-                "{arrow}: {name} {value:#x} does not fit its field (at most {max:#x})"
-            )));
+    for (bit, field, value) in fields {
+        if m & bit != 0 {
+            field
+                .check(value)
+                .map_err(|e| Errno::inval(format!("{arrow}: {e}")))?;
         }
+    }
+    if m & mask::PATH_MIG_STATE != 0 && attr.path_mig_state > sys::IBV_MIG_ARMED {
+        return Err(Errno::inval(format!(
+            "{arrow}: path_mig_state {:#x} does not fit its field (at most {:#x})",
+            attr.path_mig_state,
+            sys::IBV_MIG_ARMED
+        )));
     }
     if m & mask::ACCESS_FLAGS != 0 && attr.qp_access_flags & !QP_ACCESS_FLAGS != 0 {
         return Err(Errno::inval(format!(

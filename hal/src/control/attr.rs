@@ -213,6 +213,77 @@ impl MemoryDesc<'_> {
     }
 }
 
+/// A QP attribute that a transport header or the QP context holds in a field of its own
+/// width: the one table of their ranges. Every check of them uses it — [`RtrAttr::validate`],
+/// [`RtsAttr::validate`] (so every provider's transitions) and the verbs-compatible library's
+/// `ibv_modify_qp`, which refuses what a ConnectX would silently truncate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum QpField {
+    /// `dest_qp_num`: the BTH's 24-bit destination QP.
+    DestQpn,
+    /// `rq_psn`: a 24-bit PSN.
+    RqPsn,
+    /// `sq_psn`: a 24-bit PSN.
+    SqPsn,
+    /// `retry_cnt`: 3 bits.
+    RetryCnt,
+    /// `rnr_retry`: 3 bits (7 retries forever).
+    RnrRetry,
+    /// `timeout`: 5 bits (4.096 µs · 2^timeout).
+    Timeout,
+    /// `min_rnr_timer`: 5 bits (the IB spec's encoded timer).
+    MinRnrTimer,
+}
+
+impl QpField {
+    /// Every field, for tables and tests.
+    pub const ALL: [QpField; 7] = [
+        Self::DestQpn,
+        Self::RqPsn,
+        Self::SqPsn,
+        Self::RetryCnt,
+        Self::RnrRetry,
+        Self::Timeout,
+        Self::MinRnrTimer,
+    ];
+
+    /// The attribute's name in `struct ibv_qp_attr`.
+    #[must_use]
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::DestQpn => "dest_qp_num",
+            Self::RqPsn => "rq_psn",
+            Self::SqPsn => "sq_psn",
+            Self::RetryCnt => "retry_cnt",
+            Self::RnrRetry => "rnr_retry",
+            Self::Timeout => "timeout",
+            Self::MinRnrTimer => "min_rnr_timer",
+        }
+    }
+
+    /// The largest value the field holds.
+    #[must_use]
+    pub const fn max(self) -> u32 {
+        match self {
+            Self::DestQpn | Self::RqPsn | Self::SqPsn => 0x00ff_ffff,
+            Self::RetryCnt | Self::RnrRetry => 7,
+            Self::Timeout | Self::MinRnrTimer => 31,
+        }
+    }
+
+    /// `value`, or an error naming the field and its range.
+    pub fn check(self, value: u32) -> Result<u32, ControlError> {
+        if value > self.max() {
+            return Err(ControlError::Invalid(std::format!(
+                "{} {value:#x} does not fit its field (at most {:#x})",
+                self.name(),
+                self.max()
+            )));
+        }
+        Ok(value)
+    }
+}
+
 /// RESET → INIT: the port, partition and the rights this QP's responder grants.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct InitAttr {
@@ -291,16 +362,9 @@ impl RtrAttr {
     /// peer's.
     pub fn validate(&self) -> Result<(), ControlError> {
         let bad = |s: std::string::String| Err(ControlError::Invalid(s));
-        if self.remote.qpn >> 24 != 0 || self.remote.psn >> 24 != 0 {
-            return bad(std::format!(
-                "remote QPN {:#x} / PSN {:#x} do not fit in 24 bits",
-                self.remote.qpn,
-                self.remote.psn
-            ));
-        }
-        if self.min_rnr_timer > 31 {
-            return bad(std::format!("min_rnr_timer {} > 31", self.min_rnr_timer));
-        }
+        QpField::DestQpn.check(self.remote.qpn)?;
+        QpField::RqPsn.check(self.remote.psn)?;
+        QpField::MinRnrTimer.check(self.min_rnr_timer.into())?;
         if self.remote.link_layer == LinkLayer::Ethernet && !self.is_global {
             return bad("RoCE needs is_global (a GRH on every packet)".into());
         }
@@ -347,25 +411,12 @@ impl RtsAttr {
         }
     }
 
-    /// PSN in 24 bits, timeout ≤ 31, retry counts ≤ 7.
+    /// PSN in 24 bits, timeout ≤ 31, retry counts ≤ 7 ([`QpField`]).
     pub fn validate(&self) -> Result<(), ControlError> {
-        let bad = |s: std::string::String| Err(ControlError::Invalid(s));
-        if self.sq_psn >> 24 != 0 {
-            return bad(std::format!(
-                "sq_psn {:#x} does not fit in 24 bits",
-                self.sq_psn
-            ));
-        }
-        if self.timeout > 31 {
-            return bad(std::format!("timeout {} > 31", self.timeout));
-        }
-        if self.retry_cnt > 7 || self.rnr_retry > 7 {
-            return bad(std::format!(
-                "retry_cnt {} / rnr_retry {} above 7",
-                self.retry_cnt,
-                self.rnr_retry
-            ));
-        }
+        QpField::SqPsn.check(self.sq_psn)?;
+        QpField::Timeout.check(self.timeout.into())?;
+        QpField::RetryCnt.check(self.retry_cnt.into())?;
+        QpField::RnrRetry.check(self.rnr_retry.into())?;
         Ok(())
     }
 }

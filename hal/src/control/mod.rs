@@ -35,8 +35,8 @@ mod port;
 mod qp;
 
 pub use attr::{
-    Access, CqAttr, InitAttr, MemoryDesc, QpCaps, QueueAllocator, QueueBuffer, QueueMemory,
-    RtrAttr, RtsAttr,
+    Access, CqAttr, InitAttr, MemoryDesc, QpCaps, QpField, QueueAllocator, QueueBuffer,
+    QueueMemory, RtrAttr, RtsAttr,
 };
 pub use endpoint::Endpoint;
 pub use placed::{DeviceDoorbell, PlacedBuffer};

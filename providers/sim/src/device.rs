@@ -9,9 +9,8 @@ use std::marker::PhantomData;
 
 use gda_hal::Provider;
 use gda_hal::control::{
-    self, Access, ControlError, CqAttr, Device, DeviceInfo, Gid, GidEntry, GidType, InitAttr,
-    LinkLayer, MemoryDesc, Mtu, PortInfo, PortState, QpCaps, RawRcQp, RcQp, Reset, RtrAttr,
-    RtsAttr,
+    self, Access, CqAttr, Device, DeviceInfo, Gid, GidEntry, GidType, InitAttr, LinkLayer,
+    MemoryDesc, Mtu, PortInfo, PortState, QpCaps, RawRcQp, RcQp, Reset, RtrAttr, RtsAttr,
 };
 use gda_hal::model::Modeled;
 
@@ -19,9 +18,9 @@ use crate::types::{CqMode, Endpoint};
 use crate::{Cq, Fabric, Mr, Nic, Pd, Qp, QpInit, SimError};
 
 /// The port every software NIC has.
-const PORT: u8 = 1;
+pub(crate) const PORT: u8 = 1;
 /// Its MTU (what a ConnectX port runs at).
-const MTU: Mtu = Mtu::B4096;
+pub(crate) const MTU: Mtu = Mtu::B4096;
 /// Bytes 8..12 of every software-NIC GID (`"gda\0"`), between the fabric id and the NIC index.
 const GID_MARK: [u8; 4] = *b"gda\0";
 
@@ -37,7 +36,7 @@ fn gid_of(fabric: u64, nic: u32) -> Gid {
 /// The IPv4-mapped GID (`::ffff:a.b.c.d`) of NIC `nic` on a process fabric: `a.b.c` is the
 /// fabric's 24-bit token, `d` the NIC index — what a RoCE port with an IPv4 address shows.
 /// `None` for fabrics whose id does not fit (job fabrics) or NICs past 255.
-fn ipv4_gid_of(fabric: u64, nic: u32) -> Option<Gid> {
+pub(crate) fn ipv4_gid_of(fabric: u64, nic: u32) -> Option<Gid> {
     let token = crate::wire::process_token(fabric)?;
     let nic = u8::try_from(nic).ok()?;
     let mut g = [0u8; 16];
@@ -67,10 +66,6 @@ pub fn endpoint_of(gid: &Gid, qpn: u32) -> Option<Endpoint> {
         nic: u32::from_be_bytes([g[12], g[13], g[14], g[15]]),
         qpn,
     })
-}
-
-fn address_of(gid: &Gid, qpn: u32) -> Option<Endpoint> {
-    endpoint_of(gid, qpn)
 }
 
 /// One software NIC as a control-path [`Device`] for provider `P`.
@@ -319,75 +314,19 @@ impl<P: Modeled> RawRcQp for SimQp<P> {
     }
 
     fn modify_init(&mut self, attr: &InitAttr) -> Result<(), SimError> {
-        if attr.port != PORT {
-            return Err(ControlError::Invalid(format!(
-                "RESET→INIT: port {} (the software NIC has port {PORT})",
-                attr.port
-            ))
-            .into());
-        }
-        if attr.pkey_index != 0 {
-            return Err(ControlError::Invalid(format!(
-                "RESET→INIT: pkey_index {} (the port has 1 partition key)",
-                attr.pkey_index
-            ))
-            .into());
-        }
-        self.qp.init()
+        self.qp.modify_init(attr)
     }
 
     fn modify_rtr(&mut self, attr: &RtrAttr) -> Result<(), SimError> {
-        attr.validate()?;
-        // GIDs 0 and 1, and 2 and 3 on a process fabric (its IPv4-mapped pair).
-        let populated = if ipv4_gid_of(self.qp.endpoint().fabric, self.qp.endpoint().nic).is_some()
-        {
-            4
-        } else {
-            2
-        };
-        if attr.sgid_index >= populated {
-            return Err(ControlError::Invalid(format!(
-                "INIT→RTR: sgid_index {} is not populated (GIDs 0..{populated})",
-                attr.sgid_index
-            ))
-            .into());
-        }
-        // The model counts PSNs with the MTU the QP was made with (its send-queue handle
-        // carries it), so the path MTU cannot change here.
-        if attr.path_mtu != MTU {
-            return Err(ControlError::Invalid(format!(
-                "INIT→RTR: path MTU {} (software-NIC QPs run at {})",
-                attr.path_mtu.bytes(),
-                MTU.bytes()
-            ))
-            .into());
-        }
-        let remote = address_of(&attr.remote.gid, attr.remote.qpn).ok_or_else(|| {
-            ControlError::Invalid(format!(
-                "INIT→RTR: GID {} is not a software NIC's",
-                attr.remote.gid
-            ))
-        })?;
-        // The peer's send PSN is the PSN this QP expects of its first request.
-        self.qp.connect_with_psn(&remote, attr.remote.psn)
+        self.qp.modify_rtr(attr)
     }
 
     fn modify_rts(&mut self, attr: &RtsAttr) -> Result<(), SimError> {
-        attr.validate()?;
-        if attr.sq_psn != self.qp.start_psn() {
-            return Err(ControlError::Invalid(format!(
-                "RTR→RTS: sq_psn {:#x}, but this QP advertised {:#x} (its send_psn)",
-                attr.sq_psn,
-                self.qp.start_psn()
-            ))
-            .into());
-        }
-        self.qp.set_rnr_retry(attr.rnr_retry);
-        self.qp.ready()
+        self.qp.modify_rts(attr)
     }
 
     fn modify_error(&mut self) -> Result<(), SimError> {
-        self.qp.set_error();
+        self.qp.modify_error();
         Ok(())
     }
 }
@@ -400,7 +339,7 @@ mod tests {
     fn gids_name_their_nic_and_nothing_else() {
         let g = gid_of(0x5348_0123_4567_0002, 7);
         assert_eq!(
-            address_of(&g, 0x42),
+            endpoint_of(&g, 0x42),
             Some(Endpoint {
                 fabric: 0x5348_0123_4567_0002,
                 nic: 7,
@@ -409,6 +348,6 @@ mod tests {
         );
         let mut other = g;
         other.0[9] ^= 1;
-        assert_eq!(address_of(&other, 1), None);
+        assert_eq!(endpoint_of(&other, 1), None);
     }
 }

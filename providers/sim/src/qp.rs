@@ -6,11 +6,14 @@ use std::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, Ordering};
 
 use rand::RngCore;
 
-use gda_hal::control::{QueueBuffer, QueueMemory};
+use gda_hal::control::{
+    Access, ControlError, InitAttr, QpField, QueueBuffer, QueueMemory, RtrAttr, RtsAttr,
+};
 use gda_hal::model::{ModelFor, Modeled, QpView, Region};
 
 use crate::buf::{DmaBuf, QueueMem};
 use crate::cq::Cq;
+use crate::device::{MTU, PORT, endpoint_of};
 use crate::fabric::Fabric;
 use crate::pd::Pd;
 use crate::state::QpExec;
@@ -166,17 +169,10 @@ impl Qp {
 
     /// The first PSN this QP sends (fixed at creation: random on a process fabric, near the
     /// 24-bit wrap on others). What a peer passes as its `rq_psn` unless RTS sets another
-    /// ([`Qp::ready_with_psn`]).
+    /// ([`Qp::modify_rts`]).
     #[must_use]
     pub fn start_psn(&self) -> u32 {
         self.inner.view.start_psn
-    }
-
-    /// RNR retries before `RNR_RETRY_EXC_ERR` (7 or more: forever).
-    pub fn set_rnr_retry(&self, retries: u8) {
-        self.inner
-            .rnr_retry
-            .store(retries.min(7), Ordering::Relaxed);
     }
 
     /// Current state.
@@ -222,32 +218,136 @@ impl Qp {
         ))
     }
 
-    /// Moves Reset → Init.
-    pub fn init(&self) -> Result<(), SimError> {
+    // ---- The QP lifecycle: gda-hal's transitions (`RawRcQp` of `SimQp` calls these; the
+    // verbs-compatible library translates `ibv_modify_qp` into them) ------------------------
+
+    /// RESET → INIT on the NIC's port (1) and its one partition key.
+    pub fn modify_init(&self, attr: &InitAttr) -> Result<(), SimError> {
+        if attr.port != PORT {
+            return Err(ControlError::Invalid(format!(
+                "RESET→INIT: port {} (the software NIC has port {PORT})",
+                attr.port
+            ))
+            .into());
+        }
+        if attr.pkey_index != 0 {
+            return Err(ControlError::Invalid(format!(
+                "RESET→INIT: pkey_index {} (the port has 1 partition key)",
+                attr.pkey_index
+            ))
+            .into());
+        }
         self.transition(QpState::Reset, QpState::Init)
     }
 
-    /// Moves Init → Rtr, connected to `remote` (a QP on this fabric; may be itself: loopback).
-    /// A QP of this fabric is asked for its send PSN; for a QP of another process the first
-    /// request's PSN is taken — [`Qp::connect_with_psn`] says which to expect instead.
-    pub fn connect(&self, remote: &Endpoint) -> Result<(), SimError> {
+    /// INIT → RTR: connected to the software-NIC QP `attr.remote` names (a QP of this fabric,
+    /// itself for loopback, or one of another process), expecting its first request at
+    /// `attr.remote.psn`.
+    ///
+    /// Any path MTU up to the port's (4096) is taken: the software fabric carries each
+    /// message whole, and the models count PSNs at the MTU the QP was made with, on both ends
+    /// alike, so a smaller path MTU changes nothing a program can see.
+    pub fn modify_rtr(&self, attr: &RtrAttr) -> Result<(), SimError> {
+        attr.validate()?;
+        let me = self.endpoint();
+        // GIDs 0 and 1, and 2 and 3 on a process fabric (its IPv4-mapped pair).
+        let populated = if crate::device::ipv4_gid_of(me.fabric, me.nic).is_some() {
+            4
+        } else {
+            2
+        };
+        if attr.sgid_index >= populated {
+            return Err(ControlError::Invalid(format!(
+                "INIT→RTR: sgid_index {} is not populated (GIDs 0..{populated})",
+                attr.sgid_index
+            ))
+            .into());
+        }
+        if attr.path_mtu > MTU {
+            return Err(ControlError::Invalid(format!(
+                "INIT→RTR: path MTU {} above the port's {}",
+                attr.path_mtu.bytes(),
+                MTU.bytes()
+            ))
+            .into());
+        }
+        let remote = endpoint_of(&attr.remote.gid, attr.remote.qpn).ok_or_else(|| {
+            ControlError::Invalid(format!(
+                "INIT→RTR: GID {} is not a software NIC's",
+                attr.remote.gid
+            ))
+        })?;
+        self.connect_at(&remote, u64::from(attr.remote.psn))
+    }
+
+    /// RTR → RTS: requests start at `attr.sq_psn` (the peer's `rq_psn`); `rnr_retry` RNR NAKs
+    /// are retried before `RNR_RETRY_EXC_ERR` (7: forever).
+    pub fn modify_rts(&self, attr: &RtsAttr) -> Result<(), SimError> {
+        attr.validate()?;
+        if self.state() != QpState::Rtr {
+            return Err(SimError::InvalidTransition {
+                qpn: self.inner.qpn,
+                from: self.state(),
+                to: QpState::Rts,
+            });
+        }
+        self.inner
+            .rnr_retry
+            .store(attr.rnr_retry, Ordering::Relaxed);
+        // ORDERING: Release before the state moves to RTS (the engine executes only in RTS,
+        // which it reads with Acquire).
+        self.inner.sq_psn.store(attr.sq_psn, Ordering::Release);
+        self.transition(QpState::Rtr, QpState::Rts)?;
+        self.fabric.kick();
+        Ok(())
+    }
+
+    /// Any state → ERROR: outstanding and later WQEs complete with `WR_FLUSH_ERR`.
+    pub fn modify_error(&self) {
+        self.set_error();
+    }
+
+    /// RESET → INIT → RTR → RTS to `remote` with default attributes (and the RNR retries of
+    /// its [`QpInit`]), through the transitions above. The peer's first PSN is asked of it when it is a QP of this fabric; a QP of
+    /// another process is expected at the PSN of its first request.
+    pub fn bring_up(&self, remote: &Endpoint) -> Result<(), SimError> {
+        self.modify_init(&InitAttr {
+            port: PORT,
+            pkey_index: 0,
+            access: Access::ALL,
+        })?;
+        self.connect(remote)?;
+        self.modify_rts(&self.default_rts())
+    }
+
+    /// [`Qp::bring_up`] to a QP of another process that starts its requests at `rq_psn`
+    /// (what `ibv_modify_qp`'s `rq_psn` says): a request at any other PSN is refused.
+    pub fn bring_up_at(&self, remote: &Endpoint, rq_psn: u32) -> Result<(), SimError> {
+        self.modify_init(&InitAttr {
+            port: PORT,
+            pkey_index: 0,
+            access: Access::ALL,
+        })?;
+        QpField::RqPsn.check(rq_psn)?;
+        self.connect_at(remote, u64::from(rq_psn))?;
+        self.modify_rts(&self.default_rts())
+    }
+
+    /// RTS from the start PSN, with the RNR retries the QP was made with ([`QpInit`]).
+    fn default_rts(&self) -> RtsAttr {
+        RtsAttr {
+            rnr_retry: self.inner.rnr_retry.load(Ordering::Relaxed).min(7),
+            ..RtsAttr::new(self.start_psn())
+        }
+    }
+
+    /// INIT → RTR to `remote`, its PSN looked up (see [`Qp::bring_up`]).
+    fn connect(&self, remote: &Endpoint) -> Result<(), SimError> {
         let psn = self
             .fabric
             .lookup(remote)
             .map_or(PSN_UNKNOWN, |q| u64::from(q.sq_psn.load(Ordering::Acquire)));
         self.connect_at(remote, psn)
-    }
-
-    /// [`Qp::connect`], expecting the peer's requests to start at `rq_psn` (its `sq_psn`, as
-    /// `ibv_modify_qp`'s `rq_psn` says): a request from another process at any other PSN is
-    /// refused, and the requester completes with `RETRY_EXC_ERR`.
-    pub fn connect_with_psn(&self, remote: &Endpoint, rq_psn: u32) -> Result<(), SimError> {
-        if rq_psn > crate::wire::PSN_MASK {
-            return Err(SimError::InvalidArgument(format!(
-                "rq_psn {rq_psn:#x} does not fit in 24 bits"
-            )));
-        }
-        self.connect_at(remote, u64::from(rq_psn))
     }
 
     fn connect_at(&self, remote: &Endpoint, rq_psn: u64) -> Result<(), SimError> {
@@ -290,43 +390,8 @@ impl Qp {
         Ok(())
     }
 
-    /// Moves Rtr → Rts, sending to another process from PSN `sq_psn` (what `ibv_modify_qp`
-    /// passes; the peer's `rq_psn`) instead of [`Qp::start_psn`].
-    pub fn ready_with_psn(&self, sq_psn: u32) -> Result<(), SimError> {
-        if sq_psn > crate::wire::PSN_MASK {
-            return Err(SimError::InvalidArgument(format!(
-                "sq_psn {sq_psn:#x} does not fit in 24 bits"
-            )));
-        }
-        if self.state() != QpState::Rtr {
-            return Err(SimError::InvalidTransition {
-                qpn: self.inner.qpn,
-                from: self.state(),
-                to: QpState::Rts,
-            });
-        }
-        // ORDERING: Release before the state moves to RTS (the engine executes only in RTS,
-        // which it reads with Acquire).
-        self.inner.sq_psn.store(sq_psn, Ordering::Release);
-        self.ready()
-    }
-
-    /// Moves Rtr → Rts.
-    pub fn ready(&self) -> Result<(), SimError> {
-        self.transition(QpState::Rtr, QpState::Rts)?;
-        self.fabric.kick();
-        Ok(())
-    }
-
-    /// Init, connect and ready in one call.
-    pub fn bring_up(&self, remote: &Endpoint) -> Result<(), SimError> {
-        self.init()?;
-        self.connect(remote)?;
-        self.ready()
-    }
-
     /// Moves to Error: outstanding and future WQEs complete with `WR_FLUSH_ERR`.
-    pub fn set_error(&self) {
+    pub(crate) fn set_error(&self) {
         self.inner.set_error();
         self.publish();
         self.fabric.kick();
@@ -342,25 +407,6 @@ impl Qp {
                 from: QpState::from_u8(cur),
                 to,
             })
-    }
-
-    /// Requests a state the verbs machine does not reach by the helpers above (for tests of
-    /// refused transitions): anything other than the next state fails with a readable error.
-    pub fn modify(&self, to: QpState) -> Result<(), SimError> {
-        let from = self.state();
-        match (from, to) {
-            (_, QpState::Error) => {
-                self.set_error();
-                Ok(())
-            }
-            (QpState::Reset, QpState::Init) => self.init(),
-            (QpState::Rtr, QpState::Rts) => self.ready(),
-            _ => Err(SimError::InvalidTransition {
-                qpn: self.inner.qpn,
-                from,
-                to,
-            }),
-        }
     }
 }
 

@@ -109,19 +109,19 @@ fn refused_transitions_hand_the_qp_back() {
             r.qp
         }
     };
-    // An MTU the QP was not made with.
-    let mut small = RtrAttr::new(&path, &me).unwrap();
-    small.path_mtu = Mtu::B1024;
-    let qp = qp.rtr(&small).map(|_| ()).map_err(|r| r.qp).unwrap_err();
-    refused += 1;
-    let qp = qp.rtr(&RtrAttr::new(&path, &me).unwrap()).unwrap(); // loopback
-
-    let wrong_psn = RtsAttr::new(qp.raw().send_psn() ^ 1);
+    // A source GID the port does not have.
+    let mut unpopulated = RtrAttr::new(&path, &me).unwrap();
+    unpopulated.sgid_index = 9;
     let qp = qp
-        .rts(&wrong_psn)
+        .rtr(&unpopulated)
         .map(|_| ())
         .map_err(|r| r.qp)
         .unwrap_err();
+    refused += 1;
+    let qp = qp.rtr(&RtrAttr::new(&path, &me).unwrap()).unwrap(); // loopback
+
+    let wide_psn = RtsAttr::new(1 << 24);
+    let qp = qp.rts(&wide_psn).map(|_| ()).map_err(|r| r.qp).unwrap_err();
     refused += 1;
     let mut bad = RtsAttr::new(qp.raw().send_psn());
     bad.retry_cnt = 8;
@@ -140,6 +140,17 @@ fn refused_transitions_hand_the_qp_back() {
     assert_eq!(qp.state(), "RTS");
     assert_eq!(qp.raw().qp().state(), gda_sim::QpState::Rts);
     assert_eq!(refused, 5);
+
+    // What verbs programs pass is taken: a path MTU below the port's, and a send PSN of the
+    // program's choosing (what the peer was told as its rq_psn).
+    let other = dev.create_rc_qp(&pd, &cq, &cq, &QpCaps::default()).unwrap();
+    let mut small = RtrAttr::new(&path, &me).unwrap();
+    small.path_mtu = Mtu::B1024;
+    let other = other.init(&InitAttr::new(&path)).unwrap();
+    let other = other.rtr(&small).unwrap();
+    let psn = other.raw().send_psn() ^ 0x5a5a;
+    let other = other.rts(&RtsAttr::new(psn)).unwrap();
+    assert_eq!(other.raw().qp().state(), gda_sim::QpState::Rts);
 }
 
 #[test]

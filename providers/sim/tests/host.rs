@@ -224,8 +224,7 @@ fn a_vanished_responder_stops_answering() {
     // Connecting to a rank whose registry is gone is a clear error.
     let _sweep_z = Sweep(format!("{job}z"));
     let c = side(&format!("{job}z"), 0, NativeModel);
-    c.qp.init().unwrap();
-    let e = c.qp.connect(&ep).unwrap_err();
+    let e = c.qp.bring_up(&ep).unwrap_err();
     drop(c);
     assert!(matches!(e, SimError::UnknownEndpoint(_)), "{e}");
     shm::sweep(&job).unwrap();

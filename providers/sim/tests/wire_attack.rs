@@ -333,12 +333,8 @@ fn extra_qp(s: &Side) -> (Qp, Cq) {
 
 /// Connects `a` to `b` and `b` to `a`, each expecting the other's start PSN.
 fn pair(a: &Qp, b: &Qp) {
-    for (x, y) in [(a, b), (b, a)] {
-        x.init().unwrap();
-        x.connect_with_psn(&y.endpoint(), y.start_psn()).unwrap();
-    }
-    a.ready().unwrap();
-    b.ready().unwrap();
+    a.bring_up_at(&b.endpoint(), b.start_psn()).unwrap();
+    b.bring_up_at(&a.endpoint(), a.start_psn()).unwrap();
 }
 
 fn sq(qp: &Qp, cq: &Cq, timeout_ms: u64) -> SendQueue<Native> {
@@ -482,14 +478,12 @@ fn a_peer_that_stops_reading_fails_its_requests_and_blocks_nobody() {
         &SocketAddr::from_abstract_name(socket_name(ghost).as_bytes()).unwrap(),
     )
     .unwrap();
-    a.qp.init().unwrap();
-    a.qp.connect(&Endpoint {
+    a.qp.bring_up(&Endpoint {
         fabric: ghost,
         nic: 0,
         qpn: 1,
     })
     .unwrap();
-    a.qp.ready().unwrap();
     let (a2, a2cq) = extra_qp(&a);
     let (b2, _b2cq) = extra_qp(&b);
     pair(&a2, &b2);
@@ -771,9 +765,7 @@ fn responses_are_taken_only_for_the_outstanding_request() {
         nic: 0,
         qpn: 1,
     };
-    a.qp.init().unwrap();
-    a.qp.connect(&remote).unwrap();
-    a.qp.ready().unwrap();
+    a.qp.bring_up(&remote).unwrap();
     let q = sq(&a.qp, &a.cq, 10_000);
     let sge = |off: u64| {
         [Sge {
