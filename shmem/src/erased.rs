@@ -42,6 +42,10 @@ pub enum SyncTy {
     U32,
     /// `uint64_t`, `unsigned long`, `unsigned long long`, `size_t`.
     U64,
+    /// `short` (deprecated; `wait_until`, `test` and `wait` only).
+    I16,
+    /// `unsigned short` (deprecated; `wait_until` and `test` only).
+    U16,
 }
 
 /// The three kinds of multi-variable wait and test.
@@ -328,6 +332,20 @@ where
     }
 }
 
+fn sync_short<T, P>(pe: &Pe<P>, s: Sym<T>, cmp: Cmp, value: u64, wait: bool) -> Result<bool>
+where
+    T: crate::ShortInt,
+    P: gda_hal::Provider,
+{
+    let v = T::from_u16(value as u16);
+    if wait {
+        pe.wait_until_short(s, 0, cmp, v)?;
+        Ok(true)
+    } else {
+        pe.test_short(s, 0, cmp, v)
+    }
+}
+
 /// The symmetric `T`s from `a` to the end of the region holding it (the heap or the static
 /// data): for operands whose extent is known only inside the routine, which checks what it
 /// touches against it.
@@ -514,6 +532,8 @@ impl<P: gda_hal::Provider> DynPe for Pe<P> {
             SyncTy::I64 => sync_typed(self, operand::<i64>(self, ivar)?, cmp, value, wait),
             SyncTy::U32 => sync_typed(self, operand::<u32>(self, ivar)?, cmp, value, wait),
             SyncTy::U64 => sync_typed(self, operand::<u64>(self, ivar)?, cmp, value, wait),
+            SyncTy::I16 => sync_short(self, operand::<i16>(self, ivar)?, cmp, value, wait),
+            SyncTy::U16 => sync_short(self, operand::<u16>(self, ivar)?, cmp, value, wait),
         }
     }
     unsafe fn test_vars(
@@ -534,6 +554,9 @@ impl<P: gda_hal::Provider> DynPe for Pe<P> {
                 SyncTy::I64 => vars_typed::<i64, P>(self, kind, ivars, n, skip, cmp, value, values),
                 SyncTy::U32 => vars_typed::<u32, P>(self, kind, ivars, n, skip, cmp, value, values),
                 SyncTy::U64 => vars_typed::<u64, P>(self, kind, ivars, n, skip, cmp, value, values),
+                SyncTy::I16 | SyncTy::U16 => Err(ShmemError::Invalid(format!(
+                    "the multi-variable waits and tests take 32- and 64-bit variables, not {ty:?}"
+                ))),
             }
         }
     }

@@ -62,5 +62,5 @@ pub use memory::HeapPlacement;
 pub use pe::Transport;
 pub use pe::{Config, Pe, TransportKind, TransportPolicy};
 pub use statics::StaticRange;
-pub use team::Team;
-pub use types::{AtomicInt, Cmp, Elem, ReduceOp, Reducible, SignalOp, Width};
+pub use team::{Axis, Team, TeamConfig};
+pub use types::{AtomicInt, Cmp, Elem, ReduceOp, Reducible, ShortInt, SignalOp, Width};

@@ -49,6 +49,26 @@ macro_rules! atomic_ints {
 }
 atomic_ints!(u32 => W32, u32; i32 => W32, u32; u64 => W64, u64; i64 => W64, u64);
 
+/// A 16-bit point-to-point synchronisation variable (C's `short` and `unsigned short`, whose
+/// `wait_until`, `test` and `wait` forms OpenSHMEM 1.5 still supports, deprecated): only
+/// waited on and tested on this PE, never an atomic operand.
+pub trait ShortInt: Elem + Copy + PartialOrd {
+    /// The value from its 16 bits.
+    fn from_u16(b: u16) -> Self;
+}
+
+impl ShortInt for i16 {
+    fn from_u16(b: u16) -> Self {
+        b as i16
+    }
+}
+
+impl ShortInt for u16 {
+    fn from_u16(b: u16) -> Self {
+        b
+    }
+}
+
 /// Comparison for `wait_until` and `test` (OpenSHMEM's `SHMEM_CMP_*`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Cmp {

@@ -44,6 +44,10 @@ extern "C" {
 #define SHMEM_SIGNAL_SET 0
 #define SHMEM_SIGNAL_ADD 1
 
+/* Hints of shmem_malloc_with_hints (bits; 0 is no hint). */
+#define SHMEM_MALLOC_ATOMICS_REMOTE 1L
+#define SHMEM_MALLOC_SIGNAL_REMOTE 2L
+
 /* pSync arrays of the active-set routines (deprecated in 1.5, still provided). gda's
  * active-set barrier counts rounds in words 0..31 of pSync and a collect passes its running
  * offset in word 32, so every pSync holds 33 longs. */
@@ -113,10 +117,17 @@ typedef struct {
     X(int64_t, int64) X(uint32_t, uint32) X(uint64_t, uint64) X(size_t, size) \
     X(ptrdiff_t, ptrdiff)
 
+/* Extended AMO types (fetch, set, swap and their non-blocking forms): the standard ones, float
+ * and double. */
+#define GDA_SHMEM_EXTENDED_AMO_TYPES(X) X(float, float) X(double, double) GDA_SHMEM_AMO_TYPES(X)
+
 /* Bitwise AMO types (and, or, xor). */
 #define GDA_SHMEM_BITWISE_AMO_TYPES(X) \
     X(unsigned int, uint) X(unsigned long, ulong) X(unsigned long long, ulonglong) \
     X(int32_t, int32) X(int64_t, int64) X(uint32_t, uint32) X(uint64_t, uint64)
+
+/* The deprecated point-to-point synchronization types (wait_until and test; short's 1.3 wait). */
+#define GDA_SHMEM_OLD_SYNC_TYPES(X) X(short, short) X(unsigned short, ushort)
 
 /* Point-to-point synchronization types (32- and 64-bit). */
 #define GDA_SHMEM_SYNC_TYPES(X) \
@@ -135,6 +146,40 @@ typedef struct {
 #define GDA_SHMEM_GENERIC_AMO_TYPES(X) \
     X(int, int) X(long, long) X(long long, longlong) X(unsigned int, uint) \
     X(unsigned long, ulong) X(unsigned long long, ulonglong)
+#define GDA_SHMEM_GENERIC_EXTENDED_AMO_TYPES(X) \
+    X(float, float) X(double, double) GDA_SHMEM_GENERIC_AMO_TYPES(X)
+/* Signed and unsigned never coincide, so the fixed-width names can stand for their types. */
+#define GDA_SHMEM_GENERIC_BITWISE_AMO_TYPES(X) \
+    X(unsigned int, uint) X(unsigned long, ulong) X(unsigned long long, ulonglong) \
+    X(int32_t, int32) X(int64_t, int64)
+#define GDA_SHMEM_GENERIC_OLD_AMO_TYPES(X) X(int, int) X(long, long) X(long long, longlong)
+#define GDA_SHMEM_GENERIC_OLD_EXTENDED_AMO_TYPES(X) \
+    X(float, float) X(double, double) GDA_SHMEM_GENERIC_OLD_AMO_TYPES(X)
+#define GDA_SHMEM_GENERIC_SYNC_TYPES(X) GDA_SHMEM_GENERIC_AMO_TYPES(X)
+#define GDA_SHMEM_GENERIC_OLD_SYNC_TYPES(X) \
+    X(short, short) X(unsigned short, ushort) GDA_SHMEM_GENERIC_SYNC_TYPES(X)
+#define GDA_SHMEM_GENERIC_WAIT_TYPES(X) X(short, short) GDA_SHMEM_GENERIC_SYNC_TYPES(X)
+#define GDA_SHMEM_GENERIC_BITWISE_RED_TYPES(X) \
+    X(unsigned char, uchar) X(unsigned short, ushort) X(unsigned int, uint) \
+    X(unsigned long, ulong) X(unsigned long long, ulonglong) X(int8_t, int8) \
+    X(int16_t, int16) X(int32_t, int32) X(int64_t, int64)
+#define GDA_SHMEM_GENERIC_ORDERED_RED_TYPES(X) \
+    X(char, char) X(signed char, schar) X(short, short) X(int, int) X(long, long) \
+    X(long long, longlong) X(float, float) X(double, double) X(long double, longdouble) \
+    X(unsigned char, uchar) X(unsigned short, ushort) X(unsigned int, uint) \
+    X(unsigned long, ulong) X(unsigned long long, ulonglong)
+#define GDA_SHMEM_GENERIC_ARITH_RED_TYPES(X) \
+    GDA_SHMEM_GENERIC_ORDERED_RED_TYPES(X) X(float _Complex, complexf) \
+    X(double _Complex, complexd)
+
+/* Forms chosen by their number of arguments (shmem_sync(team) and the deprecated
+ * shmem_sync(PE_start, logPE_stride, PE_size, pSync); the C11 forms with and without a context
+ * first): NAME##N for N arguments. */
+#define GDA_SHMEM_NARG(...) GDA_SHMEM_NARG_(__VA_ARGS__, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0)
+#define GDA_SHMEM_NARG_(_1, _2, _3, _4, _5, _6, _7, _8, _9, _10, N, ...) N
+#define GDA_SHMEM_CAT(a, b) GDA_SHMEM_CAT_(a, b)
+#define GDA_SHMEM_CAT_(a, b) a##b
+#define GDA_SHMEM_BY_NARG(NAME, ...) GDA_SHMEM_CAT(NAME, GDA_SHMEM_NARG(__VA_ARGS__))(__VA_ARGS__)
 
 /* The 1.3 atomics (shmem_int_fadd, …) exist for these. */
 #define GDA_SHMEM_OLD_AMO_TYPES(X) X(int, int) X(long, long) X(long long, longlong)
@@ -154,6 +199,9 @@ void *shmem_ptr(const void *dest, int pe);
 void shmem_info_get_version(int *major, int *minor);
 void shmem_info_get_name(char *name);
 
+/* Profiling: no profiler is interposed by gda; every level is accepted and has no effect. */
+void shmem_pcontrol(const int level, ...);
+
 /* 1.3 names. */
 void start_pes(int npes);
 int _my_pe(void);
@@ -166,8 +214,11 @@ void *shmem_calloc(size_t count, size_t size);
 void *shmem_align(size_t alignment, size_t size);
 void *shmem_realloc(void *ptr, size_t size);
 void shmem_free(void *ptr);
+void *shmem_malloc_with_hints(size_t size, long hints);
 void *shmalloc(size_t size);
 void shfree(void *ptr);
+void *shrealloc(void *ptr, size_t size);
+void *shmemalign(size_t alignment, size_t size);
 
 /* ---- Remote memory access ----------------------------------------------------------------- */
 
@@ -229,13 +280,36 @@ static inline long double shmem_longdouble_g(const long double *source, int pe) 
     void shmem_##NAME##_atomic_add(TYPE *dest, TYPE value, int pe);
 GDA_SHMEM_AMO_TYPES(GDA_SHMEM_DECL_AMO)
 
+#define GDA_SHMEM_DECL_AMO_NBI(TYPE, NAME) \
+    void shmem_##NAME##_atomic_compare_swap_nbi(TYPE *fetch, TYPE *dest, TYPE cond, TYPE value, \
+                                                int pe); \
+    void shmem_##NAME##_atomic_fetch_inc_nbi(TYPE *fetch, TYPE *dest, int pe); \
+    void shmem_##NAME##_atomic_fetch_add_nbi(TYPE *fetch, TYPE *dest, TYPE value, int pe);
+GDA_SHMEM_AMO_TYPES(GDA_SHMEM_DECL_AMO_NBI)
+
+/* fetch, set and swap of the extended types that are not standard ones (float, double). */
+#define GDA_SHMEM_DECL_EXT_AMO(TYPE, NAME) \
+    TYPE shmem_##NAME##_atomic_fetch(const TYPE *source, int pe); \
+    void shmem_##NAME##_atomic_set(TYPE *dest, TYPE value, int pe); \
+    TYPE shmem_##NAME##_atomic_swap(TYPE *dest, TYPE value, int pe);
+GDA_SHMEM_DECL_EXT_AMO(float, float)
+GDA_SHMEM_DECL_EXT_AMO(double, double)
+
+#define GDA_SHMEM_DECL_EXT_AMO_NBI(TYPE, NAME) \
+    void shmem_##NAME##_atomic_fetch_nbi(TYPE *fetch, const TYPE *source, int pe); \
+    void shmem_##NAME##_atomic_swap_nbi(TYPE *fetch, TYPE *dest, TYPE value, int pe);
+GDA_SHMEM_EXTENDED_AMO_TYPES(GDA_SHMEM_DECL_EXT_AMO_NBI)
+
 #define GDA_SHMEM_DECL_BITWISE(TYPE, NAME) \
     TYPE shmem_##NAME##_atomic_fetch_and(TYPE *dest, TYPE value, int pe); \
     void shmem_##NAME##_atomic_and(TYPE *dest, TYPE value, int pe); \
     TYPE shmem_##NAME##_atomic_fetch_or(TYPE *dest, TYPE value, int pe); \
     void shmem_##NAME##_atomic_or(TYPE *dest, TYPE value, int pe); \
     TYPE shmem_##NAME##_atomic_fetch_xor(TYPE *dest, TYPE value, int pe); \
-    void shmem_##NAME##_atomic_xor(TYPE *dest, TYPE value, int pe);
+    void shmem_##NAME##_atomic_xor(TYPE *dest, TYPE value, int pe); \
+    void shmem_##NAME##_atomic_fetch_and_nbi(TYPE *fetch, TYPE *dest, TYPE value, int pe); \
+    void shmem_##NAME##_atomic_fetch_or_nbi(TYPE *fetch, TYPE *dest, TYPE value, int pe); \
+    void shmem_##NAME##_atomic_fetch_xor_nbi(TYPE *fetch, TYPE *dest, TYPE value, int pe);
 GDA_SHMEM_BITWISE_AMO_TYPES(GDA_SHMEM_DECL_BITWISE)
 
 #define GDA_SHMEM_DECL_OLD_AMO(TYPE, NAME) \
@@ -248,6 +322,14 @@ GDA_SHMEM_BITWISE_AMO_TYPES(GDA_SHMEM_DECL_BITWISE)
     TYPE shmem_##NAME##_fadd(TYPE *dest, TYPE value, int pe); \
     void shmem_##NAME##_add(TYPE *dest, TYPE value, int pe);
 GDA_SHMEM_OLD_AMO_TYPES(GDA_SHMEM_DECL_OLD_AMO)
+#define GDA_SHMEM_DECL_OLD_EXT_AMO(TYPE, NAME) \
+    TYPE shmem_##NAME##_fetch(const TYPE *source, int pe); \
+    void shmem_##NAME##_set(TYPE *dest, TYPE value, int pe); \
+    TYPE shmem_##NAME##_swap(TYPE *dest, TYPE value, int pe);
+GDA_SHMEM_DECL_OLD_EXT_AMO(float, float)
+GDA_SHMEM_DECL_OLD_EXT_AMO(double, double)
+/* 1.3: swap of a long (C11 programs get the type-generic shmem_swap below). */
+long shmem_swap(long *dest, long value, int pe);
 
 /* ---- Point-to-point synchronization ------------------------------------------------------- */
 
@@ -256,6 +338,15 @@ GDA_SHMEM_OLD_AMO_TYPES(GDA_SHMEM_DECL_OLD_AMO)
     int shmem_##NAME##_test(TYPE *ivar, int cmp, TYPE cmp_value); \
     void shmem_##NAME##_wait(TYPE *ivar, TYPE cmp_value);
 GDA_SHMEM_SYNC_TYPES(GDA_SHMEM_DECL_SYNC)
+/* Deprecated: short and unsigned short (wait_until, test), short's 1.3 wait, and the 1.3
+ * routines of a long (C11 programs get the type-generic shmem_wait_until and shmem_wait). */
+#define GDA_SHMEM_DECL_OLD_SYNC(TYPE, NAME) \
+    void shmem_##NAME##_wait_until(TYPE *ivar, int cmp, TYPE cmp_value); \
+    int shmem_##NAME##_test(TYPE *ivar, int cmp, TYPE cmp_value);
+GDA_SHMEM_OLD_SYNC_TYPES(GDA_SHMEM_DECL_OLD_SYNC)
+void shmem_short_wait(short *ivar, short cmp_value);
+void shmem_wait_until(long *ivar, int cmp, long cmp_value);
+void shmem_wait(long *ivar, long cmp_value);
 
 /* ---- Memory ordering and barriers --------------------------------------------------------- */
 
@@ -336,8 +427,28 @@ static inline long double shmem_ctx_longdouble_g(shmem_ctx_t ctx, const long dou
     TYPE shmem_ctx_##NAME##_atomic_fetch_inc(shmem_ctx_t ctx, TYPE *dest, int pe); \
     void shmem_ctx_##NAME##_atomic_inc(shmem_ctx_t ctx, TYPE *dest, int pe); \
     TYPE shmem_ctx_##NAME##_atomic_fetch_add(shmem_ctx_t ctx, TYPE *dest, TYPE value, int pe); \
-    void shmem_ctx_##NAME##_atomic_add(shmem_ctx_t ctx, TYPE *dest, TYPE value, int pe);
+    void shmem_ctx_##NAME##_atomic_add(shmem_ctx_t ctx, TYPE *dest, TYPE value, int pe); \
+    void shmem_ctx_##NAME##_atomic_compare_swap_nbi(shmem_ctx_t ctx, TYPE *fetch, TYPE *dest, \
+                                                    TYPE cond, TYPE value, int pe); \
+    void shmem_ctx_##NAME##_atomic_fetch_inc_nbi(shmem_ctx_t ctx, TYPE *fetch, TYPE *dest, \
+                                                 int pe); \
+    void shmem_ctx_##NAME##_atomic_fetch_add_nbi(shmem_ctx_t ctx, TYPE *fetch, TYPE *dest, \
+                                                 TYPE value, int pe);
 GDA_SHMEM_AMO_TYPES(GDA_SHMEM_DECL_CTX_AMO)
+
+#define GDA_SHMEM_DECL_CTX_EXT_AMO(TYPE, NAME) \
+    TYPE shmem_ctx_##NAME##_atomic_fetch(shmem_ctx_t ctx, const TYPE *source, int pe); \
+    void shmem_ctx_##NAME##_atomic_set(shmem_ctx_t ctx, TYPE *dest, TYPE value, int pe); \
+    TYPE shmem_ctx_##NAME##_atomic_swap(shmem_ctx_t ctx, TYPE *dest, TYPE value, int pe);
+GDA_SHMEM_DECL_CTX_EXT_AMO(float, float)
+GDA_SHMEM_DECL_CTX_EXT_AMO(double, double)
+
+#define GDA_SHMEM_DECL_CTX_EXT_AMO_NBI(TYPE, NAME) \
+    void shmem_ctx_##NAME##_atomic_fetch_nbi(shmem_ctx_t ctx, TYPE *fetch, const TYPE *source, \
+                                             int pe); \
+    void shmem_ctx_##NAME##_atomic_swap_nbi(shmem_ctx_t ctx, TYPE *fetch, TYPE *dest, \
+                                            TYPE value, int pe);
+GDA_SHMEM_EXTENDED_AMO_TYPES(GDA_SHMEM_DECL_CTX_EXT_AMO_NBI)
 
 #define GDA_SHMEM_DECL_CTX_BITWISE(TYPE, NAME) \
     TYPE shmem_ctx_##NAME##_atomic_fetch_and(shmem_ctx_t ctx, TYPE *dest, TYPE value, int pe); \
@@ -345,7 +456,13 @@ GDA_SHMEM_AMO_TYPES(GDA_SHMEM_DECL_CTX_AMO)
     TYPE shmem_ctx_##NAME##_atomic_fetch_or(shmem_ctx_t ctx, TYPE *dest, TYPE value, int pe); \
     void shmem_ctx_##NAME##_atomic_or(shmem_ctx_t ctx, TYPE *dest, TYPE value, int pe); \
     TYPE shmem_ctx_##NAME##_atomic_fetch_xor(shmem_ctx_t ctx, TYPE *dest, TYPE value, int pe); \
-    void shmem_ctx_##NAME##_atomic_xor(shmem_ctx_t ctx, TYPE *dest, TYPE value, int pe);
+    void shmem_ctx_##NAME##_atomic_xor(shmem_ctx_t ctx, TYPE *dest, TYPE value, int pe); \
+    void shmem_ctx_##NAME##_atomic_fetch_and_nbi(shmem_ctx_t ctx, TYPE *fetch, TYPE *dest, \
+                                                 TYPE value, int pe); \
+    void shmem_ctx_##NAME##_atomic_fetch_or_nbi(shmem_ctx_t ctx, TYPE *fetch, TYPE *dest, \
+                                                TYPE value, int pe); \
+    void shmem_ctx_##NAME##_atomic_fetch_xor_nbi(shmem_ctx_t ctx, TYPE *fetch, TYPE *dest, \
+                                                 TYPE value, int pe);
 GDA_SHMEM_BITWISE_AMO_TYPES(GDA_SHMEM_DECL_CTX_BITWISE)
 
 /* ---- Signals ------------------------------------------------------------------------------ */
@@ -500,6 +617,12 @@ GDA_SHMEM_DECL_REDUCE(double _Complex, complexd, prod)
 
 void shmem_barrier(int PE_start, int logPE_stride, int PE_size, long *pSync);
 void shmem_sync(int PE_start, int logPE_stride, int PE_size, long *pSync);
+/* shmem_sync(team) (1.5) is shmem_team_sync; four arguments are the deprecated active-set form
+ * above (the macro's own name is not expanded again inside it). */
+#define gda_shmem_sync_1(team) shmem_team_sync(team)
+#define gda_shmem_sync_4(PE_start, logPE_stride, PE_size, pSync) \
+    shmem_sync(PE_start, logPE_stride, PE_size, pSync)
+#define shmem_sync(...) GDA_SHMEM_BY_NARG(gda_shmem_sync_, __VA_ARGS__)
 #define GDA_SHMEM_DECL_ACTIVE(BITS) \
     void shmem_broadcast##BITS(void *dest, const void *source, size_t nelems, int PE_root, \
                                int PE_start, int logPE_stride, int PE_size, long *pSync); \
@@ -606,60 +729,350 @@ GDA_SHMEM_LD_REDUCE(prod)
 /* ---- Type-generic forms (C11) ------------------------------------------------------------- */
 
 #if defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L && !defined(__cplusplus)
-#define GDA_SHMEM_G_RMA(TYPE, NAME) TYPE *: shmem_##NAME##_put,
-#define shmem_put(dest, source, nelems, pe) \
-    _Generic((dest), GDA_SHMEM_GENERIC_RMA_TYPES(GDA_SHMEM_G_RMA) default: shmem_putmem)( \
-        dest, source, nelems, pe)
+/* Closes an association list without a default (no type matches it; the expression is never
+ * selected). */
+struct gda_shmem_no_match;
+#define GDA_SHMEM_G_END struct gda_shmem_no_match *: 0
+
+/* RMA (with or without a context first: chosen by the number of arguments). */
+#define GDA_SHMEM_G_PUT(TYPE, NAME) TYPE *: shmem_##NAME##_put,
+#define GDA_SHMEM_G_CTX_PUT(TYPE, NAME) TYPE *: shmem_ctx_##NAME##_put,
+#define gda_shmem_put_4(dest, source, nelems, pe) \
+    _Generic((dest), GDA_SHMEM_GENERIC_RMA_TYPES(GDA_SHMEM_G_PUT) default: shmem_putmem)(dest, source, nelems, pe)
+#define gda_shmem_put_5(ctx, dest, source, nelems, pe) \
+    _Generic((dest), GDA_SHMEM_GENERIC_RMA_TYPES(GDA_SHMEM_G_CTX_PUT) default: shmem_ctx_putmem)(ctx, dest, source, nelems, pe)
+#define shmem_put(...) GDA_SHMEM_BY_NARG(gda_shmem_put_, __VA_ARGS__)
 #define GDA_SHMEM_G_GET(TYPE, NAME) TYPE *: shmem_##NAME##_get,
-#define shmem_get(dest, source, nelems, pe) \
-    _Generic((dest), GDA_SHMEM_GENERIC_RMA_TYPES(GDA_SHMEM_G_GET) default: shmem_getmem)( \
-        dest, source, nelems, pe)
+#define GDA_SHMEM_G_CTX_GET(TYPE, NAME) TYPE *: shmem_ctx_##NAME##_get,
+#define gda_shmem_get_4(dest, source, nelems, pe) \
+    _Generic((dest), GDA_SHMEM_GENERIC_RMA_TYPES(GDA_SHMEM_G_GET) default: shmem_getmem)(dest, source, nelems, pe)
+#define gda_shmem_get_5(ctx, dest, source, nelems, pe) \
+    _Generic((dest), GDA_SHMEM_GENERIC_RMA_TYPES(GDA_SHMEM_G_CTX_GET) default: shmem_ctx_getmem)(ctx, dest, source, nelems, pe)
+#define shmem_get(...) GDA_SHMEM_BY_NARG(gda_shmem_get_, __VA_ARGS__)
+#define GDA_SHMEM_G_PUT_NBI(TYPE, NAME) TYPE *: shmem_##NAME##_put_nbi,
+#define GDA_SHMEM_G_CTX_PUT_NBI(TYPE, NAME) TYPE *: shmem_ctx_##NAME##_put_nbi,
+#define gda_shmem_put_nbi_4(dest, source, nelems, pe) \
+    _Generic((dest), GDA_SHMEM_GENERIC_RMA_TYPES(GDA_SHMEM_G_PUT_NBI) default: shmem_putmem_nbi)(dest, source, nelems, pe)
+#define gda_shmem_put_nbi_5(ctx, dest, source, nelems, pe) \
+    _Generic((dest), GDA_SHMEM_GENERIC_RMA_TYPES(GDA_SHMEM_G_CTX_PUT_NBI) default: shmem_ctx_putmem_nbi)(ctx, dest, source, nelems, pe)
+#define shmem_put_nbi(...) GDA_SHMEM_BY_NARG(gda_shmem_put_nbi_, __VA_ARGS__)
+#define GDA_SHMEM_G_GET_NBI(TYPE, NAME) TYPE *: shmem_##NAME##_get_nbi,
+#define GDA_SHMEM_G_CTX_GET_NBI(TYPE, NAME) TYPE *: shmem_ctx_##NAME##_get_nbi,
+#define gda_shmem_get_nbi_4(dest, source, nelems, pe) \
+    _Generic((dest), GDA_SHMEM_GENERIC_RMA_TYPES(GDA_SHMEM_G_GET_NBI) default: shmem_getmem_nbi)(dest, source, nelems, pe)
+#define gda_shmem_get_nbi_5(ctx, dest, source, nelems, pe) \
+    _Generic((dest), GDA_SHMEM_GENERIC_RMA_TYPES(GDA_SHMEM_G_CTX_GET_NBI) default: shmem_ctx_getmem_nbi)(ctx, dest, source, nelems, pe)
+#define shmem_get_nbi(...) GDA_SHMEM_BY_NARG(gda_shmem_get_nbi_, __VA_ARGS__)
+#define GDA_SHMEM_G_IPUT(TYPE, NAME) TYPE *: shmem_##NAME##_iput,
+#define GDA_SHMEM_G_CTX_IPUT(TYPE, NAME) TYPE *: shmem_ctx_##NAME##_iput,
+#define gda_shmem_iput_6(dest, source, dst, sst, nelems, pe) \
+    _Generic((dest), GDA_SHMEM_GENERIC_RMA_TYPES(GDA_SHMEM_G_IPUT) GDA_SHMEM_G_END)(dest, source, dst, sst, nelems, pe)
+#define gda_shmem_iput_7(ctx, dest, source, dst, sst, nelems, pe) \
+    _Generic((dest), GDA_SHMEM_GENERIC_RMA_TYPES(GDA_SHMEM_G_CTX_IPUT) GDA_SHMEM_G_END)(ctx, dest, source, dst, sst, nelems, pe)
+#define shmem_iput(...) GDA_SHMEM_BY_NARG(gda_shmem_iput_, __VA_ARGS__)
+#define GDA_SHMEM_G_IGET(TYPE, NAME) TYPE *: shmem_##NAME##_iget,
+#define GDA_SHMEM_G_CTX_IGET(TYPE, NAME) TYPE *: shmem_ctx_##NAME##_iget,
+#define gda_shmem_iget_6(dest, source, dst, sst, nelems, pe) \
+    _Generic((dest), GDA_SHMEM_GENERIC_RMA_TYPES(GDA_SHMEM_G_IGET) GDA_SHMEM_G_END)(dest, source, dst, sst, nelems, pe)
+#define gda_shmem_iget_7(ctx, dest, source, dst, sst, nelems, pe) \
+    _Generic((dest), GDA_SHMEM_GENERIC_RMA_TYPES(GDA_SHMEM_G_CTX_IGET) GDA_SHMEM_G_END)(ctx, dest, source, dst, sst, nelems, pe)
+#define shmem_iget(...) GDA_SHMEM_BY_NARG(gda_shmem_iget_, __VA_ARGS__)
 #define GDA_SHMEM_G_P(TYPE, NAME) TYPE *: shmem_##NAME##_p,
-#define shmem_p(dest, value, pe) _Generic((dest), GDA_SHMEM_GENERIC_RMA_TYPES(GDA_SHMEM_G_P) \
-    default: shmem_int_p)(dest, value, pe)
-#define GDA_SHMEM_G_G(TYPE, NAME) TYPE *: shmem_##NAME##_g,
-#define shmem_g(source, pe) _Generic((source), GDA_SHMEM_GENERIC_RMA_TYPES(GDA_SHMEM_G_G) \
-    default: shmem_int_g)(source, pe)
-#define GDA_SHMEM_G_FADD(TYPE, NAME) TYPE *: shmem_##NAME##_atomic_fetch_add,
-#define shmem_atomic_fetch_add(dest, value, pe) \
-    _Generic((dest), GDA_SHMEM_GENERIC_AMO_TYPES(GDA_SHMEM_G_FADD) default: shmem_long_atomic_fetch_add)( \
-        dest, value, pe)
-#define GDA_SHMEM_G_ADD(TYPE, NAME) TYPE *: shmem_##NAME##_atomic_add,
-#define shmem_atomic_add(dest, value, pe) \
-    _Generic((dest), GDA_SHMEM_GENERIC_AMO_TYPES(GDA_SHMEM_G_ADD) default: shmem_long_atomic_add)( \
-        dest, value, pe)
-#define GDA_SHMEM_G_FINC(TYPE, NAME) TYPE *: shmem_##NAME##_atomic_fetch_inc,
-#define shmem_atomic_fetch_inc(dest, pe) \
-    _Generic((dest), GDA_SHMEM_GENERIC_AMO_TYPES(GDA_SHMEM_G_FINC) default: shmem_long_atomic_fetch_inc)( \
-        dest, pe)
-#define GDA_SHMEM_G_INC(TYPE, NAME) TYPE *: shmem_##NAME##_atomic_inc,
-#define shmem_atomic_inc(dest, pe) \
-    _Generic((dest), GDA_SHMEM_GENERIC_AMO_TYPES(GDA_SHMEM_G_INC) default: shmem_long_atomic_inc)(dest, pe)
-#define GDA_SHMEM_G_CSWAP(TYPE, NAME) TYPE *: shmem_##NAME##_atomic_compare_swap,
-#define shmem_atomic_compare_swap(dest, cond, value, pe) \
-    _Generic((dest), GDA_SHMEM_GENERIC_AMO_TYPES(GDA_SHMEM_G_CSWAP) \
-             default: shmem_long_atomic_compare_swap)(dest, cond, value, pe)
-#define GDA_SHMEM_G_SWAP(TYPE, NAME) TYPE *: shmem_##NAME##_atomic_swap,
-#define shmem_atomic_swap(dest, value, pe) \
-    _Generic((dest), GDA_SHMEM_GENERIC_AMO_TYPES(GDA_SHMEM_G_SWAP) default: shmem_long_atomic_swap)( \
-        dest, value, pe)
-#define GDA_SHMEM_G_FETCH(TYPE, NAME) const TYPE *: shmem_##NAME##_atomic_fetch, \
-    TYPE *: shmem_##NAME##_atomic_fetch,
-#define shmem_atomic_fetch(source, pe) \
-    _Generic((source), GDA_SHMEM_GENERIC_AMO_TYPES(GDA_SHMEM_G_FETCH) \
-             default: shmem_long_atomic_fetch)(source, pe)
-#define GDA_SHMEM_G_SET(TYPE, NAME) TYPE *: shmem_##NAME##_atomic_set,
-#define shmem_atomic_set(dest, value, pe) \
-    _Generic((dest), GDA_SHMEM_GENERIC_AMO_TYPES(GDA_SHMEM_G_SET) default: shmem_long_atomic_set)( \
-        dest, value, pe)
-#define GDA_SHMEM_G_WAIT(TYPE, NAME) TYPE *: shmem_##NAME##_wait_until,
-#define shmem_wait_until(ivar, cmp, value) \
-    _Generic((ivar), GDA_SHMEM_GENERIC_AMO_TYPES(GDA_SHMEM_G_WAIT) default: shmem_long_wait_until)( \
-        ivar, cmp, value)
+#define GDA_SHMEM_G_CTX_P(TYPE, NAME) TYPE *: shmem_ctx_##NAME##_p,
+#define gda_shmem_p_3(dest, value, pe) \
+    _Generic((dest), GDA_SHMEM_GENERIC_RMA_TYPES(GDA_SHMEM_G_P) default: shmem_int_p)(dest, value, pe)
+#define gda_shmem_p_4(ctx, dest, value, pe) \
+    _Generic((dest), GDA_SHMEM_GENERIC_RMA_TYPES(GDA_SHMEM_G_CTX_P) default: shmem_ctx_int_p)(ctx, dest, value, pe)
+#define shmem_p(...) GDA_SHMEM_BY_NARG(gda_shmem_p_, __VA_ARGS__)
+#define GDA_SHMEM_G_G(TYPE, NAME) TYPE *: shmem_##NAME##_g, const TYPE *: shmem_##NAME##_g,
+#define GDA_SHMEM_G_CTX_G(TYPE, NAME) TYPE *: shmem_ctx_##NAME##_g, const TYPE *: shmem_ctx_##NAME##_g,
+#define gda_shmem_g_2(source, pe) \
+    _Generic((source), GDA_SHMEM_GENERIC_RMA_TYPES(GDA_SHMEM_G_G) default: shmem_int_g)(source, pe)
+#define gda_shmem_g_3(ctx, source, pe) \
+    _Generic((source), GDA_SHMEM_GENERIC_RMA_TYPES(GDA_SHMEM_G_CTX_G) default: shmem_ctx_int_g)(ctx, source, pe)
+#define shmem_g(...) GDA_SHMEM_BY_NARG(gda_shmem_g_, __VA_ARGS__)
+#define GDA_SHMEM_G_PUT_SIGNAL(TYPE, NAME) TYPE *: shmem_##NAME##_put_signal,
+#define GDA_SHMEM_G_CTX_PUT_SIGNAL(TYPE, NAME) TYPE *: shmem_ctx_##NAME##_put_signal,
+#define gda_shmem_put_signal_7(dest, source, nelems, sig_addr, signal, sig_op, pe) \
+    _Generic((dest), GDA_SHMEM_GENERIC_RMA_TYPES(GDA_SHMEM_G_PUT_SIGNAL) GDA_SHMEM_G_END)(dest, source, nelems, sig_addr, signal, sig_op, pe)
+#define gda_shmem_put_signal_8(ctx, dest, source, nelems, sig_addr, signal, sig_op, pe) \
+    _Generic((dest), GDA_SHMEM_GENERIC_RMA_TYPES(GDA_SHMEM_G_CTX_PUT_SIGNAL) GDA_SHMEM_G_END)(ctx, dest, source, nelems, sig_addr, signal, sig_op, pe)
+#define shmem_put_signal(...) GDA_SHMEM_BY_NARG(gda_shmem_put_signal_, __VA_ARGS__)
+#define GDA_SHMEM_G_PUT_SIGNAL_NBI(TYPE, NAME) TYPE *: shmem_##NAME##_put_signal_nbi,
+#define GDA_SHMEM_G_CTX_PUT_SIGNAL_NBI(TYPE, NAME) TYPE *: shmem_ctx_##NAME##_put_signal_nbi,
+#define gda_shmem_put_signal_nbi_7(dest, source, nelems, sig_addr, signal, sig_op, pe) \
+    _Generic((dest), GDA_SHMEM_GENERIC_RMA_TYPES(GDA_SHMEM_G_PUT_SIGNAL_NBI) GDA_SHMEM_G_END)(dest, source, nelems, sig_addr, signal, sig_op, pe)
+#define gda_shmem_put_signal_nbi_8(ctx, dest, source, nelems, sig_addr, signal, sig_op, pe) \
+    _Generic((dest), GDA_SHMEM_GENERIC_RMA_TYPES(GDA_SHMEM_G_CTX_PUT_SIGNAL_NBI) GDA_SHMEM_G_END)(ctx, dest, source, nelems, sig_addr, signal, sig_op, pe)
+#define shmem_put_signal_nbi(...) GDA_SHMEM_BY_NARG(gda_shmem_put_signal_nbi_, __VA_ARGS__)
+
+/* Atomics: extended types (fetch, set, swap), standard types, bitwise types. */
+#define GDA_SHMEM_G_ATOMIC_FETCH(TYPE, NAME) TYPE *: shmem_##NAME##_atomic_fetch, const TYPE *: shmem_##NAME##_atomic_fetch,
+#define GDA_SHMEM_G_CTX_ATOMIC_FETCH(TYPE, NAME) TYPE *: shmem_ctx_##NAME##_atomic_fetch, const TYPE *: shmem_ctx_##NAME##_atomic_fetch,
+#define gda_shmem_atomic_fetch_2(source, pe) \
+    _Generic((source), GDA_SHMEM_GENERIC_EXTENDED_AMO_TYPES(GDA_SHMEM_G_ATOMIC_FETCH) default: shmem_long_atomic_fetch)(source, pe)
+#define gda_shmem_atomic_fetch_3(ctx, source, pe) \
+    _Generic((source), GDA_SHMEM_GENERIC_EXTENDED_AMO_TYPES(GDA_SHMEM_G_CTX_ATOMIC_FETCH) default: shmem_ctx_long_atomic_fetch)(ctx, source, pe)
+#define shmem_atomic_fetch(...) GDA_SHMEM_BY_NARG(gda_shmem_atomic_fetch_, __VA_ARGS__)
+#define GDA_SHMEM_G_ATOMIC_SET(TYPE, NAME) TYPE *: shmem_##NAME##_atomic_set,
+#define GDA_SHMEM_G_CTX_ATOMIC_SET(TYPE, NAME) TYPE *: shmem_ctx_##NAME##_atomic_set,
+#define gda_shmem_atomic_set_3(dest, value, pe) \
+    _Generic((dest), GDA_SHMEM_GENERIC_EXTENDED_AMO_TYPES(GDA_SHMEM_G_ATOMIC_SET) default: shmem_long_atomic_set)(dest, value, pe)
+#define gda_shmem_atomic_set_4(ctx, dest, value, pe) \
+    _Generic((dest), GDA_SHMEM_GENERIC_EXTENDED_AMO_TYPES(GDA_SHMEM_G_CTX_ATOMIC_SET) default: shmem_ctx_long_atomic_set)(ctx, dest, value, pe)
+#define shmem_atomic_set(...) GDA_SHMEM_BY_NARG(gda_shmem_atomic_set_, __VA_ARGS__)
+#define GDA_SHMEM_G_ATOMIC_SWAP(TYPE, NAME) TYPE *: shmem_##NAME##_atomic_swap,
+#define GDA_SHMEM_G_CTX_ATOMIC_SWAP(TYPE, NAME) TYPE *: shmem_ctx_##NAME##_atomic_swap,
+#define gda_shmem_atomic_swap_3(dest, value, pe) \
+    _Generic((dest), GDA_SHMEM_GENERIC_EXTENDED_AMO_TYPES(GDA_SHMEM_G_ATOMIC_SWAP) default: shmem_long_atomic_swap)(dest, value, pe)
+#define gda_shmem_atomic_swap_4(ctx, dest, value, pe) \
+    _Generic((dest), GDA_SHMEM_GENERIC_EXTENDED_AMO_TYPES(GDA_SHMEM_G_CTX_ATOMIC_SWAP) default: shmem_ctx_long_atomic_swap)(ctx, dest, value, pe)
+#define shmem_atomic_swap(...) GDA_SHMEM_BY_NARG(gda_shmem_atomic_swap_, __VA_ARGS__)
+#define GDA_SHMEM_G_ATOMIC_FETCH_NBI(TYPE, NAME) TYPE *: shmem_##NAME##_atomic_fetch_nbi,
+#define GDA_SHMEM_G_CTX_ATOMIC_FETCH_NBI(TYPE, NAME) TYPE *: shmem_ctx_##NAME##_atomic_fetch_nbi,
+#define gda_shmem_atomic_fetch_nbi_3(fetch, source, pe) \
+    _Generic((fetch), GDA_SHMEM_GENERIC_EXTENDED_AMO_TYPES(GDA_SHMEM_G_ATOMIC_FETCH_NBI) GDA_SHMEM_G_END)(fetch, source, pe)
+#define gda_shmem_atomic_fetch_nbi_4(ctx, fetch, source, pe) \
+    _Generic((fetch), GDA_SHMEM_GENERIC_EXTENDED_AMO_TYPES(GDA_SHMEM_G_CTX_ATOMIC_FETCH_NBI) GDA_SHMEM_G_END)(ctx, fetch, source, pe)
+#define shmem_atomic_fetch_nbi(...) GDA_SHMEM_BY_NARG(gda_shmem_atomic_fetch_nbi_, __VA_ARGS__)
+#define GDA_SHMEM_G_ATOMIC_SWAP_NBI(TYPE, NAME) TYPE *: shmem_##NAME##_atomic_swap_nbi,
+#define GDA_SHMEM_G_CTX_ATOMIC_SWAP_NBI(TYPE, NAME) TYPE *: shmem_ctx_##NAME##_atomic_swap_nbi,
+#define gda_shmem_atomic_swap_nbi_4(fetch, dest, value, pe) \
+    _Generic((fetch), GDA_SHMEM_GENERIC_EXTENDED_AMO_TYPES(GDA_SHMEM_G_ATOMIC_SWAP_NBI) GDA_SHMEM_G_END)(fetch, dest, value, pe)
+#define gda_shmem_atomic_swap_nbi_5(ctx, fetch, dest, value, pe) \
+    _Generic((fetch), GDA_SHMEM_GENERIC_EXTENDED_AMO_TYPES(GDA_SHMEM_G_CTX_ATOMIC_SWAP_NBI) GDA_SHMEM_G_END)(ctx, fetch, dest, value, pe)
+#define shmem_atomic_swap_nbi(...) GDA_SHMEM_BY_NARG(gda_shmem_atomic_swap_nbi_, __VA_ARGS__)
+#define GDA_SHMEM_G_ATOMIC_COMPARE_SWAP(TYPE, NAME) TYPE *: shmem_##NAME##_atomic_compare_swap,
+#define GDA_SHMEM_G_CTX_ATOMIC_COMPARE_SWAP(TYPE, NAME) TYPE *: shmem_ctx_##NAME##_atomic_compare_swap,
+#define gda_shmem_atomic_compare_swap_4(dest, cond, value, pe) \
+    _Generic((dest), GDA_SHMEM_GENERIC_AMO_TYPES(GDA_SHMEM_G_ATOMIC_COMPARE_SWAP) default: shmem_long_atomic_compare_swap)(dest, cond, value, pe)
+#define gda_shmem_atomic_compare_swap_5(ctx, dest, cond, value, pe) \
+    _Generic((dest), GDA_SHMEM_GENERIC_AMO_TYPES(GDA_SHMEM_G_CTX_ATOMIC_COMPARE_SWAP) default: shmem_ctx_long_atomic_compare_swap)(ctx, dest, cond, value, pe)
+#define shmem_atomic_compare_swap(...) GDA_SHMEM_BY_NARG(gda_shmem_atomic_compare_swap_, __VA_ARGS__)
+#define GDA_SHMEM_G_ATOMIC_FETCH_INC(TYPE, NAME) TYPE *: shmem_##NAME##_atomic_fetch_inc,
+#define GDA_SHMEM_G_CTX_ATOMIC_FETCH_INC(TYPE, NAME) TYPE *: shmem_ctx_##NAME##_atomic_fetch_inc,
+#define gda_shmem_atomic_fetch_inc_2(dest, pe) \
+    _Generic((dest), GDA_SHMEM_GENERIC_AMO_TYPES(GDA_SHMEM_G_ATOMIC_FETCH_INC) default: shmem_long_atomic_fetch_inc)(dest, pe)
+#define gda_shmem_atomic_fetch_inc_3(ctx, dest, pe) \
+    _Generic((dest), GDA_SHMEM_GENERIC_AMO_TYPES(GDA_SHMEM_G_CTX_ATOMIC_FETCH_INC) default: shmem_ctx_long_atomic_fetch_inc)(ctx, dest, pe)
+#define shmem_atomic_fetch_inc(...) GDA_SHMEM_BY_NARG(gda_shmem_atomic_fetch_inc_, __VA_ARGS__)
+#define GDA_SHMEM_G_ATOMIC_INC(TYPE, NAME) TYPE *: shmem_##NAME##_atomic_inc,
+#define GDA_SHMEM_G_CTX_ATOMIC_INC(TYPE, NAME) TYPE *: shmem_ctx_##NAME##_atomic_inc,
+#define gda_shmem_atomic_inc_2(dest, pe) \
+    _Generic((dest), GDA_SHMEM_GENERIC_AMO_TYPES(GDA_SHMEM_G_ATOMIC_INC) default: shmem_long_atomic_inc)(dest, pe)
+#define gda_shmem_atomic_inc_3(ctx, dest, pe) \
+    _Generic((dest), GDA_SHMEM_GENERIC_AMO_TYPES(GDA_SHMEM_G_CTX_ATOMIC_INC) default: shmem_ctx_long_atomic_inc)(ctx, dest, pe)
+#define shmem_atomic_inc(...) GDA_SHMEM_BY_NARG(gda_shmem_atomic_inc_, __VA_ARGS__)
+#define GDA_SHMEM_G_ATOMIC_FETCH_ADD(TYPE, NAME) TYPE *: shmem_##NAME##_atomic_fetch_add,
+#define GDA_SHMEM_G_CTX_ATOMIC_FETCH_ADD(TYPE, NAME) TYPE *: shmem_ctx_##NAME##_atomic_fetch_add,
+#define gda_shmem_atomic_fetch_add_3(dest, value, pe) \
+    _Generic((dest), GDA_SHMEM_GENERIC_AMO_TYPES(GDA_SHMEM_G_ATOMIC_FETCH_ADD) default: shmem_long_atomic_fetch_add)(dest, value, pe)
+#define gda_shmem_atomic_fetch_add_4(ctx, dest, value, pe) \
+    _Generic((dest), GDA_SHMEM_GENERIC_AMO_TYPES(GDA_SHMEM_G_CTX_ATOMIC_FETCH_ADD) default: shmem_ctx_long_atomic_fetch_add)(ctx, dest, value, pe)
+#define shmem_atomic_fetch_add(...) GDA_SHMEM_BY_NARG(gda_shmem_atomic_fetch_add_, __VA_ARGS__)
+#define GDA_SHMEM_G_ATOMIC_ADD(TYPE, NAME) TYPE *: shmem_##NAME##_atomic_add,
+#define GDA_SHMEM_G_CTX_ATOMIC_ADD(TYPE, NAME) TYPE *: shmem_ctx_##NAME##_atomic_add,
+#define gda_shmem_atomic_add_3(dest, value, pe) \
+    _Generic((dest), GDA_SHMEM_GENERIC_AMO_TYPES(GDA_SHMEM_G_ATOMIC_ADD) default: shmem_long_atomic_add)(dest, value, pe)
+#define gda_shmem_atomic_add_4(ctx, dest, value, pe) \
+    _Generic((dest), GDA_SHMEM_GENERIC_AMO_TYPES(GDA_SHMEM_G_CTX_ATOMIC_ADD) default: shmem_ctx_long_atomic_add)(ctx, dest, value, pe)
+#define shmem_atomic_add(...) GDA_SHMEM_BY_NARG(gda_shmem_atomic_add_, __VA_ARGS__)
+#define GDA_SHMEM_G_ATOMIC_COMPARE_SWAP_NBI(TYPE, NAME) TYPE *: shmem_##NAME##_atomic_compare_swap_nbi,
+#define GDA_SHMEM_G_CTX_ATOMIC_COMPARE_SWAP_NBI(TYPE, NAME) TYPE *: shmem_ctx_##NAME##_atomic_compare_swap_nbi,
+#define gda_shmem_atomic_compare_swap_nbi_5(fetch, dest, cond, value, pe) \
+    _Generic((fetch), GDA_SHMEM_GENERIC_AMO_TYPES(GDA_SHMEM_G_ATOMIC_COMPARE_SWAP_NBI) GDA_SHMEM_G_END)(fetch, dest, cond, value, pe)
+#define gda_shmem_atomic_compare_swap_nbi_6(ctx, fetch, dest, cond, value, pe) \
+    _Generic((fetch), GDA_SHMEM_GENERIC_AMO_TYPES(GDA_SHMEM_G_CTX_ATOMIC_COMPARE_SWAP_NBI) GDA_SHMEM_G_END)(ctx, fetch, dest, cond, value, pe)
+#define shmem_atomic_compare_swap_nbi(...) GDA_SHMEM_BY_NARG(gda_shmem_atomic_compare_swap_nbi_, __VA_ARGS__)
+#define GDA_SHMEM_G_ATOMIC_FETCH_INC_NBI(TYPE, NAME) TYPE *: shmem_##NAME##_atomic_fetch_inc_nbi,
+#define GDA_SHMEM_G_CTX_ATOMIC_FETCH_INC_NBI(TYPE, NAME) TYPE *: shmem_ctx_##NAME##_atomic_fetch_inc_nbi,
+#define gda_shmem_atomic_fetch_inc_nbi_3(fetch, dest, pe) \
+    _Generic((fetch), GDA_SHMEM_GENERIC_AMO_TYPES(GDA_SHMEM_G_ATOMIC_FETCH_INC_NBI) GDA_SHMEM_G_END)(fetch, dest, pe)
+#define gda_shmem_atomic_fetch_inc_nbi_4(ctx, fetch, dest, pe) \
+    _Generic((fetch), GDA_SHMEM_GENERIC_AMO_TYPES(GDA_SHMEM_G_CTX_ATOMIC_FETCH_INC_NBI) GDA_SHMEM_G_END)(ctx, fetch, dest, pe)
+#define shmem_atomic_fetch_inc_nbi(...) GDA_SHMEM_BY_NARG(gda_shmem_atomic_fetch_inc_nbi_, __VA_ARGS__)
+#define GDA_SHMEM_G_ATOMIC_FETCH_ADD_NBI(TYPE, NAME) TYPE *: shmem_##NAME##_atomic_fetch_add_nbi,
+#define GDA_SHMEM_G_CTX_ATOMIC_FETCH_ADD_NBI(TYPE, NAME) TYPE *: shmem_ctx_##NAME##_atomic_fetch_add_nbi,
+#define gda_shmem_atomic_fetch_add_nbi_4(fetch, dest, value, pe) \
+    _Generic((fetch), GDA_SHMEM_GENERIC_AMO_TYPES(GDA_SHMEM_G_ATOMIC_FETCH_ADD_NBI) GDA_SHMEM_G_END)(fetch, dest, value, pe)
+#define gda_shmem_atomic_fetch_add_nbi_5(ctx, fetch, dest, value, pe) \
+    _Generic((fetch), GDA_SHMEM_GENERIC_AMO_TYPES(GDA_SHMEM_G_CTX_ATOMIC_FETCH_ADD_NBI) GDA_SHMEM_G_END)(ctx, fetch, dest, value, pe)
+#define shmem_atomic_fetch_add_nbi(...) GDA_SHMEM_BY_NARG(gda_shmem_atomic_fetch_add_nbi_, __VA_ARGS__)
+#define GDA_SHMEM_G_ATOMIC_FETCH_AND(TYPE, NAME) TYPE *: shmem_##NAME##_atomic_fetch_and,
+#define GDA_SHMEM_G_CTX_ATOMIC_FETCH_AND(TYPE, NAME) TYPE *: shmem_ctx_##NAME##_atomic_fetch_and,
+#define gda_shmem_atomic_fetch_and_3(dest, value, pe) \
+    _Generic((dest), GDA_SHMEM_GENERIC_BITWISE_AMO_TYPES(GDA_SHMEM_G_ATOMIC_FETCH_AND) GDA_SHMEM_G_END)(dest, value, pe)
+#define gda_shmem_atomic_fetch_and_4(ctx, dest, value, pe) \
+    _Generic((dest), GDA_SHMEM_GENERIC_BITWISE_AMO_TYPES(GDA_SHMEM_G_CTX_ATOMIC_FETCH_AND) GDA_SHMEM_G_END)(ctx, dest, value, pe)
+#define shmem_atomic_fetch_and(...) GDA_SHMEM_BY_NARG(gda_shmem_atomic_fetch_and_, __VA_ARGS__)
+#define GDA_SHMEM_G_ATOMIC_AND(TYPE, NAME) TYPE *: shmem_##NAME##_atomic_and,
+#define GDA_SHMEM_G_CTX_ATOMIC_AND(TYPE, NAME) TYPE *: shmem_ctx_##NAME##_atomic_and,
+#define gda_shmem_atomic_and_3(dest, value, pe) \
+    _Generic((dest), GDA_SHMEM_GENERIC_BITWISE_AMO_TYPES(GDA_SHMEM_G_ATOMIC_AND) GDA_SHMEM_G_END)(dest, value, pe)
+#define gda_shmem_atomic_and_4(ctx, dest, value, pe) \
+    _Generic((dest), GDA_SHMEM_GENERIC_BITWISE_AMO_TYPES(GDA_SHMEM_G_CTX_ATOMIC_AND) GDA_SHMEM_G_END)(ctx, dest, value, pe)
+#define shmem_atomic_and(...) GDA_SHMEM_BY_NARG(gda_shmem_atomic_and_, __VA_ARGS__)
+#define GDA_SHMEM_G_ATOMIC_FETCH_AND_NBI(TYPE, NAME) TYPE *: shmem_##NAME##_atomic_fetch_and_nbi,
+#define GDA_SHMEM_G_CTX_ATOMIC_FETCH_AND_NBI(TYPE, NAME) TYPE *: shmem_ctx_##NAME##_atomic_fetch_and_nbi,
+#define gda_shmem_atomic_fetch_and_nbi_4(fetch, dest, value, pe) \
+    _Generic((fetch), GDA_SHMEM_GENERIC_BITWISE_AMO_TYPES(GDA_SHMEM_G_ATOMIC_FETCH_AND_NBI) GDA_SHMEM_G_END)(fetch, dest, value, pe)
+#define gda_shmem_atomic_fetch_and_nbi_5(ctx, fetch, dest, value, pe) \
+    _Generic((fetch), GDA_SHMEM_GENERIC_BITWISE_AMO_TYPES(GDA_SHMEM_G_CTX_ATOMIC_FETCH_AND_NBI) GDA_SHMEM_G_END)(ctx, fetch, dest, value, pe)
+#define shmem_atomic_fetch_and_nbi(...) GDA_SHMEM_BY_NARG(gda_shmem_atomic_fetch_and_nbi_, __VA_ARGS__)
+#define GDA_SHMEM_G_ATOMIC_FETCH_OR(TYPE, NAME) TYPE *: shmem_##NAME##_atomic_fetch_or,
+#define GDA_SHMEM_G_CTX_ATOMIC_FETCH_OR(TYPE, NAME) TYPE *: shmem_ctx_##NAME##_atomic_fetch_or,
+#define gda_shmem_atomic_fetch_or_3(dest, value, pe) \
+    _Generic((dest), GDA_SHMEM_GENERIC_BITWISE_AMO_TYPES(GDA_SHMEM_G_ATOMIC_FETCH_OR) GDA_SHMEM_G_END)(dest, value, pe)
+#define gda_shmem_atomic_fetch_or_4(ctx, dest, value, pe) \
+    _Generic((dest), GDA_SHMEM_GENERIC_BITWISE_AMO_TYPES(GDA_SHMEM_G_CTX_ATOMIC_FETCH_OR) GDA_SHMEM_G_END)(ctx, dest, value, pe)
+#define shmem_atomic_fetch_or(...) GDA_SHMEM_BY_NARG(gda_shmem_atomic_fetch_or_, __VA_ARGS__)
+#define GDA_SHMEM_G_ATOMIC_OR(TYPE, NAME) TYPE *: shmem_##NAME##_atomic_or,
+#define GDA_SHMEM_G_CTX_ATOMIC_OR(TYPE, NAME) TYPE *: shmem_ctx_##NAME##_atomic_or,
+#define gda_shmem_atomic_or_3(dest, value, pe) \
+    _Generic((dest), GDA_SHMEM_GENERIC_BITWISE_AMO_TYPES(GDA_SHMEM_G_ATOMIC_OR) GDA_SHMEM_G_END)(dest, value, pe)
+#define gda_shmem_atomic_or_4(ctx, dest, value, pe) \
+    _Generic((dest), GDA_SHMEM_GENERIC_BITWISE_AMO_TYPES(GDA_SHMEM_G_CTX_ATOMIC_OR) GDA_SHMEM_G_END)(ctx, dest, value, pe)
+#define shmem_atomic_or(...) GDA_SHMEM_BY_NARG(gda_shmem_atomic_or_, __VA_ARGS__)
+#define GDA_SHMEM_G_ATOMIC_FETCH_OR_NBI(TYPE, NAME) TYPE *: shmem_##NAME##_atomic_fetch_or_nbi,
+#define GDA_SHMEM_G_CTX_ATOMIC_FETCH_OR_NBI(TYPE, NAME) TYPE *: shmem_ctx_##NAME##_atomic_fetch_or_nbi,
+#define gda_shmem_atomic_fetch_or_nbi_4(fetch, dest, value, pe) \
+    _Generic((fetch), GDA_SHMEM_GENERIC_BITWISE_AMO_TYPES(GDA_SHMEM_G_ATOMIC_FETCH_OR_NBI) GDA_SHMEM_G_END)(fetch, dest, value, pe)
+#define gda_shmem_atomic_fetch_or_nbi_5(ctx, fetch, dest, value, pe) \
+    _Generic((fetch), GDA_SHMEM_GENERIC_BITWISE_AMO_TYPES(GDA_SHMEM_G_CTX_ATOMIC_FETCH_OR_NBI) GDA_SHMEM_G_END)(ctx, fetch, dest, value, pe)
+#define shmem_atomic_fetch_or_nbi(...) GDA_SHMEM_BY_NARG(gda_shmem_atomic_fetch_or_nbi_, __VA_ARGS__)
+#define GDA_SHMEM_G_ATOMIC_FETCH_XOR(TYPE, NAME) TYPE *: shmem_##NAME##_atomic_fetch_xor,
+#define GDA_SHMEM_G_CTX_ATOMIC_FETCH_XOR(TYPE, NAME) TYPE *: shmem_ctx_##NAME##_atomic_fetch_xor,
+#define gda_shmem_atomic_fetch_xor_3(dest, value, pe) \
+    _Generic((dest), GDA_SHMEM_GENERIC_BITWISE_AMO_TYPES(GDA_SHMEM_G_ATOMIC_FETCH_XOR) GDA_SHMEM_G_END)(dest, value, pe)
+#define gda_shmem_atomic_fetch_xor_4(ctx, dest, value, pe) \
+    _Generic((dest), GDA_SHMEM_GENERIC_BITWISE_AMO_TYPES(GDA_SHMEM_G_CTX_ATOMIC_FETCH_XOR) GDA_SHMEM_G_END)(ctx, dest, value, pe)
+#define shmem_atomic_fetch_xor(...) GDA_SHMEM_BY_NARG(gda_shmem_atomic_fetch_xor_, __VA_ARGS__)
+#define GDA_SHMEM_G_ATOMIC_XOR(TYPE, NAME) TYPE *: shmem_##NAME##_atomic_xor,
+#define GDA_SHMEM_G_CTX_ATOMIC_XOR(TYPE, NAME) TYPE *: shmem_ctx_##NAME##_atomic_xor,
+#define gda_shmem_atomic_xor_3(dest, value, pe) \
+    _Generic((dest), GDA_SHMEM_GENERIC_BITWISE_AMO_TYPES(GDA_SHMEM_G_ATOMIC_XOR) GDA_SHMEM_G_END)(dest, value, pe)
+#define gda_shmem_atomic_xor_4(ctx, dest, value, pe) \
+    _Generic((dest), GDA_SHMEM_GENERIC_BITWISE_AMO_TYPES(GDA_SHMEM_G_CTX_ATOMIC_XOR) GDA_SHMEM_G_END)(ctx, dest, value, pe)
+#define shmem_atomic_xor(...) GDA_SHMEM_BY_NARG(gda_shmem_atomic_xor_, __VA_ARGS__)
+#define GDA_SHMEM_G_ATOMIC_FETCH_XOR_NBI(TYPE, NAME) TYPE *: shmem_##NAME##_atomic_fetch_xor_nbi,
+#define GDA_SHMEM_G_CTX_ATOMIC_FETCH_XOR_NBI(TYPE, NAME) TYPE *: shmem_ctx_##NAME##_atomic_fetch_xor_nbi,
+#define gda_shmem_atomic_fetch_xor_nbi_4(fetch, dest, value, pe) \
+    _Generic((fetch), GDA_SHMEM_GENERIC_BITWISE_AMO_TYPES(GDA_SHMEM_G_ATOMIC_FETCH_XOR_NBI) GDA_SHMEM_G_END)(fetch, dest, value, pe)
+#define gda_shmem_atomic_fetch_xor_nbi_5(ctx, fetch, dest, value, pe) \
+    _Generic((fetch), GDA_SHMEM_GENERIC_BITWISE_AMO_TYPES(GDA_SHMEM_G_CTX_ATOMIC_FETCH_XOR_NBI) GDA_SHMEM_G_END)(ctx, fetch, dest, value, pe)
+#define shmem_atomic_fetch_xor_nbi(...) GDA_SHMEM_BY_NARG(gda_shmem_atomic_fetch_xor_nbi_, __VA_ARGS__)
+
+/* The deprecated (1.3) atomics. */
+#define GDA_SHMEM_G_FETCH(TYPE, NAME) TYPE *: shmem_##NAME##_fetch, const TYPE *: shmem_##NAME##_fetch,
+#define shmem_fetch(source, pe) \
+    _Generic((source), GDA_SHMEM_GENERIC_OLD_EXTENDED_AMO_TYPES(GDA_SHMEM_G_FETCH) GDA_SHMEM_G_END)(source, pe)
+#define GDA_SHMEM_G_SET(TYPE, NAME) TYPE *: shmem_##NAME##_set,
+#define shmem_set(dest, value, pe) \
+    _Generic((dest), GDA_SHMEM_GENERIC_OLD_EXTENDED_AMO_TYPES(GDA_SHMEM_G_SET) GDA_SHMEM_G_END)(dest, value, pe)
+#define GDA_SHMEM_G_SWAP(TYPE, NAME) TYPE *: shmem_##NAME##_swap,
+#define shmem_swap(dest, value, pe) \
+    _Generic((dest), GDA_SHMEM_GENERIC_OLD_EXTENDED_AMO_TYPES(GDA_SHMEM_G_SWAP) GDA_SHMEM_G_END)(dest, value, pe)
+#define GDA_SHMEM_G_CSWAP(TYPE, NAME) TYPE *: shmem_##NAME##_cswap,
+#define shmem_cswap(dest, cond, value, pe) \
+    _Generic((dest), GDA_SHMEM_GENERIC_OLD_AMO_TYPES(GDA_SHMEM_G_CSWAP) GDA_SHMEM_G_END)(dest, cond, value, pe)
+#define GDA_SHMEM_G_FINC(TYPE, NAME) TYPE *: shmem_##NAME##_finc,
+#define shmem_finc(dest, pe) \
+    _Generic((dest), GDA_SHMEM_GENERIC_OLD_AMO_TYPES(GDA_SHMEM_G_FINC) GDA_SHMEM_G_END)(dest, pe)
+#define GDA_SHMEM_G_INC(TYPE, NAME) TYPE *: shmem_##NAME##_inc,
+#define shmem_inc(dest, pe) \
+    _Generic((dest), GDA_SHMEM_GENERIC_OLD_AMO_TYPES(GDA_SHMEM_G_INC) GDA_SHMEM_G_END)(dest, pe)
+#define GDA_SHMEM_G_FADD(TYPE, NAME) TYPE *: shmem_##NAME##_fadd,
+#define shmem_fadd(dest, value, pe) \
+    _Generic((dest), GDA_SHMEM_GENERIC_OLD_AMO_TYPES(GDA_SHMEM_G_FADD) GDA_SHMEM_G_END)(dest, value, pe)
+#define GDA_SHMEM_G_ADD(TYPE, NAME) TYPE *: shmem_##NAME##_add,
+#define shmem_add(dest, value, pe) \
+    _Generic((dest), GDA_SHMEM_GENERIC_OLD_AMO_TYPES(GDA_SHMEM_G_ADD) GDA_SHMEM_G_END)(dest, value, pe)
+
+/* Collectives on teams. */
+#define GDA_SHMEM_G_BROADCAST(TYPE, NAME) TYPE *: shmem_##NAME##_broadcast,
+#define shmem_broadcast(team, dest, source, nelems, PE_root) \
+    _Generic((dest), GDA_SHMEM_GENERIC_RMA_TYPES(GDA_SHMEM_G_BROADCAST) GDA_SHMEM_G_END)(team, dest, source, nelems, PE_root)
+#define GDA_SHMEM_G_COLLECT(TYPE, NAME) TYPE *: shmem_##NAME##_collect,
+#define shmem_collect(team, dest, source, nelems) \
+    _Generic((dest), GDA_SHMEM_GENERIC_RMA_TYPES(GDA_SHMEM_G_COLLECT) GDA_SHMEM_G_END)(team, dest, source, nelems)
+#define GDA_SHMEM_G_FCOLLECT(TYPE, NAME) TYPE *: shmem_##NAME##_fcollect,
+#define shmem_fcollect(team, dest, source, nelems) \
+    _Generic((dest), GDA_SHMEM_GENERIC_RMA_TYPES(GDA_SHMEM_G_FCOLLECT) GDA_SHMEM_G_END)(team, dest, source, nelems)
+#define GDA_SHMEM_G_ALLTOALL(TYPE, NAME) TYPE *: shmem_##NAME##_alltoall,
+#define shmem_alltoall(team, dest, source, nelems) \
+    _Generic((dest), GDA_SHMEM_GENERIC_RMA_TYPES(GDA_SHMEM_G_ALLTOALL) GDA_SHMEM_G_END)(team, dest, source, nelems)
+#define GDA_SHMEM_G_ALLTOALLS(TYPE, NAME) TYPE *: shmem_##NAME##_alltoalls,
+#define shmem_alltoalls(team, dest, source, dst, sst, nelems) \
+    _Generic((dest), GDA_SHMEM_GENERIC_RMA_TYPES(GDA_SHMEM_G_ALLTOALLS) GDA_SHMEM_G_END)(team, dest, source, dst, sst, nelems)
+#define GDA_SHMEM_G_AND_REDUCE(TYPE, NAME) TYPE *: shmem_##NAME##_and_reduce,
+#define shmem_and_reduce(team, dest, source, nreduce) \
+    _Generic((dest), GDA_SHMEM_GENERIC_BITWISE_RED_TYPES(GDA_SHMEM_G_AND_REDUCE) GDA_SHMEM_G_END)(team, dest, source, nreduce)
+#define GDA_SHMEM_G_OR_REDUCE(TYPE, NAME) TYPE *: shmem_##NAME##_or_reduce,
+#define shmem_or_reduce(team, dest, source, nreduce) \
+    _Generic((dest), GDA_SHMEM_GENERIC_BITWISE_RED_TYPES(GDA_SHMEM_G_OR_REDUCE) GDA_SHMEM_G_END)(team, dest, source, nreduce)
+#define GDA_SHMEM_G_XOR_REDUCE(TYPE, NAME) TYPE *: shmem_##NAME##_xor_reduce,
+#define shmem_xor_reduce(team, dest, source, nreduce) \
+    _Generic((dest), GDA_SHMEM_GENERIC_BITWISE_RED_TYPES(GDA_SHMEM_G_XOR_REDUCE) GDA_SHMEM_G_END)(team, dest, source, nreduce)
+#define GDA_SHMEM_G_MAX_REDUCE(TYPE, NAME) TYPE *: shmem_##NAME##_max_reduce,
+#define shmem_max_reduce(team, dest, source, nreduce) \
+    _Generic((dest), GDA_SHMEM_GENERIC_ORDERED_RED_TYPES(GDA_SHMEM_G_MAX_REDUCE) GDA_SHMEM_G_END)(team, dest, source, nreduce)
+#define GDA_SHMEM_G_MIN_REDUCE(TYPE, NAME) TYPE *: shmem_##NAME##_min_reduce,
+#define shmem_min_reduce(team, dest, source, nreduce) \
+    _Generic((dest), GDA_SHMEM_GENERIC_ORDERED_RED_TYPES(GDA_SHMEM_G_MIN_REDUCE) GDA_SHMEM_G_END)(team, dest, source, nreduce)
+#define GDA_SHMEM_G_SUM_REDUCE(TYPE, NAME) TYPE *: shmem_##NAME##_sum_reduce,
+#define shmem_sum_reduce(team, dest, source, nreduce) \
+    _Generic((dest), GDA_SHMEM_GENERIC_ARITH_RED_TYPES(GDA_SHMEM_G_SUM_REDUCE) GDA_SHMEM_G_END)(team, dest, source, nreduce)
+#define GDA_SHMEM_G_PROD_REDUCE(TYPE, NAME) TYPE *: shmem_##NAME##_prod_reduce,
+#define shmem_prod_reduce(team, dest, source, nreduce) \
+    _Generic((dest), GDA_SHMEM_GENERIC_ARITH_RED_TYPES(GDA_SHMEM_G_PROD_REDUCE) GDA_SHMEM_G_END)(team, dest, source, nreduce)
+
+/* Point-to-point synchronization (the deprecated short and unsigned short forms too). */
+#define GDA_SHMEM_G_WAIT_UNTIL(TYPE, NAME) TYPE *: shmem_##NAME##_wait_until,
+#define shmem_wait_until(ivar, cmp, cmp_value) \
+    _Generic((ivar), GDA_SHMEM_GENERIC_OLD_SYNC_TYPES(GDA_SHMEM_G_WAIT_UNTIL) default: shmem_long_wait_until)(ivar, cmp, cmp_value)
 #define GDA_SHMEM_G_TEST(TYPE, NAME) TYPE *: shmem_##NAME##_test,
-#define shmem_test(ivar, cmp, value) \
-    _Generic((ivar), GDA_SHMEM_GENERIC_AMO_TYPES(GDA_SHMEM_G_TEST) default: shmem_long_test)( \
-        ivar, cmp, value)
+#define shmem_test(ivar, cmp, cmp_value) \
+    _Generic((ivar), GDA_SHMEM_GENERIC_OLD_SYNC_TYPES(GDA_SHMEM_G_TEST) default: shmem_long_test)(ivar, cmp, cmp_value)
+#define GDA_SHMEM_G_WAIT(TYPE, NAME) TYPE *: shmem_##NAME##_wait,
+#define shmem_wait(ivar, cmp_value) \
+    _Generic((ivar), GDA_SHMEM_GENERIC_WAIT_TYPES(GDA_SHMEM_G_WAIT) GDA_SHMEM_G_END)(ivar, cmp_value)
+#define GDA_SHMEM_G_WAIT_UNTIL_ALL(TYPE, NAME) TYPE *: shmem_##NAME##_wait_until_all,
+#define shmem_wait_until_all(ivars, nelems, status, cmp, cmp_value) \
+    _Generic((ivars), GDA_SHMEM_GENERIC_SYNC_TYPES(GDA_SHMEM_G_WAIT_UNTIL_ALL) GDA_SHMEM_G_END)(ivars, nelems, status, cmp, cmp_value)
+#define GDA_SHMEM_G_WAIT_UNTIL_ALL_VECTOR(TYPE, NAME) TYPE *: shmem_##NAME##_wait_until_all_vector,
+#define shmem_wait_until_all_vector(ivars, nelems, status, cmp, cmp_values) \
+    _Generic((ivars), GDA_SHMEM_GENERIC_SYNC_TYPES(GDA_SHMEM_G_WAIT_UNTIL_ALL_VECTOR) GDA_SHMEM_G_END)(ivars, nelems, status, cmp, cmp_values)
+#define GDA_SHMEM_G_WAIT_UNTIL_ANY(TYPE, NAME) TYPE *: shmem_##NAME##_wait_until_any,
+#define shmem_wait_until_any(ivars, nelems, status, cmp, cmp_value) \
+    _Generic((ivars), GDA_SHMEM_GENERIC_SYNC_TYPES(GDA_SHMEM_G_WAIT_UNTIL_ANY) GDA_SHMEM_G_END)(ivars, nelems, status, cmp, cmp_value)
+#define GDA_SHMEM_G_WAIT_UNTIL_ANY_VECTOR(TYPE, NAME) TYPE *: shmem_##NAME##_wait_until_any_vector,
+#define shmem_wait_until_any_vector(ivars, nelems, status, cmp, cmp_values) \
+    _Generic((ivars), GDA_SHMEM_GENERIC_SYNC_TYPES(GDA_SHMEM_G_WAIT_UNTIL_ANY_VECTOR) GDA_SHMEM_G_END)(ivars, nelems, status, cmp, cmp_values)
+#define GDA_SHMEM_G_WAIT_UNTIL_SOME(TYPE, NAME) TYPE *: shmem_##NAME##_wait_until_some,
+#define shmem_wait_until_some(ivars, nelems, indices, status, cmp, cmp_value) \
+    _Generic((ivars), GDA_SHMEM_GENERIC_SYNC_TYPES(GDA_SHMEM_G_WAIT_UNTIL_SOME) GDA_SHMEM_G_END)(ivars, nelems, indices, status, cmp, cmp_value)
+#define GDA_SHMEM_G_WAIT_UNTIL_SOME_VECTOR(TYPE, NAME) TYPE *: shmem_##NAME##_wait_until_some_vector,
+#define shmem_wait_until_some_vector(ivars, nelems, indices, status, cmp, cmp_values) \
+    _Generic((ivars), GDA_SHMEM_GENERIC_SYNC_TYPES(GDA_SHMEM_G_WAIT_UNTIL_SOME_VECTOR) GDA_SHMEM_G_END)(ivars, nelems, indices, status, cmp, cmp_values)
+#define GDA_SHMEM_G_TEST_ALL(TYPE, NAME) TYPE *: shmem_##NAME##_test_all,
+#define shmem_test_all(ivars, nelems, status, cmp, cmp_value) \
+    _Generic((ivars), GDA_SHMEM_GENERIC_SYNC_TYPES(GDA_SHMEM_G_TEST_ALL) GDA_SHMEM_G_END)(ivars, nelems, status, cmp, cmp_value)
+#define GDA_SHMEM_G_TEST_ALL_VECTOR(TYPE, NAME) TYPE *: shmem_##NAME##_test_all_vector,
+#define shmem_test_all_vector(ivars, nelems, status, cmp, cmp_values) \
+    _Generic((ivars), GDA_SHMEM_GENERIC_SYNC_TYPES(GDA_SHMEM_G_TEST_ALL_VECTOR) GDA_SHMEM_G_END)(ivars, nelems, status, cmp, cmp_values)
+#define GDA_SHMEM_G_TEST_ANY(TYPE, NAME) TYPE *: shmem_##NAME##_test_any,
+#define shmem_test_any(ivars, nelems, status, cmp, cmp_value) \
+    _Generic((ivars), GDA_SHMEM_GENERIC_SYNC_TYPES(GDA_SHMEM_G_TEST_ANY) GDA_SHMEM_G_END)(ivars, nelems, status, cmp, cmp_value)
+#define GDA_SHMEM_G_TEST_ANY_VECTOR(TYPE, NAME) TYPE *: shmem_##NAME##_test_any_vector,
+#define shmem_test_any_vector(ivars, nelems, status, cmp, cmp_values) \
+    _Generic((ivars), GDA_SHMEM_GENERIC_SYNC_TYPES(GDA_SHMEM_G_TEST_ANY_VECTOR) GDA_SHMEM_G_END)(ivars, nelems, status, cmp, cmp_values)
+#define GDA_SHMEM_G_TEST_SOME(TYPE, NAME) TYPE *: shmem_##NAME##_test_some,
+#define shmem_test_some(ivars, nelems, indices, status, cmp, cmp_value) \
+    _Generic((ivars), GDA_SHMEM_GENERIC_SYNC_TYPES(GDA_SHMEM_G_TEST_SOME) GDA_SHMEM_G_END)(ivars, nelems, indices, status, cmp, cmp_value)
+#define GDA_SHMEM_G_TEST_SOME_VECTOR(TYPE, NAME) TYPE *: shmem_##NAME##_test_some_vector,
+#define shmem_test_some_vector(ivars, nelems, indices, status, cmp, cmp_values) \
+    _Generic((ivars), GDA_SHMEM_GENERIC_SYNC_TYPES(GDA_SHMEM_G_TEST_SOME_VECTOR) GDA_SHMEM_G_END)(ivars, nelems, indices, status, cmp, cmp_values)
+
 #endif
 
 #ifdef __cplusplus

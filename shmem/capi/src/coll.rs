@@ -14,7 +14,7 @@
 
 use std::ffi::{c_int, c_long, c_void};
 
-use gda_shmem::{ActiveSet, ReduceOp, Team};
+use gda_shmem::{ActiveSet, ReduceOp, Team, TeamConfig};
 
 use crate::reduce::RedTy;
 use crate::state::{check, fatal, pe};
@@ -101,15 +101,38 @@ pub extern "C" fn shmem_team_translate_pe(
     }
 }
 
-/// `shmem_team_config_t`: what a team is created with (gda has no per-team contexts to
-/// reserve, so the value is accepted and reported as 0).
+/// `shmem_team_config_t`: what a team is created with (gda-shmem's [`TeamConfig`]).
 #[repr(C)]
-pub struct TeamConfig {
+pub struct CTeamConfig {
     /// `num_contexts`.
     pub num_contexts: c_int,
 }
 
-/// `shmem_team_get_config`: 0, with `num_contexts` 0; -1 for an invalid team.
+/// `SHMEM_TEAM_NUM_CONTEXTS`: the `config_mask` bit of `num_contexts`.
+const NUM_CONTEXTS: c_long = 1;
+
+/// The configuration a split asks for: the fields of `config` that `mask` names (the
+/// defaults for the others, and for a null `config`).
+fn team_config(routine: &str, config: *const CTeamConfig, mask: c_long) -> TeamConfig {
+    // SAFETY: null or valid for a read (the C caller's).
+    let Some(c) = (unsafe { config.as_ref() }) else {
+        return TeamConfig::default();
+    };
+    if mask & NUM_CONTEXTS == 0 {
+        return TeamConfig::default();
+    }
+    let num_contexts = u32::try_from(c.num_contexts).unwrap_or_else(|_| {
+        fatal(
+            routine,
+            &format!("num_contexts {} must not be negative", c.num_contexts),
+        )
+    });
+    TeamConfig { num_contexts }
+}
+
+/// `shmem_team_get_config`: 0, with the fields `config_mask` names as the team was created
+/// (`num_contexts`: what its split asked for; 0 for the world and shared teams); -1 for an
+/// invalid team.
 ///
 /// # Safety
 /// `config` is null or valid for a write.
@@ -117,15 +140,16 @@ pub struct TeamConfig {
 pub unsafe extern "C" fn shmem_team_get_config(
     team: *mut c_void,
     config_mask: c_long,
-    config: *mut TeamConfig,
+    config: *mut CTeamConfig,
 ) -> c_int {
-    let _ = config_mask;
-    if lookup("shmem_team_get_config", team).is_none() {
+    let Some(t) = lookup("shmem_team_get_config", team) else {
         return -1;
-    }
-    if !config.is_null() {
-        // SAFETY: non-null and valid (caller).
-        unsafe { (*config).num_contexts = 0 };
+    };
+    // SAFETY: null or valid for a write (caller).
+    if let Some(c) = unsafe { config.as_mut() }
+        && config_mask & NUM_CONTEXTS != 0
+    {
+        c.num_contexts = c_int::try_from(t.config().num_contexts).unwrap_or(c_int::MAX);
     }
     0
 }
@@ -136,9 +160,8 @@ pub unsafe extern "C" fn shmem_team_get_config(
 fn split(
     routine: &str,
     parent: &Team,
-    start: c_int,
-    stride: c_int,
-    size: c_int,
+    (start, stride, size): (c_int, c_int, c_int),
+    config: TeamConfig,
     new_team: *mut *mut c_void,
 ) -> c_int {
     let (Ok(start), Ok(size)) = (u32::try_from(start), u32::try_from(size)) else {
@@ -149,7 +172,7 @@ fn split(
     };
     let r = pe(routine).team_split(parent, start, stride, size);
     let (h, status) = match r {
-        Ok(Some(t)) => (handle(routine, t), 0),
+        Ok(Some(t)) => (handle(routine, t.with_config(config)), 0),
         Ok(None) => (std::ptr::null_mut(), 0),
         Err(e) => {
             // A split every parent member refuses alike (bad arguments, slots exhausted):
@@ -175,18 +198,19 @@ pub unsafe extern "C" fn shmem_team_split_strided(
     start: c_int,
     stride: c_int,
     size: c_int,
-    config: *const TeamConfig,
+    config: *const CTeamConfig,
     config_mask: c_long,
     new_team: *mut *mut c_void,
 ) -> c_int {
     let r = "shmem_team_split_strided";
-    let _ = (config, config_mask);
     let parent = team(r, parent_team);
-    split(r, &parent, start, stride, size, new_team)
+    let config = team_config(r, config, config_mask);
+    split(r, &parent, (start, stride, size), config, new_team)
 }
 
 /// `shmem_team_split_2d`: rows of `xrange` consecutive parent PEs (the x teams) and the
-/// columns across them (the y teams).
+/// columns across them (the y teams), as `Pe::team_split_2d` (whose axes
+/// `Team::split_2d_axes` gives; the two splits run here through the erased PE).
 ///
 /// # Safety
 /// `xaxis_team` and `yaxis_team` are valid for writes; the configs are null or valid.
@@ -195,38 +219,45 @@ pub unsafe extern "C" fn shmem_team_split_strided(
 pub unsafe extern "C" fn shmem_team_split_2d(
     parent_team: *mut c_void,
     xrange: c_int,
-    xaxis_config: *const TeamConfig,
+    xaxis_config: *const CTeamConfig,
     xaxis_mask: c_long,
     xaxis_team: *mut *mut c_void,
-    yaxis_config: *const TeamConfig,
+    yaxis_config: *const CTeamConfig,
     yaxis_mask: c_long,
     yaxis_team: *mut *mut c_void,
 ) -> c_int {
     let r = "shmem_team_split_2d";
-    let _ = (xaxis_config, xaxis_mask, yaxis_config, yaxis_mask);
     let parent = team(r, parent_team);
-    let n = parent.n_pes() as c_int;
-    if xrange <= 0 {
-        fatal(r, &format!("xrange {xrange} must be positive"));
-    }
-    let x = xrange.min(n);
-    let me = parent.my_pe() as c_int;
-    // My row: `x` consecutive PEs (the last row may be shorter); my column: every `x`-th.
-    let row = me / x;
-    let row_len = x.min(n - row * x);
-    let col = me % x;
-    let col_len = (n - col + x - 1) / x;
-    let a = split(r, &parent, row * x, 1, row_len, xaxis_team);
-    let b = split(r, &parent, col, x, col_len, yaxis_team);
+    let (xc, yc) = (
+        team_config(r, xaxis_config, xaxis_mask),
+        team_config(r, yaxis_config, yaxis_mask),
+    );
+    let xrange = u32::try_from(xrange)
+        .unwrap_or_else(|_| fatal(r, &format!("xrange {xrange} must be positive")));
+    let [x, y] = check(r, parent.split_2d_axes(xrange));
+    let c = |a: gda_shmem::Axis| {
+        (
+            c_int::try_from(a.start).unwrap_or(c_int::MAX),
+            a.stride,
+            c_int::try_from(a.size).unwrap_or(c_int::MAX),
+        )
+    };
+    let a = split(r, &parent, c(x), xc, xaxis_team);
+    let b = split(r, &parent, c(y), yc, yaxis_team);
     if a == 0 && b == 0 { 0 } else { -1 }
 }
 
-/// `shmem_team_destroy` (collective over the team). The world and shared teams, and invalid
-/// handles, are refused with an error.
+/// `shmem_team_destroy` (collective over the team). `SHMEM_TEAM_INVALID` (what a split gives
+/// the PEs outside the new team, which programs destroy on every PE) does nothing; the world
+/// and shared teams, and handles destroyed or never created, are refused with an error.
 #[unsafe(no_mangle)]
 pub extern "C" fn shmem_team_destroy(team_h: *mut c_void) {
     let r = "shmem_team_destroy";
     let k = team_h as usize;
+    if k == 0 {
+        pe(r); // initialised, or the usual error
+        return;
+    }
     let t = if k >= FIRST_SPLIT {
         let p = pe(r);
         // Bound first: the table's borrow must end before `p` does.
@@ -259,7 +290,8 @@ pub extern "C" fn shmem_team_sync(team_h: *mut c_void) -> c_int {
     0
 }
 
-/// `shmem_team_ptr`: where team member `pe`'s `dest` is mapped here, or null.
+/// `shmem_team_ptr`: where team member `pe`'s `dest` is mapped here, or null (also for
+/// `SHMEM_TEAM_INVALID`, and a `pe` outside the team).
 #[unsafe(no_mangle)]
 pub extern "C" fn shmem_team_ptr(
     team_h: *mut c_void,
@@ -267,7 +299,9 @@ pub extern "C" fn shmem_team_ptr(
     pe_: c_int,
 ) -> *mut c_void {
     let r = "shmem_team_ptr";
-    let t = team(r, team_h);
+    let Some(t) = lookup(r, team_h) else {
+        return std::ptr::null_mut();
+    };
     match u32::try_from(pe_).ok().and_then(|p| t.world_pe(p)) {
         Some(w) => crate::setup::shmem_ptr(dest, w as c_int),
         None => std::ptr::null_mut(),
@@ -344,6 +378,30 @@ fn count(routine: &str, n: c_int) -> usize {
     usize::try_from(n).unwrap_or_else(|_| fatal(routine, &format!("count {n} is negative")))
 }
 
+/// A collective of zero elements whose count every member shares: nothing to do (gda-shmem's
+/// rule), and no buffer to convert (a zero-length one may be any pointer, null too). The team
+/// must still be one.
+fn no_elements(routine: &str, team_h: *mut c_void) -> c_int {
+    let _ = team(routine, team_h);
+    0
+}
+
+/// The source of a `collect` that gives zero elements: never read, so any symmetric address
+/// will do (the destination), whatever the program passed (null too).
+fn collect_source(nelems: usize, source: *const c_void, dest: *mut c_void) -> *const c_void {
+    if nelems == 0 {
+        dest.cast_const()
+    } else {
+        source
+    }
+}
+
+/// A `collect` with nothing to give and a null destination: `dest` is symmetric, so it is null
+/// on every member, and no member may give anything either. Nothing to do.
+fn empty_collect(nelems: usize, dest: *mut c_void) -> bool {
+    nelems == 0 && dest.is_null()
+}
+
 /// Both strides of an `alltoalls` from C, positive, or a fatal error.
 fn strides(routine: &str, dst_s: isize, sst: isize) -> (usize, usize) {
     match (usize::try_from(dst_s), usize::try_from(sst)) {
@@ -363,6 +421,7 @@ macro_rules! team_colls {
         #[unsafe(no_mangle)]
         pub extern "C" fn [<shmem_ $name _broadcast>](team_h: *mut c_void, dest: *mut c_void, source: *const c_void, nelems: usize, pe_root: c_int) -> c_int {
             let r = concat!("shmem_", stringify!($name), "_broadcast");
+            if nelems == 0 { return no_elements(r, team_h); }
             let t = team(r, team_h);
             let root = u32::try_from(pe_root).unwrap_or(u32::MAX);
             check(r, pe(r).broadcast(&t, dest.cast(), source.cast(), bytes(r, nelems, $w), root));
@@ -372,7 +431,9 @@ macro_rules! team_colls {
         #[unsafe(no_mangle)]
         pub extern "C" fn [<shmem_ $name _collect>](team_h: *mut c_void, dest: *mut c_void, source: *const c_void, nelems: usize) -> c_int {
             let r = concat!("shmem_", stringify!($name), "_collect");
+            if empty_collect(nelems, dest) { return no_elements(r, team_h); }
             let t = team(r, team_h);
+            let source = collect_source(nelems, source, dest);
             check(r, pe(r).collect(&t, dest.cast(), source.cast(), bytes(r, nelems, $w), false));
             0
         }
@@ -380,6 +441,7 @@ macro_rules! team_colls {
         #[unsafe(no_mangle)]
         pub extern "C" fn [<shmem_ $name _fcollect>](team_h: *mut c_void, dest: *mut c_void, source: *const c_void, nelems: usize) -> c_int {
             let r = concat!("shmem_", stringify!($name), "_fcollect");
+            if nelems == 0 { return no_elements(r, team_h); }
             let t = team(r, team_h);
             check(r, pe(r).collect(&t, dest.cast(), source.cast(), bytes(r, nelems, $w), true));
             0
@@ -388,6 +450,7 @@ macro_rules! team_colls {
         #[unsafe(no_mangle)]
         pub extern "C" fn [<shmem_ $name _alltoall>](team_h: *mut c_void, dest: *mut c_void, source: *const c_void, nelems: usize) -> c_int {
             let r = concat!("shmem_", stringify!($name), "_alltoall");
+            if nelems == 0 { return no_elements(r, team_h); }
             let t = team(r, team_h);
             check(r, pe(r).alltoall(&t, dest.cast(), source.cast(), bytes(r, nelems, $w)));
             0
@@ -396,6 +459,7 @@ macro_rules! team_colls {
         #[unsafe(no_mangle)]
         pub extern "C" fn [<shmem_ $name _alltoalls>](team_h: *mut c_void, dest: *mut c_void, source: *const c_void, dst: isize, sst: isize, nelems: usize) -> c_int {
             let r = concat!("shmem_", stringify!($name), "_alltoalls");
+            if nelems == 0 { return no_elements(r, team_h); }
             let t = team(r, team_h);
             let (ds, ss) = strides(r, dst, sst);
             check(r, pe(r).alltoalls(&t, dest.cast(), source.cast(), ds, ss, nelems, $w));
@@ -478,6 +542,7 @@ macro_rules! team_reductions {
         #[unsafe(no_mangle)]
         pub extern "C" fn [<shmem_ $name _ $op _reduce>](team_h: *mut c_void, dest: *mut c_void, source: *const c_void, nreduce: usize) -> c_int {
             let r = concat!("shmem_", stringify!($name), "_", stringify!($op), "_reduce");
+            if nreduce == 0 { return no_elements(r, team_h); }
             let t = team(r, team_h);
             check(r, pe(r).reduce(&t, dest.cast(), source.cast(), nreduce, RedTy::$ty, ReduceOp::$v));
             0
@@ -520,6 +585,7 @@ macro_rules! active_colls {
         pub extern "C" fn [<shmem_broadcast $bits>](dest: *mut c_void, source: *const c_void, nelems: usize, pe_root: c_int, pe_start: c_int, log_stride: c_int, pe_size: c_int, p_sync: *mut c_long) {
             let r = concat!("shmem_broadcast", $bits);
             let set = active_set(r, pe_start, log_stride, pe_size, p_sync);
+            if nelems == 0 { return; }
             let root = u32::try_from(pe_root).unwrap_or(u32::MAX);
             check(r, pe(r).broadcast_set(&set, dest.cast(), source.cast(), bytes(r, nelems, $bits / 8), root, p_sync.cast::<i64>()));
         }
@@ -528,6 +594,8 @@ macro_rules! active_colls {
         pub extern "C" fn [<shmem_collect $bits>](dest: *mut c_void, source: *const c_void, nelems: usize, pe_start: c_int, log_stride: c_int, pe_size: c_int, p_sync: *mut c_long) {
             let r = concat!("shmem_collect", $bits);
             let set = active_set(r, pe_start, log_stride, pe_size, p_sync);
+            if empty_collect(nelems, dest) { return; }
+            let source = collect_source(nelems, source, dest);
             check(r, pe(r).collect_set(&set, dest.cast(), source.cast(), bytes(r, nelems, $bits / 8), false, p_sync.cast::<i64>()));
         }
         #[doc = concat!("`shmem_fcollect", $bits, "` (active set).")]
@@ -535,6 +603,7 @@ macro_rules! active_colls {
         pub extern "C" fn [<shmem_fcollect $bits>](dest: *mut c_void, source: *const c_void, nelems: usize, pe_start: c_int, log_stride: c_int, pe_size: c_int, p_sync: *mut c_long) {
             let r = concat!("shmem_fcollect", $bits);
             let set = active_set(r, pe_start, log_stride, pe_size, p_sync);
+            if nelems == 0 { return; }
             check(r, pe(r).collect_set(&set, dest.cast(), source.cast(), bytes(r, nelems, $bits / 8), true, p_sync.cast::<i64>()));
         }
         #[doc = concat!("`shmem_alltoall", $bits, "` (active set).")]
@@ -542,6 +611,7 @@ macro_rules! active_colls {
         pub extern "C" fn [<shmem_alltoall $bits>](dest: *mut c_void, source: *const c_void, nelems: usize, pe_start: c_int, log_stride: c_int, pe_size: c_int, p_sync: *mut c_long) {
             let r = concat!("shmem_alltoall", $bits);
             let set = active_set(r, pe_start, log_stride, pe_size, p_sync);
+            if nelems == 0 { return; }
             check(r, pe(r).alltoall_set(&set, dest.cast(), source.cast(), bytes(r, nelems, $bits / 8), p_sync.cast::<i64>()));
         }
         #[doc = concat!("`shmem_alltoalls", $bits, "` (active set).")]
@@ -550,6 +620,7 @@ macro_rules! active_colls {
         pub extern "C" fn [<shmem_alltoalls $bits>](dest: *mut c_void, source: *const c_void, dst: isize, sst: isize, nelems: usize, pe_start: c_int, log_stride: c_int, pe_size: c_int, p_sync: *mut c_long) {
             let r = concat!("shmem_alltoalls", $bits);
             let set = active_set(r, pe_start, log_stride, pe_size, p_sync);
+            if nelems == 0 { return; }
             let (ds, ss) = strides(r, dst, sst);
             check(r, pe(r).alltoalls_set(&set, dest.cast(), source.cast(), ds, ss, nelems, $bits / 8, p_sync.cast::<i64>()));
         }
@@ -566,6 +637,7 @@ macro_rules! to_all {
             let r = concat!("shmem_", stringify!($name), "_", stringify!($op), "_to_all");
             let _ = p_wrk;
             let set = active_set(r, pe_start, log_stride, pe_size, p_sync);
+            if nreduce == 0 { return; }
             check(r, pe(r).reduce_set(&set, dest.cast(), source.cast(), count(r, nreduce), RedTy::$ty, ReduceOp::$v, p_sync.cast::<i64>()));
         }
     )* } };

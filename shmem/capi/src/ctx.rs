@@ -203,6 +203,11 @@ macro_rules! ctx_amo {
             fn [<$name _atomic_inc>](dest: *mut $t, pe: c_int) => amo;
             fn [<$name _atomic_fetch_add>](dest: *mut $t, value: $t, pe: c_int) -> $t => amo;
             fn [<$name _atomic_add>](dest: *mut $t, value: $t, pe: c_int) => amo;
+            fn [<$name _atomic_fetch_nbi>](fetch: *mut $t, source: *const $t, pe: c_int) => amo;
+            fn [<$name _atomic_swap_nbi>](fetch: *mut $t, dest: *mut $t, value: $t, pe: c_int) => amo;
+            fn [<$name _atomic_compare_swap_nbi>](fetch: *mut $t, dest: *mut $t, cond: $t, value: $t, pe: c_int) => amo;
+            fn [<$name _atomic_fetch_inc_nbi>](fetch: *mut $t, dest: *mut $t, pe: c_int) => amo;
+            fn [<$name _atomic_fetch_add_nbi>](fetch: *mut $t, dest: *mut $t, value: $t, pe: c_int) => amo;
         }
     )* } };
 }
@@ -217,6 +222,22 @@ macro_rules! ctx_bitwise {
             fn [<$name _atomic_or>](dest: *mut $t, value: $t, pe: c_int) => amo;
             fn [<$name _atomic_fetch_xor>](dest: *mut $t, value: $t, pe: c_int) -> $t => amo;
             fn [<$name _atomic_xor>](dest: *mut $t, value: $t, pe: c_int) => amo;
+            fn [<$name _atomic_fetch_and_nbi>](fetch: *mut $t, dest: *mut $t, value: $t, pe: c_int) => amo;
+            fn [<$name _atomic_fetch_or_nbi>](fetch: *mut $t, dest: *mut $t, value: $t, pe: c_int) => amo;
+            fn [<$name _atomic_fetch_xor_nbi>](fetch: *mut $t, dest: *mut $t, value: $t, pe: c_int) => amo;
+        }
+    )* } };
+}
+
+/// The AMO forms of the extended types that are not standard ones (`float`, `double`).
+macro_rules! ctx_extended {
+    ($($name:ident: $t:ty),* $(,)?) => { paste::paste! { $(
+        ctx_forms! {
+            fn [<$name _atomic_fetch>](source: *const $t, pe: c_int) -> $t => amo;
+            fn [<$name _atomic_set>](dest: *mut $t, value: $t, pe: c_int) => amo;
+            fn [<$name _atomic_swap>](dest: *mut $t, value: $t, pe: c_int) -> $t => amo;
+            fn [<$name _atomic_fetch_nbi>](fetch: *mut $t, source: *const $t, pe: c_int) => amo;
+            fn [<$name _atomic_swap_nbi>](fetch: *mut $t, dest: *mut $t, value: $t, pe: c_int) => amo;
         }
     )* } };
 }
@@ -265,6 +286,7 @@ ctx_bitwise!(
     uint: c_uint, ulong: c_ulong, ulonglong: c_ulonglong, int32: i32, int64: i64, uint32: u32,
     uint64: u64,
 );
+ctx_extended!(float: c_float, double: c_double);
 ctx_sized!(8, 16, 32, 64, 128);
 ctx_forms! {
     fn putmem(dest: *mut c_void, source: *const c_void, nelems: usize, pe: c_int) => rma;

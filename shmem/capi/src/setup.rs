@@ -373,3 +373,40 @@ pub extern "C" fn shmem_realloc(ptr: *mut c_void, size: usize) -> *mut c_void {
     free(routine, ptr);
     new
 }
+
+/// `shmem_malloc_with_hints`: collective; `shmem_malloc` with usage hints
+/// (`SHMEM_MALLOC_ATOMICS_REMOTE`, `SHMEM_MALLOC_SIGNAL_REMOTE`). Every allocation here serves
+/// remote atomics and signals equally well, so no hint changes where it is placed. Bits the
+/// specification does not define are ignored rather than refused: they are other libraries'
+/// extensions (Sandia OpenSHMEM's `SHMEMX_MALLOC_*`, for one), and a hint, by the
+/// specification's word, never changes what a correct program computes.
+#[unsafe(no_mangle)]
+pub extern "C" fn shmem_malloc_with_hints(size: usize, hints: std::ffi::c_long) -> *mut c_void {
+    let _ = hints;
+    alloc("shmem_malloc_with_hints", MALLOC_ALIGN, size)
+}
+
+/// `shrealloc` (1.2): `shmem_realloc`.
+#[unsafe(no_mangle)]
+pub extern "C" fn shrealloc(ptr: *mut c_void, size: usize) -> *mut c_void {
+    shmem_realloc(ptr, size)
+}
+
+/// `shmemalign` (1.2): `shmem_align`.
+#[unsafe(no_mangle)]
+pub extern "C" fn shmemalign(alignment: usize, size: usize) -> *mut c_void {
+    shmem_align(alignment, size)
+}
+
+/// `shmem_pcontrol`: the profiling interface's level (0 off, 1 on, 2 detailed, others the
+/// profiler's). No profiling library is interposed by gda, so every level is accepted and has
+/// no effect here; a tool that interposes the routine sees the calls.
+///
+/// The header declares it variadic, as the specification does (`shmem_pcontrol(const int
+/// level, ...)`); it is defined with the one named parameter, which the C calling conventions
+/// gda runs on (x86-64 System V, AArch64 AAPCS64) pass in the same register either way, and
+/// nothing else is read.
+#[unsafe(no_mangle)]
+pub extern "C" fn shmem_pcontrol(level: c_int) {
+    let _ = level;
+}

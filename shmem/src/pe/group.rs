@@ -21,7 +21,9 @@
 //! signals the member 2^k ahead and waits for the one 2^k behind), and every collective is the
 //! same sequence: enter (every member's destination is free), one-sided puts (or gets), quiet,
 //! barrier. Reductions combine in member order on every member, so floating-point results
-//! agree bit for bit.
+//! agree bit for bit. A collective of zero elements whose count every member shares
+//! (broadcast, fcollect, alltoall(s), reductions) does nothing: no synchronisation, no check
+//! of the buffers (nothing is read or written); `collect`, whose counts may differ, still runs.
 
 use gda_hal::Provider;
 
@@ -282,9 +284,12 @@ impl<P: Provider> Pe<P> {
                 n_pes: g.len() as u32,
             });
         }
+        if n == 0 {
+            return Ok(()); // nothing to move: no member waits for another
+        }
         dst.range(0, n)?;
         self.group_enter(g)?;
-        if g.my == root && n > 0 {
+        if g.my == root {
             let data = self.local_copy(src, 0, n)?;
             for (k, &m) in g.members.iter().enumerate() {
                 if k != root || to_root {
@@ -303,13 +308,14 @@ impl<P: Provider> Pe<P> {
         src: Sym<T>,
         n: usize,
     ) -> Result<()> {
+        if n == 0 {
+            return Ok(()); // every member passes the same `n`: nothing to move anywhere
+        }
         dst.range(0, times(n, g.len(), "fcollect")?)?;
         let data = self.local_copy(src, 0, n)?;
         self.group_enter(g)?;
-        if n > 0 {
-            for &m in g.members {
-                self.put(dst, g.my * n, &data, m)?;
-            }
+        for &m in g.members {
+            self.put(dst, g.my * n, &data, m)?;
         }
         self.group_barrier(g)
     }
@@ -346,14 +352,15 @@ impl<P: Provider> Pe<P> {
         src: Sym<T>,
         n: usize,
     ) -> Result<()> {
+        if n == 0 {
+            return Ok(()); // every member passes the same `n`: nothing to move anywhere
+        }
         let all = times(n, g.len(), "alltoall")?;
         dst.range(0, all)?;
         let data = self.local_copy(src, 0, all)?;
         self.group_enter(g)?;
-        if n > 0 {
-            for (j, &m) in g.members.iter().enumerate() {
-                self.put(dst, g.my * n, &data[j * n..(j + 1) * n], m)?;
-            }
+        for (j, &m) in g.members.iter().enumerate() {
+            self.put(dst, g.my * n, &data[j * n..(j + 1) * n], m)?;
         }
         self.group_barrier(g)
     }
@@ -375,6 +382,9 @@ impl<P: Provider> Pe<P> {
                 "alltoalls strides must be at least 1 (dst {dst_stride}, src {src_stride})"
             )));
         }
+        if n == 0 {
+            return Ok(()); // every member passes the same `n`: nothing to move anywhere
+        }
         let size = g.len();
         // The last element either side touches: (size * n - 1) * stride, checked for overflow
         // and against the allocations before anything moves.
@@ -395,11 +405,9 @@ impl<P: Provider> Pe<P> {
         dst.range(0, dspan)?;
         let data = self.local_copy(src, 0, sspan)?;
         self.group_enter(g)?;
-        if n > 0 {
-            for (j, &m) in g.members.iter().enumerate() {
-                let block: Vec<T> = (0..n).map(|k| data[(j * n + k) * src_stride]).collect();
-                self.iput(dst, g.my * n * dst_stride, dst_stride, &block, 1, n, m)?;
-            }
+        for (j, &m) in g.members.iter().enumerate() {
+            let block: Vec<T> = (0..n).map(|k| data[(j * n + k) * src_stride]).collect();
+            self.iput(dst, g.my * n * dst_stride, dst_stride, &block, 1, n, m)?;
         }
         self.group_barrier(g)
     }
@@ -422,6 +430,9 @@ impl<P: Provider> Pe<P> {
                 "{op:?} is not defined for {}",
                 std::any::type_name::<T>()
             )));
+        }
+        if n == 0 {
+            return Ok(()); // every member passes the same `n`: nothing to combine
         }
         dst.range(0, n)?;
         src.range(0, n)?;
@@ -477,15 +488,13 @@ impl<P: Provider> Pe<P> {
             Kind::Set { .. } => {
                 self.group_enter(g)?;
                 let mut acc = vec![T::zeroed(); n];
-                if n > 0 {
-                    let mut row = vec![T::zeroed(); n];
-                    for (k, &m) in g.members.iter().enumerate() {
-                        if k == 0 {
-                            self.get(&mut acc, src, 0, m)?;
-                        } else {
-                            self.get(&mut row, src, 0, m)?;
-                            fold(&mut acc, &row);
-                        }
+                let mut row = vec![T::zeroed(); n];
+                for (k, &m) in g.members.iter().enumerate() {
+                    if k == 0 {
+                        self.get(&mut acc, src, 0, m)?;
+                    } else {
+                        self.get(&mut row, src, 0, m)?;
+                        fold(&mut acc, &row);
                     }
                 }
                 self.group_barrier(g)?;

@@ -25,12 +25,33 @@ use crate::error::{Result, ShmemError};
 use crate::heap::Sym;
 use crate::types::{Elem, ReduceOp, Reducible};
 
+/// What a team is created with (`shmem_team_config_t`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TeamConfig {
+    /// Contexts the program means to create on the team (`num_contexts`): reported back by
+    /// [`Team::config`]; gda reserves nothing per team, so any number can be created.
+    pub num_contexts: u32,
+}
+
+/// Where one axis of a 2D split lies in its parent: the strided split of parent PEs `start,
+/// start + stride, …` (`size` of them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Axis {
+    /// The axis's first parent PE.
+    pub start: u32,
+    /// The distance between its parent PEs.
+    pub stride: i32,
+    /// Its PEs.
+    pub size: u32,
+}
+
 /// A team: an ordered set of PEs with its own synchronisation area.
 #[derive(Clone, Debug)]
 pub struct Team {
     slot: usize,
     members: Rc<[u32]>,
     my: u32,
+    config: TeamConfig,
 }
 
 impl Team {
@@ -66,6 +87,51 @@ impl Team {
     pub fn translate(src: &Team, pe: u32, dst: &Team) -> Option<u32> {
         dst.team_pe(src.world_pe(pe)?)
     }
+
+    /// What the team was created with (`shmem_team_get_config`); the default for the world
+    /// and shared teams.
+    #[must_use]
+    pub fn config(&self) -> TeamConfig {
+        self.config
+    }
+
+    /// The team with `config` recorded (for callers that split through an interface without
+    /// one: the C ABI's provider-erased PE).
+    #[must_use]
+    pub fn with_config(mut self, config: TeamConfig) -> Team {
+        self.config = config;
+        self
+    }
+
+    /// This PE's two axes when the team is split in 2D with `xrange` PEs a row
+    /// (`shmem_team_split_2d`): the x axis is its row, `xrange` consecutive PEs (the last row
+    /// may be shorter); the y axis its column, every `xrange`-th PE from its column's first.
+    /// An `xrange` above the team's size is the team's size (one row). `xrange` 0 is an error.
+    pub fn split_2d_axes(&self, xrange: u32) -> Result<[Axis; 2]> {
+        let n = self.n_pes();
+        if xrange == 0 || n == 0 {
+            return Err(ShmemError::Invalid(format!(
+                "a 2D split needs an xrange of at least 1 (got {xrange}) of a team of at least 1 \
+                 PE ({n})"
+            )));
+        }
+        let x = xrange.min(n);
+        let (row, col) = (self.my / x, self.my % x);
+        let stride = i32::try_from(x)
+            .map_err(|_| ShmemError::Invalid(format!("xrange {x} does not fit a stride")))?;
+        Ok([
+            Axis {
+                start: row * x,
+                stride: 1,
+                size: x.min(n - row * x),
+            },
+            Axis {
+                start: col,
+                stride,
+                size: (n - col).div_ceil(x),
+            },
+        ])
+    }
 }
 
 /// Per-PE team bookkeeping.
@@ -92,11 +158,13 @@ pub(crate) fn init_teams<P: Provider>(pe: &Pe<P>) -> Result<()> {
         slot: 0,
         members: world,
         my: me,
+        config: TeamConfig::default(),
     });
     t.shared = Some(Team {
         slot: 1,
         members: shared,
         my: my_shared,
+        config: TeamConfig::default(),
     });
     Ok(())
 }
@@ -108,6 +176,7 @@ impl<P: Provider> Pe<P> {
             slot: 0,
             members: Rc::from([]),
             my: 0,
+            config: TeamConfig::default(),
         })
     }
 
@@ -117,6 +186,7 @@ impl<P: Provider> Pe<P> {
             slot: 1,
             members: Rc::from([]),
             my: 0,
+            config: TeamConfig::default(),
         })
     }
 
@@ -169,13 +239,26 @@ impl<P: Provider> Pe<P> {
     }
 
     /// Collective over `parent`: the team of parent PEs `start, start + stride, …` (`size` of
-    /// them); `None` on PEs not in it (`shmem_team_split_strided`).
+    /// them, in that order: with a negative stride the new team runs down the parent); `None`
+    /// on PEs not in it (`shmem_team_split_strided`).
     pub fn team_split_strided(
         &self,
         parent: &Team,
         start: u32,
         stride: i32,
         size: u32,
+    ) -> Result<Option<Team>> {
+        self.team_split_strided_with(parent, start, stride, size, TeamConfig::default())
+    }
+
+    /// [`Pe::team_split_strided`] with the new team's [`TeamConfig`].
+    pub fn team_split_strided_with(
+        &self,
+        parent: &Team,
+        start: u32,
+        stride: i32,
+        size: u32,
+        config: TeamConfig,
     ) -> Result<Option<Team>> {
         self.member(parent)?;
         let pn = parent.members.len() as i64;
@@ -231,7 +314,36 @@ impl<P: Provider> Pe<P> {
             slot,
             members,
             my: my as u32,
+            config,
         }))
+    }
+
+    /// Collective over `parent`: splits it into a grid of rows of `xrange` PEs
+    /// (`shmem_team_split_2d`). Returns this PE's x team (its row: parent PEs `r * xrange ..`,
+    /// numbered by column) and y team (its column: every `xrange`-th parent PE, numbered by
+    /// row); every parent PE is in one of each. `xrange` above the parent's size is its size.
+    pub fn team_split_2d(
+        &self,
+        parent: &Team,
+        xrange: u32,
+        x_config: TeamConfig,
+        y_config: TeamConfig,
+    ) -> Result<(Team, Team)> {
+        self.member(parent)?;
+        let [x, y] = parent.split_2d_axes(xrange)?;
+        let missing = |axis: &str| {
+            ShmemError::Invalid(format!(
+                "PE {} is outside its own {axis} axis of a 2D split",
+                self.my_pe()
+            ))
+        };
+        let xt = self
+            .team_split_strided_with(parent, x.start, x.stride, x.size, x_config)?
+            .ok_or_else(|| missing("x"))?;
+        let yt = self
+            .team_split_strided_with(parent, y.start, y.stride, y.size, y_config)?
+            .ok_or_else(|| missing("y"))?;
+        Ok((xt, yt))
     }
 
     /// Collective over the team: releases its slot (`shmem_team_destroy`).

@@ -9,7 +9,7 @@ use super::Pe;
 use crate::error::{Result, ShmemError};
 use crate::heap::Sym;
 use crate::transport::load;
-use crate::types::{AtomicInt, Cmp};
+use crate::types::{AtomicInt, Cmp, ShortInt};
 
 impl<P: Provider> Pe<P> {
     /// Waits until every put, get, atomic and signal this PE issued is complete and visible
@@ -144,6 +144,44 @@ impl<P: Provider> Pe<P> {
         // SAFETY: an aligned operand in this PE's heap, accessed atomically by all.
         let v = T::from_bits(unsafe { load(self.net.local(off), T::WIDTH) });
         Ok(cmp.holds(v, value))
+    }
+
+    /// Whether this PE's 16-bit `ivar[idx] <cmp> value` holds now (`shmem_short_test`, the
+    /// deprecated `short` and `unsigned short` forms).
+    pub fn test_short<T: ShortInt>(
+        &self,
+        ivar: Sym<T>,
+        idx: usize,
+        cmp: Cmp,
+        value: T,
+    ) -> Result<bool> {
+        let off = self.at(ivar, idx, 1)?;
+        if off % 2 != 0 {
+            return Err(ShmemError::Range(format!(
+                "synchronisation variable {ivar:?}[{idx}] is not aligned"
+            )));
+        }
+        // SAFETY: an aligned 16-bit operand in this PE's memory (checked above), which peers
+        // store to with puts; read as an atomic, as the other widths are.
+        let v = unsafe { std::sync::atomic::AtomicU16::from_ptr(self.net.local(off).cast()) }
+            .load(std::sync::atomic::Ordering::Acquire);
+        Ok(cmp.holds(T::from_u16(v), value))
+    }
+
+    /// Waits until this PE's 16-bit `ivar[idx] <cmp> value` (`shmem_short_wait_until`, the
+    /// deprecated `short` and `unsigned short` forms).
+    pub fn wait_until_short<T: ShortInt>(
+        &self,
+        ivar: Sym<T>,
+        idx: usize,
+        cmp: Cmp,
+        value: T,
+    ) -> Result<()> {
+        self.wait_for(
+            &|| format!("{ivar:?}[{idx}] {cmp:?} {value:?}"),
+            &Vec::new,
+            || self.test_short(ivar, idx, cmp, value),
+        )
     }
 
     /// The considered elements `i` of `ivars` (those `status` does not exclude) with
