@@ -670,3 +670,107 @@ fn teams_align_and_empty_collectives_on_p2p_and_rdma() {
     }
     assert_eq!(runs, 4);
 }
+
+// ---- Programs written for Open MPI, unmodified --------------------------------------------
+
+/// Open MPI's own OpenSHMEM examples (Debian's `openmpi` source package, fetched unmodified
+/// by `scripts/fetch-openmpi-examples.sh`, which `.ci/run` runs): each builds with `gdacc` and
+/// runs with `gdarun` on 2 and 4 PEs over P2P and RDMA, every PE printing what the program
+/// computes. Without the examples the test says so and passes, except in CI (`CI` set).
+#[test]
+fn open_mpi_example_programs_run_unmodified() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = std::env::var_os("GDA_OPENMPI_EXAMPLES")
+        .map_or_else(|| root.join("target/openmpi-examples"), PathBuf::from);
+    if !dir.join("ring_oshmem_c.c").exists() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{} has no Open MPI examples: run scripts/fetch-openmpi-examples.sh",
+            dir.display()
+        );
+        eprintln!(
+            "skipped: no Open MPI examples in {} (scripts/fetch-openmpi-examples.sh)",
+            dir.display()
+        );
+        return;
+    }
+    // Each program, and the lines its PEs must print on `n` PEs.
+    type Want = fn(u32) -> Vec<String>;
+    let cases: [(&str, Want); 8] = [
+        ("hello_oshmem_c.c", |n| {
+            (0..n)
+                .map(|k| format!("Hello, world, I am {k} of {n}: gda (version: 1.5)"))
+                .collect()
+        }),
+        ("hello_oshmem_cxx.cc", |n| {
+            (0..n)
+                .map(|k| format!("Hello, world, I am {k} of {n}: gda (version: 1.5)"))
+                .collect()
+        }),
+        ("ring_oshmem_c.c", |n| {
+            (0..n).map(|k| format!("Process {k} exiting")).collect()
+        }),
+        ("oshmem_circular_shift.c", |n| {
+            (0..n)
+                .map(|k| {
+                    format!(
+                        "Process {k} gets message from {} ({n} processes in ring)",
+                        (k + 1) % n
+                    )
+                })
+                .collect()
+        }),
+        ("oshmem_max_reduction.c", |n| {
+            (0..n)
+                .map(|k| format!("{k}/{n} dst = {} {} {}", n - 1, n, n + 1))
+                .collect()
+        }),
+        ("oshmem_shmalloc.c", |_| Vec::new()),
+        ("oshmem_strided_puts.c", |_| {
+            vec!["target on PE 1 is 1 3 5 7 9".to_owned()]
+        }),
+        ("oshmem_symmetric_data.c", |n| {
+            let row: String = (0..16).map(|i| format!("{i} \t")).collect();
+            (1..n)
+                .map(|k| format!("Target on PE {k} is \t{row}"))
+                .collect()
+        }),
+    ];
+    let out_dir = std::env::temp_dir().join(format!("gda-ompi-{}", std::process::id()));
+    std::fs::create_dir_all(&out_dir).unwrap();
+    let mut runs = 0;
+    for (src, want) in cases {
+        let exe = out_dir.join(src.split('.').next().unwrap());
+        let o = Command::new(env!("CARGO_BIN_EXE_gdacc"))
+            .arg(dir.join(src))
+            .arg("-o")
+            .arg(&exe)
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "gdacc {src}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        for n in [2, 4] {
+            for env in [&[][..], &[("GDA_SHMEM_TRANSPORT", "rdma")][..]] {
+                let o = gdarun(n, &exe, &[], env);
+                let out = String::from_utf8_lossy(&o.stdout);
+                assert!(
+                    o.status.success(),
+                    "{src} -n {n} {env:?}\n{out}\n{}",
+                    String::from_utf8_lossy(&o.stderr)
+                );
+                for line in want(n) {
+                    assert!(
+                        out.lines().any(|l| l.trim_end() == line.trim_end()),
+                        "{src} -n {n} {env:?}: {line:?} missing from\n{out}"
+                    );
+                }
+                runs += 1;
+            }
+        }
+    }
+    std::fs::remove_dir_all(&out_dir).ok();
+    assert_eq!(runs, 8 * 2 * 2);
+}

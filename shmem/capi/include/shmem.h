@@ -28,6 +28,9 @@ extern "C" {
 #define SHMEM_MINOR_VERSION 5
 #define SHMEM_MAX_NAME_LEN 256
 #define SHMEM_VENDOR_STRING "gda"
+/* The specification version as Open MPI's oshmem spells it (major * 10000 + minor * 100),
+ * which programs written for Open MPI test before they build (its own examples do). */
+#define OSHMEM_SPEC_VERSION (SHMEM_MAJOR_VERSION * 10000 + SHMEM_MINOR_VERSION * 100)
 
 #define SHMEM_THREAD_SINGLE 0
 #define SHMEM_THREAD_FUNNELED 1
