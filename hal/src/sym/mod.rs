@@ -35,7 +35,7 @@ pub unsafe fn sym_copy(dst: *mut u8, src: *const u8, len: usize) {
         return;
     }
     #[cfg(all(feature = "std", target_arch = "x86_64"))]
-    if len >= wide::MIN && wide::disjoint(dst, src, len) && wide::available() {
+    if len >= wide::MIN && len < wide::max() && wide::disjoint(dst, src, len) && wide::available() {
         // SAFETY: both ranges are valid for `len` bytes (caller) and do not overlap
         // (checked); the CPU has AVX2 (checked).
         unsafe { wide::copy(dst, src, len) };
