@@ -419,6 +419,15 @@ impl Drop for Qp {
             .unwrap_or_else(|e| e.into_inner())
             .remove(&(self.inner.nic.id, self.inner.qpn));
         self.fabric.inner.epoch.fetch_add(1, Ordering::Release);
+        // The snapshot program threads' engine passes share (`FabricInner::qp_list`) holds
+        // the QP too, until the next pass rebuilds it; a program that destroys its QPs runs
+        // none, so drop it here (or every destroy would wait out the bound below and leak).
+        *self
+            .fabric
+            .inner
+            .qp_list
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = (u64::MAX, Arc::new(Vec::new()));
         if let Some(l) = &self.fabric.inner.link {
             l.publish_qp(self.inner.nic.id, self.inner.qpn, self.inner.pd, None);
         }
@@ -427,9 +436,10 @@ impl Drop for Qp {
             w.forget((self.inner.nic.id, self.inner.qpn));
         }
         // Verbs' contract: once a destroy returns, the QP's rings are back with their allocator
-        // (a program may free a parent domain's allocator right after). The engine's snapshot
-        // is the only other owner (peers hold weak references); it lets go at its next scan,
-        // which the epoch above forces. Bounded: a stuck engine leaks the rings instead.
+        // (a program may free a parent domain's allocator right after). The engine thread's
+        // snapshot is the only other lasting owner (peers hold weak references; a pass that a
+        // program thread runs holds it for that pass); it lets go at its next scan, which the
+        // epoch above forces. Bounded: a stuck engine leaks the rings instead.
         let on_engine = std::thread::current()
             .name()
             .is_some_and(|n| n.starts_with("gda-sim-"));

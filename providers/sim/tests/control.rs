@@ -325,6 +325,50 @@ fn rings_live_in_caller_memory_and_go_back_to_it() {
     assert!(alloc.live.lock().unwrap().is_empty());
 }
 
+/// On a process fabric, program threads run engine passes (`Fabric::progress`) over a shared
+/// snapshot of the QPs; a destroyed QP's rings still go back to their allocator before the
+/// destroy returns (the snapshot let go of it), as verbs promises. (Before, the snapshot kept
+/// the QP until the next pass: every destroy waited out its 2 s bound and leaked the rings.)
+#[test]
+fn a_destroyed_qps_rings_go_back_at_once_after_program_passes() {
+    let alloc = Arc::new(Counting::default());
+    let memory = QueueMemory::Caller(alloc.clone());
+    let fabric = Fabric::process(FabricConfig::default()).unwrap();
+    let dev = SimDevice::<gda_mlx5::Mlx5>::new(&fabric);
+    let pd = dev.alloc_pd().unwrap();
+    let cq = dev
+        .create_cq(&CqAttr {
+            memory: memory.clone(),
+            ..CqAttr::new(256)
+        })
+        .unwrap();
+    let qp = dev
+        .create_rc_qp(
+            &pd,
+            &cq,
+            &cq,
+            &QpCaps {
+                memory: memory.clone(),
+                ..QpCaps::default()
+            },
+        )
+        .unwrap();
+    assert_eq!(alloc.allocs.load(Ordering::Relaxed), 5);
+    // A program thread's pass, as the verbs library runs on every post and empty poll.
+    fabric.progress();
+    let t = std::time::Instant::now();
+    drop(qp);
+    // The QP's send queue, receive queue and doorbell record, at once; the CQ's are live.
+    assert_eq!(
+        alloc.frees.load(Ordering::Relaxed),
+        3,
+        "the destroy returned after {:?} with the rings still out",
+        t.elapsed()
+    );
+    drop(cq);
+    assert_eq!(alloc.frees.load(Ordering::Relaxed), 5);
+}
+
 #[test]
 fn a_refusing_or_misaligning_allocator_is_a_clear_error() {
     #[derive(Debug)]
