@@ -658,13 +658,13 @@ fn the_spec_table_names_tests_that_exist() {
 /// grid), negative strides, 40 rounds of splits reusing destroyed teams, `shmem_team_ptr` on
 /// split teams, `shmem_team_destroy(SHMEM_TEAM_INVALID)` a no-op, `shmem_team_get_config`'s
 /// `num_contexts`, `shmem_align` (8 B to 16 MiB, size 0, non-powers of two) and every
-/// collective of zero elements: 251 checks per PE on 2 and 4 PEs, over P2P and RDMA.
+/// collective of zero elements, team-relative context numbering, splits of SHMEM_TEAM_INVALID: 258 checks per PE on 2 and 4 PEs, over P2P and RDMA.
 #[test]
 fn teams_align_and_empty_collectives_on_p2p_and_rdma() {
     let mut runs = 0;
     for n in [2, 4] {
         for env in [&[][..], &[("GDA_SHMEM_TRANSPORT", "rdma")][..]] {
-            runs_ok("teams", n, env, &format!("/{n}: teams ok, 251 checks"));
+            runs_ok("teams", n, env, &format!("/{n}: teams ok, 258 checks"));
             runs += 1;
         }
     }
@@ -773,4 +773,93 @@ fn open_mpi_example_programs_run_unmodified() {
     }
     std::fs::remove_dir_all(&out_dir).ok();
     assert_eq!(runs, 8 * 2 * 2);
+}
+
+/// The type-generic forms accept exactly the types of their tables: a type outside them is a
+/// compile error, never the routine of another width (before, `shmem_atomic_add` on a float
+/// ran the 64-bit integer add over it and its neighbour, and `shmem_wait_until` on a
+/// `volatile int` read 8 bytes); a `volatile` synchronisation variable (1.3's prototypes took
+/// one) waits and tests as its type. The refused snippets are compiled without `-Werror`
+/// (a wrong association only warns about the pointer type: it must be an error of its own),
+/// the accepted ones with it.
+#[test]
+fn generic_forms_take_only_their_types() {
+    let dir = std::env::temp_dir().join(format!("gda-generic-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let build = |name: &str, body: &str, werror: bool| {
+        let src = dir.join(format!("{name}.c"));
+        std::fs::write(
+            &src,
+            format!(
+                "#include <shmem.h>\nstruct s {{ int a; }};\nint main(void) {{\n{body}\nreturn 0;\n}}\n"
+            ),
+        )
+        .unwrap();
+        Command::new(env!("CARGO_BIN_EXE_gdacc"))
+            .args(["-std=c11", "-Wall", "-c"])
+            .args(werror.then_some("-Werror"))
+            .arg(&src)
+            .arg("-o")
+            .arg(dir.join(format!("{name}.o")))
+            .output()
+            .unwrap()
+    };
+    let refused = [
+        (
+            "float_add",
+            "static float f; shmem_atomic_add(&f, 1.0f, 0);",
+        ),
+        ("double_inc", "static double d; shmem_atomic_inc(&d, 0);"),
+        ("volatile_p", "static volatile long v; shmem_p(&v, 1L, 0);"),
+        (
+            "volatile_set",
+            "static volatile int v; shmem_atomic_set(&v, 7, 0);",
+        ),
+        (
+            "struct_put",
+            "static struct s a[2], b[2]; shmem_put(a, b, 2, 0);",
+        ),
+        (
+            "struct_get_ctx",
+            "static struct s a[2], b[2]; shmem_get(SHMEM_CTX_DEFAULT, a, b, 2, 0);",
+        ),
+        (
+            "char_wait",
+            "static char c; shmem_wait_until(&c, SHMEM_CMP_EQ, 1);",
+        ),
+        (
+            "float_test",
+            "static float f; (void)shmem_test(&f, SHMEM_CMP_EQ, 1.0f);",
+        ),
+    ];
+    for (name, body) in refused {
+        let o = build(name, body, false);
+        assert!(
+            !o.status.success(),
+            "{name}: `{body}` compiled; a type outside the table must not"
+        );
+    }
+    let accepted = [
+        (
+            "volatile_wait",
+            "static struct { volatile int flag; int other; } s; \
+             shmem_wait_until(&s.flag, SHMEM_CMP_NE, 1); \
+             (void)shmem_test(&s.flag, SHMEM_CMP_EQ, 0); shmem_wait(&s.flag, 1);",
+        ),
+        (
+            "listed_types",
+            "static long l; static int64_t i; static size_t z; static short h; \
+             shmem_atomic_add(&l, 1L, 0); shmem_atomic_add(&i, (int64_t)1, 0); \
+             shmem_p(&z, (size_t)1, 0); shmem_wait_until(&h, SHMEM_CMP_EQ, (short)0);",
+        ),
+    ];
+    for (name, body) in accepted {
+        let o = build(name, body, true);
+        assert!(
+            o.status.success(),
+            "{name}: `{body}`:\n{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }

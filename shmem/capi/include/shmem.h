@@ -741,30 +741,30 @@ struct gda_shmem_no_match;
 #define GDA_SHMEM_G_PUT(TYPE, NAME) TYPE *: shmem_##NAME##_put,
 #define GDA_SHMEM_G_CTX_PUT(TYPE, NAME) TYPE *: shmem_ctx_##NAME##_put,
 #define gda_shmem_put_4(dest, source, nelems, pe) \
-    _Generic((dest), GDA_SHMEM_GENERIC_RMA_TYPES(GDA_SHMEM_G_PUT) default: shmem_putmem)(dest, source, nelems, pe)
+    _Generic((dest), GDA_SHMEM_GENERIC_RMA_TYPES(GDA_SHMEM_G_PUT) GDA_SHMEM_G_END)(dest, source, nelems, pe)
 #define gda_shmem_put_5(ctx, dest, source, nelems, pe) \
-    _Generic((dest), GDA_SHMEM_GENERIC_RMA_TYPES(GDA_SHMEM_G_CTX_PUT) default: shmem_ctx_putmem)(ctx, dest, source, nelems, pe)
+    _Generic((dest), GDA_SHMEM_GENERIC_RMA_TYPES(GDA_SHMEM_G_CTX_PUT) GDA_SHMEM_G_END)(ctx, dest, source, nelems, pe)
 #define shmem_put(...) GDA_SHMEM_BY_NARG(gda_shmem_put_, __VA_ARGS__)
 #define GDA_SHMEM_G_GET(TYPE, NAME) TYPE *: shmem_##NAME##_get,
 #define GDA_SHMEM_G_CTX_GET(TYPE, NAME) TYPE *: shmem_ctx_##NAME##_get,
 #define gda_shmem_get_4(dest, source, nelems, pe) \
-    _Generic((dest), GDA_SHMEM_GENERIC_RMA_TYPES(GDA_SHMEM_G_GET) default: shmem_getmem)(dest, source, nelems, pe)
+    _Generic((dest), GDA_SHMEM_GENERIC_RMA_TYPES(GDA_SHMEM_G_GET) GDA_SHMEM_G_END)(dest, source, nelems, pe)
 #define gda_shmem_get_5(ctx, dest, source, nelems, pe) \
-    _Generic((dest), GDA_SHMEM_GENERIC_RMA_TYPES(GDA_SHMEM_G_CTX_GET) default: shmem_ctx_getmem)(ctx, dest, source, nelems, pe)
+    _Generic((dest), GDA_SHMEM_GENERIC_RMA_TYPES(GDA_SHMEM_G_CTX_GET) GDA_SHMEM_G_END)(ctx, dest, source, nelems, pe)
 #define shmem_get(...) GDA_SHMEM_BY_NARG(gda_shmem_get_, __VA_ARGS__)
 #define GDA_SHMEM_G_PUT_NBI(TYPE, NAME) TYPE *: shmem_##NAME##_put_nbi,
 #define GDA_SHMEM_G_CTX_PUT_NBI(TYPE, NAME) TYPE *: shmem_ctx_##NAME##_put_nbi,
 #define gda_shmem_put_nbi_4(dest, source, nelems, pe) \
-    _Generic((dest), GDA_SHMEM_GENERIC_RMA_TYPES(GDA_SHMEM_G_PUT_NBI) default: shmem_putmem_nbi)(dest, source, nelems, pe)
+    _Generic((dest), GDA_SHMEM_GENERIC_RMA_TYPES(GDA_SHMEM_G_PUT_NBI) GDA_SHMEM_G_END)(dest, source, nelems, pe)
 #define gda_shmem_put_nbi_5(ctx, dest, source, nelems, pe) \
-    _Generic((dest), GDA_SHMEM_GENERIC_RMA_TYPES(GDA_SHMEM_G_CTX_PUT_NBI) default: shmem_ctx_putmem_nbi)(ctx, dest, source, nelems, pe)
+    _Generic((dest), GDA_SHMEM_GENERIC_RMA_TYPES(GDA_SHMEM_G_CTX_PUT_NBI) GDA_SHMEM_G_END)(ctx, dest, source, nelems, pe)
 #define shmem_put_nbi(...) GDA_SHMEM_BY_NARG(gda_shmem_put_nbi_, __VA_ARGS__)
 #define GDA_SHMEM_G_GET_NBI(TYPE, NAME) TYPE *: shmem_##NAME##_get_nbi,
 #define GDA_SHMEM_G_CTX_GET_NBI(TYPE, NAME) TYPE *: shmem_ctx_##NAME##_get_nbi,
 #define gda_shmem_get_nbi_4(dest, source, nelems, pe) \
-    _Generic((dest), GDA_SHMEM_GENERIC_RMA_TYPES(GDA_SHMEM_G_GET_NBI) default: shmem_getmem_nbi)(dest, source, nelems, pe)
+    _Generic((dest), GDA_SHMEM_GENERIC_RMA_TYPES(GDA_SHMEM_G_GET_NBI) GDA_SHMEM_G_END)(dest, source, nelems, pe)
 #define gda_shmem_get_nbi_5(ctx, dest, source, nelems, pe) \
-    _Generic((dest), GDA_SHMEM_GENERIC_RMA_TYPES(GDA_SHMEM_G_CTX_GET_NBI) default: shmem_ctx_getmem_nbi)(ctx, dest, source, nelems, pe)
+    _Generic((dest), GDA_SHMEM_GENERIC_RMA_TYPES(GDA_SHMEM_G_CTX_GET_NBI) GDA_SHMEM_G_END)(ctx, dest, source, nelems, pe)
 #define shmem_get_nbi(...) GDA_SHMEM_BY_NARG(gda_shmem_get_nbi_, __VA_ARGS__)
 #define GDA_SHMEM_G_IPUT(TYPE, NAME) TYPE *: shmem_##NAME##_iput,
 #define GDA_SHMEM_G_CTX_IPUT(TYPE, NAME) TYPE *: shmem_ctx_##NAME##_iput,
@@ -783,16 +783,16 @@ struct gda_shmem_no_match;
 #define GDA_SHMEM_G_P(TYPE, NAME) TYPE *: shmem_##NAME##_p,
 #define GDA_SHMEM_G_CTX_P(TYPE, NAME) TYPE *: shmem_ctx_##NAME##_p,
 #define gda_shmem_p_3(dest, value, pe) \
-    _Generic((dest), GDA_SHMEM_GENERIC_RMA_TYPES(GDA_SHMEM_G_P) default: shmem_int_p)(dest, value, pe)
+    _Generic((dest), GDA_SHMEM_GENERIC_RMA_TYPES(GDA_SHMEM_G_P) GDA_SHMEM_G_END)(dest, value, pe)
 #define gda_shmem_p_4(ctx, dest, value, pe) \
-    _Generic((dest), GDA_SHMEM_GENERIC_RMA_TYPES(GDA_SHMEM_G_CTX_P) default: shmem_ctx_int_p)(ctx, dest, value, pe)
+    _Generic((dest), GDA_SHMEM_GENERIC_RMA_TYPES(GDA_SHMEM_G_CTX_P) GDA_SHMEM_G_END)(ctx, dest, value, pe)
 #define shmem_p(...) GDA_SHMEM_BY_NARG(gda_shmem_p_, __VA_ARGS__)
 #define GDA_SHMEM_G_G(TYPE, NAME) TYPE *: shmem_##NAME##_g, const TYPE *: shmem_##NAME##_g,
 #define GDA_SHMEM_G_CTX_G(TYPE, NAME) TYPE *: shmem_ctx_##NAME##_g, const TYPE *: shmem_ctx_##NAME##_g,
 #define gda_shmem_g_2(source, pe) \
-    _Generic((source), GDA_SHMEM_GENERIC_RMA_TYPES(GDA_SHMEM_G_G) default: shmem_int_g)(source, pe)
+    _Generic((source), GDA_SHMEM_GENERIC_RMA_TYPES(GDA_SHMEM_G_G) GDA_SHMEM_G_END)(source, pe)
 #define gda_shmem_g_3(ctx, source, pe) \
-    _Generic((source), GDA_SHMEM_GENERIC_RMA_TYPES(GDA_SHMEM_G_CTX_G) default: shmem_ctx_int_g)(ctx, source, pe)
+    _Generic((source), GDA_SHMEM_GENERIC_RMA_TYPES(GDA_SHMEM_G_CTX_G) GDA_SHMEM_G_END)(ctx, source, pe)
 #define shmem_g(...) GDA_SHMEM_BY_NARG(gda_shmem_g_, __VA_ARGS__)
 #define GDA_SHMEM_G_PUT_SIGNAL(TYPE, NAME) TYPE *: shmem_##NAME##_put_signal,
 #define GDA_SHMEM_G_CTX_PUT_SIGNAL(TYPE, NAME) TYPE *: shmem_ctx_##NAME##_put_signal,
@@ -813,23 +813,23 @@ struct gda_shmem_no_match;
 #define GDA_SHMEM_G_ATOMIC_FETCH(TYPE, NAME) TYPE *: shmem_##NAME##_atomic_fetch, const TYPE *: shmem_##NAME##_atomic_fetch,
 #define GDA_SHMEM_G_CTX_ATOMIC_FETCH(TYPE, NAME) TYPE *: shmem_ctx_##NAME##_atomic_fetch, const TYPE *: shmem_ctx_##NAME##_atomic_fetch,
 #define gda_shmem_atomic_fetch_2(source, pe) \
-    _Generic((source), GDA_SHMEM_GENERIC_EXTENDED_AMO_TYPES(GDA_SHMEM_G_ATOMIC_FETCH) default: shmem_long_atomic_fetch)(source, pe)
+    _Generic((source), GDA_SHMEM_GENERIC_EXTENDED_AMO_TYPES(GDA_SHMEM_G_ATOMIC_FETCH) GDA_SHMEM_G_END)(source, pe)
 #define gda_shmem_atomic_fetch_3(ctx, source, pe) \
-    _Generic((source), GDA_SHMEM_GENERIC_EXTENDED_AMO_TYPES(GDA_SHMEM_G_CTX_ATOMIC_FETCH) default: shmem_ctx_long_atomic_fetch)(ctx, source, pe)
+    _Generic((source), GDA_SHMEM_GENERIC_EXTENDED_AMO_TYPES(GDA_SHMEM_G_CTX_ATOMIC_FETCH) GDA_SHMEM_G_END)(ctx, source, pe)
 #define shmem_atomic_fetch(...) GDA_SHMEM_BY_NARG(gda_shmem_atomic_fetch_, __VA_ARGS__)
 #define GDA_SHMEM_G_ATOMIC_SET(TYPE, NAME) TYPE *: shmem_##NAME##_atomic_set,
 #define GDA_SHMEM_G_CTX_ATOMIC_SET(TYPE, NAME) TYPE *: shmem_ctx_##NAME##_atomic_set,
 #define gda_shmem_atomic_set_3(dest, value, pe) \
-    _Generic((dest), GDA_SHMEM_GENERIC_EXTENDED_AMO_TYPES(GDA_SHMEM_G_ATOMIC_SET) default: shmem_long_atomic_set)(dest, value, pe)
+    _Generic((dest), GDA_SHMEM_GENERIC_EXTENDED_AMO_TYPES(GDA_SHMEM_G_ATOMIC_SET) GDA_SHMEM_G_END)(dest, value, pe)
 #define gda_shmem_atomic_set_4(ctx, dest, value, pe) \
-    _Generic((dest), GDA_SHMEM_GENERIC_EXTENDED_AMO_TYPES(GDA_SHMEM_G_CTX_ATOMIC_SET) default: shmem_ctx_long_atomic_set)(ctx, dest, value, pe)
+    _Generic((dest), GDA_SHMEM_GENERIC_EXTENDED_AMO_TYPES(GDA_SHMEM_G_CTX_ATOMIC_SET) GDA_SHMEM_G_END)(ctx, dest, value, pe)
 #define shmem_atomic_set(...) GDA_SHMEM_BY_NARG(gda_shmem_atomic_set_, __VA_ARGS__)
 #define GDA_SHMEM_G_ATOMIC_SWAP(TYPE, NAME) TYPE *: shmem_##NAME##_atomic_swap,
 #define GDA_SHMEM_G_CTX_ATOMIC_SWAP(TYPE, NAME) TYPE *: shmem_ctx_##NAME##_atomic_swap,
 #define gda_shmem_atomic_swap_3(dest, value, pe) \
-    _Generic((dest), GDA_SHMEM_GENERIC_EXTENDED_AMO_TYPES(GDA_SHMEM_G_ATOMIC_SWAP) default: shmem_long_atomic_swap)(dest, value, pe)
+    _Generic((dest), GDA_SHMEM_GENERIC_EXTENDED_AMO_TYPES(GDA_SHMEM_G_ATOMIC_SWAP) GDA_SHMEM_G_END)(dest, value, pe)
 #define gda_shmem_atomic_swap_4(ctx, dest, value, pe) \
-    _Generic((dest), GDA_SHMEM_GENERIC_EXTENDED_AMO_TYPES(GDA_SHMEM_G_CTX_ATOMIC_SWAP) default: shmem_ctx_long_atomic_swap)(ctx, dest, value, pe)
+    _Generic((dest), GDA_SHMEM_GENERIC_EXTENDED_AMO_TYPES(GDA_SHMEM_G_CTX_ATOMIC_SWAP) GDA_SHMEM_G_END)(ctx, dest, value, pe)
 #define shmem_atomic_swap(...) GDA_SHMEM_BY_NARG(gda_shmem_atomic_swap_, __VA_ARGS__)
 #define GDA_SHMEM_G_ATOMIC_FETCH_NBI(TYPE, NAME) TYPE *: shmem_##NAME##_atomic_fetch_nbi,
 #define GDA_SHMEM_G_CTX_ATOMIC_FETCH_NBI(TYPE, NAME) TYPE *: shmem_ctx_##NAME##_atomic_fetch_nbi,
@@ -848,37 +848,37 @@ struct gda_shmem_no_match;
 #define GDA_SHMEM_G_ATOMIC_COMPARE_SWAP(TYPE, NAME) TYPE *: shmem_##NAME##_atomic_compare_swap,
 #define GDA_SHMEM_G_CTX_ATOMIC_COMPARE_SWAP(TYPE, NAME) TYPE *: shmem_ctx_##NAME##_atomic_compare_swap,
 #define gda_shmem_atomic_compare_swap_4(dest, cond, value, pe) \
-    _Generic((dest), GDA_SHMEM_GENERIC_AMO_TYPES(GDA_SHMEM_G_ATOMIC_COMPARE_SWAP) default: shmem_long_atomic_compare_swap)(dest, cond, value, pe)
+    _Generic((dest), GDA_SHMEM_GENERIC_AMO_TYPES(GDA_SHMEM_G_ATOMIC_COMPARE_SWAP) GDA_SHMEM_G_END)(dest, cond, value, pe)
 #define gda_shmem_atomic_compare_swap_5(ctx, dest, cond, value, pe) \
-    _Generic((dest), GDA_SHMEM_GENERIC_AMO_TYPES(GDA_SHMEM_G_CTX_ATOMIC_COMPARE_SWAP) default: shmem_ctx_long_atomic_compare_swap)(ctx, dest, cond, value, pe)
+    _Generic((dest), GDA_SHMEM_GENERIC_AMO_TYPES(GDA_SHMEM_G_CTX_ATOMIC_COMPARE_SWAP) GDA_SHMEM_G_END)(ctx, dest, cond, value, pe)
 #define shmem_atomic_compare_swap(...) GDA_SHMEM_BY_NARG(gda_shmem_atomic_compare_swap_, __VA_ARGS__)
 #define GDA_SHMEM_G_ATOMIC_FETCH_INC(TYPE, NAME) TYPE *: shmem_##NAME##_atomic_fetch_inc,
 #define GDA_SHMEM_G_CTX_ATOMIC_FETCH_INC(TYPE, NAME) TYPE *: shmem_ctx_##NAME##_atomic_fetch_inc,
 #define gda_shmem_atomic_fetch_inc_2(dest, pe) \
-    _Generic((dest), GDA_SHMEM_GENERIC_AMO_TYPES(GDA_SHMEM_G_ATOMIC_FETCH_INC) default: shmem_long_atomic_fetch_inc)(dest, pe)
+    _Generic((dest), GDA_SHMEM_GENERIC_AMO_TYPES(GDA_SHMEM_G_ATOMIC_FETCH_INC) GDA_SHMEM_G_END)(dest, pe)
 #define gda_shmem_atomic_fetch_inc_3(ctx, dest, pe) \
-    _Generic((dest), GDA_SHMEM_GENERIC_AMO_TYPES(GDA_SHMEM_G_CTX_ATOMIC_FETCH_INC) default: shmem_ctx_long_atomic_fetch_inc)(ctx, dest, pe)
+    _Generic((dest), GDA_SHMEM_GENERIC_AMO_TYPES(GDA_SHMEM_G_CTX_ATOMIC_FETCH_INC) GDA_SHMEM_G_END)(ctx, dest, pe)
 #define shmem_atomic_fetch_inc(...) GDA_SHMEM_BY_NARG(gda_shmem_atomic_fetch_inc_, __VA_ARGS__)
 #define GDA_SHMEM_G_ATOMIC_INC(TYPE, NAME) TYPE *: shmem_##NAME##_atomic_inc,
 #define GDA_SHMEM_G_CTX_ATOMIC_INC(TYPE, NAME) TYPE *: shmem_ctx_##NAME##_atomic_inc,
 #define gda_shmem_atomic_inc_2(dest, pe) \
-    _Generic((dest), GDA_SHMEM_GENERIC_AMO_TYPES(GDA_SHMEM_G_ATOMIC_INC) default: shmem_long_atomic_inc)(dest, pe)
+    _Generic((dest), GDA_SHMEM_GENERIC_AMO_TYPES(GDA_SHMEM_G_ATOMIC_INC) GDA_SHMEM_G_END)(dest, pe)
 #define gda_shmem_atomic_inc_3(ctx, dest, pe) \
-    _Generic((dest), GDA_SHMEM_GENERIC_AMO_TYPES(GDA_SHMEM_G_CTX_ATOMIC_INC) default: shmem_ctx_long_atomic_inc)(ctx, dest, pe)
+    _Generic((dest), GDA_SHMEM_GENERIC_AMO_TYPES(GDA_SHMEM_G_CTX_ATOMIC_INC) GDA_SHMEM_G_END)(ctx, dest, pe)
 #define shmem_atomic_inc(...) GDA_SHMEM_BY_NARG(gda_shmem_atomic_inc_, __VA_ARGS__)
 #define GDA_SHMEM_G_ATOMIC_FETCH_ADD(TYPE, NAME) TYPE *: shmem_##NAME##_atomic_fetch_add,
 #define GDA_SHMEM_G_CTX_ATOMIC_FETCH_ADD(TYPE, NAME) TYPE *: shmem_ctx_##NAME##_atomic_fetch_add,
 #define gda_shmem_atomic_fetch_add_3(dest, value, pe) \
-    _Generic((dest), GDA_SHMEM_GENERIC_AMO_TYPES(GDA_SHMEM_G_ATOMIC_FETCH_ADD) default: shmem_long_atomic_fetch_add)(dest, value, pe)
+    _Generic((dest), GDA_SHMEM_GENERIC_AMO_TYPES(GDA_SHMEM_G_ATOMIC_FETCH_ADD) GDA_SHMEM_G_END)(dest, value, pe)
 #define gda_shmem_atomic_fetch_add_4(ctx, dest, value, pe) \
-    _Generic((dest), GDA_SHMEM_GENERIC_AMO_TYPES(GDA_SHMEM_G_CTX_ATOMIC_FETCH_ADD) default: shmem_ctx_long_atomic_fetch_add)(ctx, dest, value, pe)
+    _Generic((dest), GDA_SHMEM_GENERIC_AMO_TYPES(GDA_SHMEM_G_CTX_ATOMIC_FETCH_ADD) GDA_SHMEM_G_END)(ctx, dest, value, pe)
 #define shmem_atomic_fetch_add(...) GDA_SHMEM_BY_NARG(gda_shmem_atomic_fetch_add_, __VA_ARGS__)
 #define GDA_SHMEM_G_ATOMIC_ADD(TYPE, NAME) TYPE *: shmem_##NAME##_atomic_add,
 #define GDA_SHMEM_G_CTX_ATOMIC_ADD(TYPE, NAME) TYPE *: shmem_ctx_##NAME##_atomic_add,
 #define gda_shmem_atomic_add_3(dest, value, pe) \
-    _Generic((dest), GDA_SHMEM_GENERIC_AMO_TYPES(GDA_SHMEM_G_ATOMIC_ADD) default: shmem_long_atomic_add)(dest, value, pe)
+    _Generic((dest), GDA_SHMEM_GENERIC_AMO_TYPES(GDA_SHMEM_G_ATOMIC_ADD) GDA_SHMEM_G_END)(dest, value, pe)
 #define gda_shmem_atomic_add_4(ctx, dest, value, pe) \
-    _Generic((dest), GDA_SHMEM_GENERIC_AMO_TYPES(GDA_SHMEM_G_CTX_ATOMIC_ADD) default: shmem_ctx_long_atomic_add)(ctx, dest, value, pe)
+    _Generic((dest), GDA_SHMEM_GENERIC_AMO_TYPES(GDA_SHMEM_G_CTX_ATOMIC_ADD) GDA_SHMEM_G_END)(ctx, dest, value, pe)
 #define shmem_atomic_add(...) GDA_SHMEM_BY_NARG(gda_shmem_atomic_add_, __VA_ARGS__)
 #define GDA_SHMEM_G_ATOMIC_COMPARE_SWAP_NBI(TYPE, NAME) TYPE *: shmem_##NAME##_atomic_compare_swap_nbi,
 #define GDA_SHMEM_G_CTX_ATOMIC_COMPARE_SWAP_NBI(TYPE, NAME) TYPE *: shmem_ctx_##NAME##_atomic_compare_swap_nbi,
@@ -1030,15 +1030,20 @@ struct gda_shmem_no_match;
     _Generic((dest), GDA_SHMEM_GENERIC_ARITH_RED_TYPES(GDA_SHMEM_G_PROD_REDUCE) GDA_SHMEM_G_END)(team, dest, source, nreduce)
 
 /* Point-to-point synchronization (the deprecated short and unsigned short forms too). */
-#define GDA_SHMEM_G_WAIT_UNTIL(TYPE, NAME) TYPE *: shmem_##NAME##_wait_until,
+/* A variable a program waits on may be declared volatile (1.3's prototypes took
+ * `volatile TYPE *`): each type is matched with and without the qualifier, which the call then
+ * drops (the routines read the variable with atomic loads either way). Any other type is a
+ * compile error, never a routine of another width. */
+#define GDA_SHMEM_G_WAIT_UNTIL(TYPE, NAME) \
+    TYPE *: shmem_##NAME##_wait_until, volatile TYPE *: shmem_##NAME##_wait_until,
 #define shmem_wait_until(ivar, cmp, cmp_value) \
-    _Generic((ivar), GDA_SHMEM_GENERIC_OLD_SYNC_TYPES(GDA_SHMEM_G_WAIT_UNTIL) default: shmem_long_wait_until)(ivar, cmp, cmp_value)
-#define GDA_SHMEM_G_TEST(TYPE, NAME) TYPE *: shmem_##NAME##_test,
+    _Generic((ivar), GDA_SHMEM_GENERIC_OLD_SYNC_TYPES(GDA_SHMEM_G_WAIT_UNTIL) GDA_SHMEM_G_END)((void *)(ivar), cmp, cmp_value)
+#define GDA_SHMEM_G_TEST(TYPE, NAME) TYPE *: shmem_##NAME##_test, volatile TYPE *: shmem_##NAME##_test,
 #define shmem_test(ivar, cmp, cmp_value) \
-    _Generic((ivar), GDA_SHMEM_GENERIC_OLD_SYNC_TYPES(GDA_SHMEM_G_TEST) default: shmem_long_test)(ivar, cmp, cmp_value)
-#define GDA_SHMEM_G_WAIT(TYPE, NAME) TYPE *: shmem_##NAME##_wait,
+    _Generic((ivar), GDA_SHMEM_GENERIC_OLD_SYNC_TYPES(GDA_SHMEM_G_TEST) GDA_SHMEM_G_END)((void *)(ivar), cmp, cmp_value)
+#define GDA_SHMEM_G_WAIT(TYPE, NAME) TYPE *: shmem_##NAME##_wait, volatile TYPE *: shmem_##NAME##_wait,
 #define shmem_wait(ivar, cmp_value) \
-    _Generic((ivar), GDA_SHMEM_GENERIC_WAIT_TYPES(GDA_SHMEM_G_WAIT) GDA_SHMEM_G_END)(ivar, cmp_value)
+    _Generic((ivar), GDA_SHMEM_GENERIC_WAIT_TYPES(GDA_SHMEM_G_WAIT) GDA_SHMEM_G_END)((void *)(ivar), cmp_value)
 #define GDA_SHMEM_G_WAIT_UNTIL_ALL(TYPE, NAME) TYPE *: shmem_##NAME##_wait_until_all,
 #define shmem_wait_until_all(ivars, nelems, status, cmp, cmp_value) \
     _Generic((ivars), GDA_SHMEM_GENERIC_SYNC_TYPES(GDA_SHMEM_G_WAIT_UNTIL_ALL) GDA_SHMEM_G_END)(ivars, nelems, status, cmp, cmp_value)

@@ -21,6 +21,8 @@ use crate::state::{check, fatal, pe};
 
 /// The first handle value of a split team.
 const FIRST_SPLIT: usize = 3;
+/// `SHMEM_TEAM_WORLD`'s handle value.
+pub(crate) const WORLD: usize = 1;
 
 /// The team behind handle `h`, or `None`.
 fn lookup(routine: &str, h: *mut c_void) -> Option<Team> {
@@ -37,6 +39,13 @@ fn lookup(routine: &str, h: *mut c_void) -> Option<Team> {
             .flatten(),
         _ => None,
     }
+}
+
+/// The world PE number of PE `pe` of team `h`, or `None` (no such team, or no such PE in it).
+pub(crate) fn world_pe(routine: &str, h: *mut c_void, pe: c_int) -> Option<c_int> {
+    let t = lookup(routine, h)?;
+    t.world_pe(u32::try_from(pe).ok()?)
+        .and_then(|w| c_int::try_from(w).ok())
 }
 
 /// Whether `h` is a live team handle.
@@ -203,6 +212,10 @@ pub unsafe extern "C" fn shmem_team_split_strided(
     new_team: *mut *mut c_void,
 ) -> c_int {
     let r = "shmem_team_split_strided";
+    if parent_team.is_null() {
+        // SAFETY: as this function's contract.
+        return unsafe { no_parent(new_team) };
+    }
     let parent = team(r, parent_team);
     let config = team_config(r, config, config_mask);
     split(r, &parent, (start, stride, size), config, new_team)
@@ -227,6 +240,13 @@ pub unsafe extern "C" fn shmem_team_split_2d(
     yaxis_team: *mut *mut c_void,
 ) -> c_int {
     let r = "shmem_team_split_2d";
+    if parent_team.is_null() {
+        // SAFETY: as this function's contract.
+        return unsafe {
+            no_parent(yaxis_team);
+            no_parent(xaxis_team)
+        };
+    }
     let parent = team(r, parent_team);
     let (xc, yc) = (
         team_config(r, xaxis_config, xaxis_mask),
@@ -244,7 +264,39 @@ pub unsafe extern "C" fn shmem_team_split_2d(
     };
     let a = split(r, &parent, c(x), xc, xaxis_team);
     let b = split(r, &parent, c(y), yc, yaxis_team);
-    if a == 0 && b == 0 { 0 } else { -1 }
+    if a == 0 && b == 0 {
+        return 0;
+    }
+    // One axis failed (every PE alike: the free team slots are agreed on by all): the other
+    // is destroyed, so a caller that sees the error has nothing to clean up, and both handles
+    // are SHMEM_TEAM_INVALID.
+    for out in [xaxis_team, yaxis_team] {
+        if out.is_null() {
+            continue;
+        }
+        // SAFETY: non-null, valid for reads and writes (the C caller's handle).
+        let h = unsafe { *out };
+        if !h.is_null() {
+            shmem_team_destroy(h);
+        }
+        // SAFETY: as above.
+        unsafe { *out = std::ptr::null_mut() };
+    }
+    -1
+}
+
+/// A split of `SHMEM_TEAM_INVALID`: no team is made, `new_team` is `SHMEM_TEAM_INVALID` and
+/// the status is non-zero (OpenSHMEM 1.5; a program may split a team handle its own PE did
+/// not get, so this is no misuse).
+///
+/// # Safety
+/// `new_team` is null or valid for a write.
+unsafe fn no_parent(new_team: *mut *mut c_void) -> c_int {
+    if !new_team.is_null() {
+        // SAFETY: non-null, valid for a write (the caller's contract).
+        unsafe { *new_team = std::ptr::null_mut() };
+    }
+    -1
 }
 
 /// `shmem_team_destroy` (collective over the team). `SHMEM_TEAM_INVALID` (what a split gives

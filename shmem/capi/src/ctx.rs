@@ -36,6 +36,39 @@ fn ctx_ok(routine: &str, ctx: *mut c_void) {
     }
 }
 
+/// World PE number of `target`, a PE of `ctx`'s team: point-to-point routines on a context
+/// number PEs within its team (OpenSHMEM 1.5, "team-relative PE numbering"); the default
+/// context's and a world-team context's numbers are world numbers already. A PE outside the
+/// team is a fatal error naming `routine`.
+fn ctx_pe(routine: &str, ctx: *mut c_void, target: c_int) -> c_int {
+    let k = ctx as usize;
+    if k < FIRST_CTX {
+        return target;
+    }
+    let team = pe(routine)
+        .state()
+        .ctxs
+        .borrow()
+        .get(k - FIRST_CTX)
+        .copied()
+        .flatten();
+    match team {
+        None | Some(crate::coll::WORLD) => target,
+        Some(t) => {
+            let world = crate::coll::world_pe(routine, t as *mut c_void, target);
+            world.unwrap_or_else(|| {
+                fatal(
+                    routine,
+                    &format!(
+                        "PE {target} is not a PE of the context's team ({} PEs)",
+                        crate::coll::shmem_team_n_pes(t as *mut c_void)
+                    ),
+                )
+            })
+        }
+    }
+}
+
 /// A new context on team handle `team` (non-zero status when the team is invalid).
 ///
 /// # Safety
@@ -153,14 +186,16 @@ pub extern "C" fn shmem_ctx_quiet(ctx: *mut c_void) {
 
 /// Context forms: check the context, then the default-context routine.
 macro_rules! ctx_forms {
-    ($(fn $name:ident($($a:ident: $t:ty),*) $(-> $ret:ty)? => $module:ident;)*) => { paste::paste! { $(
-        #[doc = concat!("`shmem_ctx_", stringify!($name), "`.\n\n# Safety\nAs `shmem_", stringify!($name), "`.")]
+    ($(fn $name:ident($($a:ident: $t:ty),*; pe) $(-> $ret:ty)? => $module:ident;)*) => { paste::paste! { $(
+        #[doc = concat!("`shmem_ctx_", stringify!($name), "`: `pe` numbers a PE of the context's team.\n\n# Safety\nAs `shmem_", stringify!($name), "`.")]
         #[unsafe(no_mangle)]
-        pub unsafe extern "C" fn [<shmem_ctx_ $name>](ctx: *mut c_void, $($a: $t),*) $(-> $ret)? {
-            ctx_ok(concat!("shmem_ctx_", stringify!($name)), ctx);
+        pub unsafe extern "C" fn [<shmem_ctx_ $name>](ctx: *mut c_void, $($a: $t,)* pe: c_int) $(-> $ret)? {
+            let routine = concat!("shmem_ctx_", stringify!($name));
+            ctx_ok(routine, ctx);
+            let pe = ctx_pe(routine, ctx, pe);
             // SAFETY: the caller's arguments, as the default-context routine requires.
             #[allow(unused_unsafe)]
-            unsafe { crate::$module::[<shmem_ $name>]($($a),*) }
+            unsafe { crate::$module::[<shmem_ $name>]($($a,)* pe) }
         }
     )* } };
 }
@@ -169,14 +204,14 @@ macro_rules! ctx_forms {
 macro_rules! ctx_rma {
     ($($name:ident: $t:ty),* $(,)?) => { paste::paste! { $(
         ctx_forms! {
-            fn [<$name _put>](dest: *mut $t, source: *const $t, nelems: usize, pe: c_int) => rma;
-            fn [<$name _get>](dest: *mut $t, source: *const $t, nelems: usize, pe: c_int) => rma;
-            fn [<$name _put_nbi>](dest: *mut $t, source: *const $t, nelems: usize, pe: c_int) => rma;
-            fn [<$name _get_nbi>](dest: *mut $t, source: *const $t, nelems: usize, pe: c_int) => rma;
-            fn [<$name _iput>](dest: *mut $t, source: *const $t, dst: isize, sst: isize, nelems: usize, pe: c_int) => rma;
-            fn [<$name _iget>](dest: *mut $t, source: *const $t, dst: isize, sst: isize, nelems: usize, pe: c_int) => rma;
-            fn [<$name _put_signal>](dest: *mut c_void, source: *const c_void, nelems: usize, sig_addr: *mut u64, signal: u64, sig_op: c_int, pe: c_int) => sync;
-            fn [<$name _put_signal_nbi>](dest: *mut c_void, source: *const c_void, nelems: usize, sig_addr: *mut u64, signal: u64, sig_op: c_int, pe: c_int) => sync;
+            fn [<$name _put>](dest: *mut $t, source: *const $t, nelems: usize; pe) => rma;
+            fn [<$name _get>](dest: *mut $t, source: *const $t, nelems: usize; pe) => rma;
+            fn [<$name _put_nbi>](dest: *mut $t, source: *const $t, nelems: usize; pe) => rma;
+            fn [<$name _get_nbi>](dest: *mut $t, source: *const $t, nelems: usize; pe) => rma;
+            fn [<$name _iput>](dest: *mut $t, source: *const $t, dst: isize, sst: isize, nelems: usize; pe) => rma;
+            fn [<$name _iget>](dest: *mut $t, source: *const $t, dst: isize, sst: isize, nelems: usize; pe) => rma;
+            fn [<$name _put_signal>](dest: *mut c_void, source: *const c_void, nelems: usize, sig_addr: *mut u64, signal: u64, sig_op: c_int; pe) => sync;
+            fn [<$name _put_signal_nbi>](dest: *mut c_void, source: *const c_void, nelems: usize, sig_addr: *mut u64, signal: u64, sig_op: c_int; pe) => sync;
         }
     )* } };
 }
@@ -185,8 +220,8 @@ macro_rules! ctx_rma {
 macro_rules! ctx_pg {
     ($($name:ident: $t:ty),* $(,)?) => { paste::paste! { $(
         ctx_forms! {
-            fn [<$name _p>](dest: *mut $t, value: $t, pe: c_int) => rma;
-            fn [<$name _g>](source: *const $t, pe: c_int) -> $t => rma;
+            fn [<$name _p>](dest: *mut $t, value: $t; pe) => rma;
+            fn [<$name _g>](source: *const $t; pe) -> $t => rma;
         }
     )* } };
 }
@@ -195,19 +230,19 @@ macro_rules! ctx_pg {
 macro_rules! ctx_amo {
     ($($name:ident: $t:ty),* $(,)?) => { paste::paste! { $(
         ctx_forms! {
-            fn [<$name _atomic_fetch>](source: *const $t, pe: c_int) -> $t => amo;
-            fn [<$name _atomic_set>](dest: *mut $t, value: $t, pe: c_int) => amo;
-            fn [<$name _atomic_swap>](dest: *mut $t, value: $t, pe: c_int) -> $t => amo;
-            fn [<$name _atomic_compare_swap>](dest: *mut $t, cond: $t, value: $t, pe: c_int) -> $t => amo;
-            fn [<$name _atomic_fetch_inc>](dest: *mut $t, pe: c_int) -> $t => amo;
-            fn [<$name _atomic_inc>](dest: *mut $t, pe: c_int) => amo;
-            fn [<$name _atomic_fetch_add>](dest: *mut $t, value: $t, pe: c_int) -> $t => amo;
-            fn [<$name _atomic_add>](dest: *mut $t, value: $t, pe: c_int) => amo;
-            fn [<$name _atomic_fetch_nbi>](fetch: *mut $t, source: *const $t, pe: c_int) => amo;
-            fn [<$name _atomic_swap_nbi>](fetch: *mut $t, dest: *mut $t, value: $t, pe: c_int) => amo;
-            fn [<$name _atomic_compare_swap_nbi>](fetch: *mut $t, dest: *mut $t, cond: $t, value: $t, pe: c_int) => amo;
-            fn [<$name _atomic_fetch_inc_nbi>](fetch: *mut $t, dest: *mut $t, pe: c_int) => amo;
-            fn [<$name _atomic_fetch_add_nbi>](fetch: *mut $t, dest: *mut $t, value: $t, pe: c_int) => amo;
+            fn [<$name _atomic_fetch>](source: *const $t; pe) -> $t => amo;
+            fn [<$name _atomic_set>](dest: *mut $t, value: $t; pe) => amo;
+            fn [<$name _atomic_swap>](dest: *mut $t, value: $t; pe) -> $t => amo;
+            fn [<$name _atomic_compare_swap>](dest: *mut $t, cond: $t, value: $t; pe) -> $t => amo;
+            fn [<$name _atomic_fetch_inc>](dest: *mut $t; pe) -> $t => amo;
+            fn [<$name _atomic_inc>](dest: *mut $t; pe) => amo;
+            fn [<$name _atomic_fetch_add>](dest: *mut $t, value: $t; pe) -> $t => amo;
+            fn [<$name _atomic_add>](dest: *mut $t, value: $t; pe) => amo;
+            fn [<$name _atomic_fetch_nbi>](fetch: *mut $t, source: *const $t; pe) => amo;
+            fn [<$name _atomic_swap_nbi>](fetch: *mut $t, dest: *mut $t, value: $t; pe) => amo;
+            fn [<$name _atomic_compare_swap_nbi>](fetch: *mut $t, dest: *mut $t, cond: $t, value: $t; pe) => amo;
+            fn [<$name _atomic_fetch_inc_nbi>](fetch: *mut $t, dest: *mut $t; pe) => amo;
+            fn [<$name _atomic_fetch_add_nbi>](fetch: *mut $t, dest: *mut $t, value: $t; pe) => amo;
         }
     )* } };
 }
@@ -216,15 +251,15 @@ macro_rules! ctx_amo {
 macro_rules! ctx_bitwise {
     ($($name:ident: $t:ty),* $(,)?) => { paste::paste! { $(
         ctx_forms! {
-            fn [<$name _atomic_fetch_and>](dest: *mut $t, value: $t, pe: c_int) -> $t => amo;
-            fn [<$name _atomic_and>](dest: *mut $t, value: $t, pe: c_int) => amo;
-            fn [<$name _atomic_fetch_or>](dest: *mut $t, value: $t, pe: c_int) -> $t => amo;
-            fn [<$name _atomic_or>](dest: *mut $t, value: $t, pe: c_int) => amo;
-            fn [<$name _atomic_fetch_xor>](dest: *mut $t, value: $t, pe: c_int) -> $t => amo;
-            fn [<$name _atomic_xor>](dest: *mut $t, value: $t, pe: c_int) => amo;
-            fn [<$name _atomic_fetch_and_nbi>](fetch: *mut $t, dest: *mut $t, value: $t, pe: c_int) => amo;
-            fn [<$name _atomic_fetch_or_nbi>](fetch: *mut $t, dest: *mut $t, value: $t, pe: c_int) => amo;
-            fn [<$name _atomic_fetch_xor_nbi>](fetch: *mut $t, dest: *mut $t, value: $t, pe: c_int) => amo;
+            fn [<$name _atomic_fetch_and>](dest: *mut $t, value: $t; pe) -> $t => amo;
+            fn [<$name _atomic_and>](dest: *mut $t, value: $t; pe) => amo;
+            fn [<$name _atomic_fetch_or>](dest: *mut $t, value: $t; pe) -> $t => amo;
+            fn [<$name _atomic_or>](dest: *mut $t, value: $t; pe) => amo;
+            fn [<$name _atomic_fetch_xor>](dest: *mut $t, value: $t; pe) -> $t => amo;
+            fn [<$name _atomic_xor>](dest: *mut $t, value: $t; pe) => amo;
+            fn [<$name _atomic_fetch_and_nbi>](fetch: *mut $t, dest: *mut $t, value: $t; pe) => amo;
+            fn [<$name _atomic_fetch_or_nbi>](fetch: *mut $t, dest: *mut $t, value: $t; pe) => amo;
+            fn [<$name _atomic_fetch_xor_nbi>](fetch: *mut $t, dest: *mut $t, value: $t; pe) => amo;
         }
     )* } };
 }
@@ -233,11 +268,11 @@ macro_rules! ctx_bitwise {
 macro_rules! ctx_extended {
     ($($name:ident: $t:ty),* $(,)?) => { paste::paste! { $(
         ctx_forms! {
-            fn [<$name _atomic_fetch>](source: *const $t, pe: c_int) -> $t => amo;
-            fn [<$name _atomic_set>](dest: *mut $t, value: $t, pe: c_int) => amo;
-            fn [<$name _atomic_swap>](dest: *mut $t, value: $t, pe: c_int) -> $t => amo;
-            fn [<$name _atomic_fetch_nbi>](fetch: *mut $t, source: *const $t, pe: c_int) => amo;
-            fn [<$name _atomic_swap_nbi>](fetch: *mut $t, dest: *mut $t, value: $t, pe: c_int) => amo;
+            fn [<$name _atomic_fetch>](source: *const $t; pe) -> $t => amo;
+            fn [<$name _atomic_set>](dest: *mut $t, value: $t; pe) => amo;
+            fn [<$name _atomic_swap>](dest: *mut $t, value: $t; pe) -> $t => amo;
+            fn [<$name _atomic_fetch_nbi>](fetch: *mut $t, source: *const $t; pe) => amo;
+            fn [<$name _atomic_swap_nbi>](fetch: *mut $t, dest: *mut $t, value: $t; pe) => amo;
         }
     )* } };
 }
@@ -246,14 +281,14 @@ macro_rules! ctx_extended {
 macro_rules! ctx_sized {
     ($($bits:literal),*) => { paste::paste! { $(
         ctx_forms! {
-            fn [<put $bits>](dest: *mut c_void, source: *const c_void, nelems: usize, pe: c_int) => rma;
-            fn [<get $bits>](dest: *mut c_void, source: *const c_void, nelems: usize, pe: c_int) => rma;
-            fn [<put $bits _nbi>](dest: *mut c_void, source: *const c_void, nelems: usize, pe: c_int) => rma;
-            fn [<get $bits _nbi>](dest: *mut c_void, source: *const c_void, nelems: usize, pe: c_int) => rma;
-            fn [<iput $bits>](dest: *mut c_void, source: *const c_void, dst: isize, sst: isize, nelems: usize, pe: c_int) => rma;
-            fn [<iget $bits>](dest: *mut c_void, source: *const c_void, dst: isize, sst: isize, nelems: usize, pe: c_int) => rma;
-            fn [<put $bits _signal>](dest: *mut c_void, source: *const c_void, nelems: usize, sig_addr: *mut u64, signal: u64, sig_op: c_int, pe: c_int) => sync;
-            fn [<put $bits _signal_nbi>](dest: *mut c_void, source: *const c_void, nelems: usize, sig_addr: *mut u64, signal: u64, sig_op: c_int, pe: c_int) => sync;
+            fn [<put $bits>](dest: *mut c_void, source: *const c_void, nelems: usize; pe) => rma;
+            fn [<get $bits>](dest: *mut c_void, source: *const c_void, nelems: usize; pe) => rma;
+            fn [<put $bits _nbi>](dest: *mut c_void, source: *const c_void, nelems: usize; pe) => rma;
+            fn [<get $bits _nbi>](dest: *mut c_void, source: *const c_void, nelems: usize; pe) => rma;
+            fn [<iput $bits>](dest: *mut c_void, source: *const c_void, dst: isize, sst: isize, nelems: usize; pe) => rma;
+            fn [<iget $bits>](dest: *mut c_void, source: *const c_void, dst: isize, sst: isize, nelems: usize; pe) => rma;
+            fn [<put $bits _signal>](dest: *mut c_void, source: *const c_void, nelems: usize, sig_addr: *mut u64, signal: u64, sig_op: c_int; pe) => sync;
+            fn [<put $bits _signal_nbi>](dest: *mut c_void, source: *const c_void, nelems: usize, sig_addr: *mut u64, signal: u64, sig_op: c_int; pe) => sync;
         }
     )* } };
 }
@@ -289,10 +324,10 @@ ctx_bitwise!(
 ctx_extended!(float: c_float, double: c_double);
 ctx_sized!(8, 16, 32, 64, 128);
 ctx_forms! {
-    fn putmem(dest: *mut c_void, source: *const c_void, nelems: usize, pe: c_int) => rma;
-    fn getmem(dest: *mut c_void, source: *const c_void, nelems: usize, pe: c_int) => rma;
-    fn putmem_nbi(dest: *mut c_void, source: *const c_void, nelems: usize, pe: c_int) => rma;
-    fn getmem_nbi(dest: *mut c_void, source: *const c_void, nelems: usize, pe: c_int) => rma;
-    fn putmem_signal(dest: *mut c_void, source: *const c_void, nelems: usize, sig_addr: *mut u64, signal: u64, sig_op: c_int, pe: c_int) => sync;
-    fn putmem_signal_nbi(dest: *mut c_void, source: *const c_void, nelems: usize, sig_addr: *mut u64, signal: u64, sig_op: c_int, pe: c_int) => sync;
+    fn putmem(dest: *mut c_void, source: *const c_void, nelems: usize; pe) => rma;
+    fn getmem(dest: *mut c_void, source: *const c_void, nelems: usize; pe) => rma;
+    fn putmem_nbi(dest: *mut c_void, source: *const c_void, nelems: usize; pe) => rma;
+    fn getmem_nbi(dest: *mut c_void, source: *const c_void, nelems: usize; pe) => rma;
+    fn putmem_signal(dest: *mut c_void, source: *const c_void, nelems: usize, sig_addr: *mut u64, signal: u64, sig_op: c_int; pe) => sync;
+    fn putmem_signal_nbi(dest: *mut c_void, source: *const c_void, nelems: usize, sig_addr: *mut u64, signal: u64, sig_op: c_int; pe) => sync;
 }

@@ -116,7 +116,29 @@ int main(void) {
     check_collectives(rev);
     /* A 2D split of the reversed team (a parent that is not the world, running down it). */
     split_2d(rev, 2);
+    /* A context made on the reversed team numbers PEs within it: team PE 0 is world PE n-1.
+     * Every PE writes its slot of `ctx_slots` on team PE 0 through the context. */
+    static int ctx_slots[MAXPE];
+    shmem_ctx_t rctx;
+    CHECK(shmem_team_create_ctx(rev, 0, &rctx) == 0);
+    shmem_barrier_all();
+    shmem_ctx_int_p(rctx, &ctx_slots[me], 100 + me, 0);
+    shmem_ctx_quiet(rctx);
+    shmem_barrier_all();
+    int ctx_ok = 1;
+    for (int i = 0; i < n; i++) ctx_ok &= ctx_slots[i] == (me == n - 1 ? 100 + i : 0);
+    CHECK(ctx_ok);
+    /* And a read through it: team PE n-1 is world PE 0. */
+    CHECK(shmem_ctx_int_g(rctx, &ctx_slots[me], n - 1) == 0 || n == 1);
+    shmem_ctx_destroy(rctx);
     shmem_team_destroy(rev);
+    /* Splitting SHMEM_TEAM_INVALID makes no team: non-zero status, SHMEM_TEAM_INVALID out. */
+    shmem_team_t none = (shmem_team_t)1;
+    CHECK(shmem_team_split_strided(SHMEM_TEAM_INVALID, 0, 1, 1, NULL, 0, &none) != 0);
+    CHECK(none == SHMEM_TEAM_INVALID);
+    shmem_team_t nx = (shmem_team_t)1, ny = (shmem_team_t)1;
+    CHECK(shmem_team_split_2d(SHMEM_TEAM_INVALID, 1, NULL, 0, &nx, NULL, 0, &ny) != 0);
+    CHECK(nx == SHMEM_TEAM_INVALID && ny == SHMEM_TEAM_INVALID);
     /* A split that leaves out the odd PEs: they get SHMEM_TEAM_INVALID, and destroy it. */
     shmem_team_t evens = SHMEM_TEAM_INVALID;
     CHECK(shmem_team_split_strided(SHMEM_TEAM_WORLD, 0, 2, (n + 1) / 2, NULL, 0, &evens) == 0);
