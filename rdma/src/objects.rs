@@ -31,11 +31,6 @@ pub fn note_destroy_failure(what: std::fmt::Arguments<'_>) {
     eprintln!("gda-rdma: {what}");
 }
 
-fn zeroed_attr() -> sys::ibv_qp_attr {
-    // SAFETY: C data; all zeros is valid.
-    unsafe { std::mem::zeroed() }
-}
-
 /// The error of an rdma-core control path (`gda_mlx5::host`, `gda_bnxt::host`, and the calls
 /// of this crate they share).
 #[derive(Debug, thiserror::Error)]
@@ -807,9 +802,8 @@ impl Qp {
 
     /// →ERR.
     pub fn to_error(&mut self) -> Result<(), VerbsError> {
-        let mut a = zeroed_attr();
-        a.qp_state = sys::ibv_qp_state::IBV_QPS_ERR;
-        self.modify("→ERR", &mut a, crate::qp_mask::STATE as c_int)
+        let (mut a, mask) = crate::qp_attr::to_ibv_error();
+        self.modify("→ERR", &mut a, mask as c_int)
     }
 
     /// Its PD.

@@ -70,6 +70,14 @@ pub fn to_ibv_rts(attr: &RtsAttr) -> (sys::ibv_qp_attr, u32) {
     )
 }
 
+/// Any state → ERR as `ibv_modify_qp` takes it.
+#[must_use]
+pub fn to_ibv_error() -> (sys::ibv_qp_attr, u32) {
+    let mut a = zeroed();
+    a.qp_state = sys::ibv_qp_state::IBV_QPS_ERR;
+    (a, STATE)
+}
+
 /// An error unless `mask` holds every bit of `need` (the kernel's required attributes of
 /// the transition, which the caller has checked: this only guards the translation).
 fn require(arrow: &str, mask: u32, need: u32) -> Result<(), ControlError> {

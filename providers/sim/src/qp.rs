@@ -311,43 +311,34 @@ impl Qp {
     /// its [`QpInit`]), through the transitions above. The peer's first PSN is asked of it when it is a QP of this fabric; a QP of
     /// another process is expected at the PSN of its first request.
     pub fn bring_up(&self, remote: &Endpoint) -> Result<(), SimError> {
-        self.modify_init(&InitAttr {
-            port: PORT,
-            pkey_index: 0,
-            access: Access::ALL,
-        })?;
-        self.connect(remote)?;
-        self.modify_rts(&self.default_rts())
+        let psn = self
+            .fabric
+            .lookup(remote)
+            .map_or(PSN_UNKNOWN, |q| u64::from(q.sq_psn.load(Ordering::Acquire)));
+        self.bring_up_expecting(remote, psn)
     }
 
     /// [`Qp::bring_up`] to a QP of another process that starts its requests at `rq_psn`
     /// (what `ibv_modify_qp`'s `rq_psn` says): a request at any other PSN is refused.
     pub fn bring_up_at(&self, remote: &Endpoint, rq_psn: u32) -> Result<(), SimError> {
+        QpField::RqPsn.check(rq_psn)?;
+        self.bring_up_expecting(remote, u64::from(rq_psn))
+    }
+
+    /// RESET → INIT → RTR → RTS with default attributes, expecting the peer's requests from
+    /// `rq_psn` ([`PSN_UNKNOWN`]: from its first).
+    fn bring_up_expecting(&self, remote: &Endpoint, rq_psn: u64) -> Result<(), SimError> {
         self.modify_init(&InitAttr {
             port: PORT,
             pkey_index: 0,
             access: Access::ALL,
         })?;
-        QpField::RqPsn.check(rq_psn)?;
-        self.connect_at(remote, u64::from(rq_psn))?;
-        self.modify_rts(&self.default_rts())
-    }
-
-    /// RTS from the start PSN, with the RNR retries the QP was made with ([`QpInit`]).
-    fn default_rts(&self) -> RtsAttr {
-        RtsAttr {
+        self.connect_at(remote, rq_psn)?;
+        // RTS from the start PSN, with the RNR retries the QP was made with (`QpInit`).
+        self.modify_rts(&RtsAttr {
             rnr_retry: self.inner.rnr_retry.load(Ordering::Relaxed).min(7),
             ..RtsAttr::new(self.start_psn())
-        }
-    }
-
-    /// INIT → RTR to `remote`, its PSN looked up (see [`Qp::bring_up`]).
-    fn connect(&self, remote: &Endpoint) -> Result<(), SimError> {
-        let psn = self
-            .fabric
-            .lookup(remote)
-            .map_or(PSN_UNKNOWN, |q| u64::from(q.sq_psn.load(Ordering::Acquire)));
-        self.connect_at(remote, psn)
+        })
     }
 
     fn connect_at(&self, remote: &Endpoint, rq_psn: u64) -> Result<(), SimError> {

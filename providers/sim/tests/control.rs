@@ -230,6 +230,38 @@ impl QueueAllocator for Counting {
     }
 }
 
+/// A CQ of 256 entries and an RC QP on it, both with their rings in `memory`.
+fn queues_in<D: Device>(
+    dev: &D,
+    pd: &D::Pd,
+    memory: &QueueMemory,
+) -> (
+    D::Cq,
+    gda_hal::control::RcQp<D::Qp, gda_hal::control::Reset>,
+)
+where
+    D::Error: std::fmt::Debug,
+{
+    let cq = dev
+        .create_cq(&CqAttr {
+            memory: memory.clone(),
+            ..CqAttr::new(256)
+        })
+        .unwrap();
+    let qp = dev
+        .create_rc_qp(
+            pd,
+            &cq,
+            &cq,
+            &QpCaps {
+                memory: memory.clone(),
+                ..QpCaps::default()
+            },
+        )
+        .unwrap();
+    (cq, qp)
+}
+
 #[test]
 fn rings_live_in_caller_memory_and_go_back_to_it() {
     let alloc = Arc::new(Counting::default());
@@ -238,23 +270,7 @@ fn rings_live_in_caller_memory_and_go_back_to_it() {
         let fabric = Fabric::new(FabricConfig::default());
         let dev = SimDevice::<gda_mlx5::Mlx5>::new(&fabric);
         let pd = dev.alloc_pd().unwrap();
-        let cq = dev
-            .create_cq(&CqAttr {
-                memory: memory.clone(),
-                ..CqAttr::new(256)
-            })
-            .unwrap();
-        let qp = dev
-            .create_rc_qp(
-                &pd,
-                &cq,
-                &cq,
-                &QpCaps {
-                    memory: memory.clone(),
-                    ..QpCaps::default()
-                },
-            )
-            .unwrap();
+        let (cq, qp) = queues_in(&dev, &pd, &memory);
         let live = alloc.live.lock().unwrap().clone();
         let kinds: Vec<_> = live.iter().map(|l| l.2).collect();
         assert_eq!(
@@ -336,23 +352,7 @@ fn a_destroyed_qps_rings_go_back_at_once_after_program_passes() {
     let fabric = Fabric::process(FabricConfig::default()).unwrap();
     let dev = SimDevice::<gda_mlx5::Mlx5>::new(&fabric);
     let pd = dev.alloc_pd().unwrap();
-    let cq = dev
-        .create_cq(&CqAttr {
-            memory: memory.clone(),
-            ..CqAttr::new(256)
-        })
-        .unwrap();
-    let qp = dev
-        .create_rc_qp(
-            &pd,
-            &cq,
-            &cq,
-            &QpCaps {
-                memory: memory.clone(),
-                ..QpCaps::default()
-            },
-        )
-        .unwrap();
+    let (cq, qp) = queues_in(&dev, &pd, &memory);
     assert_eq!(alloc.allocs.load(Ordering::Relaxed), 5);
     // A program thread's pass, as the verbs library runs on every post and empty poll.
     fabric.progress();

@@ -201,7 +201,9 @@ macro_rules! bitwise {
     } };
 }
 
-macro_rules! old_amos {
+/// The 1.3 `fetch`, `set` and `swap` of one type (the integer AMO types and the extended
+/// `float` and `double`).
+macro_rules! old_fetch_set_swap {
     ($($name:ident: $t:ty),* $(,)?) => { paste::paste! { $(
         #[doc = concat!("`shmem_", stringify!($name), "_fetch` (1.3).")]
         #[unsafe(no_mangle)]
@@ -218,6 +220,12 @@ macro_rules! old_amos {
         pub extern "C" fn [<shmem_ $name _swap>](dest: *mut $t, value: $t, pe: c_int) -> $t {
             amo(concat!("shmem_", stringify!($name), "_swap"), dest, AmoOp::Swap(value.bits()), pe)
         }
+    )* } };
+}
+
+/// The other 1.3 AMOs of one integer type.
+macro_rules! old_amos {
+    ($($name:ident: $t:ty),* $(,)?) => { paste::paste! { $(
         #[doc = concat!("`shmem_", stringify!($name), "_cswap` (1.3).")]
         #[unsafe(no_mangle)]
         pub extern "C" fn [<shmem_ $name _cswap>](dest: *mut $t, cond: $t, value: $t, pe: c_int) -> $t {
@@ -255,6 +263,7 @@ bitwise!(
     uint: c_uint, ulong: c_ulong, ulonglong: c_ulonglong, int32: i32, int64: i64, uint32: u32,
     uint64: u64,
 );
+old_fetch_set_swap!(int: c_int, long: c_long, longlong: c_longlong);
 old_amos!(int: c_int, long: c_long, longlong: c_longlong);
 
 /// The non-blocking fetching forms of the standard AMO types.
@@ -301,7 +310,8 @@ macro_rules! extended_nbi {
 }
 
 /// `fetch`, `set` and `swap` of the extended AMO types that are not standard ones (`float`,
-/// `double`: operated on as their bits), in their 1.4 names and their 1.3 ones.
+/// `double`: operated on as their bits), in their 1.4 names (the 1.3 ones:
+/// `old_fetch_set_swap!`).
 macro_rules! extended_only {
     ($($name:ident: $t:ty),* $(,)?) => { paste::paste! { $(
         #[doc = concat!("`shmem_", stringify!($name), "_atomic_fetch`.")]
@@ -318,21 +328,6 @@ macro_rules! extended_only {
         #[unsafe(no_mangle)]
         pub extern "C" fn [<shmem_ $name _atomic_swap>](dest: *mut $t, value: $t, pe: c_int) -> $t {
             amo(concat!("shmem_", stringify!($name), "_atomic_swap"), dest, AmoOp::Swap(value.bits()), pe)
-        }
-        #[doc = concat!("`shmem_", stringify!($name), "_fetch` (1.3).")]
-        #[unsafe(no_mangle)]
-        pub extern "C" fn [<shmem_ $name _fetch>](source: *const $t, pe: c_int) -> $t {
-            amo(concat!("shmem_", stringify!($name), "_fetch"), source, AmoOp::Fetch, pe)
-        }
-        #[doc = concat!("`shmem_", stringify!($name), "_set` (1.3).")]
-        #[unsafe(no_mangle)]
-        pub extern "C" fn [<shmem_ $name _set>](dest: *mut $t, value: $t, pe: c_int) {
-            amo::<$t>(concat!("shmem_", stringify!($name), "_set"), dest, AmoOp::Set(value.bits()), pe);
-        }
-        #[doc = concat!("`shmem_", stringify!($name), "_swap` (1.3).")]
-        #[unsafe(no_mangle)]
-        pub extern "C" fn [<shmem_ $name _swap>](dest: *mut $t, value: $t, pe: c_int) -> $t {
-            amo(concat!("shmem_", stringify!($name), "_swap"), dest, AmoOp::Swap(value.bits()), pe)
         }
     )* } };
 }
@@ -365,6 +360,7 @@ extended_nbi!(
     size: usize, ptrdiff: isize,
 );
 extended_only!(float: f32, double: f64);
+old_fetch_set_swap!(float: f32, double: f64);
 short_syncs!(short: i16, ushort: u16);
 
 /// `shmem_short_wait` (1.3): until `*ivar != cmp_value`.

@@ -17,56 +17,51 @@ use crate::state::{check, fatal, pe};
 /// The first handle value of a created context.
 const FIRST_CTX: usize = 2;
 
-/// Checks that `ctx` is a live context, or a fatal error naming `routine`.
-fn ctx_ok(routine: &str, ctx: *mut c_void) {
+/// The team handle of live context `ctx` (the world's for the default context), or a fatal
+/// error naming `routine`.
+fn ctx_team(routine: &str, ctx: *mut c_void) -> usize {
     let k = ctx as usize;
-    let ok = k == 1
-        || (k >= FIRST_CTX
-            && pe(routine)
-                .state()
-                .ctxs
-                .borrow()
-                .get(k - FIRST_CTX)
-                .is_some_and(Option::is_some));
-    if !ok {
+    let team = match k {
+        1 => Some(crate::coll::WORLD),
+        k if k >= FIRST_CTX => pe(routine)
+            .state()
+            .ctxs
+            .borrow()
+            .get(k - FIRST_CTX)
+            .copied()
+            .flatten(),
+        _ => None,
+    };
+    team.unwrap_or_else(|| {
         fatal(
             routine,
             &format!("{ctx:p} is not a context (SHMEM_CTX_INVALID, destroyed, or never created)"),
-        );
-    }
+        )
+    })
 }
 
-/// World PE number of `target`, a PE of `ctx`'s team: point-to-point routines on a context
-/// number PEs within its team (OpenSHMEM 1.5, "team-relative PE numbering"); the default
-/// context's and a world-team context's numbers are world numbers already. A PE outside the
-/// team is a fatal error naming `routine`.
-fn ctx_pe(routine: &str, ctx: *mut c_void, target: c_int) -> c_int {
-    let k = ctx as usize;
-    if k < FIRST_CTX {
+/// Checks that `ctx` is a live context, or a fatal error naming `routine`.
+fn ctx_ok(routine: &str, ctx: *mut c_void) {
+    ctx_team(routine, ctx);
+}
+
+/// World PE number of `target`, a PE of team `team` (a context's, [`ctx_team`]):
+/// point-to-point routines on a context number PEs within its team (OpenSHMEM 1.5,
+/// "team-relative PE numbering"); the world team's numbers are world numbers already. A PE
+/// outside the team is a fatal error naming `routine`.
+fn ctx_pe(routine: &str, team: usize, target: c_int) -> c_int {
+    if team == crate::coll::WORLD {
         return target;
     }
-    let team = pe(routine)
-        .state()
-        .ctxs
-        .borrow()
-        .get(k - FIRST_CTX)
-        .copied()
-        .flatten();
-    match team {
-        None | Some(crate::coll::WORLD) => target,
-        Some(t) => {
-            let world = crate::coll::world_pe(routine, t as *mut c_void, target);
-            world.unwrap_or_else(|| {
-                fatal(
-                    routine,
-                    &format!(
-                        "PE {target} is not a PE of the context's team ({} PEs)",
-                        crate::coll::shmem_team_n_pes(t as *mut c_void)
-                    ),
-                )
-            })
-        }
-    }
+    crate::coll::world_pe(routine, team as *mut c_void, target).unwrap_or_else(|| {
+        fatal(
+            routine,
+            &format!(
+                "PE {target} is not a PE of the context's team ({} PEs)",
+                crate::coll::shmem_team_n_pes(team as *mut c_void)
+            ),
+        )
+    })
 }
 
 /// A new context on team handle `team` (non-zero status when the team is invalid).
@@ -191,8 +186,7 @@ macro_rules! ctx_forms {
         #[unsafe(no_mangle)]
         pub unsafe extern "C" fn [<shmem_ctx_ $name>](ctx: *mut c_void, $($a: $t,)* pe: c_int) $(-> $ret)? {
             let routine = concat!("shmem_ctx_", stringify!($name));
-            ctx_ok(routine, ctx);
-            let pe = ctx_pe(routine, ctx, pe);
+            let pe = ctx_pe(routine, ctx_team(routine, ctx), pe);
             // SAFETY: the caller's arguments, as the default-context routine requires.
             #[allow(unused_unsafe)]
             unsafe { crate::$module::[<shmem_ $name>]($($a,)* pe) }

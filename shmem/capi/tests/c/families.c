@@ -10,16 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int checks;
-#define CHECK(cond)                                                                    \
-    do {                                                                               \
-        checks++;                                                                      \
-        if (!(cond)) {                                                                 \
-            fprintf(stderr, "PE %d: check failed at line %d: %s\n", shmem_my_pe(),     \
-                    __LINE__, #cond);                                                  \
-            exit(3);                                                                   \
-        }                                                                              \
-    } while (0)
+#include "check.h"
 
 #define MAXPE 64
 /* Symmetric globals: the active-set routines' work arrays, as 1.x programs declare them. */

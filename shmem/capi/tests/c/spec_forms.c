@@ -15,16 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int checks;
-#define CHECK(cond)                                                                    \
-    do {                                                                               \
-        checks++;                                                                      \
-        if (!(cond)) {                                                                 \
-            fprintf(stderr, "PE %d: check failed at line %d: %s\n", shmem_my_pe(),     \
-                    __LINE__, #cond);                                                  \
-            exit(3);                                                                   \
-        }                                                                              \
-    } while (0)
+#include "check.h"
 /* A check inside a per-type function: names the type too. */
 #define CHECKT(name, cond)                                                             \
     do {                                                                               \
