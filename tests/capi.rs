@@ -603,20 +603,34 @@ fn openshmem_1_5_forms_on_2_and_4_pes_over_p2p_and_rdma() {
 }
 
 /// Misuse of the new routines ends the job with the routine named: a NULL fetch address of a
-/// non-blocking atomic. (Hint bits the specification does not define are other libraries'
-/// extensions and are ignored: `spec_forms` allocates with one.)
+/// non-blocking atomic, a PE number outside a team context's team. (Hint bits the
+/// specification does not define are other libraries' extensions and are ignored:
+/// `spec_forms` allocates with one.)
 #[test]
 fn misuse_of_the_1_5_routines_is_named() {
-    let o = gdarun(
-        2,
-        &program("spec_forms"),
-        &["null-fetch"],
-        &[("GDA_SHMEM_TIMEOUT_MS", "10000")],
-    );
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{err}");
-    let want = "shmem_long_atomic_fetch_add_nbi: the local fetch address is NULL";
-    assert!(err.contains(want), "{want:?} missing from\n{err}");
+    let mut cases = 0;
+    for (case, want) in [
+        (
+            "null-fetch",
+            "shmem_long_atomic_fetch_add_nbi: the local fetch address is NULL",
+        ),
+        (
+            "ctx-outside-team",
+            "shmem_ctx_int_p: PE 1 is not a PE of the context's team (1 PEs)",
+        ),
+    ] {
+        let o = gdarun(
+            2,
+            &program("spec_forms"),
+            &[case],
+            &[("GDA_SHMEM_TIMEOUT_MS", "10000")],
+        );
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{case}: {err}");
+        assert!(err.contains(want), "{case}: {want:?} missing from\n{err}");
+        cases += 1;
+    }
+    assert_eq!(cases, 2);
 }
 
 /// The spec table names tests that exist: every `capi::<name>` in docs/openshmem-1.5.md is a

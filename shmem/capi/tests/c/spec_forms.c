@@ -7,7 +7,8 @@
  * and shmemalign. Every value is checked; `gdarun -n N ./spec_forms` (N >= 2) prints one line
  * per PE with its count of checks, and a failed check exits with status 3 and says which.
  *
- * With an argument it misuses a new routine instead (for the misuse test): `null-fetch`.
+ * With an argument it misuses a new routine instead (for the misuse test): `null-fetch`,
+ * `ctx-outside-team` (a PE number past a team context's team).
  */
 #include <complex.h>
 #include <shmem.h>
@@ -715,6 +716,15 @@ int main(int argc, char **argv) {
         if (strcmp(argv[1], "null-fetch") == 0) {
             static long v;
             shmem_long_atomic_fetch_add_nbi(NULL, &v, 1, right);
+        } else if (strcmp(argv[1], "ctx-outside-team") == 0) {
+            /* A team of PE 0 alone, a context on it, and a put to its PE 1. */
+            static int x;
+            shmem_team_t solo = SHMEM_TEAM_INVALID;
+            shmem_team_split_strided(SHMEM_TEAM_WORLD, 0, 1, 1, NULL, 0, &solo);
+            shmem_ctx_t c;
+            if (solo != SHMEM_TEAM_INVALID && shmem_team_create_ctx(solo, 0, &c) == 0)
+                shmem_ctx_int_p(c, &x, 1, 1);
+            shmem_barrier_all();
         }
         return 5;
     }
