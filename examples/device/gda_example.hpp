@@ -55,6 +55,16 @@ inline const gda::shmem::Ctx* context() {
     return c;
 }
 
+// Where the context and what it points at live, for the example's report.
+inline const char* memory_name(const gda::shmem::Ctx* c) {
+    switch (gda::shmem::Memory(c->memory)) {
+        case gda::shmem::Memory::Host: return "host memory";
+        case gda::shmem::Memory::Device: return "GPU memory";
+        case gda::shmem::Memory::Mapped: return "host memory mapped for the GPU";
+    }
+    return "unknown memory";
+}
+
 // Waits for the kernels launched so far.
 inline void wait() {
 #if defined(GDA_EX_RT)

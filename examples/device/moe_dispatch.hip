@@ -79,6 +79,7 @@ int main() {
     const int me = shmem_my_pe(), n = shmem_n_pes();
     if (n > int(MAX_PES)) example::die("moe_dispatch: at most 16 PEs");
     const gda::shmem::Ctx* ctx = example::context();
+    std::printf("moe_dispatch: PE %d: context in %s\n", shmem_my_pe(), example::memory_name(ctx));
     auto* send = static_cast<float*>(shmem_malloc(sizeof(float) * TOKENS * DIM));
     auto* recv = static_cast<float*>(shmem_calloc(size_t(MAX_PES) * TOKENS * K * DIM, sizeof(float)));
     auto* signals = static_cast<uint64_t*>(shmem_calloc(MAX_PES, 8));

@@ -49,6 +49,7 @@ GDA_KERNEL void ring(const gda::shmem::Ctx* ctx, uint64_t* msg, uint64_t* sig, i
 int main() {
     shmem_init();
     const gda::shmem::Ctx* ctx = example::context();
+    std::printf("put_signal_ring: PE %d: context in %s\n", shmem_my_pe(), example::memory_name(ctx));
     auto* msg = static_cast<uint64_t*>(shmem_calloc(2 * WORDS, 8));
     auto* sig = static_cast<uint64_t*>(shmem_calloc(1, 8));
     int32_t* bad = static_cast<int32_t*>(shmem_calloc(1, 4));

@@ -26,4 +26,4 @@ mod runtime;
 pub use memory::{
     DeviceBuffer, DoorbellMapping, GpuQueueMemory, HostMapping, IpcHandle, IpcMapping, NicMemory,
 };
-pub use runtime::{Gpu, Hip, HipError};
+pub use runtime::{Gpu, Hip, HipError, Runtime};

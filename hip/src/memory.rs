@@ -35,10 +35,10 @@ impl DeviceBuffer {
         if len == 0 {
             return Err(HipError::Invalid("a device buffer of 0 bytes".into()));
         }
+        let malloc = hip.fine_grained_malloc()?;
         let mut p = std::ptr::null_mut();
         // SAFETY: an output pointer; HIP checks the size.
-        let r =
-            unsafe { (hip.f.hipExtMallocWithFlags)(&mut p, len, rt::hipDeviceMallocFinegrained) };
+        let r = unsafe { malloc(&mut p, len, rt::hipDeviceMallocFinegrained) };
         hip.check(
             "hipExtMallocWithFlags",
             r,
@@ -343,6 +343,7 @@ impl GpuQueueMemory {
     /// Queue memory on the current GPU (fails at once without one).
     pub fn new(hip: &Arc<Hip>) -> Result<Self, HipError> {
         hip.gpus()?;
+        hip.fine_grained_malloc()?;
         Ok(Self {
             hip: hip.clone(),
             live: Mutex::new(Vec::new()),

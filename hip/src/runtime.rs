@@ -1,4 +1,11 @@
-//! `libamdhip64` opened at run time, its entry points, and the GPUs it sees.
+//! The GPU runtime opened at run time — AMD's HIP (`libamdhip64`) or NVIDIA's CUDA runtime
+//! (`libcudart`) — its entry points, and the GPUs it sees.
+//!
+//! HIP's runtime API is CUDA's with another prefix: the calls gda makes have the same
+//! prototypes, flag values (`HostRegisterPortable` 1, `Mapped` 2, `IoMemory` 4, `Memcpy`
+//! kinds, `IpcMemLazyEnablePeerAccess` 1), a 64-byte IPC handle, and the same numbers for the
+//! errors gda tells apart (no device 100, insufficient driver 35, invalid device 101). So one
+//! table of entry points serves both; what only one runtime has is an `Option`.
 
 use std::ffi::{CStr, c_char, c_int, c_uint, c_void};
 use std::sync::Arc;
@@ -10,18 +17,19 @@ pub enum HipError {
     /// The HIP runtime library could not be loaded or lacks an entry point.
     #[error("cannot use HIP: {0}")]
     Load(String),
-    /// HIP is there but sees no GPU.
+    /// The runtime is there but sees no GPU.
     #[error(
-        "no AMD GPU is visible ({call}: {what}): GPU memory needs a GPU this process may use — \
-         check that the amdgpu driver is loaded, that /dev/kfd and /dev/dri/renderD* exist and \
-         this user is in their groups (video, render), and HIP_VISIBLE_DEVICES; gda still runs \
-         with host memory"
+        "no {} GPU is visible ({call}: {what}): GPU memory needs a GPU this process may use — \
+         {}; gda still runs with host memory",
+        .runtime.vendor(), .runtime.what_to_check()
     )]
     NoGpu {
         /// The call that said so.
         call: &'static str,
-        /// HIP's words.
+        /// The runtime's words.
         what: String,
+        /// The runtime that said so.
+        runtime: Runtime,
     },
     /// A HIP call failed.
     #[error("{call} failed: {what} (hipError {code}){detail}")]
@@ -38,6 +46,41 @@ pub enum HipError {
     /// A request HIP would refuse or that makes no sense (zero size, bad alignment).
     #[error("{0}")]
     Invalid(String),
+    /// What this runtime cannot give (device memory the host reads, from CUDA).
+    #[error("{0}")]
+    Unsupported(String),
+}
+
+/// Which GPU runtime a [`Hip`] is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Runtime {
+    /// AMD's HIP (`libamdhip64`).
+    Hip,
+    /// NVIDIA's CUDA runtime (`libcudart`).
+    Cuda,
+}
+
+impl Runtime {
+    /// The GPU vendor this runtime drives.
+    pub fn vendor(self) -> &'static str {
+        match self {
+            Self::Hip => "AMD",
+            Self::Cuda => "NVIDIA",
+        }
+    }
+
+    fn what_to_check(self) -> &'static str {
+        match self {
+            Self::Hip => {
+                "check that the amdgpu driver is loaded, that /dev/kfd and /dev/dri/renderD* \
+                 exist and this user is in their groups (video, render), and HIP_VISIBLE_DEVICES"
+            }
+            Self::Cuda => {
+                "check that the nvidia driver is loaded (nvidia-smi), that /dev/nvidia0 and \
+                 /dev/nvidiactl exist and this user may open them, and CUDA_VISIBLE_DEVICES"
+            }
+        }
+    }
 }
 
 impl gda_hal::Error for HipError {
@@ -47,26 +90,36 @@ impl gda_hal::Error for HipError {
             Self::NoGpu { .. } => gda_hal::ErrorKind::NoDevice,
             Self::Call { .. } => gda_hal::ErrorKind::Other,
             Self::Invalid(_) => gda_hal::ErrorKind::InvalidArgument,
+            Self::Unsupported(_) => gda_hal::ErrorKind::Unsupported,
         }
     }
 }
 
-/// `hipErrorNoDevice`, `hipErrorInsufficientDriver`, `hipErrorInvalidDevice`.
+/// `hipErrorNoDevice`, `hipErrorInsufficientDriver`, `hipErrorInvalidDevice` (CUDA's
+/// `cudaError` has the same numbers).
 const NO_DEVICE: [i32; 3] = [100, 35, 101];
 
 type Status = c_int;
 
-/// The HIP entry points gda uses (prototypes of `hip_runtime_api.h`; errors as `int`, so a
-/// code this build does not know is still just a number).
+/// The entry points gda uses (prototypes of `hip_runtime_api.h`, which `cuda_runtime_api.h`
+/// shares under the `cuda` prefix; errors as `int`, so a code this build does not know is
+/// still just a number). Named by their HIP names.
 #[allow(non_snake_case, missing_docs)]
 pub(crate) struct Fns {
     pub hipGetDeviceCount: unsafe extern "C" fn(*mut c_int) -> Status,
     pub hipSetDevice: unsafe extern "C" fn(c_int) -> Status,
     pub hipGetErrorString: unsafe extern "C" fn(Status) -> *const c_char,
-    pub hipDeviceGetName: unsafe extern "C" fn(*mut c_char, c_int, c_int) -> Status,
+    /// HIP only; CUDA's runtime names a device through its properties (`props`).
+    pub hipDeviceGetName: Option<unsafe extern "C" fn(*mut c_char, c_int, c_int) -> Status>,
+    /// CUDA only: `cudaGetDeviceProperties[_v2]`, whose first field is the 256-byte name.
+    pub props: Option<unsafe extern "C" fn(*mut c_void, c_int) -> Status>,
     pub hipDeviceGetPCIBusId: unsafe extern "C" fn(*mut c_char, c_int, c_int) -> Status,
     pub hipRuntimeGetVersion: unsafe extern "C" fn(*mut c_int) -> Status,
-    pub hipExtMallocWithFlags: unsafe extern "C" fn(*mut *mut c_void, usize, c_uint) -> Status,
+    /// HIP only: fine-grained device memory, which the host and the NIC read coherently. CUDA
+    /// has no such memory (its device memory is not host-addressable), so a GPU heap and rings
+    /// in device memory are AMD's; an NVIDIA GPU reaches host memory gda maps for it.
+    pub hipExtMallocWithFlags:
+        Option<unsafe extern "C" fn(*mut *mut c_void, usize, c_uint) -> Status>,
     pub hipFree: unsafe extern "C" fn(*mut c_void) -> Status,
     pub hipMemcpy: unsafe extern "C" fn(*mut c_void, *const c_void, usize, c_int) -> Status,
     pub hipMemset: unsafe extern "C" fn(*mut c_void, c_int, usize) -> Status,
@@ -84,9 +137,11 @@ pub(crate) struct Fns {
         Option<unsafe extern "C" fn(*const c_void, usize, *mut c_int, *mut u64) -> c_int>,
 }
 
-/// The HIP runtime, loaded.
+/// A GPU runtime, loaded: HIP, or CUDA's runtime through the same entry points (the type
+/// keeps its name: gda's GPU paths were written for HIP first).
 pub struct Hip {
     pub(crate) f: Fns,
+    runtime: Runtime,
     path: String,
     _lib: libloading::Library,
 }
@@ -94,6 +149,7 @@ pub struct Hip {
 impl std::fmt::Debug for Hip {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Hip")
+            .field("runtime", &self.runtime)
             .field("path", &self.path)
             .finish_non_exhaustive()
     }
@@ -112,80 +168,210 @@ pub struct Gpu {
 
 const INSTALL: &str = "install the HIP runtime (Debian/Ubuntu: apt-get install libamdhip64-5, \
                        or ROCm), or set GDA_HIP_LIB=/path/to/libamdhip64.so";
+const INSTALL_CUDA: &str = "install the CUDA runtime (the CUDA toolkit, or pip's \
+                            nvidia-cuda-runtime), or set GDA_CUDA_LIB=/path/to/libcudart.so";
 
 impl Hip {
-    /// Opens `GDA_HIP_LIB`, else `libamdhip64.so.5`, `libamdhip64.so.6`, `libamdhip64.so`.
+    /// The GPU runtime of this machine: `GDA_HIP_LIB` or `GDA_CUDA_LIB` when set (that file,
+    /// as HIP or as CUDA's runtime); else HIP (`libamdhip64.so.5`, `.so.6`, `.so`) when it
+    /// sees a GPU, else CUDA's runtime (`libcudart.so.13`, `.12`, `.so`) when it sees one, else
+    /// whichever loaded (its [`Hip::gpus`] then says why there is no GPU), HIP first.
     pub fn load() -> Result<Arc<Self>, HipError> {
-        match std::env::var("GDA_HIP_LIB") {
-            Ok(p) if !p.is_empty() => Self::load_from(&p),
-            _ => {
-                let mut last = String::new();
-                for n in ["libamdhip64.so.5", "libamdhip64.so.6", "libamdhip64.so"] {
-                    match Self::load_from(n) {
-                        Err(HipError::Load(e)) => last = e,
-                        other => return other,
-                    }
+        let env = |k| std::env::var(k).ok().filter(|p: &String| !p.is_empty());
+        if let Some(p) = env("GDA_HIP_LIB") {
+            return Self::load_from(&p);
+        }
+        if let Some(p) = env("GDA_CUDA_LIB") {
+            return Self::load_cuda_from(&p);
+        }
+        let first = |names: &[&str], open: fn(&str) -> Result<Arc<Self>, HipError>| {
+            let mut last = HipError::Load(String::new());
+            for n in names {
+                match open(n) {
+                    Err(e @ HipError::Load(_)) => last = e,
+                    other => return other,
                 }
-                Err(HipError::Load(last))
             }
+            Err(last)
+        };
+        let hip = first(
+            &["libamdhip64.so.5", "libamdhip64.so.6", "libamdhip64.so"],
+            Self::load_from,
+        );
+        if matches!(&hip, Ok(h) if h.gpus().is_ok()) {
+            return hip;
+        }
+        let cuda = first(
+            &["libcudart.so.13", "libcudart.so.12", "libcudart.so"],
+            Self::load_cuda_from,
+        );
+        match (hip, cuda) {
+            (_, Ok(c)) if c.gpus().is_ok() => Ok(c),
+            (Ok(h), _) => Ok(h),
+            (Err(_), Ok(c)) => Ok(c),
+            (Err(HipError::Load(h)), Err(HipError::Load(c))) => {
+                Err(HipError::Load(format!("{h}; and no CUDA runtime: {c}")))
+            }
+            (Err(e), Err(_)) => Err(e),
         }
     }
 
     /// Opens the HIP runtime at `path` (a file name is searched as `dlopen` searches).
     pub fn load_from(path: &str) -> Result<Arc<Self>, HipError> {
-        // SAFETY: loading HIP runs its initialisers (it does not touch a GPU until called).
+        Self::open(path, Runtime::Hip)
+    }
+
+    /// Opens NVIDIA's CUDA runtime (`libcudart`) at `path`.
+    pub fn load_cuda_from(path: &str) -> Result<Arc<Self>, HipError> {
+        Self::open(path, Runtime::Cuda)
+    }
+
+    fn open(path: &str, runtime: Runtime) -> Result<Arc<Self>, HipError> {
+        let install = match runtime {
+            Runtime::Hip => INSTALL,
+            Runtime::Cuda => INSTALL_CUDA,
+        };
+        // SAFETY: loading the runtime runs its initialisers (it does not touch a GPU until
+        // called).
         match unsafe { libloading::Library::new(path) } {
-            Ok(lib) => Self::from_lib(lib, path.to_owned()).map(Arc::new),
-            Err(e) => Err(HipError::Load(format!("{path}: {e}; {INSTALL}"))),
+            Ok(lib) => Self::from_lib(lib, path.to_owned(), runtime).map(Arc::new),
+            Err(e) => Err(HipError::Load(format!("{path}: {e}; {install}"))),
         }
     }
 
-    fn from_lib(lib: libloading::Library, path: String) -> Result<Self, HipError> {
+    fn from_lib(
+        lib: libloading::Library,
+        path: String,
+        runtime: Runtime,
+    ) -> Result<Self, HipError> {
+        let cuda = runtime == Runtime::Cuda;
+        let install = if cuda { INSTALL_CUDA } else { INSTALL };
+        let sym = |name: &str| -> Option<*const c_void> {
+            let mut z = name.as_bytes().to_vec();
+            z.push(0);
+            // SAFETY: looked up as a raw address; cast below to its documented prototype.
+            unsafe { lib.get::<*const c_void>(&z) }.ok().map(|s| *s)
+        };
+        macro_rules! opt {
+            ($hip:ident, $cuda:literal) => {{
+                let name = if cuda { $cuda } else { stringify!($hip) };
+                // SAFETY: the runtime's prototype for this entry point (field type of `Fns`,
+                // the same for both runtimes).
+                sym(name).map(|p| unsafe { std::mem::transmute::<*const c_void, _>(p) })
+            }};
+        }
         macro_rules! need {
-            ($name:ident) => {{
-                // SAFETY: the prototype of `hip_runtime_api.h` (field type of `Fns`).
-                let s = unsafe { lib.get(concat!(stringify!($name), "\0").as_bytes()) }.map_err(
-                    |e| {
-                        HipError::Load(format!(
-                            "{path} has no {} ({e}): not a HIP runtime; {INSTALL}",
-                            stringify!($name)
-                        ))
-                    },
-                )?;
-                *s
+            ($hip:ident, $cuda:literal) => {{
+                let name = if cuda { $cuda } else { stringify!($hip) };
+                opt!($hip, $cuda).ok_or_else(|| {
+                    HipError::Load(format!(
+                        "{path} has no {name}: not a {} runtime; {install}",
+                        if cuda { "CUDA" } else { "HIP" }
+                    ))
+                })?
             }};
         }
         // dma-buf export lives in ROCr (libhsa-runtime64), which libamdhip64 links: looking
         // the symbol up through HIP's handle searches HIP and the libraries it loaded, so the
         // export comes from the ROCr of *this* HIP (never a system ROCr beside another HIP).
         // SAFETY: `hsa_amd_portable_export_dmabuf`'s prototype (hsa_ext_amd.h, ROCm 5.6+).
-        let export_dmabuf = unsafe {
-            lib.get::<unsafe extern "C" fn(*const c_void, usize, *mut c_int, *mut u64) -> c_int>(
-                b"hsa_amd_portable_export_dmabuf\0",
-            )
-        }
-        .ok()
-        .map(|s| *s);
+        let export_dmabuf = if cuda {
+            None
+        } else {
+            sym("hsa_amd_portable_export_dmabuf").map(|p| unsafe {
+                std::mem::transmute::<
+                    *const c_void,
+                    unsafe extern "C" fn(*const c_void, usize, *mut c_int, *mut u64) -> c_int,
+                >(p)
+            })
+        };
         let f = Fns {
-            hipGetDeviceCount: need!(hipGetDeviceCount),
-            hipSetDevice: need!(hipSetDevice),
-            hipGetErrorString: need!(hipGetErrorString),
-            hipDeviceGetName: need!(hipDeviceGetName),
-            hipDeviceGetPCIBusId: need!(hipDeviceGetPCIBusId),
-            hipRuntimeGetVersion: need!(hipRuntimeGetVersion),
-            hipExtMallocWithFlags: need!(hipExtMallocWithFlags),
-            hipFree: need!(hipFree),
-            hipMemcpy: need!(hipMemcpy),
-            hipMemset: need!(hipMemset),
-            hipIpcGetMemHandle: need!(hipIpcGetMemHandle),
-            hipIpcOpenMemHandle: need!(hipIpcOpenMemHandle),
-            hipIpcCloseMemHandle: need!(hipIpcCloseMemHandle),
-            hipHostRegister: need!(hipHostRegister),
-            hipHostUnregister: need!(hipHostUnregister),
-            hipHostGetDevicePointer: need!(hipHostGetDevicePointer),
+            hipGetDeviceCount: need!(hipGetDeviceCount, "cudaGetDeviceCount"),
+            hipSetDevice: need!(hipSetDevice, "cudaSetDevice"),
+            hipGetErrorString: need!(hipGetErrorString, "cudaGetErrorString"),
+            hipDeviceGetName: if cuda {
+                None
+            } else {
+                Some(need!(hipDeviceGetName, ""))
+            },
+            // CUDA 12 renamed the call (`cudaGetDeviceProperties` is a macro for `_v2`); the
+            // name leads the structure in every version.
+            props: if cuda {
+                Some(
+                    opt!(hipDeviceGetName, "cudaGetDeviceProperties_v2").map_or_else(
+                        || Ok(need!(hipDeviceGetName, "cudaGetDeviceProperties")),
+                        Ok::<_, HipError>,
+                    )?,
+                )
+            } else {
+                None
+            },
+            hipDeviceGetPCIBusId: need!(hipDeviceGetPCIBusId, "cudaDeviceGetPCIBusId"),
+            hipRuntimeGetVersion: need!(hipRuntimeGetVersion, "cudaRuntimeGetVersion"),
+            hipExtMallocWithFlags: if cuda {
+                None
+            } else {
+                Some(need!(hipExtMallocWithFlags, ""))
+            },
+            hipFree: need!(hipFree, "cudaFree"),
+            hipMemcpy: need!(hipMemcpy, "cudaMemcpy"),
+            hipMemset: need!(hipMemset, "cudaMemset"),
+            hipIpcGetMemHandle: need!(hipIpcGetMemHandle, "cudaIpcGetMemHandle"),
+            hipIpcOpenMemHandle: need!(hipIpcOpenMemHandle, "cudaIpcOpenMemHandle"),
+            hipIpcCloseMemHandle: need!(hipIpcCloseMemHandle, "cudaIpcCloseMemHandle"),
+            hipHostRegister: need!(hipHostRegister, "cudaHostRegister"),
+            hipHostUnregister: need!(hipHostUnregister, "cudaHostUnregister"),
+            hipHostGetDevicePointer: need!(hipHostGetDevicePointer, "cudaHostGetDevicePointer"),
             export_dmabuf,
         };
-        Ok(Self { f, path, _lib: lib })
+        Ok(Self {
+            f,
+            runtime,
+            path,
+            _lib: lib,
+        })
+    }
+
+    /// Which runtime this is.
+    pub fn runtime(&self) -> Runtime {
+        self.runtime
+    }
+
+    /// `call` (a HIP name) as this runtime names it, for errors.
+    fn call_name(&self, call: &'static str) -> &'static str {
+        if self.runtime == Runtime::Hip {
+            return call;
+        }
+        match call {
+            "hipGetDeviceCount" => "cudaGetDeviceCount",
+            "hipSetDevice" => "cudaSetDevice",
+            "hipDeviceGetPCIBusId" => "cudaDeviceGetPCIBusId",
+            "hipRuntimeGetVersion" => "cudaRuntimeGetVersion",
+            "hipMemcpy" => "cudaMemcpy",
+            "hipMemset" => "cudaMemset",
+            "hipIpcGetMemHandle" => "cudaIpcGetMemHandle",
+            "hipIpcOpenMemHandle" => "cudaIpcOpenMemHandle",
+            "hipHostRegister" => "cudaHostRegister",
+            "hipHostGetDevicePointer" => "cudaHostGetDevicePointer",
+            other => other,
+        }
+    }
+
+    /// `hipExtMallocWithFlags`, or why this runtime cannot give device memory gda's host code
+    /// and the NIC read.
+    pub(crate) fn fine_grained_malloc(
+        &self,
+    ) -> Result<unsafe extern "C" fn(*mut *mut c_void, usize, c_uint) -> Status, HipError> {
+        self.f.hipExtMallocWithFlags.ok_or_else(|| {
+            HipError::Unsupported(format!(
+                "a GPU heap and rings in device memory need memory the host and the NIC read \
+                 coherently, which is AMD's fine-grained memory; {} is {}'s runtime, whose \
+                 device memory the host cannot address: use host memory (GDA_SHMEM_HEAP=host), \
+                 which gda maps for the GPU",
+                self.path,
+                self.runtime.vendor()
+            ))
+        })
     }
 
     /// The library's path as opened.
@@ -219,9 +405,14 @@ impl Hip {
         if code == 0 {
             return Ok(());
         }
+        let call = self.call_name(call);
         let what = self.words(code);
         if NO_DEVICE.contains(&code) {
-            return Err(HipError::NoGpu { call, what });
+            return Err(HipError::NoGpu {
+                call,
+                what,
+                runtime: self.runtime,
+            });
         }
         Err(HipError::Call {
             call,
@@ -258,17 +449,32 @@ impl Hip {
         self.check("hipGetDeviceCount", r, String::new())?;
         if n <= 0 {
             return Err(HipError::NoGpu {
-                call: "hipGetDeviceCount",
+                call: self.call_name("hipGetDeviceCount"),
                 what: "0 devices".into(),
+                runtime: self.runtime,
             });
         }
         (0..n)
             .map(|i| {
                 let mut name = [0 as c_char; 256];
                 let mut pci = [0 as c_char; 64];
-                // SAFETY: output buffers of the sizes given.
-                let r = unsafe { (self.f.hipDeviceGetName)(name.as_mut_ptr(), 256, i) };
-                self.check("hipDeviceGetName", r, format!(" (device {i})"))?;
+                if let Some(get_name) = self.f.hipDeviceGetName {
+                    // SAFETY: an output buffer of the size given.
+                    let r = unsafe { get_name(name.as_mut_ptr(), 256, i) };
+                    self.check("hipDeviceGetName", r, format!(" (device {i})"))?;
+                } else if let Some(props) = self.f.props {
+                    // `cudaDeviceProp` is about 1 KiB in CUDA 12 and 13; 8 KiB leaves room
+                    // for growth. Its first field is `char name[256]`.
+                    let mut p = vec![0u64; 1024];
+                    // SAFETY: an output buffer larger than the structure.
+                    let r = unsafe { props(p.as_mut_ptr().cast(), i) };
+                    self.check("cudaGetDeviceProperties", r, format!(" (device {i})"))?;
+                    let bytes: &[u8] = bytemuck::cast_slice(&p[..32]);
+                    for (d, s) in name.iter_mut().zip(bytes) {
+                        *d = *s as c_char;
+                    }
+                    name[255] = 0;
+                }
                 // SAFETY: as above.
                 let r = unsafe { (self.f.hipDeviceGetPCIBusId)(pci.as_mut_ptr(), 64, i) };
                 self.check("hipDeviceGetPCIBusId", r, format!(" (device {i})"))?;

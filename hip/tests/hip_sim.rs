@@ -211,3 +211,58 @@ fn host_mappings_share_pages_and_unregister_with_their_last_user() {
     assert!(e.to_string().contains("hipHostRegister"), "{e}");
     drop(d);
 }
+
+/// NVIDIA's runtime (here the stand-in's `cuda*` entry points): the GPU is found and named
+/// through `cudaGetDeviceProperties_v2`, host memory is mapped at the same addresses, and a
+/// GPU heap or device-memory rings are refused up front with what to use instead (CUDA's
+/// device memory is not host-addressable, so the software NIC could not read such rings).
+#[test]
+fn the_cuda_runtime_maps_host_memory_and_refuses_device_memory() {
+    let cuda = Hip::load_cuda_from(sim_lib().to_str().unwrap()).unwrap();
+    assert_eq!(cuda.runtime(), gda_hip::Runtime::Cuda);
+    let gpus = cuda.gpus().unwrap();
+    assert_eq!(gpus.len(), 1, "{gpus:?}");
+    assert_eq!(gpus[0].name, "gda cuda-sim GPU (host memory)");
+    assert_eq!(gpus[0].pci, "0000:c1:00.0");
+    assert_eq!(cuda.version().unwrap(), 13_000);
+    assert!(!cuda.has_dmabuf_export());
+
+    let mut mem = vec![0u8; 4 * 4096];
+    let base = (mem.as_mut_ptr() as u64).next_multiple_of(4096);
+    // SAFETY: the range lies in `mem`, which outlives the mapping.
+    let m = unsafe { gda_hip::HostMapping::new(&cuda, &[(base + 8, 4096)]) }.unwrap();
+    assert_eq!(cuda.device_address_of_host(base + 8).unwrap(), base + 8);
+    drop(m);
+    let e = cuda.device_address_of_host(base + 8).unwrap_err();
+    assert!(e.to_string().contains("cudaHostGetDevicePointer"), "{e}");
+
+    for (what, e) in [
+        ("DeviceBuffer", DeviceBuffer::new(&cuda, 4096).unwrap_err()),
+        ("GpuQueueMemory", GpuQueueMemory::new(&cuda).unwrap_err()),
+    ] {
+        assert!(matches!(e, HipError::Unsupported(_)), "{what}: {e:?}");
+        let msg = e.to_string();
+        assert!(
+            msg.contains("NVIDIA") && msg.contains("GDA_SHMEM_HEAP=host"),
+            "{what}: {msg}"
+        );
+    }
+
+    // With no GPU, the error names NVIDIA's driver and what to check.
+    let e = {
+        // SAFETY: read by the stand-in at each call; tests of this binary do not race on it
+        // (nextest runs each test in its own process).
+        unsafe { std::env::set_var("GDA_HIPSIM_GPUS", "0") };
+        let e = cuda.gpus().unwrap_err();
+        unsafe { std::env::remove_var("GDA_HIPSIM_GPUS") };
+        e
+    };
+    let msg = e.to_string();
+    for want in [
+        "no NVIDIA GPU is visible",
+        "cudaGetDeviceCount",
+        "CUDA_VISIBLE_DEVICES",
+    ] {
+        assert!(msg.contains(want), "{msg}");
+    }
+}

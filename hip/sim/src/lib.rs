@@ -26,6 +26,9 @@
 //!   does not export dma-bufs (`hsa_amd_portable_export_dmabuf` is ROCr's, not HIP's), so
 //!   gda registers its memory with a NIC the peer-memory way (`ibv_reg_mr` on the address),
 //!   which the verbs-compatible library accepts for host memory.
+//! - It also exports those entry points under the names of NVIDIA's CUDA runtime
+//!   (`cudaHostRegister`, …; module [`cuda`]), which gda-hip loads for an NVIDIA GPU, except
+//!   device allocation, which CUDA has in no host-readable form.
 //! - `GDA_HIPSIM_GPUS` sets how many GPUs it shows (default 1; `0` gives HIP's own "no
 //!   device" answer, so the no-GPU path can be tested with it too).
 //! - `GDA_HIPSIM_TRACE=1` prints every allocation, host registration and IPC open on stderr (`gda-hip-sim:
@@ -562,5 +565,173 @@ mod tests {
         // SAFETY: an output pointer.
         let r = unsafe { hipHostGetDevicePointer(&mut d, p, 0) };
         assert_eq!(r, code::INVALID_VALUE);
+    }
+}
+
+/// The entry points of NVIDIA's CUDA runtime (`libcudart`) that gda-hip loads when it drives an
+/// NVIDIA GPU: the same prototypes and error numbers as HIP's (`cuda_runtime_api.h`), so each
+/// is HIP's call under CUDA's name. CUDA has no fine-grained device memory, and neither do
+/// these: gda maps host memory for an NVIDIA GPU, which is what `Hip::load_cuda_from` on this
+/// library tests.
+pub mod cuda {
+    use super::*;
+
+    /// `cudaGetDeviceCount`.
+    ///
+    /// # Safety
+    /// As [`hipGetDeviceCount`].
+    #[unsafe(no_mangle)]
+    pub unsafe extern "C" fn cudaGetDeviceCount(count: *mut c_int) -> c_int {
+        // SAFETY: forwarded.
+        unsafe { hipGetDeviceCount(count) }
+    }
+
+    /// `cudaSetDevice`.
+    #[unsafe(no_mangle)]
+    pub extern "C" fn cudaSetDevice(dev: c_int) -> c_int {
+        hipSetDevice(dev)
+    }
+
+    /// `cudaGetErrorString`.
+    #[unsafe(no_mangle)]
+    pub extern "C" fn cudaGetErrorString(err: c_int) -> *const c_char {
+        hipGetErrorString(err)
+    }
+
+    /// `cudaGetDeviceProperties_v2`: writes the name (the structure's first field, 256 bytes)
+    /// and zeroes the rest of the structure's first KiB.
+    ///
+    /// # Safety
+    /// `prop` is valid for 1024 bytes.
+    #[unsafe(no_mangle)]
+    pub unsafe extern "C" fn cudaGetDeviceProperties_v2(prop: *mut c_void, dev: c_int) -> c_int {
+        if prop.is_null() {
+            return code::INVALID_VALUE;
+        }
+        // SAFETY: the caller's structure.
+        unsafe { std::ptr::write_bytes(prop.cast::<u8>(), 0, 1024) };
+        match device_ok(dev) {
+            // SAFETY: the name field, 256 bytes.
+            code::SUCCESS => unsafe { put_str(prop.cast(), 256, "gda cuda-sim GPU (host memory)") },
+            r => r,
+        }
+    }
+
+    /// `cudaDeviceGetPCIBusId`.
+    ///
+    /// # Safety
+    /// As [`hipDeviceGetPCIBusId`].
+    #[unsafe(no_mangle)]
+    pub unsafe extern "C" fn cudaDeviceGetPCIBusId(
+        bus: *mut c_char,
+        len: c_int,
+        dev: c_int,
+    ) -> c_int {
+        // SAFETY: forwarded.
+        unsafe { hipDeviceGetPCIBusId(bus, len, dev) }
+    }
+
+    /// `cudaRuntimeGetVersion`: 13.0 in CUDA's encoding.
+    ///
+    /// # Safety
+    /// `v` is null or valid for a write.
+    #[unsafe(no_mangle)]
+    pub unsafe extern "C" fn cudaRuntimeGetVersion(v: *mut c_int) -> c_int {
+        if v.is_null() {
+            return code::INVALID_VALUE;
+        }
+        // SAFETY: non-null, valid (caller).
+        unsafe { *v = 13_000 };
+        code::SUCCESS
+    }
+
+    /// `cudaFree`.
+    #[unsafe(no_mangle)]
+    pub extern "C" fn cudaFree(ptr: *mut c_void) -> c_int {
+        hipFree(ptr)
+    }
+
+    /// `cudaMemcpy`.
+    ///
+    /// # Safety
+    /// As [`hipMemcpy`].
+    #[unsafe(no_mangle)]
+    pub unsafe extern "C" fn cudaMemcpy(
+        dst: *mut c_void,
+        src: *const c_void,
+        n: usize,
+        kind: c_int,
+    ) -> c_int {
+        // SAFETY: forwarded.
+        unsafe { hipMemcpy(dst, src, n, kind) }
+    }
+
+    /// `cudaMemset`.
+    ///
+    /// # Safety
+    /// As [`hipMemset`].
+    #[unsafe(no_mangle)]
+    pub unsafe extern "C" fn cudaMemset(dst: *mut c_void, value: c_int, n: usize) -> c_int {
+        // SAFETY: forwarded.
+        unsafe { hipMemset(dst, value, n) }
+    }
+
+    /// `cudaIpcCloseMemHandle`.
+    #[unsafe(no_mangle)]
+    pub extern "C" fn cudaIpcCloseMemHandle(ptr: *mut c_void) -> c_int {
+        hipIpcCloseMemHandle(ptr)
+    }
+
+    /// `cudaHostRegister`.
+    #[unsafe(no_mangle)]
+    pub extern "C" fn cudaHostRegister(ptr: *mut c_void, size: usize, flags: c_uint) -> c_int {
+        hipHostRegister(ptr, size, flags)
+    }
+
+    /// `cudaHostUnregister`.
+    #[unsafe(no_mangle)]
+    pub extern "C" fn cudaHostUnregister(ptr: *mut c_void) -> c_int {
+        hipHostUnregister(ptr)
+    }
+
+    /// `cudaHostGetDevicePointer`.
+    ///
+    /// # Safety
+    /// As [`hipHostGetDevicePointer`].
+    #[unsafe(no_mangle)]
+    pub unsafe extern "C" fn cudaHostGetDevicePointer(
+        dev: *mut *mut c_void,
+        host: *mut c_void,
+        flags: c_uint,
+    ) -> c_int {
+        // SAFETY: forwarded.
+        unsafe { hipHostGetDevicePointer(dev, host, flags) }
+    }
+
+    /// `cudaIpcGetMemHandle`.
+    ///
+    /// # Safety
+    /// As [`hipIpcGetMemHandle`].
+    #[unsafe(no_mangle)]
+    pub unsafe extern "C" fn cudaIpcGetMemHandle(
+        handle: *mut HipIpcMemHandle,
+        ptr: *mut c_void,
+    ) -> c_int {
+        // SAFETY: forwarded.
+        unsafe { hipIpcGetMemHandle(handle, ptr) }
+    }
+
+    /// `cudaIpcOpenMemHandle`.
+    ///
+    /// # Safety
+    /// As [`hipIpcOpenMemHandle`].
+    #[unsafe(no_mangle)]
+    pub unsafe extern "C" fn cudaIpcOpenMemHandle(
+        ptr: *mut *mut c_void,
+        handle: HipIpcMemHandle,
+        flags: c_uint,
+    ) -> c_int {
+        // SAFETY: forwarded.
+        unsafe { hipIpcOpenMemHandle(ptr, handle, flags) }
     }
 }
