@@ -65,6 +65,9 @@ if command -v "$nvcc" >/dev/null; then
     run "cuda sm_$sm" "$nvcc" -x cu -std=c++17 -O3 -Werror all-warnings -I "$inc" \
       -arch=sm_$sm -c "$src" -o "$tmp/cuda-$sm.o"
   done
+  # The variant for GPUs without host-native atomics (device-scoped atomics; arch/cuda.hpp).
+  run "cuda sm_90 device-scope atomics" "$nvcc" -x cu -std=c++17 -O3 -Werror all-warnings -I "$inc" \
+    -DGDA_CUDA_DEVICE_SCOPE_ATOMICS -arch=sm_90 -c "$src" -o "$tmp/cuda-90d.o"
   for ex in "$examples"/*.cu; do
     run "cuda example $(basename "$ex")" "$nvcc" -x cu -std=c++17 -O3 -Werror all-warnings \
       -I "$inc" -I "$capi_inc" -I "$examples" -gencode arch=compute_80,code=sm_80 \

@@ -5,7 +5,12 @@
 # queues in host memory that gda maps for the GPU (`Ctx::memory` Mapped), over RDMA on every
 # provider format and over P2P. A GPU without an RDMA NIC is enough.
 #
-#   scripts/gpu-examples.sh [--lib DIR] [--deadline SECONDS] [--pes "2 4"] [--cpu]
+#   scripts/gpu-examples.sh [--lib DIR] [--deadline SECONDS] [--pes "2 4"] [--cpu] [--sanitize]
+#
+# On an NVIDIA GPU without host-native atomics (cudaDevAttrHostNativeAtomicSupported 0: an x86
+# host over PCIe) the examples are built with -DGDA_CUDA_DEVICE_SCOPE_ATOMICS (arch/cuda.hpp
+# says why). --sanitize runs every PE under compute-sanitizer's memcheck (NVIDIA), and a
+# reported error fails the run.
 #
 # --cpu builds the same sources as host C++ with gdacc and runs them on CPU threads (the
 # script's own check on machines without a GPU).
@@ -24,12 +29,14 @@ lib="$here/target/release"
 deadline=420
 pes="2 4"
 cpu=0
+sanitize=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --lib) lib=$(cd "$2" && pwd); shift 2 ;;
     --deadline) deadline=$2; shift 2 ;;
     --pes) pes=$2; shift 2 ;;
     --cpu) cpu=1; shift ;;
+    --sanitize) sanitize=1; shift ;;
     *) echo "gpu-examples: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -61,8 +68,28 @@ elif command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
   [ -n "${GDA_CUDA_LIB:-}" ] || { echo "gpu-examples: no libcudart.so found (set GDA_CUDA_LIB)" >&2; exit 2; }
   echo "gpu-examples: CUDA runtime for gda: $GDA_CUDA_LIB"
   export LD_LIBRARY_PATH="$(dirname "$GDA_CUDA_LIB")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  # What the GPU offers host memory: system-scoped atomics or not.
+  cat > "$tmp/attrs.cu" <<'EOF2'
+#include <cstdio>
+#include <cuda_runtime.h>
+int main() {
+    int a = -1, p = -1, h = -1;
+    cudaDeviceGetAttribute(&a, cudaDevAttrHostNativeAtomicSupported, 0);
+    cudaDeviceGetAttribute(&p, cudaDevAttrPageableMemoryAccess, 0);
+    cudaDeviceGetAttribute(&h, cudaDevAttrCanUseHostPointerForRegisteredMem, 0);
+    std::printf("%d %d %d\n", a, p, h);
+}
+EOF2
+  nvcc -O2 "$tmp/attrs.cu" -o "$tmp/attrs" > "$tmp/attrs.log" 2>&1 || { cat "$tmp/attrs.log"; exit 2; }
+  read -r native_atomics pageable same_addr < <("$tmp/attrs")
+  echo "gpu-examples: host-native atomics $native_atomics, pageable memory access $pageable, registered memory at host addresses $same_addr"
+  cuda_flags=()
+  if [ "$native_atomics" != 1 ]; then
+    cuda_flags+=(-DGDA_CUDA_DEVICE_SCOPE_ATOMICS)
+    echo "gpu-examples: no system-scoped atomics on host memory: building with -DGDA_CUDA_DEVICE_SCOPE_ATOMICS"
+  fi
   build() {  # source exe
-    nvcc -x cu -std=c++17 -O3 -arch=native -cudart shared -I "$lib/gda-include" \
+    nvcc -x cu -std=c++17 -O3 -arch=native -cudart shared "${cuda_flags[@]}" -I "$lib/gda-include" \
       -I "$here/examples/device" "$1" -o "$2" -L "$lib" -Xlinker -rpath -Xlinker "$lib" -lgdashmem
   }
   ext=cu
@@ -103,7 +130,10 @@ for n in $pes; do
       env=(GDA_SHMEM_TRANSPORT=$1 GDA_SHMEM_HEAP=$3 GDA_SHMEM_TIMEOUT_MS=30000)
       [ "$2" != - ] && env+=(GDA_SHMEM_PROVIDER=$2)
       t0=$SECONDS
-      env "${env[@]}" timeout -k 5 90 "$lib/gdarun" -n "$n" "$tmp/$name" > "$tmp/out" 2>&1
+      wrap=()
+      [ $sanitize -eq 1 ] && [ "$vendor" = nvidia ] &&
+        wrap=(compute-sanitizer --tool memcheck --error-exitcode 99 --print-limit 5)
+      env "${env[@]}" timeout -k 5 90 "$lib/gdarun" -n "$n" "${wrap[@]}" "$tmp/$name" > "$tmp/out" 2>&1
       rc=$?
       got=$(grep -c "^$name: .* ok$" "$tmp/out")
       where=$(grep -m1 "^$name: PE 0: context in " "$tmp/out" | sed 's/.*context in //')
@@ -114,7 +144,7 @@ for n in $pes; do
         rc=97; echo "        gda did not map the context's memory for the GPU"
       fi
       if [ $rc -eq 0 ] && [ "$got" -eq "$n" ]; then
-        ok=$((ok + 1)); echo "ok      $label ($((SECONDS - t0)) s; context in $where)"
+        ok=$((ok + 1)); echo "ok      $label ($((SECONDS - t0)) s; context in $where${wrap:+; memcheck: $(grep -c 'ERROR SUMMARY: 0 errors' "$tmp/out") PEs with 0 errors})"
       else
         fail=1; echo "FAILED  $label (exit $rc, $got of $n PEs ok, $((SECONDS - t0)) s)"
         tail -20 "$tmp/out" | sed 's/^/        /'

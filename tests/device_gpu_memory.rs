@@ -96,6 +96,10 @@ fn touched<P: Provider>(ctx: &DeviceCtx) -> (Vec<(String, u64, usize)>, Vec<u64>
             size_of::<gda_hal::SqShared>(),
         ));
         doorbells.push(q.sq.wq().db);
+        // bnxt acknowledges CQEs through the CQ's doorbell: device code stores to it.
+        if cq.db != 0 {
+            doorbells.push(cq.db);
+        }
     }
     (v, doorbells)
 }

@@ -37,10 +37,10 @@ inline const gda::shmem::Ctx* context() {
     }
 #if defined(GDA_EX_RT)
     // gda built with the `hip` feature hands a context a kernel uses as it is: in GPU memory
-    // (a GPU heap, GDA_SHMEM_HEAP=gpu) or host memory it mapped for the GPU. A context of a
-    // build without it (or of a process that saw no GPU through HIP, as a CUDA one) is plain
-    // host memory: the context and its arrays are mapped here; the heap and queues it points
-    // at must then be reachable by the GPU on their own (NVIDIA's HMM, for pageable memory).
+    // (a GPU heap, GDA_SHMEM_HEAP=gpu, AMD) or host memory it mapped for the GPU (HIP or CUDA's
+    // runtime). A context of a build without it is plain host memory: the context and its
+    // arrays are mapped here, but the heap and queues it points at are reachable only by a GPU
+    // with HMM (pageable memory access); build gda with `hip` instead.
     if (c->memory != uint32_t(gda::shmem::Memory::Host)) return c;
     void* regions[] = {const_cast<gda::shmem::Ctx*>(c), reinterpret_cast<void*>(c->peers),
                        reinterpret_cast<void*>(c->queues)};
@@ -68,7 +68,11 @@ inline const char* memory_name(const gda::shmem::Ctx* c) {
 // Waits for the kernels launched so far.
 inline void wait() {
 #if defined(GDA_EX_RT)
-    if (GDA_EX_RT(DeviceSynchronize)() != 0) die("kernel failed");
+    const auto e = GDA_EX_RT(DeviceSynchronize)();
+    if (e != 0) {
+        std::fprintf(stderr, "kernel failed: %s\n", GDA_EX_RT(GetErrorString)(e));
+        std::exit(1);
+    }
 #endif
 }
 

@@ -163,7 +163,7 @@ impl Drop for DeviceBuffer {
     fn drop(&mut self) {
         // SAFETY: our allocation, unused after this.
         let r = unsafe { (self.hip.f.hipFree)(self.ptr.as_ptr().cast()) };
-        if r != 0 {
+        if Hip::report_on_drop(r) {
             eprintln!("gda-hip: hipFree failed: {}", self.hip.words(r));
         }
     }
@@ -312,7 +312,7 @@ impl Drop for IpcMapping {
     fn drop(&mut self) {
         // SAFETY: opened in `open`, unused after this.
         let r = unsafe { (self.hip.f.hipIpcCloseMemHandle)(self.ptr.as_ptr().cast()) };
-        if r != 0 {
+        if Hip::report_on_drop(r) {
             eprintln!(
                 "gda-hip: hipIpcCloseMemHandle failed: {}",
                 self.hip.words(r)
@@ -502,7 +502,7 @@ impl Drop for DoorbellMapping {
     fn drop(&mut self) {
         // SAFETY: registered in `new`.
         let r = unsafe { (self.hip.f.hipHostUnregister)(self.page) };
-        if r != 0 {
+        if Hip::report_on_drop(r) {
             eprintln!("gda-hip: hipHostUnregister failed: {}", self.hip.words(r));
         }
     }
@@ -664,7 +664,7 @@ impl Drop for HostMapping {
                 reg.remove(&b);
                 // SAFETY: registered by a `HostMapping` and used by none any more.
                 let r = unsafe { (self.hip.f.hipHostUnregister)(b as *mut c_void) };
-                if r != 0 {
+                if Hip::report_on_drop(r) {
                     eprintln!("gda-hip: hipHostUnregister failed: {}", self.hip.words(r));
                 }
             }

@@ -337,6 +337,13 @@ impl Hip {
         self.runtime
     }
 
+    /// Whether a release that returned `code` is worth a line on stderr: not success, and not
+    /// the runtime already torn down at process exit (`hipErrorDeinitialized`,
+    /// `cudaErrorCudartUnloading`: both 4), when the driver frees everything itself.
+    pub(crate) fn report_on_drop(code: Status) -> bool {
+        code != 0 && code != 4
+    }
+
     /// `call` (a HIP name) as this runtime names it, for errors.
     fn call_name(&self, call: &'static str) -> &'static str {
         if self.runtime == Runtime::Hip {

@@ -79,6 +79,16 @@ impl<P: Provider> Pe<P> {
                         .map_err(|e| ShmemError::rdma_setup(Some(j as u32), &e))?;
                     dq.sq.wq_mut().db = db.device_addr();
                     doorbells.push(db);
+                    // The CQ's own doorbell (bnxt acknowledges CQEs through it; mlx5 and the
+                    // native format use the record): device code stores to it too.
+                    if cq.db != 0 {
+                        ranges.push((cq.db, 8));
+                        let db = memory
+                            .map_doorbell(cq.db)
+                            .map_err(|e| ShmemError::rdma_setup(Some(j as u32), &e))?;
+                        dq.proto.cq.db = db.device_addr();
+                        doorbells.push(db);
+                    }
                     // SAFETY: `SqDevice<P::Sq>` is plain `#[repr(C)]` data of `qwords * 8` or
                     // fewer bytes; its bytes are copied as they are.
                     let bytes = unsafe {

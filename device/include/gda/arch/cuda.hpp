@@ -14,6 +14,21 @@ namespace arch {
 #if defined(GDA_DEVICE_PASS)
 #define GDA_ARCH_FN __device__ inline __attribute__((always_inline))
 
+// Read-modify-write atomics (the posting protocol's reservations and tickets, the SHMEM atomics
+// on a mapped peer heap) are system-scoped: atomic against host threads and other devices too.
+// A GPU whose cudaDevAttrHostNativeAtomicSupported is 0 (an x86 host over PCIe) has no such
+// atomics on host memory: CUDA keeps them atomic only among its own threads, and
+// compute-sanitizer reports each one on mapped host memory as invalid. Define
+// GDA_CUDA_DEVICE_SCOPE_ATOMICS there: the atomics are then device-scoped, which is exactly
+// what such a GPU gives, and correct while only this GPU's kernels update a word at the same
+// time (host threads may use the same queues and words between kernels, not during one).
+// Ordering towards the NIC does not change: fences, record and doorbell stay system-scoped.
+#if defined(GDA_CUDA_DEVICE_SCOPE_ATOMICS)
+#define GDA_CUDA_ATOMIC(op) op
+#else
+#define GDA_CUDA_ATOMIC(op) op##_system
+#endif
+
 // WQE stores -> doorbell record: st.release.sys (below) orders every earlier store of the
 // thread before it at system scope; only the compiler must keep them there.
 GDA_ARCH_FN void d_wqe_to_dbrec_fence() { asm volatile("" ::: "memory"); }
@@ -50,44 +65,45 @@ GDA_ARCH_FN void d_store_u32_release(uint32_t* p, uint32_t v) {
 GDA_ARCH_FN void d_store_u64_release(uint64_t* p, uint64_t v) {
     asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
-GDA_ARCH_FN uint32_t d_fetch_add_u32(uint32_t* p, uint32_t v) { return atomicAdd_system(p, v); }
+GDA_ARCH_FN uint32_t d_fetch_add_u32(uint32_t* p, uint32_t v) { return GDA_CUDA_ATOMIC(atomicAdd)(p, v); }
 GDA_ARCH_FN uint64_t d_fetch_add_u64(uint64_t* p, uint64_t v) {
-    return atomicAdd_system(reinterpret_cast<unsigned long long*>(p),
+    return GDA_CUDA_ATOMIC(atomicAdd)(reinterpret_cast<unsigned long long*>(p),
                             static_cast<unsigned long long>(v));
 }
 GDA_ARCH_FN uint64_t d_cas_u64(uint64_t* p, uint64_t expected, uint64_t desired) {
-    return atomicCAS_system(reinterpret_cast<unsigned long long*>(p),
+    return GDA_CUDA_ATOMIC(atomicCAS)(reinterpret_cast<unsigned long long*>(p),
                             static_cast<unsigned long long>(expected),
                             static_cast<unsigned long long>(desired));
 }
 GDA_ARCH_FN uint32_t d_cas_u32(uint32_t* p, uint32_t expected, uint32_t desired) {
-    return atomicCAS_system(p, expected, desired);
+    return GDA_CUDA_ATOMIC(atomicCAS)(p, expected, desired);
 }
 GDA_ARCH_FN uint64_t d_fetch_max_u64(uint64_t* p, uint64_t v) {
     __threadfence_system();  // release: what this thread wrote before is visible first
-    return atomicMax_system(reinterpret_cast<unsigned long long*>(p),
+    return GDA_CUDA_ATOMIC(atomicMax)(reinterpret_cast<unsigned long long*>(p),
                             static_cast<unsigned long long>(v));
 }
 // The SHMEM device API's atomics on symmetric memory (relaxed, system scope).
-GDA_ARCH_FN uint32_t d_exchange_u32(uint32_t* p, uint32_t v) { return atomicExch_system(p, v); }
+GDA_ARCH_FN uint32_t d_exchange_u32(uint32_t* p, uint32_t v) { return GDA_CUDA_ATOMIC(atomicExch)(p, v); }
 GDA_ARCH_FN uint64_t d_exchange_u64(uint64_t* p, uint64_t v) {
-    return atomicExch_system(reinterpret_cast<unsigned long long*>(p), (unsigned long long)v);
+    return GDA_CUDA_ATOMIC(atomicExch)(reinterpret_cast<unsigned long long*>(p), (unsigned long long)v);
 }
-GDA_ARCH_FN uint32_t d_fetch_and_u32(uint32_t* p, uint32_t v) { return atomicAnd_system(p, v); }
+GDA_ARCH_FN uint32_t d_fetch_and_u32(uint32_t* p, uint32_t v) { return GDA_CUDA_ATOMIC(atomicAnd)(p, v); }
 GDA_ARCH_FN uint64_t d_fetch_and_u64(uint64_t* p, uint64_t v) {
-    return atomicAnd_system(reinterpret_cast<unsigned long long*>(p), (unsigned long long)v);
+    return GDA_CUDA_ATOMIC(atomicAnd)(reinterpret_cast<unsigned long long*>(p), (unsigned long long)v);
 }
-GDA_ARCH_FN uint32_t d_fetch_or_u32(uint32_t* p, uint32_t v) { return atomicOr_system(p, v); }
+GDA_ARCH_FN uint32_t d_fetch_or_u32(uint32_t* p, uint32_t v) { return GDA_CUDA_ATOMIC(atomicOr)(p, v); }
 GDA_ARCH_FN uint64_t d_fetch_or_u64(uint64_t* p, uint64_t v) {
-    return atomicOr_system(reinterpret_cast<unsigned long long*>(p), (unsigned long long)v);
+    return GDA_CUDA_ATOMIC(atomicOr)(reinterpret_cast<unsigned long long*>(p), (unsigned long long)v);
 }
-GDA_ARCH_FN uint32_t d_fetch_xor_u32(uint32_t* p, uint32_t v) { return atomicXor_system(p, v); }
+GDA_ARCH_FN uint32_t d_fetch_xor_u32(uint32_t* p, uint32_t v) { return GDA_CUDA_ATOMIC(atomicXor)(p, v); }
 GDA_ARCH_FN uint64_t d_fetch_xor_u64(uint64_t* p, uint64_t v) {
-    return atomicXor_system(reinterpret_cast<unsigned long long*>(p), (unsigned long long)v);
+    return GDA_CUDA_ATOMIC(atomicXor)(reinterpret_cast<unsigned long long*>(p), (unsigned long long)v);
 }
 GDA_ARCH_FN void d_fence_system() { __threadfence_system(); }
 GDA_ARCH_FN void d_pause() { __nanosleep(32); }
 #undef GDA_ARCH_FN
+#undef GDA_CUDA_ATOMIC
 #define GDA_PICK(dev, host) dev
 #else
 #define GDA_PICK(dev, host) host
