@@ -241,6 +241,13 @@ impl Fabric {
         crate::engine::progress(&self.inner)
     }
 
+    /// What host code calls after ringing a doorbell: one pass of the engine here when this
+    /// fabric allows it ([`Fabric::progress`]), else — or when another thread's pass is under
+    /// way — a [`Fabric::kick`] of the engine thread.
+    pub fn after_doorbell(&self) {
+        crate::engine::after_doorbell(&self.inner);
+    }
+
     /// Wakes the engine now (it also polls on its own; this only cuts the wake-up latency after
     /// an idle period).
     pub fn kick(&self) {
@@ -349,6 +356,12 @@ impl Fabric {
                         if f.wire.is_some() {
                             let _ = gda_os::cpu::request_short_slice(
                                 std::time::Duration::from_micros(100),
+                            );
+                            // Its naps while a program thread polls last microseconds
+                            // (`engine::PROGRAM_POLLS`); the default 50 µs timer slack would
+                            // stretch each one many times over.
+                            let _ = rustix::thread::set_current_timer_slack(
+                                std::num::NonZeroU64::new(1_000),
                             );
                         }
                     }

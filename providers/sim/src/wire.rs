@@ -67,7 +67,7 @@
 mod ring;
 mod transport;
 
-pub(crate) use transport::{Conn, Wire, now_ns};
+pub(crate) use transport::{Conn, PassClock, Wire, now_ns};
 
 use std::fmt;
 use std::io;

@@ -49,6 +49,8 @@ pub(crate) fn run(weak: Weak<FabricInner>) {
     let mut last_work = Instant::now();
     let mut sleep = Duration::from_micros(20);
     let mut idle_scans = 0u32;
+    // The next nap while a program thread polls (0: it did not poll at the last look).
+    let mut deferred = Duration::ZERO;
     loop {
         let Some(f) = weak.upgrade() else { return };
         if f.stop.load(Ordering::Acquire) {
@@ -72,12 +74,34 @@ pub(crate) fn run(weak: Weak<FabricInner>) {
         let nap_after = spin_before_nap(&f);
         // A program thread may be running the engine's pass now or have just run it
         // (`progress`): then this thread has nothing to do (and naps once that has lasted).
-        let polled = f
-            .wire
-            .as_ref()
-            .is_some_and(|w| w.polled_within(PROGRAM_POLLS));
+        let since_poll = f.wire.as_ref().map(|w| w.since_polled());
+        let polled = since_poll.is_some_and(|d| d < PROGRAM_POLLS);
+        if let Some(d) = since_poll.filter(|_| polled && chaos_ref.is_none()) {
+            // Leave the work to the polling thread, and sleep until its window ends — without
+            // telling peers (a wake-up for every frame they write would cost them a system
+            // call each, for work the polling thread does anyway). A local doorbell whose own
+            // pass found the turn taken still wakes this thread (`Fabric::kick`). While the
+            // program keeps polling, the naps grow (up to `DEFERRED_NAP_MAX`), so a polling
+            // thread is not interrupted every few microseconds by this one.
+            let wake = f.wire.clone();
+            // ORDERING: SeqCst pairs with the SeqCst load in `Fabric::kick`.
+            f.napping.store(true, Ordering::SeqCst);
+            drop(f);
+            let nap = (PROGRAM_POLLS.saturating_sub(d) + Duration::from_micros(1)).max(deferred);
+            deferred = (deferred * 2).clamp(PROGRAM_POLLS, DEFERRED_NAP_MAX);
+            if let Some(w) = wake {
+                nap_on(w.wake_fd(), nap);
+            }
+            if let Some(f) = weak.upgrade() {
+                f.napping.store(false, Ordering::Relaxed);
+            }
+            idle_since = None;
+            continue;
+        }
+        deferred = Duration::ZERO;
         if !polled {
             if let Some(mut turn) = f.try_turn() {
+                let _clock = crate::wire::PassClock::start();
                 // Requests from QPs of other processes execute here, where the memory is.
                 work = f.run_scan_hooks();
                 work |= wire::serve(&f, &mut turn);
@@ -119,13 +143,15 @@ pub(crate) fn run(weak: Weak<FabricInner>) {
                 }
             };
             set_napping(true);
-            let mut turn = f.turn();
-            let mut late = f.run_scan_hooks();
-            late |= wire::serve(&f, &mut turn);
-            for q in &qps {
-                late |= step(&f, q, None);
-            }
-            drop(turn);
+            let late = {
+                let mut turn = f.turn();
+                let mut late = f.run_scan_hooks();
+                late |= wire::serve(&f, &mut turn);
+                for q in &qps {
+                    late |= step(&f, q, None);
+                }
+                late
+            };
             if late {
                 f.napping.store(false, Ordering::Relaxed);
                 set_napping(false);
@@ -173,6 +199,11 @@ pub(crate) fn run(weak: Weak<FabricInner>) {
 /// engine thread to leave the work to it.
 const PROGRAM_POLLS: Duration = Duration::from_micros(20);
 
+/// The longest nap of an engine thread that leaves the work to a polling program thread: a
+/// program that stops polling with a peer's request just arrived waits at most this long
+/// for the engine (peers leave it asleep while the program polls, `ring::POLLED_RECENTLY`).
+const DEFERRED_NAP_MAX: Duration = Duration::from_micros(320);
+
 /// How long an idle engine keeps scanning before it naps. A process fabric's engine naps
 /// almost at once: its peers wake it through its eventfd when they write to it, and the
 /// program's own threads run its work themselves when they post or poll (`progress`), so a
@@ -192,19 +223,38 @@ fn spin_before_nap(f: &FabricInner) -> Duration {
 /// chaos fabrics (whose decisions come from one seeded stream), leave everything to the engine
 /// thread.
 pub(crate) fn progress(f: &FabricInner) -> bool {
-    let Some(w) = f.wire.as_ref().filter(|_| f.chaos.is_none()) else {
-        return false;
-    };
-    w.set_polled();
+    pass_here(f).unwrap_or(false)
+}
+
+/// [`progress`], telling apart a pass that ran (`Some`: whether it did anything) from none
+/// (`None`: not a process fabric, a chaos fabric, or another thread's pass under way).
+fn pass_here(f: &FabricInner) -> Option<bool> {
+    let w = f.wire.as_ref().filter(|_| f.chaos.is_none())?;
+    let _clock = crate::wire::PassClock::start();
     // One pass at a time, whichever thread runs it: a CQ has one producer.
     let Some(mut turn) = f.try_turn() else {
-        return false;
+        w.set_polled(false);
+        return None;
     };
+    // Peers that write meanwhile leave the engine thread asleep: this pass, or the next of
+    // this polling thread, takes what they write.
+    w.set_polled(true);
     let mut work = wire::serve(f, &mut turn);
     for q in f.qp_list().iter() {
         work |= step(f, q, None);
     }
-    work
+    w.set_polled(false);
+    Some(work)
+}
+
+/// After a doorbell: the engine's pass in the calling thread, which sees the doorbell (so the
+/// engine thread is not woken, even when the pass found nothing to do: a receive WQE waits
+/// for its message); the engine thread is woken only when no pass could run here — another
+/// thread's pass may already have looked at this queue.
+pub(crate) fn after_doorbell(f: &FabricInner) {
+    if pass_here(f).is_none() {
+        f.kick();
+    }
 }
 
 /// Sleeps until `fd` (an eventfd) is written or `timeout` passes, then resets it.

@@ -358,14 +358,6 @@ impl Consumer {
             && h.flags.starved.swap(0, Ordering::AcqRel) != 0
     }
 
-    /// Says a program thread of this process polls the ring now (`now`: [`monotonic_ns`]).
-    pub(crate) fn set_polled(&self, seg: &Segment, now: u64) {
-        seg.header(self.ring)
-            .flags
-            .polled_ns
-            .store(now, Ordering::Relaxed);
-    }
-
     /// Says whether this end's engine naps (producers wake it while it does).
     pub(crate) fn set_napping(&self, seg: &Segment, napping: bool) {
         seg.header(self.ring)
@@ -373,6 +365,15 @@ impl Consumer {
             .napping
             .store(u32::from(napping), Ordering::SeqCst);
     }
+}
+
+/// Says a program thread of this process polls ring `dir` (the one it consumes): at `now`
+/// ([`monotonic_ns`]), or `u64::MAX` while it is in a pass.
+pub(crate) fn set_polled(seg: &Segment, dir: Dir, now: u64) {
+    seg.header(dir as usize)
+        .flags
+        .polled_ns
+        .store(now, Ordering::Relaxed);
 }
 
 /// Wakes an engine that naps on its eventfd.
@@ -432,11 +433,15 @@ mod tests {
         assert!(!p.consumer_napping(&seg), "awake: no wake-up");
         c.set_napping(&seg, true);
         // A program thread polled just now: it takes the frame, the engine sleeps on.
-        c.set_polled(&seg, monotonic_ns());
+        set_polled(&seg, Dir::Requests, monotonic_ns());
+        assert!(!p.consumer_napping(&seg));
+        // In a pass however long: the same.
+        set_polled(&seg, Dir::Requests, u64::MAX);
         assert!(!p.consumer_napping(&seg));
         // Polled long ago: wake it, once.
-        c.set_polled(
+        set_polled(
             &seg,
+            Dir::Requests,
             monotonic_ns() - 10 * POLLED_RECENTLY.as_nanos() as u64,
         );
         assert!(p.consumer_napping(&seg));

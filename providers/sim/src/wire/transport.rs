@@ -56,10 +56,41 @@ const FRAMES_PER_SCAN: usize = 64;
 /// Stack of the per-connection threads (they hold no large buffers on it).
 const THREAD_STACK_BYTES: usize = 128 << 10;
 
-/// Nanoseconds since the first call in this process: a clock that fits an atomic.
+/// Nanoseconds since the first call in this process: a clock that fits an atomic. Inside an
+/// engine pass ([`PassClock`]) it is the time the pass began: a pass takes microseconds, every
+/// deadline it checks is milliseconds or more, and one clock read per pass instead of one per
+/// frame and per request is what the rate of small requests needs.
 pub(crate) fn now_ns() -> u64 {
+    PASS_NOW
+        .with(std::cell::Cell::get)
+        .unwrap_or_else(read_now_ns)
+}
+
+fn read_now_ns() -> u64 {
     static BASE: OnceLock<Instant> = OnceLock::new();
     BASE.get_or_init(Instant::now).elapsed().as_nanos() as u64
+}
+
+thread_local! {
+    /// [`now_ns`] for the pass this thread runs, if any.
+    static PASS_NOW: std::cell::Cell<Option<u64>> = const { std::cell::Cell::new(None) };
+}
+
+/// The clock of one engine pass: while it lives, [`now_ns`] on this thread returns the time it
+/// was made. Nothing in a pass waits for time to pass.
+pub(crate) struct PassClock(());
+
+impl PassClock {
+    pub(crate) fn start() -> Self {
+        PASS_NOW.with(|c| c.set(Some(read_now_ns())));
+        Self(())
+    }
+}
+
+impl Drop for PassClock {
+    fn drop(&mut self) {
+        PASS_NOW.with(|c| c.set(None));
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -467,7 +498,8 @@ impl Conn {
     /// Says a program thread of this process polls the connection now (`now`:
     /// [`monotonic_ns`](super::ring::monotonic_ns)).
     fn set_polled(&self, now: u64) {
-        lock(&self.rx).ring.set_polled(&self.seg, now);
+        // The ring this end consumes is fixed by which end it is: no need for the lock.
+        super::ring::set_polled(&self.seg, dirs(self.accepted).1, now);
     }
 
     /// Waits for the socket to end (the peer's process ended or closed it), then marks the
@@ -822,21 +854,24 @@ impl Wire {
         }
     }
 
-    /// Says on every connection that a program thread of this process polls now: peers
-    /// writing meanwhile leave the napping engine asleep (see [`super::ring`]).
-    pub(crate) fn set_polled(&self) {
+    /// Says on every connection that a program thread of this process polls: `in_pass`, it
+    /// is in a pass now (peers writing meanwhile leave the napping engine asleep, however long
+    /// the pass); else it polled just now (see [`super::ring`]).
+    pub(crate) fn set_polled(&self, in_pass: bool) {
         let now = super::ring::monotonic_ns();
         self.polled_ns.store(now, Ordering::Relaxed);
+        let mark = if in_pass { u64::MAX } else { now };
         for c in lock(&self.conns).iter() {
-            c.set_polled(now);
+            c.set_polled(mark);
         }
     }
 
-    /// Whether a program thread ran the engine's pass within `within`: the engine thread then
-    /// leaves the work to it rather than take a core (and the turn) it needs.
-    pub(crate) fn polled_within(&self, within: Duration) -> bool {
+    /// How long ago a program thread last ran (or finished) the engine's pass: while that is
+    /// short, the engine thread leaves the work to it rather than take a core (and the turn)
+    /// it needs.
+    pub(crate) fn since_polled(&self) -> Duration {
         let last = self.polled_ns.load(Ordering::Relaxed);
-        super::ring::monotonic_ns().saturating_sub(last) < within.as_nanos() as u64
+        Duration::from_nanos(super::ring::monotonic_ns().saturating_sub(last))
     }
 
     /// The live connections (into `into`, reused between scans); dead ones are dropped.

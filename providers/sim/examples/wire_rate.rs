@@ -1,0 +1,99 @@
+//! What one request costs the cross-process engine (`wire`), without the scheduler: two
+//! process fabrics in this process, connected as two processes are (socket, shared rings), and
+//! one thread that posts a batch of requests on one side and then runs both fabrics' passes
+//! (`Fabric::progress`, as the verbs library's post and poll do) until the batch completes.
+//! So the figure is the CPU time of the requester's and the responder's work per request —
+//! what bounds a message rate when each side has a core — with no wake-up in it.
+//!
+//! `cargo run --release -p gda-sim --example wire_rate [-- ROUNDS]`
+//!
+//! Prints ns per request for 8-byte inline WRITEs and 8-byte fetch-adds, in batches of 1, 16
+//! and 64 (each the best of 5 runs of ROUNDS batches, default 2,000).
+
+use std::time::Instant;
+
+use gda_hal::{AtomicOp, Payload, Remote, SendFlags, SendQueue, Sge, WorkRequest};
+use gda_native::Native;
+use gda_sim::{Access, CqMode, Fabric, FabricConfig, QpInit};
+
+fn main() {
+    let rounds: u64 = std::env::args()
+        .nth(1)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(2000);
+    let a = Fabric::process(FabricConfig::default()).expect("process fabric");
+    let b = Fabric::process(FabricConfig::default()).expect("process fabric");
+    // This thread on CPU 0, the engine threads on CPU 1 (when there is one): they leave the
+    // work to this thread, which polls, but wake now and then; there they take no CPU time
+    // from it.
+    if std::thread::available_parallelism().map_or(1, |n| n.get()) > 1 {
+        let _ = gda_os::cpu::restrict(&gda_os::cpu::set_of(&[0]));
+        a.set_engine_cpus(&[1]).expect("engine CPU");
+        b.set_engine_cpus(&[1]).expect("engine CPU");
+    }
+    let (na, nb) = (a.add_nic_for::<Native>(), b.add_nic_for::<Native>());
+    let (pa, pb) = (na.alloc_pd(), nb.alloc_pd());
+    let cqa = na.create_cq(1024, CqMode::Normal).unwrap();
+    let cqb = nb.create_cq(1024, CqMode::Normal).unwrap();
+    let init = QpInit {
+        sq_units: 256,
+        ..QpInit::default()
+    };
+    let qa = pa.create_qp(init, &cqa, &cqa).unwrap();
+    let qb = pb.create_qp(init, &cqb, &cqb).unwrap();
+    qa.bring_up_at(&qb.endpoint(), qb.start_psn()).unwrap();
+    qb.bring_up_at(&qa.endpoint(), qa.start_psn()).unwrap();
+    let local = pa.alloc_mr(4096, Access::ALL);
+    let remote = pb.alloc_mr(4096, Access::ALL);
+    // SAFETY: the QP and CQ outlive the queue (dropped at the end of main, after it).
+    let sq =
+        unsafe { SendQueue::<Native>::new(qa.sq_handle::<Native>().unwrap(), cqa.handle(), 5000) }
+            .unwrap();
+    let to = Remote {
+        addr: remote.addr(),
+        rkey: remote.rkey(),
+    };
+    let value = 7u64.to_le_bytes();
+    let write = WorkRequest::Write {
+        remote: to,
+        payload: Payload::Inline(&value),
+        imm: None,
+    };
+    let sge = [Sge {
+        addr: local.addr(),
+        length: 8,
+        lkey: local.lkey(),
+    }];
+    let fadd = WorkRequest::Atomic {
+        remote: to,
+        local: sge[0],
+        op: AtomicOp::FetchAdd { add: 1 },
+        bytes: 8,
+    };
+    println!("# request            batch  ns/request (best of 5 x {rounds} batches)");
+    for (name, wr) in [("8-B WRITE inline", &write), ("8-B fetch-add", &fadd)] {
+        for batch in [1u64, 16, 64] {
+            let mut best = f64::MAX;
+            for _ in 0..5 {
+                let t = Instant::now();
+                for _ in 0..rounds {
+                    for _ in 0..batch {
+                        sq.post(wr, SendFlags::SIGNALED).expect("post");
+                    }
+                    // Done when the newest WQE is complete ("every WQE starting below
+                    // `complete_below` is complete"; the marker is its start + 1).
+                    let c = sq.counters();
+                    while c.complete_below() < c.last_rung_marker() {
+                        a.progress();
+                        b.progress();
+                        sq.poll().expect("completion");
+                    }
+                }
+                let ns = t.elapsed().as_nanos() as f64 / (rounds * batch) as f64;
+                best = best.min(ns);
+            }
+            println!("{name:<20} {batch:>5}  {best:>8.0}");
+        }
+    }
+    drop(sq);
+}
