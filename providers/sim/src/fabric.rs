@@ -140,7 +140,7 @@ impl Fabric {
             inner: Arc::new(FabricInner {
                 id,
                 nics: RwLock::new(Vec::new()),
-                qps: RwLock::new(HashMap::new()),
+                qps: RwLock::new(HashMap::default()),
                 epoch: AtomicU64::new(0),
                 stop: AtomicBool::new(false),
                 chaos: config.chaos,

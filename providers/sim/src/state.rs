@@ -3,7 +3,11 @@
 //! `engine`, the handles' in `fabric`, `nic`, `pd`, `cq` and `qp`. Nothing here imports either,
 //! so the modules form no cycle.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+
+// QPs are looked up per request from another process: a fast hash of our own keys (a peer
+// cannot insert any, so no flooding to defend against).
+use rustc_hash::FxHashMap as HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::{Duration, Instant};

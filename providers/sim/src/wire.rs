@@ -87,6 +87,8 @@ pub(crate) const KIND_WELCOME: u16 = 4;
 pub(crate) const HEADER_BYTES: usize = 16;
 const REQUEST_BODY_BYTES: usize = 88;
 const RESPONSE_BODY_BYTES: usize = 24;
+/// The largest body of any frame kind.
+pub(crate) const MAX_BODY_BYTES: usize = REQUEST_BODY_BYTES;
 const HELLO_BODY_BYTES: usize = 16;
 /// Header and body of a request (what a frame costs beyond its payload, at most).
 pub(crate) const REQUEST_HEAD_BYTES: usize = HEADER_BYTES + REQUEST_BODY_BYTES;

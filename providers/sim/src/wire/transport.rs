@@ -25,7 +25,11 @@
 //! - connections accepted: [`MAX_INBOUND_CONNS`] at once; more are refused;
 //! - connections that never say hello: closed after [`HELLO_TIMEOUT`].
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+
+// Keys are this process's QPs and the fabrics it connected to (looked up per request and
+// response; no peer can insert any).
+use rustc_hash::FxHashMap as HashMap;
 use std::io::{self, IoSlice, IoSliceMut};
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, OwnedFd};
@@ -139,7 +143,9 @@ struct Tx {
 
 /// A frame being read: its header and body, and the payload so far.
 struct Partial {
-    body: Vec<u8>,
+    /// The body (`body_len` bytes of it): no allocation per frame.
+    body: [u8; super::MAX_BODY_BYTES],
+    body_len: usize,
     len: usize,
     payload: Vec<u8>,
     /// A response nobody waits for: its payload is consumed, not kept.
@@ -400,8 +406,12 @@ impl Conn {
             if avail < HEADER_BYTES + body_len {
                 return Ok(None);
             }
-            let mut body = vec![0u8; body_len];
-            rx.ring.peek(&self.seg, HEADER_BYTES, &mut body);
+            let mut body_buf = [0u8; super::MAX_BODY_BYTES];
+            let body = body_buf
+                .get_mut(..body_len)
+                .ok_or_else(|| format!("a frame body of {body_len} bytes"))?;
+            rx.ring.peek(&self.seg, HEADER_BYTES, body);
+            let body = &*body;
             let skip = if self.accepted {
                 let req = Request::decode_head(&body, len).map_err(|BadFrame(m)| m)?;
                 if !answer_fits(super::RESPONSE_HEAD_BYTES + req.response_payload() as usize) {
@@ -421,7 +431,8 @@ impl Conn {
             }
             avail -= HEADER_BYTES + body_len;
             rx.partial = Some(Partial {
-                body,
+                body: body_buf,
+                body_len,
                 len,
                 payload: Vec::new(),
                 skip,
@@ -470,11 +481,11 @@ impl Conn {
             return Ok(None);
         }
         if self.accepted {
-            Request::decode(&p.body, p.payload)
+            Request::decode(&p.body[..p.body_len], p.payload)
                 .map(|r| Some(Incoming::Request(r)))
                 .map_err(|BadFrame(m)| m)
         } else {
-            Response::decode(&p.body, p.payload)
+            Response::decode(&p.body[..p.body_len], p.payload)
                 .map(|r| Some(Incoming::Response(r)))
                 .map_err(|BadFrame(m)| m)
         }
@@ -534,6 +545,22 @@ struct Slot {
     conn: u64,
     max: u64,
     resp: Option<Response>,
+}
+
+/// Where the slot of request `seq` is in `q` (slots are in increasing `seq` order, and
+/// consecutive as requests are sent: found at once, by its distance from the first; a search
+/// otherwise).
+fn slot_index(q: &VecDeque<Slot>, seq: u64) -> Option<usize> {
+    let first = q.front()?.seq;
+    let at = usize::try_from(seq.wrapping_sub(first)).ok()?;
+    if q.get(at).is_some_and(|s| s.seq == seq) {
+        return Some(at);
+    }
+    q.iter().position(|s| s.seq == seq)
+}
+
+fn slot(q: &VecDeque<Slot>, seq: u64) -> Option<&Slot> {
+    slot_index(q, seq).and_then(|i| q.get(i))
 }
 
 /// How the transport wakes the engine of its fabric.
@@ -769,8 +796,8 @@ impl Wire {
         let w = Arc::new(Self {
             id,
             wake_fd,
-            responses: Mutex::new(HashMap::new()),
-            out: Mutex::new(HashMap::new()),
+            responses: Mutex::new(HashMap::default()),
+            out: Mutex::new(HashMap::default()),
             conns: Mutex::new(Vec::new()),
             inbound: Arc::new(AtomicUsize::new(0)),
             next_conn: AtomicU64::new(1),
@@ -976,10 +1003,11 @@ impl Wire {
 
     fn admit(&self, conn: u64, resp: &Response, len: usize) -> Admit {
         let m = lock(&self.responses);
-        let Some(s) = m.get(&(resp.dst_nic, resp.dst_qpn)).and_then(|q| {
-            q.iter()
-                .find(|s| s.seq == resp.seq && s.conn == conn && s.resp.is_none())
-        }) else {
+        let Some(s) = m
+            .get(&(resp.dst_nic, resp.dst_qpn))
+            .and_then(|q| slot(q, resp.seq))
+            .filter(|s| s.conn == conn && s.resp.is_none())
+        else {
             return Admit::Skip;
         };
         if len as u64 > s.max {
@@ -994,10 +1022,14 @@ impl Wire {
 
     fn deliver(&self, conn: u64, resp: Response) {
         let mut m = lock(&self.responses);
-        if let Some(s) = m.get_mut(&(resp.dst_nic, resp.dst_qpn)).and_then(|q| {
-            q.iter_mut()
-                .find(|s| s.seq == resp.seq && s.conn == conn && s.resp.is_none())
-        }) {
+        let Some(q) = m.get_mut(&(resp.dst_nic, resp.dst_qpn)) else {
+            return;
+        };
+        let at = slot_index(q, resp.seq);
+        if let Some(s) = at
+            .and_then(|i| q.get_mut(i))
+            .filter(|s| s.conn == conn && s.resp.is_none())
+        {
             s.resp = Some(resp);
         }
     }
