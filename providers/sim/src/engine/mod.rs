@@ -98,7 +98,12 @@ pub(crate) fn run(weak: Weak<FabricInner>) {
             idle_since = None;
             continue;
         }
-        deferred = Duration::ZERO;
+        if deferred > Duration::ZERO {
+            // The program stopped polling: requests may come that only this thread will serve,
+            // so its naps start short again.
+            deferred = Duration::ZERO;
+            sleep = Duration::from_micros(20);
+        }
         if !polled {
             if let Some(mut turn) = f.try_turn() {
                 let _clock = crate::wire::PassClock::start();
