@@ -59,10 +59,14 @@
 //! [`DISCARDED`] and not looked at; any other is [`REFUSED`].
 //!
 //! **Response** (24-byte body): 0 `dst_nic`, 4 `dst_qpn` (the requester), 8 `seq` (u64),
-//! 16 status (a `WcStatus` code, [`RNR`], [`REFUSED`] or [`DISCARDED`]), 20 reserved; payload: READ data or
-//! an atomic's original value (8 bytes). A requester accepts a response only for an
-//! outstanding request of that QP with that `seq`, and no longer than that request can be
-//! answered.
+//! 16 status (a `WcStatus` code, [`RNR`], [`REFUSED`] or [`DISCARDED`]), 20 count (0 or 1:
+//! the request `seq` alone; n > 1: a coalesced acknowledgement, as RC coalesces ACKs, of the n
+//! consecutive requests of that QP up to `seq`, all successful and without payload, at most
+//! [`MAX_COALESCED`]); payload: READ data or an atomic's original value (8 bytes). A requester
+//! accepts a response only for an outstanding request of that QP with that `seq`, and no longer
+//! than that request can be answered; a coalesced acknowledgement only when every request it
+//! names is outstanding on that connection and answered without data (else the connection
+//! closes).
 
 mod ring;
 mod transport;
@@ -158,7 +162,13 @@ pub(crate) struct Response {
     pub(crate) seq: u64,
     pub(crate) status: u32,
     pub(crate) payload: Vec<u8>,
+    /// Requests this response answers: `seq` and the `count - 1` before it (of the same QP),
+    /// all successful and without payload — RC's coalesced acknowledgement. 1 for one request.
+    pub(crate) count: u32,
 }
+
+/// The most requests one coalesced acknowledgement answers.
+pub(crate) const MAX_COALESCED: u32 = 1024;
 
 /// `Response::status` for "receiver not ready" (no receive posted).
 pub(crate) const RNR: u32 = 0xffff_0001;
@@ -356,7 +366,8 @@ impl Response {
         put32(&mut v, self.dst_qpn);
         put64(&mut v, self.seq);
         put32(&mut v, self.status);
-        put32(&mut v, 0);
+        // 0 for one request (the field was reserved before acknowledgements were coalesced).
+        put32(&mut v, if self.count > 1 { self.count } else { 0 });
         debug_assert_eq!(v.len(), RESPONSE_HEAD_BYTES);
         v
     }
@@ -380,6 +391,7 @@ impl Response {
             seq: u64::from(u32_at(8)) | u64::from(u32_at(12)) << 32,
             status: u32_at(16),
             payload,
+            count: u32_at(20).max(1),
         })
     }
 }
@@ -566,6 +578,7 @@ mod tests {
             seq: 5,
             status: RNR,
             payload: vec![9; 100],
+            count: 1,
         };
         match read_frame(&mut resp.encode().as_slice()).unwrap() {
             Some(Frame::Response(back)) => assert_eq!(back, resp),

@@ -827,6 +827,80 @@ fn responses_are_taken_only_for_the_outstanding_request() {
     assert_eq!(status_of(q.quiet()), WcStatus::RetryExcErr);
 }
 
+/// A coalesced acknowledgement (one response answering `count` requests, as RC coalesces ACKs)
+/// completes WRITEs, and one that also claims a request answered with data (a READ) closes the
+/// connection without completing anything.
+#[test]
+fn a_coalesced_acknowledgement_completes_writes_and_nothing_else() {
+    let a = side(4096);
+    let token = std::process::id() & 0xff_ffff ^ 0x5a_5a5a;
+    let peer = 0x5650_u64 << 48 | u64::from(token);
+    let l = UnixListener::bind_addr(
+        &SocketAddr::from_abstract_name(socket_name(peer).as_bytes()).unwrap(),
+    )
+    .unwrap();
+    let remote = Endpoint {
+        fabric: peer,
+        nic: 0,
+        qpn: 1,
+    };
+    a.qp.bring_up(&remote).unwrap();
+    let q = sq(&a.qp, &a.cq, 10_000);
+    let write = WorkRequest::Write {
+        remote: Remote {
+            addr: 0x1000,
+            rkey: 7,
+        },
+        payload: Payload::Inline(b"8 bytes!"),
+        imm: None,
+    };
+    q.post(&write, SendFlags::SIGNALED).unwrap();
+    let (mut s, _) = l.accept().unwrap();
+    let (_, fds) = recv_fds(&s);
+    let mut rings = Rings::map(&fds[0], 1);
+    let ours = eventfd();
+    send_fds(&s, &handshake(KIND_WELCOME, peer), &[ours.as_fd()]);
+    q.post(&write, SendFlags::SIGNALED).unwrap();
+    q.post(&write, SendFlags::SIGNALED).unwrap();
+    let seq_of = |r: &[u8]| u64::from_le_bytes(r[32..40].try_into().unwrap());
+    let seqs: Vec<u64> = (0..3).map(|_| seq_of(&rings.read(112).unwrap())).collect();
+    assert_eq!(seqs, [seqs[0], seqs[0] + 1, seqs[0] + 2]);
+    let me = a.qp.endpoint();
+    let ack = |seq: u64, count: u32| {
+        let mut v = response(me, seq, 0, &[]);
+        v[36..40].copy_from_slice(&count.to_le_bytes());
+        v
+    };
+    // One frame answers all three WRITEs.
+    assert!(rings.write_all(&ack(seqs[2], 3)));
+    assert_eq!(status_of(q.quiet()), WcStatus::Success);
+    // A WRITE and a READ "acknowledged" together: the READ's data cannot come in an
+    // acknowledgement, so the connection closes and neither completes as a success.
+    q.post(&write, SendFlags::SIGNALED).unwrap();
+    let w = seq_of(&rings.read(112).unwrap());
+    q.post(
+        &WorkRequest::Read {
+            remote: Remote {
+                addr: 0x1000,
+                rkey: 7,
+            },
+            sges: &[Sge {
+                addr: a.mr.addr(),
+                length: 16,
+                lkey: a.mr.lkey(),
+            }],
+        },
+        SendFlags::SIGNALED,
+    )
+    .unwrap();
+    let r = seq_of(&rings.read(104).unwrap());
+    assert_eq!(r, w + 1);
+    assert!(rings.write_all(&ack(r, 2)));
+    assert!(closed(&mut s));
+    drop(l);
+    assert_eq!(status_of(q.quiet()), WcStatus::RetryExcErr);
+}
+
 // ---- (e) a flood of bad connections is a few lines --------------------------------------------
 
 /// 2,000 connections that each send garbage cost a few lines of stderr, not 2,000.

@@ -106,7 +106,8 @@ pub(crate) fn run(weak: Weak<FabricInner>) {
         }
         if !polled {
             if let Some(mut turn) = f.try_turn() {
-                let _clock = crate::wire::PassClock::start();
+                // The wire's clock for this pass (only process fabrics read it).
+                let _clock = f.wire.is_some().then(crate::wire::PassClock::start);
                 // Requests from QPs of other processes execute here, where the memory is.
                 work = f.run_scan_hooks();
                 work |= wire::serve(&f, &mut turn);

@@ -381,6 +381,9 @@ fn finish(qp: &Arc<QpInner>, ex: &mut QpExec, op: &WqeOp, mut c: Cpl, resp: Resp
 /// requests peers sent (in order, each answered) and hands responses to their requesters;
 /// whether anything moved. The turn makes it one thread at a time (the requests of a
 /// connection execute in order) and lends its scratch list.
+/// The data a coalesced acknowledgement covers at most before it is sent.
+const ACK_EVERY_BYTES: u64 = 64 << 10;
+
 pub(super) fn serve(f: &FabricInner, turn: &mut Turn<'_>) -> bool {
     let (Some(wire), Some(conns)) = (&f.wire, turn.conns()) else {
         return false;
@@ -389,6 +392,17 @@ pub(super) fn serve(f: &FabricInner, turn: &mut Turn<'_>) -> bool {
     let mut did = false;
     for c in conns.iter() {
         did |= c.flush();
+        // Successes without payload of consecutive requests of one QP go back as one
+        // acknowledgement (as RC coalesces ACKs), sent before any other response on the
+        // connection, at the end of the scan, and once it covers `ACK_EVERY_BYTES` of data
+        // (so a requester streaming large messages is not left waiting for a whole scan).
+        let mut ack: Option<Response> = None;
+        let mut acked_bytes = 0u64;
+        let flush_ack = |ack: &mut Option<Response>| {
+            if let Some(a) = ack.take() {
+                c.send(a.encode_head_for(0), Vec::new());
+            }
+        };
         // A request that found no receive is tried again first.
         let mut next = c.take_held();
         while let Some((req, since)) =
@@ -411,10 +425,37 @@ pub(super) fn serve(f: &FabricInner, turn: &mut Turn<'_>) -> bool {
                 seq: req.seq,
                 status,
                 payload: Vec::new(),
+                count: 1,
             };
+            let req_bytes = req.len;
             drop(req);
+            if status == WcStatus::Success as u32 && payload.is_empty() {
+                match ack.as_mut() {
+                    Some(a)
+                        if (a.dst_nic, a.dst_qpn) == (resp.dst_nic, resp.dst_qpn)
+                            && a.seq.wrapping_add(1) == resp.seq
+                            && a.count < crate::wire::MAX_COALESCED =>
+                    {
+                        a.seq = resp.seq;
+                        a.count += 1;
+                    }
+                    _ => {
+                        flush_ack(&mut ack);
+                        ack = Some(resp);
+                        acked_bytes = 0;
+                    }
+                }
+                acked_bytes += req_bytes;
+                if acked_bytes >= ACK_EVERY_BYTES {
+                    flush_ack(&mut ack);
+                    acked_bytes = 0;
+                }
+                continue;
+            }
+            flush_ack(&mut ack);
             c.send(resp.encode_head_for(payload.len()), payload);
         }
+        flush_ack(&mut ack);
     }
     did
 }

@@ -1003,13 +1003,35 @@ impl Wire {
 
     fn admit(&self, conn: u64, resp: &Response, len: usize) -> Admit {
         let m = lock(&self.responses);
-        let Some(s) = m
-            .get(&(resp.dst_nic, resp.dst_qpn))
+        let q = m.get(&(resp.dst_nic, resp.dst_qpn));
+        let Some(s) = q
             .and_then(|q| slot(q, resp.seq))
             .filter(|s| s.conn == conn && s.resp.is_none())
         else {
             return Admit::Skip;
         };
+        if resp.count > 1 {
+            // A coalesced acknowledgement: successes without payload of the `count` requests
+            // up to `seq`, every one outstanding on this connection and answered without data.
+            let ok = resp.status == gda_hal::WcStatus::Success as u32
+                && len == 0
+                && resp.count <= super::MAX_COALESCED
+                && q.is_some_and(|q| {
+                    (0..u64::from(resp.count)).all(|k| {
+                        slot(q, resp.seq.wrapping_sub(k))
+                            .is_some_and(|s| s.conn == conn && s.resp.is_none() && s.max == 0)
+                    })
+                });
+            return if ok {
+                Admit::Read
+            } else {
+                Admit::Refuse(format!(
+                    "an acknowledgement of {} requests up to {} that are not all outstanding \
+                     without data",
+                    resp.count, resp.seq
+                ))
+            };
+        }
         if len as u64 > s.max {
             Admit::Refuse(format!(
                 "a response of {len} bytes to a request answered with {} at most",
@@ -1025,12 +1047,26 @@ impl Wire {
         let Some(q) = m.get_mut(&(resp.dst_nic, resp.dst_qpn)) else {
             return;
         };
-        let at = slot_index(q, resp.seq);
-        if let Some(s) = at
-            .and_then(|i| q.get_mut(i))
-            .filter(|s| s.conn == conn && s.resp.is_none())
-        {
-            s.resp = Some(resp);
+        let Some(at) = slot_index(q, resp.seq) else {
+            return;
+        };
+        // A coalesced acknowledgement answers the `count - 1` slots before this one too
+        // (`admit` checked them).
+        let first = at.saturating_sub(resp.count as usize - 1);
+        for i in first..at {
+            if let Some(s) = q.get_mut(i).filter(|s| s.conn == conn && s.resp.is_none()) {
+                s.resp = Some(Response {
+                    dst_nic: resp.dst_nic,
+                    dst_qpn: resp.dst_qpn,
+                    seq: s.seq,
+                    status: resp.status,
+                    payload: Vec::new(),
+                    count: 1,
+                });
+            }
+        }
+        if let Some(s) = q.get_mut(at).filter(|s| s.conn == conn && s.resp.is_none()) {
+            s.resp = Some(Response { count: 1, ..resp });
         }
     }
 
