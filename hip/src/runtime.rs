@@ -274,10 +274,10 @@ impl Hip {
         // dma-buf export lives in ROCr (libhsa-runtime64), which libamdhip64 links: looking
         // the symbol up through HIP's handle searches HIP and the libraries it loaded, so the
         // export comes from the ROCr of *this* HIP (never a system ROCr beside another HIP).
-        // SAFETY: `hsa_amd_portable_export_dmabuf`'s prototype (hsa_ext_amd.h, ROCm 5.6+).
         let export_dmabuf = if cuda {
             None
         } else {
+            // SAFETY: `hsa_amd_portable_export_dmabuf`'s prototype (hsa_ext_amd.h, ROCm 5.6+).
             sym("hsa_amd_portable_export_dmabuf").map(|p| unsafe {
                 std::mem::transmute::<
                     *const c_void,

@@ -254,6 +254,7 @@ fn the_cuda_runtime_maps_host_memory_and_refuses_device_memory() {
         // (nextest runs each test in its own process).
         unsafe { std::env::set_var("GDA_HIPSIM_GPUS", "0") };
         let e = cuda.gpus().unwrap_err();
+        // SAFETY: as above.
         unsafe { std::env::remove_var("GDA_HIPSIM_GPUS") };
         e
     };

@@ -413,13 +413,13 @@ impl Conn {
             rx.ring.peek(&self.seg, HEADER_BYTES, body);
             let body = &*body;
             let skip = if self.accepted {
-                let req = Request::decode_head(&body, len).map_err(|BadFrame(m)| m)?;
+                let req = Request::decode_head(body, len).map_err(|BadFrame(m)| m)?;
                 if !answer_fits(super::RESPONSE_HEAD_BYTES + req.response_payload() as usize) {
                     return Ok(None);
                 }
                 false
             } else {
-                let resp = Response::decode(&body, Vec::new()).map_err(|BadFrame(m)| m)?;
+                let resp = Response::decode(body, Vec::new()).map_err(|BadFrame(m)| m)?;
                 match admit(&resp, len) {
                     Admit::Read => false,
                     Admit::Skip => true,
