@@ -8,7 +8,8 @@
 //! `cargo run --release -p gda-sim --example wire_rate [-- ROUNDS]`
 //!
 //! Prints ns per request for 8-byte inline WRITEs and 8-byte fetch-adds, in batches of 1, 16
-//! and 64 (each the best of 5 runs of ROUNDS batches, default 2,000).
+//! and 64, and for 64-KiB WRITEs (gathered from a region) in batches of 1 and 16 (each the best
+//! of 5 runs of ROUNDS batches, default 2,000; a tenth as many of 64 KiB).
 
 use std::time::Instant;
 
@@ -43,8 +44,8 @@ fn main() {
     let qb = pb.create_qp(init, &cqb, &cqb).unwrap();
     qa.bring_up_at(&qb.endpoint(), qb.start_psn()).unwrap();
     qb.bring_up_at(&qa.endpoint(), qa.start_psn()).unwrap();
-    let local = pa.alloc_mr(4096, Access::ALL);
-    let remote = pb.alloc_mr(4096, Access::ALL);
+    let local = pa.alloc_mr(64 << 10, Access::ALL);
+    let remote = pb.alloc_mr(64 << 10, Access::ALL);
     // SAFETY: the QP and CQ outlive the queue (dropped at the end of main, after it).
     let sq =
         unsafe { SendQueue::<Native>::new(qa.sq_handle::<Native>().unwrap(), cqa.handle(), 5000) }
@@ -70,9 +71,28 @@ fn main() {
         op: AtomicOp::FetchAdd { add: 1 },
         bytes: 8,
     };
+    let big = [Sge {
+        addr: local.addr(),
+        length: 64 << 10,
+        lkey: local.lkey(),
+    }];
+    let write_64k = WorkRequest::Write {
+        remote: to,
+        payload: Payload::Sges(&big),
+        imm: None,
+    };
     println!("# request            batch  ns/request (best of 5 x {rounds} batches)");
-    for (name, wr) in [("8-B WRITE inline", &write), ("8-B fetch-add", &fadd)] {
-        for batch in [1u64, 16, 64] {
+    for (name, wr, batches) in [
+        ("8-B WRITE inline", &write, &[1u64, 16, 64][..]),
+        ("8-B fetch-add", &fadd, &[1, 16, 64][..]),
+        ("64-KiB WRITE", &write_64k, &[1, 16][..]),
+    ] {
+        let rounds = if batches.len() == 2 {
+            rounds / 10
+        } else {
+            rounds
+        };
+        for &batch in batches {
             let mut best = f64::MAX;
             for _ in 0..5 {
                 let t = Instant::now();

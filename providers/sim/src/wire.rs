@@ -71,7 +71,7 @@
 mod ring;
 mod transport;
 
-pub(crate) use transport::{Conn, PassClock, Wire, now_ns};
+pub(crate) use transport::{Conn, PassClock, RingSpan, Wire, now_ns};
 
 use std::fmt;
 use std::io;
@@ -213,8 +213,15 @@ pub(crate) fn handshake(kind: u16, fabric: u64) -> Vec<u8> {
 
 impl Request {
     /// Header and body (the payload goes after them, unchanged).
+    #[cfg(test)]
     pub(crate) fn encode_head(&self) -> Vec<u8> {
-        let mut v = header(KIND_REQUEST, REQUEST_BODY_BYTES, self.payload.len());
+        self.encode_head_for(self.payload.len())
+    }
+
+    /// Header and body for a payload of `len` bytes sent apart from `self` (written straight
+    /// from the requester's memory into the ring).
+    pub(crate) fn encode_head_for(&self, len: usize) -> Vec<u8> {
+        let mut v = header(KIND_REQUEST, REQUEST_BODY_BYTES, len);
         for x in [self.dst_nic, self.dst_qpn, self.src_nic, self.src_qpn] {
             put32(&mut v, x);
         }

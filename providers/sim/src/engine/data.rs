@@ -75,6 +75,53 @@ pub(super) fn stage_source(qp: &QpInner, op: &WqeOp) -> Result<Vec<u8>, WcStatus
     Ok(staged)
 }
 
+/// A WRITE/SEND's gather list, checked against this process's regions, read piece by piece
+/// straight into the ring (no staging buffer): `copy(dst, n)` copies the next `n` bytes.
+pub(super) struct Gather {
+    sges: Vec<(std::sync::Arc<MrInner>, u64, usize)>,
+    /// Next entry, and bytes of it already copied.
+    at: (usize, usize),
+}
+
+impl Gather {
+    /// The local checks of `op`'s gather list (as [`stage_source`] makes them).
+    pub(super) fn check(qp: &QpInner, op: &WqeOp) -> Result<Self, WcStatus> {
+        let mut sges = Vec::with_capacity(op.sges.len());
+        for s in op.sges.iter().filter(|s| s.length > 0) {
+            let mr = qp
+                .nic
+                .mrs
+                .check_local(qp.pd, s.lkey, s.addr, u64::from(s.length), Access::empty())
+                .map_err(local_fault)?;
+            sges.push((mr, s.addr, s.length as usize));
+        }
+        Ok(Self { sges, at: (0, 0) })
+    }
+
+    /// Copies the next `n` bytes of the list to `dst`, each region pinned while read;
+    /// `Err` when one was deregistered meanwhile (the caller sends nothing).
+    pub(super) fn copy(&mut self, dst: *mut u8, n: usize) -> Result<(), crate::mem::Fault> {
+        let mut done = 0;
+        while done < n {
+            let Some((mr, addr, len)) = self.sges.get(self.at.0) else {
+                return Err(crate::mem::Fault::BadKey);
+            };
+            let k = (len - self.at.1).min(n - done);
+            // SAFETY: the source range lies in a region checked in `check`, pinned while
+            // copied; `dst` has `n` bytes (the caller's ring piece).
+            unsafe {
+                dma_copy_pinned(&[mr], dst.add(done), (*addr as *const u8).add(self.at.1), k)
+            }?;
+            done += k;
+            self.at.1 += k;
+            if self.at.1 == *len {
+                self.at = (self.at.0 + 1, 0);
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Scatters a staged SEND payload into the responder's receive WQE at `pos`.
 /// `Err((requester status, responder status))`.
 pub(super) fn scatter_send(

@@ -24,6 +24,7 @@ use super::recv::*;
 use crate::mem::{Access, dma_atomic_pinned, dma_copy_pinned};
 use crate::state::{FabricInner, PSN_UNKNOWN, QpExec, QpInner, Turn, WireWait};
 use crate::types::{Endpoint, QpState};
+use crate::wire::RingSpan;
 use crate::wire::{
     DISCARDED, PSN_MASK, REFUSED, REQUEST_HEAD_BYTES, RNR, ReqOp, Request, Response, Wire, now_ns,
     warn,
@@ -115,13 +116,31 @@ pub(super) fn execute_wire(
         // Its send queue is full (a slow peer): try again when it drains.
         return Step::Wait;
     }
-    // The local checks come first, whether the peer can be reached or not.
+    // The local checks come first, whether the peer can be reached or not. A large gathered
+    // payload goes straight from memory into the ring when it fits there now (`send_direct`);
+    // otherwise, and for small ones, it is staged.
+    let direct = matches!(kind, OpKind::Write | OpKind::Send)
+        && op.inline.as_ref().is_none_or(|d| d.is_empty())
+        && op.length() >= DIRECT_MIN;
+    let mut gather = None;
     let payload = match kind {
+        OpKind::Write | OpKind::Send if direct => match Gather::check(qp, op) {
+            Ok(g) => {
+                gather = Some(g);
+                Vec::new()
+            }
+            Err(s) => return fail(qp, ex, c, s),
+        },
         OpKind::Write | OpKind::Send => match stage_source(qp, op) {
             Ok(v) => v,
             Err(s) => return fail(qp, ex, c, s),
         },
         _ => Vec::new(),
+    };
+    let carried = if gather.is_some() {
+        op.length()
+    } else {
+        payload.len() as u64
     };
     let Some(conn) = conn else {
         if behind {
@@ -131,8 +150,8 @@ pub(super) fn execute_wire(
         return retry_or_fail(qp, ex, op, c);
     };
     let (reqop, len) = match kind {
-        OpKind::Write => (ReqOp::Write, payload.len() as u64),
-        OpKind::Send => (ReqOp::Send, payload.len() as u64),
+        OpKind::Write => (ReqOp::Write, carried),
+        OpKind::Send => (ReqOp::Send, carried),
         OpKind::Read => (ReqOp::Read, op.length()),
         OpKind::Atomic => (ReqOp::Atomic, 0),
         OpKind::Nop => return Step::Complete(c, op.units, false),
@@ -161,12 +180,31 @@ pub(super) fn execute_wire(
         },
         payload,
     };
-    let head = req.encode_head();
+    let head = req.encode_head_for(carried as usize);
     let payload = std::mem::take(&mut req.payload);
     let key = (qp.nic.id, qp.qpn);
     // The slot first: a response can arrive before `send` returns.
     wire.expect(key, req.seq, conn.id, req.response_payload());
-    if !conn.send(head, payload) {
+    let sent = match gather.as_mut() {
+        None => conn.send(head, payload),
+        Some(g) => match conn.send_direct(&head, carried as usize, |dst, n| g.copy(dst, n)) {
+            Ok(true) => true,
+            // No room in the ring now: staged after all (the checks run again).
+            Ok(false) => match stage_source(qp, op) {
+                Ok(v) => conn.send(head, v),
+                Err(s) => {
+                    wire.unexpect(key, req.seq);
+                    return fail(qp, ex, c, s);
+                }
+            },
+            // A region deregistered while it was read: nothing was sent.
+            Err(e) => {
+                wire.unexpect(key, req.seq);
+                return fail(qp, ex, c, local_fault(e));
+            }
+        },
+    };
+    if !sent {
         // The connection died: what is in flight on it fails the same way (see `reap`).
         if behind {
             return Step::Wait;
@@ -187,6 +225,10 @@ pub(super) fn execute_wire(
     ex.wire_psn = Some(psn.wrapping_add(1) & PSN_MASK);
     Step::Sent
 }
+
+/// Smallest gathered WRITE/SEND payload copied straight from memory into the ring (below it,
+/// staging costs less than the bookkeeping).
+const DIRECT_MIN: u64 = 1024;
 
 /// Completes the requests of `qp` whose responses have come, oldest first; whether anything
 /// happened. Each completion goes to `retire` (the engine's common bookkeeping).
@@ -404,11 +446,15 @@ pub(super) fn serve(f: &FabricInner, turn: &mut Turn<'_>) -> bool {
             }
         };
         // A request that found no receive is tried again first.
-        let mut next = c.take_held();
-        while let Some((req, since)) =
-            next.or_else(|| wire.take(c, &mut did).map(|r| (r, now_ns())))
+        let mut next = c.take_held().map(|(r, since)| (r, None, since));
+        while let Some((req, in_ring, since)) =
+            next.or_else(|| wire.take(c, &mut did).map(|(r, span)| (r, span, now_ns())))
         {
-            let (status, payload) = respond(f, c.peer, &req);
+            let (status, payload) = respond(f, c.peer, &req, in_ring);
+            if let Some(span) = in_ring {
+                // Copied to its destination (or refused): the ring's bytes are free again.
+                c.release(span);
+            }
             if status == RNR && now_ns().saturating_sub(since) < RNR_TIMER.as_nanos() as u64 {
                 // No receive posted yet: hold it (and what follows on this connection) for
                 // as long as the requester's RNR timer would make it wait anyway. A program
@@ -504,8 +550,9 @@ fn admit(rqp: &QpInner, from: u64, req: &Request) -> Admission {
 }
 
 /// The responder's side of one request from fabric `from`: (status — a `WcStatus` code,
-/// RNR, REFUSED or DISCARDED — and the response payload).
-fn respond(f: &FabricInner, from: u64, req: &Request) -> (u32, Vec<u8>) {
+/// RNR, REFUSED or DISCARDED — and the response payload). A WRITE's payload is `req.payload`,
+/// or still in the ring (`in_ring`).
+fn respond(f: &FabricInner, from: u64, req: &Request, in_ring: Option<RingSpan>) -> (u32, Vec<u8>) {
     let rqp = f
         .qps
         .read()
@@ -525,7 +572,7 @@ fn respond(f: &FabricInner, from: u64, req: &Request) -> (u32, Vec<u8>) {
             return (REFUSED, Vec::new());
         }
     }
-    let (status, payload) = execute_request(&rqp, req);
+    let (status, payload) = execute_request(&rqp, req, in_ring);
     if status == WcStatus::Success as u32 {
         // Executed: the next request carries the next PSN. After an RNR this one comes again;
         // after an error NAK nothing more should come (the requester's QP is in error), and
@@ -536,8 +583,9 @@ fn respond(f: &FabricInner, from: u64, req: &Request) -> (u32, Vec<u8>) {
     (status, payload)
 }
 
-/// Executes an admitted request on `rqp` against this process's memory.
-fn execute_request(rqp: &QpInner, req: &Request) -> (u32, Vec<u8>) {
+/// Executes an admitted request on `rqp` against this process's memory (a WRITE's payload from
+/// `in_ring` when it is still in the ring).
+fn execute_request(rqp: &QpInner, req: &Request, in_ring: Option<RingSpan>) -> (u32, Vec<u8>) {
     let st = |s: WcStatus| (s as u32, Vec::new());
     let rmrs = &rqp.nic.mrs;
     match req.op {
@@ -553,17 +601,32 @@ fn execute_request(rqp: &QpInner, req: &Request) -> (u32, Vec<u8>) {
                     Ok(m) => m,
                     Err(e) => return st(remote_fault(e)),
                 };
-                // SAFETY: `[raddr, raddr + len)` was checked against a region of this process
-                // granting REMOTE_WRITE, pinned while written; the payload has `len` bytes
-                // (checked when decoded).
-                let copied = unsafe {
-                    dma_copy_pinned(
-                        &[&mr],
-                        req.raddr as *mut u8,
-                        req.payload.as_ptr(),
-                        req.payload.len(),
-                    )
+                // The payload's pieces: the buffer, or the ring (up to two, across the wrap),
+                // `len` bytes either way.
+                let have = in_ring.map_or(req.payload.len(), |s| s.len());
+                if have as u64 != req.len {
+                    return st(WcStatus::RemInvReqErr);
+                }
+                let pieces = match in_ring {
+                    Some(span) => span.pieces,
+                    None => [
+                        (req.payload.as_ptr(), req.payload.len()),
+                        (std::ptr::null(), 0),
+                    ],
                 };
+                let mut at = req.raddr as *mut u8;
+                let mut copied = Ok(());
+                for (src, n) in pieces.into_iter().filter(|&(_, n)| n > 0) {
+                    // SAFETY: `[raddr, raddr + len)` was checked against a region of this
+                    // process granting REMOTE_WRITE, pinned while written; the pieces hold
+                    // `len` bytes in all (checked when decoded, or when the ring span was
+                    // taken), valid while this request is served (a ring's until `release`).
+                    copied = unsafe { dma_copy_pinned(&[&mr], at, src, n) };
+                    if copied.is_err() {
+                        break;
+                    }
+                    at = at.wrapping_add(n);
+                }
                 mmio::dma_publish();
                 if let Err(e) = copied {
                     return st(remote_fault(e));

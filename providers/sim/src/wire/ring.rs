@@ -231,6 +231,22 @@ unsafe fn copy_wrapped(
     }
 }
 
+/// Bytes still in a ring (at most two pieces, in order): a payload a responder copies straight
+/// to its destination instead of into a buffer first. The pointers are into the shared segment,
+/// valid while the connection lives and the bytes are not consumed; the peer can write them
+/// meanwhile (they are untrusted input, read with `mmio::dma_copy`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct RingSpan {
+    pub(crate) pieces: [(*const u8, usize); 2],
+}
+
+impl RingSpan {
+    /// Bytes in all.
+    pub(crate) fn len(&self) -> usize {
+        self.pieces[0].1 + self.pieces[1].1
+    }
+}
+
 impl Producer {
     pub(crate) fn new(dir: Dir) -> Self {
         Self {
@@ -277,6 +293,54 @@ impl Producer {
                 .store(self.head, Ordering::Release);
         }
         Ok(n)
+    }
+
+    /// Writes a whole frame or nothing: `head`, then `len` bytes that `fill(dst, n)` copies in
+    /// (called for at most two pieces, in order, across the wrap), published together once
+    /// every piece is in. `Ok(None)`: no room for all of it now; `Ok(Some(Err))`: `fill`
+    /// failed, and nothing was published (the next frame overwrites what was copied).
+    pub(crate) fn write_whole<E>(
+        &mut self,
+        seg: &Segment,
+        head: &[u8],
+        len: usize,
+        mut fill: impl FnMut(*mut u8, usize) -> Result<(), E>,
+    ) -> Result<Option<Result<(), E>>, Corrupt> {
+        let total = head.len() + len;
+        if total > self.room(seg)? {
+            return Ok(None);
+        }
+        // SAFETY: `head.len() ≤ room` bytes of `head`, into free ring space.
+        unsafe {
+            copy_wrapped(
+                seg,
+                self.ring,
+                self.head,
+                head.as_ptr().cast_mut(),
+                head.len(),
+                true,
+            )
+        };
+        let data = seg.data(self.ring);
+        let at = ((self.head + head.len() as u64) as usize) & (RING_BYTES - 1);
+        let first = len.min(RING_BYTES - at);
+        // SAFETY: `at < RING_BYTES` and `at + first ≤ RING_BYTES`: the pieces are free ring
+        // space (room checked).
+        let start = unsafe { data.add(at) };
+        for (dst, n) in [(start, first), (data, len - first)] {
+            if n > 0 {
+                if let Err(e) = fill(dst, n) {
+                    return Ok(Some(Err(e)));
+                }
+            }
+        }
+        self.head += total as u64;
+        // ORDERING: Release publishes the frame copied above with the new head.
+        seg.header(self.ring)
+            .head
+            .0
+            .store(self.head, Ordering::Release);
+        Ok(Some(Ok(())))
     }
 
     /// Says the producer waits for room (the consumer wakes it when it frees some).
@@ -344,6 +408,22 @@ impl Consumer {
                 false,
             )
         };
+    }
+
+    /// Where the `n` bytes at the consumed position lie in the ring: at most two pieces
+    /// (across the wrap), in order. The caller has seen `n` bytes available; they stay valid
+    /// (the producer does not overwrite them) until they are consumed.
+    pub(crate) fn span(&self, seg: &Segment, n: usize) -> RingSpan {
+        debug_assert!(n <= RING_BYTES);
+        let data = seg.data(self.ring);
+        let at = (self.tail as usize) & (RING_BYTES - 1);
+        let first = n.min(RING_BYTES - at);
+        // SAFETY: `at < RING_BYTES`: inside the ring's data area (and `at + first ≤
+        // RING_BYTES`, the second piece starting at the area's start).
+        let start = unsafe { data.add(at) };
+        RingSpan {
+            pieces: [(start.cast_const(), first), (data.cast_const(), n - first)],
+        }
     }
 
     /// Consumes `n` bytes (already peeked or to be skipped); whether the producer asked to be

@@ -39,6 +39,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
+pub(crate) use super::ring::RingSpan;
 use super::ring::{Consumer, Dir, Producer, Segment, wake};
 use super::{
     BadFrame, HEADER_BYTES, KIND_HELLO, KIND_WELCOME, Request, Response, handshake, parse_header,
@@ -161,8 +162,14 @@ struct Rx {
 /// A frame an engine took from a connection.
 pub(crate) enum Incoming {
     Request(Request),
+    /// A WRITE whose payload is still in the ring ([`Conn::release`] consumes it).
+    InRing(Request, RingSpan),
     Response(Response),
 }
+
+/// Smallest WRITE payload a responder copies from the ring straight to its destination (below
+/// it, the copy into a buffer costs less than the bookkeeping).
+const IN_RING_MIN: usize = 1024;
 
 /// One connection to a peer fabric: requests this process sends and their responses (one it
 /// made), or requests a peer sends and this process's responses (one it accepted).
@@ -287,6 +294,40 @@ impl Conn {
     pub(crate) fn has_room(&self, bytes: usize) -> bool {
         let q = lock(&self.tx);
         q.queued == 0 || q.queued + bytes <= OUT_BUDGET_BYTES
+    }
+
+    /// Writes a frame whose payload (`len` bytes) `fill(dst, n)` copies straight into the
+    /// ring, when nothing is queued and the whole frame fits now: `Ok(true)`. `Ok(false)`:
+    /// nothing was sent (no room, or the connection is dead): stage the payload and
+    /// [`Conn::send`] it. `Err`: `fill` failed, nothing was sent.
+    pub(crate) fn send_direct<E>(
+        &self,
+        head: &[u8],
+        len: usize,
+        fill: impl FnMut(*mut u8, usize) -> Result<(), E>,
+    ) -> Result<bool, E> {
+        if self.is_dead() {
+            return Ok(false);
+        }
+        let mut q = lock(&self.tx);
+        if !q.queue.is_empty() {
+            return Ok(false);
+        }
+        let q = &mut *q;
+        match q.ring.write_whole(&self.seg, head, len, fill) {
+            Ok(None) => Ok(false),
+            Ok(Some(Ok(()))) => {
+                if q.ring.consumer_napping(&self.seg) {
+                    self.wake_peer();
+                }
+                Ok(true)
+            }
+            Ok(Some(Err(e))) => Err(e),
+            Err(c) => {
+                self.broken(&c.0);
+                Ok(false)
+            }
+        }
     }
 
     /// Writes a frame into the ring, queueing what does not fit (written by later
@@ -417,6 +458,21 @@ impl Conn {
                 if !answer_fits(super::RESPONSE_HEAD_BYTES + req.response_payload() as usize) {
                     return Ok(None);
                 }
+                // A WRITE (no immediate: it can never wait for a receive) that has arrived
+                // whole: its payload is copied from the ring to its destination by the caller,
+                // which then consumes it (`release`).
+                if req.op == super::ReqOp::Write
+                    && req.imm.is_none()
+                    && len >= IN_RING_MIN
+                    && avail >= HEADER_BYTES + body_len + len
+                {
+                    if rx.ring.consume(&self.seg, HEADER_BYTES + body_len) {
+                        self.wake_peer();
+                    }
+                    self.stamp();
+                    let span = rx.ring.span(&self.seg, len);
+                    return Ok(Some(Incoming::InRing(req, span)));
+                }
                 false
             } else {
                 let resp = Response::decode(body, Vec::new()).map_err(|BadFrame(m)| m)?;
@@ -494,6 +550,14 @@ impl Conn {
     /// Holds `req` (first tried at `since`) to be tried again before anything else.
     pub(crate) fn hold(&self, req: Request, since: u64) {
         *lock(&self.held) = Some((req, since));
+    }
+
+    /// Consumes the payload of an [`Incoming::InRing`] request (copied out, or dropped).
+    pub(crate) fn release(&self, span: RingSpan) {
+        let mut rx = lock(&self.rx);
+        if rx.ring.consume(&self.seg, span.len()) {
+            self.wake_peer();
+        }
     }
 
     /// The held request, if any.
@@ -886,8 +950,8 @@ impl Wire {
     /// the pass); else it polled just now (see [`super::ring`]).
     pub(crate) fn set_polled(&self, in_pass: bool) {
         let now = super::ring::monotonic_ns();
-        self.polled_ns.store(now, Ordering::Relaxed);
         let mark = if in_pass { u64::MAX } else { now };
+        self.polled_ns.store(mark, Ordering::Relaxed);
         for c in lock(&self.conns).iter() {
             c.set_polled(mark);
         }
@@ -898,6 +962,7 @@ impl Wire {
     /// it needs.
     pub(crate) fn since_polled(&self) -> Duration {
         let last = self.polled_ns.load(Ordering::Relaxed);
+        // `u64::MAX`: a program thread is in a pass now, however long it has run.
         Duration::from_nanos(super::ring::monotonic_ns().saturating_sub(last))
     }
 
@@ -995,6 +1060,17 @@ impl Wire {
         }
     }
 
+    /// Takes back the slot of request `seq` of `key` that [`Wire::expect`] just made (the
+    /// request was not sent after all).
+    pub(crate) fn unexpect(&self, key: (u32, u32), seq: u64) {
+        let mut m = lock(&self.responses);
+        if let Some(q) = m.get_mut(&key)
+            && q.back().is_some_and(|s| s.seq == seq)
+        {
+            q.pop_back();
+        }
+    }
+
     /// Forgets every outstanding request of `key` (given up, or to be sent again): late
     /// responses are skipped.
     pub(crate) fn forget(&self, key: (u32, u32)) {
@@ -1073,12 +1149,16 @@ impl Wire {
     /// Takes the next request of `c` (when its response fits the send queue); responses that
     /// have come on it are delivered to their requesters' slots on the way (`moved` is set).
     /// A malformed frame closes the connection.
-    pub(crate) fn take(&self, c: &Conn, moved: &mut bool) -> Option<Request> {
+    ///
+    /// A WRITE whose payload is still in the ring comes with its [`RingSpan`]: the caller
+    /// copies it out (or not) and then calls [`Conn::release`] before taking the next.
+    pub(crate) fn take(&self, c: &Conn, moved: &mut bool) -> Option<(Request, Option<RingSpan>)> {
         for _ in 0..FRAMES_PER_SCAN {
             let got = c.take(|n| c.has_room(n), |r, len| self.admit(c.id, r, len));
             match got {
                 Ok(None) => return None,
-                Ok(Some(Incoming::Request(r))) => return Some(r),
+                Ok(Some(Incoming::Request(r))) => return Some((r, None)),
+                Ok(Some(Incoming::InRing(r, span))) => return Some((r, Some(span))),
                 Ok(Some(Incoming::Response(r))) => {
                     *moved = true;
                     self.deliver(c.id, r);
