@@ -8,7 +8,7 @@
 //! `cargo run --release -p gda-sim --example wire_rate [-- ROUNDS]`
 //!
 //! Prints ns per request for 8-byte inline WRITEs and 8-byte fetch-adds, in batches of 1, 16
-//! and 64, and for 64-KiB WRITEs (gathered from a region) in batches of 1 and 16 (each the best
+//! and 64, and for 64-KiB WRITEs and READs (to and from a region) in batches of 1 and 16 (each the best
 //! of 5 runs of ROUNDS batches, default 2,000; a tenth as many of 64 KiB).
 
 use std::time::Instant;
@@ -81,11 +81,16 @@ fn main() {
         payload: Payload::Sges(&big),
         imm: None,
     };
+    let read_64k = WorkRequest::Read {
+        remote: to,
+        sges: &big,
+    };
     println!("# request            batch  ns/request (best of 5 x {rounds} batches)");
     for (name, wr, batches) in [
         ("8-B WRITE inline", &write, &[1u64, 16, 64][..]),
         ("8-B fetch-add", &fadd, &[1, 16, 64][..]),
         ("64-KiB WRITE", &write_64k, &[1, 16][..]),
+        ("64-KiB READ", &read_64k, &[1, 16][..]),
     ] {
         let rounds = if batches.len() == 2 {
             rounds / 10
