@@ -68,6 +68,7 @@
 //! names is outstanding on that connection and answered without data (else the connection
 //! closes).
 
+pub(crate) mod pool;
 mod ring;
 mod transport;
 

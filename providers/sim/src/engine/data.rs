@@ -46,7 +46,7 @@ pub(super) fn stage_source(qp: &QpInner, op: &WqeOp) -> Result<Vec<u8>, WcStatus
     if let Some(d) = op.inline.as_ref().filter(|d| !d.is_empty()) {
         return Ok(d.clone());
     }
-    let mut staged: Vec<u8> = Vec::with_capacity(op.length() as usize);
+    let mut staged: Vec<u8> = crate::wire::pool::take(op.length() as usize);
     for s in op.sges.iter().filter(|s| s.length > 0) {
         let mr = qp
             .nic

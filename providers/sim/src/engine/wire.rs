@@ -338,7 +338,7 @@ pub(super) fn reap(
 }
 
 /// Completes a WQE from its response.
-fn finish(qp: &Arc<QpInner>, ex: &mut QpExec, op: &WqeOp, mut c: Cpl, resp: Response) -> Step {
+fn finish(qp: &Arc<QpInner>, ex: &mut QpExec, op: &WqeOp, mut c: Cpl, mut resp: Response) -> Step {
     let fail = |qp: &QpInner, c: Cpl, status: WcStatus| {
         qp.set_error();
         Step::Complete(Cpl { status, ..c }, op.units, true)
@@ -382,6 +382,7 @@ fn finish(qp: &Arc<QpInner>, ex: &mut QpExec, op: &WqeOp, mut c: Cpl, resp: Resp
                 off += n;
             }
             mmio::dma_publish();
+            crate::wire::pool::recycle(std::mem::take(&mut resp.payload));
         }
         Some(OpKind::Atomic) => {
             let Some((aop, width)) = op.atomic else {
@@ -447,7 +448,7 @@ pub(super) fn serve(f: &FabricInner, turn: &mut Turn<'_>) -> bool {
         };
         // A request that found no receive is tried again first.
         let mut next = c.take_held().map(|(r, since)| (r, None, since));
-        while let Some((req, in_ring, since)) =
+        while let Some((mut req, in_ring, since)) =
             next.or_else(|| wire.take(c, &mut did).map(|(r, span)| (r, span, now_ns())))
         {
             let (status, payload) = respond(f, c.peer, &req, in_ring);
@@ -474,6 +475,7 @@ pub(super) fn serve(f: &FabricInner, turn: &mut Turn<'_>) -> bool {
                 count: 1,
             };
             let req_bytes = req.len;
+            crate::wire::pool::recycle(std::mem::take(&mut req.payload));
             drop(req);
             if status == WcStatus::Success as u32 && payload.is_empty() {
                 match ack.as_mut() {
@@ -698,7 +700,7 @@ fn execute_request(rqp: &QpInner, req: &Request, in_ring: Option<RingSpan>) -> (
                 Err(e) => return st(remote_fault(e)),
             };
             let len = req.len as usize;
-            let mut out = Vec::with_capacity(len);
+            let mut out = crate::wire::pool::take(len);
             // SAFETY: the source was checked against a region of this process granting
             // REMOTE_READ, pinned while read (chunk by chunk: a deregistration stops it at the
             // next chunk); the destination is `out`'s spare capacity of `len` bytes.

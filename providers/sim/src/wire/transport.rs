@@ -349,6 +349,7 @@ impl Conn {
                     if q.ring.consumer_napping(&self.seg) {
                         self.wake_peer();
                     }
+                    super::pool::recycle(f.payload);
                     return true;
                 }
                 Ok(false) => q.ring.set_starved(&self.seg),
@@ -395,7 +396,9 @@ impl Conn {
                 q.ring.set_starved(&self.seg);
                 break;
             }
-            q.queue.pop_front();
+            if let Some(f) = q.queue.pop_front() {
+                super::pool::recycle(f.payload);
+            }
         }
         if moved {
             self.stamp();
@@ -503,7 +506,11 @@ impl Conn {
         if n > 0 {
             if !p.skip {
                 // Grows with the bytes that arrived, never with what the header announced.
-                p.payload.reserve(n);
+                if p.payload.capacity() == 0 {
+                    p.payload = super::pool::take(n);
+                } else {
+                    p.payload.reserve(n);
+                }
                 let start = p.payload.len();
                 // SAFETY: `n` bytes of reserved capacity, all written by `peek` before the
                 // length covers them (u8 has no invalid values).
