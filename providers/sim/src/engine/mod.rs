@@ -243,13 +243,20 @@ fn pass_here(f: &FabricInner) -> Option<bool> {
         return None;
     };
     // Peers that write meanwhile leave the engine thread asleep: this pass, or the next of
-    // this polling thread, takes what they write.
+    // this polling thread, takes what they write. The mark ends with the pass however it
+    // ends (an engine thread that believed a pass still ran would leave the work forever).
+    struct InPass<'a>(&'a crate::wire::Wire);
+    impl Drop for InPass<'_> {
+        fn drop(&mut self) {
+            self.0.set_polled(false);
+        }
+    }
     w.set_polled(true);
+    let _mark = InPass(w);
     let mut work = wire::serve(f, &mut turn);
     for q in f.qp_list().iter() {
         work |= step(f, q, None);
     }
-    w.set_polled(false);
     Some(work)
 }
 
