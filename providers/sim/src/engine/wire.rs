@@ -21,13 +21,13 @@ use gda_hal::{WcOpcode, WcStatus, mmio};
 use super::complete::*;
 use super::data::*;
 use super::recv::*;
-use crate::mem::{Access, dma_atomic_pinned, dma_copy_pinned};
+use crate::mem::{Access, MrInner, dma_atomic_pinned, dma_copy_pinned};
 use crate::state::{FabricInner, PSN_UNKNOWN, QpExec, QpInner, Turn, WireWait};
 use crate::types::{Endpoint, QpState};
 use crate::wire::RingSpan;
 use crate::wire::{
-    DISCARDED, PSN_MASK, REFUSED, REQUEST_HEAD_BYTES, RNR, ReqOp, Request, Response, Wire, now_ns,
-    warn,
+    Conn, DISCARDED, PSN_MASK, REFUSED, REQUEST_HEAD_BYTES, RNR, ReqOp, Request, Response, Wire,
+    now_ns, warn,
 };
 
 /// How long a requester keeps retransmitting to a responder that does not answer — no QP of
@@ -451,7 +451,8 @@ pub(super) fn serve(f: &FabricInner, turn: &mut Turn<'_>) -> bool {
         while let Some((mut req, in_ring, since)) =
             next.or_else(|| wire.take(c, &mut did).map(|(r, span)| (r, span, now_ns())))
         {
-            let (status, payload) = respond(f, c.peer, &req, in_ring);
+            let mut read_src = None;
+            let (status, payload) = respond(f, c.peer, &req, in_ring, &mut read_src);
             if let Some(span) = in_ring {
                 // Copied to its destination (or refused): the ring's bytes are free again.
                 c.release(span);
@@ -477,6 +478,11 @@ pub(super) fn serve(f: &FabricInner, turn: &mut Turn<'_>) -> bool {
             let req_bytes = req.len;
             crate::wire::pool::recycle(std::mem::take(&mut req.payload));
             drop(req);
+            if let Some((mr, addr, len)) = read_src {
+                flush_ack(&mut ack);
+                send_read(c, resp, &mr, addr, len);
+                continue;
+            }
             if status == WcStatus::Success as u32 && payload.is_empty() {
                 match ack.as_mut() {
                     Some(a)
@@ -551,10 +557,61 @@ fn admit(rqp: &QpInner, from: u64, req: &Request) -> Admission {
     ))
 }
 
+/// A READ's data, left in its region (checked for REMOTE_READ): `len` bytes at an address.
+type ReadSource = (Arc<MrInner>, u64, usize);
+
+/// Sends the response `resp` with the READ data at `addr` of `mr` (`len` bytes): straight from
+/// the region into the ring when the frame fits now, else through a buffer; a region
+/// deregistered meanwhile turns it into a remote access error.
+fn send_read(c: &Conn, resp: Response, mr: &MrInner, addr: u64, len: usize) {
+    let head = resp.encode_head_for(len);
+    let mut off = 0usize;
+    let direct = c.send_direct(&head, len, |dst, n| {
+        // SAFETY: `[addr, addr + len)` was checked against `mr` for REMOTE_READ, pinned while
+        // read; `dst` is a ring piece of `n` bytes and `off + n ≤ len`.
+        let r = unsafe { dma_copy_pinned(&[mr], dst, (addr as *const u8).add(off), n) };
+        off += n;
+        r
+    });
+    let failed = || {
+        Response {
+            status: WcStatus::RemAccessErr as u32,
+            ..resp.clone()
+        }
+        .encode_head_for(0)
+    };
+    match direct {
+        Ok(true) => {}
+        Ok(false) => {
+            let mut out = crate::wire::pool::take(len);
+            // SAFETY: as above; the destination is `out`'s spare capacity of `len` bytes, all
+            // written before the length covers them.
+            let copied = unsafe {
+                dma_copy_pinned(&[mr], out.as_mut_ptr(), addr as *const u8, len)
+                    .map(|()| out.set_len(len))
+            };
+            if copied.is_ok() {
+                c.send(head, out);
+            } else {
+                c.send(failed(), Vec::new());
+            }
+        }
+        Err(_) => {
+            c.send(failed(), Vec::new());
+        }
+    }
+}
+
 /// The responder's side of one request from fabric `from`: (status — a `WcStatus` code,
 /// RNR, REFUSED or DISCARDED — and the response payload). A WRITE's payload is `req.payload`,
 /// or still in the ring (`in_ring`).
-fn respond(f: &FabricInner, from: u64, req: &Request, in_ring: Option<RingSpan>) -> (u32, Vec<u8>) {
+fn respond(
+    f: &FabricInner,
+    from: u64,
+    req: &Request,
+    in_ring: Option<RingSpan>,
+    read_src: &mut Option<ReadSource>,
+) -> (u32, Vec<u8>) {
     let rqp = f
         .qps
         .read()
@@ -574,7 +631,7 @@ fn respond(f: &FabricInner, from: u64, req: &Request, in_ring: Option<RingSpan>)
             return (REFUSED, Vec::new());
         }
     }
-    let (status, payload) = execute_request(&rqp, req, in_ring);
+    let (status, payload) = execute_request(&rqp, req, in_ring, read_src);
     if status == WcStatus::Success as u32 {
         // Executed: the next request carries the next PSN. After an RNR this one comes again;
         // after an error NAK nothing more should come (the requester's QP is in error), and
@@ -587,7 +644,12 @@ fn respond(f: &FabricInner, from: u64, req: &Request, in_ring: Option<RingSpan>)
 
 /// Executes an admitted request on `rqp` against this process's memory (a WRITE's payload from
 /// `in_ring` when it is still in the ring).
-fn execute_request(rqp: &QpInner, req: &Request, in_ring: Option<RingSpan>) -> (u32, Vec<u8>) {
+fn execute_request(
+    rqp: &QpInner,
+    req: &Request,
+    in_ring: Option<RingSpan>,
+    read_src: &mut Option<ReadSource>,
+) -> (u32, Vec<u8>) {
     let st = |s: WcStatus| (s as u32, Vec::new());
     let rmrs = &rqp.nic.mrs;
     match req.op {
@@ -700,6 +762,12 @@ fn execute_request(rqp: &QpInner, req: &Request, in_ring: Option<RingSpan>) -> (
                 Err(e) => return st(remote_fault(e)),
             };
             let len = req.len as usize;
+            if req.len >= DIRECT_MIN {
+                // Copied from the region straight into the ring as the response is sent
+                // (`send_read`).
+                *read_src = Some((mr, req.raddr, len));
+                return st(WcStatus::Success);
+            }
             let mut out = crate::wire::pool::take(len);
             // SAFETY: the source was checked against a region of this process granting
             // REMOTE_READ, pinned while read (chunk by chunk: a deregistration stops it at the
