@@ -224,6 +224,24 @@ fn the_device_routines_pass_under_thread_sanitizer() {
     }
 }
 
+/// `scripts/gpu-examples.sh --lib <this build's dir> ARGS`: its stdout, once it succeeded.
+fn gpu_examples(args: &[&str]) -> String {
+    let lib = Path::new(env!("CARGO_BIN_EXE_gdacc")).parent().unwrap();
+    let o = Command::new(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/gpu-examples.sh"))
+        .arg("--lib")
+        .arg(lib)
+        .args(args)
+        .output()
+        .expect("run scripts/gpu-examples.sh");
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        o.status.success(),
+        "{out}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    out
+}
+
 /// On a machine with a GPU: the examples built for it (`nvcc` for NVIDIA, `hipcc` for AMD) run
 /// their kernels against the software NIC, whose rings, doorbell records, CQs and heap the
 /// kernels reach through host memory gda maps for the GPU (`Ctx::memory` Mapped: gda-hip
@@ -236,19 +254,7 @@ fn the_device_routines_pass_under_thread_sanitizer() {
 #[test]
 #[ignore = "needs a GPU (NVIDIA with nvcc, or AMD with hipcc)"]
 fn gpu_examples_drive_the_software_nic_from_a_real_gpu() {
-    let lib = Path::new(env!("CARGO_BIN_EXE_gdacc")).parent().unwrap();
-    let o = Command::new(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/gpu-examples.sh"))
-        .arg("--lib")
-        .arg(lib)
-        .args(["--deadline", "3600"])
-        .output()
-        .expect("run scripts/gpu-examples.sh");
-    let out = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        o.status.success(),
-        "{out}\n{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let out = gpu_examples(&["--deadline", "3600"]);
     assert!(out.contains(" 0 not run"), "{out}");
 }
 
@@ -256,19 +262,7 @@ fn gpu_examples_drive_the_software_nic_from_a_real_gpu() {
 /// so a mistake in it shows here rather than on a borrowed GPU.
 #[test]
 fn the_gpu_examples_script_runs_the_examples_on_cpu_threads() {
-    let lib = Path::new(env!("CARGO_BIN_EXE_gdacc")).parent().unwrap();
-    let o = Command::new(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/gpu-examples.sh"))
-        .arg("--lib")
-        .arg(lib)
-        .args(["--cpu", "--pes", "2"])
-        .output()
-        .expect("run scripts/gpu-examples.sh");
-    let out = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        o.status.success(),
-        "{out}\n{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let out = gpu_examples(&["--cpu", "--pes", "2"]);
     // 2 examples x (3 RDMA formats + P2P) at 2 PEs.
     assert!(
         out.contains("gpu-examples: cpu: 8 of 8 runs ok, 0 not run"),

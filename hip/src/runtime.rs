@@ -297,12 +297,20 @@ impl Hip {
             // CUDA 12 renamed the call (`cudaGetDeviceProperties` is a macro for `_v2`); the
             // name leads the structure in every version.
             props: if cuda {
-                Some(
-                    opt!(hipDeviceGetName, "cudaGetDeviceProperties_v2").map_or_else(
-                        || Ok(need!(hipDeviceGetName, "cudaGetDeviceProperties")),
-                        Ok::<_, HipError>,
-                    )?,
-                )
+                let p = sym("cudaGetDeviceProperties_v2")
+                    .or_else(|| sym("cudaGetDeviceProperties"))
+                    .ok_or_else(|| {
+                        HipError::Load(format!(
+                            "{path} has no cudaGetDeviceProperties: not a CUDA runtime; {install}"
+                        ))
+                    })?;
+                // SAFETY: `cudaError_t (cudaDeviceProp*, int)`, the prototype of both names.
+                Some(unsafe {
+                    std::mem::transmute::<
+                        *const c_void,
+                        unsafe extern "C" fn(*mut c_void, c_int) -> Status,
+                    >(p)
+                })
             } else {
                 None
             },

@@ -168,6 +168,11 @@ pub(crate) struct Response {
     pub(crate) count: u32,
 }
 
+/// Smallest payload copied straight between registered memory and a ring (a WRITE or SEND
+/// into it, a WRITE out of it, a READ's data into it) instead of through a buffer: below it
+/// the buffer costs less than the bookkeeping.
+pub(crate) const DIRECT_MIN: usize = 1024;
+
 /// The most requests one coalesced acknowledgement answers.
 pub(crate) const MAX_COALESCED: u32 = 1024;
 

@@ -83,6 +83,18 @@ impl Req {
     }
 }
 
+/// A listener posing as a process fabric of id `PROCESS_TAG | (pid ^ salt)`, and that id. Each
+/// test its own salt: under `cargo test` the tests of this binary share one process.
+fn fake_fabric(salt: u32) -> (UnixListener, u64) {
+    let token = std::process::id() & 0xff_ffff ^ salt;
+    let fabric = 0x5650_u64 << 48 | u64::from(token);
+    let l = UnixListener::bind_addr(
+        &SocketAddr::from_abstract_name(socket_name(fabric).as_bytes()).unwrap(),
+    )
+    .unwrap();
+    (l, fabric)
+}
+
 fn socket_name(fabric: u64) -> String {
     format!(
         "gda-sim/{}/{fabric:016x}",
@@ -472,12 +484,7 @@ fn a_peer_that_stops_reading_fails_its_requests_and_blocks_nobody() {
     let a = side(4 << 20);
     let b = side(4096);
     // A listener for a made-up process fabric that never accepts.
-    let token = std::process::id() & 0xff_ffff ^ 0x5a_5a5a;
-    let ghost = 0x5650_u64 << 48 | u64::from(token);
-    let _l = UnixListener::bind_addr(
-        &SocketAddr::from_abstract_name(socket_name(ghost).as_bytes()).unwrap(),
-    )
-    .unwrap();
+    let (_l, ghost) = fake_fabric(0x5a_5a5a);
     a.qp.bring_up(&Endpoint {
         fabric: ghost,
         nic: 0,
@@ -754,12 +761,7 @@ fn response(dst: Endpoint, seq: u64, status: u32, payload: &[u8]) -> Vec<u8> {
 #[test]
 fn responses_are_taken_only_for_the_outstanding_request() {
     let a = side(4096);
-    let token = std::process::id() & 0xff_ffff ^ 0x3c_3c3c;
-    let peer = 0x5650_u64 << 48 | u64::from(token);
-    let l = UnixListener::bind_addr(
-        &SocketAddr::from_abstract_name(socket_name(peer).as_bytes()).unwrap(),
-    )
-    .unwrap();
+    let (l, peer) = fake_fabric(0x3c_3c3c);
     let remote = Endpoint {
         fabric: peer,
         nic: 0,
@@ -833,12 +835,7 @@ fn responses_are_taken_only_for_the_outstanding_request() {
 #[test]
 fn a_coalesced_acknowledgement_completes_writes_and_nothing_else() {
     let a = side(4096);
-    let token = std::process::id() & 0xff_ffff ^ 0x5a_5a5a;
-    let peer = 0x5650_u64 << 48 | u64::from(token);
-    let l = UnixListener::bind_addr(
-        &SocketAddr::from_abstract_name(socket_name(peer).as_bytes()).unwrap(),
-    )
-    .unwrap();
+    let (l, peer) = fake_fabric(0x6b_6b6b);
     let remote = Endpoint {
         fabric: peer,
         nic: 0,

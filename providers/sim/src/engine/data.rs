@@ -46,31 +46,15 @@ pub(super) fn stage_source(qp: &QpInner, op: &WqeOp) -> Result<Vec<u8>, WcStatus
     if let Some(d) = op.inline.as_ref().filter(|d| !d.is_empty()) {
         return Ok(d.clone());
     }
-    let mut staged: Vec<u8> = crate::wire::pool::take(op.length() as usize);
-    for s in op.sges.iter().filter(|s| s.length > 0) {
-        let mr = qp
-            .nic
-            .mrs
-            .check_local(qp.pd, s.lkey, s.addr, u64::from(s.length), Access::empty())
-            .map_err(local_fault)?;
-        let start = staged.len();
-        let n = s.length as usize;
-        // The copy fills the spare capacity (reserved above for the whole message): no zeroing
-        // first, which for a large message costs as much as the copy.
-        staged.reserve(n);
-        // SAFETY: the source range was checked against a local region, pinned while copied;
-        // the destination is `n` bytes of spare capacity, which the copy writes entirely before
-        // the length covers it (u8 has no invalid values).
-        unsafe {
-            dma_copy_pinned(
-                &[&mr],
-                staged.as_mut_ptr().add(start),
-                s.addr as *const u8,
-                n,
-            )
-            .map_err(local_fault)?;
-            staged.set_len(start + n);
-        }
+    let mut gather = Gather::check(qp, op)?;
+    let len = gather.len();
+    let mut staged: Vec<u8> = crate::wire::pool::take(len);
+    // SAFETY: the destination is `staged`'s spare capacity (at least `len` bytes), which the
+    // copy writes entirely before the length covers it (no zeroing first, which for a large
+    // message costs as much as the copy).
+    unsafe {
+        gather.copy(staged.as_mut_ptr(), len).map_err(local_fault)?;
+        staged.set_len(len);
     }
     Ok(staged)
 }
@@ -98,9 +82,17 @@ impl Gather {
         Ok(Self { sges, at: (0, 0) })
     }
 
+    /// Bytes of the whole list.
+    pub(super) fn len(&self) -> usize {
+        self.sges.iter().map(|&(_, _, n)| n).sum()
+    }
+
     /// Copies the next `n` bytes of the list to `dst`, each region pinned while read;
-    /// `Err` when one was deregistered meanwhile (the caller sends nothing).
-    pub(super) fn copy(&mut self, dst: *mut u8, n: usize) -> Result<(), crate::mem::Fault> {
+    /// `Err` when one was deregistered meanwhile, or the list holds fewer bytes.
+    ///
+    /// # Safety
+    /// `dst` is valid for writing `n` bytes.
+    pub(super) unsafe fn copy(&mut self, dst: *mut u8, n: usize) -> Result<(), crate::mem::Fault> {
         let mut done = 0;
         while done < n {
             let Some((mr, addr, len)) = self.sges.get(self.at.0) else {
@@ -108,7 +100,7 @@ impl Gather {
             };
             let k = (len - self.at.1).min(n - done);
             // SAFETY: the source range lies in a region checked in `check`, pinned while
-            // copied; `dst` has `n` bytes (the caller's ring piece).
+            // copied; `dst` has `n` bytes (this function's contract), `done + k ≤ n`.
             unsafe {
                 dma_copy_pinned(&[mr], dst.add(done), (*addr as *const u8).add(self.at.1), k)
             }?;

@@ -238,10 +238,8 @@ fn pass_here(f: &FabricInner) -> Option<bool> {
     let w = f.wire.as_ref().filter(|_| f.chaos.is_none())?;
     let _clock = crate::wire::PassClock::start();
     // One pass at a time, whichever thread runs it: a CQ has one producer.
-    let Some(mut turn) = f.try_turn() else {
-        w.set_polled(false);
-        return None;
-    };
+    // A pass under way in another thread has marked the connections already.
+    let mut turn = f.try_turn()?;
     // Peers that write meanwhile leave the engine thread asleep: this pass, or the next of
     // this polling thread, takes what they write. The mark ends with the pass however it
     // ends (an engine thread that believed a pass still ran would leave the work forever).

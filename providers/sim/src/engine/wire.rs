@@ -121,7 +121,7 @@ pub(super) fn execute_wire(
     // otherwise, and for small ones, it is staged.
     let direct = matches!(kind, OpKind::Write | OpKind::Send)
         && op.inline.as_ref().is_none_or(|d| d.is_empty())
-        && op.length() >= DIRECT_MIN;
+        && op.length() >= crate::wire::DIRECT_MIN as u64;
     let mut gather = None;
     let payload = match kind {
         OpKind::Write | OpKind::Send if direct => match Gather::check(qp, op) {
@@ -187,22 +187,28 @@ pub(super) fn execute_wire(
     wire.expect(key, req.seq, conn.id, req.response_payload());
     let sent = match gather.as_mut() {
         None => conn.send(head, payload),
-        Some(g) => match conn.send_direct(&head, carried as usize, |dst, n| g.copy(dst, n)) {
-            Ok(true) => true,
-            // No room in the ring now: staged after all (the checks run again).
-            Ok(false) => match stage_source(qp, op) {
-                Ok(v) => conn.send(head, v),
-                Err(s) => {
+        Some(g) => {
+            let fill = |dst, n| {
+                // SAFETY: `send_direct` hands the fill a ring piece of `n` writable bytes.
+                unsafe { g.copy(dst, n) }
+            };
+            match conn.send_direct(&head, carried as usize, fill) {
+                Ok(true) => true,
+                // No room in the ring now: staged after all (the checks run again).
+                Ok(false) => match stage_source(qp, op) {
+                    Ok(v) => conn.send(head, v),
+                    Err(s) => {
+                        wire.unexpect(key, req.seq);
+                        return fail(qp, ex, c, s);
+                    }
+                },
+                // A region deregistered while it was read: nothing was sent.
+                Err(e) => {
                     wire.unexpect(key, req.seq);
-                    return fail(qp, ex, c, s);
+                    return fail(qp, ex, c, local_fault(e));
                 }
-            },
-            // A region deregistered while it was read: nothing was sent.
-            Err(e) => {
-                wire.unexpect(key, req.seq);
-                return fail(qp, ex, c, local_fault(e));
             }
-        },
+        }
     };
     if !sent {
         // The connection died: what is in flight on it fails the same way (see `reap`).
@@ -225,10 +231,6 @@ pub(super) fn execute_wire(
     ex.wire_psn = Some(psn.wrapping_add(1) & PSN_MASK);
     Step::Sent
 }
-
-/// Smallest gathered WRITE/SEND payload copied straight from memory into the ring (below it,
-/// staging costs less than the bookkeeping).
-const DIRECT_MIN: u64 = 1024;
 
 /// Completes the requests of `qp` whose responses have come, oldest first; whether anything
 /// happened. Each completion goes to `retire` (the engine's common bookkeeping).
@@ -573,33 +575,33 @@ fn send_read(c: &Conn, resp: Response, mr: &MrInner, addr: u64, len: usize) {
         off += n;
         r
     });
-    let failed = || {
-        Response {
-            status: WcStatus::RemAccessErr as u32,
-            ..resp.clone()
-        }
-        .encode_head_for(0)
+    let sent = match direct {
+        Ok(true) => true,
+        Ok(false) => read_buffer(mr, addr, len)
+            .map(|data| c.send(head, data))
+            .is_ok(),
+        Err(_) => false,
     };
-    match direct {
-        Ok(true) => {}
-        Ok(false) => {
-            let mut out = crate::wire::pool::take(len);
-            // SAFETY: as above; the destination is `out`'s spare capacity of `len` bytes, all
-            // written before the length covers them.
-            let copied = unsafe {
-                dma_copy_pinned(&[mr], out.as_mut_ptr(), addr as *const u8, len)
-                    .map(|()| out.set_len(len))
-            };
-            if copied.is_ok() {
-                c.send(head, out);
-            } else {
-                c.send(failed(), Vec::new());
-            }
-        }
-        Err(_) => {
-            c.send(failed(), Vec::new());
-        }
+    if !sent {
+        let failed = Response {
+            status: WcStatus::RemAccessErr as u32,
+            ..resp
+        };
+        c.send(failed.encode_head_for(0), Vec::new());
     }
+}
+
+/// `len` bytes at `addr` of `mr` (checked for REMOTE_READ by the caller), read into a (pooled)
+/// buffer with the region pinned — chunk by chunk: a deregistration stops it at the next chunk.
+fn read_buffer(mr: &MrInner, addr: u64, len: usize) -> Result<Vec<u8>, crate::mem::Fault> {
+    let mut out = crate::wire::pool::take(len);
+    // SAFETY: the source lies in `mr`, pinned while read; the destination is `out`'s spare
+    // capacity of `len` bytes, all written before the length covers them.
+    unsafe {
+        dma_copy_pinned(&[mr], out.as_mut_ptr(), addr as *const u8, len)?;
+        out.set_len(len);
+    }
+    Ok(out)
 }
 
 /// The responder's side of one request from fabric `from`: (status — a `WcStatus` code,
@@ -762,23 +764,14 @@ fn execute_request(
                 Err(e) => return st(remote_fault(e)),
             };
             let len = req.len as usize;
-            if req.len >= DIRECT_MIN {
+            if req.len >= crate::wire::DIRECT_MIN as u64 {
                 // Copied from the region straight into the ring as the response is sent
                 // (`send_read`).
                 *read_src = Some((mr, req.raddr, len));
                 return st(WcStatus::Success);
             }
-            let mut out = crate::wire::pool::take(len);
-            // SAFETY: the source was checked against a region of this process granting
-            // REMOTE_READ, pinned while read (chunk by chunk: a deregistration stops it at the
-            // next chunk); the destination is `out`'s spare capacity of `len` bytes.
-            match unsafe { dma_copy_pinned(&[&mr], out.as_mut_ptr(), req.raddr as *const u8, len) }
-            {
-                Ok(()) => {
-                    // SAFETY: all `len` bytes were written just above.
-                    unsafe { out.set_len(len) };
-                    (WcStatus::Success as u32, out)
-                }
+            match read_buffer(&mr, req.raddr, len) {
+                Ok(out) => (WcStatus::Success as u32, out),
                 Err(e) => st(remote_fault(e)),
             }
         }

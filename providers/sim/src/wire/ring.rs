@@ -214,21 +214,31 @@ unsafe fn copy_wrapped(
     len: usize,
     into_ring: bool,
 ) {
+    let [(a, first), (b, rest)] = pieces(seg, ring, pos, len);
+    // SAFETY: both pieces are inside the ring's data area (`pieces`); `buf` is the caller's.
+    // `dma_copy` tolerates a peer writing the shared bytes concurrently (they are treated as
+    // untrusted input).
+    unsafe {
+        if into_ring {
+            mmio::dma_copy(a, buf, first);
+            mmio::dma_copy(b, buf.add(first), rest);
+        } else {
+            mmio::dma_copy(buf, a, first);
+            mmio::dma_copy(buf.add(first), b, rest);
+        }
+    }
+}
+
+/// Where `len ≤ RING_BYTES` bytes from byte position `pos` of ring `ring` lie in its data area:
+/// at most two pieces, in order (the second, from the area's start, is empty unless they wrap).
+fn pieces(seg: &Segment, ring: usize, pos: u64, len: usize) -> [(*mut u8, usize); 2] {
+    debug_assert!(len <= RING_BYTES);
     let data = seg.data(ring);
     let at = (pos as usize) & (RING_BYTES - 1);
     let first = len.min(RING_BYTES - at);
-    // SAFETY: `at + first ≤ RING_BYTES` and `len - first ≤ at`: both pieces are inside the
-    // ring's data area; `buf` is the caller's. `dma_copy` tolerates a peer writing the shared
-    // bytes concurrently (they are treated as untrusted input).
-    unsafe {
-        if into_ring {
-            mmio::dma_copy(data.add(at), buf, first);
-            mmio::dma_copy(data, buf.add(first), len - first);
-        } else {
-            mmio::dma_copy(buf, data.add(at), first);
-            mmio::dma_copy(buf.add(first), data, len - first);
-        }
-    }
+    // SAFETY: `at < RING_BYTES`: inside the data area, as are `at + first ≤ RING_BYTES` and,
+    // from its start, `len - first ≤ at` bytes.
+    [(unsafe { data.add(at) }, first), (data, len - first)]
 }
 
 /// Bytes still in a ring (at most two pieces, in order): a payload a responder copies straight
@@ -321,13 +331,8 @@ impl Producer {
                 true,
             )
         };
-        let data = seg.data(self.ring);
-        let at = ((self.head + head.len() as u64) as usize) & (RING_BYTES - 1);
-        let first = len.min(RING_BYTES - at);
-        // SAFETY: `at < RING_BYTES` and `at + first ≤ RING_BYTES`: the pieces are free ring
-        // space (room checked).
-        let start = unsafe { data.add(at) };
-        for (dst, n) in [(start, first), (data, len - first)] {
+        // The pieces are free ring space (room checked).
+        for (dst, n) in pieces(seg, self.ring, self.head + head.len() as u64, len) {
             if n > 0 {
                 if let Err(e) = fill(dst, n) {
                     return Ok(Some(Err(e)));
@@ -414,15 +419,9 @@ impl Consumer {
     /// (across the wrap), in order. The caller has seen `n` bytes available; they stay valid
     /// (the producer does not overwrite them) until they are consumed.
     pub(crate) fn span(&self, seg: &Segment, n: usize) -> RingSpan {
-        debug_assert!(n <= RING_BYTES);
-        let data = seg.data(self.ring);
-        let at = (self.tail as usize) & (RING_BYTES - 1);
-        let first = n.min(RING_BYTES - at);
-        // SAFETY: `at < RING_BYTES`: inside the ring's data area (and `at + first ≤
-        // RING_BYTES`, the second piece starting at the area's start).
-        let start = unsafe { data.add(at) };
+        let [(a, first), (b, rest)] = pieces(seg, self.ring, self.tail, n);
         RingSpan {
-            pieces: [(start.cast_const(), first), (data.cast_const(), n - first)],
+            pieces: [(a.cast_const(), first), (b.cast_const(), rest)],
         }
     }
 

@@ -167,10 +167,6 @@ pub(crate) enum Incoming {
     Response(Response),
 }
 
-/// Smallest WRITE payload a responder copies from the ring straight to its destination (below
-/// it, the copy into a buffer costs less than the bookkeeping).
-const IN_RING_MIN: usize = 1024;
-
 /// One connection to a peer fabric: requests this process sends and their responses (one it
 /// made), or requests a peer sends and this process's responses (one it accepted).
 pub(crate) struct Conn {
@@ -466,7 +462,7 @@ impl Conn {
                 // which then consumes it (`release`).
                 if req.op == super::ReqOp::Write
                     && req.imm.is_none()
-                    && len >= IN_RING_MIN
+                    && len >= super::DIRECT_MIN
                     && avail >= HEADER_BYTES + body_len + len
                 {
                     if rx.ring.consume(&self.seg, HEADER_BYTES + body_len) {
