@@ -63,6 +63,59 @@ fn rdma_processes_every_model() {
     }
 }
 
+/// The same routines over the engine that verbs programs use between processes (requests over
+/// shared-memory rings, executed by the peer's engine on its own memory), for every queue
+/// format; and a misspelt engine is a clear error.
+#[test]
+fn rdma_processes_over_the_wire_engine_every_model() {
+    for p in ["native", "mlx5", "bnxt"] {
+        let job = format!("twire{p}{}", std::process::id());
+        let o = gdarun(
+            3,
+            &[
+                ("GDA_SHMEM_TRANSPORT", "rdma"),
+                ("GDA_SHMEM_SIM_ENGINE", "wire"),
+            ],
+            &["--job", &job, gda(), "shmem", "check", "--provider", p],
+        );
+        ok(&o, 3, "Rdma");
+        no_shm_left(&job);
+    }
+    // Under a chaos seed (the engines' own choices of order and delay).
+    let o = gdarun(
+        2,
+        &[
+            ("GDA_SHMEM_TRANSPORT", "rdma"),
+            ("GDA_SHMEM_SIM_ENGINE", "wire"),
+            ("GDA_SIM_CHAOS", "7"),
+        ],
+        &[
+            gda(),
+            "shmem",
+            "check",
+            "--provider",
+            "mlx5",
+            "--rounds",
+            "16",
+        ],
+    );
+    ok(&o, 2, "Rdma");
+    let o = gdarun(
+        2,
+        &[
+            ("GDA_SHMEM_TRANSPORT", "rdma"),
+            ("GDA_SHMEM_SIM_ENGINE", "wires"),
+        ],
+        &[gda(), "shmem", "check"],
+    );
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("GDA_SHMEM_SIM_ENGINE=\"wires\" is not an engine"),
+        "{err}"
+    );
+}
+
 /// `gdarun --report-bindings` lines: per PE, (pe cpus, engine cpus) as printed.
 fn bindings(o: &Output) -> Vec<(String, String)> {
     let err = String::from_utf8_lossy(&o.stderr);

@@ -988,9 +988,20 @@ impl<P: Provider> SendQueue<P> {
 
     /// Waits until everything posted so far (by any producer) has completed — OpenSHMEM quiet.
     pub fn quiet(&self) -> Result<(), SqError> {
+        self.quiet_with(|| {})
+    }
+
+    /// [`SendQueue::quiet`], calling `progress` between polls: a NIC whose work runs in the
+    /// waiting thread (the software NIC between processes, `gda_sim::Fabric::progress`) moves
+    /// while its user waits, with no other thread to schedule.
+    pub fn quiet_with(&self, mut progress: impl FnMut()) -> Result<(), SqError> {
         let mut w = Waiter::new(self.timeout_ms);
+        let mut poll = || {
+            progress();
+            self.poll()
+        };
         self.counters
-            .wait_rung(self.counters.reserved(), &mut w, || self.poll())?;
+            .wait_rung(self.counters.reserved(), &mut w, &mut poll)?;
         // The newest WQE may have been unsignalled: its completion is only observable through a
         // later CQE, so ask for one.
         if self.counters.signaled_marker.load(Ordering::Relaxed) < self.counters.last_rung_marker()
@@ -998,8 +1009,7 @@ impl<P: Provider> SendQueue<P> {
             self.post(&WorkRequest::Nop, SendFlags::SIGNALED)?;
         }
         let marker = self.counters.signaled_marker.load(Ordering::Relaxed);
-        self.counters
-            .wait_complete(marker, &mut w, || self.poll())?;
+        self.counters.wait_complete(marker, &mut w, poll)?;
         self.first_error()
     }
 }

@@ -28,6 +28,9 @@ pub struct RdmaNic<D> {
     pub path: PathRequest,
     /// The engine wake-up of a software NIC (`None` on hardware).
     pub nudge: Option<Nudge>,
+    /// Runs a software NIC's work in the calling thread while it waits for completions
+    /// (`gda_sim::Fabric::progress` on a process fabric; `None` on hardware).
+    pub progress: Option<Nudge>,
     /// Where the QPs' and CQs' rings and doorbell records live, with the queues' protocol
     /// state and the device context (default: the heap's choice — GPU memory for a GPU heap,
     /// the provider's host memory otherwise; `QueueMemory::Caller` sets it).
@@ -41,6 +44,7 @@ impl<D> RdmaNic<D> {
             device,
             path: PathRequest::default(),
             nudge: None,
+            progress: None,
             queues: QueueMemory::Provider,
         }
     }

@@ -43,16 +43,59 @@ where
     )
 }
 
-/// A software NIC as a PE's RDMA NIC, with its fabric's engine wake-up.
+/// A software NIC as a PE's RDMA NIC, with its fabric's engine wake-up, and — on a process
+/// fabric, whose responders are the peers' engines — the engine's pass in the PE's thread
+/// while it waits for completions (so a put's acknowledgement is reaped by the PE that waits
+/// for it, not by a third thread that must first get a core).
 #[cfg(feature = "sim")]
 fn sim_nic<P: gda_sim::Modeled>(
     fabric: &gda_sim::Fabric,
     device: gda_sim::SimDevice<P>,
 ) -> RdmaNic<gda_sim::SimDevice<P>> {
     let f = fabric.clone();
+    let progress = fabric.is_process().then(|| {
+        let g = fabric.clone();
+        std::sync::Arc::new(move || {
+            g.progress();
+        }) as crate::domain::Nudge
+    });
     RdmaNic {
         nudge: Some(std::sync::Arc::new(move || f.kick())),
+        progress,
         ..RdmaNic::new(device)
+    }
+}
+
+/// Which cross-process engine of the software NIC a launched PE's RDMA routes use
+/// (`GDA_SHMEM_SIM_ENGINE`).
+#[cfg(feature = "sim")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SimEngine {
+    /// The job fabric (`gda_sim::Fabric::shared`, default): the requester's engine executes
+    /// WRITE, READ and atomics on the peer's shared heap segment itself.
+    Shared,
+    /// The process fabric (`gda_sim::Fabric::process`), what the verbs-compatible library
+    /// uses: requests travel over shared-memory rings and the peer's engine executes them on
+    /// any registered memory (the engine that is to replace `Shared`).
+    Wire,
+}
+
+#[cfg(feature = "sim")]
+impl SimEngine {
+    /// `GDA_SHMEM_SIM_ENGINE`: `shared` (default, also when unset or empty) or `wire`.
+    pub fn from_env() -> Result<Self> {
+        Self::parse(std::env::var("GDA_SHMEM_SIM_ENGINE").ok().as_deref())
+    }
+
+    /// The engine a `GDA_SHMEM_SIM_ENGINE` value names.
+    pub fn parse(value: Option<&str>) -> Result<Self> {
+        match value.map(str::trim) {
+            None | Some("" | "shared") => Ok(Self::Shared),
+            Some("wire") => Ok(Self::Wire),
+            Some(v) => Err(ShmemError::Config(format!(
+                "GDA_SHMEM_SIM_ENGINE={v:?} is not an engine (shared or wire)"
+            ))),
+        }
     }
 }
 
@@ -157,8 +200,11 @@ pub fn init_launched<P: gda_sim::Modeled>(launch: &Launch, cfg: &Config) -> Resu
             .map_err(|e| ShmemError::Config(e.to_string()))?;
     // The rendezvous first: the registry's name is keyed with the secret it authenticated.
     let boot = rendezvous(launch, cfg)?;
-    let fabric = gda_sim::Fabric::shared(chaos, boot.names(), launch.rank)
-        .map_err(|e| ShmemError::Config(e.to_string()))?;
+    let fabric = match SimEngine::from_env()? {
+        SimEngine::Shared => gda_sim::Fabric::shared(chaos, boot.names(), launch.rank),
+        SimEngine::Wire => gda_sim::Fabric::process(chaos),
+    }
+    .map_err(|e| ShmemError::Config(e.to_string()))?;
     let binding = binding_from_env()?;
     if let Some((bind, cpus)) = &binding {
         // Placed before the engine thread exists: unbound from birth, PE and engine land

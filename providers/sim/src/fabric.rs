@@ -188,6 +188,13 @@ impl Fabric {
         self.inner.link.is_some()
     }
 
+    /// Whether this is a process fabric ([`Fabric::process`]): its peers' requests execute
+    /// in this process, and [`Fabric::progress`] runs the engine's pass in the caller.
+    #[must_use]
+    pub fn is_process(&self) -> bool {
+        self.inner.wire.is_some()
+    }
+
     /// The chaos seed, if chaos mode is on.
     #[must_use]
     pub fn chaos_seed(&self) -> Option<u64> {

@@ -192,22 +192,49 @@ pub(crate) const DISCARDED: u32 = 0xffff_0003;
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) struct BadFrame(pub(crate) String);
 
-fn put32(v: &mut Vec<u8>, x: u32) {
-    v.extend_from_slice(&x.to_le_bytes());
-}
 fn put64(v: &mut Vec<u8>, x: u64) {
     v.extend_from_slice(&x.to_le_bytes());
 }
 
 fn header(kind: u16, body: usize, payload: usize) -> Vec<u8> {
     let mut v = Vec::with_capacity(HEADER_BYTES + body);
-    put32(&mut v, MAGIC);
-    v.extend_from_slice(&VERSION.to_le_bytes());
-    v.extend_from_slice(&kind.to_le_bytes());
-    put32(&mut v, payload as u32);
-    put32(&mut v, 0);
+    v.extend_from_slice(&header_bytes(kind, payload));
     v
 }
+
+fn header_bytes(kind: u16, payload: usize) -> [u8; HEADER_BYTES] {
+    let mut h = [0u8; HEADER_BYTES];
+    h[0..4].copy_from_slice(&MAGIC.to_le_bytes());
+    h[4..6].copy_from_slice(&VERSION.to_le_bytes());
+    h[6..8].copy_from_slice(&kind.to_le_bytes());
+    h[8..12].copy_from_slice(&(payload as u32).to_le_bytes());
+    h
+}
+
+/// Writes little-endian fields into a fixed-size frame head, in order (no allocation: a head
+/// is built for every request and response).
+struct HeadWriter<'a, const N: usize> {
+    buf: &'a mut [u8; N],
+    at: usize,
+}
+
+impl<const N: usize> HeadWriter<'_, N> {
+    fn bytes(&mut self, b: &[u8]) {
+        self.buf[self.at..self.at + b.len()].copy_from_slice(b);
+        self.at += b.len();
+    }
+    fn u32(&mut self, x: u32) {
+        self.bytes(&x.to_le_bytes());
+    }
+    fn u64(&mut self, x: u64) {
+        self.bytes(&x.to_le_bytes());
+    }
+}
+
+/// A request's header and body.
+pub(crate) type RequestHead = [u8; REQUEST_HEAD_BYTES];
+/// A response's header and body.
+pub(crate) type ResponseHead = [u8; RESPONSE_HEAD_BYTES];
 
 /// The hello (or welcome) frame of a connection, naming fabric `fabric`.
 pub(crate) fn handshake(kind: u16, fabric: u64) -> Vec<u8> {
@@ -221,17 +248,22 @@ impl Request {
     /// Header and body (the payload goes after them, unchanged).
     #[cfg(test)]
     pub(crate) fn encode_head(&self) -> Vec<u8> {
-        self.encode_head_for(self.payload.len())
+        self.encode_head_for(self.payload.len()).to_vec()
     }
 
     /// Header and body for a payload of `len` bytes sent apart from `self` (written straight
     /// from the requester's memory into the ring).
-    pub(crate) fn encode_head_for(&self, len: usize) -> Vec<u8> {
-        let mut v = header(KIND_REQUEST, REQUEST_BODY_BYTES, len);
+    pub(crate) fn encode_head_for(&self, len: usize) -> RequestHead {
+        let mut buf = [0u8; REQUEST_HEAD_BYTES];
+        let mut v = HeadWriter {
+            buf: &mut buf,
+            at: 0,
+        };
+        v.bytes(&header_bytes(KIND_REQUEST, len));
         for x in [self.dst_nic, self.dst_qpn, self.src_nic, self.src_qpn] {
-            put32(&mut v, x);
+            v.u32(x);
         }
-        put64(&mut v, self.seq);
+        v.u64(self.seq);
         let (akind, a, width) = match self.atomic {
             None => (0u8, [0u64; 4], 0u32),
             Some((AtomicOp::CompareSwap { compare, swap }, w)) => (1, [compare, swap, 0, 0], w),
@@ -253,22 +285,22 @@ impl Request {
                 w,
             )) => (4, [add, field_boundary, 0, 0], w),
         };
-        v.extend_from_slice(&[
+        v.bytes(&[
             self.op as u8,
             u8::from(self.imm.is_some()),
             width as u8,
             akind,
         ]);
-        put32(&mut v, self.imm.unwrap_or(0));
-        put32(&mut v, self.rkey);
-        put32(&mut v, self.psn & PSN_MASK);
-        put64(&mut v, self.raddr);
-        put64(&mut v, self.len);
+        v.u32(self.imm.unwrap_or(0));
+        v.u32(self.rkey);
+        v.u32(self.psn & PSN_MASK);
+        v.u64(self.raddr);
+        v.u64(self.len);
         for x in a {
-            put64(&mut v, x);
+            v.u64(x);
         }
-        debug_assert_eq!(v.len(), REQUEST_HEAD_BYTES);
-        v
+        debug_assert_eq!(v.at, REQUEST_HEAD_BYTES);
+        buf
     }
 
     /// The whole frame.
@@ -373,22 +405,27 @@ impl Request {
 
 impl Response {
     /// Header and body for a payload of `len` bytes sent apart from `self`.
-    pub(crate) fn encode_head_for(&self, len: usize) -> Vec<u8> {
-        let mut v = header(KIND_RESPONSE, RESPONSE_BODY_BYTES, len);
-        put32(&mut v, self.dst_nic);
-        put32(&mut v, self.dst_qpn);
-        put64(&mut v, self.seq);
-        put32(&mut v, self.status);
+    pub(crate) fn encode_head_for(&self, len: usize) -> ResponseHead {
+        let mut buf = [0u8; RESPONSE_HEAD_BYTES];
+        let mut v = HeadWriter {
+            buf: &mut buf,
+            at: 0,
+        };
+        v.bytes(&header_bytes(KIND_RESPONSE, len));
+        v.u32(self.dst_nic);
+        v.u32(self.dst_qpn);
+        v.u64(self.seq);
+        v.u32(self.status);
         // 0 for one request (the field was reserved before acknowledgements were coalesced).
-        put32(&mut v, if self.count > 1 { self.count } else { 0 });
-        debug_assert_eq!(v.len(), RESPONSE_HEAD_BYTES);
-        v
+        v.u32(if self.count > 1 { self.count } else { 0 });
+        debug_assert_eq!(v.at, RESPONSE_HEAD_BYTES);
+        buf
     }
 
     /// The whole frame.
     #[cfg(test)]
     pub(crate) fn encode(&self) -> Vec<u8> {
-        let mut v = self.encode_head_for(self.payload.len());
+        let mut v = self.encode_head_for(self.payload.len()).to_vec();
         v.extend_from_slice(&self.payload);
         v
     }

@@ -131,21 +131,21 @@ impl<P: Provider> Pe<P> {
     where
         D: gda_hal::control::Device<Provider = P> + 'static,
     {
-        let nudge = nic.nudge.clone();
+        let hooks = (nic.nudge.clone(), nic.progress.clone());
         let conn = DeviceConn::open(nic)?;
-        Self::init_with(boot, Some(Box::new(conn)), nudge, cfg)
+        Self::init_with(boot, Some(Box::new(conn)), hooks, cfg)
     }
 
     /// Collective initialisation over `boot` with P2P routes only (an error if some PE needs
     /// RDMA).
     pub fn init_p2p(boot: Box<dyn Bootstrap>, cfg: &Config) -> Result<Self> {
-        Self::init_with(boot, None, None, cfg)
+        Self::init_with(boot, None, (None, None), cfg)
     }
 
     fn init_with(
         mut boot: Box<dyn Bootstrap>,
         mut domain: Option<Box<dyn Conn<P>>>,
-        nudge: Option<Nudge>,
+        (nudge, progress): (Option<Nudge>, Option<Nudge>),
         cfg: &Config,
     ) -> Result<Self> {
         let (me, n) = (boot.rank(), boot.size());
@@ -420,6 +420,7 @@ impl<P: Provider> Pe<P> {
                 rdma_routes: rdma_pes.len(),
                 _nic: domain,
                 nudge,
+                progress,
             },
             base: seg.as_ptr(),
             heap_size,

@@ -284,6 +284,9 @@ pub(crate) struct Net<P: Provider> {
     pub(crate) _nic: Option<Box<dyn Conn<P>>>,
     /// The NIC's engine wake-up (the software NIC's; `None` on hardware and P2P).
     pub(crate) nudge: Option<Nudge>,
+    /// Runs the NIC's work in the waiting thread (the software NIC between processes; `None`
+    /// on hardware and P2P).
+    pub(crate) progress: Option<Nudge>,
 }
 
 impl<P: Provider> Net<P> {
@@ -337,6 +340,7 @@ impl<P: Provider> Net<P> {
 
     /// Lets every route's outstanding work progress.
     pub(crate) fn progress_all(&self) {
+        self.run_nic();
         for r in &self.routes {
             r.progress();
         }
@@ -344,6 +348,15 @@ impl<P: Provider> Net<P> {
 
     /// Wakes the NIC before this PE waits on it. Hardware needs nothing; the software NIC's
     /// engine naps when idle (see [`crate::domain::Nudge`]).
+    /// One pass of the NIC's work in this thread, where the NIC allows it (see
+    /// [`crate::domain::RdmaNic::progress`]).
+    #[inline]
+    pub(crate) fn run_nic(&self) {
+        if let Some(p) = &self.progress {
+            p();
+        }
+    }
+
     #[inline]
     pub(crate) fn kick(&self) {
         if let Some(n) = &self.nudge {

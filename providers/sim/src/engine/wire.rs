@@ -119,11 +119,17 @@ pub(super) fn execute_wire(
     // The local checks come first, whether the peer can be reached or not. A large gathered
     // payload goes straight from memory into the ring when it fits there now (`send_direct`);
     // otherwise, and for small ones, it is staged.
+    // An inline payload is copied from the WQE straight into the ring.
+    let inline = match kind {
+        OpKind::Write | OpKind::Send => op.inline.as_deref().filter(|d| !d.is_empty()),
+        _ => None,
+    };
     let direct = matches!(kind, OpKind::Write | OpKind::Send)
-        && op.inline.as_ref().is_none_or(|d| d.is_empty())
+        && inline.is_none()
         && op.length() >= crate::wire::DIRECT_MIN as u64;
     let mut gather = None;
     let payload = match kind {
+        _ if inline.is_some() => Vec::new(),
         OpKind::Write | OpKind::Send if direct => match Gather::check(qp, op) {
             Ok(g) => {
                 gather = Some(g);
@@ -137,10 +143,10 @@ pub(super) fn execute_wire(
         },
         _ => Vec::new(),
     };
-    let carried = if gather.is_some() {
-        op.length()
-    } else {
-        payload.len() as u64
+    let carried = match (&gather, inline) {
+        (Some(_), _) => op.length(),
+        (None, Some(d)) => d.len() as u64,
+        (None, None) => payload.len() as u64,
     };
     let Some(conn) = conn else {
         if behind {
@@ -186,7 +192,10 @@ pub(super) fn execute_wire(
     // The slot first: a response can arrive before `send` returns.
     wire.expect(key, req.seq, conn.id, req.response_payload());
     let sent = match gather.as_mut() {
-        None => conn.send(head, payload),
+        None => match inline {
+            Some(d) => conn.send_copy(&head, d),
+            None => conn.send(&head, payload),
+        },
         Some(g) => {
             let fill = |dst, n| {
                 // SAFETY: `send_direct` hands the fill a ring piece of `n` writable bytes.
@@ -196,7 +205,7 @@ pub(super) fn execute_wire(
                 Ok(true) => true,
                 // No room in the ring now: staged after all (the checks run again).
                 Ok(false) => match stage_source(qp, op) {
-                    Ok(v) => conn.send(head, v),
+                    Ok(v) => conn.send(&head, v),
                     Err(s) => {
                         wire.unexpect(key, req.seq);
                         return fail(qp, ex, c, s);
@@ -223,13 +232,34 @@ pub(super) fn execute_wire(
         pos: ex.sq_pos + ex.ahead,
         since_ns: now_ns(),
         conn,
-        op: op.clone(),
+        op: waiting_op(op),
         cpl: c,
         seq_before: ex.seq,
         psn,
     });
     ex.wire_psn = Some(psn.wrapping_add(1) & PSN_MASK);
     Step::Sent
+}
+
+/// What a request in flight keeps of its WQE: everything but an inline payload (sent
+/// already; a retransmission fetches the WQE again), so keeping it allocates nothing for the
+/// small inline WRITEs that SHMEM's puts and signals are.
+fn waiting_op(op: &WqeOp) -> WqeOp {
+    WqeOp {
+        kind: op.kind,
+        signaled: op.signaled,
+        fence: op.fence,
+        solicited: op.solicited,
+        units: op.units,
+        counter: op.counter,
+        hw_opcode: op.hw_opcode,
+        remote: op.remote,
+        imm: op.imm,
+        sges: op.sges.clone(),
+        inline: None,
+        atomic: op.atomic,
+        packets: op.packets,
+    }
 }
 
 /// Completes the requests of `qp` whose responses have come, oldest first; whether anything
@@ -445,7 +475,7 @@ pub(super) fn serve(f: &FabricInner, turn: &mut Turn<'_>) -> bool {
         let mut acked_bytes = 0u64;
         let flush_ack = |ack: &mut Option<Response>| {
             if let Some(a) = ack.take() {
-                c.send(a.encode_head_for(0), Vec::new());
+                c.send_copy(&a.encode_head_for(0), &[]);
             }
         };
         // A request that found no receive is tried again first.
@@ -509,7 +539,7 @@ pub(super) fn serve(f: &FabricInner, turn: &mut Turn<'_>) -> bool {
                 continue;
             }
             flush_ack(&mut ack);
-            c.send(resp.encode_head_for(payload.len()), payload);
+            c.send(&resp.encode_head_for(payload.len()), payload);
         }
         flush_ack(&mut ack);
     }
@@ -578,7 +608,7 @@ fn send_read(c: &Conn, resp: Response, mr: &MrInner, addr: u64, len: usize) {
     let sent = match direct {
         Ok(true) => true,
         Ok(false) => read_buffer(mr, addr, len)
-            .map(|data| c.send(head, data))
+            .map(|data| c.send(&head, data))
             .is_ok(),
         Err(_) => false,
     };
@@ -587,7 +617,7 @@ fn send_read(c: &Conn, resp: Response, mr: &MrInner, addr: u64, len: usize) {
             status: WcStatus::RemAccessErr as u32,
             ..resp
         };
-        c.send(failed.encode_head_for(0), Vec::new());
+        c.send_copy(&failed.encode_head_for(0), &[]);
     }
 }
 

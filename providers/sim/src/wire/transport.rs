@@ -132,6 +132,27 @@ impl OutFrame {
     }
 }
 
+/// A frame's payload to send: the caller's buffer, or bytes it keeps.
+enum Body<'a> {
+    Owned(Vec<u8>),
+    Borrowed(&'a [u8]),
+}
+
+impl Body<'_> {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Body::Owned(v) => v,
+            Body::Borrowed(b) => b,
+        }
+    }
+    fn into_vec(self) -> Vec<u8> {
+        match self {
+            Body::Owned(v) => v,
+            Body::Borrowed(b) => b.to_vec(),
+        }
+    }
+}
+
 /// The writing side of a connection.
 struct Tx {
     ring: Producer,
@@ -328,18 +349,58 @@ impl Conn {
 
     /// Writes a frame into the ring, queueing what does not fit (written by later
     /// [`Conn::flush`]es); `false` when the connection is dead.
-    pub(crate) fn send(&self, head: Vec<u8>, payload: Vec<u8>) -> bool {
+    pub(crate) fn send(&self, head: &[u8], payload: Vec<u8>) -> bool {
+        self.send_frame(head, Body::Owned(payload))
+    }
+
+    /// [`Conn::send`] of a payload the caller keeps: copied into the ring, and into a buffer
+    /// only when it must wait for room.
+    pub(crate) fn send_copy(&self, head: &[u8], payload: &[u8]) -> bool {
+        self.send_frame(head, Body::Borrowed(payload))
+    }
+
+    fn send_frame(&self, head: &[u8], payload: Body<'_>) -> bool {
         if self.is_dead() {
             return false;
         }
         let mut q = lock(&self.tx);
-        let mut f = OutFrame {
-            head,
-            payload,
-            sent: 0,
-        };
         let q = &mut *q;
         if q.queue.is_empty() {
+            // The whole frame at once when it fits (no buffer for the head, none for a
+            // borrowed payload).
+            let bytes = payload.bytes();
+            let mut off = 0usize;
+            let whole = q.ring.write_whole(&self.seg, head, bytes.len(), |dst, n| {
+                // SAFETY: `write_whole` hands out ring pieces of `n` writable bytes, in order,
+                // `bytes.len()` in all.
+                unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr().add(off), dst, n) };
+                off += n;
+                Ok::<(), std::convert::Infallible>(())
+            });
+            match whole {
+                Ok(Some(_)) => {
+                    if q.ring.consumer_napping(&self.seg) {
+                        self.wake_peer();
+                    }
+                    if let Body::Owned(v) = payload {
+                        super::pool::recycle(v);
+                    }
+                    return true;
+                }
+                Ok(None) => {}
+                Err(c) => {
+                    self.broken(&c.0);
+                    return false;
+                }
+            }
+        }
+        let mut f = OutFrame {
+            head: head.to_vec(),
+            payload: payload.into_vec(),
+            sent: 0,
+        };
+        if q.queue.is_empty() {
+            // What fits now goes now (a large payload streams as the peer reads).
             match f.push(&self.seg, &mut q.ring) {
                 Ok(true) => {
                     if q.ring.consumer_napping(&self.seg) {
@@ -462,7 +523,7 @@ impl Conn {
                 // which then consumes it (`release`).
                 if req.op == super::ReqOp::Write
                     && req.imm.is_none()
-                    && len >= super::DIRECT_MIN
+                    && len > 0
                     && avail >= HEADER_BYTES + body_len + len
                 {
                     if rx.ring.consume(&self.seg, HEADER_BYTES + body_len) {
