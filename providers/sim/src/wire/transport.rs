@@ -542,6 +542,35 @@ impl Conn {
                     Admit::Refuse(m) => return Err(m),
                 }
             };
+            let whole = HEADER_BYTES + body_len + len;
+            if !skip && avail >= whole {
+                // Arrived whole (the usual case): taken at once, with one consume.
+                let mut payload = if len > 0 {
+                    super::pool::take(len)
+                } else {
+                    Vec::new()
+                };
+                // SAFETY: `len` bytes of reserved capacity, all written by `peek` before the
+                // length covers them (u8 has no invalid values).
+                unsafe {
+                    let spare = std::slice::from_raw_parts_mut(payload.as_mut_ptr(), len);
+                    rx.ring.peek(&self.seg, HEADER_BYTES + body_len, spare);
+                    payload.set_len(len);
+                }
+                if rx.ring.consume(&self.seg, whole) {
+                    self.wake_peer();
+                }
+                self.stamp();
+                return if self.accepted {
+                    Request::decode(body, payload)
+                        .map(|r| Some(Incoming::Request(r)))
+                        .map_err(|BadFrame(m)| m)
+                } else {
+                    Response::decode(body, payload)
+                        .map(|r| Some(Incoming::Response(r)))
+                        .map_err(|BadFrame(m)| m)
+                };
+            }
             if rx.ring.consume(&self.seg, HEADER_BYTES + body_len) {
                 self.wake_peer();
             }
