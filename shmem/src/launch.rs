@@ -45,8 +45,8 @@ where
 
 /// A software NIC as a PE's RDMA NIC, with its fabric's engine wake-up, and — on a process
 /// fabric, whose responders are the peers' engines — the engine's pass in the PE's thread
-/// while it waits for completions (so a put's acknowledgement is reaped by the PE that waits
-/// for it, not by a third thread that must first get a core).
+/// while it waits (so a put's acknowledgement is reaped by the PE that waits for it, and a
+/// waiting PE serves its peers' requests, with no third thread that must first get a core).
 #[cfg(feature = "sim")]
 fn sim_nic<P: gda_sim::Modeled>(
     fabric: &gda_sim::Fabric,
@@ -59,8 +59,17 @@ fn sim_nic<P: gda_sim::Modeled>(
             g.progress();
         }) as crate::domain::Nudge
     });
+    // On a process fabric the PE runs the pass itself when the engine thread naps (its waits
+    // run it anyway); elsewhere the napping engine is woken. Measured on the wire engine
+    // (2 PEs, 2 cores, interleaved): put + quiet p50 1.13-1.15 us and barrier 2.0-2.4 us this
+    // way, against 1.8-7.5 us and 3.3-88 us with a wake-up after every post.
+    let after_post: crate::domain::Nudge = if fabric.is_process() {
+        std::sync::Arc::new(move || f.after_post())
+    } else {
+        std::sync::Arc::new(move || f.kick())
+    };
     RdmaNic {
-        nudge: Some(std::sync::Arc::new(move || f.kick())),
+        nudge: Some(after_post),
         progress,
         ..RdmaNic::new(device)
     }
@@ -939,6 +948,23 @@ pub fn relaunch_self(n: u32) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[cfg(feature = "sim")]
+    #[test]
+    fn the_sim_engine_is_named_or_refused() {
+        for (v, e) in [
+            (None, SimEngine::Shared),
+            (Some(""), SimEngine::Shared),
+            (Some("shared"), SimEngine::Shared),
+            (Some(" wire "), SimEngine::Wire),
+        ] {
+            assert_eq!(SimEngine::parse(v).unwrap(), e, "{v:?}");
+        }
+        for bad in ["Wire", "xproc", "wire2"] {
+            let e = SimEngine::parse(Some(bad)).unwrap_err().to_string();
+            assert!(e.contains("shared or wire"), "{e}");
+        }
+    }
 
     #[test]
     fn binding_places_pes_on_the_allowed_cpus() {

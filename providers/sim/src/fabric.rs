@@ -255,6 +255,14 @@ impl Fabric {
         crate::engine::after_doorbell(&self.inner);
     }
 
+    /// What host code calls after ringing a doorbell when it will wait for the completions
+    /// with [`Fabric::progress`] (gda-shmem's RDMA routes on a process fabric): an awake engine
+    /// thread takes the work; a napping one is left asleep and the pass runs in the caller
+    /// ([`Fabric::after_doorbell`]) instead of a wake-up. Nothing on other fabrics.
+    pub fn after_post(&self) {
+        crate::engine::after_post(&self.inner);
+    }
+
     /// Wakes the engine now (it also polls on its own; this only cuts the wake-up latency after
     /// an idle period).
     pub fn kick(&self) {

@@ -268,6 +268,17 @@ pub(crate) fn after_doorbell(f: &FabricInner) {
     }
 }
 
+/// After a doorbell rung by a thread that then polls for the completions itself (running the
+/// pass while it waits): an awake engine thread takes the work (it runs in parallel, as a NIC
+/// does); a napping one is left asleep and the pass runs here instead of a wake-up, which
+/// costs more than the pass (15-36 us across CPUs on this project's VM).
+pub(crate) fn after_post(f: &FabricInner) {
+    // ORDERING: SeqCst pairs with the engine's SeqCst store of `napping`, as in `kick`.
+    if f.napping.load(Ordering::SeqCst) {
+        after_doorbell(f);
+    }
+}
+
 /// Sleeps until `fd` (an eventfd) is written or `timeout` passes, then resets it.
 fn nap_on(fd: &std::os::fd::OwnedFd, timeout: Duration) {
     use rustix::event::{PollFd, PollFlags, Timespec};
