@@ -110,6 +110,8 @@ pub use op::{
 };
 pub use progress::{CollapsedProgress, OutOfWindow};
 pub use provider::{Checked, PostError, Provider};
+#[cfg(feature = "std")]
+pub use sq::HostProgress;
 pub use sq::{Counters, SendQueue, SqDevice, SqError, SqProto, SqShared};
 pub use status::{WcOpcode, WcStatus};
 

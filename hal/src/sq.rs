@@ -657,8 +657,29 @@ pub struct SendQueue<P: Provider> {
     timeout_ms: u64,
     /// What the typed fast path accepts on this queue (probed once, at construction).
     fast: fast::Limits,
+    /// Host work run by every [`SendQueue::poll`] (see [`SendQueue::set_host_progress`]).
+    #[cfg(feature = "std")]
+    host_progress: Option<Hook>,
     _p: PhantomData<P>,
 }
+
+/// A [`HostProgress`] in a queue (shown by `Debug` as present or not).
+#[cfg(feature = "std")]
+struct Hook(HostProgress);
+
+#[cfg(feature = "std")]
+impl core::fmt::Debug for Hook {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str("HostProgress")
+    }
+}
+
+/// Host code a queue runs each time it polls — while it waits for room, for its doorbell turn
+/// or in a quiet: the software NIC between processes runs its engine's pass there
+/// (`gda_sim::Fabric::progress`), so the waiting thread moves the work it waits for instead of
+/// leaving it to another thread that must first be scheduled. Hardware needs none.
+#[cfg(feature = "std")]
+pub type HostProgress = std::sync::Arc<dyn Fn() + Send + Sync>;
 
 impl<P: Provider> SendQueue<P> {
     /// Binds the protocol to a send queue and the CQ its completions go to.
@@ -735,6 +756,8 @@ impl<P: Provider> SendQueue<P> {
             bits,
             timeout_ms,
             fast,
+            #[cfg(feature = "std")]
+            host_progress: None,
             _p: PhantomData,
         }
     }
@@ -892,8 +915,19 @@ impl<P: Provider> SendQueue<P> {
         Ok(start)
     }
 
-    /// Reaps completions (one poller at a time; others return at once).
+    /// Sets the host work every [`SendQueue::poll`] runs first ([`HostProgress`]).
+    #[cfg(feature = "std")]
+    pub fn set_host_progress(&mut self, hook: Option<HostProgress>) {
+        self.host_progress = hook.map(Hook);
+    }
+
+    /// Reaps completions (one poller at a time; others return at once), after running the
+    /// queue's [`HostProgress`], if it has one.
     pub fn poll(&self) -> Result<(), SqError> {
+        #[cfg(feature = "std")]
+        if let Some(Hook(h)) = &self.host_progress {
+            h();
+        }
         if self.counters.cq_busy.swap(1, Ordering::Acquire) != 0 {
             return self.first_error();
         }
@@ -988,20 +1022,9 @@ impl<P: Provider> SendQueue<P> {
 
     /// Waits until everything posted so far (by any producer) has completed — OpenSHMEM quiet.
     pub fn quiet(&self) -> Result<(), SqError> {
-        self.quiet_with(|| {})
-    }
-
-    /// [`SendQueue::quiet`], calling `progress` between polls: a NIC whose work runs in the
-    /// waiting thread (the software NIC between processes, `gda_sim::Fabric::progress`) moves
-    /// while its user waits, with no other thread to schedule.
-    pub fn quiet_with(&self, mut progress: impl FnMut()) -> Result<(), SqError> {
         let mut w = Waiter::new(self.timeout_ms);
-        let mut poll = || {
-            progress();
-            self.poll()
-        };
         self.counters
-            .wait_rung(self.counters.reserved(), &mut w, &mut poll)?;
+            .wait_rung(self.counters.reserved(), &mut w, || self.poll())?;
         // The newest WQE may have been unsignalled: its completion is only observable through a
         // later CQE, so ask for one.
         if self.counters.signaled_marker.load(Ordering::Relaxed) < self.counters.last_rung_marker()
@@ -1009,7 +1032,8 @@ impl<P: Provider> SendQueue<P> {
             self.post(&WorkRequest::Nop, SendFlags::SIGNALED)?;
         }
         let marker = self.counters.signaled_marker.load(Ordering::Relaxed);
-        self.counters.wait_complete(marker, &mut w, poll)?;
+        self.counters
+            .wait_complete(marker, &mut w, || self.poll())?;
         self.first_error()
     }
 }

@@ -20,6 +20,10 @@ use crate::error::{Result, ShmemError};
 /// and before waiting on RDMA progress. Hardware needs none.
 pub type Nudge = Arc<dyn Fn() + Send + Sync>;
 
+/// Runs a NIC's host work in the calling thread and says whether it did anything
+/// ([`RdmaNic::progress`]).
+pub type Progress = Arc<dyn Fn() -> bool + Send + Sync>;
+
 /// What a PE is given for its RDMA routes.
 pub struct RdmaNic<D> {
     /// The device.
@@ -30,7 +34,7 @@ pub struct RdmaNic<D> {
     pub nudge: Option<Nudge>,
     /// Runs a software NIC's work in the calling thread while it waits for completions
     /// (`gda_sim::Fabric::progress` on a process fabric; `None` on hardware).
-    pub progress: Option<Nudge>,
+    pub progress: Option<Progress>,
     /// Where the QPs' and CQs' rings and doorbell records live, with the queues' protocol
     /// state and the device context (default: the heap's choice — GPU memory for a GPU heap,
     /// the provider's host memory otherwise; `QueueMemory::Caller` sets it).

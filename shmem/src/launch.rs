@@ -55,9 +55,7 @@ fn sim_nic<P: gda_sim::Modeled>(
     let f = fabric.clone();
     let progress = fabric.is_process().then(|| {
         let g = fabric.clone();
-        std::sync::Arc::new(move || {
-            g.progress();
-        }) as crate::domain::Nudge
+        std::sync::Arc::new(move || g.progress()) as crate::domain::Progress
     });
     // On a process fabric the PE runs the pass itself when the engine thread naps (its waits
     // run it anyway); elsewhere the napping engine is woken. Measured on the wire engine

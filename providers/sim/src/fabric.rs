@@ -149,7 +149,7 @@ impl Fabric {
                 engine_cpus: Mutex::new(None),
                 engine_tid: std::sync::atomic::AtomicI32::new(0),
                 qp_list: Mutex::new((u64::MAX, Arc::new(Vec::new()))),
-                turn: Mutex::new(Vec::new()),
+                turn: Mutex::new(crate::wire::ConnList::default()),
                 napping: std::sync::atomic::AtomicBool::new(false),
                 scan_hooks: std::sync::RwLock::new(Vec::new()),
                 stats: Stats::default(),

@@ -57,16 +57,16 @@ pub(crate) struct FabricInner {
     /// program thread in `Fabric::progress`: the engine's work (CQEs above all: a CQ has one
     /// producer; a connection's requests execute in order) is done by one thread at a time,
     /// whichever it is. What it guards is that thread's scratch list of connections.
-    pub(crate) turn: Mutex<Vec<Arc<crate::wire::Conn>>>,
+    pub(crate) turn: Mutex<crate::wire::ConnList>,
 }
 
 /// The right to run the engine's pass (see `FabricInner::turn`). A fabric of one process has
 /// no lock to take: only its engine thread runs the pass, and its hot path stays lock-free.
-pub(crate) struct Turn<'a>(Option<std::sync::MutexGuard<'a, Vec<Arc<crate::wire::Conn>>>>);
+pub(crate) struct Turn<'a>(Option<std::sync::MutexGuard<'a, crate::wire::ConnList>>);
 
 impl Turn<'_> {
-    /// Scratch space for the connections of a process fabric (`None` for others).
-    pub(crate) fn conns(&mut self) -> Option<&mut Vec<Arc<crate::wire::Conn>>> {
+    /// The pass's list of the connections of a process fabric (`None` for others).
+    pub(crate) fn conns(&mut self) -> Option<&mut crate::wire::ConnList> {
         self.0.as_deref_mut()
     }
 }
@@ -374,6 +374,11 @@ pub(crate) struct QpExec {
     /// The PSN of this QP's next request to another process (from `QpInner::sq_psn` at the
     /// first).
     pub(crate) wire_psn: Option<u32>,
+    /// The connection this QP's requests go out on, while it lives (one lookup per
+    /// connection, not one per request).
+    pub(crate) wire_conn: Option<Arc<crate::wire::Conn>>,
+    /// This QP's outstanding requests as the transport tracks them (`Wire::slots`).
+    pub(crate) wire_slots: Option<crate::wire::QpSlots>,
 }
 
 /// A request sent to another process, waiting for its response.

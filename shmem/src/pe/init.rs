@@ -8,7 +8,7 @@ use gda_hal::{Provider, SendQueue};
 use super::team::Teams;
 use super::{BOUNCE, Config, Liveness, Pe, TEAM_BYTES, TEAM_SLOTS, TransportPolicy};
 use crate::boot::Bootstrap;
-use crate::domain::{Conn, DeviceConn, Nudge, RdmaNic};
+use crate::domain::{Conn, DeviceConn, Nudge, Progress, RdmaNic};
 use crate::error::{Result, ShmemError};
 use crate::heap::Allocator;
 use crate::memory::{HeapPlacement, LocalSeg};
@@ -145,7 +145,7 @@ impl<P: Provider> Pe<P> {
     fn init_with(
         mut boot: Box<dyn Bootstrap>,
         mut domain: Option<Box<dyn Conn<P>>>,
-        (nudge, progress): (Option<Nudge>, Option<Nudge>),
+        (nudge, progress): (Option<Nudge>, Option<Progress>),
         cfg: &Config,
     ) -> Result<Self> {
         let (me, n) = (boot.rank(), boot.size());
@@ -356,7 +356,7 @@ impl<P: Provider> Pe<P> {
             // The domain owns the QP and CQ and outlives the queue (`Net`'s field order:
             // `routes` drops before `domain`); this queue is their only poster and poller on
             // the host.
-            let sq = match &state {
+            let mut sq = match &state {
                 // SAFETY: as above; the placed state is zeroed, used by this queue only, and
                 // outlives it (the route drops it after the queue).
                 Some(b) => unsafe { SendQueue::<P>::with_state(wq, cq, ms, b.as_ptr().cast()) },
@@ -368,6 +368,12 @@ impl<P: Provider> Pe<P> {
                 op: "queue setup",
                 source: e,
             })?;
+            // Waits for room, doorbell turns and quiets run the NIC's host work, if any.
+            sq.set_host_progress(progress.clone().map(|p| {
+                std::sync::Arc::new(move || {
+                    p();
+                }) as gda_hal::HostProgress
+            }));
             let i = &infos[j as usize];
             routes[j as usize] = Some(Route::Rdma(Rdma::new(
                 j,

@@ -61,8 +61,11 @@ impl<P: Provider> Pe<P> {
         // first be woken, 15-36 us on this project's VM).
         let serves = self.net.progress.is_some();
         loop {
-            if serves {
-                self.net.run_nic();
+            // A pass that served something starts the spinning over: the thread is busy
+            // doing the NIC's work, not idle (yielding after each such pass, a system call,
+            // halved the rate at which it serves).
+            if serves && self.net.run_nic() {
+                spins = 0;
             }
             if done()? {
                 return Ok(());

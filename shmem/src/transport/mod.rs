@@ -35,7 +35,7 @@ pub(crate) use rdma::{Rdma, Staging};
 
 use gda_hal::Provider;
 
-use crate::domain::{Conn, Nudge};
+use crate::domain::{Conn, Nudge, Progress};
 use crate::error::Result;
 use crate::types::{SignalOp, Width};
 
@@ -286,7 +286,7 @@ pub(crate) struct Net<P: Provider> {
     pub(crate) nudge: Option<Nudge>,
     /// Runs the NIC's work in the waiting thread (the software NIC between processes; `None`
     /// on hardware and P2P).
-    pub(crate) progress: Option<Nudge>,
+    pub(crate) progress: Option<Progress>,
 }
 
 impl<P: Provider> Net<P> {
@@ -340,7 +340,7 @@ impl<P: Provider> Net<P> {
 
     /// Lets every route's outstanding work progress.
     pub(crate) fn progress_all(&self) {
-        self.run_nic();
+        let _ = self.run_nic();
         for r in &self.routes {
             r.progress();
         }
@@ -349,12 +349,10 @@ impl<P: Provider> Net<P> {
     /// Wakes the NIC before this PE waits on it. Hardware needs nothing; the software NIC's
     /// engine naps when idle (see [`crate::domain::Nudge`]).
     /// One pass of the NIC's work in this thread, where the NIC allows it (see
-    /// [`crate::domain::RdmaNic::progress`]).
+    /// [`crate::domain::RdmaNic::progress`]); whether it did anything.
     #[inline]
-    pub(crate) fn run_nic(&self) {
-        if let Some(p) = &self.progress {
-            p();
-        }
+    pub(crate) fn run_nic(&self) -> bool {
+        self.progress.as_ref().is_some_and(|p| p())
     }
 
     #[inline]

@@ -310,9 +310,7 @@ impl<P: Provider> Rdma<P> {
     /// Waits for everything posted to this PE.
     fn complete(&self, net: &Net<P>, op: &'static str) -> Result<()> {
         if self.dirty.get() {
-            self.sq
-                .quiet_with(|| net.run_nic())
-                .map_err(|e| self.err(net, op, e))?;
+            self.sq.quiet().map_err(|e| self.err(net, op, e))?;
             self.dirty.set(false);
         }
         Ok(())

@@ -239,19 +239,27 @@ fn pass_here(f: &FabricInner) -> Option<bool> {
     let _clock = crate::wire::PassClock::start();
     // One pass at a time, whichever thread runs it: a CQ has one producer.
     // A pass under way in another thread has marked the connections already.
-    let mut turn = f.try_turn()?;
+    let turn = f.try_turn()?;
     // Peers that write meanwhile leave the engine thread asleep: this pass, or the next of
     // this polling thread, takes what they write. The mark ends with the pass however it
     // ends (an engine thread that believed a pass still ran would leave the work forever).
-    struct InPass<'a>(&'a crate::wire::Wire);
+    struct InPass<'a> {
+        wire: &'a crate::wire::Wire,
+        turn: crate::state::Turn<'a>,
+    }
     impl Drop for InPass<'_> {
         fn drop(&mut self) {
-            self.0.set_polled(false);
+            if let Some(l) = self.turn.conns() {
+                self.wire.set_polled(false, l);
+            }
         }
     }
-    w.set_polled(true);
-    let _mark = InPass(w);
-    let mut work = wire::serve(f, &mut turn);
+    let mut pass = InPass { wire: w, turn };
+    if let Some(l) = pass.turn.conns() {
+        w.conns(l);
+        w.set_polled(true, l);
+    }
+    let mut work = wire::serve(f, &mut pass.turn);
     for q in f.qp_list().iter() {
         work |= step(f, q, None);
     }

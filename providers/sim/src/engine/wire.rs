@@ -61,12 +61,14 @@ fn retry_or_fail(qp: &QpInner, ex: &mut QpExec, op: &WqeOp, c: Cpl) -> Step {
 
 /// Forgets every request in flight after `w` (which was the oldest): they are fetched again,
 /// from `w`'s WQE on, with the sequence and PSN `w` had.
-fn rewind(wire: &Wire, qp: &QpInner, ex: &mut QpExec, w: &WireWait) {
+fn rewind(ex: &mut QpExec, w: &WireWait) {
     debug_assert_eq!(
         w.pos, ex.sq_pos,
         "the oldest request in flight is the next to complete"
     );
-    wire.forget((qp.nic.id, qp.qpn));
+    if let Some(slots) = &ex.wire_slots {
+        slots.clear();
+    }
     ex.wire_out.clear();
     ex.ahead = 0;
     ex.seq = w.seq_before;
@@ -100,7 +102,19 @@ pub(super) fn execute_wire(
         OpKind::Read => WcOpcode::RdmaRead,
         _ => c.opcode,
     };
-    let conn = wire.conn_to(ep.fabric);
+    // The connection of the previous request while it lives (one lookup per connection).
+    let conn = match ex
+        .wire_conn
+        .as_ref()
+        .filter(|c| c.peer == ep.fabric && !c.is_dead())
+    {
+        Some(c) => Some(c.clone()),
+        None => {
+            let c = wire.conn_to(ep.fabric);
+            ex.wire_conn.clone_from(&c);
+            c
+        }
+    };
     let carried = match kind {
         OpKind::Write | OpKind::Send => op
             .inline
@@ -188,9 +202,12 @@ pub(super) fn execute_wire(
     };
     let head = req.encode_head_for(carried as usize);
     let payload = std::mem::take(&mut req.payload);
-    let key = (qp.nic.id, qp.qpn);
+    let slots = ex
+        .wire_slots
+        .get_or_insert_with(|| wire.slots((qp.nic.id, qp.qpn)))
+        .clone();
     // The slot first: a response can arrive before `send` returns.
-    wire.expect(key, req.seq, conn.id, req.response_payload());
+    slots.expect(req.seq, conn.id, req.response_payload());
     let sent = match gather.as_mut() {
         None => match inline {
             Some(d) => conn.send_copy(&head, d),
@@ -207,13 +224,13 @@ pub(super) fn execute_wire(
                 Ok(false) => match stage_source(qp, op) {
                     Ok(v) => conn.send(&head, v),
                     Err(s) => {
-                        wire.unexpect(key, req.seq);
+                        slots.unexpect(req.seq);
                         return fail(qp, ex, c, s);
                     }
                 },
                 // A region deregistered while it was read: nothing was sent.
                 Err(e) => {
-                    wire.unexpect(key, req.seq);
+                    slots.unexpect(req.seq);
                     return fail(qp, ex, c, local_fault(e));
                 }
             }
@@ -224,7 +241,7 @@ pub(super) fn execute_wire(
         if behind {
             return Step::Wait;
         }
-        wire.forget(key);
+        slots.clear();
         return retry_or_fail(qp, ex, op, c);
     }
     ex.wire_out.push_back(WireWait {
@@ -270,10 +287,13 @@ pub(super) fn reap(
     ex: &mut QpExec,
     mut retire: impl FnMut(&mut QpExec, Cpl, u32, bool, bool, Option<u32>),
 ) -> bool {
-    let key = (qp.nic.id, qp.qpn);
     let mut work = false;
     while let Some(front) = ex.wire_out.front() {
-        let Some(resp) = wire.take_response(key, front.seq) else {
+        let resp = ex
+            .wire_slots
+            .as_ref()
+            .and_then(|s| s.take_response(front.seq));
+        let Some(resp) = resp else {
             let dead = front.conn.is_dead();
             let stalled = !dead && front.conn.idle(front.since_ns) > wire.timeout();
             if !(dead || stalled) {
@@ -282,7 +302,7 @@ pub(super) fn reap(
             let Some(w) = ex.wire_out.pop_front() else {
                 break;
             };
-            rewind(wire, qp, ex, &w);
+            rewind(ex, &w);
             work = true;
             if dead {
                 // Gone: retransmit (to a new connection) until the retries run out.
@@ -306,7 +326,7 @@ pub(super) fn reap(
         };
         ex.ahead -= u64::from(w.op.units);
         work = true;
-        let again = |ex: &mut QpExec| rewind(wire, qp, ex, &w);
+        let again = |ex: &mut QpExec| rewind(ex, &w);
         let step = match resp.status {
             // The responder has no such QP, or not in RTR/RTS yet: no ACK, so retransmit.
             s if s == WcStatus::RetryExcErr as u32 => {
@@ -347,7 +367,7 @@ pub(super) fn reap(
                             // The QP is in error: what was sent behind it (discarded by the
                             // responder) is fetched again and flushed.
                             if let Some(next) = ex.wire_out.pop_front() {
-                                rewind(wire, qp, ex, &next);
+                                rewind(ex, &next);
                             }
                             break;
                         }
@@ -465,7 +485,7 @@ pub(super) fn serve(f: &FabricInner, turn: &mut Turn<'_>) -> bool {
     };
     wire.conns(conns);
     let mut did = false;
-    for c in conns.iter() {
+    for c in conns.list.iter() {
         did |= c.flush();
         // Successes without payload of consecutive requests of one QP go back as one
         // acknowledgement (as RC coalesces ACKs), sent before any other response on the

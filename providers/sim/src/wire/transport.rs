@@ -37,7 +37,7 @@ use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr, UnixListener, UnixStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 pub(crate) use super::ring::RingSpan;
 use super::ring::{Consumer, Dir, Producer, Segment, wake};
@@ -61,7 +61,7 @@ const FRAMES_PER_SCAN: usize = 64;
 /// Stack of the per-connection threads (they hold no large buffers on it).
 const THREAD_STACK_BYTES: usize = 128 << 10;
 
-/// Nanoseconds since the first call in this process: a clock that fits an atomic. Inside an
+/// `CLOCK_MONOTONIC` in nanoseconds: a clock that fits an atomic. Inside an
 /// engine pass ([`PassClock`]) it is the time the pass began: a pass takes microseconds, every
 /// deadline it checks is milliseconds or more, and one clock read per pass instead of one per
 /// frame and per request is what the rate of small requests needs.
@@ -71,9 +71,10 @@ pub(crate) fn now_ns() -> u64 {
         .unwrap_or_else(read_now_ns)
 }
 
+/// `CLOCK_MONOTONIC` (what `Instant` reads on Linux), also the clock of the rings' polling
+/// marks: a pass reads it once for both.
 fn read_now_ns() -> u64 {
-    static BASE: OnceLock<Instant> = OnceLock::new();
-    BASE.get_or_init(Instant::now).elapsed().as_nanos() as u64
+    super::ring::monotonic_ns()
 }
 
 thread_local! {
@@ -200,6 +201,8 @@ pub(crate) struct Conn {
     sock: UnixStream,
     seg: Segment,
     tx: Mutex<Tx>,
+    /// `Tx::queued`, readable without the lock ([`Conn::has_room`]).
+    queued: AtomicUsize,
     rx: Mutex<Rx>,
     dead: AtomicBool,
     /// When it died ([`now_ns`]).
@@ -250,6 +253,7 @@ impl Conn {
                 queued: 0,
                 since_ns: 0,
             }),
+            queued: AtomicUsize::new(0),
             rx: Mutex::new(Rx {
                 ring: Consumer::new(inn),
                 partial: None,
@@ -276,6 +280,7 @@ impl Conn {
         self.died_ns.store(now_ns(), Ordering::Relaxed);
         let _ = self.sock.shutdown(std::net::Shutdown::Both);
         if let Some(w) = self.wire.upgrade() {
+            w.conns_changed();
             w.kick();
         }
     }
@@ -309,8 +314,9 @@ impl Conn {
     /// Whether a frame of `bytes` fits in the send queue now (one frame of any size fits an
     /// empty queue).
     pub(crate) fn has_room(&self, bytes: usize) -> bool {
-        let q = lock(&self.tx);
-        q.queued == 0 || q.queued + bytes <= OUT_BUDGET_BYTES
+        // The queue's size as its last change left it (no lock: asked once per request).
+        let queued = self.queued.load(Ordering::Relaxed);
+        queued == 0 || queued + bytes <= OUT_BUDGET_BYTES
     }
 
     /// Writes a frame whose payload (`len` bytes) `fill(dst, n)` copies straight into the
@@ -420,6 +426,7 @@ impl Conn {
             q.since_ns = now_ns();
         }
         q.queued += f.size() - f.sent;
+        self.queued.store(q.queued, Ordering::Relaxed);
         q.queue.push_back(f);
         if q.ring.consumer_napping(&self.seg) {
             self.wake_peer();
@@ -448,6 +455,7 @@ impl Conn {
             };
             let n = f.sent - before;
             q.queued -= n;
+            self.queued.store(q.queued, Ordering::Relaxed);
             moved |= n > 0;
             if !done {
                 q.ring.set_starved(&self.seg);
@@ -696,6 +704,49 @@ pub(crate) enum Admit {
     Refuse(String),
 }
 
+/// The outstanding requests of one requester QP, in the order they were sent, with their
+/// responses as they come: shared by the QP's engine (which sends and completes them) and the
+/// pass that takes responses from the connection.
+#[derive(Clone, Default)]
+pub(crate) struct QpSlots(Arc<Mutex<VecDeque<Slot>>>);
+
+impl QpSlots {
+    /// Records request `seq` as sent on `conn`; its response may carry up to `max` payload
+    /// bytes. Requests of one QP are answered in order.
+    pub(crate) fn expect(&self, seq: u64, conn: u64, max: u64) {
+        lock(&self.0).push_back(Slot {
+            seq,
+            conn,
+            max,
+            resp: None,
+        });
+    }
+
+    /// The response to request `seq` (the oldest outstanding), once it has arrived.
+    pub(crate) fn take_response(&self, seq: u64) -> Option<Response> {
+        let mut q = lock(&self.0);
+        match q.front() {
+            Some(s) if s.seq == seq && s.resp.is_some() => q.pop_front().and_then(|s| s.resp),
+            _ => None,
+        }
+    }
+
+    /// Takes back the slot of request `seq` that [`QpSlots::expect`] just made (the request
+    /// was not sent after all).
+    pub(crate) fn unexpect(&self, seq: u64) {
+        let mut q = lock(&self.0);
+        if q.back().is_some_and(|s| s.seq == seq) {
+            q.pop_back();
+        }
+    }
+
+    /// Forgets every outstanding request (given up, or to be sent again): late responses are
+    /// skipped.
+    pub(crate) fn clear(&self) {
+        lock(&self.0).clear();
+    }
+}
+
 /// A requester's slot for one outstanding request.
 struct Slot {
     seq: u64,
@@ -720,6 +771,15 @@ fn slot(q: &VecDeque<Slot>, seq: u64) -> Option<&Slot> {
     slot_index(q, seq).and_then(|i| q.get(i))
 }
 
+/// A pass's list of the live connections, kept between passes and brought up to date only
+/// when one came or died ([`Wire::conns`]).
+#[derive(Default)]
+pub(crate) struct ConnList {
+    /// [`Wire::conns_gen`] when `list` was made (`None`: never).
+    made: Option<u64>,
+    pub(crate) list: Vec<Arc<Conn>>,
+}
+
 /// How the transport wakes the engine of its fabric.
 pub(crate) type Kick = Box<dyn Fn() + Send + Sync>;
 
@@ -730,11 +790,13 @@ pub(crate) struct Wire {
     /// Its engine naps on this eventfd; peers (and local doorbells) write it to wake it.
     wake_fd: OwnedFd,
     /// Outstanding requests and their responses, in order, by the requester's (NIC, QP).
-    responses: Mutex<HashMap<(u32, u32), VecDeque<Slot>>>,
+    responses: Mutex<HashMap<(u32, u32), QpSlots>>,
     /// Connections to peer fabrics, by fabric id.
     out: Mutex<HashMap<u64, Arc<Conn>>>,
     /// Every live connection, both ways (the engine serves them).
     conns: Mutex<Vec<Arc<Conn>>>,
+    /// Moves when a connection is added or dies (see [`Wire::conns`]).
+    conns_gen: AtomicU64,
     /// Accepted connections open now.
     inbound: Arc<AtomicUsize>,
     next_conn: AtomicU64,
@@ -956,6 +1018,7 @@ impl Wire {
             responses: Mutex::new(HashMap::default()),
             out: Mutex::new(HashMap::default()),
             conns: Mutex::new(Vec::new()),
+            conns_gen: AtomicU64::new(0),
             inbound: Arc::new(AtomicUsize::new(0)),
             next_conn: AtomicU64::new(1),
             kick: Mutex::new(None),
@@ -1029,6 +1092,7 @@ impl Wire {
 
     fn register(&self, c: &Arc<Conn>) {
         lock(&self.conns).push(c.clone());
+        self.conns_changed();
     }
 
     /// Says on every connection whether this process's engine naps (peers then wake it).
@@ -1041,11 +1105,11 @@ impl Wire {
     /// Says on every connection that a program thread of this process polls: `in_pass`, it
     /// is in a pass now (peers writing meanwhile leave the napping engine asleep, however long
     /// the pass); else it polled just now (see [`super::ring`]).
-    pub(crate) fn set_polled(&self, in_pass: bool) {
-        let now = super::ring::monotonic_ns();
-        let mark = if in_pass { u64::MAX } else { now };
+    pub(crate) fn set_polled(&self, in_pass: bool, conns: &ConnList) {
+        // The pass's clock when a pass ends (its start: the mark errs on the old side).
+        let mark = if in_pass { u64::MAX } else { now_ns() };
         self.polled_ns.store(mark, Ordering::Relaxed);
-        for c in lock(&self.conns).iter() {
+        for c in &conns.list {
             c.set_polled(mark);
         }
     }
@@ -1059,12 +1123,24 @@ impl Wire {
         Duration::from_nanos(super::ring::monotonic_ns().saturating_sub(last))
     }
 
-    /// The live connections (into `into`, reused between scans); dead ones are dropped.
-    pub(crate) fn conns(&self, into: &mut Vec<Arc<Conn>>) {
-        into.clear();
+    /// Brings `into` up to date with the live connections (dead ones are dropped); one atomic
+    /// load when none came or went since its last update.
+    pub(crate) fn conns(&self, into: &mut ConnList) {
+        // ORDERING: Acquire pairs with the AcqRel bump after a connection is added or dies.
+        let now = self.conns_gen.load(Ordering::Acquire);
+        if into.made == Some(now) {
+            return;
+        }
+        into.list.clear();
         let mut all = lock(&self.conns);
         all.retain(|c| !c.is_dead());
-        into.extend(all.iter().cloned());
+        into.list.extend(all.iter().cloned());
+        into.made = Some(now);
+    }
+
+    /// Says a connection came or died (pass lists are brought up to date).
+    fn conns_changed(&self) {
+        self.conns_gen.fetch_add(1, Ordering::AcqRel);
     }
 
     /// The connection to fabric `peer` (made on first use, and again after one dies); `None`
@@ -1129,50 +1205,30 @@ impl Wire {
         Some(c)
     }
 
-    /// Records the request `seq` of the requester (`nic`, `qpn`) as sent on `conn`; its
-    /// response may carry up to `max` payload bytes. Requests of one QP are answered in order.
-    pub(crate) fn expect(&self, key: (u32, u32), seq: u64, conn: u64, max: u64) {
-        lock(&self.responses)
-            .entry(key)
-            .or_default()
-            .push_back(Slot {
-                seq,
-                conn,
-                max,
-                resp: None,
-            });
+    /// The outstanding requests of the requester (`nic`, `qpn`), which its engine keeps (one
+    /// lookup per QP, not one per request).
+    pub(crate) fn slots(&self, key: (u32, u32)) -> QpSlots {
+        lock(&self.responses).entry(key).or_default().clone()
     }
 
-    /// The response to request `seq` of `key` (the oldest outstanding), once it has arrived.
-    pub(crate) fn take_response(&self, key: (u32, u32), seq: u64) -> Option<Response> {
-        let mut m = lock(&self.responses);
-        let q = m.get_mut(&key)?;
-        match q.front() {
-            Some(s) if s.seq == seq && s.resp.is_some() => q.pop_front().and_then(|s| s.resp),
-            _ => None,
-        }
-    }
-
-    /// Takes back the slot of request `seq` of `key` that [`Wire::expect`] just made (the
-    /// request was not sent after all).
-    pub(crate) fn unexpect(&self, key: (u32, u32), seq: u64) {
-        let mut m = lock(&self.responses);
-        if let Some(q) = m.get_mut(&key)
-            && q.back().is_some_and(|s| s.seq == seq)
-        {
-            q.pop_back();
-        }
-    }
-
-    /// Forgets every outstanding request of `key` (given up, or to be sent again): late
-    /// responses are skipped.
+    /// Forgets the requester `key` (its QP is destroyed): late responses are skipped.
     pub(crate) fn forget(&self, key: (u32, u32)) {
-        lock(&self.responses).remove(&key);
+        if let Some(q) = lock(&self.responses).remove(&key) {
+            q.clear();
+        }
+    }
+
+    /// The outstanding requests of `key`, if it has any table.
+    fn slots_of(&self, key: (u32, u32)) -> Option<QpSlots> {
+        lock(&self.responses).get(&key).cloned()
     }
 
     fn admit(&self, conn: u64, resp: &Response, len: usize) -> Admit {
-        let m = lock(&self.responses);
-        let q = m.get(&(resp.dst_nic, resp.dst_qpn));
+        let Some(slots) = self.slots_of((resp.dst_nic, resp.dst_qpn)) else {
+            return Admit::Skip;
+        };
+        let q = lock(&slots.0);
+        let q = Some(&*q);
         let Some(s) = q
             .and_then(|q| slot(q, resp.seq))
             .filter(|s| s.conn == conn && s.resp.is_none())
@@ -1212,10 +1268,11 @@ impl Wire {
     }
 
     fn deliver(&self, conn: u64, resp: Response) {
-        let mut m = lock(&self.responses);
-        let Some(q) = m.get_mut(&(resp.dst_nic, resp.dst_qpn)) else {
+        let Some(slots) = self.slots_of((resp.dst_nic, resp.dst_qpn)) else {
             return;
         };
+        let mut q = lock(&slots.0);
+        let q = &mut *q;
         let Some(at) = slot_index(q, resp.seq) else {
             return;
         };
