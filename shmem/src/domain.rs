@@ -24,6 +24,9 @@ pub type Nudge = Arc<dyn Fn() + Send + Sync>;
 /// ([`RdmaNic::progress`]).
 pub type Progress = Arc<dyn Fn() -> bool + Send + Sync>;
 
+/// Given a QP's number, what to call after each doorbell of that QP ([`RdmaNic::post_nudge`]).
+pub type PostNudge = Arc<dyn Fn(u32) -> Option<Nudge> + Send + Sync>;
+
 /// What a PE is given for its RDMA routes.
 pub struct RdmaNic<D> {
     /// The device.
@@ -35,6 +38,10 @@ pub struct RdmaNic<D> {
     /// Runs a software NIC's work in the calling thread while it waits for completions
     /// (`gda_sim::Fabric::progress` on a process fabric; `None` on hardware).
     pub progress: Option<Progress>,
+    /// A wake-up per QP, called after each of its doorbells instead of [`RdmaNic::nudge`]
+    /// (`gda_sim::Fabric::post_hook` on a process fabric: the poster runs that QP's work
+    /// itself while the engine thread naps); `None` on hardware.
+    pub post_nudge: Option<PostNudge>,
     /// Where the QPs' and CQs' rings and doorbell records live, with the queues' protocol
     /// state and the device context (default: the heap's choice — GPU memory for a GPU heap,
     /// the provider's host memory otherwise; `QueueMemory::Caller` sets it).
@@ -49,6 +56,7 @@ impl<D> RdmaNic<D> {
             path: PathRequest::default(),
             nudge: None,
             progress: None,
+            post_nudge: None,
             queues: QueueMemory::Provider,
         }
     }

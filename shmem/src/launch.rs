@@ -66,9 +66,18 @@ fn sim_nic<P: gda_sim::Modeled>(
     } else {
         std::sync::Arc::new(move || f.kick())
     };
+    let nic = device.nic().index();
+    let post_nudge = fabric.is_process().then(|| {
+        let g = fabric.clone();
+        std::sync::Arc::new(move |qpn| {
+            g.post_hook(nic, qpn)
+                .map(|h| std::sync::Arc::new(h) as crate::domain::Nudge)
+        }) as crate::domain::PostNudge
+    });
     RdmaNic {
         nudge: Some(after_post),
         progress,
+        post_nudge,
         ..RdmaNic::new(device)
     }
 }

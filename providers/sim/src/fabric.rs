@@ -263,6 +263,26 @@ impl Fabric {
         crate::engine::after_post(&self.inner);
     }
 
+    /// [`Fabric::after_post`] for the QP `qpn` of NIC `nic`, as a hook to call after each
+    /// doorbell of that QP: when the engine thread naps, the pass in the caller serves only
+    /// that QP's send queue. `None` when there is no such QP.
+    ///
+    /// The hook holds the QP and the fabric (a posting thread then touches no reference count
+    /// that the engine thread also moves): drop it before destroying the QP, whose destroy
+    /// otherwise waits for it, boundedly, and then leaks the QP's rings.
+    #[must_use]
+    pub fn post_hook(&self, nic: u32, qpn: u32) -> Option<impl Fn() + Send + Sync + 'static> {
+        let qp = self
+            .inner
+            .qps
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&(nic, qpn))
+            .cloned()?;
+        let fabric = self.inner.clone();
+        Some(move || crate::engine::after_post_on(&fabric, &qp))
+    }
+
     /// Wakes the engine now (it also polls on its own; this only cuts the wake-up latency after
     /// an idle period).
     pub fn kick(&self) {

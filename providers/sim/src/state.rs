@@ -347,7 +347,11 @@ pub(crate) struct QpExec {
     /// The responder when it lives in another process (cross-process fabric).
     pub(crate) peer: Option<crate::xproc::PeerQp>,
     pub(crate) remote_epoch: u64,
-    pub(crate) op: WqeOp,
+    /// The connected QP when it belongs to another process fabric (as of `remote_epoch`).
+    pub(crate) wire_ep: Option<Endpoint>,
+    /// The WQE being executed, reused between WQEs (boxed: it moves out of this struct and
+    /// back for every WQE, a pointer rather than its 150-odd bytes; `None` only while out).
+    pub(crate) op: Option<Box<WqeOp>>,
     pub(crate) scratch: Vec<u8>,
     pub(crate) recv_sges: Vec<Sge>,
     pub(crate) lcache: KeyCache,

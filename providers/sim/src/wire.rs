@@ -27,14 +27,14 @@
 //! wire timeout loses the connection. The frames are plain little-endian bytes, so a network
 //! transport between hosts can carry the same messages.
 //!
-//! **Frames** (version 3). Every frame is a 16-byte header, a fixed body per kind, then the
+//! **Frames** (version 4: the rings' layout of version 3 changed, see [`ring`]). Every frame is a 16-byte header, a fixed body per kind, then the
 //! payload. A malformed frame closes the connection with a (rate-limited) message; it never
 //! reaches the engine.
 //!
 //! | header bytes | field |
 //! |---|---|
 //! | 0..4 | magic `GDAW` |
-//! | 4..6 | version (2) |
+//! | 4..6 | version (4) |
 //! | 6..8 | kind: 1 request, 2 response, 3 hello, 4 welcome |
 //! | 8..12 | payload length (≤ 1 GiB, the port's `max_msg_sz`) |
 //! | 12..16 | reserved, 0 |
@@ -84,7 +84,7 @@ use std::time::{Duration, Instant};
 use gda_hal::AtomicOp;
 
 const MAGIC: u32 = u32::from_le_bytes(*b"GDAW");
-const VERSION: u16 = 3;
+const VERSION: u16 = 4;
 pub(crate) const KIND_REQUEST: u16 = 1;
 pub(crate) const KIND_RESPONSE: u16 = 2;
 pub(crate) const KIND_HELLO: u16 = 3;

@@ -35,7 +35,7 @@ const DISCARDED: u32 = 0xffff_0003;
 
 fn frame(kind: u16, body: &[u8], payload_len: u32) -> Vec<u8> {
     let mut v = b"GDAW".to_vec();
-    v.extend_from_slice(&3u16.to_le_bytes());
+    v.extend_from_slice(&4u16.to_le_bytes());
     v.extend_from_slice(&kind.to_le_bytes());
     v.extend_from_slice(&payload_len.to_le_bytes());
     v.extend_from_slice(&[0; 4]);
@@ -163,7 +163,7 @@ impl Rings {
     }
     fn counter(&self, ring: usize, off: usize) -> &AtomicU64 {
         // SAFETY: inside the mapping's header page, 8-aligned.
-        unsafe { &*self.base.add(ring * 192 + off).cast::<AtomicU64>() }
+        unsafe { &*self.base.add(ring * 256 + off).cast::<AtomicU64>() }
     }
     fn data(&self, ring: usize, pos: u64) -> *mut u8 {
         // SAFETY: inside the ring's data area.

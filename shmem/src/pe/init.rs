@@ -8,7 +8,7 @@ use gda_hal::{Provider, SendQueue};
 use super::team::Teams;
 use super::{BOUNCE, Config, Liveness, Pe, TEAM_BYTES, TEAM_SLOTS, TransportPolicy};
 use crate::boot::Bootstrap;
-use crate::domain::{Conn, DeviceConn, Nudge, Progress, RdmaNic};
+use crate::domain::{Conn, DeviceConn, Nudge, PostNudge, Progress, RdmaNic};
 use crate::error::{Result, ShmemError};
 use crate::heap::Allocator;
 use crate::memory::{HeapPlacement, LocalSeg};
@@ -131,7 +131,11 @@ impl<P: Provider> Pe<P> {
     where
         D: gda_hal::control::Device<Provider = P> + 'static,
     {
-        let hooks = (nic.nudge.clone(), nic.progress.clone());
+        let hooks = (
+            nic.nudge.clone(),
+            nic.progress.clone(),
+            nic.post_nudge.clone(),
+        );
         let conn = DeviceConn::open(nic)?;
         Self::init_with(boot, Some(Box::new(conn)), hooks, cfg)
     }
@@ -139,13 +143,13 @@ impl<P: Provider> Pe<P> {
     /// Collective initialisation over `boot` with P2P routes only (an error if some PE needs
     /// RDMA).
     pub fn init_p2p(boot: Box<dyn Bootstrap>, cfg: &Config) -> Result<Self> {
-        Self::init_with(boot, None, (None, None), cfg)
+        Self::init_with(boot, None, (None, None, None), cfg)
     }
 
     fn init_with(
         mut boot: Box<dyn Bootstrap>,
         mut domain: Option<Box<dyn Conn<P>>>,
-        (nudge, progress): (Option<Nudge>, Option<Progress>),
+        (nudge, progress, post_nudge): (Option<Nudge>, Option<Progress>, Option<PostNudge>),
         cfg: &Config,
     ) -> Result<Self> {
         let (me, n) = (boot.rank(), boot.size());
@@ -307,6 +311,7 @@ impl<P: Provider> Pe<P> {
         let (mut lkey, mut data_lkey) = (0, 0);
         let mut blob = Vec::new();
         let mut qp_of = Vec::new();
+        let mut qpn_of = Vec::new();
         if !rdma_pes.is_empty() {
             let d = domain.as_mut().ok_or_else(|| {
                 ShmemError::Config(format!(
@@ -329,6 +334,11 @@ impl<P: Provider> Pe<P> {
             for &j in &rdma_pes {
                 let (q, ep) = d.create_qp()?;
                 qp_of.push(q);
+                qpn_of.push(
+                    gda_hal::control::Endpoint::from_bytes(&ep)
+                        .map_err(|e| ShmemError::rdma_setup(Some(j), &e))?
+                        .qpn,
+                );
                 blob.extend_from_slice(&j.to_le_bytes());
                 blob.extend_from_slice(&(ep.len() as u32).to_le_bytes());
                 blob.extend_from_slice(&ep);
@@ -382,6 +392,7 @@ impl<P: Provider> Pe<P> {
                 i.base,
                 rkey,
                 (i.data_base, data_rkey),
+                post_nudge.as_ref().and_then(|m| m(qpn_of[k])),
             )));
         }
         let routes = routes

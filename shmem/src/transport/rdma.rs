@@ -77,6 +77,9 @@ pub(crate) struct Rdma<P: Provider> {
     fence: Cell<bool>,
     /// Something was posted since the last quiet.
     dirty: Cell<bool>,
+    /// What to call after each doorbell of this queue, when the NIC gave one per QP
+    /// ([`crate::domain::RdmaNic::post_nudge`]; else the NIC's wake-up).
+    nudge: Option<crate::domain::Nudge>,
     /// The queue's protocol state when the caller's queue memory placed it (GPU memory);
     /// declared after `sq`, so it outlives the queue.
     _state: Option<gda_hal::control::PlacedBuffer>,
@@ -93,6 +96,7 @@ impl<P: Provider> Rdma<P> {
         base: u64,
         rkey: u32,
         data: (u64, u32),
+        nudge: Option<crate::domain::Nudge>,
     ) -> Self {
         Self {
             pe,
@@ -102,6 +106,7 @@ impl<P: Provider> Rdma<P> {
             data,
             fence: Cell::new(false),
             dirty: Cell::new(false),
+            nudge,
             _state: state,
         }
     }
@@ -173,8 +178,11 @@ impl<P: Provider> Rdma<P> {
         };
         post(&self.sq, flags)?;
         // The software NIC's engine may be napping: wake it now (one atomic load when it is
-        // awake; hardware NICs need nothing here).
-        net.kick();
+        // awake; hardware NICs need nothing here), or run this queue's work here.
+        match &self.nudge {
+            Some(n) => n(),
+            None => net.kick(),
+        }
         self.fence.set(false);
         self.dirty.set(true);
         Ok(())

@@ -34,7 +34,9 @@ pub(super) fn execute(
     }
     // Re-resolve the responder whenever QPs come or go, so a destroyed peer stops answering.
     let epoch = f.epoch.load(Ordering::Acquire);
-    if (ex.remote.is_none() && ex.peer.is_none()) || ex.remote_epoch != epoch {
+    if (ex.remote.is_none() && ex.peer.is_none() && ex.wire_ep.is_none())
+        || ex.remote_epoch != epoch
+    {
         let ep = *qp.remote.lock().unwrap_or_else(|e| e.into_inner());
         ex.remote = ep.and_then(|ep| f.lookup(&ep)).map(|q| Arc::downgrade(&q));
         ex.peer = match (&ex.remote, ep, &f.link) {
@@ -44,15 +46,16 @@ pub(super) fn execute(
             },
             _ => None,
         };
+        // A QP of another process fabric, kept until the QPs change (connecting one moves
+        // the epoch): one lookup per connection, not two locks per WQE.
+        ex.wire_ep = match (&ex.remote, ep, &f.wire) {
+            (None, Some(ep), Some(_)) if crate::wire::is_process_fabric(ep.fabric) => Some(ep),
+            _ => None,
+        };
         ex.remote_epoch = epoch;
     }
-    if ex.remote.is_none() && ex.peer.is_none() {
-        let ep = *qp.remote.lock().unwrap_or_else(|e| e.into_inner());
-        if let (Some(ep), Some(w)) = (ep, &f.wire) {
-            if crate::wire::is_process_fabric(ep.fabric) {
-                return super::wire::execute_wire(w, qp, ex, op, kind, c, ep);
-            }
-        }
+    if let (Some(ep), Some(w), None) = (ex.wire_ep, &f.wire, &ex.remote) {
+        return super::wire::execute_wire(w, qp, ex, op, kind, c, ep);
     }
     if ex.remote.is_none() {
         return match ex.peer.as_mut().and_then(|p| p.ready()) {

@@ -287,6 +287,31 @@ pub(crate) fn after_post(f: &FabricInner) {
     }
 }
 
+/// [`after_post`] for a doorbell on `qp`: when the engine thread naps, the pass here serves
+/// only that QP's send queue — what the doorbell added — not every connection and QP (a
+/// thread that posts in a loop pays for its own requests, not for a whole pass each time).
+pub(crate) fn after_post_on(f: &FabricInner, qp: &Arc<QpInner>) {
+    let Some(w) = f.wire.as_ref().filter(|_| f.chaos.is_none()) else {
+        f.kick();
+        return;
+    };
+    // One clock read: the pass's, also the posting mark's.
+    let _clock = crate::wire::PassClock::start();
+    // A thread that posts (and will poll) does the work: the engine thread leaves it to it.
+    w.note_posting();
+    // ORDERING: SeqCst pairs with the engine's SeqCst store of `napping`, as in `kick`.
+    if !f.napping.load(Ordering::SeqCst) {
+        return;
+    }
+    match f.try_turn() {
+        Some(_turn) => {
+            step(f, qp, None);
+        }
+        // Another thread's pass may have looked at this queue already.
+        None => f.kick(),
+    }
+}
+
 /// Sleeps until `fd` (an eventfd) is written or `timeout` passes, then resets it.
 fn nap_on(fd: &std::os::fd::OwnedFd, timeout: Duration) {
     use rustix::event::{PollFd, PollFlags, Timespec};
@@ -389,10 +414,9 @@ fn step_qp(
     while ex.sq_pos + ex.ahead < ex.sq_target && budget > 0 {
         budget -= 1;
         let pos = ex.sq_pos + ex.ahead;
-        let mut op = std::mem::take(&mut ex.op);
-        let mut scratch = std::mem::take(&mut ex.scratch);
-        let fetched = qp.model().fetch(&qp.view, pos, &mut op, &mut scratch);
-        ex.scratch = scratch;
+        // Out of `ex` while it executes (`execute` needs `ex` whole): a pointer moves.
+        let mut op = ex.op.take().unwrap_or_default();
+        let fetched = qp.model().fetch(&qp.view, pos, &mut op, &mut ex.scratch);
         let state = qp.state();
         let outcome = match fetched {
             Err(bad) => {
@@ -432,33 +456,33 @@ fn step_qp(
             Ok(()) if op.fence && ex.pending_data > 0 => {
                 // A fence waits for earlier READ/atomic results: land them now, in order.
                 drain_pending(ex, Instant::now(), true);
-                ex.op = op;
+                ex.op = Some(op);
                 continue;
             }
             Ok(()) => {
                 if let Some(c) = chaos.as_deref_mut() {
                     if let Some(d) = c.delay(0.05, 30) {
                         ex.hold_until = Some(now.unwrap_or_else(Instant::now) + d);
-                        ex.op = op;
+                        ex.op = Some(op);
                         return true;
                     }
                 }
                 execute(f, qp, ex, &op, chaos.as_deref_mut())
             }
         };
-        ex.op = op;
+        let (op_units, signaled, packets) = (op.units, op.signaled, op.packets);
+        ex.op = Some(op);
         match outcome {
             Step::Wait => break,
             // Completions stay in order: this one waits for the requests in flight before it
             // (the WQE is fetched again once they have completed).
             Step::Complete(..) if ex.ahead > 0 => break,
             Step::Sent => {
-                ex.ahead += u64::from(ex.op.units);
-                ex.seq.advance(ex.op.packets);
+                ex.ahead += u64::from(op_units);
+                ex.seq.advance(packets);
                 work = true;
             }
             Step::Complete(c, units, always) => {
-                let (signaled, packets) = (ex.op.signaled, ex.op.packets);
                 retire(
                     f,
                     qp,

@@ -500,11 +500,14 @@ pub(super) fn serve(f: &FabricInner, turn: &mut Turn<'_>) -> bool {
         };
         // A request that found no receive is tried again first.
         let mut next = c.take_held().map(|(r, since)| (r, None, since));
+        // The responder QP of the previous request (a run of requests mostly names one).
+        let mut responder = None;
         while let Some((mut req, in_ring, since)) =
             next.or_else(|| wire.take(c, &mut did).map(|(r, span)| (r, span, now_ns())))
         {
             let mut read_src = None;
-            let (status, payload) = respond(f, c.peer, &req, in_ring, &mut read_src);
+            let (status, payload) =
+                respond(f, c.peer, &req, in_ring, &mut read_src, &mut responder);
             if let Some(span) = in_ring {
                 // Copied to its destination (or refused): the ring's bytes are free again.
                 c.release(span);
@@ -663,13 +666,24 @@ fn respond(
     req: &Request,
     in_ring: Option<RingSpan>,
     read_src: &mut Option<ReadSource>,
+    last: &mut Option<Arc<QpInner>>,
 ) -> (u32, Vec<u8>) {
-    let rqp = f
-        .qps
-        .read()
-        .unwrap_or_else(|e| e.into_inner())
-        .get(&(req.dst_nic, req.dst_qpn))
-        .cloned();
+    // Looked up once per run of requests to one QP within a scan (a QP destroyed meanwhile is
+    // seen by its state below, as a request that came just before the destroy would be).
+    let key = (req.dst_nic, req.dst_qpn);
+    let rqp = match last.as_ref().filter(|q| (q.nic.id, q.qpn) == key) {
+        Some(q) => Some(q.clone()),
+        None => {
+            let q = f
+                .qps
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(&key)
+                .cloned();
+            last.clone_from(&q);
+            q
+        }
+    };
     // No responder (or one not ready): the requester's retries run out, as in one process.
     let Some(rqp) = rqp.filter(|q| matches!(q.state(), QpState::Rtr | QpState::Rts)) else {
         return (WcStatus::RetryExcErr as u32, Vec::new());

@@ -14,8 +14,14 @@
 //!
 //! | offset | field |
 //! |---|---|
-//! | 0, 64, 128, 132, 136 | ring 0 (requests, connector → acceptor): `head`, `tail`, `napping`, `starved`, `polled_ns` |
-//! | 192, 256, 320, 324, 328 | ring 1 (responses, acceptor → connector): the same |
+//! | 0, 64, 128, 132, 192 | ring 0 (requests, connector → acceptor): `head`, `tail`, `napping`, `starved`, `polled_ns` |
+//! | 256, 320, 384, 388, 448 | ring 1 (responses, acceptor → connector): the same |
+//!
+//! Each counter has a cache line of its own, and so has `polled_ns`, which the consumer's
+//! polling thread stores at every pass: a producer reads `napping` after every frame, and a
+//! line shared with `polled_ns` would cost it a cache miss each time. Each end also keeps the
+//! last value it read of the other's counter and reads the shared one again only when that
+//! value no longer says there is room (producer) or data (consumer).
 //! | 4096 | ring 0's data, [`RING_BYTES`] (byte `n` of the stream at `4096 + n mod RING_BYTES`) |
 //! | 4096 + [`RING_BYTES`] | ring 1's data |
 //!
@@ -52,9 +58,6 @@ struct Flags {
     napping: AtomicU32,
     /// The producer waits for room: a consumer that freed some wakes it.
     starved: AtomicU32,
-    /// When a program thread of the consumer's process last looked at the ring
-    /// (`CLOCK_MONOTONIC`, ns).
-    polled_ns: AtomicU64,
 }
 
 #[repr(C)]
@@ -64,10 +67,14 @@ struct Header {
     /// Bytes consumed so far (the consumer's; the producer only reads it).
     tail: Word64,
     flags: Flags,
+    /// When a program thread of the consumer's process last looked at the ring
+    /// (`CLOCK_MONOTONIC`, ns; `u64::MAX` while it is in a pass).
+    polled_ns: Word64,
 }
 
-const _: () = assert!(std::mem::size_of::<Header>() == 192);
+const _: () = assert!(std::mem::size_of::<Header>() == 256);
 const _: () = assert!(std::mem::offset_of!(Header, flags) == 128);
+const _: () = assert!(std::mem::offset_of!(Header, polled_ns) == 192);
 const _: () = assert!(2 * std::mem::size_of::<Header>() <= HEADERS_BYTES);
 const _: () = assert!(RING_BYTES.is_power_of_two());
 
@@ -192,6 +199,8 @@ pub(crate) struct Producer {
     ring: usize,
     /// Bytes written (this end's own count; the shared copy is only published).
     head: u64,
+    /// The consumer's `tail` as last read (checked when read).
+    tail_seen: u64,
 }
 
 /// The reading end of one ring.
@@ -199,6 +208,8 @@ pub(crate) struct Consumer {
     ring: usize,
     /// Bytes consumed (this end's own count).
     tail: u64,
+    /// The producer's `head` as last read (checked when read).
+    head_seen: u64,
 }
 
 /// Copies `len` bytes between `buf` and the ring at byte position `pos`, in at most two pieces
@@ -262,27 +273,40 @@ impl Producer {
         Self {
             ring: dir as usize,
             head: 0,
+            tail_seen: 0,
         }
     }
 
-    /// Bytes free now.
-    pub(crate) fn room(&self, seg: &Segment) -> Result<usize, Corrupt> {
+    /// Bytes free now: at least `want` when the consumer's count last read says so (no read
+    /// of the shared line), else as the shared count says now.
+    fn room_for(&mut self, seg: &Segment, want: usize) -> Result<usize, Corrupt> {
+        let free = RING_BYTES - self.head.wrapping_sub(self.tail_seen) as usize;
+        if free >= want {
+            return Ok(free);
+        }
+        self.room(seg)
+    }
+
+    /// Bytes free now (reading the consumer's count).
+    pub(crate) fn room(&mut self, seg: &Segment) -> Result<usize, Corrupt> {
         // ORDERING: Acquire pairs with the consumer's Release store of `tail` after it copied
         // the bytes out, so the space is free before it is overwritten.
         let tail = seg.header(self.ring).tail.0.load(Ordering::Acquire);
         let used = self.head.wrapping_sub(tail);
-        if used > RING_BYTES as u64 {
+        // The consumer's count never runs backwards past what it had said, nor ahead of ours.
+        if used > RING_BYTES as u64 || tail.wrapping_sub(self.tail_seen) > RING_BYTES as u64 {
             return Err(Corrupt(format!(
                 "the consumer claims {tail} bytes consumed of {} written",
                 self.head
             )));
         }
+        self.tail_seen = tail;
         Ok(RING_BYTES - used as usize)
     }
 
     /// Writes as much of `bytes` as fits; the bytes written (published to the consumer).
     pub(crate) fn write(&mut self, seg: &Segment, bytes: &[u8]) -> Result<usize, Corrupt> {
-        let n = bytes.len().min(self.room(seg)?);
+        let n = bytes.len().min(self.room_for(seg, bytes.len())?);
         if n > 0 {
             // SAFETY: `n ≤ room ≤ RING_BYTES` bytes of `bytes`, into free ring space.
             unsafe {
@@ -317,7 +341,7 @@ impl Producer {
         mut fill: impl FnMut(*mut u8, usize) -> Result<(), E>,
     ) -> Result<Option<Result<(), E>>, Corrupt> {
         let total = head.len() + len;
-        if total > self.room(seg)? {
+        if total > self.room_for(seg, total)? {
             return Ok(None);
         }
         // SAFETY: `head.len() ≤ room` bytes of `head`, into free ring space.
@@ -368,7 +392,7 @@ impl Producer {
         if flags.napping.load(Ordering::Relaxed) == 0 {
             return false;
         }
-        let polled = flags.polled_ns.load(Ordering::Relaxed);
+        let polled = seg.header(self.ring).polled_ns.0.load(Ordering::Relaxed);
         if monotonic_ns().saturating_sub(polled) < POLLED_RECENTLY.as_nanos() as u64 {
             return false;
         }
@@ -381,11 +405,22 @@ impl Consumer {
         Self {
             ring: dir as usize,
             tail: 0,
+            head_seen: 0,
         }
     }
 
-    /// Bytes written and not yet consumed.
-    pub(crate) fn available(&self, seg: &Segment) -> Result<usize, Corrupt> {
+    /// Bytes written and not yet consumed: those the producer's count last read announced,
+    /// while some are left (no read of the shared line), else as the shared count says now.
+    pub(crate) fn available(&mut self, seg: &Segment) -> Result<usize, Corrupt> {
+        let known = self.head_seen.wrapping_sub(self.tail);
+        if known > 0 && known <= RING_BYTES as u64 {
+            return Ok(known as usize);
+        }
+        self.available_now(seg)
+    }
+
+    /// Bytes written and not yet consumed, as the producer's count says now.
+    pub(crate) fn available_now(&mut self, seg: &Segment) -> Result<usize, Corrupt> {
         // ORDERING: Acquire pairs with the producer's Release store of `head`.
         let head = seg.header(self.ring).head.0.load(Ordering::Acquire);
         let n = head.wrapping_sub(self.tail);
@@ -395,6 +430,7 @@ impl Consumer {
                 self.tail
             )));
         }
+        self.head_seen = head;
         Ok(n as usize)
     }
 
@@ -450,8 +486,8 @@ impl Consumer {
 /// ([`monotonic_ns`]), or `u64::MAX` while it is in a pass.
 pub(crate) fn set_polled(seg: &Segment, dir: Dir, now: u64) {
     seg.header(dir as usize)
-        .flags
         .polled_ns
+        .0
         .store(now, Ordering::Relaxed);
 }
 

@@ -499,6 +499,9 @@ impl Conn {
         let mut avail = rx.ring.available(&self.seg).map_err(|c| c.0)?;
         if rx.partial.is_none() {
             if avail < HEADER_BYTES {
+                avail = rx.ring.available_now(&self.seg).map_err(|c| c.0)?;
+            }
+            if avail < HEADER_BYTES {
                 return Ok(None);
             }
             let mut h = [0u8; HEADER_BYTES];
@@ -511,6 +514,11 @@ impl Conn {
             };
             if kind != want {
                 return Err(format!("a frame of kind {kind} where {want} comes"));
+            }
+            if avail < HEADER_BYTES + body_len + len {
+                // What the producer's count said when last read is not the whole frame: read
+                // it again.
+                avail = rx.ring.available_now(&self.seg).map_err(|c| c.0)?;
             }
             if avail < HEADER_BYTES + body_len {
                 return Ok(None);
@@ -1111,6 +1119,17 @@ impl Wire {
         self.polled_ns.store(mark, Ordering::Relaxed);
         for c in &conns.list {
             c.set_polled(mark);
+        }
+    }
+
+    /// Says a program thread of this process just posted and will poll for the completions
+    /// (it runs the pass itself): the engine thread leaves the work to it, as after a pass.
+    /// Peers are not told (they wake the engine only when it naps and nobody polled).
+    pub(crate) fn note_posting(&self) {
+        let now = now_ns();
+        // Only forward, and never over a pass under way (`u64::MAX`).
+        if self.polled_ns.load(Ordering::Relaxed) < now.saturating_sub(1_000) {
+            self.polled_ns.store(now, Ordering::Relaxed);
         }
     }
 
