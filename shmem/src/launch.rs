@@ -57,10 +57,12 @@ fn sim_nic<P: gda_sim::Modeled>(
         let g = fabric.clone();
         std::sync::Arc::new(move || g.progress()) as crate::domain::Progress
     });
-    // On a process fabric the PE runs the pass itself when the engine thread naps (its waits
-    // run it anyway); elsewhere the napping engine is woken. Measured on the wire engine
-    // (2 PEs, 2 cores, interleaved): put + quiet p50 1.13-1.15 us and barrier 2.0-2.4 us this
-    // way, against 1.8-7.5 us and 3.3-88 us with a wake-up after every post.
+    // On a process fabric the PE runs the work itself when the engine thread naps (its waits
+    // run it anyway): for each QP only its own (`post_nudge`), for what else posts (the device
+    // API's kick) the whole pass; elsewhere the napping engine is woken. Measured on the wire
+    // engine (2 PEs, 2 cores, interleaved): put + quiet p50 1.13-1.15 us and barrier
+    // 2.0-2.4 us with the whole pass, against 1.8-7.5 us and 3.3-88 us with a wake-up after
+    // every post.
     let after_post: crate::domain::Nudge = if fabric.is_process() {
         std::sync::Arc::new(move || f.after_post())
     } else {

@@ -1,0 +1,85 @@
+//! What a program that posts to a QP of a process fabric and polls for its completions calls
+//! (gda-shmem between processes): `Fabric::post_hook` after each doorbell, and the fabric's pass
+//! from every poll (`SendQueue::set_host_progress`).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use gda_hal::{Payload, Remote, SendFlags, SendQueue, WorkRequest};
+use gda_native::Native;
+use gda_sim::{Access, CqMode, Fabric, FabricConfig, QpInit};
+
+/// Requests posted back to back, each followed by the QP's hook, all land in order at the
+/// responder; polls run the requester's pass (counted); a hook asked for a QP that does not
+/// exist is refused.
+#[test]
+fn posts_with_the_hook_land_in_order_and_polls_run_the_pass() {
+    let a = Fabric::process(FabricConfig::default()).unwrap();
+    let b = Fabric::process(FabricConfig::default()).unwrap();
+    assert!(a.is_process());
+    assert!(!Fabric::new(FabricConfig::default()).is_process());
+    let (na, nb) = (a.add_nic_for::<Native>(), b.add_nic_for::<Native>());
+    let (pa, pb) = (na.alloc_pd(), nb.alloc_pd());
+    let cqa = na.create_cq(1024, CqMode::Normal).unwrap();
+    let cqb = nb.create_cq(1024, CqMode::Normal).unwrap();
+    let init = QpInit {
+        sq_units: 256,
+        ..QpInit::default()
+    };
+    let qa = pa.create_qp(init, &cqa, &cqa).unwrap();
+    let qb = pb.create_qp(init, &cqb, &cqb).unwrap();
+    qa.bring_up_at(&qb.endpoint(), qb.start_psn()).unwrap();
+    qb.bring_up_at(&qa.endpoint(), qa.start_psn()).unwrap();
+    assert!(a.post_hook(na.index(), qa.qpn() ^ 0x7f_ffff).is_none());
+    assert!(a.post_hook(na.index() + 7, qa.qpn()).is_none());
+    let hook = a.post_hook(na.index(), qa.qpn()).unwrap();
+    const N: u64 = 600;
+    let remote = pb.alloc_mr(N as usize * 8, Access::ALL);
+    // SAFETY: the QP and CQ outlive the queue (dropped before them, below).
+    let mut sq =
+        unsafe { SendQueue::<Native>::new(qa.sq_handle::<Native>().unwrap(), cqa.handle(), 5000) }
+            .unwrap();
+    let passes = Arc::new(AtomicU64::new(0));
+    let (a2, p2) = (a.clone(), passes.clone());
+    sq.set_host_progress(Some(Arc::new(move || {
+        p2.fetch_add(1, Ordering::Relaxed);
+        a2.progress();
+    })));
+    let responder = std::sync::atomic::AtomicBool::new(true);
+    std::thread::scope(|s| {
+        // The peer, serving as a waiting PE does.
+        s.spawn(|| {
+            while responder.load(Ordering::Relaxed) {
+                b.progress();
+            }
+        });
+        // More than the queue holds: posts wait for room, polling (and so running the pass).
+        for i in 0..N {
+            let v = (i + 1).to_le_bytes();
+            let wr = WorkRequest::Write {
+                remote: Remote {
+                    addr: remote.addr() + i * 8,
+                    rkey: remote.rkey(),
+                },
+                payload: Payload::Inline(&v),
+                imm: None,
+            };
+            sq.post(&wr, SendFlags::empty()).unwrap();
+            hook();
+        }
+        sq.quiet().unwrap();
+        responder.store(false, Ordering::Relaxed);
+    });
+    assert!(passes.load(Ordering::Relaxed) > 0, "polls ran no pass");
+    let mut landed = 0;
+    for i in 0..N {
+        // SAFETY: inside the region, which lives until the end of the test.
+        let v = unsafe { ((remote.addr() + i * 8) as *const u64).read_volatile() };
+        assert_eq!(v, i + 1, "word {i}");
+        landed += 1;
+    }
+    assert_eq!(landed, N);
+    // The hook holds the QP: dropped before it.
+    drop(hook);
+    drop(sq);
+}
