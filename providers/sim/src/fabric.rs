@@ -151,6 +151,7 @@ impl Fabric {
                 qp_list: Mutex::new((u64::MAX, Arc::new(Vec::new()))),
                 turn: Mutex::new(crate::wire::ConnList::default()),
                 napping: std::sync::atomic::AtomicBool::new(false),
+                rescan: std::sync::atomic::AtomicBool::new(false),
                 scan_hooks: std::sync::RwLock::new(Vec::new()),
                 stats: Stats::default(),
                 link,

@@ -43,6 +43,10 @@ pub(crate) struct FabricInner {
     /// The engine is parked (or about to park): a doorbell rung by host code must unpark it
     /// ([`Fabric::kick`]). Set by the engine before its last scan, cleared when it wakes.
     pub(crate) napping: std::sync::atomic::AtomicBool,
+    /// A doorbell's work could not be run by the thread that rang it (another thread's pass
+    /// held the turn and may have looked at that queue already): the engine thread scans at
+    /// its next look even while a program thread polls.
+    pub(crate) rescan: std::sync::atomic::AtomicBool,
     /// Run by the engine before every scan ([`Fabric::add_scan_hook`](crate::Fabric::add_scan_hook)).
     pub(crate) scan_hooks: RwLock<Vec<ScanHook>>,
     pub(crate) stats: Stats,

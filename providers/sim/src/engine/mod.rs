@@ -75,7 +75,9 @@ pub(crate) fn run(weak: Weak<FabricInner>) {
         // A program thread may be running the engine's pass now or have just run it
         // (`progress`): then this thread has nothing to do (and naps once that has lasted).
         let since_poll = f.wire.as_ref().map(|w| w.since_polled());
-        let polled = since_poll.is_some_and(|d| d < PROGRAM_POLLS);
+        // A doorbell whose work its poster could not run is served here first.
+        let rescan = f.rescan.swap(false, Ordering::SeqCst);
+        let polled = !rescan && since_poll.is_some_and(|d| d < PROGRAM_POLLS);
         if let Some(d) = since_poll.filter(|_| polled && chaos_ref.is_none()) {
             // Leave the work to the polling thread, and sleep until its window ends — without
             // telling peers (a wake-up for every frame they write would cost them a system
@@ -122,6 +124,10 @@ pub(crate) fn run(weak: Weak<FabricInner>) {
                         work |= step(&f, q, None);
                     }
                 }
+            } else if rescan {
+                // A program thread's pass holds the turn, and may have begun before the
+                // doorbell: ask again (the next look, or that pass's successor, serves it).
+                f.rescan.store(true, Ordering::SeqCst);
             }
         }
         drop(f);
@@ -240,6 +246,8 @@ fn pass_here(f: &FabricInner) -> Option<bool> {
     // One pass at a time, whichever thread runs it: a CQ has one producer.
     // A pass under way in another thread has marked the connections already.
     let turn = f.try_turn()?;
+    // This pass looks at every queue: what asked for a scan before it is served by it.
+    f.rescan.store(false, Ordering::SeqCst);
     // Peers that write meanwhile leave the engine thread asleep: this pass, or the next of
     // this polling thread, takes what they write. The mark ends with the pass however it
     // ends (an engine thread that believed a pass still ran would leave the work forever).
@@ -287,28 +295,28 @@ pub(crate) fn after_post(f: &FabricInner) {
     }
 }
 
-/// [`after_post`] for a doorbell on `qp`: when the engine thread naps, the pass here serves
-/// only that QP's send queue — what the doorbell added — not every connection and QP (a
-/// thread that posts in a loop pays for its own requests, not for a whole pass each time).
+/// After a doorbell on `qp` rung by a thread that then polls for the completions itself: that
+/// QP's send queue is served here, at once — only it, what the doorbell added, not every
+/// connection and QP (a thread that posts in a loop pays for its own requests, not for a whole
+/// pass each time), and whether the engine thread naps or not (it may be about to leave the
+/// work to polling threads). When another thread's pass holds the turn (it may have looked at
+/// this queue already), the engine thread is asked to scan again and woken.
 pub(crate) fn after_post_on(f: &FabricInner, qp: &Arc<QpInner>) {
-    let Some(w) = f.wire.as_ref().filter(|_| f.chaos.is_none()) else {
+    if f.wire.is_none() || f.chaos.is_some() {
         f.kick();
         return;
-    };
-    // One clock read: the pass's, also the posting mark's.
-    let _clock = crate::wire::PassClock::start();
-    // A thread that posts (and will poll) does the work: the engine thread leaves it to it.
-    w.note_posting();
-    // ORDERING: SeqCst pairs with the engine's SeqCst store of `napping`, as in `kick`.
-    if !f.napping.load(Ordering::SeqCst) {
-        return;
     }
+    let _clock = crate::wire::PassClock::start();
     match f.try_turn() {
         Some(_turn) => {
             step(f, qp, None);
         }
-        // Another thread's pass may have looked at this queue already.
-        None => f.kick(),
+        None => {
+            // ORDERING: SeqCst, as the doorbell before it: the engine reads the flag after
+            // it announces a nap or before it leaves the work to a polling thread.
+            f.rescan.store(true, Ordering::SeqCst);
+            f.kick();
+        }
     }
 }
 

@@ -1122,17 +1122,6 @@ impl Wire {
         }
     }
 
-    /// Says a program thread of this process just posted and will poll for the completions
-    /// (it runs the pass itself): the engine thread leaves the work to it, as after a pass.
-    /// Peers are not told (they wake the engine only when it naps and nobody polled).
-    pub(crate) fn note_posting(&self) {
-        let now = now_ns();
-        // Only forward, and never over a pass under way (`u64::MAX`).
-        if self.polled_ns.load(Ordering::Relaxed) < now.saturating_sub(1_000) {
-            self.polled_ns.store(now, Ordering::Relaxed);
-        }
-    }
-
     /// How long ago a program thread last ran (or finished) the engine's pass: while that is
     /// short, the engine thread leaves the work to it rather than take a core (and the turn)
     /// it needs.
