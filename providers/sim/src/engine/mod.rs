@@ -276,10 +276,14 @@ fn pass_here(f: &FabricInner) -> Option<bool> {
 
 /// After a doorbell: the engine's pass in the calling thread, which sees the doorbell (so the
 /// engine thread is not woken, even when the pass found nothing to do: a receive WQE waits
-/// for its message); the engine thread is woken only when no pass could run here — another
-/// thread's pass may already have looked at this queue.
+/// for its message); the engine thread is woken, and asked to scan even while program threads
+/// poll, only when no pass could run here — another thread's pass may already have looked at
+/// this queue.
 pub(crate) fn after_doorbell(f: &FabricInner) {
     if pass_here(f).is_none() {
+        // ORDERING: SeqCst, as in `after_post_on`: a thread that leaves the work to polling
+        // threads reads it first.
+        f.rescan.store(true, Ordering::SeqCst);
         f.kick();
     }
 }
