@@ -59,6 +59,37 @@ pub(super) fn stage_source(qp: &QpInner, op: &WqeOp) -> Result<Vec<u8>, WcStatus
     Ok(staged)
 }
 
+/// Payloads up to this size are gathered on the stack ([`stage_small`]).
+pub(super) const SMALL_MAX: usize = 256;
+
+/// Gathers a WRITE/SEND's payload of at most [`SMALL_MAX`] bytes from its checked local
+/// regions (each pinned while read) into `buf`; its length. No allocation: small messages
+/// (perftest's 8-byte SENDs, gda-shmem's staged puts) are most of a message rate.
+pub(super) fn stage_small(
+    qp: &QpInner,
+    op: &WqeOp,
+    buf: &mut [u8; SMALL_MAX],
+) -> Result<usize, WcStatus> {
+    let mut at = 0usize;
+    for s in op.sges.iter().filter(|s| s.length > 0) {
+        let n = s.length as usize;
+        if at + n > SMALL_MAX {
+            return Err(WcStatus::LocLenErr);
+        }
+        let mr = qp
+            .nic
+            .mrs
+            .check_local(qp.pd, s.lkey, s.addr, n as u64, Access::empty())
+            .map_err(local_fault)?;
+        // SAFETY: the source lies in a region just checked, pinned while read; the
+        // destination is `buf[at..at + n]` (bounds checked above).
+        unsafe { dma_copy_pinned(&[&mr], buf.as_mut_ptr().add(at), s.addr as *const u8, n) }
+            .map_err(local_fault)?;
+        at += n;
+    }
+    Ok(at)
+}
+
 /// A WRITE/SEND's gather list, checked against this process's regions, read piece by piece
 /// straight into the ring (no staging buffer): `copy(dst, n)` copies the next `n` bytes.
 pub(super) struct Gather {
@@ -130,9 +161,13 @@ pub(super) fn scatter_send(
     if len > cap {
         return Err((WcStatus::RemInvReqErr, Some(WcStatus::LocLenErr)));
     }
-    let mut targets = Vec::with_capacity(sges.len());
+    // Every target is checked before anything is written; the first few on the stack (a
+    // receive WQE mostly has one scatter entry).
+    type Target = (u64, u64, std::sync::Arc<MrInner>);
+    let mut first: [Option<Target>; 4] = Default::default();
+    let mut rest = Vec::new();
     let mut need = len;
-    for s in sges.iter() {
+    for (i, s) in sges.iter().enumerate() {
         if need == 0 {
             break;
         }
@@ -142,13 +177,14 @@ pub(super) fn scatter_send(
             .mrs
             .check_local(rqp.pd, s.lkey, s.addr, n, Access::LOCAL_WRITE)
         {
-            Ok(mr) => targets.push((s.addr, n, mr)),
+            Ok(mr) if i < first.len() => first[i] = Some((s.addr, n, mr)),
+            Ok(mr) => rest.push((s.addr, n, mr)),
             Err(_) => return Err((WcStatus::RemOpErr, Some(WcStatus::LocProtErr))),
         }
         need -= n;
     }
     let mut off = 0usize;
-    for (addr, n, mr) in &targets {
+    for (addr, n, mr) in first.iter().flatten().chain(rest.iter()) {
         // SAFETY: each target range was checked (LOCAL_WRITE) on the responder and is pinned
         // while copied.
         let copied = unsafe {

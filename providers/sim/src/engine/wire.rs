@@ -142,8 +142,20 @@ pub(super) fn execute_wire(
         && inline.is_none()
         && op.length() >= crate::wire::DIRECT_MIN as u64;
     let mut gather = None;
+    // A small gathered payload goes through a buffer on the stack.
+    let mut small = [0u8; SMALL_MAX];
+    let mut small_len = None;
     let payload = match kind {
         _ if inline.is_some() => Vec::new(),
+        OpKind::Write | OpKind::Send if !direct && op.length() <= SMALL_MAX as u64 => {
+            match stage_small(qp, op, &mut small) {
+                Ok(n) => {
+                    small_len = Some(n);
+                    Vec::new()
+                }
+                Err(s) => return fail(qp, ex, c, s),
+            }
+        }
         OpKind::Write | OpKind::Send if direct => match Gather::check(qp, op) {
             Ok(g) => {
                 gather = Some(g);
@@ -157,7 +169,10 @@ pub(super) fn execute_wire(
         },
         _ => Vec::new(),
     };
-    let carried = match (&gather, inline) {
+    // The payload that is copied from memory the engine keeps (the WQE's inline bytes, or the
+    // small buffer above).
+    let copied: Option<&[u8]> = inline.or(small_len.map(|n| &small[..n]));
+    let carried = match (&gather, copied) {
         (Some(_), _) => op.length(),
         (None, Some(d)) => d.len() as u64,
         (None, None) => payload.len() as u64,
@@ -209,7 +224,7 @@ pub(super) fn execute_wire(
     // The slot first: a response can arrive before `send` returns.
     slots.expect(req.seq, conn.id, req.response_payload());
     let sent = match gather.as_mut() {
-        None => match inline {
+        None => match copied {
             Some(d) => conn.send_copy(&head, d),
             None => conn.send(&head, payload),
         },
@@ -784,9 +799,21 @@ fn execute_request(
                 Recv::Got(pos) => pos,
                 Recv::Empty => return (RNR, Vec::new()),
             };
-            let mut sges = Vec::new();
+            // The receive WQE's scatter list, in a buffer this thread keeps (no allocation
+            // per message).
+            thread_local! {
+                static SGES: std::cell::RefCell<Vec<gda_hal::Sge>> =
+                    const { std::cell::RefCell::new(Vec::new()) };
+            }
             let rc = base_cpl(rqp, pos as u32, 0);
-            match scatter_send(rqp, &req.payload, pos, &mut sges) {
+            let scattered = SGES.with(|s| {
+                let mut sges = s.take();
+                sges.clear();
+                let r = scatter_send(rqp, &req.payload, pos, &mut sges);
+                s.replace(sges);
+                r
+            });
+            match scattered {
                 Ok(()) => {
                     rqp.recv_cq.write_cqe(&Cpl {
                         opcode: WcOpcode::Recv,
