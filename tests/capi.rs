@@ -119,6 +119,26 @@ fn routines_on_2_and_4_pes_over_rdma_on_every_provider() {
     assert_eq!(runs, 6);
 }
 
+/// The same C program over the wire engine (`GDA_SHMEM_SIM_ENGINE=wire`: requests over
+/// shared-memory rings, executed by the peer's engine), on 2 and 4 PEs.
+#[test]
+fn routines_on_2_and_4_pes_over_the_wire_engine() {
+    let mut runs = 0;
+    for n in [2, 4] {
+        routines(
+            n,
+            &[
+                ("GDA_SHMEM_TRANSPORT", "rdma"),
+                ("GDA_SHMEM_SIM_ENGINE", "wire"),
+                ("GDA_SHMEM_PROVIDER", "mlx5"),
+            ],
+            199,
+        );
+        runs += 1;
+    }
+    assert_eq!(runs, 2);
+}
+
 /// Runs `prog` on `n` PEs with `env`; every PE must print a line ending in `want`.
 fn runs_ok(prog: &'static str, n: u32, env: &[(&str, &str)], want: &str) {
     let o = gdarun(n, &program(prog), &[], env);
@@ -134,7 +154,8 @@ fn runs_ok(prog: &'static str, n: u32, env: &[(&str, &str)], want: &str) {
 
 /// Teams, team and active-set collectives, reductions (complex and long double), contexts,
 /// signals, locks and multi-variable waits, on heap and global/static variables: 61 checks
-/// per PE, on 2, 3 and 4 PEs over P2P, and over RDMA through every provider's queues.
+/// per PE, on 2, 3 and 4 PEs over P2P, and over RDMA through every provider's queues and over
+/// the wire engine.
 #[test]
 fn families_on_p2p_and_rdma() {
     let mut runs = 0;
@@ -155,7 +176,18 @@ fn families_on_p2p_and_rdma() {
         );
         runs += 1;
     }
-    assert_eq!(runs, 6);
+    // And over the wire engine (static data registered by address, executed by the peer).
+    runs_ok(
+        "families",
+        3,
+        &[
+            ("GDA_SHMEM_TRANSPORT", "rdma"),
+            ("GDA_SHMEM_SIM_ENGINE", "wire"),
+        ],
+        "/3: families ok, 61 checks",
+    );
+    runs += 1;
+    assert_eq!(runs, 7);
 }
 
 /// A 1.x-style program (`<mpp/shmem.h>`, `start_pes`, globals and statics, the 1.3 names,

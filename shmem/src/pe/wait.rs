@@ -57,15 +57,20 @@ impl<P: Provider> Pe<P> {
         let mut spins = 0u32;
         // A NIC whose work runs in the waiting thread (the software NIC's wire engine between
         // processes) serves the peers' requests from here: the wait runs its pass each round
-        // and never naps (a napping PE would leave its peers to an engine thread that must
-        // first be woken, 15-36 us on this project's VM).
+        // and does not nap while there is work (a napping PE leaves its peers to an engine
+        // thread that must first be woken, 15-36 us on this project's VM). After
+        // `SERVING_IDLE` without any, it naps as other waits do: the engine thread serves
+        // meanwhile (peers wake it), and a long wait does not burn a core.
+        const SERVING_IDLE: Duration = Duration::from_millis(1);
         let serves = self.net.progress.is_some();
+        let mut served = start;
         loop {
             // A pass that served something starts the spinning over: the thread is busy
             // doing the NIC's work, not idle (yielding after each such pass, a system call,
             // halved the rate at which it serves).
             if serves && self.net.run_nic() {
                 spins = 0;
+                served = Instant::now();
             }
             if done()? {
                 return Ok(());
@@ -82,7 +87,8 @@ impl<P: Provider> Pe<P> {
             // from the CPU, while short fixed naps cost a timer interrupt each.
             let now = Instant::now();
             let waited = now - start;
-            if self.net.rdma_routes > 0 && !serves && waited > Duration::from_micros(50) {
+            let serving = serves && now.duration_since(served) < SERVING_IDLE;
+            if self.net.rdma_routes > 0 && !serving && waited > Duration::from_micros(50) {
                 std::thread::sleep((waited / 8).min(Duration::from_millis(1)));
             } else {
                 std::thread::yield_now();
