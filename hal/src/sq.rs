@@ -674,8 +674,8 @@ impl core::fmt::Debug for Hook {
     }
 }
 
-/// Host code a queue runs each time it polls — while it waits for room, for its doorbell turn
-/// or in a quiet: the software NIC between processes runs its engine's pass there
+/// Host code a queue runs each time it polls — while it waits for room or in a quiet, and
+/// whenever its user polls: the software NIC between processes runs its engine's pass there
 /// (`gda_sim::Fabric::progress`), so the waiting thread moves the work it waits for instead of
 /// leaving it to another thread that must first be scheduled. Hardware needs none.
 #[cfg(feature = "std")]

@@ -349,3 +349,61 @@ fn alltoalls_on_every_route() {
         57
     );
 }
+
+/// A PE waiting for a value that never comes times out on time even while it serves a peer that
+/// writes to it without pause: PEs as threads, each on its own process fabric (the wire
+/// engine, whose waits run the engine's pass; a pass that serves something restarts the
+/// spinning, and the wait still looks at the clock every 256 rounds).
+#[test]
+fn a_wait_that_serves_a_busy_peer_still_times_out() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::Instant;
+    let c = Config {
+        timeout: Duration::from_millis(300),
+        ..cfg(TransportPolicy::Rdma, None)
+    };
+    let stop = AtomicBool::new(false);
+    let open = |_| {
+        let f = gda_sim::Fabric::process(gda_sim::FabricConfig::default())
+            .map_err(|e| gda_shmem::ShmemError::Config(e.to_string()))?;
+        let g = f.clone();
+        Ok(gda_shmem::RdmaNic {
+            progress: Some(Arc::new(move || g.progress()) as gda_shmem::Progress),
+            ..gda_shmem::RdmaNic::new(gda_sim::SimDevice::<gda_native::Native>::new(&f))
+        })
+    };
+    let r = launch::threads_with(2, &c, open, |pe| {
+        let flag = pe.calloc::<u64>(2)?;
+        pe.barrier_all()?;
+        if pe.my_pe() == 0 {
+            // Writes the other word of PE 1's pair until PE 1 gives up (at most 5 s).
+            let t = Instant::now();
+            let mut puts = 0u64;
+            while !stop.load(Ordering::Relaxed) && t.elapsed() < Duration::from_secs(5) {
+                pe.put_nbi(flag, 1, &[puts], 1)?;
+                puts += 1;
+                if puts % 32 == 0 {
+                    pe.quiet()?;
+                }
+            }
+            pe.quiet()?;
+            Ok((puts, Duration::ZERO, String::new()))
+        } else {
+            let t = Instant::now();
+            let e = pe.wait_until(flag, 0, gda_shmem::Cmp::Eq, 42);
+            let waited = t.elapsed();
+            stop.store(true, Ordering::Relaxed);
+            Ok((0, waited, format!("{e:?}")))
+        }
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    let (puts, _, _) = &r[0];
+    let (_, waited, e) = &r[1];
+    assert!(*puts > 100, "the peer wrote {puts} times");
+    assert!(e.contains("Timeout"), "{e}");
+    assert!(
+        *waited < Duration::from_secs(2),
+        "a 300 ms wait ended after {waited:?}"
+    );
+}

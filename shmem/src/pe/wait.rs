@@ -64,6 +64,10 @@ impl<P: Provider> Pe<P> {
         const SERVING_IDLE: Duration = Duration::from_millis(1);
         let serves = self.net.progress.is_some();
         let mut served = start;
+        // Rounds since the clock was last looked at: the health and timeout checks below run
+        // at least every 256 rounds, however busy serving keeps the spinning (a peer that
+        // keeps sending must not keep a wait from timing out or noticing a dead PE).
+        let mut unchecked = 0u32;
         loop {
             // A pass that served something starts the spinning over: the thread is busy
             // doing the NIC's work, not idle (yielding after each such pass, a system call,
@@ -76,10 +80,12 @@ impl<P: Provider> Pe<P> {
                 return Ok(());
             }
             spins += 1;
-            if spins < 256 {
+            unchecked += 1;
+            if spins < 256 && unchecked < 256 {
                 std::hint::spin_loop();
                 continue;
             }
+            unchecked = 0;
             // Spin, then yield. With RDMA routes a wait that has lasted a while also naps, for
             // an eighth of the time waited so far (at most 1 ms: the wake-up delay stays a small
             // fraction of the wait): with the software NIC the engines are extra threads, and
@@ -88,7 +94,9 @@ impl<P: Provider> Pe<P> {
             let now = Instant::now();
             let waited = now - start;
             let serving = serves && now.duration_since(served) < SERVING_IDLE;
-            if self.net.rdma_routes > 0 && !serving && waited > Duration::from_micros(50) {
+            if spins < 256 {
+                // Still spinning: only the checks below.
+            } else if self.net.rdma_routes > 0 && !serving && waited > Duration::from_micros(50) {
                 std::thread::sleep((waited / 8).min(Duration::from_millis(1)));
             } else {
                 std::thread::yield_now();

@@ -88,6 +88,12 @@ pub(crate) fn run(weak: Weak<FabricInner>) {
             let wake = f.wire.clone();
             // ORDERING: SeqCst pairs with the SeqCst load in `Fabric::kick`.
             f.napping.store(true, Ordering::SeqCst);
+            // A poster that asked for a scan before it could see `napping` (it then wakes
+            // nobody): scan now instead (SeqCst pairs with its store of `rescan`).
+            if f.rescan.load(Ordering::SeqCst) {
+                f.napping.store(false, Ordering::Relaxed);
+                continue;
+            }
             drop(f);
             let nap = (PROGRAM_POLLS.saturating_sub(d) + Duration::from_micros(1)).max(deferred);
             deferred = (deferred * 2).clamp(PROGRAM_POLLS, DEFERRED_NAP_MAX);
@@ -296,6 +302,9 @@ pub(crate) fn after_post(f: &FabricInner) {
     // ORDERING: SeqCst pairs with the engine's SeqCst store of `napping`, as in `kick`.
     if f.napping.load(Ordering::SeqCst) {
         after_doorbell(f);
+    } else {
+        // Awake, but it may be about to leave the work to polling threads: it scans first.
+        f.rescan.store(true, Ordering::SeqCst);
     }
 }
 
@@ -313,6 +322,7 @@ pub(crate) fn after_post_on(f: &FabricInner, qp: &Arc<QpInner>) {
     let _clock = crate::wire::PassClock::start();
     match f.try_turn() {
         Some(_turn) => {
+            // What a step leaves (more WQEs than its budget) it hands to the engine thread.
             step(f, qp, None);
         }
         None => {
@@ -509,6 +519,13 @@ fn step_qp(
                 work = true;
             }
         }
+    }
+    if budget == 0 && ex.sq_pos + ex.ahead < ex.sq_target && f.wire.is_some() {
+        // More rung than one turn serves: whichever thread comes next serves the rest — the
+        // engine thread too, even while program threads poll (they may not come back soon).
+        // ORDERING: SeqCst, as a poster's store of `rescan`.
+        f.rescan.store(true, Ordering::SeqCst);
+        f.kick();
     }
     work
 }

@@ -320,6 +320,8 @@ pub(super) fn reap(
             rewind(ex, &w);
             work = true;
             if dead {
+                // Not kept for the next request (it holds the segment and descriptors).
+                ex.wire_conn = None;
                 // Gone: retransmit (to a new connection) until the retries run out.
                 if let Step::Complete(c, u, a) = retry_or_fail(qp, ex, &w.op, w.cpl) {
                     retire(ex, c, u, a, w.op.signaled, Some(w.op.packets));

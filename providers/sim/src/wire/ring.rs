@@ -437,18 +437,19 @@ impl Consumer {
     /// Copies `buf.len()` bytes starting `skip` bytes past the consumed position, without
     /// consuming them. The caller has seen `skip + buf.len()` bytes available.
     pub(crate) fn peek(&self, seg: &Segment, skip: usize, buf: &mut [u8]) {
-        debug_assert!(skip + buf.len() <= RING_BYTES);
-        // SAFETY: `buf` is ours; the bytes are inside the ring (available, checked by the caller).
-        unsafe {
-            copy_wrapped(
-                seg,
-                self.ring,
-                self.tail + skip as u64,
-                buf.as_mut_ptr(),
-                buf.len(),
-                false,
-            )
-        };
+        // SAFETY: `buf` is ours, `buf.len()` bytes; the caller has seen them available.
+        unsafe { self.peek_into(seg, skip, buf.as_mut_ptr(), buf.len()) };
+    }
+
+    /// [`Consumer::peek`] into `n` bytes at `dst`, which may be uninitialised (a buffer's
+    /// spare capacity: no slice is made over it).
+    ///
+    /// # Safety
+    /// `dst` is valid for writing `n` bytes; the caller has seen `skip + n` bytes available.
+    pub(crate) unsafe fn peek_into(&self, seg: &Segment, skip: usize, dst: *mut u8, n: usize) {
+        debug_assert!(skip + n <= RING_BYTES);
+        // SAFETY: `dst` is the caller's, for `n` bytes; the bytes are inside the ring.
+        unsafe { copy_wrapped(seg, self.ring, self.tail + skip as u64, dst, n, false) };
     }
 
     /// Where the `n` bytes at the consumed position lie in the ring: at most two pieces

@@ -566,11 +566,15 @@ impl Conn {
                 } else {
                     Vec::new()
                 };
-                // SAFETY: `len` bytes of reserved capacity, all written by `peek` before the
-                // length covers them (u8 has no invalid values).
+                // SAFETY: `len` bytes of reserved capacity, all written by `peek_into` before
+                // the length covers them; the frame is available whole.
                 unsafe {
-                    let spare = std::slice::from_raw_parts_mut(payload.as_mut_ptr(), len);
-                    rx.ring.peek(&self.seg, HEADER_BYTES + body_len, spare);
+                    rx.ring.peek_into(
+                        &self.seg,
+                        HEADER_BYTES + body_len,
+                        payload.as_mut_ptr(),
+                        len,
+                    );
                     payload.set_len(len);
                 }
                 if rx.ring.consume(&self.seg, whole) {
@@ -614,12 +618,11 @@ impl Conn {
                     p.payload.reserve(n);
                 }
                 let start = p.payload.len();
-                // SAFETY: `n` bytes of reserved capacity, all written by `peek` before the
-                // length covers them (u8 has no invalid values).
+                // SAFETY: `n` bytes of reserved capacity, all written by `peek_into` before the
+                // length covers them; `n` bytes are available.
                 unsafe {
-                    let spare =
-                        std::slice::from_raw_parts_mut(p.payload.as_mut_ptr().add(start), n);
-                    rx.ring.peek(&self.seg, 0, spare);
+                    rx.ring
+                        .peek_into(&self.seg, 0, p.payload.as_mut_ptr().add(start), n);
                     p.payload.set_len(start + n);
                 }
             } else {
