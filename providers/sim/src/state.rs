@@ -387,6 +387,10 @@ pub(crate) struct QpExec {
     pub(crate) wire_conn: Option<Arc<crate::wire::Conn>>,
     /// This QP's outstanding requests as the transport tracks them (`Wire::slots`).
     pub(crate) wire_slots: Option<crate::wire::QpSlots>,
+    /// Boxes of completed requests' WQEs, for the next requests (`WireWait::op`: each moves
+    /// there as a pointer, which is why the boxes are kept).
+    #[allow(clippy::vec_box)]
+    pub(crate) spare_ops: Vec<Box<WqeOp>>,
 }
 
 /// A request sent to another process, waiting for its response.
@@ -400,7 +404,7 @@ pub(crate) struct WireWait {
     /// The connection it went out on (dead: the peer is gone).
     pub(crate) conn: Arc<crate::wire::Conn>,
     /// The WQE (what its completion needs: local scatter entries, the atomic's width).
-    pub(crate) op: WqeOp,
+    pub(crate) op: Box<WqeOp>,
     /// Its completion, but for the status and what the response adds.
     pub(crate) cpl: Cpl,
     /// The QP's sequence before it (restored when it is sent again).

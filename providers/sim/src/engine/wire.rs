@@ -264,7 +264,7 @@ pub(super) fn execute_wire(
         pos: ex.sq_pos + ex.ahead,
         since_ns: now_ns(),
         conn,
-        op: waiting_op(op),
+        op: waiting_op(&mut ex.spare_ops, op),
         cpl: c,
         seq_before: ex.seq,
         psn,
@@ -274,23 +274,34 @@ pub(super) fn execute_wire(
 }
 
 /// What a request in flight keeps of its WQE: everything but an inline payload (sent
-/// already; a retransmission fetches the WQE again), so keeping it allocates nothing for the
-/// small inline WRITEs that SHMEM's puts and signals are.
-fn waiting_op(op: &WqeOp) -> WqeOp {
-    WqeOp {
-        kind: op.kind,
-        signaled: op.signaled,
-        fence: op.fence,
-        solicited: op.solicited,
-        units: op.units,
-        counter: op.counter,
-        hw_opcode: op.hw_opcode,
-        remote: op.remote,
-        imm: op.imm,
-        sges: op.sges.clone(),
-        inline: None,
-        atomic: op.atomic,
-        packets: op.packets,
+/// already; a retransmission fetches the WQE again), in a box the QP used before (`spare`): a
+/// request in flight is a pointer, and keeping its WQE allocates nothing in the steady state.
+// The boxes themselves are what is kept: each moves into a request's `WireWait` as a pointer.
+#[allow(clippy::vec_box)]
+fn waiting_op(spare: &mut Vec<Box<WqeOp>>, op: &WqeOp) -> Box<WqeOp> {
+    let mut b = spare.pop().unwrap_or_default();
+    let w = &mut *b;
+    w.kind = op.kind;
+    w.signaled = op.signaled;
+    w.fence = op.fence;
+    w.solicited = op.solicited;
+    w.units = op.units;
+    w.counter = op.counter;
+    w.hw_opcode = op.hw_opcode;
+    w.remote = op.remote;
+    w.imm = op.imm;
+    w.sges.clear();
+    w.sges.extend_from_slice(&op.sges);
+    w.inline = None;
+    w.atomic = op.atomic;
+    w.packets = op.packets;
+    b
+}
+
+/// Keeps the box of a request's WQE for the next request (a few, at most).
+fn recycle_op(ex: &mut QpExec, op: Box<WqeOp>) {
+    if ex.spare_ops.len() < 64 {
+        ex.spare_ops.push(op);
     }
 }
 
@@ -388,6 +399,7 @@ pub(super) fn reap(
                             }
                             break;
                         }
+                        recycle_op(ex, w.op);
                         continue;
                     }
                     s => s,
