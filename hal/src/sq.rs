@@ -678,8 +678,9 @@ impl core::fmt::Debug for Hook {
 /// whenever its user polls: the software NIC between processes runs its engine's pass there
 /// (`gda_sim::Fabric::progress`), so the waiting thread moves the work it waits for instead of
 /// leaving it to another thread that must first be scheduled. Hardware needs none.
+/// It says whether it did anything (a caller that polls in a loop may care; `poll` does not).
 #[cfg(feature = "std")]
-pub type HostProgress = std::sync::Arc<dyn Fn() + Send + Sync>;
+pub type HostProgress = std::sync::Arc<dyn Fn() -> bool + Send + Sync>;
 
 impl<P: Provider> SendQueue<P> {
     /// Binds the protocol to a send queue and the CQ its completions go to.
@@ -926,7 +927,7 @@ impl<P: Provider> SendQueue<P> {
     pub fn poll(&self) -> Result<(), SqError> {
         #[cfg(feature = "std")]
         if let Some(Hook(h)) = &self.host_progress {
-            h();
+            let _ = h();
         }
         if self.counters.cq_busy.swap(1, Ordering::Acquire) != 0 {
             return self.first_error();

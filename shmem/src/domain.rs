@@ -21,8 +21,8 @@ use crate::error::{Result, ShmemError};
 pub type Nudge = Arc<dyn Fn() + Send + Sync>;
 
 /// Runs a NIC's host work in the calling thread and says whether it did anything
-/// ([`RdmaNic::progress`]).
-pub type Progress = Arc<dyn Fn() -> bool + Send + Sync>;
+/// ([`RdmaNic::progress`]): the hook the PE's send queues run on every poll, too.
+pub type Progress = gda_hal::HostProgress;
 
 /// Given a QP's number, what to call after each doorbell of that QP ([`RdmaNic::post_nudge`]).
 pub type PostNudge = Arc<dyn Fn(u32) -> Option<Nudge> + Send + Sync>;

@@ -16,7 +16,7 @@ use std::time::Instant;
 
 use gda_hal::{AtomicOp, Payload, Remote, SendFlags, SendQueue, Sge, WorkRequest};
 use gda_native::Native;
-use gda_sim::{Access, CqMode, Fabric, FabricConfig, QpInit};
+use gda_sim::{Access, Cq, CqMode, Fabric, FabricConfig, Qp, QpInit};
 
 fn main() {
     let rounds: u64 = std::env::args()
@@ -36,16 +36,7 @@ fn main() {
     }
     let (na, nb) = (a.add_nic_for::<Native>(), b.add_nic_for::<Native>());
     let (pa, pb) = (na.alloc_pd(), nb.alloc_pd());
-    let cqa = na.create_cq(1024, CqMode::Normal).unwrap();
-    let cqb = nb.create_cq(1024, CqMode::Normal).unwrap();
-    let init = QpInit {
-        sq_units: 256,
-        ..QpInit::default()
-    };
-    let qa = pa.create_qp(init, &cqa, &cqa).unwrap();
-    let qb = pb.create_qp(init, &cqb, &cqb).unwrap();
-    qa.bring_up_at(&qb.endpoint(), qb.start_psn()).unwrap();
-    qb.bring_up_at(&qa.endpoint(), qa.start_psn()).unwrap();
+    let (cqa, qa, _cqb, _qb) = pair(&pa, &pb, 256);
     let local = pa.alloc_mr(64 << 10, Access::ALL);
     let remote = pb.alloc_mr(64 << 10, Access::ALL);
     // SAFETY: the QP and CQ outlive the queue (dropped at the end of main, after it).
@@ -128,16 +119,7 @@ fn main() {
     drop(sq);
     if filter.is_empty() || "streamed".contains(filter.as_str()) {
         // A fresh pair (a queue starts at position 0).
-        let cqa = na.create_cq(4096, CqMode::Normal).unwrap();
-        let cqb = nb.create_cq(1024, CqMode::Normal).unwrap();
-        let init = QpInit {
-            sq_units: 1024,
-            ..QpInit::default()
-        };
-        let qa = pa.create_qp(init, &cqa, &cqa).unwrap();
-        let qb = pb.create_qp(init, &cqb, &cqb).unwrap();
-        qa.bring_up_at(&qb.endpoint(), qb.start_psn()).unwrap();
-        qb.bring_up_at(&qa.endpoint(), qa.start_psn()).unwrap();
+        let (cqa, qa, _cqb, _qb) = pair(&pa, &pb, 1024);
         let hook = a.post_hook(na.index(), qa.qpn()).expect("the QP's hook");
         // SAFETY: the QP and CQ outlive the queue (dropped inside `streamed`).
         let sq = unsafe {
@@ -146,6 +128,21 @@ fn main() {
         .unwrap();
         streamed(&a, &b, sq, hook, to, rounds);
     }
+}
+
+/// A QP of `pa` connected to one of `pb`, each with a CQ of its own, `sq_units` units each.
+fn pair(pa: &gda_sim::Pd, pb: &gda_sim::Pd, sq_units: u32) -> (Cq, Qp, Cq, Qp) {
+    let cqa = pa.nic().create_cq(4096, CqMode::Normal).unwrap();
+    let cqb = pb.nic().create_cq(4096, CqMode::Normal).unwrap();
+    let init = QpInit {
+        sq_units,
+        ..QpInit::default()
+    };
+    let qa = pa.create_qp(init, &cqa, &cqa).unwrap();
+    let qb = pb.create_qp(init, &cqb, &cqb).unwrap();
+    qa.bring_up_at(&qb.endpoint(), qb.start_psn()).unwrap();
+    qb.bring_up_at(&qa.endpoint(), qa.start_psn()).unwrap();
+    (cqa, qa, cqb, qb)
 }
 
 /// How gda-shmem drives the engine between two processes, with one core each: this thread
@@ -164,9 +161,7 @@ fn streamed(
     let stop = std::sync::atomic::AtomicBool::new(false);
     let n = rounds * 64;
     let a2 = a.clone();
-    sq.set_host_progress(Some(std::sync::Arc::new(move || {
-        a2.progress();
-    })));
+    sq.set_host_progress(Some(std::sync::Arc::new(move || a2.progress())));
     std::thread::scope(|s| {
         let responder = std::thread::Builder::new().name("responder".into());
         let _ = responder.spawn_scoped(s, || {

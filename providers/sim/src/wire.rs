@@ -192,27 +192,30 @@ pub(crate) const DISCARDED: u32 = 0xffff_0003;
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) struct BadFrame(pub(crate) String);
 
-fn put64(v: &mut Vec<u8>, x: u64) {
-    v.extend_from_slice(&x.to_le_bytes());
+/// A frame head of `N` bytes: the 16-byte header (`kind`, a payload of `payload` bytes), then
+/// the body `body` writes, field by field, little-endian (no allocation: a head is built for
+/// every request and response).
+fn head<const N: usize>(
+    kind: u16,
+    payload: usize,
+    body: impl FnOnce(&mut HeadWriter<'_, N>),
+) -> [u8; N] {
+    let mut buf = [0u8; N];
+    let mut v = HeadWriter {
+        buf: &mut buf,
+        at: 0,
+    };
+    v.bytes(&MAGIC.to_le_bytes());
+    v.bytes(&VERSION.to_le_bytes());
+    v.bytes(&kind.to_le_bytes());
+    v.u32(payload as u32);
+    v.u32(0);
+    body(&mut v);
+    debug_assert_eq!(v.at, N, "a frame head of kind {kind} fills its {N} bytes");
+    buf
 }
 
-fn header(kind: u16, body: usize, payload: usize) -> Vec<u8> {
-    let mut v = Vec::with_capacity(HEADER_BYTES + body);
-    v.extend_from_slice(&header_bytes(kind, payload));
-    v
-}
-
-fn header_bytes(kind: u16, payload: usize) -> [u8; HEADER_BYTES] {
-    let mut h = [0u8; HEADER_BYTES];
-    h[0..4].copy_from_slice(&MAGIC.to_le_bytes());
-    h[4..6].copy_from_slice(&VERSION.to_le_bytes());
-    h[6..8].copy_from_slice(&kind.to_le_bytes());
-    h[8..12].copy_from_slice(&(payload as u32).to_le_bytes());
-    h
-}
-
-/// Writes little-endian fields into a fixed-size frame head, in order (no allocation: a head
-/// is built for every request and response).
+/// Writes the fields of a frame head in order ([`head`]).
 struct HeadWriter<'a, const N: usize> {
     buf: &'a mut [u8; N],
     at: usize,
@@ -238,10 +241,11 @@ pub(crate) type ResponseHead = [u8; RESPONSE_HEAD_BYTES];
 
 /// The hello (or welcome) frame of a connection, naming fabric `fabric`.
 pub(crate) fn handshake(kind: u16, fabric: u64) -> Vec<u8> {
-    let mut v = header(kind, HELLO_BODY_BYTES, 0);
-    put64(&mut v, fabric);
-    put64(&mut v, 0);
-    v
+    head::<{ HEADER_BYTES + HELLO_BODY_BYTES }>(kind, 0, |v| {
+        v.u64(fabric);
+        v.u64(0);
+    })
+    .to_vec()
 }
 
 impl Request {
@@ -254,16 +258,6 @@ impl Request {
     /// Header and body for a payload of `len` bytes sent apart from `self` (written straight
     /// from the requester's memory into the ring).
     pub(crate) fn encode_head_for(&self, len: usize) -> RequestHead {
-        let mut buf = [0u8; REQUEST_HEAD_BYTES];
-        let mut v = HeadWriter {
-            buf: &mut buf,
-            at: 0,
-        };
-        v.bytes(&header_bytes(KIND_REQUEST, len));
-        for x in [self.dst_nic, self.dst_qpn, self.src_nic, self.src_qpn] {
-            v.u32(x);
-        }
-        v.u64(self.seq);
         let (akind, a, width) = match self.atomic {
             None => (0u8, [0u64; 4], 0u32),
             Some((AtomicOp::CompareSwap { compare, swap }, w)) => (1, [compare, swap, 0, 0], w),
@@ -285,22 +279,26 @@ impl Request {
                 w,
             )) => (4, [add, field_boundary, 0, 0], w),
         };
-        v.bytes(&[
-            self.op as u8,
-            u8::from(self.imm.is_some()),
-            width as u8,
-            akind,
-        ]);
-        v.u32(self.imm.unwrap_or(0));
-        v.u32(self.rkey);
-        v.u32(self.psn & PSN_MASK);
-        v.u64(self.raddr);
-        v.u64(self.len);
-        for x in a {
-            v.u64(x);
-        }
-        debug_assert_eq!(v.at, REQUEST_HEAD_BYTES);
-        buf
+        head(KIND_REQUEST, len, |v| {
+            for x in [self.dst_nic, self.dst_qpn, self.src_nic, self.src_qpn] {
+                v.u32(x);
+            }
+            v.u64(self.seq);
+            v.bytes(&[
+                self.op as u8,
+                u8::from(self.imm.is_some()),
+                width as u8,
+                akind,
+            ]);
+            v.u32(self.imm.unwrap_or(0));
+            v.u32(self.rkey);
+            v.u32(self.psn & PSN_MASK);
+            v.u64(self.raddr);
+            v.u64(self.len);
+            for x in a {
+                v.u64(x);
+            }
+        })
     }
 
     /// The whole frame.
@@ -406,20 +404,15 @@ impl Request {
 impl Response {
     /// Header and body for a payload of `len` bytes sent apart from `self`.
     pub(crate) fn encode_head_for(&self, len: usize) -> ResponseHead {
-        let mut buf = [0u8; RESPONSE_HEAD_BYTES];
-        let mut v = HeadWriter {
-            buf: &mut buf,
-            at: 0,
-        };
-        v.bytes(&header_bytes(KIND_RESPONSE, len));
-        v.u32(self.dst_nic);
-        v.u32(self.dst_qpn);
-        v.u64(self.seq);
-        v.u32(self.status);
-        // 0 for one request (the field was reserved before acknowledgements were coalesced).
-        v.u32(if self.count > 1 { self.count } else { 0 });
-        debug_assert_eq!(v.at, RESPONSE_HEAD_BYTES);
-        buf
+        head(KIND_RESPONSE, len, |v| {
+            v.u32(self.dst_nic);
+            v.u32(self.dst_qpn);
+            v.u64(self.seq);
+            v.u32(self.status);
+            // 0 for one request (the field was reserved before acknowledgements were
+            // coalesced).
+            v.u32(if self.count > 1 { self.count } else { 0 });
+        })
     }
 
     /// The whole frame.

@@ -43,7 +43,7 @@ fn posts_with_the_hook_land_in_order_and_polls_run_the_pass() {
     let (a2, p2) = (a.clone(), passes.clone());
     sq.set_host_progress(Some(Arc::new(move || {
         p2.fetch_add(1, Ordering::Relaxed);
-        a2.progress();
+        a2.progress()
     })));
     let responder = std::sync::atomic::AtomicBool::new(true);
     std::thread::scope(|s| {

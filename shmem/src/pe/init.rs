@@ -379,11 +379,7 @@ impl<P: Provider> Pe<P> {
                 source: e,
             })?;
             // Waits for room, doorbell turns and quiets run the NIC's host work, if any.
-            sq.set_host_progress(progress.clone().map(|p| {
-                std::sync::Arc::new(move || {
-                    p();
-                }) as gda_hal::HostProgress
-            }));
+            sq.set_host_progress(progress.clone());
             let i = &infos[j as usize];
             routes[j as usize] = Some(Route::Rdma(Rdma::new(
                 j,

@@ -309,24 +309,38 @@ impl Producer {
         let n = bytes.len().min(self.room_for(seg, bytes.len())?);
         if n > 0 {
             // SAFETY: `n ≤ room ≤ RING_BYTES` bytes of `bytes`, into free ring space.
-            unsafe {
-                copy_wrapped(
-                    seg,
-                    self.ring,
-                    self.head,
-                    bytes.as_ptr().cast_mut(),
-                    n,
-                    true,
-                )
-            };
-            self.head += n as u64;
-            // ORDERING: Release publishes the bytes copied above with the new head.
-            seg.header(self.ring)
-                .head
-                .0
-                .store(self.head, Ordering::Release);
+            unsafe { self.copy_in(seg, &bytes[..n]) };
+            self.publish(seg, n);
         }
         Ok(n)
+    }
+
+    /// Copies `bytes` into the ring at the written position (not published).
+    ///
+    /// # Safety
+    /// `bytes.len()` bytes from the written position are free ring space.
+    unsafe fn copy_in(&self, seg: &Segment, bytes: &[u8]) {
+        // SAFETY: free ring space (the caller's contract); the source is only read.
+        unsafe {
+            copy_wrapped(
+                seg,
+                self.ring,
+                self.head,
+                bytes.as_ptr().cast_mut(),
+                bytes.len(),
+                true,
+            )
+        };
+    }
+
+    /// Publishes the next `n` bytes, copied in before, to the consumer.
+    fn publish(&mut self, seg: &Segment, n: usize) {
+        self.head += n as u64;
+        // ORDERING: Release publishes the bytes copied in before with the new head.
+        seg.header(self.ring)
+            .head
+            .0
+            .store(self.head, Ordering::Release);
     }
 
     /// Writes a whole frame or nothing: `head`, then `len` bytes that `fill(dst, n)` copies in
@@ -345,16 +359,7 @@ impl Producer {
             return Ok(None);
         }
         // SAFETY: `head.len() ≤ room` bytes of `head`, into free ring space.
-        unsafe {
-            copy_wrapped(
-                seg,
-                self.ring,
-                self.head,
-                head.as_ptr().cast_mut(),
-                head.len(),
-                true,
-            )
-        };
+        unsafe { self.copy_in(seg, head) };
         // The pieces are free ring space (room checked).
         for (dst, n) in pieces(seg, self.ring, self.head + head.len() as u64, len) {
             if n > 0 {
@@ -363,12 +368,7 @@ impl Producer {
                 }
             }
         }
-        self.head += total as u64;
-        // ORDERING: Release publishes the frame copied above with the new head.
-        seg.header(self.ring)
-            .head
-            .0
-            .store(self.head, Ordering::Release);
+        self.publish(seg, total);
         Ok(Some(Ok(())))
     }
 
