@@ -150,6 +150,7 @@ impl Fabric {
                 engine_tid: std::sync::atomic::AtomicI32::new(0),
                 qp_list: Mutex::new((u64::MAX, Arc::new(Vec::new()))),
                 turn: Mutex::new(crate::wire::ConnList::default()),
+                responder: Mutex::new(crate::state::Responder::default()),
                 napping: std::sync::atomic::AtomicBool::new(false),
                 rescan: std::sync::atomic::AtomicBool::new(false),
                 scan_hooks: std::sync::RwLock::new(Vec::new()),

@@ -375,6 +375,9 @@ impl Qp {
         // ORDERING: Release, before the state moves to RTR (the engine reads it after seeing
         // RTR with Acquire).
         self.inner.rq_psn.store(rq_psn, Ordering::Release);
+        // Before RTR too: a responder that sees the QP in RTR sees the epoch moved, and reads
+        // the new `remote` rather than one it kept (`engine::wire::Responder`).
+        self.fabric.inner.epoch.fetch_add(1, Ordering::Release);
         self.transition(QpState::Init, QpState::Rtr)?;
         // A new responder: the engine re-resolves it.
         self.fabric.inner.epoch.fetch_add(1, Ordering::Release);
@@ -419,6 +422,21 @@ impl Drop for Qp {
             .qp_list
             .lock()
             .unwrap_or_else(|e| e.into_inner()) = (u64::MAX, Arc::new(Vec::new()));
+        // So does the responder's cache of the QP requests from other processes went to.
+        {
+            let mut r = self
+                .fabric
+                .inner
+                .responder
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            if r.qp
+                .as_ref()
+                .is_some_and(|c| Arc::ptr_eq(&c.qp, &self.inner))
+            {
+                *r = crate::state::Responder::default();
+            }
+        }
         if let Some(l) = &self.fabric.inner.link {
             l.publish_qp(self.inner.nic.id, self.inner.qpn, self.inner.pd, None);
         }

@@ -62,6 +62,25 @@ pub(crate) struct FabricInner {
     /// producer; a connection's requests execute in order) is done by one thread at a time,
     /// whichever it is. What it guards is that thread's scratch list of connections.
     pub(crate) turn: Mutex<crate::wire::ConnList>,
+    /// What the requests from other processes checked last (locked once per pass).
+    pub(crate) responder: Mutex<Responder>,
+}
+
+/// The responder QP the requests from other processes went to last, with what a request to
+/// it checks: the QP it is connected to (read under its lock once, and again whenever the
+/// fabric's epoch moves) and its last region (`KeyCache`, valid while its table's generation
+/// holds). A destroyed QP's handle drops it (the handle waits for every reference to go).
+#[derive(Default)]
+pub(crate) struct Responder {
+    pub(crate) qp: Option<ResponderQp>,
+    pub(crate) keys: KeyCache,
+}
+
+pub(crate) struct ResponderQp {
+    pub(crate) qp: Arc<QpInner>,
+    /// `FabricInner::epoch` when `remote` was read.
+    pub(crate) epoch: u64,
+    pub(crate) remote: Option<Endpoint>,
 }
 
 /// The right to run the engine's pass (see `FabricInner::turn`). A fabric of one process has

@@ -72,7 +72,7 @@ pub(crate) mod pool;
 mod ring;
 mod transport;
 
-pub(crate) use transport::{Conn, ConnList, PassClock, QpSlots, RingSpan, Wire, now_ns};
+pub(crate) use transport::{Conn, ConnList, PassClock, QpSlots, RingSpan, Wire, now_ns, pass_now};
 
 use std::fmt;
 use std::io;

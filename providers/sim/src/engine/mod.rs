@@ -319,7 +319,8 @@ pub(crate) fn after_post_on(f: &FabricInner, qp: &Arc<QpInner>) {
         f.kick();
         return;
     }
-    let _clock = crate::wire::PassClock::start();
+    // No clock is read here (a posting loop pays for its requests only): a request sent
+    // outside a pass starts its stall timer at the first pass that finds it unanswered.
     match f.try_turn() {
         Some(_turn) => {
             // What a step leaves (more WQEs than its budget) it hands to the engine thread.

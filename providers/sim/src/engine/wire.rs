@@ -22,12 +22,14 @@ use super::complete::*;
 use super::data::*;
 use super::recv::*;
 use crate::mem::{Access, MrInner, dma_atomic_pinned, dma_copy_pinned};
-use crate::state::{FabricInner, PSN_UNKNOWN, QpExec, QpInner, Turn, WireWait};
+use crate::state::{
+    FabricInner, PSN_UNKNOWN, QpExec, QpInner, Responder, ResponderQp, Turn, WireWait,
+};
 use crate::types::{Endpoint, QpState};
 use crate::wire::RingSpan;
 use crate::wire::{
     Conn, DISCARDED, PSN_MASK, REFUSED, REQUEST_HEAD_BYTES, RNR, ReqOp, Request, Response, Wire,
-    now_ns, warn,
+    now_ns, pass_now, warn,
 };
 
 /// How long a requester keeps retransmitting to a responder that does not answer — no QP of
@@ -217,12 +219,15 @@ pub(super) fn execute_wire(
     };
     let head = req.encode_head_for(carried as usize);
     let payload = std::mem::take(&mut req.payload);
-    let slots = ex
-        .wire_slots
-        .get_or_insert_with(|| wire.slots((qp.nic.id, qp.qpn)))
-        .clone();
     // The slot first: a response can arrive before `send` returns.
-    slots.expect(req.seq, conn.id, req.response_payload());
+    ex.wire_slots
+        .get_or_insert_with(|| wire.slots((qp.nic.id, qp.qpn)))
+        .expect(req.seq, conn.id, req.response_payload());
+    let unexpect = |ex: &QpExec| {
+        if let Some(s) = &ex.wire_slots {
+            s.unexpect(req.seq);
+        }
+    };
     let sent = match gather.as_mut() {
         None => match copied {
             Some(d) => conn.send_copy(&head, d),
@@ -239,13 +244,13 @@ pub(super) fn execute_wire(
                 Ok(false) => match stage_source(qp, op) {
                     Ok(v) => conn.send(&head, v),
                     Err(s) => {
-                        slots.unexpect(req.seq);
+                        unexpect(ex);
                         return fail(qp, ex, c, s);
                     }
                 },
                 // A region deregistered while it was read: nothing was sent.
                 Err(e) => {
-                    slots.unexpect(req.seq);
+                    unexpect(ex);
                     return fail(qp, ex, c, local_fault(e));
                 }
             }
@@ -256,13 +261,17 @@ pub(super) fn execute_wire(
         if behind {
             return Step::Wait;
         }
-        slots.clear();
+        if let Some(s) = &ex.wire_slots {
+            s.clear();
+        }
         return retry_or_fail(qp, ex, op, c);
     }
     ex.wire_out.push_back(WireWait {
         seq: req.seq,
         pos: ex.sq_pos + ex.ahead,
-        since_ns: now_ns(),
+        // Outside a pass (a posting thread's hook) no clock is read: the first pass that finds
+        // the request unanswered starts its stall timer (`reap`).
+        since_ns: pass_now().unwrap_or(0),
         conn,
         op: waiting_op(&mut ex.spare_ops, op),
         cpl: c,
@@ -314,14 +323,22 @@ pub(super) fn reap(
     mut retire: impl FnMut(&mut QpExec, Cpl, u32, bool, bool, Option<u32>),
 ) -> bool {
     let mut work = false;
-    while let Some(front) = ex.wire_out.front() {
+    while let Some(front) = ex.wire_out.front_mut() {
         let resp = ex
             .wire_slots
             .as_ref()
             .and_then(|s| s.take_response(front.seq));
         let Some(resp) = resp else {
             let dead = front.conn.is_dead();
-            let stalled = !dead && front.conn.idle(front.since_ns) > wire.timeout();
+            // Stalls are timed by passes only (their clock): a request sent by a posting
+            // thread's hook starts its timer at the first pass that finds it unanswered.
+            let stalled = !dead
+                && pass_now().is_some_and(|now| {
+                    if front.since_ns == 0 {
+                        front.since_ns = now;
+                    }
+                    front.conn.idle(front.since_ns) > wire.timeout()
+                });
             if !(dead || stalled) {
                 break;
             }
@@ -514,6 +531,10 @@ pub(super) fn serve(f: &FabricInner, turn: &mut Turn<'_>) -> bool {
     };
     wire.conns(conns);
     let mut did = false;
+    // The responder QP of the previous request and its key check (a run of requests mostly
+    // names one QP and one region).
+    let mut responder = f.responder.lock().unwrap_or_else(|e| e.into_inner());
+    let responder = &mut *responder;
     for c in conns.list.iter() {
         did |= c.flush();
         // Successes without payload of consecutive requests of one QP go back as one
@@ -529,14 +550,11 @@ pub(super) fn serve(f: &FabricInner, turn: &mut Turn<'_>) -> bool {
         };
         // A request that found no receive is tried again first.
         let mut next = c.take_held().map(|(r, since)| (r, None, since));
-        // The responder QP of the previous request (a run of requests mostly names one).
-        let mut responder = None;
         while let Some((mut req, in_ring, since)) =
             next.or_else(|| wire.take(c, &mut did).map(|(r, span)| (r, span, now_ns())))
         {
             let mut read_src = None;
-            let (status, payload) =
-                respond(f, c.peer, &req, in_ring, &mut read_src, &mut responder);
+            let (status, payload) = respond(f, c.peer, &req, in_ring, &mut read_src, responder);
             if let Some(span) = in_ring {
                 // Copied to its destination (or refused): the ring's bytes are free again.
                 c.release(span);
@@ -609,15 +627,14 @@ enum Admission {
     Refuse(String),
 }
 
-/// Whether `req`, from fabric `from`, comes from the QP `rqp` is connected to and at the PSN
-/// it expects (taking the PSN when nobody said which to expect).
-fn admit(rqp: &QpInner, from: u64, req: &Request) -> Admission {
+/// Whether `req`, from fabric `from`, comes from the QP `rqp` is connected to (`remote`) and
+/// at the PSN it expects (taking the PSN when nobody said which to expect).
+fn admit(rqp: &QpInner, remote: Option<Endpoint>, from: u64, req: &Request) -> Admission {
     let source = Endpoint {
         fabric: from,
         nic: req.src_nic,
         qpn: req.src_qpn,
     };
-    let remote = *rqp.remote.lock().unwrap_or_else(|e| e.into_inner());
     if remote != Some(source) {
         return Admission::Refuse(format!(
             "QP {:#x} is connected to {remote:?}, not to {source:?}",
@@ -686,6 +703,61 @@ fn read_buffer(mr: &MrInner, addr: u64, len: usize) -> Result<Vec<u8>, crate::me
     Ok(out)
 }
 
+impl Responder {
+    /// The QP `key` names, its state, what it is connected to, and the key cache of its NIC's
+    /// regions. The QP and its connection are read again whenever the fabric's epoch moves
+    /// (creating, connecting and destroying QPs move it; connecting moves it before the QP
+    /// reaches RTR): the state is read between two reads of the epoch, so a QP seen in its
+    /// new RTR is never paired with the connection it had before.
+    fn lookup(
+        &mut self,
+        f: &FabricInner,
+        key: (u32, u32),
+    ) -> Option<(
+        &Arc<QpInner>,
+        QpState,
+        Option<Endpoint>,
+        &mut crate::mem::KeyCache,
+    )> {
+        let state = loop {
+            // ORDERING: Acquire pairs with the Release bumps of `Qp::connect_at` and of QP
+            // creation and destruction: the QP map and `remote` read after it are as new.
+            let epoch = f.epoch.load(Ordering::Acquire);
+            let fresh = self
+                .qp
+                .as_ref()
+                .is_some_and(|c| c.epoch == epoch && (c.qp.nic.id, c.qp.qpn) == key);
+            if !fresh {
+                let qp = f
+                    .qps
+                    .read()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .get(&key)
+                    .cloned()?;
+                if self
+                    .qp
+                    .as_ref()
+                    .is_none_or(|c| !Arc::ptr_eq(&c.qp.nic, &qp.nic))
+                {
+                    // Another NIC, another key space.
+                    self.keys = crate::mem::KeyCache::default();
+                }
+                let remote = *qp.remote.lock().unwrap_or_else(|e| e.into_inner());
+                self.qp = Some(ResponderQp { qp, epoch, remote });
+            }
+            let c = self.qp.as_ref()?;
+            let state = c.qp.state();
+            // ORDERING: Acquire, after the state's Acquire load: a connect whose RTR we saw
+            // bumped the epoch before it, so we see that bump here.
+            if f.epoch.load(Ordering::Acquire) == c.epoch {
+                break state;
+            }
+        };
+        let c = self.qp.as_ref()?;
+        Some((&c.qp, state, c.remote, &mut self.keys))
+    }
+}
+
 /// The responder's side of one request from fabric `from`: (status — a `WcStatus` code,
 /// RNR, REFUSED or DISCARDED — and the response payload). A WRITE's payload is `req.payload`,
 /// or still in the ring (`in_ring`).
@@ -695,30 +767,20 @@ fn respond(
     req: &Request,
     in_ring: Option<RingSpan>,
     read_src: &mut Option<ReadSource>,
-    last: &mut Option<Arc<QpInner>>,
+    cache: &mut Responder,
 ) -> (u32, Vec<u8>) {
-    // Looked up once per run of requests to one QP within a scan (a QP destroyed meanwhile is
+    // Looked up once per run of requests to one QP within a pass (a QP destroyed meanwhile is
     // seen by its state below, as a request that came just before the destroy would be).
     let key = (req.dst_nic, req.dst_qpn);
-    let rqp = match last.as_ref().filter(|q| (q.nic.id, q.qpn) == key) {
-        Some(q) => Some(q.clone()),
-        None => {
-            let q = f
-                .qps
-                .read()
-                .unwrap_or_else(|e| e.into_inner())
-                .get(&key)
-                .cloned();
-            last.clone_from(&q);
-            q
-        }
-    };
     // No responder (or one not ready): the requester's retries run out, as in one process.
-    let Some(rqp) = rqp.filter(|q| matches!(q.state(), QpState::Rtr | QpState::Rts)) else {
+    let Some((rqp, _, remote, keys)) = cache
+        .lookup(f, key)
+        .filter(|(_, state, ..)| matches!(state, QpState::Rtr | QpState::Rts))
+    else {
         return (WcStatus::RetryExcErr as u32, Vec::new());
     };
     // Nothing of the QP is touched for a request it does not take.
-    match admit(&rqp, from, req) {
+    match admit(rqp, remote, from, req) {
         Admission::Take => {}
         Admission::Discard => return (DISCARDED, Vec::new()),
         Admission::Refuse(why) => {
@@ -726,7 +788,7 @@ fn respond(
             return (REFUSED, Vec::new());
         }
     }
-    let (status, payload) = execute_request(&rqp, req, in_ring, read_src);
+    let (status, payload) = execute_request(rqp, keys, req, in_ring, read_src);
     if status == WcStatus::Success as u32 {
         // Executed: the next request carries the next PSN. After an RNR this one comes again;
         // after an error NAK nothing more should come (the requester's QP is in error), and
@@ -741,6 +803,7 @@ fn respond(
 /// `in_ring` when it is still in the ring).
 fn execute_request(
     rqp: &QpInner,
+    keys: &mut crate::mem::KeyCache,
     req: &Request,
     in_ring: Option<RingSpan>,
     read_src: &mut Option<ReadSource>,
@@ -750,7 +813,8 @@ fn execute_request(
     match req.op {
         ReqOp::Write => {
             if req.len > 0 {
-                let mr = match rmrs.check_remote(
+                let mr = match rmrs.check_remote_cached(
+                    keys,
                     rqp.pd,
                     req.rkey,
                     req.raddr,
@@ -780,7 +844,7 @@ fn execute_request(
                     // process granting REMOTE_WRITE, pinned while written; the pieces hold
                     // `len` bytes in all (checked when decoded, or when the ring span was
                     // taken), valid while this request is served (a ring's until `release`).
-                    copied = unsafe { dma_copy_pinned(&[&mr], at, src, n) };
+                    copied = unsafe { dma_copy_pinned(&[mr], at, src, n) };
                     if copied.is_err() {
                         break;
                     }
@@ -888,14 +952,20 @@ fn execute_request(
             if req.raddr % w != 0 {
                 return st(WcStatus::RemInvReqErr);
             }
-            let mr = match rmrs.check_remote(rqp.pd, req.rkey, req.raddr, w, Access::REMOTE_ATOMIC)
-            {
+            let mr = match rmrs.check_remote_cached(
+                keys,
+                rqp.pd,
+                req.rkey,
+                req.raddr,
+                w,
+                Access::REMOTE_ATOMIC,
+            ) {
                 Ok(m) => m,
                 Err(e) => return st(remote_fault(e)),
             };
             // SAFETY: the aligned operand was checked against a region granting REMOTE_ATOMIC,
             // pinned while used.
-            match unsafe { dma_atomic_pinned(&[&mr], req.raddr, width, |v| aop.apply(v, width)) } {
+            match unsafe { dma_atomic_pinned(&[mr], req.raddr, width, |v| aop.apply(v, width)) } {
                 Ok(Some(old)) => (WcStatus::Success as u32, old.to_le_bytes().to_vec()),
                 Ok(None) => st(WcStatus::RemOpErr),
                 Err(e) => st(remote_fault(e)),

@@ -66,9 +66,12 @@ const THREAD_STACK_BYTES: usize = 128 << 10;
 /// deadline it checks is milliseconds or more, and one clock read per pass instead of one per
 /// frame and per request is what the rate of small requests needs.
 pub(crate) fn now_ns() -> u64 {
-    PASS_NOW
-        .with(std::cell::Cell::get)
-        .unwrap_or_else(read_now_ns)
+    pass_now().unwrap_or_else(read_now_ns)
+}
+
+/// The clock of the engine pass this thread runs ([`PassClock`]), if it runs one.
+pub(crate) fn pass_now() -> Option<u64> {
+    PASS_NOW.with(std::cell::Cell::get)
 }
 
 /// `CLOCK_MONOTONIC` (what `Instant` reads on Linux), also the clock of the rings' polling
@@ -719,13 +722,28 @@ pub(crate) enum Admit {
 /// responses as they come: shared by the QP's engine (which sends and completes them) and the
 /// pass that takes responses from the connection.
 #[derive(Clone, Default)]
-pub(crate) struct QpSlots(Arc<Mutex<VecDeque<Slot>>>);
+pub(crate) struct QpSlots(Arc<SlotTable>);
+
+#[derive(Default)]
+struct SlotTable {
+    slots: Mutex<VecDeque<Slot>>,
+    /// The newest `seq` a response was delivered for (sequence numbers only grow): a request
+    /// newer than it has no response yet, which the QP's engine learns without the lock.
+    answered: AtomicU64,
+}
+
+impl std::ops::Deref for QpSlots {
+    type Target = Mutex<VecDeque<Slot>>;
+    fn deref(&self) -> &Self::Target {
+        &self.0.slots
+    }
+}
 
 impl QpSlots {
     /// Records request `seq` as sent on `conn`; its response may carry up to `max` payload
     /// bytes. Requests of one QP are answered in order.
     pub(crate) fn expect(&self, seq: u64, conn: u64, max: u64) {
-        lock(&self.0).push_back(Slot {
+        lock(self).push_back(Slot {
             seq,
             conn,
             max,
@@ -735,7 +753,12 @@ impl QpSlots {
 
     /// The response to request `seq` (the oldest outstanding), once it has arrived.
     pub(crate) fn take_response(&self, seq: u64) -> Option<Response> {
-        let mut q = lock(&self.0);
+        // ORDERING: Acquire pairs with `Wire::deliver`'s Release store, made after the slots
+        // were filled (the lock below orders the rest).
+        if self.0.answered.load(Ordering::Acquire) < seq {
+            return None;
+        }
+        let mut q = lock(self);
         match q.front() {
             Some(s) if s.seq == seq && s.resp.is_some() => q.pop_front().and_then(|s| s.resp),
             _ => None,
@@ -745,7 +768,7 @@ impl QpSlots {
     /// Takes back the slot of request `seq` that [`QpSlots::expect`] just made (the request
     /// was not sent after all).
     pub(crate) fn unexpect(&self, seq: u64) {
-        let mut q = lock(&self.0);
+        let mut q = lock(self);
         if q.back().is_some_and(|s| s.seq == seq) {
             q.pop_back();
         }
@@ -754,12 +777,12 @@ impl QpSlots {
     /// Forgets every outstanding request (given up, or to be sent again): late responses are
     /// skipped.
     pub(crate) fn clear(&self) {
-        lock(&self.0).clear();
+        lock(self).clear();
     }
 }
 
 /// A requester's slot for one outstanding request.
-struct Slot {
+pub(crate) struct Slot {
     seq: u64,
     conn: u64,
     max: u64,
@@ -1238,7 +1261,7 @@ impl Wire {
         let Some(slots) = self.slots_of((resp.dst_nic, resp.dst_qpn)) else {
             return Admit::Skip;
         };
-        let q = lock(&slots.0);
+        let q = lock(&slots);
         let q = Some(&*q);
         let Some(s) = q
             .and_then(|q| slot(q, resp.seq))
@@ -1282,7 +1305,7 @@ impl Wire {
         let Some(slots) = self.slots_of((resp.dst_nic, resp.dst_qpn)) else {
             return;
         };
-        let mut q = lock(&slots.0);
+        let mut q = lock(&slots);
         let q = &mut *q;
         let Some(at) = slot_index(q, resp.seq) else {
             return;
@@ -1290,6 +1313,7 @@ impl Wire {
         // A coalesced acknowledgement answers the `count - 1` slots before this one too
         // (`admit` checked them).
         let first = at.saturating_sub(resp.count as usize - 1);
+        let mut newest = None;
         for i in first..at {
             if let Some(s) = q.get_mut(i).filter(|s| s.conn == conn && s.resp.is_none()) {
                 s.resp = Some(Response {
@@ -1300,10 +1324,16 @@ impl Wire {
                     payload: Vec::new(),
                     count: 1,
                 });
+                newest = Some(s.seq);
             }
         }
         if let Some(s) = q.get_mut(at).filter(|s| s.conn == conn && s.resp.is_none()) {
+            newest = Some(s.seq);
             s.resp = Some(Response { count: 1, ..resp });
+        }
+        if let Some(seq) = newest {
+            // ORDERING: Release, after the slots it answers were filled (see `take_response`).
+            slots.0.answered.fetch_max(seq, Ordering::Release);
         }
     }
 
