@@ -27,6 +27,10 @@ pub type Progress = gda_hal::HostProgress;
 /// Given a QP's number, what to call after each doorbell of that QP ([`RdmaNic::post_nudge`]).
 pub type PostNudge = Arc<dyn Fn(u32) -> Option<Nudge> + Send + Sync>;
 
+/// Asks a NIC to serve the doorbells rung so far on its own ([`RdmaNic::defer`]): `true`
+/// when it will, within a bounded time; `false` when the poster must run the work now.
+pub type Defer = Arc<dyn Fn() -> bool + Send + Sync>;
+
 /// What a PE is given for its RDMA routes.
 pub struct RdmaNic<D> {
     /// The device.
@@ -42,6 +46,11 @@ pub struct RdmaNic<D> {
     /// (`gda_sim::Fabric::post_hook` on a process fabric: the poster runs that QP's work
     /// itself while the engine thread naps); `None` on hardware.
     pub post_nudge: Option<PostNudge>,
+    /// Lets non-blocking puts leave their doorbells to the NIC for a while and run a batch of
+    /// them at once (`gda_sim::Fabric::defer_doorbell` on a process fabric: the engine serves
+    /// them within `gda_sim::Fabric::DEFERRED_SERVICE` if the PE does not first); `None`:
+    /// every doorbell gets its [`RdmaNic::post_nudge`].
+    pub defer: Option<Defer>,
     /// Where the QPs' and CQs' rings and doorbell records live, with the queues' protocol
     /// state and the device context (default: the heap's choice — GPU memory for a GPU heap,
     /// the provider's host memory otherwise; `QueueMemory::Caller` sets it).
@@ -57,6 +66,7 @@ impl<D> RdmaNic<D> {
             nudge: None,
             progress: None,
             post_nudge: None,
+            defer: None,
             queues: QueueMemory::Provider,
         }
     }

@@ -76,10 +76,16 @@ fn sim_nic<P: gda_sim::Modeled>(
                 .map(|h| std::sync::Arc::new(h) as crate::domain::Nudge)
         }) as crate::domain::PostNudge
     });
+    // Non-blocking puts run in batches when the engine thread will serve a tail on its own.
+    let defer = fabric.is_process().then(|| {
+        let g = fabric.clone();
+        std::sync::Arc::new(move || g.defer_doorbell()) as crate::domain::Defer
+    });
     RdmaNic {
         nudge: Some(after_post),
         progress,
         post_nudge,
+        defer,
         ..RdmaNic::new(device)
     }
 }

@@ -53,7 +53,7 @@ pub use pe::{active, team};
 pub mod types;
 
 pub use active::ActiveSet;
-pub use domain::{Nudge, PostNudge, Progress, RdmaNic};
+pub use domain::{Defer, Nudge, PostNudge, Progress, RdmaNic};
 pub use error::{Result, ShmemError};
 pub use heap::Sym;
 pub use memory::HeapPlacement;

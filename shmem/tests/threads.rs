@@ -407,3 +407,72 @@ fn a_wait_that_serves_a_busy_peer_still_times_out() {
         "a 300 ms wait ended after {waited:?}"
     );
 }
+
+/// Non-blocking puts whose doorbell work the PE left to the software NIC (`RdmaNic::defer`,
+/// as `launch` sets it on the wire engine) arrive while the PE makes no further call: the
+/// engine thread serves them within its short nap. PEs as threads, each on its own process
+/// fabric; PE 0 puts and then sleeps, PE 1 times how long each value takes. The fabrics'
+/// statistics show the puts really were left to the engine.
+#[test]
+fn non_blocking_puts_left_to_the_engine_arrive_without_a_quiet() {
+    use std::sync::{Arc, Mutex};
+    use std::time::Instant;
+    let fabrics = Mutex::new(Vec::new());
+    let open = |_| {
+        let f = gda_sim::Fabric::process(gda_sim::FabricConfig::default())
+            .map_err(|e| gda_shmem::ShmemError::Config(e.to_string()))?;
+        fabrics.lock().unwrap().push(f.clone());
+        let (g, h, k, d) = (f.clone(), f.clone(), f.clone(), f.clone());
+        let device = gda_sim::SimDevice::<gda_native::Native>::new(&f);
+        let nic = device.nic().index();
+        Ok(gda_shmem::RdmaNic {
+            nudge: Some(Arc::new(move || k.after_post()) as gda_shmem::Nudge),
+            progress: Some(Arc::new(move || g.progress()) as gda_shmem::Progress),
+            post_nudge: Some(Arc::new(move |qpn| {
+                h.post_hook(nic, qpn)
+                    .map(|hook| Arc::new(hook) as gda_shmem::Nudge)
+            }) as gda_shmem::PostNudge),
+            defer: Some(Arc::new(move || d.defer_doorbell()) as gda_shmem::Defer),
+            ..gda_shmem::RdmaNic::new(device)
+        })
+    };
+    const ROUNDS: u64 = 20;
+    let r = launch::threads_with(2, &cfg(TransportPolicy::Rdma, None), open, |pe| {
+        let word = pe.calloc::<u64>(1)?;
+        let mut late = Vec::new();
+        for round in 1..=ROUNDS {
+            pe.barrier_all()?;
+            if pe.my_pe() == 0 {
+                // A short burst, then no call into the library for 50 ms.
+                for k in 0..3 {
+                    pe.put_nbi(word, 0, &[round * 10 + k], 1)?;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+                pe.quiet()?;
+            } else {
+                let t = Instant::now();
+                pe.wait_until(word, 0, gda_shmem::Cmp::Eq, round * 10 + 2)?;
+                late.push(t.elapsed());
+            }
+        }
+        pe.barrier_all()?;
+        Ok(late)
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    let late = &r[1];
+    assert_eq!(late.len() as u64, ROUNDS);
+    // Left to the engine, a put arrives after its short nap (at most 320 us) and a wake-up;
+    // waiting for PE 0's quiet would take the whole 50 ms.
+    let worst = late.iter().max().copied().unwrap_or_default();
+    assert!(
+        worst < Duration::from_millis(25),
+        "a put took {worst:?} to arrive: {late:?}"
+    );
+    let deferred: u64 = fabrics
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|f| f.stats().deferred_doorbells)
+        .sum();
+    assert!(deferred > 0, "no put was left to the engine");
+}

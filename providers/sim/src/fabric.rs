@@ -153,6 +153,8 @@ impl Fabric {
                 responder: Mutex::new(crate::state::Responder::default()),
                 napping: std::sync::atomic::AtomicBool::new(false),
                 rescan: std::sync::atomic::AtomicBool::new(false),
+                deferring: std::sync::atomic::AtomicBool::new(false),
+                hooked: std::sync::atomic::AtomicBool::new(false),
                 scan_hooks: std::sync::RwLock::new(Vec::new()),
                 stats: Stats::default(),
                 link,
@@ -264,6 +266,22 @@ impl Fabric {
     pub fn after_post(&self) {
         crate::engine::after_post(&self.inner);
     }
+
+    /// What host code may call after ringing a doorbell instead of running its work now (a
+    /// poster that batches non-blocking requests): `true` when the engine will serve every
+    /// queue rung so far within a bounded time — the engine thread is awake, or napping
+    /// because program threads poll, for at most [`Fabric::DEFERRED_SERVICE`] — and has been
+    /// asked to; `false` when it naps for long (the fabric was idle, or no program thread polls
+    /// it) or this fabric is not a process fabric: the caller runs the work now (its post hook,
+    /// [`Fabric::post_hook`]). A program thread's next pass or post hook serves the work
+    /// sooner.
+    pub fn defer_doorbell(&self) -> bool {
+        crate::engine::defer_doorbell(&self.inner)
+    }
+
+    /// The longest a doorbell that [`Fabric::defer_doorbell`] accepted waits for the engine
+    /// thread when no program thread posts or polls meanwhile.
+    pub const DEFERRED_SERVICE: std::time::Duration = crate::engine::DEFERRED_NAP_MAX;
 
     /// [`Fabric::after_post`] for the QP `qpn` of NIC `nic`, as a hook to call after each
     /// doorbell of that QP: when the engine thread naps, the pass in the caller serves only

@@ -47,6 +47,11 @@ pub(crate) struct FabricInner {
     /// held the turn and may have looked at that queue already): the engine thread scans at
     /// its next look even while a program thread polls.
     pub(crate) rescan: std::sync::atomic::AtomicBool,
+    /// The engine thread naps because a program thread polls (a short, bounded nap: see
+    /// `engine::DEFERRED_NAP_MAX`), not because the fabric is idle.
+    pub(crate) deferring: std::sync::atomic::AtomicBool,
+    /// A program thread's post hook ran since the engine thread last looked.
+    pub(crate) hooked: std::sync::atomic::AtomicBool,
     /// Run by the engine before every scan ([`Fabric::add_scan_hook`](crate::Fabric::add_scan_hook)).
     pub(crate) scan_hooks: RwLock<Vec<ScanHook>>,
     pub(crate) stats: Stats,
@@ -294,6 +299,7 @@ pub(crate) struct Stats {
     pub(crate) wqes: AtomicU64,
     pub(crate) sleeps: AtomicU64,
     pub(crate) psn_errors: AtomicU64,
+    pub(crate) deferred_doorbells: AtomicU64,
 }
 
 /// A copy of the engine counters.
@@ -305,6 +311,9 @@ pub struct StatsSnapshot {
     pub sleeps: u64,
     /// bnxt model: WQEs whose PSN-table entry did not match the engine's PSN sequence.
     pub psn_errors: u64,
+    /// Doorbells whose posters left their work to the engine (`Fabric::defer_doorbell`; a
+    /// statistic: concurrent posters may miss a count).
+    pub deferred_doorbells: u64,
 }
 
 impl Stats {
@@ -313,6 +322,7 @@ impl Stats {
             wqes: self.wqes.load(Ordering::Relaxed),
             sleeps: self.sleeps.load(Ordering::Relaxed),
             psn_errors: self.psn_errors.load(Ordering::Relaxed),
+            deferred_doorbells: self.deferred_doorbells.load(Ordering::Relaxed),
         }
     }
 }
@@ -406,10 +416,33 @@ pub(crate) struct QpExec {
     pub(crate) wire_conn: Option<Arc<crate::wire::Conn>>,
     /// This QP's outstanding requests as the transport tracks them (`Wire::slots`).
     pub(crate) wire_slots: Option<crate::wire::QpSlots>,
+    /// Responses taken from the slot table for the oldest requests in flight, in order.
+    pub(crate) wire_ready: VecDeque<crate::wire::Response>,
+    /// Request frames this step has batched for their connection (`engine::wire::flush_batch`).
+    pub(crate) wire_tx: WireBatch,
     /// Boxes of completed requests' WQEs, for the next requests (`WireWait::op`: each moves
     /// there as a pointer, which is why the boxes are kept).
     #[allow(clippy::vec_box)]
     pub(crate) spare_ops: Vec<Box<WqeOp>>,
+}
+
+/// Request frames of one QP, batched for one connection within a step of its engine.
+#[derive(Default)]
+pub(crate) struct WireBatch {
+    pub(crate) conn: Option<Arc<crate::wire::Conn>>,
+    /// The frames, whole, in order.
+    pub(crate) bytes: Vec<u8>,
+    /// Their requests' sequence numbers and response payload bounds.
+    pub(crate) slots: Vec<(u64, u64)>,
+}
+
+impl WireBatch {
+    /// Forgets the batch (its requests are to be sent again).
+    pub(crate) fn clear(&mut self) {
+        self.conn = None;
+        self.bytes.clear();
+        self.slots.clear();
+    }
 }
 
 /// A request sent to another process, waiting for its response.

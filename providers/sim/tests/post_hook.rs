@@ -83,3 +83,66 @@ fn posts_with_the_hook_land_in_order_and_polls_run_the_pass() {
     drop(hook);
     drop(sq);
 }
+
+/// A request that reaches a responder QP not yet in RTR is answered "not ready" and sent again
+/// until the QP is up (as a NIC's transport retries cover a peer still bringing its QP up):
+/// once the responder connects, the next transmission is executed — the responder's cached
+/// view of the QP (its state and the QP it is connected to, kept between requests) is read
+/// again when the QP connects.
+#[test]
+fn a_request_sent_before_the_responder_is_ready_lands_once_it_is() {
+    let a = Fabric::process(FabricConfig::default()).unwrap();
+    let b = Fabric::process(FabricConfig::default()).unwrap();
+    let (na, nb) = (a.add_nic_for::<Native>(), b.add_nic_for::<Native>());
+    let (pa, pb) = (na.alloc_pd(), nb.alloc_pd());
+    let cqa = na.create_cq(256, CqMode::Normal).unwrap();
+    let cqb = nb.create_cq(256, CqMode::Normal).unwrap();
+    let init = QpInit {
+        sq_units: 64,
+        ..QpInit::default()
+    };
+    let qa = pa.create_qp(init, &cqa, &cqa).unwrap();
+    let qb = pb.create_qp(init, &cqb, &cqb).unwrap();
+    // Only the requester is up.
+    qa.bring_up_at(&qb.endpoint(), qb.start_psn()).unwrap();
+    let remote = pb.alloc_mr(64, Access::ALL);
+    let hook = a.post_hook(na.index(), qa.qpn()).unwrap();
+    // SAFETY: the QP and CQ outlive the queue (dropped before them, below).
+    let mut sq =
+        unsafe { SendQueue::<Native>::new(qa.sq_handle::<Native>().unwrap(), cqa.handle(), 5000) }
+            .unwrap();
+    let a2 = a.clone();
+    sq.set_host_progress(Some(Arc::new(move || a2.progress())));
+    let serving = std::sync::atomic::AtomicBool::new(true);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            while serving.load(Ordering::Relaxed) {
+                b.progress();
+            }
+        });
+        let v = 0x5eed_u64.to_le_bytes();
+        let wr = WorkRequest::Write {
+            remote: Remote {
+                addr: remote.addr(),
+                rkey: remote.rkey(),
+            },
+            payload: Payload::Inline(&v),
+            imm: None,
+        };
+        sq.post(&wr, SendFlags::SIGNALED).unwrap();
+        hook();
+        // Transmissions meet the responder in Reset for a while.
+        let t = std::time::Instant::now();
+        while t.elapsed() < std::time::Duration::from_millis(30) {
+            a.progress();
+        }
+        qb.bring_up_at(&qa.endpoint(), qa.start_psn()).unwrap();
+        sq.quiet().unwrap();
+        serving.store(false, Ordering::Relaxed);
+    });
+    // SAFETY: inside the region, which lives until the end of the test.
+    let got = unsafe { (remote.addr() as *const u64).read_volatile() };
+    assert_eq!(got, 0x5eed);
+    drop(hook);
+    drop(sq);
+}

@@ -8,7 +8,7 @@ use gda_hal::{Provider, SendQueue};
 use super::team::Teams;
 use super::{BOUNCE, Config, Liveness, Pe, TEAM_BYTES, TEAM_SLOTS, TransportPolicy};
 use crate::boot::Bootstrap;
-use crate::domain::{Conn, DeviceConn, Nudge, PostNudge, Progress, RdmaNic};
+use crate::domain::{Conn, Defer, DeviceConn, Nudge, PostNudge, Progress, RdmaNic};
 use crate::error::{Result, ShmemError};
 use crate::heap::Allocator;
 use crate::memory::{HeapPlacement, LocalSeg};
@@ -135,6 +135,7 @@ impl<P: Provider> Pe<P> {
             nic.nudge.clone(),
             nic.progress.clone(),
             nic.post_nudge.clone(),
+            nic.defer.clone(),
         );
         let conn = DeviceConn::open(nic)?;
         Self::init_with(boot, Some(Box::new(conn)), hooks, cfg)
@@ -143,13 +144,18 @@ impl<P: Provider> Pe<P> {
     /// Collective initialisation over `boot` with P2P routes only (an error if some PE needs
     /// RDMA).
     pub fn init_p2p(boot: Box<dyn Bootstrap>, cfg: &Config) -> Result<Self> {
-        Self::init_with(boot, None, (None, None, None), cfg)
+        Self::init_with(boot, None, (None, None, None, None), cfg)
     }
 
     fn init_with(
         mut boot: Box<dyn Bootstrap>,
         mut domain: Option<Box<dyn Conn<P>>>,
-        (nudge, progress, post_nudge): (Option<Nudge>, Option<Progress>, Option<PostNudge>),
+        (nudge, progress, post_nudge, defer): (
+            Option<Nudge>,
+            Option<Progress>,
+            Option<PostNudge>,
+            Option<Defer>,
+        ),
         cfg: &Config,
     ) -> Result<Self> {
         let (me, n) = (boot.rank(), boot.size());
@@ -388,7 +394,10 @@ impl<P: Provider> Pe<P> {
                 i.base,
                 rkey,
                 (i.data_base, data_rkey),
-                post_nudge.as_ref().and_then(|m| m(qpn_of[k])),
+                crate::transport::QueueHooks {
+                    nudge: post_nudge.as_ref().and_then(|m| m(qpn_of[k])),
+                    defer: defer.clone(),
+                },
             )));
         }
         let routes = routes

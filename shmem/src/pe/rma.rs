@@ -34,10 +34,15 @@ impl<P: Provider> Pe<P> {
         self.put_bytes(pe, off, bytemuck::cast_slice(src))
     }
 
-    /// Non-blocking put. Here the source is copied (or staged) before return, so it behaves as
-    /// [`Pe::put`]; completion is still only guaranteed by [`Pe::quiet`].
+    /// Non-blocking put. Here the source is copied (or staged) before return, as by
+    /// [`Pe::put`]; completion is only guaranteed by [`Pe::quiet`], so the NIC's work for
+    /// small ones may be batched (the software NIC between processes runs it every few puts,
+    /// or at the next quiet, wait or blocking operation, or on its own within
+    /// `gda_sim::Fabric::DEFERRED_SERVICE`).
     pub fn put_nbi<T: Elem>(&self, dst: Sym<T>, idx: usize, src: &[T], pe: u32) -> Result<()> {
-        self.put(dst, idx, src, pe)
+        let off = self.at(dst, idx, src.len())?;
+        self.route(pe)?
+            .put_nbi(&self.net, off, bytemuck::cast_slice(src))
     }
 
     /// Single-element put (`shmem_p`).

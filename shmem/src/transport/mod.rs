@@ -31,7 +31,7 @@ mod rdma;
 
 pub(crate) use live::Liveness;
 pub(crate) use p2p::{P2p, load};
-pub(crate) use rdma::{Rdma, Staging};
+pub(crate) use rdma::{QueueHooks, Rdma, Staging};
 
 use gda_hal::Provider;
 
@@ -110,6 +110,12 @@ pub(crate) trait Transport<P: Provider> {
 
     /// Writes `src` at `off` of the target. `src` may be reused on return.
     fn put(&self, net: &Net<P>, off: usize, src: &[u8]) -> Result<()>;
+
+    /// [`Transport::put`] where only the next quiet must see it delivered (`put_nbi`): a
+    /// transport may batch its doorbell work. The default is `put`.
+    fn put_nbi(&self, net: &Net<P>, off: usize, src: &[u8]) -> Result<()> {
+        self.put(net, off, src)
+    }
 
     /// Reads `len` bytes at `off` of the target to `dst`, blocking until they are there.
     ///
@@ -197,6 +203,10 @@ impl<P: Provider> Transport<P> for Route<P> {
     #[inline]
     fn put(&self, net: &Net<P>, off: usize, src: &[u8]) -> Result<()> {
         delegate!(self, t => t.put(net, off, src))
+    }
+    #[inline]
+    fn put_nbi(&self, net: &Net<P>, off: usize, src: &[u8]) -> Result<()> {
+        delegate!(self, t => t.put_nbi(net, off, src))
     }
     #[inline]
     unsafe fn get(&self, net: &Net<P>, off: usize, dst: *mut u8, len: usize) -> Result<()> {

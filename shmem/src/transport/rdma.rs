@@ -64,6 +64,20 @@ impl Staging {
     }
 }
 
+/// What runs a queue's work on a NIC whose work runs in host threads (the software NIC's).
+pub(crate) struct QueueHooks {
+    /// Called after each doorbell ([`crate::domain::RdmaNic::post_nudge`]; else the NIC's
+    /// wake-up).
+    pub(crate) nudge: Option<crate::domain::Nudge>,
+    /// Lets `put_nbi` leave doorbells to the NIC ([`crate::domain::RdmaNic::defer`]).
+    pub(crate) defer: Option<crate::domain::Defer>,
+}
+
+/// Non-blocking puts that may leave their doorbell work to the NIC before one runs it for all
+/// of them ([`crate::domain::RdmaNic::defer`]): the software NIC between processes pays a
+/// fixed cost per run of a queue's work (its turn, the queue's lock, the connection's lock).
+const NBI_BATCH: u32 = 16;
+
 /// A PE reached through the provider: its queue and where its segment is.
 pub(crate) struct Rdma<P: Provider> {
     pe: u32,
@@ -80,6 +94,10 @@ pub(crate) struct Rdma<P: Provider> {
     /// What to call after each doorbell of this queue, when the NIC gave one per QP
     /// ([`crate::domain::RdmaNic::post_nudge`]; else the NIC's wake-up).
     nudge: Option<crate::domain::Nudge>,
+    /// Lets `put_nbi` leave doorbells to the NIC ([`crate::domain::RdmaNic::defer`]).
+    defer: Option<crate::domain::Defer>,
+    /// Non-blocking puts posted since this queue's work last ran (`nudge`).
+    unrun: Cell<u32>,
     /// The queue's protocol state when the caller's queue memory placed it (GPU memory);
     /// declared after `sq`, so it outlives the queue.
     _state: Option<gda_hal::control::PlacedBuffer>,
@@ -88,7 +106,7 @@ pub(crate) struct Rdma<P: Provider> {
 impl<P: Provider> Rdma<P> {
     /// The route to PE `pe` over `sq`, whose segment starts at remote address `base` (key
     /// `rkey`) and its static data at `data.0` (key `data.1`); `state` holds `sq`'s protocol
-    /// state if it is not the queue's own.
+    /// state if it is not the queue's own; `hooks` are what runs its work on a software NIC.
     pub(crate) fn new(
         pe: u32,
         sq: SendQueue<P>,
@@ -96,8 +114,9 @@ impl<P: Provider> Rdma<P> {
         base: u64,
         rkey: u32,
         data: (u64, u32),
-        nudge: Option<crate::domain::Nudge>,
+        hooks: QueueHooks,
     ) -> Self {
+        let QueueHooks { nudge, defer } = hooks;
         Self {
             pe,
             sq,
@@ -107,6 +126,8 @@ impl<P: Provider> Rdma<P> {
             fence: Cell::new(false),
             dirty: Cell::new(false),
             nudge,
+            defer,
+            unrun: Cell::new(0),
             _state: state,
         }
     }
@@ -171,26 +192,38 @@ impl<P: Provider> Rdma<P> {
         net: &Net<P>,
         post: impl FnOnce(&SendQueue<P>, SendFlags) -> std::result::Result<u64, SqError>,
     ) -> std::result::Result<(), SqError> {
+        self.post_only(post)?;
+        self.run(net);
+        Ok(())
+    }
+
+    /// Posts with `post` (see [`Rdma::post_with`]) without running the queue's work.
+    #[inline]
+    fn post_only(
+        &self,
+        post: impl FnOnce(&SendQueue<P>, SendFlags) -> std::result::Result<u64, SqError>,
+    ) -> std::result::Result<(), SqError> {
         let flags = if self.fence.get() {
             SendFlags::FENCE
         } else {
             SendFlags::empty()
         };
         post(&self.sq, flags)?;
-        // The software NIC's engine may be napping: wake it now (one atomic load when it is
-        // awake; hardware NICs need nothing here), or run this queue's work here.
-        match &self.nudge {
-            Some(n) => n(),
-            None => net.kick(),
-        }
         self.fence.set(false);
         self.dirty.set(true);
         Ok(())
     }
 
+    /// After a doorbell: the software NIC's engine may be napping: wake it now (one atomic
+    /// load when it is awake; hardware NICs need nothing here), or run this queue's work here
+    /// — everything rung so far, the puts `put_nbi` left too.
     #[inline]
-    fn post(&self, net: &Net<P>, wr: &WorkRequest<'_>) -> std::result::Result<(), SqError> {
-        self.post_with(net, |sq, flags| sq.post(wr, flags))
+    fn run(&self, net: &Net<P>) {
+        match &self.nudge {
+            Some(n) => n(),
+            None => net.kick(),
+        }
+        self.unrun.set(0);
     }
 
     /// An inline WRITE of `src` to `remote`: the typed entry point for the sizes of SHMEM's
@@ -202,27 +235,29 @@ impl<P: Provider> Rdma<P> {
         remote: Remote,
         src: &[u8],
     ) -> std::result::Result<(), SqError> {
+        self.post_inline(remote, src)?;
+        self.run(net);
+        Ok(())
+    }
+
+    /// Posts [`Rdma::write_inline`]'s WRITE without running the queue's work.
+    #[inline]
+    fn post_inline(&self, remote: Remote, src: &[u8]) -> std::result::Result<(), SqError> {
         match src.len() {
-            8 => self.post_with(net, |sq, f| {
-                sq.post_write_inline::<8>(remote, &first::<8>(src), f)
+            8 => self.post_only(|sq, f| sq.post_write_inline::<8>(remote, &first::<8>(src), f)),
+            4 => self.post_only(|sq, f| sq.post_write_inline::<4>(remote, &first::<4>(src), f)),
+            2 => self.post_only(|sq, f| sq.post_write_inline::<2>(remote, &first::<2>(src), f)),
+            1 => self.post_only(|sq, f| sq.post_write_inline::<1>(remote, &first::<1>(src), f)),
+            _ => self.post_only(|sq, f| {
+                sq.post(
+                    &WorkRequest::Write {
+                        remote,
+                        payload: Payload::Inline(src),
+                        imm: None,
+                    },
+                    f,
+                )
             }),
-            4 => self.post_with(net, |sq, f| {
-                sq.post_write_inline::<4>(remote, &first::<4>(src), f)
-            }),
-            2 => self.post_with(net, |sq, f| {
-                sq.post_write_inline::<2>(remote, &first::<2>(src), f)
-            }),
-            1 => self.post_with(net, |sq, f| {
-                sq.post_write_inline::<1>(remote, &first::<1>(src), f)
-            }),
-            _ => self.post(
-                net,
-                &WorkRequest::Write {
-                    remote,
-                    payload: Payload::Inline(src),
-                    imm: None,
-                },
-            ),
         }
     }
 
@@ -370,6 +405,27 @@ impl<P: Provider> Transport<P> for Rdma<P> {
             let (remote, sge) = (self.remote(off + k * chunk), Self::sge(net, at, part.len()));
             self.post_with(net, |sq, f| sq.post_write::<1>(remote, &[sge], f))
                 .map_err(|e| self.err(net, "put", e))?;
+        }
+        Ok(())
+    }
+
+    fn put_nbi(&self, net: &Net<P>, off: usize, src: &[u8]) -> Result<()> {
+        let n = self.unrun.get();
+        let Some(defer) = self
+            .defer
+            .as_ref()
+            .filter(|_| n + 1 < NBI_BATCH && src.len() <= self.sq.wq().max_inline as usize)
+        else {
+            return self.put(net, off, src);
+        };
+        self.post_inline(self.remote(off), src)
+            .map_err(|e| self.err(net, "put", e))?;
+        // Rung: the NIC serves it within a bounded time, unless it naps for long (then it is
+        // served here, with the ones before it).
+        if defer() {
+            self.unrun.set(n + 1);
+        } else {
+            self.run(net);
         }
         Ok(())
     }

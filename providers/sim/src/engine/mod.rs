@@ -70,6 +70,7 @@ pub(crate) fn run(weak: Weak<FabricInner>) {
             order = (0..qps.len()).collect();
         }
         let chaos_ref = chaos.as_mut().and_then(|c| c.as_mut());
+        let chaos_ref_is_none = chaos_ref.is_none();
         let mut work = false;
         let nap_after = spin_before_nap(&f);
         // A program thread may be running the engine's pass now or have just run it
@@ -78,6 +79,9 @@ pub(crate) fn run(weak: Weak<FabricInner>) {
         // A doorbell whose work its poster could not run is served here first.
         let rescan = f.rescan.swap(false, Ordering::SeqCst);
         let polled = !rescan && since_poll.is_some_and(|d| d < PROGRAM_POLLS);
+        // Program threads that post run their own queues' work (post hooks) but not the rest
+        // (peers' requests, responses, what they leave): see below.
+        let hooked = f.wire.is_some() && f.hooked.swap(false, Ordering::Relaxed);
         if let Some(d) = since_poll.filter(|_| polled && chaos_ref.is_none()) {
             // Leave the work to the polling thread, and sleep until its window ends — without
             // telling peers (a wake-up for every frame they write would cost them a system
@@ -85,28 +89,13 @@ pub(crate) fn run(weak: Weak<FabricInner>) {
             // pass found the turn taken still wakes this thread (`Fabric::kick`). While the
             // program keeps polling, the naps grow (up to `DEFERRED_NAP_MAX`), so a polling
             // thread is not interrupted every few microseconds by this one.
-            let wake = f.wire.clone();
-            // ORDERING: SeqCst pairs with the SeqCst load in `Fabric::kick`.
-            f.napping.store(true, Ordering::SeqCst);
-            // A poster that asked for a scan before it could see `napping` (it then wakes
-            // nobody): scan now instead (SeqCst pairs with its store of `rescan`).
-            if f.rescan.load(Ordering::SeqCst) {
-                f.napping.store(false, Ordering::Relaxed);
-                continue;
-            }
-            drop(f);
             let nap = (PROGRAM_POLLS.saturating_sub(d) + Duration::from_micros(1)).max(deferred);
             deferred = (deferred * 2).clamp(PROGRAM_POLLS, DEFERRED_NAP_MAX);
-            if let Some(w) = wake {
-                nap_on(w.wake_fd(), nap);
-            }
-            if let Some(f) = weak.upgrade() {
-                f.napping.store(false, Ordering::Relaxed);
-            }
+            nap_short(&weak, f, nap);
             idle_since = None;
             continue;
         }
-        if deferred > Duration::ZERO {
+        if deferred > Duration::ZERO && !hooked {
             // The program stopped polling: requests may come that only this thread will serve,
             // so its naps start short again.
             deferred = Duration::ZERO;
@@ -135,6 +124,19 @@ pub(crate) fn run(weak: Weak<FabricInner>) {
                 // doorbell: ask again (the next look, or that pass's successor, serves it).
                 f.rescan.store(true, Ordering::SeqCst);
             }
+        }
+        if hooked && chaos_ref_is_none {
+            // A program thread posts (and will poll when it needs completions or room): this
+            // pass served the rest; the next comes after a short nap, again without telling
+            // peers — their frames (acknowledgements above all, one per few requests) would
+            // otherwise wake this thread, a system call for them and a context switch here,
+            // over and over while the program posts. Growing naps, as above: what the program
+            // does not poll for waits at most `DEFERRED_NAP_MAX`.
+            let nap = deferred.max(PROGRAM_POLLS);
+            deferred = (deferred * 2).clamp(PROGRAM_POLLS, DEFERRED_NAP_MAX);
+            nap_short(&weak, f, nap);
+            idle_since = None;
+            continue;
         }
         drop(f);
         if work {
@@ -213,6 +215,34 @@ pub(crate) fn run(weak: Weak<FabricInner>) {
     }
 }
 
+/// Naps up to `nap` on the fabric's eventfd without telling peers (their frames wait for the
+/// nap to end or for a program thread's poll), as a short nap: posters may leave doorbells to
+/// it (`defer_doorbell`). No nap when a poster asked for a scan meanwhile.
+fn nap_short(weak: &Weak<FabricInner>, f: Arc<FabricInner>, nap: Duration) {
+    let wake = f.wire.clone();
+    // A short nap: said before `napping`, so a poster that sees `napping` sees this too.
+    f.deferring.store(true, Ordering::SeqCst);
+    // ORDERING: SeqCst pairs with the SeqCst load in `Fabric::kick`.
+    f.napping.store(true, Ordering::SeqCst);
+    // A poster that asked for a scan before it could see `napping` (it then wakes nobody):
+    // scan now instead (SeqCst pairs with its store of `rescan`).
+    if f.rescan.load(Ordering::SeqCst) {
+        f.napping.store(false, Ordering::Relaxed);
+        f.deferring.store(false, Ordering::Relaxed);
+        return;
+    }
+    drop(f);
+    if let Some(w) = wake {
+        nap_on(w.wake_fd(), nap);
+    }
+    if let Some(f) = weak.upgrade() {
+        f.napping.store(false, Ordering::Relaxed);
+        // ORDERING: SeqCst: a poster that still sees the short nap announced asks for a scan
+        // the loop then reads (its `rescan` store is SeqCst too).
+        f.deferring.store(false, Ordering::SeqCst);
+    }
+}
+
 /// How recently a program thread must have run a process fabric's pass (`progress`) for the
 /// engine thread to leave the work to it.
 const PROGRAM_POLLS: Duration = Duration::from_micros(20);
@@ -220,7 +250,7 @@ const PROGRAM_POLLS: Duration = Duration::from_micros(20);
 /// The longest nap of an engine thread that leaves the work to a polling program thread: a
 /// program that stops polling with a peer's request just arrived waits at most this long
 /// for the engine (peers leave it asleep while the program polls, `ring::POLLED_RECENTLY`).
-const DEFERRED_NAP_MAX: Duration = Duration::from_micros(320);
+pub(crate) const DEFERRED_NAP_MAX: Duration = Duration::from_micros(320);
 
 /// How long an idle engine keeps scanning before it naps. A process fabric's engine naps
 /// almost at once: its peers wake it through its eventfd when they write to it, and the
@@ -321,6 +351,8 @@ pub(crate) fn after_post_on(f: &FabricInner, qp: &Arc<QpInner>) {
     }
     // No clock is read here (a posting loop pays for its requests only): a request sent
     // outside a pass starts its stall timer at the first pass that finds it unanswered.
+    // The engine thread learns that a program posts (it then naps short, untold by peers).
+    f.hooked.store(true, Ordering::Relaxed);
     match f.try_turn() {
         Some(_turn) => {
             // What a step leaves (more WQEs than its budget) it hands to the engine thread.
@@ -333,6 +365,28 @@ pub(crate) fn after_post_on(f: &FabricInner, qp: &Arc<QpInner>) {
             f.kick();
         }
     }
+}
+
+/// A poster's doorbell left to the engine (`Fabric::defer_doorbell`): accepted when the
+/// engine thread will look at every queue within `DEFERRED_NAP_MAX` on its own — awake, or in
+/// a short nap (`nap_short`: after it, the engine runs a pass unless a program thread polls,
+/// and that thread's passes serve every queue) — refused (the poster runs the work itself)
+/// when it naps for long, and for fabrics whose posters always run it.
+pub(crate) fn defer_doorbell(f: &FabricInner) -> bool {
+    if f.wire.is_none() || f.chaos.is_some() {
+        return false;
+    }
+    // ORDERING: the full fence orders the doorbell before the loads, pairing with the engine's
+    // SeqCst store of `napping` before its last look: either that look sees the doorbell, or
+    // we see the engine napping (and, for a long nap, not deferring).
+    std::sync::atomic::fence(Ordering::SeqCst);
+    let taken = !f.napping.load(Ordering::SeqCst) || f.deferring.load(Ordering::SeqCst);
+    if taken {
+        // A statistic: a plain increment (no locked instruction on the posting path).
+        let n = &f.stats.deferred_doorbells;
+        n.store(n.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+    }
+    taken
 }
 
 /// Sleeps until `fd` (an eventfd) is written or `timeout` passes, then resets it.
@@ -369,6 +423,10 @@ fn step(f: &FabricInner, qp: &Arc<QpInner>, global: Option<&mut Chaos>) -> bool 
     let mut own = ex.chaos.take();
     let work = step_qp(f, qp, ex, global, own.as_mut());
     ex.chaos = own;
+    // The request frames the step batched go out now, whatever it returned.
+    if let Some(w) = &f.wire {
+        wire::flush_batch(w, qp, ex);
+    }
     work
 }
 

@@ -72,6 +72,8 @@ fn rewind(ex: &mut QpExec, w: &WireWait) {
         slots.clear();
     }
     ex.wire_out.clear();
+    ex.wire_tx.clear();
+    ex.wire_ready.clear();
     ex.ahead = 0;
     ex.seq = w.seq_before;
     ex.wire_psn = Some(w.psn);
@@ -125,9 +127,11 @@ pub(super) fn execute_wire(
             .map_or(op.length(), |d| d.len() as u64),
         _ => 0,
     };
+    // Frames this step has batched for the same connection count against its room too.
+    let batched = ex.wire_tx.bytes.len();
     if conn
         .as_ref()
-        .is_some_and(|c| !c.has_room(REQUEST_HEAD_BYTES + carried as usize))
+        .is_some_and(|c| !c.has_room(batched + REQUEST_HEAD_BYTES + carried as usize))
     {
         // Its send queue is full (a slow peer): try again when it drains.
         return Step::Wait;
@@ -219,10 +223,37 @@ pub(super) fn execute_wire(
     };
     let head = req.encode_head_for(carried as usize);
     let payload = std::mem::take(&mut req.payload);
+    let max_response = req.response_payload();
+    // A frame whose payload is copied anyway (inline, small, none) joins this step's batch for
+    // its connection: one lock, one copy into the ring and one look at the peer's nap for
+    // all of them (`flush_batch`, at the end of the step). Others go now, after the batch.
+    let small = head.len() + copied.map_or(payload.len(), <[u8]>::len) <= BATCH_FRAME_MAX;
+    if gather.is_none() && small {
+        if ex
+            .wire_tx
+            .conn
+            .as_ref()
+            .is_some_and(|b| !Arc::ptr_eq(b, &conn))
+        {
+            flush_batch(wire, qp, ex);
+        }
+        let tx = &mut ex.wire_tx;
+        tx.conn.get_or_insert_with(|| conn.clone());
+        tx.bytes.extend_from_slice(&head);
+        tx.bytes.extend_from_slice(copied.unwrap_or(&payload));
+        tx.slots.push((req.seq, max_response));
+        crate::wire::pool::recycle(payload);
+        if tx.bytes.len() >= BATCH_BYTES {
+            flush_batch(wire, qp, ex);
+        }
+        push_waiting(ex, &req, conn, op, c, psn);
+        return Step::Sent;
+    }
+    flush_batch(wire, qp, ex);
     // The slot first: a response can arrive before `send` returns.
     ex.wire_slots
         .get_or_insert_with(|| wire.slots((qp.nic.id, qp.qpn)))
-        .expect(req.seq, conn.id, req.response_payload());
+        .expect(req.seq, conn.id, max_response);
     let unexpect = |ex: &QpExec| {
         if let Some(s) = &ex.wire_slots {
             s.unexpect(req.seq);
@@ -266,6 +297,18 @@ pub(super) fn execute_wire(
         }
         return retry_or_fail(qp, ex, op, c);
     }
+    push_waiting(ex, &req, conn, op, c, psn);
+    Step::Sent
+}
+
+/// The largest frame a step batches (`flush_batch`).
+const BATCH_FRAME_MAX: usize = 2048;
+/// A step's batch is written once it holds this much.
+const BATCH_BYTES: usize = 16 << 10;
+
+/// Keeps request `req` (sent, or in this step's batch) in flight: its WQE, its completion,
+/// where to go back to.
+fn push_waiting(ex: &mut QpExec, req: &Request, conn: Arc<Conn>, op: &WqeOp, c: Cpl, psn: u32) {
     ex.wire_out.push_back(WireWait {
         seq: req.seq,
         pos: ex.sq_pos + ex.ahead,
@@ -279,7 +322,25 @@ pub(super) fn execute_wire(
         psn,
     });
     ex.wire_psn = Some(psn.wrapping_add(1) & PSN_MASK);
-    Step::Sent
+}
+
+/// Writes the frames batched on `qp` (`ExecWire::wire_tx`) into their connection: the slots
+/// of their requests first (a response can come as soon as a frame is out), then the frames
+/// in one piece. A connection that died meanwhile takes them with it: their requests are in
+/// flight, and `reap` sends them again or fails them as it does any request it carried.
+pub(super) fn flush_batch(wire: &Wire, qp: &QpInner, ex: &mut QpExec) {
+    let Some(conn) = ex.wire_tx.conn.take() else {
+        return;
+    };
+    let tx = &mut ex.wire_tx;
+    if !tx.bytes.is_empty() {
+        ex.wire_slots
+            .get_or_insert_with(|| wire.slots((qp.nic.id, qp.qpn)))
+            .expect_all(conn.id, &tx.slots);
+        conn.send_copy(&[], &tx.bytes);
+    }
+    tx.bytes.clear();
+    tx.slots.clear();
 }
 
 /// What a request in flight keeps of its WQE: everything but an inline payload (sent
@@ -307,9 +368,10 @@ fn waiting_op(spare: &mut Vec<Box<WqeOp>>, op: &WqeOp) -> Box<WqeOp> {
     b
 }
 
-/// Keeps the box of a request's WQE for the next request (a few, at most).
-fn recycle_op(ex: &mut QpExec, op: Box<WqeOp>) {
-    if ex.spare_ops.len() < 64 {
+/// Keeps the box of a request's WQE for a later request: as many as the send queue can have
+/// in flight (what a stream of requests that fills the queue needs, and no more than it held).
+fn recycle_op(qp: &QpInner, ex: &mut QpExec, op: Box<WqeOp>) {
+    if ex.spare_ops.len() < qp.init.sq_units as usize {
         ex.spare_ops.push(op);
     }
 }
@@ -323,11 +385,24 @@ pub(super) fn reap(
     mut retire: impl FnMut(&mut QpExec, Cpl, u32, bool, bool, Option<u32>),
 ) -> bool {
     let mut work = false;
+    // The responses that have come, taken from the slot table at once (one lock per reap).
+    if let (Some(front), Some(slots)) = (ex.wire_out.front(), &ex.wire_slots) {
+        if ex.wire_ready.is_empty() {
+            slots.take_answered(front.seq, &mut ex.wire_ready);
+        }
+    }
     while let Some(front) = ex.wire_out.front_mut() {
-        let resp = ex
-            .wire_slots
-            .as_ref()
-            .and_then(|s| s.take_response(front.seq));
+        let resp = match ex.wire_ready.front() {
+            Some(r) if r.seq == front.seq => ex.wire_ready.pop_front(),
+            Some(_) => {
+                // Not this request's (the requests in flight changed): the table has it.
+                ex.wire_ready.clear();
+                ex.wire_slots
+                    .as_ref()
+                    .and_then(|s| s.take_response(front.seq))
+            }
+            None => None,
+        };
         let Some(resp) = resp else {
             let dead = front.conn.is_dead();
             // Stalls are timed by passes only (their clock): a request sent by a posting
@@ -416,7 +491,7 @@ pub(super) fn reap(
                             }
                             break;
                         }
-                        recycle_op(ex, w.op);
+                        recycle_op(qp, ex, w.op);
                         continue;
                     }
                     s => s,

@@ -751,6 +751,17 @@ impl QpSlots {
         });
     }
 
+    /// Records the requests `(seq, max)` as sent on `conn`, in order ([`QpSlots::expect`]).
+    pub(crate) fn expect_all(&self, conn: u64, reqs: &[(u64, u64)]) {
+        let mut q = lock(self);
+        q.extend(reqs.iter().map(|&(seq, max)| Slot {
+            seq,
+            conn,
+            max,
+            resp: None,
+        }));
+    }
+
     /// The response to request `seq` (the oldest outstanding), once it has arrived.
     pub(crate) fn take_response(&self, seq: u64) -> Option<Response> {
         // ORDERING: Acquire pairs with `Wire::deliver`'s Release store, made after the slots
@@ -762,6 +773,23 @@ impl QpSlots {
         match q.front() {
             Some(s) if s.seq == seq && s.resp.is_some() => q.pop_front().and_then(|s| s.resp),
             _ => None,
+        }
+    }
+
+    /// Moves the responses that have come for the oldest requests, from request `seq` (the
+    /// oldest outstanding) on and in order, into `into` (one lock for all of them).
+    pub(crate) fn take_answered(&self, seq: u64, into: &mut VecDeque<Response>) {
+        // ORDERING: as in `take_response`.
+        if self.0.answered.load(Ordering::Acquire) < seq {
+            return;
+        }
+        let mut q = lock(self);
+        if q.front().is_none_or(|s| s.seq != seq) {
+            return;
+        }
+        while let Some(r) = q.front_mut().and_then(|s| s.resp.take()) {
+            into.push_back(r);
+            q.pop_front();
         }
     }
 
