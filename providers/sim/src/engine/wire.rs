@@ -566,7 +566,9 @@ fn finish(qp: &Arc<QpInner>, ex: &mut QpExec, op: &WqeOp, mut c: Cpl, mut resp: 
             let Some(local) = op.sges.first() else {
                 return fail(qp, c, WcStatus::LocQpOpErr);
             };
-            let m = match qp.nic.mrs.check_local(
+            // The same result buffer over and over: its key check is cached.
+            let m = match qp.nic.mrs.check_local_cached(
+                &mut ex.lcache,
                 qp.pd,
                 local.lkey,
                 local.addr,
@@ -581,8 +583,7 @@ fn finish(qp: &Arc<QpInner>, ex: &mut QpExec, op: &WqeOp, mut c: Cpl, mut resp: 
             old[..n].copy_from_slice(&resp.payload[..n]);
             let (bytes, n) = qp.model().atomic_result(u64::from_le_bytes(old), width);
             // SAFETY: checked above (LOCAL_WRITE, `width` bytes), pinned while written.
-            let landed =
-                unsafe { dma_copy_pinned(&[&m], local.addr as *mut u8, bytes.as_ptr(), n) };
+            let landed = unsafe { dma_copy_pinned(&[m], local.addr as *mut u8, bytes.as_ptr(), n) };
             mmio::dma_publish();
             if let Err(e) = landed {
                 return fail(qp, c, local_fault(e));

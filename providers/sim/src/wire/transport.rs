@@ -1285,8 +1285,26 @@ impl Wire {
         lock(&self.responses).get(&key).cloned()
     }
 
-    fn admit(&self, conn: u64, resp: &Response, len: usize) -> Admit {
-        let Some(slots) = self.slots_of((resp.dst_nic, resp.dst_qpn)) else {
+    /// [`Wire::slots_of`] through `cache`, the table of the previous response of a scan (the
+    /// responses on a connection mostly go to one QP).
+    fn slots_cached(
+        &self,
+        key: (u32, u32),
+        cache: &std::cell::RefCell<Option<((u32, u32), QpSlots)>>,
+    ) -> Option<QpSlots> {
+        let mut c = cache.borrow_mut();
+        match &*c {
+            Some((k, s)) if *k == key => Some(s.clone()),
+            _ => {
+                let s = self.slots_of(key)?;
+                *c = Some((key, s.clone()));
+                Some(s)
+            }
+        }
+    }
+
+    fn admit(&self, conn: u64, resp: &Response, len: usize, slots: Option<QpSlots>) -> Admit {
+        let Some(slots) = slots else {
             return Admit::Skip;
         };
         let q = lock(&slots);
@@ -1329,8 +1347,8 @@ impl Wire {
         }
     }
 
-    fn deliver(&self, conn: u64, resp: Response) {
-        let Some(slots) = self.slots_of((resp.dst_nic, resp.dst_qpn)) else {
+    fn deliver(&self, conn: u64, resp: Response, slots: Option<QpSlots>) {
+        let Some(slots) = slots else {
             return;
         };
         let mut q = lock(&slots);
@@ -1372,15 +1390,29 @@ impl Wire {
     /// A WRITE whose payload is still in the ring comes with its [`RingSpan`]: the caller
     /// copies it out (or not) and then calls [`Conn::release`] before taking the next.
     pub(crate) fn take(&self, c: &Conn, moved: &mut bool) -> Option<(Request, Option<RingSpan>)> {
+        // The slot table of the previous response (for this scan only: a table forgotten
+        // meanwhile takes a late response harmlessly, as one that came just before would).
+        let cache = std::cell::RefCell::new(None);
         for _ in 0..FRAMES_PER_SCAN {
-            let got = c.take(|n| c.has_room(n), |r, len| self.admit(c.id, r, len));
+            let got = c.take(
+                |n| c.has_room(n),
+                |r, len| {
+                    self.admit(
+                        c.id,
+                        r,
+                        len,
+                        self.slots_cached((r.dst_nic, r.dst_qpn), &cache),
+                    )
+                },
+            );
             match got {
                 Ok(None) => return None,
                 Ok(Some(Incoming::Request(r))) => return Some((r, None)),
                 Ok(Some(Incoming::InRing(r, span))) => return Some((r, Some(span))),
                 Ok(Some(Incoming::Response(r))) => {
                     *moved = true;
-                    self.deliver(c.id, r);
+                    let slots = self.slots_cached((r.dst_nic, r.dst_qpn), &cache);
+                    self.deliver(c.id, r, slots);
                 }
                 Err(m) => {
                     c.broken(&m);
