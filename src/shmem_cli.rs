@@ -126,6 +126,8 @@ fn run_on<P: gda_hal::Provider, R>(
 pub trait PeOps: gda_shmem::erased::DynPe {
     /// The benchmarks; PE 0 returns the figures.
     fn perf(&self, iters: u64) -> Result<Vec<serde_json::Value>>;
+    /// The 8-byte message rates alone, measured [`RATE_RUNS`] times each; PE 0 returns them.
+    fn rates(&self, iters: u64) -> Result<Vec<serde_json::Value>>;
     /// The transport to PE 1 (for the report).
     fn transport(&self) -> String {
         self.transport_to(1 % self.n())
@@ -138,6 +140,47 @@ impl<P: gda_hal::Provider> PeOps for Pe<P> {
     fn perf(&self, iters: u64) -> Result<Vec<serde_json::Value>> {
         perf(self, iters)
     }
+    fn rates(&self, iters: u64) -> Result<Vec<serde_json::Value>> {
+        rates(self, iters)
+    }
+}
+
+/// Runs of each rate in `gda shmem rates`.
+pub const RATE_RUNS: usize = 5;
+
+/// `gda shmem rates`: PE 0 posts `iters` 8-byte `put_nbi`s to PE 1 and quiets, [`RATE_RUNS`]
+/// times, then as many 64-bit atomic adds; one row per run (the rates of `perf` alone, in runs
+/// long enough to be steady on a noisy host). The other PEs wait in the barrier meanwhile.
+fn rates<P: gda_hal::Provider>(pe: &Pe<P>, iters: u64) -> Result<Vec<serde_json::Value>> {
+    use serde_json::json;
+    if pe.n_pes() < 2 {
+        return Err(ShmemError::Config(
+            "gda shmem rates needs at least 2 PEs".into(),
+        ));
+    }
+    let transport = format!("{:?}", pe.transport_to(1)?);
+    let word = pe.calloc::<u64>(1024)?;
+    pe.barrier_all()?;
+    let mut out = Vec::new();
+    if pe.my_pe() == 0 {
+        for test in ["put8_rate", "atomic_add64_rate"] {
+            for run in 0..RATE_RUNS {
+                let t = Instant::now();
+                for i in 0..iters {
+                    if test == "put8_rate" {
+                        pe.put_nbi(word, (i % 1024) as usize, &[i], 1)?;
+                    } else {
+                        pe.atomic_add(word, 0, 1u64, 1)?;
+                    }
+                }
+                pe.quiet()?;
+                let mops = iters as f64 / t.elapsed().as_secs_f64() / 1e6;
+                out.push(json!({"test": test, "transport": transport, "run": run, "iters": iters, "mops": mops}));
+            }
+        }
+    }
+    pe.barrier_all()?;
+    Ok(out)
 }
 
 fn memcpy_gbs(bytes: usize, iters: u64) -> f64 {

@@ -116,6 +116,50 @@ fn rdma_processes_over_the_wire_engine_every_model() {
     );
 }
 
+/// `gda shmem rates` over both engines: PE 0 prints five runs of each 8-byte rate, measured
+/// (positive, finite); one PE is a clear error.
+#[test]
+fn shmem_rates_runs_each_rate_five_times_on_both_engines() {
+    for engine in ["shared", "wire"] {
+        let o = gdarun(
+            2,
+            &[
+                ("GDA_SHMEM_TRANSPORT", "rdma"),
+                ("GDA_SHMEM_SIM_ENGINE", engine),
+            ],
+            &[gda(), "shmem", "rates", "--iters", "3000", "--json"],
+        );
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            o.status.success(),
+            "{engine}: {out}{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let rows: Vec<serde_json::Value> = out
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("a JSON row"))
+            .collect();
+        assert_eq!(rows.len(), 10, "{engine}: {out}");
+        for test in ["put8_rate", "atomic_add64_rate"] {
+            let runs: Vec<f64> = rows
+                .iter()
+                .filter(|r| r["test"] == test)
+                .map(|r| r["mops"].as_f64().unwrap_or(f64::NAN))
+                .collect();
+            assert_eq!(runs.len(), 5, "{engine} {test}: {out}");
+            assert!(
+                runs.iter().all(|m| m.is_finite() && *m > 0.0),
+                "{engine} {test}: {runs:?}"
+            );
+            assert!(rows.iter().all(|r| r["transport"] == "Rdma"), "{out}");
+        }
+    }
+    let o = gdarun(1, &[], &[gda(), "shmem", "rates"]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("needs at least 2 PEs"), "{err}");
+}
+
 /// `gdarun --report-bindings` lines: per PE, (pe cpus, engine cpus) as printed.
 fn bindings(o: &Output) -> Vec<(String, String)> {
     let err = String::from_utf8_lossy(&o.stderr);

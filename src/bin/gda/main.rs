@@ -167,6 +167,8 @@ enum ShmemWhat {
     Check,
     /// Put latency and rate, atomics, 1 MiB bandwidth vs memcpy, barrier latency.
     Perf,
+    /// The 8-byte put_nbi and atomic-add rates alone, five runs of --iters each.
+    Rates,
 }
 
 #[cfg(feature = "sim")]
@@ -334,6 +336,21 @@ fn shmem(a: ShmemArgs) -> ExitCode {
                     t.elapsed().as_secs_f64(),
                     pe.heap_placement()
                 );
+            }
+            ShmemWhat::Rates => {
+                for v in pe.rates(a.iters)? {
+                    if a.json {
+                        println!("{v}");
+                    } else {
+                        println!(
+                            "{:<18} run {}  {:>8.2} M/s  ({} ops)",
+                            v["test"].as_str().unwrap_or("?"),
+                            v["run"],
+                            v["mops"].as_f64().unwrap_or(f64::NAN),
+                            v["iters"]
+                        );
+                    }
+                }
             }
             ShmemWhat::Perf => {
                 let rows = pe.perf(a.iters)?;
