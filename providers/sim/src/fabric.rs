@@ -268,13 +268,13 @@ impl Fabric {
     }
 
     /// What host code may call after ringing a doorbell instead of running its work now (a
-    /// poster that batches non-blocking requests): `true` when the engine will serve every
-    /// queue rung so far within a bounded time — the engine thread is awake, or napping
-    /// because program threads poll, for at most [`Fabric::DEFERRED_SERVICE`] — and has been
-    /// asked to; `false` when it naps for long (the fabric was idle, or no program thread polls
-    /// it) or this fabric is not a process fabric: the caller runs the work now (its post hook,
-    /// [`Fabric::post_hook`]). A program thread's next pass or post hook serves the work
-    /// sooner.
+    /// poster that batches non-blocking requests): `true` when the engine thread will look at
+    /// every queue rung so far on its own within a bounded time — it is awake, or in the short
+    /// nap it takes while program threads poll or post, after which it runs a pass unless a
+    /// program thread's passes do (at most [`Fabric::DEFERRED_SERVICE`] and one pass);
+    /// `false` when it naps for long (the fabric was idle) or this fabric is not a process
+    /// fabric: the caller runs the work now (its post hook, [`Fabric::post_hook`]). A program
+    /// thread's next pass or post hook serves the work sooner.
     pub fn defer_doorbell(&self) -> bool {
         crate::engine::defer_doorbell(&self.inner)
     }

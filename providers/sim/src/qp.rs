@@ -422,14 +422,10 @@ impl Drop for Qp {
             .qp_list
             .lock()
             .unwrap_or_else(|e| e.into_inner()) = (u64::MAX, Arc::new(Vec::new()));
-        // So does the responder's cache of the QP requests from other processes went to.
-        {
-            let mut r = self
-                .fabric
-                .inner
-                .responder
-                .lock()
-                .unwrap_or_else(|e| e.into_inner());
+        // So does the responder's cache of the QP requests from other processes went to: let
+        // go here when no pass holds it, else by the next pass (the epoch moved above), which
+        // the wait below kicks — never waiting here for a pass that serves a busy peer.
+        if let Ok(mut r) = self.fabric.inner.responder.try_lock() {
             if r.qp
                 .as_ref()
                 .is_some_and(|c| Arc::ptr_eq(&c.qp, &self.inner))

@@ -101,8 +101,11 @@ pub(crate) fn run(weak: Weak<FabricInner>) {
             deferred = Duration::ZERO;
             sleep = Duration::from_micros(20);
         }
+        // Whether this look ran the pass (a program thread's hook or pass may hold the turn).
+        let mut ran = false;
         if !polled {
             if let Some(mut turn) = f.try_turn() {
+                ran = true;
                 // The wire's clock for this pass (only process fabrics read it).
                 let _clock = f.wire.is_some().then(crate::wire::PassClock::start);
                 // Requests from QPs of other processes execute here, where the memory is.
@@ -125,13 +128,15 @@ pub(crate) fn run(weak: Weak<FabricInner>) {
                 f.rescan.store(true, Ordering::SeqCst);
             }
         }
-        if hooked && chaos_ref_is_none {
+        if hooked && ran && chaos_ref_is_none {
             // A program thread posts (and will poll when it needs completions or room): this
             // pass served the rest; the next comes after a short nap, again without telling
             // peers — their frames (acknowledgements above all, one per few requests) would
             // otherwise wake this thread, a system call for them and a context switch here,
             // over and over while the program posts. Growing naps, as above: what the program
-            // does not poll for waits at most `DEFERRED_NAP_MAX`.
+            // does not poll for waits at most `DEFERRED_NAP_MAX`. (When the pass could not
+            // run, the loop goes on as when idle: it tries again at once, and its last look
+            // before a long nap waits for the turn.)
             let nap = deferred.max(PROGRAM_POLLS);
             deferred = (deferred * 2).clamp(PROGRAM_POLLS, DEFERRED_NAP_MAX);
             nap_short(&weak, f, nap);
@@ -154,8 +159,10 @@ pub(crate) fn run(weak: Weak<FabricInner>) {
             // Announce the nap, then look once more: a host that rang a doorbell before seeing
             // `napping` is served by this scan, one that rings after it wakes us
             // (`Fabric::kick` from the posting path). No doorbell waits for the nap to end.
-            // ORDERING: SeqCst pairs with the SeqCst load in `Fabric::kick`.
+            // ORDERING: SeqCst pairs with the SeqCst load in `Fabric::kick`; the fence orders
+            // the store before the last look's loads.
             f.napping.store(true, Ordering::SeqCst);
+            std::sync::atomic::fence(Ordering::SeqCst);
             // Peers that write to us from now on wake us too.
             let set_napping = |on| {
                 if let Some(w) = &f.wire {
@@ -222,8 +229,10 @@ fn nap_short(weak: &Weak<FabricInner>, f: Arc<FabricInner>, nap: Duration) {
     let wake = f.wire.clone();
     // A short nap: said before `napping`, so a poster that sees `napping` sees this too.
     f.deferring.store(true, Ordering::SeqCst);
-    // ORDERING: SeqCst pairs with the SeqCst load in `Fabric::kick`.
+    // ORDERING: SeqCst pairs with the SeqCst load in `Fabric::kick`; the fence orders the
+    // store before the loads that follow (those of the next look at the queues too).
     f.napping.store(true, Ordering::SeqCst);
+    std::sync::atomic::fence(Ordering::SeqCst);
     // A poster that asked for a scan before it could see `napping` (it then wakes nobody):
     // scan now instead (SeqCst pairs with its store of `rescan`).
     if f.rescan.load(Ordering::SeqCst) {
@@ -237,8 +246,8 @@ fn nap_short(weak: &Weak<FabricInner>, f: Arc<FabricInner>, nap: Duration) {
     }
     if let Some(f) = weak.upgrade() {
         f.napping.store(false, Ordering::Relaxed);
-        // ORDERING: SeqCst: a poster that still sees the short nap announced asks for a scan
-        // the loop then reads (its `rescan` store is SeqCst too).
+        // A poster that still sees the short nap announced leaves its doorbell to the look
+        // that follows this one (`defer_doorbell`).
         f.deferring.store(false, Ordering::SeqCst);
     }
 }

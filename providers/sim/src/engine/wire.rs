@@ -290,6 +290,9 @@ pub(super) fn execute_wire(
     if !sent {
         // The connection died: what is in flight on it fails the same way (see `reap`).
         if behind {
+            // Not in flight: its slot goes (a slot left at the table's front would keep the
+            // retransmission's response from being taken).
+            unexpect(ex);
             return Step::Wait;
         }
         if let Some(s) = &ex.wire_slots {
@@ -611,6 +614,16 @@ pub(super) fn serve(f: &FabricInner, turn: &mut Turn<'_>) -> bool {
     // names one QP and one region).
     let mut responder = f.responder.lock().unwrap_or_else(|e| e.into_inner());
     let responder = &mut *responder;
+    // A QP destroyed since the last pass is let go now (its handle waits for every reference
+    // to go), whether or not a request names it.
+    // ORDERING: Acquire, as in `Responder::lookup`.
+    if responder
+        .qp
+        .as_ref()
+        .is_some_and(|c| c.epoch != f.epoch.load(Ordering::Acquire))
+    {
+        *responder = crate::state::Responder::default();
+    }
     for c in conns.list.iter() {
         did |= c.flush();
         // Successes without payload of consecutive requests of one QP go back as one
