@@ -104,7 +104,10 @@ pub(crate) fn run(weak: Weak<FabricInner>) {
         // Whether this look ran the pass (a program thread's hook or pass may hold the turn).
         let mut ran = false;
         if !polled {
-            if let Some(mut turn) = f.try_turn() {
+            // For a posting program the turn is waited for: its hooks hold it a step at a time,
+            // and the short nap below is bounded only by a pass that ran.
+            let turn = if hooked { Some(f.turn()) } else { f.try_turn() };
+            if let Some(mut turn) = turn {
                 ran = true;
                 // The wire's clock for this pass (only process fabrics read it).
                 let _clock = f.wire.is_some().then(crate::wire::PassClock::start);
@@ -134,9 +137,7 @@ pub(crate) fn run(weak: Weak<FabricInner>) {
             // peers — their frames (acknowledgements above all, one per few requests) would
             // otherwise wake this thread, a system call for them and a context switch here,
             // over and over while the program posts. Growing naps, as above: what the program
-            // does not poll for waits at most `DEFERRED_NAP_MAX`. (When the pass could not
-            // run, the loop goes on as when idle: it tries again at once, and its last look
-            // before a long nap waits for the turn.)
+            // does not poll for waits at most `DEFERRED_NAP_MAX`.
             let nap = deferred.max(PROGRAM_POLLS);
             deferred = (deferred * 2).clamp(PROGRAM_POLLS, DEFERRED_NAP_MAX);
             nap_short(&weak, f, nap);
