@@ -91,7 +91,7 @@ pub(crate) fn run(weak: Weak<FabricInner>) {
             // thread is not interrupted every few microseconds by this one.
             let nap = (PROGRAM_POLLS.saturating_sub(d) + Duration::from_micros(1)).max(deferred);
             deferred = (deferred * 2).clamp(PROGRAM_POLLS, DEFERRED_NAP_MAX);
-            nap_short(&weak, f, nap);
+            nap_short(&weak, f, nap, false);
             idle_since = None;
             continue;
         }
@@ -133,14 +133,16 @@ pub(crate) fn run(weak: Weak<FabricInner>) {
         }
         if hooked && ran && chaos_ref_is_none {
             // A program thread posts (and will poll when it needs completions or room): this
-            // pass served the rest; the next comes after a short nap, again without telling
-            // peers — their frames (acknowledgements above all, one per few requests) would
-            // otherwise wake this thread, a system call for them and a context switch here,
-            // over and over while the program posts. Growing naps, as above: what the program
-            // does not poll for waits at most `DEFERRED_NAP_MAX`.
+            // pass served the rest; the next comes after a short nap. Responses to its
+            // requests (acknowledgements above all, one per few requests) do not wake this
+            // thread — they would cost the peer a system call and this process a context
+            // switch, over and over while the program posts; the program takes them when it
+            // polls, and what it does not poll for waits at most `DEFERRED_NAP_MAX`. Peers'
+            // requests still wake it: a program that posts and then spins on its memory for a
+            // peer's write (not in a SHMEM wait, which serves) gets it after one wake-up.
             let nap = deferred.max(PROGRAM_POLLS);
             deferred = (deferred * 2).clamp(PROGRAM_POLLS, DEFERRED_NAP_MAX);
-            nap_short(&weak, f, nap);
+            nap_short(&weak, f, nap, true);
             idle_since = None;
             continue;
         }
@@ -223,10 +225,11 @@ pub(crate) fn run(weak: Weak<FabricInner>) {
     }
 }
 
-/// Naps up to `nap` on the fabric's eventfd without telling peers (their frames wait for the
-/// nap to end or for a program thread's poll), as a short nap: posters may leave doorbells to
-/// it (`defer_doorbell`). No nap when a poster asked for a scan meanwhile.
-fn nap_short(weak: &Weak<FabricInner>, f: Arc<FabricInner>, nap: Duration) {
+/// Naps up to `nap` on the fabric's eventfd, as a short nap: posters may leave doorbells to it
+/// (`defer_doorbell`). Peers are not told (their frames wait for the nap to end or for a
+/// program thread's poll), except, with `requests_wake`, on the connections peers made: their
+/// requests wake it. No nap when a poster asked for a scan meanwhile.
+fn nap_short(weak: &Weak<FabricInner>, f: Arc<FabricInner>, nap: Duration, requests_wake: bool) {
     let wake = f.wire.clone();
     // A short nap: said before `napping`, so a poster that sees `napping` sees this too.
     f.deferring.store(true, Ordering::SeqCst);
@@ -242,8 +245,16 @@ fn nap_short(weak: &Weak<FabricInner>, f: Arc<FabricInner>, nap: Duration) {
         return;
     }
     drop(f);
-    if let Some(w) = wake {
+    if let Some(w) = &wake {
+        // A request written just before this is served when the nap ends (a race the
+        // long nap's last look closes; here the nap bounds it).
+        if requests_wake {
+            w.set_napping_for_requests();
+        }
         nap_on(w.wake_fd(), nap);
+        if requests_wake {
+            w.set_napping(false);
+        }
     }
     if let Some(f) = weak.upgrade() {
         f.napping.store(false, Ordering::Relaxed);

@@ -1164,6 +1164,15 @@ impl Wire {
         }
     }
 
+    /// Says on the connections peers made to this process (their requests come in on them)
+    /// that its engine naps: peers' requests wake it, while responses to its own requests
+    /// (on the connections it made) leave it asleep.
+    pub(crate) fn set_napping_for_requests(&self) {
+        for c in lock(&self.conns).iter().filter(|c| c.accepted) {
+            c.set_napping(true);
+        }
+    }
+
     /// Says on every connection that a program thread of this process polls: `in_pass`, it
     /// is in a pass now (peers writing meanwhile leave the napping engine asleep, however long
     /// the pass); else it polled just now (see [`super::ring`]).
