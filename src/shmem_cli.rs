@@ -145,6 +145,30 @@ impl<P: gda_hal::Provider> PeOps for Pe<P> {
     }
 }
 
+/// `n` 8-byte `put_nbi`s to PE 1, back to back, then a quiet: millions per second.
+fn put8_rate<P: gda_hal::Provider>(pe: &Pe<P>, words: gda_shmem::Sym<u64>, n: u64) -> Result<f64> {
+    let t = Instant::now();
+    for i in 0..n {
+        pe.put_nbi(words, (i % 1024) as usize, &[7u64], 1)?;
+    }
+    pe.quiet()?;
+    Ok(n as f64 / t.elapsed().as_secs_f64() / 1e6)
+}
+
+/// `n` 64-bit atomic adds on PE 1, back to back, then a quiet: millions per second.
+fn atomic_add64_rate<P: gda_hal::Provider>(
+    pe: &Pe<P>,
+    words: gda_shmem::Sym<u64>,
+    n: u64,
+) -> Result<f64> {
+    let t = Instant::now();
+    for _ in 0..n {
+        pe.atomic_add(words, 0, 1u64, 1)?;
+    }
+    pe.quiet()?;
+    Ok(n as f64 / t.elapsed().as_secs_f64() / 1e6)
+}
+
 /// Runs of each rate in `gda shmem rates`.
 pub const RATE_RUNS: usize = 5;
 
@@ -163,18 +187,14 @@ fn rates<P: gda_hal::Provider>(pe: &Pe<P>, iters: u64) -> Result<Vec<serde_json:
     pe.barrier_all()?;
     let mut out = Vec::new();
     if pe.my_pe() == 0 {
-        for test in ["put8_rate", "atomic_add64_rate"] {
+        type Rate<P> = fn(&Pe<P>, gda_shmem::Sym<u64>, u64) -> Result<f64>;
+        let tests: [(&str, Rate<P>); 2] = [
+            ("put8_rate", put8_rate),
+            ("atomic_add64_rate", atomic_add64_rate),
+        ];
+        for (test, rate) in tests {
             for run in 0..RATE_RUNS {
-                let t = Instant::now();
-                for i in 0..iters {
-                    if test == "put8_rate" {
-                        pe.put_nbi(word, (i % 1024) as usize, &[i], 1)?;
-                    } else {
-                        pe.atomic_add(word, 0, 1u64, 1)?;
-                    }
-                }
-                pe.quiet()?;
-                let mops = iters as f64 / t.elapsed().as_secs_f64() / 1e6;
+                let mops = rate(pe, word, iters)?;
                 out.push(json!({"test": test, "transport": transport, "run": run, "iters": iters, "mops": mops}));
             }
         }
@@ -346,13 +366,8 @@ fn perf<P: gda_hal::Provider>(pe: &Pe<P>, iters: u64) -> Result<Vec<serde_json::
         let put_us = t.elapsed().as_secs_f64() * 1e6 / k as f64;
         out.push(json!({"test": "put8_blocking", "transport": transport, "iters": k, "us_per_put": put_us, "mops": 1.0 / put_us}));
         // Non-blocking puts back to back (message rate).
-        let t = Instant::now();
-        for i in 0..k {
-            pe.put_nbi(small, (i % 1024) as usize, &v, 1)?;
-        }
-        pe.quiet()?;
-        let s = t.elapsed().as_secs_f64();
-        out.push(json!({"test": "put8_rate", "transport": transport, "iters": k, "mops": k as f64 / s / 1e6}));
+        let mops = put8_rate(pe, small, k)?;
+        out.push(json!({"test": "put8_rate", "transport": transport, "iters": k, "mops": mops}));
         // 8-byte put + quiet: the round trip of a put's completion.
         let kq = if rdma {
             (iters / 100).max(1000)
@@ -372,12 +387,10 @@ fn perf<P: gda_hal::Provider>(pe: &Pe<P>, iters: u64) -> Result<Vec<serde_json::
         #[cfg(feature = "device")]
         device_rows(pe, small, &transport, k, kq, &mut out)?;
         // Atomic adds.
-        let t = Instant::now();
-        for _ in 0..k {
-            pe.atomic_add(small, 0, 1u64, 1)?;
-        }
-        pe.quiet()?;
-        out.push(json!({"test": "atomic_add64_rate", "transport": transport, "iters": k, "mops": k as f64 / t.elapsed().as_secs_f64() / 1e6}));
+        let mops = atomic_add64_rate(pe, small, k)?;
+        out.push(
+            json!({"test": "atomic_add64_rate", "transport": transport, "iters": k, "mops": mops}),
+        );
         // 1 MiB puts vs memcpy in the same run.
         let data = vec![3u8; 1 << 20];
         let kb = if rdma { 200 } else { 1000 };

@@ -47,8 +47,10 @@ where
 /// fabric, whose responders are the peers' engines — the engine's pass in the PE's thread
 /// while it waits (so a put's acknowledgement is reaped by the PE that waits for it, and a
 /// waiting PE serves its peers' requests, with no third thread that must first get a core).
+/// What the launchers give each PE; public for programs (and tests) that make their own
+/// fabrics.
 #[cfg(feature = "sim")]
-fn sim_nic<P: gda_sim::Modeled>(
+pub fn sim_nic<P: gda_sim::Modeled>(
     fabric: &gda_sim::Fabric,
     device: gda_sim::SimDevice<P>,
 ) -> RdmaNic<gda_sim::SimDevice<P>> {

@@ -365,8 +365,7 @@ fn a_wait_that_serves_a_busy_peer_still_times_out() {
     };
     let stop = AtomicBool::new(false);
     let open = |_| {
-        let f = gda_sim::Fabric::process(gda_sim::FabricConfig::default())
-            .map_err(|e| gda_shmem::ShmemError::Config(e.to_string()))?;
+        let f = process_fabric()?;
         let g = f.clone();
         Ok(gda_shmem::RdmaNic {
             progress: Some(Arc::new(move || g.progress()) as gda_shmem::Progress),
@@ -417,26 +416,13 @@ fn a_wait_that_serves_a_busy_peer_still_times_out() {
 /// the engine.
 #[test]
 fn non_blocking_puts_left_to_the_engine_arrive_without_a_quiet() {
-    use std::sync::{Arc, Mutex};
+    use std::sync::Mutex;
     use std::time::Instant;
     let fabrics = Mutex::new(Vec::new());
     let open = |_| {
-        let f = gda_sim::Fabric::process(gda_sim::FabricConfig::default())
-            .map_err(|e| gda_shmem::ShmemError::Config(e.to_string()))?;
+        let f = process_fabric()?;
         fabrics.lock().unwrap().push(f.clone());
-        let (g, h, k, d) = (f.clone(), f.clone(), f.clone(), f.clone());
-        let device = gda_sim::SimDevice::<gda_native::Native>::new(&f);
-        let nic = device.nic().index();
-        Ok(gda_shmem::RdmaNic {
-            nudge: Some(Arc::new(move || k.after_post()) as gda_shmem::Nudge),
-            progress: Some(Arc::new(move || g.progress()) as gda_shmem::Progress),
-            post_nudge: Some(Arc::new(move |qpn| {
-                h.post_hook(nic, qpn)
-                    .map(|hook| Arc::new(hook) as gda_shmem::Nudge)
-            }) as gda_shmem::PostNudge),
-            defer: Some(Arc::new(move || d.defer_doorbell()) as gda_shmem::Defer),
-            ..gda_shmem::RdmaNic::new(device)
-        })
+        Ok(wire_nic(&f))
     };
     const ROUNDS: u64 = 4;
     // When PE 0 posted each round's last put.
@@ -505,25 +491,9 @@ fn non_blocking_puts_left_to_the_engine_arrive_without_a_quiet() {
 #[test]
 #[ignore = "timing: run in release and alone (.ci/run does)"]
 fn a_pe_spinning_on_its_memory_gets_a_peers_put_after_one_wake_up() {
-    use std::sync::{Arc, Mutex};
+    use std::sync::Mutex;
     use std::time::Instant;
-    let open = |_| {
-        let f = gda_sim::Fabric::process(gda_sim::FabricConfig::default())
-            .map_err(|e| gda_shmem::ShmemError::Config(e.to_string()))?;
-        let (g, h, k, d) = (f.clone(), f.clone(), f.clone(), f.clone());
-        let device = gda_sim::SimDevice::<gda_native::Native>::new(&f);
-        let nic = device.nic().index();
-        Ok(gda_shmem::RdmaNic {
-            nudge: Some(Arc::new(move || k.after_post()) as gda_shmem::Nudge),
-            progress: Some(Arc::new(move || g.progress()) as gda_shmem::Progress),
-            post_nudge: Some(Arc::new(move |qpn| {
-                h.post_hook(nic, qpn)
-                    .map(|hook| Arc::new(hook) as gda_shmem::Nudge)
-            }) as gda_shmem::PostNudge),
-            defer: Some(Arc::new(move || d.defer_doorbell()) as gda_shmem::Defer),
-            ..gda_shmem::RdmaNic::new(device)
-        })
-    };
+    let open = |_| Ok(wire_nic(&process_fabric()?));
     const ROUNDS: u64 = 300;
     let rtt = Mutex::new(Vec::new());
     launch::threads_with(2, &cfg(TransportPolicy::Rdma, None), open, |pe| {
@@ -563,4 +533,16 @@ fn a_pe_spinning_on_its_memory_gets_a_peers_put_after_one_wake_up() {
         "median round trip {median:?} (p90 {:?})",
         v[v.len() * 9 / 10]
     );
+}
+
+/// A process fabric (the wire engine) for a PE of `launch::threads_with`.
+fn process_fabric() -> gda_shmem::Result<gda_sim::Fabric> {
+    gda_sim::Fabric::process(gda_sim::FabricConfig::default())
+        .map_err(|e| gda_shmem::ShmemError::Config(e.to_string()))
+}
+
+/// The RDMA NIC a launched PE gets on `f` (`launch::sim_nic`: post hooks, the pass in waits,
+/// deferred doorbells), native queues.
+fn wire_nic(f: &gda_sim::Fabric) -> gda_shmem::RdmaNic<gda_sim::SimDevice<gda_native::Native>> {
+    launch::sim_nic(f, gda_sim::SimDevice::<gda_native::Native>::new(f))
 }

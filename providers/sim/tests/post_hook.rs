@@ -14,20 +14,18 @@ use gda_sim::{Access, CqMode, Fabric, FabricConfig, QpInit};
 /// exist is refused.
 #[test]
 fn posts_with_the_hook_land_in_order_and_polls_run_the_pass() {
-    let a = Fabric::process(FabricConfig::default()).unwrap();
-    let b = Fabric::process(FabricConfig::default()).unwrap();
+    let Pair {
+        a,
+        b,
+        na,
+        pb,
+        cqa,
+        qa,
+        qb,
+        _keep,
+    } = pair(1024, 256);
     assert!(a.is_process());
     assert!(!Fabric::new(FabricConfig::default()).is_process());
-    let (na, nb) = (a.add_nic_for::<Native>(), b.add_nic_for::<Native>());
-    let (pa, pb) = (na.alloc_pd(), nb.alloc_pd());
-    let cqa = na.create_cq(1024, CqMode::Normal).unwrap();
-    let cqb = nb.create_cq(1024, CqMode::Normal).unwrap();
-    let init = QpInit {
-        sq_units: 256,
-        ..QpInit::default()
-    };
-    let qa = pa.create_qp(init, &cqa, &cqa).unwrap();
-    let qb = pb.create_qp(init, &cqb, &cqb).unwrap();
     qa.bring_up_at(&qb.endpoint(), qb.start_psn()).unwrap();
     qb.bring_up_at(&qa.endpoint(), qa.start_psn()).unwrap();
     assert!(a.post_hook(na.index(), qa.qpn() ^ 0x7f_ffff).is_none());
@@ -91,18 +89,16 @@ fn posts_with_the_hook_land_in_order_and_polls_run_the_pass() {
 /// again when the QP connects.
 #[test]
 fn a_request_sent_before_the_responder_is_ready_lands_once_it_is() {
-    let a = Fabric::process(FabricConfig::default()).unwrap();
-    let b = Fabric::process(FabricConfig::default()).unwrap();
-    let (na, nb) = (a.add_nic_for::<Native>(), b.add_nic_for::<Native>());
-    let (pa, pb) = (na.alloc_pd(), nb.alloc_pd());
-    let cqa = na.create_cq(256, CqMode::Normal).unwrap();
-    let cqb = nb.create_cq(256, CqMode::Normal).unwrap();
-    let init = QpInit {
-        sq_units: 64,
-        ..QpInit::default()
-    };
-    let qa = pa.create_qp(init, &cqa, &cqa).unwrap();
-    let qb = pb.create_qp(init, &cqb, &cqb).unwrap();
+    let Pair {
+        a,
+        b,
+        na,
+        pb,
+        cqa,
+        qa,
+        qb,
+        _keep,
+    } = pair(256, 64);
     // Only the requester is up.
     qa.bring_up_at(&qb.endpoint(), qb.start_psn()).unwrap();
     let remote = pb.alloc_mr(64, Access::ALL);
@@ -145,4 +141,43 @@ fn a_request_sent_before_the_responder_is_ready_lands_once_it_is() {
     assert_eq!(got, 0x5eed);
     drop(hook);
     drop(sq);
+}
+
+/// A native QP on each of two process fabrics, in Reset, each with a CQ of `cq_entries` for
+/// both queues and `sq_units` send units.
+struct Pair {
+    a: Fabric,
+    b: Fabric,
+    na: gda_sim::Nic,
+    pb: gda_sim::Pd,
+    cqa: gda_sim::Cq,
+    qa: gda_sim::Qp,
+    qb: gda_sim::Qp,
+    /// `a`'s PD and `b`'s CQ, which the QPs use.
+    _keep: (gda_sim::Pd, gda_sim::Cq),
+}
+
+fn pair(cq_entries: u32, sq_units: u32) -> Pair {
+    let a = Fabric::process(FabricConfig::default()).unwrap();
+    let b = Fabric::process(FabricConfig::default()).unwrap();
+    let (na, nb) = (a.add_nic_for::<Native>(), b.add_nic_for::<Native>());
+    let (pa, pb) = (na.alloc_pd(), nb.alloc_pd());
+    let cqa = na.create_cq(cq_entries, CqMode::Normal).unwrap();
+    let cqb = nb.create_cq(cq_entries, CqMode::Normal).unwrap();
+    let init = QpInit {
+        sq_units,
+        ..QpInit::default()
+    };
+    let qa = pa.create_qp(init, &cqa, &cqa).unwrap();
+    let qb = pb.create_qp(init, &cqb, &cqb).unwrap();
+    Pair {
+        a,
+        b,
+        na,
+        pb,
+        cqa,
+        qa,
+        qb,
+        _keep: (pa, cqb),
+    }
 }

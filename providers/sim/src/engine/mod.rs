@@ -82,7 +82,7 @@ pub(crate) fn run(weak: Weak<FabricInner>) {
         // Program threads that post run their own queues' work (post hooks) but not the rest
         // (peers' requests, responses, what they leave): see below.
         let hooked = f.wire.is_some() && f.hooked.swap(false, Ordering::Relaxed);
-        if let Some(d) = since_poll.filter(|_| polled && chaos_ref.is_none()) {
+        if let Some(d) = since_poll.filter(|_| polled && chaos_ref_is_none) {
             // Leave the work to the polling thread, and sleep until its window ends — without
             // telling peers (a wake-up for every frame they write would cost them a system
             // call each, for work the polling thread does anyway). A local doorbell whose own

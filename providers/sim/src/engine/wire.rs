@@ -388,23 +388,18 @@ pub(super) fn reap(
     mut retire: impl FnMut(&mut QpExec, Cpl, u32, bool, bool, Option<u32>),
 ) -> bool {
     let mut work = false;
-    // The responses that have come, taken from the slot table at once (one lock per reap).
-    if let (Some(front), Some(slots)) = (ex.wire_out.front(), &ex.wire_slots) {
-        if ex.wire_ready.is_empty() {
-            slots.take_answered(front.seq, &mut ex.wire_ready);
-        }
-    }
     while let Some(front) = ex.wire_out.front_mut() {
+        // The responses that have come, taken from the slot table a run at a time (one lock
+        // for all of them), from the oldest request in flight on.
+        if ex.wire_ready.front().is_none_or(|r| r.seq != front.seq) {
+            ex.wire_ready.clear();
+            if let Some(s) = &ex.wire_slots {
+                s.take_answered(front.seq, &mut ex.wire_ready);
+            }
+        }
         let resp = match ex.wire_ready.front() {
             Some(r) if r.seq == front.seq => ex.wire_ready.pop_front(),
-            Some(_) => {
-                // Not this request's (the requests in flight changed): the table has it.
-                ex.wire_ready.clear();
-                ex.wire_slots
-                    .as_ref()
-                    .and_then(|s| s.take_response(front.seq))
-            }
-            None => None,
+            _ => None,
         };
         let Some(resp) = resp else {
             let dead = front.conn.is_dead();
@@ -616,14 +611,7 @@ pub(super) fn serve(f: &FabricInner, turn: &mut Turn<'_>) -> bool {
     let responder = &mut *responder;
     // A QP destroyed since the last pass is let go now (its handle waits for every reference
     // to go), whether or not a request names it.
-    // ORDERING: Acquire, as in `Responder::lookup`.
-    if responder
-        .qp
-        .as_ref()
-        .is_some_and(|c| c.epoch != f.epoch.load(Ordering::Acquire))
-    {
-        *responder = crate::state::Responder::default();
-    }
+    responder.forget_stale(f);
     for c in conns.list.iter() {
         did |= c.flush();
         // Successes without payload of consecutive requests of one QP go back as one
@@ -793,6 +781,16 @@ fn read_buffer(mr: &MrInner, addr: u64, len: usize) -> Result<Vec<u8>, crate::me
 }
 
 impl Responder {
+    /// Forgets what the fabric's epoch made stale (a QP that came, was connected or went
+    /// since it was read), so a destroyed QP is not kept alive by it.
+    fn forget_stale(&mut self, f: &FabricInner) {
+        // ORDERING: Acquire, as in `lookup`.
+        let epoch = f.epoch.load(Ordering::Acquire);
+        if self.qp.as_ref().is_some_and(|c| c.epoch != epoch) {
+            *self = Responder::default();
+        }
+    }
+
     /// The QP `key` names, its state, what it is connected to, and the key cache of its NIC's
     /// regions. The QP and its connection are read again whenever the fabric's epoch moves
     /// (creating, connecting and destroying QPs move it; connecting moves it before the QP

@@ -732,29 +732,21 @@ struct SlotTable {
     answered: AtomicU64,
 }
 
-impl std::ops::Deref for QpSlots {
-    type Target = Mutex<VecDeque<Slot>>;
-    fn deref(&self) -> &Self::Target {
-        &self.0.slots
-    }
-}
-
 impl QpSlots {
+    /// The table itself.
+    fn table(&self) -> MutexGuard<'_, VecDeque<Slot>> {
+        lock(&self.0.slots)
+    }
+
     /// Records request `seq` as sent on `conn`; its response may carry up to `max` payload
     /// bytes. Requests of one QP are answered in order.
     pub(crate) fn expect(&self, seq: u64, conn: u64, max: u64) {
-        lock(self).push_back(Slot {
-            seq,
-            conn,
-            max,
-            resp: None,
-        });
+        self.expect_all(conn, &[(seq, max)]);
     }
 
     /// Records the requests `(seq, max)` as sent on `conn`, in order ([`QpSlots::expect`]).
     pub(crate) fn expect_all(&self, conn: u64, reqs: &[(u64, u64)]) {
-        let mut q = lock(self);
-        q.extend(reqs.iter().map(|&(seq, max)| Slot {
+        self.table().extend(reqs.iter().map(|&(seq, max)| Slot {
             seq,
             conn,
             max,
@@ -762,28 +754,15 @@ impl QpSlots {
         }));
     }
 
-    /// The response to request `seq` (the oldest outstanding), once it has arrived.
-    pub(crate) fn take_response(&self, seq: u64) -> Option<Response> {
-        // ORDERING: Acquire pairs with `Wire::deliver`'s Release store, made after the slots
-        // were filled (the lock below orders the rest).
-        if self.0.answered.load(Ordering::Acquire) < seq {
-            return None;
-        }
-        let mut q = lock(self);
-        match q.front() {
-            Some(s) if s.seq == seq && s.resp.is_some() => q.pop_front().and_then(|s| s.resp),
-            _ => None,
-        }
-    }
-
     /// Moves the responses that have come for the oldest requests, from request `seq` (the
     /// oldest outstanding) on and in order, into `into` (one lock for all of them).
     pub(crate) fn take_answered(&self, seq: u64, into: &mut VecDeque<Response>) {
-        // ORDERING: as in `take_response`.
+        // ORDERING: Acquire pairs with `Wire::deliver`'s Release store, made after the slots
+        // were filled (the lock below orders the rest).
         if self.0.answered.load(Ordering::Acquire) < seq {
             return;
         }
-        let mut q = lock(self);
+        let mut q = self.table();
         if q.front().is_none_or(|s| s.seq != seq) {
             return;
         }
@@ -796,7 +775,7 @@ impl QpSlots {
     /// Takes back the slot of request `seq` that [`QpSlots::expect`] just made (the request
     /// was not sent after all).
     pub(crate) fn unexpect(&self, seq: u64) {
-        let mut q = lock(self);
+        let mut q = self.table();
         if q.back().is_some_and(|s| s.seq == seq) {
             q.pop_back();
         }
@@ -805,12 +784,12 @@ impl QpSlots {
     /// Forgets every outstanding request (given up, or to be sent again): late responses are
     /// skipped.
     pub(crate) fn clear(&self) {
-        lock(self).clear();
+        self.table().clear();
     }
 }
 
 /// A requester's slot for one outstanding request.
-pub(crate) struct Slot {
+struct Slot {
     seq: u64,
     conn: u64,
     max: u64,
@@ -1316,7 +1295,7 @@ impl Wire {
         let Some(slots) = slots else {
             return Admit::Skip;
         };
-        let q = lock(&slots);
+        let q = slots.table();
         let q = Some(&*q);
         let Some(s) = q
             .and_then(|q| slot(q, resp.seq))
@@ -1360,7 +1339,7 @@ impl Wire {
         let Some(slots) = slots else {
             return;
         };
-        let mut q = lock(&slots);
+        let mut q = slots.table();
         let q = &mut *q;
         let Some(at) = slot_index(q, resp.seq) else {
             return;
@@ -1387,7 +1366,7 @@ impl Wire {
             s.resp = Some(Response { count: 1, ..resp });
         }
         if let Some(seq) = newest {
-            // ORDERING: Release, after the slots it answers were filled (see `take_response`).
+            // ORDERING: Release, after the slots it answers were filled (see `take_answered`).
             slots.0.answered.fetch_max(seq, Ordering::Release);
         }
     }
