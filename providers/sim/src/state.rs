@@ -434,6 +434,20 @@ pub(crate) struct WireBatch {
     pub(crate) bytes: Vec<u8>,
     /// Their requests' sequence numbers and response payload bounds.
     pub(crate) slots: Vec<(u64, u64)>,
+    /// The small WRITE, or WRITE run, at the end of `bytes`, which the QP's next WRITE may join.
+    pub(crate) run: Option<OpenRun>,
+}
+
+/// The last frame of a batch while more WRITEs may join it ([`WireBatch::run`]).
+pub(crate) struct OpenRun {
+    /// Where its frame starts in the batch.
+    pub(crate) at: usize,
+    /// Its first WRITE (its sequence number and PSN are the run's).
+    pub(crate) head: crate::wire::Request,
+    /// The sequence number and PSN of a WRITE that joins it.
+    pub(crate) next: (u64, u32),
+    /// Still a WRITE frame of its own (no other has joined it).
+    pub(crate) single: bool,
 }
 
 impl WireBatch {
@@ -442,6 +456,7 @@ impl WireBatch {
         self.conn = None;
         self.bytes.clear();
         self.slots.clear();
+        self.run = None;
     }
 }
 
@@ -455,8 +470,14 @@ pub(crate) struct WireWait {
     pub(crate) since_ns: u64,
     /// The connection it went out on (dead: the peer is gone).
     pub(crate) conn: Arc<crate::wire::Conn>,
-    /// The WQE (what its completion needs: local scatter entries, the atomic's width).
-    pub(crate) op: Box<WqeOp>,
+    /// The WQE's size in send-queue units, whether it asked for a completion, and its
+    /// packets (what completing any request needs, kept here: no pointer to follow).
+    pub(crate) units: u32,
+    pub(crate) signaled: bool,
+    pub(crate) packets: u32,
+    /// A READ's or an atomic's WQE (its local scatter entries, the atomic's width: where the
+    /// response's data lands); none for a WRITE or SEND, whose response carries none.
+    pub(crate) op: Option<Box<WqeOp>>,
     /// Its completion, but for the status and what the response adds.
     pub(crate) cpl: Cpl,
     /// The QP's sequence before it (restored when it is sent again).

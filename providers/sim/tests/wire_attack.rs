@@ -30,12 +30,13 @@ const KIND_HELLO: u16 = 3;
 const KIND_WELCOME: u16 = 4;
 const OP_WRITE: u8 = 1;
 const OP_READ: u8 = 3;
+const OP_WRITE_RUN: u8 = 5;
 const REFUSED: u32 = 0xffff_0002;
 const DISCARDED: u32 = 0xffff_0003;
 
 fn frame(kind: u16, body: &[u8], payload_len: u32) -> Vec<u8> {
     let mut v = b"GDAW".to_vec();
-    v.extend_from_slice(&4u16.to_le_bytes());
+    v.extend_from_slice(&5u16.to_le_bytes());
     v.extend_from_slice(&kind.to_le_bytes());
     v.extend_from_slice(&payload_len.to_le_bytes());
     v.extend_from_slice(&[0; 4]);
@@ -62,6 +63,16 @@ struct Req {
     len: u64,
 }
 
+/// A WRITE run's entry, as `wire.rs` documents it: address, rkey, length, data padded to 8.
+fn run_entry(raddr: u64, rkey: u32, data: &[u8]) -> Vec<u8> {
+    let mut v = raddr.to_le_bytes().to_vec();
+    v.extend_from_slice(&rkey.to_le_bytes());
+    v.extend_from_slice(&(data.len() as u32).to_le_bytes());
+    v.extend_from_slice(data);
+    v.resize(v.len().next_multiple_of(8), 0);
+    v
+}
+
 impl Req {
     /// Header and body; a WRITE's payload (of `len` bytes) follows.
     fn head(&self) -> Vec<u8> {
@@ -78,7 +89,11 @@ impl Req {
         b.extend_from_slice(&self.len.to_le_bytes());
         b.extend_from_slice(&[0; 32]);
         assert_eq!(b.len(), 88);
-        let payload = if self.op == OP_WRITE { self.len } else { 0 };
+        let payload = if matches!(self.op, OP_WRITE | OP_WRITE_RUN) {
+            self.len
+        } else {
+            0
+        };
         frame(KIND_REQUEST, &b, payload as u32)
     }
 }
@@ -195,6 +210,27 @@ impl Rings {
         }
         off == bytes.len()
     }
+    /// Reads one request frame: the sequence numbers of the requests it carries (a WRITE run
+    /// carries one per entry) and its op.
+    fn request(&mut self) -> Option<(Vec<u64>, u8)> {
+        let h = self.read(16 + 88)?;
+        let len = u32::from_le_bytes(h[8..12].try_into().unwrap()) as usize;
+        let seq = u64::from_le_bytes(h[32..40].try_into().unwrap());
+        let op = h[16 + 24];
+        let p = self.read(len)?;
+        if op != OP_WRITE_RUN {
+            return Some((vec![seq], op));
+        }
+        let mut seqs = Vec::new();
+        let mut at = 0;
+        while at < p.len() {
+            let n = u32::from_le_bytes(p[at + 12..at + 16].try_into().unwrap()) as usize;
+            at += 16 + n.next_multiple_of(8);
+            seqs.push(seq + seqs.len() as u64);
+        }
+        Some((seqs, op))
+    }
+
     /// Reads exactly `n` bytes (waiting up to 10 s).
     fn read(&mut self, n: usize) -> Option<Vec<u8>> {
         let t0 = Instant::now();
@@ -297,14 +333,21 @@ impl Raw {
 
     /// Reads one response: (seq, status, payload); `None` when none comes.
     fn response(&mut self) -> Option<(u64, u32, Vec<u8>)> {
+        self.response_of_count()
+            .map(|(seq, status, _, p)| (seq, status, p))
+    }
+
+    /// Reads one response: (seq, status, requests it answers, payload).
+    fn response_of_count(&mut self) -> Option<(u64, u32, u32, Vec<u8>)> {
         let h = self.rings.read(40)?;
         assert_eq!(&h[..4], b"GDAW");
         assert_eq!(u16::from_le_bytes([h[6], h[7]]), KIND_RESPONSE);
         let len = u32::from_le_bytes(h[8..12].try_into().unwrap()) as usize;
         let seq = u64::from_le_bytes(h[24..32].try_into().unwrap());
         let status = u32::from_le_bytes(h[32..36].try_into().unwrap());
+        let count = u32::from_le_bytes(h[36..40].try_into().unwrap()).max(1);
         let p = self.rings.read(len)?;
-        Some((seq, status, p))
+        Some((seq, status, count, p))
     }
 }
 
@@ -677,6 +720,82 @@ fn only_the_connected_qp_at_its_psn_is_served() {
     assert_eq!(a.qp.state(), gda_sim::QpState::Rts);
 }
 
+/// A WRITE run executes its entries in order, each as the WRITE it stands for, and stops at
+/// the first that fails: that one is answered, what follows it neither executes nor is
+/// answered. A malformed run executes none of its entries and closes the connection.
+#[test]
+fn a_write_run_stops_at_its_first_failure_and_a_malformed_one_does_nothing() {
+    let a = side(4096);
+    let b = side(4096);
+    pair(&a.qp, &b.qp);
+    let psn = b.qp.start_psn();
+    let (addr, rkey) = (a.mr.addr(), a.mr.rkey());
+    let run = |seq: u64, psn: u32, entries: &[Vec<u8>]| {
+        let payload = entries.concat();
+        let mut v = Req {
+            dst: a.qp.endpoint(),
+            src: b.qp.endpoint(),
+            seq,
+            op: OP_WRITE_RUN,
+            rkey: 0,
+            psn,
+            raddr: 0,
+            len: payload.len() as u64,
+        }
+        .head();
+        v.extend_from_slice(&payload);
+        v
+    };
+    let region = || {
+        let mut got = [0u8; 32];
+        a.mr.read(0, &mut got).unwrap();
+        got
+    };
+    // The second entry's length runs past the payload: nothing of the run executes.
+    let mut s = Raw::connect(a.fabric.id(), b.fabric.id());
+    let mut bad = run_entry(addr + 8, rkey, b"ENTRY-2!");
+    bad[12] = 200;
+    assert!(s.send(&run(1, psn, &[run_entry(addr, rkey, b"ENTRY-1!"), bad])));
+    assert!(closed(&mut s.sock));
+    assert_eq!(region(), [0; 32], "a malformed run wrote");
+
+    // Four entries, the third with a wrong rkey: two land, one access error, the fourth
+    // neither lands nor is answered.
+    let mut s = Raw::connect(a.fabric.id(), b.fabric.id());
+    let entries = [
+        run_entry(addr, rkey, b"first..!"),
+        run_entry(addr + 8, rkey, b"second!"),
+        run_entry(addr + 16, rkey ^ 0x55, b"third..!"),
+        run_entry(addr + 24, rkey, b"fourth.!"),
+    ];
+    assert!(s.send(&run(10, psn, &entries)));
+    let (seq, status, count, _) = s.response_of_count().unwrap();
+    assert_eq!((seq, status, count), (11, WcStatus::Success as u32, 2));
+    let (seq, status, count, _) = s.response_of_count().unwrap();
+    assert_eq!((seq, status, count), (12, WcStatus::RemAccessErr as u32, 1));
+    let got = region();
+    assert_eq!(&got[..15], b"first..!second!");
+    assert_eq!(
+        &got[16..],
+        &[0; 16],
+        "an entry after the failed one was executed"
+    );
+    // Nothing more was answered: the next response is that of the next request.
+    let next = Req {
+        dst: a.qp.endpoint(),
+        src: b.qp.endpoint(),
+        seq: 20,
+        op: OP_READ,
+        rkey,
+        psn: psn.wrapping_add(2) & 0xff_ffff,
+        raddr: addr,
+        len: 8,
+    };
+    assert!(s.send(&next.head()));
+    let (seq, status, _) = s.response().unwrap();
+    assert_eq!(seq, 20, "status {status:#x}");
+}
+
 /// Start PSNs on a process fabric are unpredictable: not a function of the QP number.
 #[test]
 fn start_psns_are_random_on_process_fabrics() {
@@ -859,8 +978,13 @@ fn a_coalesced_acknowledgement_completes_writes_and_nothing_else() {
     send_fds(&s, &handshake(KIND_WELCOME, peer), &[ours.as_fd()]);
     q.post(&write, SendFlags::SIGNALED).unwrap();
     q.post(&write, SendFlags::SIGNALED).unwrap();
-    let seq_of = |r: &[u8]| u64::from_le_bytes(r[32..40].try_into().unwrap());
-    let seqs: Vec<u64> = (0..3).map(|_| seq_of(&rings.read(112).unwrap())).collect();
+    // Three WRITEs, in frames of their own or in WRITE runs.
+    let mut seqs = Vec::new();
+    while seqs.len() < 3 {
+        let (s, op) = rings.request().unwrap();
+        assert!(matches!(op, OP_WRITE | OP_WRITE_RUN), "op {op}");
+        seqs.extend(s);
+    }
     assert_eq!(seqs, [seqs[0], seqs[0] + 1, seqs[0] + 2]);
     let me = a.qp.endpoint();
     let ack = |seq: u64, count: u32| {
@@ -874,7 +998,9 @@ fn a_coalesced_acknowledgement_completes_writes_and_nothing_else() {
     // A WRITE and a READ "acknowledged" together: the READ's data cannot come in an
     // acknowledgement, so the connection closes and neither completes as a success.
     q.post(&write, SendFlags::SIGNALED).unwrap();
-    let w = seq_of(&rings.read(112).unwrap());
+    let (w, op) = rings.request().unwrap();
+    assert_eq!((w.len(), op), (1, OP_WRITE));
+    let w = w[0];
     q.post(
         &WorkRequest::Read {
             remote: Remote {
@@ -890,8 +1016,9 @@ fn a_coalesced_acknowledgement_completes_writes_and_nothing_else() {
         SendFlags::SIGNALED,
     )
     .unwrap();
-    let r = seq_of(&rings.read(104).unwrap());
-    assert_eq!(r, w + 1);
+    let (r, op) = rings.request().unwrap();
+    assert_eq!((r.clone(), op), (vec![w + 1], OP_READ));
+    let r = r[0];
     assert!(rings.write_all(&ack(r, 2)));
     assert!(closed(&mut s));
     drop(l);

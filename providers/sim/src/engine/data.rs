@@ -14,7 +14,7 @@ use crate::state::{QpExec, QpInner};
 /// (kept short: a software NIC has no wire to wait on).
 pub(super) const RNR_TIMER: Duration = Duration::from_micros(20);
 
-pub(super) fn rnr(qp: &QpInner, ex: &mut QpExec, c: Cpl, op: &WqeOp) -> Step {
+pub(super) fn rnr(qp: &QpInner, ex: &mut QpExec, c: Cpl, units: u32) -> Step {
     let now = Instant::now();
     if let Some(t) = ex.rnr_next {
         if now < t {
@@ -31,7 +31,7 @@ pub(super) fn rnr(qp: &QpInner, ex: &mut QpExec, c: Cpl, op: &WqeOp) -> Step {
                 status: WcStatus::RnrRetryExcErr,
                 ..c
             },
-            op.units,
+            units,
             true,
         );
     }

@@ -115,7 +115,7 @@ pub(super) fn execute(
                         };
                         rqp.recv_cq.write_cqe(&rc);
                     }
-                    Recv::Empty => return rnr(qp, ex, c, op),
+                    Recv::Empty => return rnr(qp, ex, c, op.units),
                 }
             }
             Step::Complete(c, op.units, false)
@@ -130,7 +130,7 @@ pub(super) fn execute(
             };
             let pos = match take_recv(&rqp) {
                 Recv::Got(pos) => pos,
-                Recv::Empty => return rnr(qp, ex, c, op),
+                Recv::Empty => return rnr(qp, ex, c, op.units),
             };
             let mut sges = std::mem::take(&mut ex.recv_sges);
             let res = scatter_send(&rqp, &staged, pos, &mut sges);

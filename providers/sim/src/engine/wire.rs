@@ -23,7 +23,8 @@ use super::data::*;
 use super::recv::*;
 use crate::mem::{Access, MrInner, dma_atomic_pinned, dma_copy_pinned};
 use crate::state::{
-    FabricInner, PSN_UNKNOWN, QpExec, QpInner, Responder, ResponderQp, Turn, WireWait,
+    FabricInner, OpenRun, PSN_UNKNOWN, QpExec, QpInner, Responder, ResponderQp, Turn, WireBatch,
+    WireWait,
 };
 use crate::types::{Endpoint, QpState};
 use crate::wire::RingSpan;
@@ -42,7 +43,7 @@ const RETRY_GAP: Duration = Duration::from_millis(1);
 
 /// Schedules a retransmission of the WQE at `ex.sq_pos`, or gives up once the retry window
 /// has passed.
-fn retry_or_fail(qp: &QpInner, ex: &mut QpExec, op: &WqeOp, c: Cpl) -> Step {
+fn retry_or_fail(qp: &QpInner, ex: &mut QpExec, units: u32, c: Cpl) -> Step {
     let now = Instant::now();
     let first = *ex.wire_retry_since.get_or_insert(now);
     if now.duration_since(first) < RETRY_WINDOW {
@@ -56,7 +57,7 @@ fn retry_or_fail(qp: &QpInner, ex: &mut QpExec, op: &WqeOp, c: Cpl) -> Step {
             status: WcStatus::RetryExcErr,
             ..c
         },
-        op.units,
+        units,
         true,
     )
 }
@@ -188,7 +189,7 @@ pub(super) fn execute_wire(
             return Step::Wait;
         }
         // Nobody listens for that fabric (yet, or any more): retransmit until the retries run out.
-        return retry_or_fail(qp, ex, op, c);
+        return retry_or_fail(qp, ex, op.units, c);
     };
     let (reqop, len) = match kind {
         OpKind::Write => (ReqOp::Write, carried),
@@ -221,13 +222,12 @@ pub(super) fn execute_wire(
         },
         payload,
     };
-    let head = req.encode_head_for(carried as usize);
     let payload = std::mem::take(&mut req.payload);
     let max_response = req.response_payload();
     // A frame whose payload is copied anyway (inline, small, none) joins this step's batch for
     // its connection: one lock, one copy into the ring and one look at the peer's nap for
     // all of them (`flush_batch`, at the end of the step). Others go now, after the batch.
-    let small = head.len() + copied.map_or(payload.len(), <[u8]>::len) <= BATCH_FRAME_MAX;
+    let small = REQUEST_HEAD_BYTES + copied.map_or(payload.len(), <[u8]>::len) <= BATCH_FRAME_MAX;
     if gather.is_none() && small {
         if ex
             .wire_tx
@@ -239,8 +239,43 @@ pub(super) fn execute_wire(
         }
         let tx = &mut ex.wire_tx;
         tx.conn.get_or_insert_with(|| conn.clone());
-        tx.bytes.extend_from_slice(&head);
-        tx.bytes.extend_from_slice(copied.unwrap_or(&payload));
+        // A small WRITE without immediate joins a WRITE run: an entry, not a frame.
+        match copied.filter(|d| {
+            kind == OpKind::Write && req.imm.is_none() && d.len() <= crate::wire::RUN_DATA_MAX
+        }) {
+            Some(d)
+                if tx
+                    .run
+                    .as_ref()
+                    .is_some_and(|r| r.next == (req.seq, req.psn)) =>
+            {
+                // It follows the batch's last WRITE: a run now (if not already), one entry more.
+                open_run(tx);
+                crate::wire::push_run_entry(&mut tx.bytes, req.raddr, req.rkey, d);
+                if let Some(r) = tx.run.as_mut() {
+                    r.next = (req.seq + 1, req.psn.wrapping_add(1) & PSN_MASK);
+                }
+            }
+            Some(d) => {
+                // A WRITE frame of its own, until another follows it.
+                close_run(tx);
+                let at = tx.bytes.len();
+                tx.bytes.extend_from_slice(&req.encode_head_for(d.len()));
+                tx.bytes.extend_from_slice(d);
+                tx.run = Some(OpenRun {
+                    at,
+                    head: req.clone(),
+                    next: (req.seq + 1, req.psn.wrapping_add(1) & PSN_MASK),
+                    single: true,
+                });
+            }
+            None => {
+                close_run(tx);
+                tx.bytes
+                    .extend_from_slice(&req.encode_head_for(carried as usize));
+                tx.bytes.extend_from_slice(copied.unwrap_or(&payload));
+            }
+        }
         tx.slots.push((req.seq, max_response));
         crate::wire::pool::recycle(payload);
         if tx.bytes.len() >= BATCH_BYTES {
@@ -250,6 +285,7 @@ pub(super) fn execute_wire(
         return Step::Sent;
     }
     flush_batch(wire, qp, ex);
+    let head = req.encode_head_for(carried as usize);
     // The slot first: a response can arrive before `send` returns.
     ex.wire_slots
         .get_or_insert_with(|| wire.slots((qp.nic.id, qp.qpn)))
@@ -298,7 +334,7 @@ pub(super) fn execute_wire(
         if let Some(s) = &ex.wire_slots {
             s.clear();
         }
-        return retry_or_fail(qp, ex, op, c);
+        return retry_or_fail(qp, ex, op.units, c);
     }
     push_waiting(ex, &req, conn, op, c, psn);
     Step::Sent
@@ -319,7 +355,11 @@ fn push_waiting(ex: &mut QpExec, req: &Request, conn: Arc<Conn>, op: &WqeOp, c: 
         // the request unanswered starts its stall timer (`reap`).
         since_ns: pass_now().unwrap_or(0),
         conn,
-        op: waiting_op(&mut ex.spare_ops, op),
+        units: op.units,
+        signaled: op.signaled,
+        packets: op.packets,
+        op: matches!(op.kind, Some(OpKind::Read | OpKind::Atomic))
+            .then(|| waiting_op(&mut ex.spare_ops, op)),
         cpl: c,
         seq_before: ex.seq,
         psn,
@@ -336,6 +376,7 @@ pub(super) fn flush_batch(wire: &Wire, qp: &QpInner, ex: &mut QpExec) {
         return;
     };
     let tx = &mut ex.wire_tx;
+    close_run(tx);
     if !tx.bytes.is_empty() {
         ex.wire_slots
             .get_or_insert_with(|| wire.slots((qp.nic.id, qp.qpn)))
@@ -344,6 +385,40 @@ pub(super) fn flush_batch(wire: &Wire, qp: &QpInner, ex: &mut QpExec) {
     }
     tx.bytes.clear();
     tx.slots.clear();
+}
+
+/// Turns the WRITE frame at the end of the batch (`WireBatch::run`, still `single`) into a
+/// WRITE run of one entry, which more WRITEs can join.
+fn open_run(tx: &mut WireBatch) {
+    let Some(r) = tx.run.as_mut().filter(|r| r.single) else {
+        return;
+    };
+    let start = r.at + REQUEST_HEAD_BYTES;
+    let n = tx.bytes.len() - start;
+    let mut one = [0u8; crate::wire::RUN_DATA_MAX];
+    one[..n].copy_from_slice(&tx.bytes[start..]);
+    tx.bytes.truncate(r.at);
+    // The head is written when the run closes (`close_run`), with the entries' length.
+    tx.bytes.resize(start, 0);
+    crate::wire::push_run_entry(&mut tx.bytes, r.head.raddr, r.head.rkey, &one[..n]);
+    r.single = false;
+}
+
+/// Closes the batch's open WRITE run, if any: its head gets the length of its entries. (A
+/// WRITE that no other joined is a frame of its own already.)
+fn close_run(tx: &mut WireBatch) {
+    if let Some(r) = tx.run.take().filter(|r| !r.single) {
+        let len = tx.bytes.len() - r.at - REQUEST_HEAD_BYTES;
+        let head = Request {
+            op: ReqOp::WriteRun,
+            rkey: 0,
+            raddr: 0,
+            len: len as u64,
+            ..r.head
+        }
+        .encode_head_for(len);
+        tx.bytes[r.at..r.at + REQUEST_HEAD_BYTES].copy_from_slice(&head);
+    }
 }
 
 /// What a request in flight keeps of its WQE: everything but an inline payload (sent
@@ -424,8 +499,8 @@ pub(super) fn reap(
                 // Not kept for the next request (it holds the segment and descriptors).
                 ex.wire_conn = None;
                 // Gone: retransmit (to a new connection) until the retries run out.
-                if let Step::Complete(c, u, a) = retry_or_fail(qp, ex, &w.op, w.cpl) {
-                    retire(ex, c, u, a, w.op.signaled, Some(w.op.packets));
+                if let Step::Complete(c, u, a) = retry_or_fail(qp, ex, w.units, w.cpl) {
+                    retire(ex, c, u, a, w.signaled, Some(w.packets));
                 }
             } else {
                 // Bytes stopped moving for the wire timeout: a stopped peer.
@@ -435,21 +510,21 @@ pub(super) fn reap(
                     status: WcStatus::RetryExcErr,
                     ..w.cpl
                 };
-                retire(ex, c, w.op.units, true, w.op.signaled, Some(w.op.packets));
+                retire(ex, c, w.units, true, w.signaled, Some(w.packets));
             }
             break;
         };
         let Some(w) = ex.wire_out.pop_front() else {
             break;
         };
-        ex.ahead -= u64::from(w.op.units);
+        ex.ahead -= u64::from(w.units);
         work = true;
         let again = |ex: &mut QpExec| rewind(ex, &w);
         let step = match resp.status {
             // The responder has no such QP, or not in RTR/RTS yet: no ACK, so retransmit.
             s if s == WcStatus::RetryExcErr as u32 => {
                 again(ex);
-                retry_or_fail(qp, ex, &w.op, w.cpl)
+                retry_or_fail(qp, ex, w.units, w.cpl)
             }
             // Not from its connected QP, or out of sequence: retransmitting cannot help.
             REFUSED | DISCARDED => {
@@ -461,14 +536,14 @@ pub(super) fn reap(
                         status: WcStatus::RetryExcErr,
                         ..w.cpl
                     },
-                    w.op.units,
+                    w.units,
                     true,
                 )
             }
             // Not executed; neither is anything sent after it: send it again after the timer.
             RNR => {
                 again(ex);
-                let s = rnr(qp, ex, w.cpl, &w.op);
+                let s = rnr(qp, ex, w.cpl, w.units);
                 if matches!(s, Step::Wait) {
                     ex.hold_until = ex.rnr_next;
                 }
@@ -476,11 +551,11 @@ pub(super) fn reap(
             }
             _ => {
                 ex.wire_retry_since = None;
-                match finish(qp, ex, &w.op, w.cpl, resp) {
+                match finish(qp, ex, w.op.as_deref(), w.units, w.cpl, resp) {
                     Step::Complete(c, u, a) => {
                         let failed = !c.status.is_ok();
                         // Sequence and PSN moved on when it was sent.
-                        retire(ex, c, u, a, w.op.signaled, None);
+                        retire(ex, c, u, a, w.signaled, None);
                         if failed {
                             // The QP is in error: what was sent behind it (discarded by the
                             // responder) is fetched again and flushed.
@@ -489,7 +564,9 @@ pub(super) fn reap(
                             }
                             break;
                         }
-                        recycle_op(qp, ex, w.op);
+                        if let Some(op) = w.op {
+                            recycle_op(qp, ex, op);
+                        }
                         continue;
                     }
                     s => s,
@@ -498,7 +575,7 @@ pub(super) fn reap(
         };
         match step {
             Step::Complete(c, u, a) => {
-                retire(ex, c, u, a, w.op.signaled, Some(w.op.packets));
+                retire(ex, c, u, a, w.signaled, Some(w.packets));
             }
             Step::Wait | Step::Sent => {}
         }
@@ -509,10 +586,17 @@ pub(super) fn reap(
 }
 
 /// Completes a WQE from its response.
-fn finish(qp: &Arc<QpInner>, ex: &mut QpExec, op: &WqeOp, mut c: Cpl, mut resp: Response) -> Step {
+fn finish(
+    qp: &Arc<QpInner>,
+    ex: &mut QpExec,
+    op: Option<&WqeOp>,
+    units: u32,
+    mut c: Cpl,
+    mut resp: Response,
+) -> Step {
     let fail = |qp: &QpInner, c: Cpl, status: WcStatus| {
         qp.set_error();
-        Step::Complete(Cpl { status, ..c }, op.units, true)
+        Step::Complete(Cpl { status, ..c }, units, true)
     };
     ex.rnr_attempts = 0;
     if resp.status != WcStatus::Success as u32 {
@@ -522,8 +606,8 @@ fn finish(qp: &Arc<QpInner>, ex: &mut QpExec, op: &WqeOp, mut c: Cpl, mut resp: 
             .unwrap_or(WcStatus::RemOpErr);
         return fail(qp, c, s);
     }
-    match op.kind {
-        Some(OpKind::Read) => {
+    match op.map(|o| (o.kind, o)) {
+        Some((Some(OpKind::Read), op)) => {
             c.byte_len = resp.payload.len() as u32;
             let mut off = 0usize;
             let mut keep = Vec::new();
@@ -555,7 +639,7 @@ fn finish(qp: &Arc<QpInner>, ex: &mut QpExec, op: &WqeOp, mut c: Cpl, mut resp: 
             mmio::dma_publish();
             crate::wire::pool::recycle(std::mem::take(&mut resp.payload));
         }
-        Some(OpKind::Atomic) => {
+        Some((Some(OpKind::Atomic), op)) => {
             let Some((aop, width)) = op.atomic else {
                 return fail(qp, c, WcStatus::LocQpOpErr);
             };
@@ -589,7 +673,7 @@ fn finish(qp: &Arc<QpInner>, ex: &mut QpExec, op: &WqeOp, mut c: Cpl, mut resp: 
         }
         _ => {}
     }
-    Step::Complete(c, op.units, false)
+    Step::Complete(c, units, false)
 }
 
 /// Serves this process's connections: writes what waits in their send queues, executes the
@@ -618,18 +702,19 @@ pub(super) fn serve(f: &FabricInner, turn: &mut Turn<'_>) -> bool {
         // acknowledgement (as RC coalesces ACKs), sent before any other response on the
         // connection, at the end of the scan, and once it covers `ACK_EVERY_BYTES` of data
         // (so a requester streaming large messages is not left waiting for a whole scan).
-        let mut ack: Option<Response> = None;
-        let mut acked_bytes = 0u64;
-        let flush_ack = |ack: &mut Option<Response>| {
-            if let Some(a) = ack.take() {
-                c.send_copy(&a.encode_head_for(0), &[]);
-            }
-        };
+        let mut acks = Acks::default();
         // A request that found no receive is tried again first.
         let mut next = c.take_held().map(|(r, since)| (r, None, since));
         while let Some((mut req, in_ring, since)) =
             next.or_else(|| wire.take(c, &mut did).map(|(r, span)| (r, span, now_ns())))
         {
+            if req.op == ReqOp::WriteRun {
+                did = true;
+                next = None;
+                serve_run(f, c, &req, responder, &mut acks);
+                crate::wire::pool::recycle(std::mem::take(&mut req.payload));
+                continue;
+            }
             let mut read_src = None;
             let (status, payload) = respond(f, c.peer, &req, in_ring, &mut read_src, responder);
             if let Some(span) = in_ring {
@@ -658,39 +743,109 @@ pub(super) fn serve(f: &FabricInner, turn: &mut Turn<'_>) -> bool {
             crate::wire::pool::recycle(std::mem::take(&mut req.payload));
             drop(req);
             if let Some((mr, addr, len)) = read_src {
-                flush_ack(&mut ack);
+                acks.flush(c);
                 send_read(c, resp, &mr, addr, len);
                 continue;
             }
             if status == WcStatus::Success as u32 && payload.is_empty() {
-                match ack.as_mut() {
-                    Some(a)
-                        if (a.dst_nic, a.dst_qpn) == (resp.dst_nic, resp.dst_qpn)
-                            && a.seq.wrapping_add(1) == resp.seq
-                            && a.count < crate::wire::MAX_COALESCED =>
-                    {
-                        a.seq = resp.seq;
-                        a.count += 1;
-                    }
-                    _ => {
-                        flush_ack(&mut ack);
-                        ack = Some(resp);
-                        acked_bytes = 0;
-                    }
-                }
-                acked_bytes += req_bytes;
-                if acked_bytes >= ACK_EVERY_BYTES {
-                    flush_ack(&mut ack);
-                    acked_bytes = 0;
-                }
+                acks.success(c, resp, req_bytes);
                 continue;
             }
-            flush_ack(&mut ack);
+            acks.flush(c);
             c.send(&resp.encode_head_for(payload.len()), payload);
         }
-        flush_ack(&mut ack);
+        acks.flush(c);
     }
     did
+}
+
+/// The acknowledgement a responder is coalescing on a connection (see `serve`).
+#[derive(Default)]
+struct Acks {
+    ack: Option<Response>,
+    /// The data of the requests it covers.
+    bytes: u64,
+}
+
+impl Acks {
+    /// Sends the acknowledgement, if any.
+    fn flush(&mut self, c: &Conn) {
+        if let Some(a) = self.ack.take() {
+            c.send_copy(&a.encode_head_for(0), &[]);
+        }
+        self.bytes = 0;
+    }
+
+    /// A success without payload of a request of `bytes` bytes: joins the acknowledgement when
+    /// it follows the last request it covers, else starts the next one.
+    fn success(&mut self, c: &Conn, resp: Response, bytes: u64) {
+        match self.ack.as_mut() {
+            Some(a)
+                if (a.dst_nic, a.dst_qpn) == (resp.dst_nic, resp.dst_qpn)
+                    && a.seq.wrapping_add(1) == resp.seq
+                    && a.count < crate::wire::MAX_COALESCED =>
+            {
+                a.seq = resp.seq;
+                a.count += 1;
+            }
+            _ => {
+                self.flush(c);
+                self.ack = Some(resp);
+            }
+        }
+        self.bytes += bytes;
+        if self.bytes >= ACK_EVERY_BYTES {
+            self.flush(c);
+        }
+    }
+}
+
+/// Executes a WRITE run (checked whole when it was decoded): each entry as the WRITE it stands
+/// for, answered as that WRITE would be, until one does not succeed — that one is answered and
+/// the rest dropped (the requester goes back to it; behind it they would be discarded).
+fn serve_run(f: &FabricInner, c: &Conn, run: &Request, responder: &mut Responder, acks: &mut Acks) {
+    for (i, e) in crate::wire::run_entries(&run.payload).enumerate() {
+        let Ok(e) = e else {
+            // Not reached: `Request::decode` refused the frame.
+            break;
+        };
+        let w = Request {
+            dst_nic: run.dst_nic,
+            dst_qpn: run.dst_qpn,
+            src_nic: run.src_nic,
+            src_qpn: run.src_qpn,
+            seq: run.seq.wrapping_add(i as u64),
+            op: ReqOp::Write,
+            imm: None,
+            rkey: e.rkey,
+            psn: run.psn.wrapping_add(i as u32) & PSN_MASK,
+            raddr: e.raddr,
+            len: e.data.len() as u64,
+            atomic: None,
+            payload: Vec::new(),
+        };
+        // The entry's data, where the run's payload holds it (a piece of this process's
+        // memory, read as a ring's would be).
+        let data = RingSpan {
+            pieces: [(e.data.as_ptr(), e.data.len()), (std::ptr::null(), 0)],
+        };
+        let (status, _) = respond(f, c.peer, &w, Some(data), &mut None, responder);
+        let resp = Response {
+            dst_nic: run.src_nic,
+            dst_qpn: run.src_qpn,
+            seq: w.seq,
+            status,
+            payload: Vec::new(),
+            count: 1,
+        };
+        if status == WcStatus::Success as u32 {
+            acks.success(c, resp, w.len);
+        } else {
+            acks.flush(c);
+            c.send_copy(&resp.encode_head_for(0), &[]);
+            break;
+        }
+    }
 }
 
 /// What a responder does with a request before looking at it.
@@ -1031,6 +1186,8 @@ fn execute_request(
                 Err(e) => st(remote_fault(e)),
             }
         }
+        // Executed entry by entry (`serve_run`), never whole.
+        ReqOp::WriteRun => st(WcStatus::RemInvReqErr),
         ReqOp::Atomic => {
             let Some((aop, width)) = req.atomic else {
                 return st(WcStatus::RemInvReqErr);
