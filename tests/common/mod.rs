@@ -60,16 +60,35 @@ pub struct SimPair<P: Modeled> {
     pub rcq_b: Cq,
     pub a: Qp,
     pub b: Qp,
+    /// `b`'s fabric when it is not `fabric` ([`SimPair::between_processes`]).
+    _fabric_b: Option<Fabric>,
     _p: PhantomData<P>,
 }
 
 impl<P: Modeled> SimPair<P> {
     pub fn new(chaos: Option<u64>, mode: CqMode, init: QpInit) -> Self {
+        Self::build(chaos, mode, init, false)
+    }
+
+    /// As [`SimPair::new`], with `a` and `b` on two process fabrics (`Fabric::process`): every
+    /// request crosses the cross-process engine (`wire`), as between two processes.
+    pub fn between_processes(chaos: Option<u64>, mode: CqMode, init: QpInit) -> Self {
+        Self::build(chaos, mode, init, true)
+    }
+
+    fn build(chaos: Option<u64>, mode: CqMode, init: QpInit, processes: bool) -> Self {
         let m = model::<P>();
         let init = fit(&*m, init);
-        let fabric = Fabric::new(FabricConfig { chaos });
+        let config = || FabricConfig { chaos };
+        let (fabric, fabric_b) = if processes {
+            let a = Fabric::process(config()).expect("a process fabric");
+            let b = Fabric::process(config()).expect("a process fabric");
+            (a, Some(b))
+        } else {
+            (Fabric::new(config()), None)
+        };
         let na = fabric.add_shared_model_nic(m.clone());
-        let nb = fabric.add_shared_model_nic(m);
+        let nb = fabric_b.as_ref().unwrap_or(&fabric).add_shared_model_nic(m);
         let (pd_a, pd_b) = (na.alloc_pd(), nb.alloc_pd());
         let cq_a = na.create_cq(1024, mode).unwrap();
         let rcq_a = na.create_cq(64, CqMode::Normal).unwrap();
@@ -87,6 +106,7 @@ impl<P: Modeled> SimPair<P> {
             rcq_b,
             a,
             b,
+            _fabric_b: fabric_b,
             _p: PhantomData,
         }
     }

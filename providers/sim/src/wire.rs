@@ -73,13 +73,14 @@
 //!
 //! **Response** (24-byte body): 0 `dst_nic`, 4 `dst_qpn` (the requester), 8 `seq` (u64),
 //! 16 status (a `WcStatus` code, [`RNR`], [`REFUSED`] or [`DISCARDED`]), 20 count (0 or 1:
-//! the request `seq` alone; n > 1: a coalesced acknowledgement, as RC coalesces ACKs, of the n
-//! consecutive requests of that QP up to `seq`, all successful and without payload, at most
-//! [`MAX_COALESCED`]); payload: READ data or an atomic's original value (8 bytes). A requester
-//! accepts a response only for an outstanding request of that QP with that `seq`, and no longer
-//! than that request can be answered; a coalesced acknowledgement only when every request it
-//! names is outstanding on that connection and answered without data (else the connection
-//! closes).
+//! the request `seq` alone; n > 1, at most [`MAX_COALESCED`]: the n consecutive requests of
+//! that QP up to `seq`, all successful — without payload, a coalesced acknowledgement as RC
+//! coalesces ACKs; or with a payload of 8n bytes, the original values of n atomics, in order);
+//! payload: READ data or an atomic's original value (8 bytes). A requester accepts a response
+//! only for an outstanding request of that QP with that `seq`, and no longer than that request
+//! can be answered; a response to n > 1 requests only when every request it names is
+//! outstanding on that connection and answered without data (an acknowledgement) or with
+//! exactly 8 bytes (a run of values); else the connection closes.
 
 pub(crate) mod pool;
 mod ring;

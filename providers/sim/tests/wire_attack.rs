@@ -18,7 +18,9 @@ use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use gda_hal::{Payload, Remote, SendFlags, SendQueue, Sge, SqError, WcStatus, WorkRequest};
+use gda_hal::{
+    AtomicOp, Payload, Remote, SendFlags, SendQueue, Sge, SqError, WcStatus, WorkRequest,
+};
 use gda_native::Native;
 use gda_sim::{Access, Cq, CqMode, DmaBuf, Endpoint, Fabric, FabricConfig, Mr, Pd, Qp, QpInit};
 
@@ -1023,6 +1025,95 @@ fn a_coalesced_acknowledgement_completes_writes_and_nothing_else() {
     assert!(closed(&mut s));
     drop(l);
     assert_eq!(status_of(q.quiet()), WcStatus::RetryExcErr);
+}
+
+/// A response may carry the original values of several atomics (8 bytes each, in order):
+/// each lands in its own atomic's result buffer. One that also names a WRITE (answered with
+/// no data) closes the connection, and nothing it names completes as a success.
+#[test]
+fn a_run_of_atomic_values_completes_each_atomic_with_its_own() {
+    let a = side(4096);
+    let (l, peer) = fake_fabric(0x4d_4d4d);
+    let remote = Endpoint {
+        fabric: peer,
+        nic: 0,
+        qpn: 1,
+    };
+    a.qp.bring_up(&remote).unwrap();
+    let q = sq(&a.qp, &a.cq, 10_000);
+    let fetch_add = |k: u64| {
+        q.post(
+            &WorkRequest::Atomic {
+                remote: Remote {
+                    addr: 0x1000,
+                    rkey: 7,
+                },
+                local: Sge {
+                    addr: a.mr.addr() + 8 * k,
+                    length: 8,
+                    lkey: a.mr.lkey(),
+                },
+                op: AtomicOp::FetchAdd { add: 1 },
+                bytes: 8,
+            },
+            SendFlags::SIGNALED,
+        )
+        .unwrap();
+    };
+    fetch_add(0);
+    let (mut s, _) = l.accept().unwrap();
+    let (_, fds) = recv_fds(&s);
+    let mut rings = Rings::map(&fds[0], 1);
+    let ours = eventfd();
+    send_fds(&s, &handshake(KIND_WELCOME, peer), &[ours.as_fd()]);
+    fetch_add(1);
+    fetch_add(2);
+    let mut seqs = Vec::new();
+    while seqs.len() < 3 {
+        seqs.extend(rings.request().unwrap().0);
+    }
+    let me = a.qp.endpoint();
+    let values = |seq: u64, vals: &[u64]| {
+        let payload: Vec<u8> = vals.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let mut v = response(me, seq, 0, &payload);
+        v[36..40].copy_from_slice(&(vals.len() as u32).to_le_bytes());
+        v
+    };
+    // One frame answers all three, each with its own original value.
+    assert!(rings.write_all(&values(seqs[2], &[0x11, 0x22, 0x33])));
+    assert_eq!(status_of(q.quiet()), WcStatus::Success);
+    let mut got = [0u8; 24];
+    a.mr.read(0, &mut got).unwrap();
+    let got: Vec<u64> = got
+        .chunks(8)
+        .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
+        .collect();
+    assert_eq!(got, [0x11, 0x22, 0x33]);
+    // An atomic and a WRITE "answered" with two values: the WRITE has none to take, so the
+    // connection closes and neither completes as a success.
+    fetch_add(3);
+    let f = rings.request().unwrap().0;
+    q.post(
+        &WorkRequest::Write {
+            remote: Remote {
+                addr: 0x1000,
+                rkey: 7,
+            },
+            payload: Payload::Inline(b"8 bytes!"),
+            imm: None,
+        },
+        SendFlags::SIGNALED,
+    )
+    .unwrap();
+    let w = rings.request().unwrap().0;
+    assert_eq!(w, [f[0] + 1]);
+    assert!(rings.write_all(&values(w[0], &[0x44, 0x55])));
+    assert!(closed(&mut s));
+    drop(l);
+    assert_eq!(status_of(q.quiet()), WcStatus::RetryExcErr);
+    let mut got = [0u8; 8];
+    a.mr.read(24, &mut got).unwrap();
+    assert_eq!(got, [0; 8], "a refused response's value landed");
 }
 
 // ---- (e) a flood of bad connections is a few lines --------------------------------------------

@@ -740,6 +740,7 @@ pub(super) fn serve(f: &FabricInner, turn: &mut Turn<'_>) -> bool {
                 count: 1,
             };
             let req_bytes = req.len;
+            let is_atomic = req.op == ReqOp::Atomic;
             crate::wire::pool::recycle(std::mem::take(&mut req.payload));
             drop(req);
             if let Some((mr, addr, len)) = read_src {
@@ -751,6 +752,10 @@ pub(super) fn serve(f: &FabricInner, turn: &mut Turn<'_>) -> bool {
                 acks.success(c, resp, req_bytes);
                 continue;
             }
+            if status == WcStatus::Success as u32 && payload.len() == 8 && is_atomic {
+                acks.result(c, resp, &payload);
+                continue;
+            }
             acks.flush(c);
             c.send(&resp.encode_head_for(payload.len()), payload);
         }
@@ -759,7 +764,9 @@ pub(super) fn serve(f: &FabricInner, turn: &mut Turn<'_>) -> bool {
     did
 }
 
-/// The acknowledgement a responder is coalescing on a connection (see `serve`).
+/// The response a responder is coalescing on a connection (see `serve`): an acknowledgement
+/// of successes without payload, or the original values of successful atomics (8 bytes each),
+/// of consecutive requests of one QP.
 #[derive(Default)]
 struct Acks {
     ack: Option<Response>,
@@ -768,23 +775,52 @@ struct Acks {
 }
 
 impl Acks {
-    /// Sends the acknowledgement, if any.
+    /// Sends the coalesced response, if any.
     fn flush(&mut self, c: &Conn) {
         if let Some(a) = self.ack.take() {
-            c.send_copy(&a.encode_head_for(0), &[]);
+            c.send_copy(&a.encode_head_for(a.payload.len()), &a.payload);
         }
         self.bytes = 0;
+    }
+
+    /// Whether `resp` follows the last request the coalesced response covers, which has room
+    /// for it and is an acknowledgement (`values` false) or a run of atomics' values.
+    fn extends(&self, resp: &Response, values: bool) -> bool {
+        self.ack.as_ref().is_some_and(|a| {
+            (a.dst_nic, a.dst_qpn) == (resp.dst_nic, resp.dst_qpn)
+                && a.seq.wrapping_add(1) == resp.seq
+                && a.count < crate::wire::MAX_COALESCED
+                && a.payload.len() == if values { 8 * a.count as usize } else { 0 }
+        })
+    }
+
+    /// A successful atomic's original value (`value`, 8 bytes): joins a run of them when it
+    /// follows the last atomic the run answers, else starts the next response.
+    fn result(&mut self, c: &Conn, resp: Response, value: &[u8]) {
+        if !self.extends(&resp, true) {
+            self.flush(c);
+            self.ack = Some(Response {
+                payload: Vec::with_capacity(64),
+                ..resp
+            });
+            if let Some(a) = self.ack.as_mut() {
+                a.payload.extend_from_slice(value);
+            }
+            return;
+        }
+        if let Some(a) = self.ack.as_mut() {
+            a.seq = resp.seq;
+            a.count += 1;
+            a.payload.extend_from_slice(value);
+        }
     }
 
     /// A success without payload of a request of `bytes` bytes: joins the acknowledgement when
     /// it follows the last request it covers, else starts the next one.
     fn success(&mut self, c: &Conn, resp: Response, bytes: u64) {
+        let extends = self.extends(&resp, false);
         match self.ack.as_mut() {
-            Some(a)
-                if (a.dst_nic, a.dst_qpn) == (resp.dst_nic, resp.dst_qpn)
-                    && a.seq.wrapping_add(1) == resp.seq
-                    && a.count < crate::wire::MAX_COALESCED =>
-            {
+            Some(a) if extends => {
                 a.seq = resp.seq;
                 a.count += 1;
             }
@@ -876,7 +912,13 @@ fn admit(rqp: &QpInner, remote: Option<Endpoint>, from: u64, req: &Request) -> A
     // ORDERING: Acquire pairs with `Qp::connect`'s Release (before RTR); only this engine
     // changes it afterwards.
     let expected = rqp.rq_psn.load(Ordering::Acquire);
-    if expected == PSN_UNKNOWN || expected == u64::from(req.psn) {
+    if expected == PSN_UNKNOWN {
+        // Nobody said which PSN to expect: this request's is, from now on — so what was sent
+        // behind it is discarded if it fails, as it is when the PSN was given.
+        rqp.rq_psn.store(u64::from(req.psn), Ordering::Release);
+        return Admission::Take;
+    }
+    if expected == u64::from(req.psn) {
         return Admission::Take;
     }
     // Ahead by less than half the PSN space: a request sent behind one that was not executed.

@@ -1304,23 +1304,26 @@ impl Wire {
             return Admit::Skip;
         };
         if resp.count > 1 {
-            // A coalesced acknowledgement: successes without payload of the `count` requests
-            // up to `seq`, every one outstanding on this connection and answered without data.
+            // A coalesced response: successes of the `count` requests up to `seq`, every one
+            // outstanding on this connection — without data (an acknowledgement, of requests
+            // answered without data) or with 8 bytes each (atomics' original values, of
+            // requests answered with 8 bytes).
+            let each = if len == 0 { 0 } else { 8 };
             let ok = resp.status == gda_hal::WcStatus::Success as u32
-                && len == 0
+                && len as u64 == each * u64::from(resp.count)
                 && resp.count <= super::MAX_COALESCED
                 && q.is_some_and(|q| {
                     (0..u64::from(resp.count)).all(|k| {
                         slot(q, resp.seq.wrapping_sub(k))
-                            .is_some_and(|s| s.conn == conn && s.resp.is_none() && s.max == 0)
+                            .is_some_and(|s| s.conn == conn && s.resp.is_none() && s.max == each)
                     })
                 });
             return if ok {
                 Admit::Read
             } else {
                 Admit::Refuse(format!(
-                    "an acknowledgement of {} requests up to {} that are not all outstanding \
-                     without data",
+                    "a response to {} requests up to {} with {len} bytes that are not all \
+                     outstanding and answered with {each} bytes each",
                     resp.count, resp.seq
                 ))
             };
@@ -1344,18 +1347,28 @@ impl Wire {
         let Some(at) = slot_index(q, resp.seq) else {
             return;
         };
-        // A coalesced acknowledgement answers the `count - 1` slots before this one too
-        // (`admit` checked them).
-        let first = at.saturating_sub(resp.count as usize - 1);
+        // A coalesced response answers the `count - 1` slots before this one too (`admit`
+        // checked them), each with its 8 bytes of a run of atomics' values.
+        let n = resp.count as usize;
+        let values = n > 1 && resp.payload.len() == 8 * n;
         let mut newest = None;
-        for i in first..at {
-            if let Some(s) = q.get_mut(i).filter(|s| s.conn == conn && s.resp.is_none()) {
+        for k in 0..n - 1 {
+            let seq = resp.seq.wrapping_sub((n - 1 - k) as u64);
+            let i = slot_index(q, seq);
+            if let Some(s) = i
+                .and_then(|i| q.get_mut(i))
+                .filter(|s| s.conn == conn && s.resp.is_none())
+            {
                 s.resp = Some(Response {
                     dst_nic: resp.dst_nic,
                     dst_qpn: resp.dst_qpn,
                     seq: s.seq,
                     status: resp.status,
-                    payload: Vec::new(),
+                    payload: if values {
+                        resp.payload[8 * k..8 * k + 8].to_vec()
+                    } else {
+                        Vec::new()
+                    },
                     count: 1,
                 });
                 newest = Some(s.seq);
@@ -1363,7 +1376,11 @@ impl Wire {
         }
         if let Some(s) = q.get_mut(at).filter(|s| s.conn == conn && s.resp.is_none()) {
             newest = Some(s.seq);
-            s.resp = Some(Response { count: 1, ..resp });
+            let mut last = Response { count: 1, ..resp };
+            if values {
+                last.payload.drain(..8 * (n - 1));
+            }
+            s.resp = Some(last);
         }
         if let Some(seq) = newest {
             // ORDERING: Release, after the slots it answers were filled (see `take_answered`).
