@@ -239,6 +239,8 @@ pub(super) fn execute_wire(
         }
         let tx = &mut ex.wire_tx;
         tx.conn.get_or_insert_with(|| conn.clone());
+        let seq = req.seq;
+        tx.slots.push((seq, max_response));
         // A small WRITE without immediate joins a WRITE run: an entry, not a frame.
         match copied.filter(|d| {
             kind == OpKind::Write && req.imm.is_none() && d.len() <= crate::wire::RUN_DATA_MAX
@@ -264,8 +266,8 @@ pub(super) fn execute_wire(
                 tx.bytes.extend_from_slice(d);
                 tx.run = Some(OpenRun {
                     at,
-                    head: req.clone(),
                     next: (req.seq + 1, req.psn.wrapping_add(1) & PSN_MASK),
+                    head: req,
                     single: true,
                 });
             }
@@ -276,12 +278,11 @@ pub(super) fn execute_wire(
                 tx.bytes.extend_from_slice(copied.unwrap_or(&payload));
             }
         }
-        tx.slots.push((req.seq, max_response));
         crate::wire::pool::recycle(payload);
         if tx.bytes.len() >= BATCH_BYTES {
             flush_batch(wire, qp, ex);
         }
-        push_waiting(ex, &req, conn, op, c, psn);
+        push_waiting(ex, seq, conn, op, c, psn);
         return Step::Sent;
     }
     flush_batch(wire, qp, ex);
@@ -336,7 +337,7 @@ pub(super) fn execute_wire(
         }
         return retry_or_fail(qp, ex, op.units, c);
     }
-    push_waiting(ex, &req, conn, op, c, psn);
+    push_waiting(ex, req.seq, conn, op, c, psn);
     Step::Sent
 }
 
@@ -347,9 +348,9 @@ const BATCH_BYTES: usize = 16 << 10;
 
 /// Keeps request `req` (sent, or in this step's batch) in flight: its WQE, its completion,
 /// where to go back to.
-fn push_waiting(ex: &mut QpExec, req: &Request, conn: Arc<Conn>, op: &WqeOp, c: Cpl, psn: u32) {
+fn push_waiting(ex: &mut QpExec, seq: u64, conn: Arc<Conn>, op: &WqeOp, c: Cpl, psn: u32) {
     ex.wire_out.push_back(WireWait {
-        seq: req.seq,
+        seq,
         pos: ex.sq_pos + ex.ahead,
         // Outside a pass (a posting thread's hook) no clock is read: the first pass that finds
         // the request unanswered starts its stall timer (`reap`).
@@ -753,7 +754,7 @@ pub(super) fn serve(f: &FabricInner, turn: &mut Turn<'_>) -> bool {
                 continue;
             }
             if status == WcStatus::Success as u32 && payload.len() == 8 && is_atomic {
-                acks.result(c, resp, &payload);
+                acks.result(c, resp, payload);
                 continue;
             }
             acks.flush(c);
@@ -777,8 +778,9 @@ struct Acks {
 impl Acks {
     /// Sends the coalesced response, if any.
     fn flush(&mut self, c: &Conn) {
-        if let Some(a) = self.ack.take() {
-            c.send_copy(&a.encode_head_for(a.payload.len()), &a.payload);
+        if let Some(mut a) = self.ack.take() {
+            let payload = std::mem::take(&mut a.payload);
+            c.send(&a.encode_head_for(payload.len()), payload);
         }
         self.bytes = 0;
     }
@@ -796,22 +798,19 @@ impl Acks {
 
     /// A successful atomic's original value (`value`, 8 bytes): joins a run of them when it
     /// follows the last atomic the run answers, else starts the next response.
-    fn result(&mut self, c: &Conn, resp: Response, value: &[u8]) {
+    fn result(&mut self, c: &Conn, resp: Response, value: Vec<u8>) {
         if !self.extends(&resp, true) {
             self.flush(c);
             self.ack = Some(Response {
-                payload: Vec::with_capacity(64),
+                payload: value,
                 ..resp
             });
-            if let Some(a) = self.ack.as_mut() {
-                a.payload.extend_from_slice(value);
-            }
             return;
         }
         if let Some(a) = self.ack.as_mut() {
             a.seq = resp.seq;
             a.count += 1;
-            a.payload.extend_from_slice(value);
+            a.payload.extend_from_slice(&value);
         }
     }
 
