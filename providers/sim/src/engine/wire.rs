@@ -249,10 +249,10 @@ pub(super) fn execute_wire(
                 if tx
                     .run
                     .as_ref()
-                    .is_some_and(|r| r.next == (req.seq, req.psn)) =>
+                    .is_some_and(|r| r.next == (req.seq, req.psn))
+                    && open_run(tx) =>
             {
-                // It follows the batch's last WRITE: a run now (if not already), one entry more.
-                open_run(tx);
+                // It follows the batch's last WRITE, now a run: one entry more.
                 crate::wire::push_run_entry(&mut tx.bytes, req.raddr, req.rkey, d);
                 if let Some(r) = tx.run.as_mut() {
                     r.next = (req.seq + 1, req.psn.wrapping_add(1) & PSN_MASK);
@@ -388,28 +388,44 @@ pub(super) fn flush_batch(wire: &Wire, qp: &QpInner, ex: &mut QpExec) {
     tx.slots.clear();
 }
 
-/// Turns the WRITE frame at the end of the batch (`WireBatch::run`, still `single`) into a
-/// WRITE run of one entry, which more WRITEs can join.
-fn open_run(tx: &mut WireBatch) {
-    let Some(r) = tx.run.as_mut().filter(|r| r.single) else {
-        return;
+/// Makes the batch's open WRITE (`WireBatch::run`) a WRITE run that more WRITEs can join: a
+/// WRITE frame of its own (`single`) becomes a run of one entry. `false` (and the run
+/// closed) if the batch does not end with what `run` describes, which `execute_wire` never
+/// leaves.
+fn open_run(tx: &mut WireBatch) -> bool {
+    let Some(r) = tx.run.as_mut() else {
+        return false;
     };
+    if !r.single {
+        return true;
+    }
     let start = r.at + REQUEST_HEAD_BYTES;
-    let n = tx.bytes.len() - start;
     let mut one = [0u8; crate::wire::RUN_DATA_MAX];
-    one[..n].copy_from_slice(&tx.bytes[start..]);
+    let Some(n) = tx
+        .bytes
+        .get(start..)
+        .and_then(|d| Some((one.get_mut(..d.len())?, d)))
+        .map(|(dst, d)| {
+            dst.copy_from_slice(d);
+            d.len()
+        })
+    else {
+        tx.run = None;
+        return false;
+    };
     tx.bytes.truncate(r.at);
     // The head is written when the run closes (`close_run`), with the entries' length.
     tx.bytes.resize(start, 0);
     crate::wire::push_run_entry(&mut tx.bytes, r.head.raddr, r.head.rkey, &one[..n]);
     r.single = false;
+    true
 }
 
 /// Closes the batch's open WRITE run, if any: its head gets the length of its entries. (A
 /// WRITE that no other joined is a frame of its own already.)
 fn close_run(tx: &mut WireBatch) {
     if let Some(r) = tx.run.take().filter(|r| !r.single) {
-        let len = tx.bytes.len() - r.at - REQUEST_HEAD_BYTES;
+        let len = tx.bytes.len().saturating_sub(r.at + REQUEST_HEAD_BYTES);
         let head = Request {
             op: ReqOp::WriteRun,
             rkey: 0,
@@ -418,7 +434,9 @@ fn close_run(tx: &mut WireBatch) {
             ..r.head
         }
         .encode_head_for(len);
-        tx.bytes[r.at..r.at + REQUEST_HEAD_BYTES].copy_from_slice(&head);
+        if let Some(at) = tx.bytes.get_mut(r.at..r.at + REQUEST_HEAD_BYTES) {
+            at.copy_from_slice(&head);
+        }
     }
 }
 
