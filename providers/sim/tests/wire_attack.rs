@@ -876,19 +876,41 @@ fn response(dst: Endpoint, seq: u64, status: u32, payload: &[u8]) -> Vec<u8> {
     v
 }
 
-/// A responder (here a raw listener posing as a peer fabric) can answer only the one
-/// outstanding request, with no more than it asked for: a response with another sequence
-/// number or for another QP is skipped, a longer one closes the connection.
-#[test]
-fn responses_are_taken_only_for_the_outstanding_request() {
+/// A side whose QP is connected to a raw listener posing as a peer fabric (`salt` as in
+/// `fake_fabric`): the side, the listener and the peer's fabric id.
+fn facing_fake_peer(salt: u32) -> (Side, UnixListener, u64) {
     let a = side(4096);
-    let (l, peer) = fake_fabric(0x3c_3c3c);
+    let (l, peer) = fake_fabric(salt);
     let remote = Endpoint {
         fabric: peer,
         nic: 0,
         qpn: 1,
     };
     a.qp.bring_up(&remote).unwrap();
+    (a, l, peer)
+}
+
+/// Accepts fabric `from`'s connection on `l` (its hello checked: kind, fabric, the segment and
+/// its eventfd) and welcomes it as fabric `peer`: the socket, this end of the rings (responses
+/// written in ring 1, requests read from ring 0) and the eventfd sent with the welcome.
+fn welcome(l: &UnixListener, peer: u64, from: u64) -> (UnixStream, Rings, OwnedFd) {
+    let (s, _) = l.accept().unwrap();
+    let (h, fds) = recv_fds(&s);
+    assert_eq!(u16::from_le_bytes([h[6], h[7]]), KIND_HELLO);
+    assert_eq!(u64::from_le_bytes(h[16..24].try_into().unwrap()), from);
+    assert_eq!(fds.len(), 2, "the segment and the requester's eventfd");
+    let rings = Rings::map(&fds[0], 1);
+    let ours = eventfd();
+    send_fds(&s, &handshake(KIND_WELCOME, peer), &[ours.as_fd()]);
+    (s, rings, ours)
+}
+
+/// A responder (here a raw listener posing as a peer fabric) can answer only the one
+/// outstanding request, with no more than it asked for: a response with another sequence
+/// number or for another QP is skipped, a longer one closes the connection.
+#[test]
+fn responses_are_taken_only_for_the_outstanding_request() {
+    let (a, l, peer) = facing_fake_peer(0x3c_3c3c);
     let q = sq(&a.qp, &a.cq, 10_000);
     let sge = |off: u64| {
         [Sge {
@@ -906,18 +928,7 @@ fn responses_are_taken_only_for_the_outstanding_request() {
         sges,
     };
     q.post(&read(&first), SendFlags::SIGNALED).unwrap();
-    let (mut s, _) = l.accept().unwrap();
-    let (h, fds) = recv_fds(&s);
-    assert_eq!(u16::from_le_bytes([h[6], h[7]]), KIND_HELLO);
-    assert_eq!(
-        u64::from_le_bytes(h[16..24].try_into().unwrap()),
-        a.fabric.id()
-    );
-    assert_eq!(fds.len(), 2, "the segment and the requester's eventfd");
-    // Accepted: responses go in ring 1, requests come in ring 0.
-    let mut rings = Rings::map(&fds[0], 1);
-    let ours = eventfd();
-    send_fds(&s, &handshake(KIND_WELCOME, peer), &[ours.as_fd()]);
+    let (mut s, mut rings, _ours) = welcome(&l, peer, a.fabric.id());
     let r = rings.read(104).unwrap();
     let seq = u64::from_le_bytes(r[32..40].try_into().unwrap());
     assert_eq!(r[16 + 24], OP_READ);
@@ -955,14 +966,7 @@ fn responses_are_taken_only_for_the_outstanding_request() {
 /// connection without completing anything.
 #[test]
 fn a_coalesced_acknowledgement_completes_writes_and_nothing_else() {
-    let a = side(4096);
-    let (l, peer) = fake_fabric(0x6b_6b6b);
-    let remote = Endpoint {
-        fabric: peer,
-        nic: 0,
-        qpn: 1,
-    };
-    a.qp.bring_up(&remote).unwrap();
+    let (a, l, peer) = facing_fake_peer(0x6b_6b6b);
     let q = sq(&a.qp, &a.cq, 10_000);
     let write = WorkRequest::Write {
         remote: Remote {
@@ -973,11 +977,7 @@ fn a_coalesced_acknowledgement_completes_writes_and_nothing_else() {
         imm: None,
     };
     q.post(&write, SendFlags::SIGNALED).unwrap();
-    let (mut s, _) = l.accept().unwrap();
-    let (_, fds) = recv_fds(&s);
-    let mut rings = Rings::map(&fds[0], 1);
-    let ours = eventfd();
-    send_fds(&s, &handshake(KIND_WELCOME, peer), &[ours.as_fd()]);
+    let (mut s, mut rings, _ours) = welcome(&l, peer, a.fabric.id());
     q.post(&write, SendFlags::SIGNALED).unwrap();
     q.post(&write, SendFlags::SIGNALED).unwrap();
     // Three WRITEs, in frames of their own or in WRITE runs.
@@ -1032,14 +1032,7 @@ fn a_coalesced_acknowledgement_completes_writes_and_nothing_else() {
 /// no data) closes the connection, and nothing it names completes as a success.
 #[test]
 fn a_run_of_atomic_values_completes_each_atomic_with_its_own() {
-    let a = side(4096);
-    let (l, peer) = fake_fabric(0x4d_4d4d);
-    let remote = Endpoint {
-        fabric: peer,
-        nic: 0,
-        qpn: 1,
-    };
-    a.qp.bring_up(&remote).unwrap();
+    let (a, l, peer) = facing_fake_peer(0x4d_4d4d);
     let q = sq(&a.qp, &a.cq, 10_000);
     let fetch_add = |k: u64| {
         q.post(
@@ -1061,11 +1054,7 @@ fn a_run_of_atomic_values_completes_each_atomic_with_its_own() {
         .unwrap();
     };
     fetch_add(0);
-    let (mut s, _) = l.accept().unwrap();
-    let (_, fds) = recv_fds(&s);
-    let mut rings = Rings::map(&fds[0], 1);
-    let ours = eventfd();
-    send_fds(&s, &handshake(KIND_WELCOME, peer), &[ours.as_fd()]);
+    let (mut s, mut rings, _ours) = welcome(&l, peer, a.fabric.id());
     fetch_add(1);
     fetch_add(2);
     let mut seqs = Vec::new();
