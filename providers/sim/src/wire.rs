@@ -62,8 +62,9 @@
 //! A **WRITE run** (op 5) is consecutive small WRITEs without immediate of one QP in one frame:
 //! the requests `seq`, `seq + 1`, … with PSNs `psn`, `psn + 1`, …, each an entry of the
 //! payload — remote address (u64), rkey (u32), length (u32, at most [`RUN_DATA_MAX`]), then
-//! the data, padded with zeros to a multiple of 8 bytes. The body's rkey, remote address,
-//! immediate and atomic fields are 0 and its length is the payload's. The responder executes
+//! the data, padded with zeros to a multiple of 8 bytes; at most [`RUN_ENTRIES_MAX`] entries
+//! and [`RUN_BYTES_MAX`] bytes. The body's rkey, remote address, has-immediate flag and atomic
+//! kind are 0 and its length is the payload's. The responder executes
 //! the entries in order, each exactly as the WRITE it stands for (admitted by its own PSN), and
 //! answers each as it would that WRITE, until one does not succeed: that one is answered, and
 //! the entries after it are dropped unanswered (as WRITEs behind it they would be
@@ -80,7 +81,8 @@
 //! only for an outstanding request of that QP with that `seq`, and no longer than that request
 //! can be answered; a response to n > 1 requests only when every request it names is
 //! outstanding on that connection and answered without data (an acknowledgement) or with
-//! exactly 8 bytes (a run of values); else the connection closes.
+//! responses of 8 bytes (a run of values: atomics, or 8-byte READs, which a peer could as well
+//! answer one by one); else the connection closes.
 
 pub(crate) mod pool;
 mod ring;
@@ -194,11 +196,23 @@ pub(crate) const RUN_DATA_MAX: usize = 256;
 /// An entry's head in a WRITE run: remote address, rkey, length.
 pub(crate) const RUN_ENTRY_HEAD: usize = 16;
 
+/// The most WRITEs in one run (what one coalesced acknowledgement can answer).
+pub(crate) const RUN_ENTRIES_MAX: u64 = MAX_COALESCED as u64;
+/// The largest payload of a WRITE run (a requester's runs stay within its batch of frames).
+pub(crate) const RUN_BYTES_MAX: usize = 64 << 10;
+
+/// The head of a run entry for a WRITE of `len` bytes to `raddr` (`rkey`).
+pub(crate) fn run_entry_head(raddr: u64, rkey: u32, len: usize) -> [u8; RUN_ENTRY_HEAD] {
+    let mut h = [0u8; RUN_ENTRY_HEAD];
+    h[..8].copy_from_slice(&raddr.to_le_bytes());
+    h[8..12].copy_from_slice(&rkey.to_le_bytes());
+    h[12..].copy_from_slice(&(len as u32).to_le_bytes());
+    h
+}
+
 /// Appends to a WRITE run's payload the entry of a WRITE of `data` to `raddr` (`rkey`).
 pub(crate) fn push_run_entry(out: &mut Vec<u8>, raddr: u64, rkey: u32, data: &[u8]) {
-    out.extend_from_slice(&raddr.to_le_bytes());
-    out.extend_from_slice(&rkey.to_le_bytes());
-    out.extend_from_slice(&(data.len() as u32).to_le_bytes());
+    out.extend_from_slice(&run_entry_head(raddr, rkey, data.len()));
     out.extend_from_slice(data);
     out.resize(out.len() + data.len().wrapping_neg() % 8, 0);
 }
@@ -228,14 +242,15 @@ pub(crate) fn run_entries(
         let raddr = u64::from_le_bytes(head[..8].try_into().unwrap_or_default());
         let rkey = u32::from_le_bytes(head[8..12].try_into().unwrap_or_default());
         let len = u32::from_le_bytes(head[12..16].try_into().unwrap_or_default()) as usize;
-        let padded = len.next_multiple_of(8);
-        if len > RUN_DATA_MAX || padded > rest.len() {
+        // The bound first: `len` is small before it is rounded up.
+        let padded = (len <= RUN_DATA_MAX).then(|| len.next_multiple_of(8));
+        let Some(padded) = padded.filter(|&n| n <= rest.len()) else {
             p = &[];
             return Some(Err(BadFrame(format!(
                 "a WRITE run entry of {len} bytes ({} left, {RUN_DATA_MAX} at most)",
                 rest.len()
             ))));
-        }
+        };
         let (data, pad) = rest[..padded].split_at(len);
         if pad.iter().any(|&b| b != 0) {
             p = &[];
@@ -470,13 +485,37 @@ impl Request {
     pub(crate) fn decode(body: &[u8], payload: Vec<u8>) -> Result<Self, BadFrame> {
         let r = Self::decode_head(body, payload.len())?;
         if r.op == ReqOp::WriteRun {
-            // Checked whole here, so the responder executes none of a malformed run.
-            if payload.is_empty() {
-                return Err(BadFrame("an empty WRITE run".into()));
+            // Checked whole here, so the responder executes none of a malformed run; bounded,
+            // so one frame cannot ask for much more work than a requester's batch holds.
+            if payload.is_empty() || payload.len() > RUN_BYTES_MAX {
+                return Err(BadFrame(format!(
+                    "a WRITE run of {} bytes (1 to {RUN_BYTES_MAX})",
+                    payload.len()
+                )));
             }
-            run_entries(&payload).try_for_each(|e| e.map(drop))?;
+            let mut n = 0u64;
+            for e in run_entries(&payload) {
+                e?;
+                n += 1;
+            }
+            if n > RUN_ENTRIES_MAX {
+                return Err(BadFrame(format!(
+                    "a WRITE run of {n} entries ({RUN_ENTRIES_MAX} at most)"
+                )));
+            }
         }
         Ok(Self { payload, ..r })
+    }
+
+    /// The most bytes of responses this request is answered with: one response with its
+    /// payload, or for a WRITE run the frames its entries' answers can take (the
+    /// acknowledgement pending before it, one per `MAX_COALESCED` entries or 64 KiB of data,
+    /// a failure's, rounded up).
+    pub(crate) fn answer_bytes(&self) -> usize {
+        match self.op {
+            ReqOp::WriteRun => 6 * RESPONSE_HEAD_BYTES,
+            _ => RESPONSE_HEAD_BYTES.saturating_add(self.response_payload() as usize),
+        }
     }
 
     /// The most payload a response to this request carries.
@@ -822,11 +861,27 @@ mod tests {
                 ..run.clone()
             },
         ));
+        let mut many = Vec::new();
+        for k in 0..=RUN_ENTRIES_MAX {
+            push_run_entry(&mut many, 8 * k, 7, b"");
+        }
+        cases.push(("more entries than one acknowledgement answers", with(many)));
+        let mut big = Vec::new();
+        while big.len() <= RUN_BYTES_MAX {
+            push_run_entry(&mut big, 0x1000, 7, &[1; RUN_DATA_MAX]);
+        }
+        cases.push(("more bytes than a run holds", with(big)));
         let n = cases.len();
         for (what, r) in cases {
             assert!(read_frame(&mut r.encode().as_slice()).is_err(), "{what}");
         }
-        assert_eq!(n, 6);
+        assert_eq!(n, 8);
+        // At the limits: accepted.
+        let mut most = Vec::new();
+        for k in 0..RUN_ENTRIES_MAX {
+            push_run_entry(&mut most, 8 * k, 7, b"");
+        }
+        assert!(read_frame(&mut with(most).encode().as_slice()).is_ok());
     }
 
     #[test]

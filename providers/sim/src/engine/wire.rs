@@ -241,25 +241,23 @@ pub(super) fn execute_wire(
         tx.conn.get_or_insert_with(|| conn.clone());
         let seq = req.seq;
         tx.slots.push((seq, max_response));
-        // A small WRITE without immediate joins a WRITE run: an entry, not a frame.
-        match copied.filter(|d| {
+        // A small WRITE without immediate that follows the batch's last WRITE joins it in a
+        // WRITE run (an entry, not a frame); another starts a frame that the next may join.
+        let small_write = copied.filter(|d| {
             kind == OpKind::Write && req.imm.is_none() && d.len() <= crate::wire::RUN_DATA_MAX
-        }) {
-            Some(d)
-                if tx
-                    .run
-                    .as_ref()
-                    .is_some_and(|r| r.next == (req.seq, req.psn))
-                    && open_run(tx) =>
-            {
-                // It follows the batch's last WRITE, now a run: one entry more.
+        });
+        let follows = tx.run.as_ref().is_some_and(|r| {
+            r.next == (req.seq, req.psn)
+                && r.next.0.wrapping_sub(r.head.seq) < crate::wire::RUN_ENTRIES_MAX
+        });
+        match small_write {
+            Some(d) if follows && open_run(tx) => {
                 crate::wire::push_run_entry(&mut tx.bytes, req.raddr, req.rkey, d);
                 if let Some(r) = tx.run.as_mut() {
                     r.next = (req.seq + 1, req.psn.wrapping_add(1) & PSN_MASK);
                 }
             }
             Some(d) => {
-                // A WRITE frame of its own, until another follows it.
                 close_run(tx);
                 let at = tx.bytes.len();
                 tx.bytes.extend_from_slice(&req.encode_head_for(d.len()));
@@ -346,8 +344,8 @@ const BATCH_FRAME_MAX: usize = 2048;
 /// A step's batch is written once it holds this much.
 const BATCH_BYTES: usize = 16 << 10;
 
-/// Keeps request `req` (sent, or in this step's batch) in flight: its WQE, its completion,
-/// where to go back to.
+/// Keeps request `seq` (sent, or in this step's batch) in flight: what completing its WQE
+/// needs, its completion, where to go back to.
 fn push_waiting(ex: &mut QpExec, seq: u64, conn: Arc<Conn>, op: &WqeOp, c: Cpl, psn: u32) {
     ex.wire_out.push_back(WireWait {
         seq,
@@ -389,9 +387,9 @@ pub(super) fn flush_batch(wire: &Wire, qp: &QpInner, ex: &mut QpExec) {
 }
 
 /// Makes the batch's open WRITE (`WireBatch::run`) a WRITE run that more WRITEs can join: a
-/// WRITE frame of its own (`single`) becomes a run of one entry. `false` (and the run
-/// closed) if the batch does not end with what `run` describes, which `execute_wire` never
-/// leaves.
+/// WRITE frame of its own (`single`) becomes a run of one entry, its data moved up by an
+/// entry's head (the run's own head is written when it closes, `close_run`). `false`, and the
+/// run forgotten, if the batch does not end with that frame (`execute_wire` never leaves it so).
 fn open_run(tx: &mut WireBatch) -> bool {
     let Some(r) = tx.run.as_mut() else {
         return false;
@@ -400,23 +398,21 @@ fn open_run(tx: &mut WireBatch) -> bool {
         return true;
     }
     let start = r.at + REQUEST_HEAD_BYTES;
-    let mut one = [0u8; crate::wire::RUN_DATA_MAX];
-    let Some(n) = tx
-        .bytes
-        .get(start..)
-        .and_then(|d| Some((one.get_mut(..d.len())?, d)))
-        .map(|(dst, d)| {
-            dst.copy_from_slice(d);
-            d.len()
-        })
-    else {
+    let n = tx.bytes.len().wrapping_sub(start);
+    if tx.bytes.len() < start || n > crate::wire::RUN_DATA_MAX {
         tx.run = None;
         return false;
-    };
-    tx.bytes.truncate(r.at);
-    // The head is written when the run closes (`close_run`), with the entries' length.
-    tx.bytes.resize(start, 0);
-    crate::wire::push_run_entry(&mut tx.bytes, r.head.raddr, r.head.rkey, &one[..n]);
+    }
+    let entry = start + crate::wire::RUN_ENTRY_HEAD;
+    // The zeros past the old end are the padding after the data once it has moved (by the
+    // entry's head: the data's new place is past its old end, its old place the head's).
+    tx.bytes.resize(entry + n.next_multiple_of(8), 0);
+    tx.bytes.copy_within(start..start + n, entry);
+    tx.bytes[start..entry].copy_from_slice(&crate::wire::run_entry_head(
+        r.head.raddr,
+        r.head.rkey,
+        n,
+    ));
     r.single = false;
     true
 }
@@ -440,9 +436,9 @@ fn close_run(tx: &mut WireBatch) {
     }
 }
 
-/// What a request in flight keeps of its WQE: everything but an inline payload (sent
-/// already; a retransmission fetches the WQE again), in a box the QP used before (`spare`): a
-/// request in flight is a pointer, and keeping its WQE allocates nothing in the steady state.
+/// What a READ or an atomic in flight keeps of its WQE (where its response's data lands):
+/// everything but an inline payload, in a box the QP used before (`spare`), so keeping it
+/// allocates nothing in the steady state.
 // The boxes themselves are what is kept: each moves into a request's `WireWait` as a pointer.
 #[allow(clippy::vec_box)]
 fn waiting_op(spare: &mut Vec<Box<WqeOp>>, op: &WqeOp) -> Box<WqeOp> {
@@ -730,6 +726,10 @@ pub(super) fn serve(f: &FabricInner, turn: &mut Turn<'_>) -> bool {
             if req.op == ReqOp::WriteRun {
                 did = true;
                 next = None;
+                if let Some(span) = in_ring {
+                    // (Runs come out of the ring whole; a span would be given back unread.)
+                    c.release(span);
+                }
                 serve_run(f, c, &req, responder, &mut acks);
                 crate::wire::pool::recycle(std::mem::take(&mut req.payload));
                 continue;
@@ -768,11 +768,11 @@ pub(super) fn serve(f: &FabricInner, turn: &mut Turn<'_>) -> bool {
                 continue;
             }
             if status == WcStatus::Success as u32 && payload.is_empty() {
-                acks.success(c, resp, req_bytes);
+                acks.push(c, resp, None, req_bytes);
                 continue;
             }
             if status == WcStatus::Success as u32 && payload.len() == 8 && is_atomic {
-                acks.result(c, resp, payload);
+                acks.push(c, resp, Some(payload), 0);
                 continue;
             }
             acks.flush(c);
@@ -814,37 +814,24 @@ impl Acks {
         })
     }
 
-    /// A successful atomic's original value (`value`, 8 bytes): joins a run of them when it
-    /// follows the last atomic the run answers, else starts the next response.
-    fn result(&mut self, c: &Conn, resp: Response, value: Vec<u8>) {
-        if !self.extends(&resp, true) {
-            self.flush(c);
-            self.ack = Some(Response {
-                payload: value,
-                ..resp
-            });
-            return;
-        }
-        if let Some(a) = self.ack.as_mut() {
-            a.seq = resp.seq;
-            a.count += 1;
-            a.payload.extend_from_slice(&value);
-        }
-    }
-
-    /// A success without payload of a request of `bytes` bytes: joins the acknowledgement when
-    /// it follows the last request it covers, else starts the next one.
-    fn success(&mut self, c: &Conn, resp: Response, bytes: u64) {
-        let extends = self.extends(&resp, false);
-        match self.ack.as_mut() {
-            Some(a) if extends => {
+    /// A success of a request of `bytes` bytes without payload (`value` none), or an
+    /// atomic's with its original value (8 bytes): joins the coalesced response when it
+    /// follows the last request that covers, of the same kind, else starts the next one.
+    fn push(&mut self, c: &Conn, resp: Response, value: Option<Vec<u8>>, bytes: u64) {
+        if self.extends(&resp, value.is_some()) {
+            if let Some(a) = self.ack.as_mut() {
                 a.seq = resp.seq;
                 a.count += 1;
+                if let Some(v) = &value {
+                    a.payload.extend_from_slice(v);
+                }
             }
-            _ => {
-                self.flush(c);
-                self.ack = Some(resp);
-            }
+        } else {
+            self.flush(c);
+            self.ack = Some(Response {
+                payload: value.unwrap_or_default(),
+                ..resp
+            });
         }
         self.bytes += bytes;
         if self.bytes >= ACK_EVERY_BYTES {
@@ -892,7 +879,7 @@ fn serve_run(f: &FabricInner, c: &Conn, run: &Request, responder: &mut Responder
             count: 1,
         };
         if status == WcStatus::Success as u32 {
-            acks.success(c, resp, w.len);
+            acks.push(c, resp, None, w.len);
         } else {
             acks.flush(c);
             c.send_copy(&resp.encode_head_for(0), &[]);

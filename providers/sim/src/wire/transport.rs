@@ -534,7 +534,7 @@ impl Conn {
             let body = &*body;
             let skip = if self.accepted {
                 let req = Request::decode_head(body, len).map_err(|BadFrame(m)| m)?;
-                if !answer_fits(super::RESPONSE_HEAD_BYTES + req.response_payload() as usize) {
+                if !answer_fits(req.answer_bytes()) {
                     return Ok(None);
                 }
                 // A WRITE (no immediate: it can never wait for a receive) that has arrived
