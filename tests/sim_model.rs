@@ -404,9 +404,8 @@ proptest! {
 
 /// The same model with the responder in "another process" (a second process fabric): the
 /// cross-process engine — its WRITE runs, its runs of atomics' values, an error in the middle
-/// of a run — against memory.
-#[test]
-fn native_between_processes_matches_memory_model() {
+/// of a run — against memory, for provider `P`'s queue format; `CASES` cases, counted.
+fn between_processes_matches_memory_model<P: Modeled>() {
     const CASES: u32 = 32;
     let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig {
         cases: CASES,
@@ -420,15 +419,26 @@ fn native_between_processes_matches_memory_model() {
     );
     runner
         .run(&cases, |(ops, seed, chaos)| {
-            let t = SimPair::<gda::native::Native>::between_processes(
-                chaos,
-                CqMode::Normal,
-                QpInit::default(),
-            );
+            let t = SimPair::<P>::between_processes(chaos, CqMode::Normal, QpInit::default());
             run_on(t, Responder::Elsewhere, &ops, seed)?;
             compared.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             Ok(())
         })
         .unwrap();
     assert!(compared.into_inner() >= CASES);
+}
+
+#[test]
+fn native_between_processes_matches_memory_model() {
+    between_processes_matches_memory_model::<gda::native::Native>();
+}
+
+#[test]
+fn mlx5_between_processes_matches_memory_model() {
+    between_processes_matches_memory_model::<gda::mlx5::Mlx5>();
+}
+
+#[test]
+fn bnxt_between_processes_matches_memory_model() {
+    between_processes_matches_memory_model::<gda::bnxt::Bnxt>();
 }
