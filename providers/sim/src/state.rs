@@ -300,7 +300,6 @@ pub(crate) struct Stats {
     pub(crate) sleeps: AtomicU64,
     pub(crate) psn_errors: AtomicU64,
     pub(crate) deferred_doorbells: AtomicU64,
-    pub(crate) ring_waits: AtomicU64,
 }
 
 /// A copy of the engine counters.
@@ -315,9 +314,6 @@ pub struct StatsSnapshot {
     /// Doorbells whose posters left their work to the engine (`Fabric::defer_doorbell`; a
     /// statistic: concurrent posters may miss a count).
     pub deferred_doorbells: u64,
-    /// Large WRITEs and SENDs to another process that waited for room in the connection's
-    /// ring (behind requests in flight) instead of being copied into a buffer to wait.
-    pub ring_waits: u64,
 }
 
 impl Stats {
@@ -327,7 +323,6 @@ impl Stats {
             sleeps: self.sleeps.load(Ordering::Relaxed),
             psn_errors: self.psn_errors.load(Ordering::Relaxed),
             deferred_doorbells: self.deferred_doorbells.load(Ordering::Relaxed),
-            ring_waits: self.ring_waits.load(Ordering::Relaxed),
         }
     }
 }

@@ -879,12 +879,7 @@ fn response(dst: Endpoint, seq: u64, status: u32, payload: &[u8]) -> Vec<u8> {
 /// A side whose QP is connected to a raw listener posing as a peer fabric (`salt` as in
 /// `fake_fabric`): the side, the listener and the peer's fabric id.
 fn facing_fake_peer(salt: u32) -> (Side, UnixListener, u64) {
-    facing_fake_peer_with(salt, 4096)
-}
-
-/// [`facing_fake_peer`] with a region of `mr_len` bytes.
-fn facing_fake_peer_with(salt: u32, mr_len: usize) -> (Side, UnixListener, u64) {
-    let a = side(mr_len);
+    let a = side(4096);
     let (l, peer) = fake_fabric(salt);
     let remote = Endpoint {
         fabric: peer,
@@ -1108,57 +1103,6 @@ fn a_run_of_atomic_values_completes_each_atomic_with_its_own() {
     let mut got = [0u8; 8];
     a.mr.read(24, &mut got).unwrap();
     assert_eq!(got, [0; 8], "a refused response's value landed");
-}
-
-/// Large WRITEs behind others wait for room in the ring (not copied into a buffer to wait),
-/// go once the peer has read, and arrive whole.
-#[test]
-fn large_writes_wait_for_room_in_the_ring_and_arrive_whole() {
-    const MIB: usize = 1 << 20;
-    let (a, l, peer) = facing_fake_peer_with(0x5e_5e5e, MIB);
-    let q = sq(&a.qp, &a.cq, 10_000);
-    let pattern: Vec<u8> = (0..MIB).map(|i| (i * 7 % 251) as u8).collect();
-    a.mr.write(0, &pattern).unwrap();
-    let src = [Sge {
-        addr: a.mr.addr(),
-        length: MIB as u32,
-        lkey: a.mr.lkey(),
-    }];
-    let write = WorkRequest::Write {
-        remote: Remote {
-            addr: 0x10_0000,
-            rkey: 7,
-        },
-        payload: Payload::Sges(&src),
-        imm: None,
-    };
-    q.post(&write, SendFlags::SIGNALED).unwrap();
-    let (_s, mut rings, _ours) = welcome(&l, peer, a.fabric.id());
-    const N: usize = 6;
-    for _ in 1..N {
-        q.post(&write, SendFlags::SIGNALED).unwrap();
-    }
-    // Nothing read yet: the ring (4 MiB) holds three; the next waits for room.
-    let t0 = Instant::now();
-    while a.fabric.stats().ring_waits == 0 {
-        assert!(
-            t0.elapsed() < Duration::from_secs(5),
-            "no WRITE waited for room in the ring"
-        );
-        a.fabric.progress();
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    let me = a.qp.endpoint();
-    for i in 0..N {
-        let h = rings.read(16 + 88).unwrap();
-        assert_eq!(h[16 + 24], OP_WRITE, "WRITE {i}");
-        let len = u32::from_le_bytes(h[8..12].try_into().unwrap()) as usize;
-        assert_eq!(len, MIB, "WRITE {i}");
-        let seq = u64::from_le_bytes(h[32..40].try_into().unwrap());
-        assert!(rings.read(len).unwrap() == pattern, "WRITE {i}'s payload");
-        assert!(rings.write_all(&response(me, seq, 0, &[])));
-    }
-    assert_eq!(status_of(q.quiet()), WcStatus::Success);
 }
 
 // ---- (e) a flood of bad connections is a few lines --------------------------------------------

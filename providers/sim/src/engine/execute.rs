@@ -55,7 +55,7 @@ pub(super) fn execute(
         ex.remote_epoch = epoch;
     }
     if let (Some(ep), Some(w), None) = (ex.wire_ep, &f.wire, &ex.remote) {
-        return super::wire::execute_wire(w, &f.stats, qp, ex, op, kind, c, ep);
+        return super::wire::execute_wire(w, qp, ex, op, kind, c, ep);
     }
     if ex.remote.is_none() {
         return match ex.peer.as_mut().and_then(|p| p.ready()) {

@@ -83,10 +83,8 @@ fn rewind(ex: &mut QpExec, w: &WireWait) {
 /// Sends the WQE at the fetch position (`ex.sq_pos + ex.ahead`) to QP `ep` of another process:
 /// `Step::Sent` once it is on its way. A result that would complete at once (a local fault,
 /// no listener) waits while earlier requests are in flight, so completions stay in order.
-#[allow(clippy::too_many_arguments)]
 pub(super) fn execute_wire(
     wire: &Arc<Wire>,
-    stats: &crate::state::Stats,
     qp: &Arc<QpInner>,
     ex: &mut QpExec,
     op: &WqeOp,
@@ -308,14 +306,6 @@ pub(super) fn execute_wire(
             };
             match conn.send_direct(&head, carried as usize, fill) {
                 Ok(true) => true,
-                // No room in the ring now, behind requests in flight: sent when the ring has
-                // room (the peer wakes this engine then), not copied into a buffer and again
-                // into the ring. (If the peer stops reading, the requests in flight time out.)
-                Ok(false) if behind && !conn.is_dead() => {
-                    unexpect(ex);
-                    stats.ring_waits.fetch_add(1, Ordering::Relaxed);
-                    return Step::Wait;
-                }
                 // No room in the ring now: staged after all (the checks run again).
                 Ok(false) => match stage_source(qp, op) {
                     Ok(v) => conn.send(&head, v),

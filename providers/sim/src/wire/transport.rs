@@ -324,9 +324,8 @@ impl Conn {
 
     /// Writes a frame whose payload (`len` bytes) `fill(dst, n)` copies straight into the
     /// ring, when nothing is queued and the whole frame fits now: `Ok(true)`. `Ok(false)`:
-    /// nothing was sent (no room — the peer is asked to wake this engine when it has read
-    /// some — something queued, or the connection is dead): send it later, or stage the
-    /// payload and [`Conn::send`] it. `Err`: `fill` failed, nothing was sent.
+    /// nothing was sent (no room, or the connection is dead): stage the payload and
+    /// [`Conn::send`] it. `Err`: `fill` failed, nothing was sent.
     pub(crate) fn send_direct<E>(
         &self,
         head: &[u8],
@@ -341,15 +340,7 @@ impl Conn {
             return Ok(false);
         }
         let q = &mut *q;
-        let mut fill = fill;
-        let mut written = q.ring.write_whole(&self.seg, head, len, &mut fill);
-        if matches!(written, Ok(None)) {
-            // The caller sends it once the peer has read enough, and the peer wakes us then;
-            // a look at the room after saying so catches what it read meanwhile.
-            q.ring.set_starved(&self.seg);
-            written = q.ring.write_whole(&self.seg, head, len, &mut fill);
-        }
-        match written {
+        match q.ring.write_whole(&self.seg, head, len, fill) {
             Ok(None) => Ok(false),
             Ok(Some(Ok(()))) => {
                 if q.ring.consumer_napping(&self.seg) {
