@@ -523,12 +523,18 @@ impl Counters {
     /// Next unreserved position.
     #[must_use]
     pub fn reserved(&self) -> u64 {
-        let v = self.reserved.load(Ordering::Relaxed);
-        if self.tracks_psn {
-            packed::widen(packed::unit(v), self.complete_below())
-        } else {
-            v
+        if !self.tracks_psn {
+            return self.reserved.load(Ordering::Relaxed);
         }
+        // The floor first: a floor read after the word could have passed it (another producer
+        // reserving, ringing and completing in between), and the widening would wrap to 2^24
+        // units ahead — a quiet then waits for work that never comes. Read before, it is at
+        // most the position the word holds (the reservations it counts happened before the
+        // completion that raised it, which its Acquire load sees).
+        let floor = self.complete_below();
+        // ORDERING: after the Acquire load above, so at least as new as what it covered.
+        let v = self.reserved.load(Ordering::Relaxed);
+        packed::widen(packed::unit(v), floor)
     }
 
     /// Units that may be outstanding at once.

@@ -137,6 +137,41 @@ fn two_producers_psn_tracking_ring_full() {
     run(2, 2, 2, 1, true);
 }
 
+/// `reserved()` on a PSN-tracking queue (bnxt: the reservation word keeps only the low bits of
+/// the position, widened against the completion floor) read while another producer reserves,
+/// rings and completes: never past what has been reserved. (Reading the word before the floor
+/// let a floor that had overtaken it wrap the widening to 2^24 units ahead, and a quiet wait
+/// for work that would never exist.)
+#[test]
+fn reserved_never_runs_ahead_with_psn_tracking() {
+    let mut b = loom::model::Builder::new();
+    b.preemption_bound = Some(3);
+    b.check(|| {
+        let c = Arc::new(Counters::with_capacity(4, true));
+        let producer = {
+            let c = c.clone();
+            loom::thread::spawn(move || {
+                let mut w = Waiter::new(1_000);
+                let (start, _) = c.reserve(Cost {
+                    units: 1,
+                    packets: 1,
+                });
+                c.wait_room(start, 1, &mut w, || Ok(())).unwrap();
+                c.ring_in_order(start, 1, &mut w, || ()).unwrap();
+                c.set_complete_below(start + 1);
+            })
+        };
+        // (Read on a thread of its own: loom explores it against the producer.)
+        let reader = {
+            let c = c.clone();
+            loom::thread::spawn(move || c.reserved())
+        };
+        let seen = reader.join().unwrap();
+        assert!(seen <= 1, "reserved() read {seen} with one unit reserved");
+        producer.join().unwrap();
+    });
+}
+
 /// The shipped `SendQueue` — reservation, quarter-ring signalling, ring-in-order, polling and
 /// `quiet` with its signalled-NOP marker — driven through a fake provider whose "device" executes
 /// rung WQEs when the CQ is polled and, like hardware, writes CQEs only for signalled ones.

@@ -164,9 +164,12 @@ GDA_FN uint64_t widen(uint64_t low, uint64_t floor) {
 // Next unreserved position (gda_hal::Counters::reserved).
 GDA_FN uint64_t reserved(const SqProto& p) {
     SqState* st = state(p);
+    if (!p.tracks_psn) return arch::load_u64_acquire(&st->reserved);
+    // The floor first (as gda_hal does): read after the packed word, a floor that another
+    // producer's completion moved past it would wrap the widening 2^24 units ahead.
+    const uint64_t floor = arch::load_u64_acquire(&st->complete_below);
     const uint64_t v = arch::load_u64_acquire(&st->reserved);
-    return p.tracks_psn ? packed::widen(packed::unit(v), arch::load_u64_acquire(&st->complete_below))
-                        : v;
+    return packed::widen(packed::unit(v), floor);
 }
 
 // Claims `c` (for `msgs` WQEs): the start position and its SqPos (gda_hal::Counters::reserve).
