@@ -507,6 +507,18 @@ impl Request {
         Ok(Self { payload, ..r })
     }
 
+    /// The response to this request alone with `status` and no payload (the caller adds one).
+    pub(crate) fn answer(&self, status: u32) -> Response {
+        Response {
+            dst_nic: self.src_nic,
+            dst_qpn: self.src_qpn,
+            seq: self.seq,
+            status,
+            payload: Vec::new(),
+            count: 1,
+        }
+    }
+
     /// The most bytes of responses this request is answered with: one response with its
     /// payload, or for a WRITE run the frames its entries' answers can take (the
     /// acknowledgement pending before it, one per `MAX_COALESCED` entries or 64 KiB of data,

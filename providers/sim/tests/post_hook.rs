@@ -14,31 +14,24 @@ use gda_sim::{Access, CqMode, Fabric, FabricConfig, QpInit};
 /// exist is refused.
 #[test]
 fn posts_with_the_hook_land_in_order_and_polls_run_the_pass() {
-    let Pair {
-        a,
-        b,
-        na,
-        pb,
-        cqa,
-        qa,
-        qb,
-        _keep,
-    } = pair(1024, 256);
-    assert!(a.is_process());
+    let p = pair(1024, 256);
+    assert!(p.a.is_process());
     assert!(!Fabric::new(FabricConfig::default()).is_process());
-    qa.bring_up_at(&qb.endpoint(), qb.start_psn()).unwrap();
-    qb.bring_up_at(&qa.endpoint(), qa.start_psn()).unwrap();
-    assert!(a.post_hook(na.index(), qa.qpn() ^ 0x7f_ffff).is_none());
-    assert!(a.post_hook(na.index() + 7, qa.qpn()).is_none());
-    let hook = a.post_hook(na.index(), qa.qpn()).unwrap();
+    p.qa.bring_up_at(&p.qb.endpoint(), p.qb.start_psn())
+        .unwrap();
+    p.qb.bring_up_at(&p.qa.endpoint(), p.qa.start_psn())
+        .unwrap();
+    assert!(
+        p.a.post_hook(p.na.index(), p.qa.qpn() ^ 0x7f_ffff)
+            .is_none()
+    );
+    assert!(p.a.post_hook(p.na.index() + 7, p.qa.qpn()).is_none());
+    let hook = p.a.post_hook(p.na.index(), p.qa.qpn()).unwrap();
     const N: u64 = 600;
-    let remote = pb.alloc_mr(N as usize * 8, Access::ALL);
-    // SAFETY: the QP and CQ outlive the queue (dropped before them, below).
-    let mut sq =
-        unsafe { SendQueue::<Native>::new(qa.sq_handle::<Native>().unwrap(), cqa.handle(), 5000) }
-            .unwrap();
+    let remote = p.pb.alloc_mr(N as usize * 8, Access::ALL);
+    let mut sq = p.queue();
     let passes = Arc::new(AtomicU64::new(0));
-    let (a2, p2) = (a.clone(), passes.clone());
+    let (a2, p2) = (p.a.clone(), passes.clone());
     sq.set_host_progress(Some(Arc::new(move || {
         p2.fetch_add(1, Ordering::Relaxed);
         a2.progress()
@@ -48,7 +41,7 @@ fn posts_with_the_hook_land_in_order_and_polls_run_the_pass() {
         // The peer, serving as a waiting PE does.
         s.spawn(|| {
             while responder.load(Ordering::Relaxed) {
-                b.progress();
+                p.b.progress();
             }
         });
         // More than the queue holds: posts wait for room, polling (and so running the pass).
@@ -89,31 +82,20 @@ fn posts_with_the_hook_land_in_order_and_polls_run_the_pass() {
 /// again when the QP connects.
 #[test]
 fn a_request_sent_before_the_responder_is_ready_lands_once_it_is() {
-    let Pair {
-        a,
-        b,
-        na,
-        pb,
-        cqa,
-        qa,
-        qb,
-        _keep,
-    } = pair(256, 64);
+    let p = pair(256, 64);
     // Only the requester is up.
-    qa.bring_up_at(&qb.endpoint(), qb.start_psn()).unwrap();
-    let remote = pb.alloc_mr(64, Access::ALL);
-    let hook = a.post_hook(na.index(), qa.qpn()).unwrap();
-    // SAFETY: the QP and CQ outlive the queue (dropped before them, below).
-    let mut sq =
-        unsafe { SendQueue::<Native>::new(qa.sq_handle::<Native>().unwrap(), cqa.handle(), 5000) }
-            .unwrap();
-    let a2 = a.clone();
+    p.qa.bring_up_at(&p.qb.endpoint(), p.qb.start_psn())
+        .unwrap();
+    let remote = p.pb.alloc_mr(64, Access::ALL);
+    let hook = p.a.post_hook(p.na.index(), p.qa.qpn()).unwrap();
+    let mut sq = p.queue();
+    let a2 = p.a.clone();
     sq.set_host_progress(Some(Arc::new(move || a2.progress())));
     let serving = std::sync::atomic::AtomicBool::new(true);
     std::thread::scope(|s| {
         s.spawn(|| {
             while serving.load(Ordering::Relaxed) {
-                b.progress();
+                p.b.progress();
             }
         });
         let v = 0x5eed_u64.to_le_bytes();
@@ -130,9 +112,10 @@ fn a_request_sent_before_the_responder_is_ready_lands_once_it_is() {
         // Transmissions meet the responder in Reset for a while.
         let t = std::time::Instant::now();
         while t.elapsed() < std::time::Duration::from_millis(30) {
-            a.progress();
+            p.a.progress();
         }
-        qb.bring_up_at(&qa.endpoint(), qa.start_psn()).unwrap();
+        p.qb.bring_up_at(&p.qa.endpoint(), p.qa.start_psn())
+            .unwrap();
         sq.quiet().unwrap();
         serving.store(false, Ordering::Relaxed);
     });
@@ -155,6 +138,21 @@ struct Pair {
     qb: gda_sim::Qp,
     /// `a`'s PD and `b`'s CQ, which the QPs use.
     _keep: (gda_sim::Pd, gda_sim::Cq),
+}
+
+impl Pair {
+    /// `qa`'s send queue on `cqa` (5 s timeout).
+    fn queue(&self) -> SendQueue<Native> {
+        // SAFETY: the QP and CQ outlive the queue: every test drops it before the pair.
+        unsafe {
+            SendQueue::<Native>::new(
+                self.qa.sq_handle::<Native>().unwrap(),
+                self.cqa.handle(),
+                5000,
+            )
+        }
+        .unwrap()
+    }
 }
 
 fn pair(cq_entries: u32, sq_units: u32) -> Pair {

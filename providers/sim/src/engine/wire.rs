@@ -750,14 +750,7 @@ pub(super) fn serve(f: &FabricInner, turn: &mut Turn<'_>) -> bool {
             }
             did = true;
             next = None;
-            let resp = Response {
-                dst_nic: req.src_nic,
-                dst_qpn: req.src_qpn,
-                seq: req.seq,
-                status,
-                payload: Vec::new(),
-                count: 1,
-            };
+            let resp = req.answer(status);
             let req_bytes = req.len;
             let is_atomic = req.op == ReqOp::Atomic;
             crate::wire::pool::recycle(std::mem::take(&mut req.payload));
@@ -870,14 +863,7 @@ fn serve_run(f: &FabricInner, c: &Conn, run: &Request, responder: &mut Responder
             pieces: [(e.data.as_ptr(), e.data.len()), (std::ptr::null(), 0)],
         };
         let (status, _) = respond(f, c.peer, &w, Some(data), &mut None, responder);
-        let resp = Response {
-            dst_nic: run.src_nic,
-            dst_qpn: run.src_qpn,
-            seq: w.seq,
-            status,
-            payload: Vec::new(),
-            count: 1,
-        };
+        let resp = w.answer(status);
         if status == WcStatus::Success as u32 {
             acks.push(c, resp, None, w.len);
         } else {
