@@ -208,7 +208,10 @@ impl Fabric {
     /// Engine statistics (WQEs executed, idle sleeps), for tests and `gda perf`.
     #[must_use]
     pub fn stats(&self) -> crate::StatsSnapshot {
-        self.inner.stats.snapshot()
+        crate::StatsSnapshot {
+            connections: self.inner.wire.as_ref().map_or(0, |w| w.connections_made()),
+            ..self.inner.stats.snapshot()
+        }
     }
 
     /// CPU time the engine thread has used so far (Linux: `/proc/self/task/<tid>/schedstat`),

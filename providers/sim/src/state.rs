@@ -314,6 +314,9 @@ pub struct StatsSnapshot {
     /// Doorbells whose posters left their work to the engine (`Fabric::defer_doorbell`; a
     /// statistic: concurrent posters may miss a count).
     pub deferred_doorbells: u64,
+    /// Process fabrics: connections made to other processes' fabrics (at RTR, or by a request
+    /// when none was live), reconnections included.
+    pub connections: u64,
 }
 
 impl Stats {
@@ -323,6 +326,7 @@ impl Stats {
             sleeps: self.sleeps.load(Ordering::Relaxed),
             psn_errors: self.psn_errors.load(Ordering::Relaxed),
             deferred_doorbells: self.deferred_doorbells.load(Ordering::Relaxed),
+            connections: 0,
         }
     }
 }

@@ -126,6 +126,46 @@ fn a_request_sent_before_the_responder_is_ready_lands_once_it_is() {
     drop(sq);
 }
 
+/// A QP connects to its peer's process when it moves to RTR, as a NIC does, not when its
+/// first request is sent (which then waited for the handshake, 2-3 ms in `wire_rate`'s
+/// "first WRITE after bring-up"): one connection each way once both are up, and the first
+/// request travels on it.
+#[test]
+fn the_connection_to_the_peer_process_is_made_at_rtr() {
+    let p = pair(64, 64);
+    assert_eq!((p.a.stats().connections, p.b.stats().connections), (0, 0));
+    p.qa.bring_up_at(&p.qb.endpoint(), p.qb.start_psn())
+        .unwrap();
+    assert_eq!((p.a.stats().connections, p.b.stats().connections), (1, 0));
+    p.qb.bring_up_at(&p.qa.endpoint(), p.qa.start_psn())
+        .unwrap();
+    assert_eq!((p.a.stats().connections, p.b.stats().connections), (1, 1));
+    let remote = p.pb.alloc_mr(64, Access::ALL);
+    let mut sq = p.queue();
+    let (a2, b2) = (p.a.clone(), p.b.clone());
+    sq.set_host_progress(Some(Arc::new(move || a2.progress() | b2.progress())));
+    let v = 0x0ace_u64.to_le_bytes();
+    let wr = WorkRequest::Write {
+        remote: Remote {
+            addr: remote.addr(),
+            rkey: remote.rkey(),
+        },
+        payload: Payload::Inline(&v),
+        imm: None,
+    };
+    sq.post(&wr, SendFlags::SIGNALED).unwrap();
+    sq.quiet().unwrap();
+    // SAFETY: inside the region, which lives until the end of the test.
+    let got = unsafe { (remote.addr() as *const u64).read_volatile() };
+    assert_eq!(got, 0x0ace);
+    assert_eq!(
+        p.a.stats().connections,
+        1,
+        "the request made a connection of its own"
+    );
+    drop(sq);
+}
+
 /// A native QP on each of two process fabrics, in Reset, each with a CQ of `cq_entries` for
 /// both queues and `sq_units` send units.
 struct Pair {

@@ -834,6 +834,8 @@ pub(crate) struct Wire {
     responses: Mutex<HashMap<(u32, u32), QpSlots>>,
     /// Connections to peer fabrics, by fabric id.
     out: Mutex<HashMap<u64, Arc<Conn>>>,
+    /// Connections made to peer fabrics so far (a statistic: `Fabric::stats`).
+    made: AtomicU64,
     /// Every live connection, both ways (the engine serves them).
     conns: Mutex<Vec<Arc<Conn>>>,
     /// Moves when a connection is added or dies (see [`Wire::conns`]).
@@ -1058,6 +1060,7 @@ impl Wire {
             wake_fd,
             responses: Mutex::new(HashMap::default()),
             out: Mutex::new(HashMap::default()),
+            made: AtomicU64::new(0),
             conns: Mutex::new(Vec::new()),
             conns_gen: AtomicU64::new(0),
             inbound: Arc::new(AtomicUsize::new(0)),
@@ -1193,7 +1196,8 @@ impl Wire {
         self.conns_gen.fetch_add(1, Ordering::AcqRel);
     }
 
-    /// The connection to fabric `peer` (made on first use, and again after one dies); `None`
+    /// The connection to fabric `peer` (made when a QP to it moves to RTR, else on first use,
+    /// and again after one dies); `None`
     /// when it cannot be reached now. Never waits on the peer.
     pub(crate) fn conn_to(self: &Arc<Self>, peer: u64) -> Option<Arc<Conn>> {
         let mut out = lock(&self.out);
@@ -1252,7 +1256,13 @@ impl Wire {
         }
         self.register(&c);
         out.insert(peer, c.clone());
+        self.made.fetch_add(1, Ordering::Relaxed);
         Some(c)
+    }
+
+    /// How many connections this process has made to peer fabrics (each reconnection counts).
+    pub(crate) fn connections_made(&self) -> u64 {
+        self.made.load(Ordering::Relaxed)
     }
 
     /// The outstanding requests of the requester (`nic`, `qpn`), which its engine keeps (one
