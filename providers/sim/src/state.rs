@@ -437,7 +437,7 @@ pub(crate) struct WireBatch {
     /// The frames, whole, in order.
     pub(crate) bytes: Vec<u8>,
     /// Their requests' sequence numbers and response payload bounds.
-    pub(crate) slots: Vec<(u64, u64)>,
+    pub(crate) slots: Vec<(u64, u64, Option<crate::wire::Landing>)>,
     /// The small WRITE, or WRITE run, at the end of `bytes`, which the QP's next WRITE may join.
     pub(crate) run: Option<OpenRun>,
 }

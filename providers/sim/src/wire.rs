@@ -88,7 +88,9 @@ pub(crate) mod pool;
 mod ring;
 mod transport;
 
-pub(crate) use transport::{Conn, ConnList, PassClock, QpSlots, RingSpan, Wire, now_ns, pass_now};
+pub(crate) use transport::{
+    Conn, ConnList, Landing, PassClock, QpSlots, RingSpan, Wire, now_ns, pass_now,
+};
 
 use std::fmt;
 use std::io;
@@ -184,6 +186,10 @@ pub(crate) struct Response {
     /// Requests this response answers: `seq` and the `count - 1` before it (of the same QP),
     /// all successful and without payload — RC's coalesced acknowledgement. 1 for one request.
     pub(crate) count: u32,
+    /// Not on the wire: a READ's data that the pass which took this response already wrote
+    /// to the READ's local buffers, straight from the ring (`transport::Landing`), in bytes;
+    /// `payload` is then empty.
+    pub(crate) landed: Option<u32>,
 }
 
 /// Smallest payload copied straight between registered memory and a ring (a WRITE or SEND
@@ -516,6 +522,7 @@ impl Request {
             status,
             payload: Vec::new(),
             count: 1,
+            landed: None,
         }
     }
 
@@ -574,6 +581,7 @@ impl Response {
             status: u32_at(16),
             payload,
             count: u32_at(20).max(1),
+            landed: None,
         })
     }
 }
@@ -761,6 +769,7 @@ mod tests {
             status: RNR,
             payload: vec![9; 100],
             count: 1,
+            landed: None,
         };
         match read_frame(&mut resp.encode().as_slice()).unwrap() {
             Some(Frame::Response(back)) => assert_eq!(back, resp),

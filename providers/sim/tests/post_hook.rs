@@ -166,6 +166,81 @@ fn the_connection_to_the_peer_process_is_made_at_rtr() {
     drop(sq);
 }
 
+/// READs of 64 KiB and more between processes, whose data the pass that takes the response
+/// writes straight from the ring into the READ's scatter entries: 200 READs (three passes
+/// through the 4 MiB response ring, so responses straddle its wrap) into three scatter entries
+/// each land byte for byte; one whose local key is wrong completes with `LOC_PROT_ERR` when its
+/// response comes, as a buffered one does.
+#[test]
+fn large_reads_land_straight_from_the_ring_and_check_their_buffers() {
+    use gda_hal::{Sge, SqError, WcStatus};
+    let p = pair(256, 256);
+    p.qa.bring_up_at(&p.qb.endpoint(), p.qb.start_psn())
+        .unwrap();
+    p.qb.bring_up_at(&p.qa.endpoint(), p.qa.start_psn())
+        .unwrap();
+    const LEN: usize = 65536 + 24;
+    let remote = p.pb.alloc_mr(LEN, Access::ALL);
+    let local = p._keep.0.alloc_mr(LEN, Access::ALL);
+    let mut sq = p.queue();
+    let (a2, b2) = (p.a.clone(), p.b.clone());
+    sq.set_host_progress(Some(Arc::new(move || a2.progress() | b2.progress())));
+    // Three scatter entries of uneven lengths covering the local region.
+    let cuts = [0, 20_000, 50_008, LEN];
+    let sges: Vec<Sge> = cuts
+        .windows(2)
+        .map(|w| Sge {
+            addr: local.addr() + w[0] as u64,
+            length: (w[1] - w[0]) as u32,
+            lkey: local.lkey(),
+        })
+        .collect();
+    let from = Remote {
+        addr: remote.addr(),
+        rkey: remote.rkey(),
+    };
+    let mut checked = 0;
+    for round in 0..200u32 {
+        let fill: Vec<u8> = (0..LEN as u32)
+            .map(|i| (i.wrapping_mul(31) ^ round) as u8)
+            .collect();
+        // SAFETY: the regions hold `LEN` bytes each and live until the end of the test; no
+        // request is in flight while they are written.
+        unsafe {
+            std::ptr::copy_nonoverlapping(fill.as_ptr(), remote.addr() as *mut u8, LEN);
+            std::ptr::write_bytes(local.addr() as *mut u8, 0, LEN);
+        }
+        let wr = WorkRequest::Read {
+            remote: from,
+            sges: &sges,
+        };
+        sq.post(&wr, SendFlags::SIGNALED).unwrap();
+        sq.quiet().unwrap();
+        // SAFETY: as above; the READ has completed.
+        let got = unsafe { std::slice::from_raw_parts(local.addr() as *const u8, LEN) };
+        assert!(got == fill.as_slice(), "READ {round} landed wrong data");
+        checked += 1;
+    }
+    assert_eq!(checked, 200);
+    let bad = [Sge {
+        lkey: local.lkey() ^ 0x5a5a,
+        ..sges[0]
+    }];
+    sq.post(
+        &WorkRequest::Read {
+            remote: from,
+            sges: &bad,
+        },
+        SendFlags::SIGNALED,
+    )
+    .unwrap();
+    match sq.quiet() {
+        Err(SqError::Completion { status, .. }) => assert_eq!(status, WcStatus::LocProtErr),
+        r => panic!("a READ into a wrong local key completed with {r:?}"),
+    }
+    drop(sq);
+}
+
 /// A native QP on each of two process fabrics, in Reset, each with a CQ of `cq_entries` for
 /// both queues and `sq_units` send units.
 struct Pair {

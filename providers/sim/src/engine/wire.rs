@@ -27,11 +27,11 @@ use crate::state::{
     WireWait,
 };
 use crate::types::{Endpoint, QpState};
-use crate::wire::RingSpan;
 use crate::wire::{
     Conn, DISCARDED, PSN_MASK, REFUSED, REQUEST_HEAD_BYTES, RNR, ReqOp, Request, Response, Wire,
     now_ns, pass_now, warn,
 };
+use crate::wire::{Landing, RingSpan};
 
 /// How long a requester keeps retransmitting to a responder that does not answer — no QP of
 /// that number, a QP not yet in RTR, no process listening — before `RETRY_EXC_ERR`: a NIC's
@@ -240,7 +240,10 @@ pub(super) fn execute_wire(
         let tx = &mut ex.wire_tx;
         tx.conn.get_or_insert_with(|| conn.clone());
         let seq = req.seq;
-        tx.slots.push((seq, max_response));
+        // A READ of at least `DIRECT_MIN` bytes: its data goes from the ring to its buffers.
+        let land = (kind == OpKind::Read && len >= crate::wire::DIRECT_MIN as u64)
+            .then(|| landing(qp, op));
+        tx.slots.push((seq, max_response, land));
         // A small WRITE without immediate that follows the batch's last WRITE joins it in a
         // WRITE run (an entry, not a frame); another starts a frame that the next may join.
         let small_write = copied.filter(|d| {
@@ -379,7 +382,7 @@ pub(super) fn flush_batch(wire: &Wire, qp: &QpInner, ex: &mut QpExec) {
     if !tx.bytes.is_empty() {
         ex.wire_slots
             .get_or_insert_with(|| wire.slots((qp.nic.id, qp.qpn)))
-            .expect_all(conn.id, &tx.slots);
+            .expect_all(conn.id, tx.slots.drain(..));
         conn.send_copy(&[], &tx.bytes);
     }
     tx.bytes.clear();
@@ -622,6 +625,8 @@ fn finish(
         return fail(qp, c, s);
     }
     match op.map(|o| (o.kind, o)) {
+        // Its data is in place already (`landing`).
+        Some((Some(OpKind::Read), _)) if let Some(n) = resp.landed => c.byte_len = n,
         Some((Some(OpKind::Read), op)) => {
             c.byte_len = resp.payload.len() as u32;
             let mut off = 0usize;
@@ -689,6 +694,52 @@ fn finish(
         _ => {}
     }
     Step::Complete(c, units, false)
+}
+
+/// Where the data of the READ `op` of `qp` goes when its response comes ([`Landing`]): its
+/// scatter entries, checked for LOCAL_WRITE and written while pinned, straight from the ring.
+/// The checks run when the response comes, as `finish` runs them for a buffered payload, so a
+/// region deregistered after the READ was sent is a local protection error either way.
+fn landing(qp: &QpInner, op: &WqeOp) -> Landing {
+    let (nic, pd) = (qp.nic.clone(), qp.pd);
+    let sges: Vec<_> = op.sges.iter().filter(|s| s.length > 0).copied().collect();
+    Box::new(move |span: &RingSpan| {
+        let mut keep = Vec::with_capacity(sges.len());
+        for s in &sges {
+            let mr = nic
+                .mrs
+                .check_local(pd, s.lkey, s.addr, u64::from(s.length), Access::LOCAL_WRITE)
+                .map_err(local_fault)?;
+            keep.push(mr);
+        }
+        let mut pieces = span.pieces.into_iter().filter(|&(_, n)| n > 0);
+        let (mut src, mut left) = pieces.next().unwrap_or((std::ptr::null(), 0));
+        let mut copied = Ok(());
+        'sges: for (s, mr) in sges.iter().zip(&keep) {
+            let (mut at, mut room) = (s.addr as *mut u8, s.length as usize);
+            while room > 0 {
+                if left == 0 {
+                    match pieces.next() {
+                        Some(p) => (src, left) = p,
+                        None => break 'sges,
+                    }
+                }
+                let n = room.min(left);
+                // SAFETY: `[at, at + n)` lies in the scatter entry, checked against a local
+                // region granting LOCAL_WRITE and pinned while written; `[src, src + n)` in
+                // the ring's span of the response's payload, valid until it is consumed
+                // (after this returns).
+                copied = unsafe { dma_copy_pinned(&[mr], at, src, n) };
+                if copied.is_err() {
+                    break 'sges;
+                }
+                (at, src) = (at.wrapping_add(n), src.wrapping_add(n));
+                (room, left) = (room - n, left - n);
+            }
+        }
+        mmio::dma_publish();
+        copied.map_err(local_fault)
+    })
 }
 
 /// Serves this process's connections: writes what waits in their send queues, executes the

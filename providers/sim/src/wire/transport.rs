@@ -556,7 +556,30 @@ impl Conn {
             } else {
                 let resp = Response::decode(body, Vec::new()).map_err(|BadFrame(m)| m)?;
                 match admit(&resp, len) {
-                    Admit::Read => false,
+                    Admit::Land(land) if avail >= HEADER_BYTES + body_len + len => {
+                        // Arrived whole: its data goes from the ring to the READ's buffers.
+                        if rx.ring.consume(&self.seg, HEADER_BYTES + body_len) {
+                            self.wake_peer();
+                        }
+                        let span = rx.ring.span(&self.seg, len);
+                        let landed = land(&span);
+                        if rx.ring.consume(&self.seg, len) {
+                            self.wake_peer();
+                        }
+                        self.stamp();
+                        return Ok(Some(Incoming::Response(match landed {
+                            Ok(()) => Response {
+                                landed: u32::try_from(len).ok(),
+                                ..resp
+                            },
+                            Err(status) => Response {
+                                status: status as u32,
+                                ..resp
+                            },
+                        })));
+                    }
+                    // Not whole yet: read into a buffer, `finish` writes it.
+                    Admit::Read | Admit::Land(_) => false,
                     Admit::Skip => true,
                     Admit::Refuse(m) => return Err(m),
                 }
@@ -714,9 +737,19 @@ impl Conn {
 /// What the engine does with a response's payload.
 pub(crate) enum Admit {
     Read,
+    /// A READ's data, to be written where its requester wants it straight from the ring.
+    Land(Landing),
     Skip,
     Refuse(String),
 }
+
+/// Writes a READ's data where its requester wants it, straight from the ring, when its
+/// response comes: made by the requester's engine when it sends the READ (it checks the local
+/// buffers then, and pins them while it writes, as `finish` does with a response's payload),
+/// called by the pass that takes the response. Saves the copy through a buffer: a 64-KiB READ
+/// stream is copied once on each side, as a WRITE stream is. `Err` is the completion status
+/// of a local fault (the response then completes the READ with it).
+pub(crate) type Landing = Box<dyn FnOnce(&RingSpan) -> Result<(), gda_hal::WcStatus> + Send>;
 
 /// The outstanding requests of one requester QP, in the order they were sent, with their
 /// responses as they come: shared by the QP's engine (which sends and completes them) and the
@@ -741,17 +774,24 @@ impl QpSlots {
     /// Records request `seq` as sent on `conn`; its response may carry up to `max` payload
     /// bytes. Requests of one QP are answered in order.
     pub(crate) fn expect(&self, seq: u64, conn: u64, max: u64) {
-        self.expect_all(conn, &[(seq, max)]);
+        self.expect_all(conn, [(seq, max, None)]);
     }
 
-    /// Records the requests `(seq, max)` as sent on `conn`, in order ([`QpSlots::expect`]).
-    pub(crate) fn expect_all(&self, conn: u64, reqs: &[(u64, u64)]) {
-        self.table().extend(reqs.iter().map(|&(seq, max)| Slot {
-            seq,
-            conn,
-            max,
-            resp: None,
-        }));
+    /// Records the requests `(seq, max, landing)` as sent on `conn`, in order
+    /// ([`QpSlots::expect`]).
+    pub(crate) fn expect_all(
+        &self,
+        conn: u64,
+        reqs: impl IntoIterator<Item = (u64, u64, Option<Landing>)>,
+    ) {
+        self.table()
+            .extend(reqs.into_iter().map(|(seq, max, land)| Slot {
+                seq,
+                conn,
+                max,
+                resp: None,
+                land,
+            }));
     }
 
     /// Moves the responses that have come for the oldest requests, from request `seq` (the
@@ -794,6 +834,8 @@ struct Slot {
     conn: u64,
     max: u64,
     resp: Option<Response>,
+    /// Where its data goes when it is a READ's ([`Landing`]).
+    land: Option<Landing>,
 }
 
 /// Where the slot of request `seq` is in `q` (slots are in increasing `seq` order, and
@@ -1305,7 +1347,17 @@ impl Wire {
         let Some(slots) = slots else {
             return Admit::Skip;
         };
-        let q = slots.table();
+        let mut q = slots.table();
+        // A successful READ's data of the length asked for: written where the READ wants it.
+        if resp.count == 1 && resp.status == gda_hal::WcStatus::Success as u32 && len > 0 {
+            if let Some(land) = slot_index(&q, resp.seq)
+                .and_then(|i| q.get_mut(i))
+                .filter(|s| s.conn == conn && s.resp.is_none() && len as u64 == s.max)
+                .and_then(|s| s.land.take())
+            {
+                return Admit::Land(land);
+            }
+        }
         let q = Some(&*q);
         let Some(s) = q
             .and_then(|q| slot(q, resp.seq))
@@ -1380,6 +1432,7 @@ impl Wire {
                         Vec::new()
                     },
                     count: 1,
+                    landed: None,
                 });
                 newest = Some(s.seq);
             }
