@@ -241,6 +241,81 @@ fn large_reads_land_straight_from_the_ring_and_check_their_buffers() {
     drop(sq);
 }
 
+/// SENDs between processes go from the ring straight into the receive's buffer: 100 SENDs of
+/// 64 KiB and more (past the 4 MiB ring's wrap) each land byte for byte; a SEND that arrives
+/// before its receive is held with a copy of its payload (the ring's bytes are freed) and
+/// delivered whole once the receive is posted.
+#[test]
+fn sends_land_from_the_ring_and_one_held_for_its_receive_keeps_its_payload() {
+    use gda_hal::{Provider, Sge};
+    let p = pair(256, 256);
+    p.qa.bring_up_at(&p.qb.endpoint(), p.qb.start_psn())
+        .unwrap();
+    p.qb.bring_up_at(&p.qa.endpoint(), p.qa.start_psn())
+        .unwrap();
+    const LEN: usize = 65536 + 40;
+    let src = p._keep.0.alloc_mr(LEN, Access::ALL);
+    let dst = p.pb.alloc_mr(LEN, Access::ALL);
+    let rq = p.qb.rq_handle::<Native>().unwrap();
+    let mut posted = 0u32;
+    let mut post_recv = || {
+        let s = Sge {
+            addr: dst.addr(),
+            length: LEN as u32,
+            lkey: dst.lkey(),
+        };
+        // SAFETY: the RQ is live; one receive is outstanding at most, so slot `posted` is free.
+        unsafe {
+            Native::post_recv(&rq, gda_hal::ProdIdx(posted), &[s]);
+            posted += 1;
+            Native::ring_rq(&rq, gda_hal::ProdIdx(posted));
+        }
+    };
+    let mut sq = p.queue();
+    let (a2, b2) = (p.a.clone(), p.b.clone());
+    sq.set_host_progress(Some(Arc::new(move || a2.progress() | b2.progress())));
+    let sge = [Sge {
+        addr: src.addr(),
+        length: LEN as u32,
+        lkey: src.lkey(),
+    }];
+    let send = WorkRequest::Send {
+        payload: Payload::Sges(&sge),
+        imm: None,
+    };
+    let fill = |round: u32| -> Vec<u8> {
+        let fill: Vec<u8> = (0..LEN as u32)
+            .map(|i| (i.wrapping_mul(7) ^ round.wrapping_mul(13)) as u8)
+            .collect();
+        // SAFETY: both regions hold `LEN` bytes and outlive the test; nothing is in flight.
+        unsafe {
+            std::ptr::copy_nonoverlapping(fill.as_ptr(), src.addr() as *mut u8, LEN);
+            std::ptr::write_bytes(dst.addr() as *mut u8, 0, LEN);
+        }
+        fill
+    };
+    // SAFETY: `dst` holds `LEN` bytes; read after the SEND completed.
+    let landed = || unsafe { std::slice::from_raw_parts(dst.addr() as *const u8, LEN) }.to_vec();
+    for round in 0..100u32 {
+        let want = fill(round);
+        post_recv();
+        sq.post(&send, SendFlags::SIGNALED).unwrap();
+        sq.quiet().unwrap();
+        assert!(landed() == want, "SEND {round} landed wrong data");
+    }
+    // The SEND first: the responder's pass finds no receive and holds it.
+    let want = fill(1000);
+    sq.post(&send, SendFlags::SIGNALED).unwrap();
+    for _ in 0..4 {
+        p.a.progress();
+        p.b.progress();
+    }
+    post_recv();
+    sq.quiet().unwrap();
+    assert!(landed() == want, "the held SEND landed wrong data");
+    drop(sq);
+}
+
 /// A native QP on each of two process fabrics, in Reset, each with a CQ of `cq_entries` for
 /// both queues and `sq_units` send units.
 struct Pair {

@@ -145,18 +145,19 @@ impl Gather {
     }
 }
 
-/// Scatters a staged SEND payload into the responder's receive WQE at `pos`.
+/// Scatters a SEND payload — in pieces, in order: a staged buffer, or the two sides of a ring's
+/// wrap — into the responder's receive WQE at `pos`.
 /// `Err((requester status, responder status))`.
 pub(super) fn scatter_send(
     rqp: &QpInner,
-    staged: &[u8],
+    staged: &[&[u8]],
     pos: u64,
     sges: &mut Vec<Sge>,
 ) -> Result<(), (WcStatus, Option<WcStatus>)> {
     if rqp.model().fetch_recv(&rqp.view, pos, sges).is_err() {
         return Err((WcStatus::RemOpErr, Some(WcStatus::LocQpOpErr)));
     }
-    let len = staged.len() as u64;
+    let len: u64 = staged.iter().map(|p| p.len() as u64).sum();
     let cap: u64 = sges.iter().map(|s| u64::from(s.length)).sum();
     if len > cap {
         return Err((WcStatus::RemInvReqErr, Some(WcStatus::LocLenErr)));
@@ -183,19 +184,28 @@ pub(super) fn scatter_send(
         }
         need -= n;
     }
-    let mut off = 0usize;
+    let mut pieces = staged.iter().copied().filter(|p| !p.is_empty());
+    let mut cur: &[u8] = pieces.next().unwrap_or(&[]);
     for (addr, n, mr) in first.iter().flatten().chain(rest.iter()) {
-        // SAFETY: each target range was checked (LOCAL_WRITE) on the responder and is pinned
-        // while copied.
-        let copied = unsafe {
-            dma_copy_pinned(&[mr], *addr as *mut u8, staged[off..].as_ptr(), *n as usize)
-        };
-        if copied.is_err() {
-            // Deregistered meanwhile: as a stale key in the receive WQE.
-            mmio::dma_publish();
-            return Err((WcStatus::RemOpErr, Some(WcStatus::LocProtErr)));
+        let (mut at, mut room) = (*addr as *mut u8, *n as usize);
+        while room > 0 {
+            if cur.is_empty() {
+                match pieces.next() {
+                    Some(p) => cur = p,
+                    None => break,
+                }
+            }
+            let k = room.min(cur.len());
+            // SAFETY: each target range was checked (LOCAL_WRITE) on the responder and is
+            // pinned while copied; `k` bytes lie in both.
+            let copied = unsafe { dma_copy_pinned(&[mr], at, cur.as_ptr(), k) };
+            if copied.is_err() {
+                // Deregistered meanwhile: as a stale key in the receive WQE.
+                mmio::dma_publish();
+                return Err((WcStatus::RemOpErr, Some(WcStatus::LocProtErr)));
+            }
+            (at, cur, room) = (at.wrapping_add(k), &cur[k..], room - k);
         }
-        off += *n as usize;
     }
     mmio::dma_publish();
     Ok(())

@@ -787,11 +787,18 @@ pub(super) fn serve(f: &FabricInner, turn: &mut Turn<'_>) -> bool {
             }
             let mut read_src = None;
             let (status, payload) = respond(f, c.peer, &req, in_ring, &mut read_src, responder);
+            // No receive posted yet: held (below), with its payload.
+            let hold =
+                status == RNR && now_ns().saturating_sub(since) < RNR_TIMER.as_nanos() as u64;
             if let Some(span) = in_ring {
-                // Copied to its destination (or refused): the ring's bytes are free again.
+                if hold {
+                    req.payload = span_bytes(&span);
+                }
+                // Copied to its destination (or refused, or kept): the ring's bytes are free
+                // again.
                 c.release(span);
             }
-            if status == RNR && now_ns().saturating_sub(since) < RNR_TIMER.as_nanos() as u64 {
+            if hold {
                 // No receive posted yet: hold it (and what follows on this connection) for
                 // as long as the requester's RNR timer would make it wait anyway. A program
                 // that posts its receive meanwhile gets the message at once, not after a
@@ -825,6 +832,16 @@ pub(super) fn serve(f: &FabricInner, turn: &mut Turn<'_>) -> bool {
         acks.flush(c);
     }
     did
+}
+
+/// A copy of the bytes of a ring span (a request held for a receive keeps its payload).
+fn span_bytes(span: &RingSpan) -> Vec<u8> {
+    let mut v = crate::wire::pool::take(span.len());
+    for (p, n) in span.pieces {
+        // SAFETY: a ring span's pieces are valid for their lengths until it is released.
+        v.extend_from_slice(unsafe { std::slice::from_raw_parts(p, n) });
+    }
+    v
 }
 
 /// The response a responder is coalescing on a connection (see `serve`): an acknowledgement
@@ -1198,6 +1215,19 @@ fn execute_request(
             st(WcStatus::Success)
         }
         ReqOp::Send => {
+            // The payload's pieces: the buffer, or the ring (up to two, across the wrap).
+            let have = in_ring.map_or(req.payload.len(), |s| s.len());
+            if have as u64 != req.len {
+                return st(WcStatus::RemInvReqErr);
+            }
+            let pieces: [&[u8]; 2] = match in_ring {
+                // SAFETY: the ring's span of this request's payload, valid until it is
+                // released (after this request is served).
+                Some(span) => span
+                    .pieces
+                    .map(|(p, n)| unsafe { std::slice::from_raw_parts(p, n) }),
+                None => [&req.payload, &[]],
+            };
             let pos = match take_recv(rqp) {
                 Recv::Got(pos) => pos,
                 Recv::Empty => return (RNR, Vec::new()),
@@ -1212,7 +1242,7 @@ fn execute_request(
             let scattered = SGES.with(|s| {
                 let mut sges = s.take();
                 sges.clear();
-                let r = scatter_send(rqp, &req.payload, pos, &mut sges);
+                let r = scatter_send(rqp, &pieces, pos, &mut sges);
                 s.replace(sges);
                 r
             });

@@ -187,7 +187,7 @@ struct Rx {
 /// A frame an engine took from a connection.
 pub(crate) enum Incoming {
     Request(Request),
-    /// A WRITE whose payload is still in the ring ([`Conn::release`] consumes it).
+    /// A WRITE or SEND whose payload is still in the ring ([`Conn::release`] consumes it).
     InRing(Request, RingSpan),
     Response(Response),
 }
@@ -537,11 +537,10 @@ impl Conn {
                 if !answer_fits(req.answer_bytes()) {
                     return Ok(None);
                 }
-                // A WRITE (no immediate: it can never wait for a receive) that has arrived
-                // whole: its payload is copied from the ring to its destination by the caller,
-                // which then consumes it (`release`).
-                if req.op == super::ReqOp::Write
-                    && req.imm.is_none()
+                // A WRITE or SEND that has arrived whole: its payload is copied from the ring
+                // to its destination by the caller, which then consumes it (`release`; one
+                // held for a receive keeps a copy).
+                if matches!(req.op, super::ReqOp::Write | super::ReqOp::Send)
                     && len > 0
                     && avail >= HEADER_BYTES + body_len + len
                 {
