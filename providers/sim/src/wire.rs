@@ -13,8 +13,8 @@
 //!
 //! **Transport** ([`transport`], [`ring`]). Each fabric made by
 //! [`Fabric::process`](crate::Fabric::process) listens on a Unix stream socket in the abstract
-//! namespace named from the uid and the fabric id. A requester connects once per peer fabric and
-//! sends a *hello* naming its own fabric, with a sealed shared-memory segment and its engine's
+//! namespace named from the uid and the fabric id. A requester connects once per peer fabric
+//! (when its first QP towards that fabric moves to RTR) and sends a *hello* naming its own fabric, with a sealed shared-memory segment and its engine's
 //! eventfd attached; the peer answers with a *welcome* and its own eventfd. From then on the
 //! frames travel through the segment's two rings (requests, responses), written and read by the
 //! engines themselves (or by program threads running the engine, `Fabric::progress`), and the
@@ -186,15 +186,16 @@ pub(crate) struct Response {
     /// Requests this response answers: `seq` and the `count - 1` before it (of the same QP),
     /// all successful and without payload — RC's coalesced acknowledgement. 1 for one request.
     pub(crate) count: u32,
-    /// Not on the wire: a READ's data that the pass which took this response already wrote
-    /// to the READ's local buffers, straight from the ring (`transport::Landing`), in bytes;
+    /// Not on the wire: the pass that took this response already wrote its data (all the READ
+    /// asked for) to the READ's local buffers, straight from the ring (`transport::Landing`);
     /// `payload` is then empty.
-    pub(crate) landed: Option<u32>,
+    pub(crate) landed: bool,
 }
 
-/// Smallest payload copied straight between registered memory and a ring (a WRITE or SEND
-/// into it, a WRITE out of it, a READ's data into it) instead of through a buffer: below it
-/// the buffer costs less than the bookkeeping.
+/// Smallest payload copied straight from registered memory into a ring (a gathered WRITE or
+/// SEND, a READ's data at the responder) and a READ's data straight out of it at the requester
+/// (`transport::Landing`), instead of through a buffer: below it the buffer costs less than the
+/// bookkeeping. (A WRITE or SEND that has arrived whole executes from the ring at any size.)
 pub(crate) const DIRECT_MIN: usize = 1024;
 
 /// The largest WRITE that joins a run (the bytes of an entry's data).
@@ -522,7 +523,7 @@ impl Request {
             status,
             payload: Vec::new(),
             count: 1,
-            landed: None,
+            landed: false,
         }
     }
 
@@ -581,7 +582,7 @@ impl Response {
             status: u32_at(16),
             payload,
             count: u32_at(20).max(1),
-            landed: None,
+            landed: false,
         })
     }
 }
@@ -769,7 +770,7 @@ mod tests {
             status: RNR,
             payload: vec![9; 100],
             count: 1,
-            landed: None,
+            landed: false,
         };
         match read_frame(&mut resp.encode().as_slice()).unwrap() {
             Some(Frame::Response(back)) => assert_eq!(back, resp),

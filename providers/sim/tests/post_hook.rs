@@ -141,9 +141,7 @@ fn the_connection_to_the_peer_process_is_made_at_rtr() {
         .unwrap();
     assert_eq!((p.a.stats().connections, p.b.stats().connections), (1, 1));
     let remote = p.pb.alloc_mr(64, Access::ALL);
-    let mut sq = p.queue();
-    let (a2, b2) = (p.a.clone(), p.b.clone());
-    sq.set_host_progress(Some(Arc::new(move || a2.progress() | b2.progress())));
+    let sq = p.queue_running_both();
     let v = 0x0ace_u64.to_le_bytes();
     let wr = WorkRequest::Write {
         remote: Remote {
@@ -175,16 +173,11 @@ fn the_connection_to_the_peer_process_is_made_at_rtr() {
 fn large_reads_land_straight_from_the_ring_and_check_their_buffers() {
     use gda_hal::{Sge, SqError, WcStatus};
     let p = pair(256, 256);
-    p.qa.bring_up_at(&p.qb.endpoint(), p.qb.start_psn())
-        .unwrap();
-    p.qb.bring_up_at(&p.qa.endpoint(), p.qa.start_psn())
-        .unwrap();
+    p.bring_up();
     const LEN: usize = 65536 + 24;
     let remote = p.pb.alloc_mr(LEN, Access::ALL);
     let local = p._keep.0.alloc_mr(LEN, Access::ALL);
-    let mut sq = p.queue();
-    let (a2, b2) = (p.a.clone(), p.b.clone());
-    sq.set_host_progress(Some(Arc::new(move || a2.progress() | b2.progress())));
+    let sq = p.queue_running_both();
     // Three scatter entries of uneven lengths covering the local region.
     let cuts = [0, 20_000, 50_008, LEN];
     let sges: Vec<Sge> = cuts
@@ -249,10 +242,7 @@ fn large_reads_land_straight_from_the_ring_and_check_their_buffers() {
 fn sends_land_from_the_ring_and_one_held_for_its_receive_keeps_its_payload() {
     use gda_hal::{Provider, Sge};
     let p = pair(256, 256);
-    p.qa.bring_up_at(&p.qb.endpoint(), p.qb.start_psn())
-        .unwrap();
-    p.qb.bring_up_at(&p.qa.endpoint(), p.qa.start_psn())
-        .unwrap();
+    p.bring_up();
     const LEN: usize = 65536 + 40;
     let src = p._keep.0.alloc_mr(LEN, Access::ALL);
     let dst = p.pb.alloc_mr(LEN, Access::ALL);
@@ -271,9 +261,7 @@ fn sends_land_from_the_ring_and_one_held_for_its_receive_keeps_its_payload() {
             Native::ring_rq(&rq, gda_hal::ProdIdx(posted));
         }
     };
-    let mut sq = p.queue();
-    let (a2, b2) = (p.a.clone(), p.b.clone());
-    sq.set_host_progress(Some(Arc::new(move || a2.progress() | b2.progress())));
+    let sq = p.queue_running_both();
     let sge = [Sge {
         addr: src.addr(),
         length: LEN as u32,
@@ -331,6 +319,25 @@ struct Pair {
 }
 
 impl Pair {
+    /// Both QPs up, each towards the other.
+    fn bring_up(&self) {
+        self.qa
+            .bring_up_at(&self.qb.endpoint(), self.qb.start_psn())
+            .unwrap();
+        self.qb
+            .bring_up_at(&self.qa.endpoint(), self.qa.start_psn())
+            .unwrap();
+    }
+
+    /// [`Pair::queue`], whose polls run both fabrics' passes (requester and responder in this
+    /// thread).
+    fn queue_running_both(&self) -> SendQueue<Native> {
+        let mut sq = self.queue();
+        let (a, b) = (self.a.clone(), self.b.clone());
+        sq.set_host_progress(Some(Arc::new(move || a.progress() | b.progress())));
+        sq
+    }
+
     /// `qa`'s send queue on `cqa` (5 s timeout).
     fn queue(&self) -> SendQueue<Native> {
         // SAFETY: the QP and CQ outlive the queue: every test drops it before the pair.

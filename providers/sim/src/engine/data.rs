@@ -145,19 +145,23 @@ impl Gather {
     }
 }
 
-/// Scatters a SEND payload — in pieces, in order: a staged buffer, or the two sides of a ring's
-/// wrap — into the responder's receive WQE at `pos`.
+/// Scatters a SEND payload — in pieces `(address, length)`, in order: a staged buffer, or the
+/// two sides of a ring's wrap — into the responder's receive WQE at `pos`.
 /// `Err((requester status, responder status))`.
-pub(super) fn scatter_send(
+///
+/// # Safety
+/// Each piece is readable for its length until this returns (a ring's bytes may be written by
+/// the peer meanwhile: they are only ever copied, never referenced as a slice).
+pub(super) unsafe fn scatter_send(
     rqp: &QpInner,
-    staged: &[&[u8]],
+    staged: &[(*const u8, usize)],
     pos: u64,
     sges: &mut Vec<Sge>,
 ) -> Result<(), (WcStatus, Option<WcStatus>)> {
     if rqp.model().fetch_recv(&rqp.view, pos, sges).is_err() {
         return Err((WcStatus::RemOpErr, Some(WcStatus::LocQpOpErr)));
     }
-    let len: u64 = staged.iter().map(|p| p.len() as u64).sum();
+    let len: u64 = staged.iter().map(|&(_, n)| n as u64).sum();
     let cap: u64 = sges.iter().map(|s| u64::from(s.length)).sum();
     if len > cap {
         return Err((WcStatus::RemInvReqErr, Some(WcStatus::LocLenErr)));
@@ -184,27 +188,28 @@ pub(super) fn scatter_send(
         }
         need -= n;
     }
-    let mut pieces = staged.iter().copied().filter(|p| !p.is_empty());
-    let mut cur: &[u8] = pieces.next().unwrap_or(&[]);
+    let mut pieces = staged.iter().copied().filter(|&(_, n)| n > 0);
+    let (mut src, mut left) = pieces.next().unwrap_or((std::ptr::null(), 0));
     for (addr, n, mr) in first.iter().flatten().chain(rest.iter()) {
         let (mut at, mut room) = (*addr as *mut u8, *n as usize);
         while room > 0 {
-            if cur.is_empty() {
+            if left == 0 {
                 match pieces.next() {
-                    Some(p) => cur = p,
+                    Some(p) => (src, left) = p,
                     None => break,
                 }
             }
-            let k = room.min(cur.len());
+            let k = room.min(left);
             // SAFETY: each target range was checked (LOCAL_WRITE) on the responder and is
-            // pinned while copied; `k` bytes lie in both.
-            let copied = unsafe { dma_copy_pinned(&[mr], at, cur.as_ptr(), k) };
+            // pinned while copied; `k` bytes lie in it and in the piece (the caller's).
+            let copied = unsafe { dma_copy_pinned(&[mr], at, src, k) };
             if copied.is_err() {
                 // Deregistered meanwhile: as a stale key in the receive WQE.
                 mmio::dma_publish();
                 return Err((WcStatus::RemOpErr, Some(WcStatus::LocProtErr)));
             }
-            (at, cur, room) = (at.wrapping_add(k), &cur[k..], room - k);
+            (at, src) = (at.wrapping_add(k), src.wrapping_add(k));
+            (room, left) = (room - k, left - k);
         }
     }
     mmio::dma_publish();

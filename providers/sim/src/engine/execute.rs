@@ -133,7 +133,9 @@ pub(super) fn execute(
                 Recv::Empty => return rnr(qp, ex, c, op.units),
             };
             let mut sges = std::mem::take(&mut ex.recv_sges);
-            let res = scatter_send(&rqp, &[&staged], pos, &mut sges);
+            // SAFETY: `staged` is this thread's buffer.
+            let res =
+                unsafe { scatter_send(&rqp, &[(staged.as_ptr(), staged.len())], pos, &mut sges) };
             ex.recv_sges = sges;
             let rc = base_cpl(&rqp, pos as u32, 0);
             match res {

@@ -626,7 +626,7 @@ fn finish(
     }
     match op.map(|o| (o.kind, o)) {
         // Its data is in place already (`landing`).
-        Some((Some(OpKind::Read), _)) if let Some(n) = resp.landed => c.byte_len = n,
+        Some((Some(OpKind::Read), op)) if resp.landed => c.byte_len = op.length() as u32,
         Some((Some(OpKind::Read), op)) => {
             c.byte_len = resp.payload.len() as u32;
             let mut off = 0usize;
@@ -836,11 +836,19 @@ pub(super) fn serve(f: &FabricInner, turn: &mut Turn<'_>) -> bool {
 
 /// A copy of the bytes of a ring span (a request held for a receive keeps its payload).
 fn span_bytes(span: &RingSpan) -> Vec<u8> {
-    let mut v = crate::wire::pool::take(span.len());
+    let len = span.len();
+    let mut v = crate::wire::pool::take(len);
+    let mut at = v.as_mut_ptr();
     for (p, n) in span.pieces {
-        // SAFETY: a ring span's pieces are valid for their lengths until it is released.
-        v.extend_from_slice(unsafe { std::slice::from_raw_parts(p, n) });
+        // SAFETY: a ring span's pieces are valid for their lengths until it is released (the
+        // peer may write them: copied, never referenced); `v` has room for `len`, their sum.
+        unsafe {
+            mmio::dma_copy(at, p, n);
+            at = at.add(n);
+        }
     }
+    // SAFETY: the `len` bytes were all written above.
+    unsafe { v.set_len(len) };
     v
 }
 
@@ -1101,8 +1109,8 @@ impl Responder {
 }
 
 /// The responder's side of one request from fabric `from`: (status — a `WcStatus` code,
-/// RNR, REFUSED or DISCARDED — and the response payload). A WRITE's payload is `req.payload`,
-/// or still in the ring (`in_ring`).
+/// RNR, REFUSED or DISCARDED — and the response payload). A WRITE's or SEND's payload is
+/// `req.payload`, or still in the ring (`in_ring`).
 fn respond(
     f: &FabricInner,
     from: u64,
@@ -1141,8 +1149,8 @@ fn respond(
     (status, payload)
 }
 
-/// Executes an admitted request on `rqp` against this process's memory (a WRITE's payload from
-/// `in_ring` when it is still in the ring).
+/// Executes an admitted request on `rqp` against this process's memory (a WRITE's or SEND's
+/// payload from `in_ring` when it is still in the ring).
 fn execute_request(
     rqp: &QpInner,
     keys: &mut crate::mem::KeyCache,
@@ -1220,13 +1228,12 @@ fn execute_request(
             if have as u64 != req.len {
                 return st(WcStatus::RemInvReqErr);
             }
-            let pieces: [&[u8]; 2] = match in_ring {
-                // SAFETY: the ring's span of this request's payload, valid until it is
-                // released (after this request is served).
-                Some(span) => span
-                    .pieces
-                    .map(|(p, n)| unsafe { std::slice::from_raw_parts(p, n) }),
-                None => [&req.payload, &[]],
+            let pieces = match in_ring {
+                Some(span) => span.pieces,
+                None => [
+                    (req.payload.as_ptr(), req.payload.len()),
+                    (std::ptr::null(), 0),
+                ],
             };
             let pos = match take_recv(rqp) {
                 Recv::Got(pos) => pos,
@@ -1242,7 +1249,9 @@ fn execute_request(
             let scattered = SGES.with(|s| {
                 let mut sges = s.take();
                 sges.clear();
-                let r = scatter_send(rqp, &pieces, pos, &mut sges);
+                // SAFETY: the pieces are the request's buffer or the ring's span of its payload,
+                // valid until it is released (after this request is served).
+                let r = unsafe { scatter_send(rqp, &pieces, pos, &mut sges) };
                 s.replace(sges);
                 r
             });

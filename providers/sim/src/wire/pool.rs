@@ -1,6 +1,8 @@
-//! Payload buffers, used again: a 64-KiB READ response or SEND payload is a buffer on each side,
-//! and allocating and freeing one per message made glibc give the memory back to the kernel and
-//! fault it in again every time (`wire_rate`: a 64-KiB READ cost 27–40 µs with 16 outstanding,
+//! Payload buffers, used again: a payload that cannot go straight between registered memory and
+//! a ring (a large WRITE or SEND staged while the ring is full, a READ response or a request
+//! that has not arrived whole, a SEND held for its receive) is a buffer, and allocating and
+//! freeing one per message made glibc give the memory back to the kernel and fault it in again
+//! every time (`wire_rate`: a 64-KiB READ cost 27–40 µs with 16 outstanding,
 //! 6.5 µs once the heap was kept). A few buffers of at most [`KEEP_BYTES`] in all stay here
 //! between messages.
 

@@ -115,7 +115,7 @@ impl Segment {
         )?;
         rustix::fs::ftruncate(&fd, SEGMENT_BYTES as u64)?;
         rustix::fs::fcntl_add_seals(&fd, SealFlags::SHRINK | SealFlags::GROW | SealFlags::SEAL)?;
-        Self::map(fd, true)
+        Self::map(fd)
     }
 
     /// The segment a peer passed (the accepting side), after checking its seals and size.
@@ -136,14 +136,10 @@ impl Segment {
                 format!("segment of {size} bytes, not {SEGMENT_BYTES}"),
             ));
         }
-        Self::map(fd, false)
+        Self::map(fd)
     }
 
-    /// Maps the segment; `populate` (the creating side) allocates and maps every page now, as
-    /// a NIC's queues are pinned when they are made: otherwise the first pass of each ring
-    /// through its 4 MiB takes a page fault every 4 KiB on the data path (a 64-KiB WRITE
-    /// stream's first megabytes). The accepting side's faults are then minor ones.
-    fn map(fd: OwnedFd, populate: bool) -> io::Result<Self> {
+    fn map(fd: OwnedFd) -> io::Result<Self> {
         use rustix::mm::{MapFlags, ProtFlags};
         // SAFETY: a new shared mapping of the whole (sealed) file; nothing else is replaced.
         let base = unsafe {
@@ -151,11 +147,7 @@ impl Segment {
                 std::ptr::null_mut(),
                 SEGMENT_BYTES,
                 ProtFlags::READ | ProtFlags::WRITE,
-                if populate {
-                    MapFlags::SHARED | MapFlags::POPULATE
-                } else {
-                    MapFlags::SHARED
-                },
+                MapFlags::SHARED,
                 &fd,
                 0,
             )

@@ -2,7 +2,9 @@
 //! and tells when it is gone; the frames travel through shared-memory rings ([`super::ring`]),
 //! written and read by the engines themselves — no thread sits between an engine and its peer.
 //!
-//! **Setting up.** The connecting fabric (the requester) opens the peer fabric's abstract
+//! **Setting up.** The connecting fabric (the requester: each process whose QP moves to RTR
+//! towards a QP of another connects to it then, so each pair of processes with QPs connected
+//! both ways has one connection each way) opens the peer fabric's abstract
 //! socket, checks its credentials (`SO_PEERCRED`: same user), makes a sealed segment and sends
 //! a *hello* naming its own fabric with two descriptors attached: the segment and its engine's
 //! eventfd. The accepting fabric believes the hello only if the listener of the fabric it names
@@ -555,26 +557,29 @@ impl Conn {
             } else {
                 let resp = Response::decode(body, Vec::new()).map_err(|BadFrame(m)| m)?;
                 match admit(&resp, len) {
-                    Admit::Land(land) if avail >= HEADER_BYTES + body_len + len => {
+                    Admit::Land(slots) if avail >= HEADER_BYTES + body_len + len => {
                         // Arrived whole: its data goes from the ring to the READ's buffers.
                         if rx.ring.consume(&self.seg, HEADER_BYTES + body_len) {
                             self.wake_peer();
                         }
                         let span = rx.ring.span(&self.seg, len);
-                        let landed = land(&span);
+                        let landed = slots.land(resp.seq, self.id, &span);
                         if rx.ring.consume(&self.seg, len) {
                             self.wake_peer();
                         }
                         self.stamp();
+                        // Without a slot now (its QP destroyed, or its request sent again
+                        // under a new number) it is delivered to nobody, as a late one is.
                         return Ok(Some(Incoming::Response(match landed {
-                            Ok(()) => Response {
-                                landed: u32::try_from(len).ok(),
+                            Some(Ok(())) => Response {
+                                landed: true,
                                 ..resp
                             },
-                            Err(status) => Response {
+                            Some(Err(status)) => Response {
                                 status: status as u32,
                                 ..resp
                             },
+                            None => resp,
                         })));
                     }
                     // Not whole yet: read into a buffer, `finish` writes it.
@@ -736,16 +741,17 @@ impl Conn {
 /// What the engine does with a response's payload.
 pub(crate) enum Admit {
     Read,
-    /// A READ's data, to be written where its requester wants it straight from the ring.
-    Land(Landing),
+    /// A READ's data, to be written where its requester wants it straight from the ring
+    /// ([`QpSlots::land`]).
+    Land(QpSlots),
     Skip,
     Refuse(String),
 }
 
 /// Writes a READ's data where its requester wants it, straight from the ring, when its
-/// response comes: made by the requester's engine when it sends the READ (it checks the local
-/// buffers then, and pins them while it writes, as `finish` does with a response's payload),
-/// called by the pass that takes the response. Saves the copy through a buffer: a 64-KiB READ
+/// response comes: made by the requester's engine when it sends the READ, run by the pass that
+/// takes the response ([`QpSlots::land`]), which checks the local buffers then and pins them
+/// while it writes, as `finish` does with a response's payload. Saves the copy through a buffer: a 64-KiB READ
 /// stream is copied once on each side, as a WRITE stream is. `Err` is the completion status
 /// of a local fault (the response then completes the READ with it).
 pub(crate) type Landing = Box<dyn FnOnce(&RingSpan) -> Result<(), gda_hal::WcStatus> + Send>;
@@ -791,6 +797,24 @@ impl QpSlots {
                 resp: None,
                 land,
             }));
+    }
+
+    /// Runs the landing of request `seq` (sent on `conn`) over `span`, its response's data, with
+    /// the slot table locked: a QP destroyed meanwhile ([`Wire::forget`] clears its table
+    /// under that lock) has no slot left, and its buffers are not written after its destroy
+    /// returned. `None` when the slot or its landing is gone.
+    pub(crate) fn land(
+        &self,
+        seq: u64,
+        conn: u64,
+        span: &RingSpan,
+    ) -> Option<Result<(), gda_hal::WcStatus>> {
+        let mut q = self.table();
+        let land = slot_index(&q, seq)
+            .and_then(|i| q.get_mut(i))
+            .filter(|s| s.conn == conn && s.resp.is_none())
+            .and_then(|s| s.land.take())?;
+        Some(land(span))
     }
 
     /// Moves the responses that have come for the oldest requests, from request `seq` (the
@@ -1238,8 +1262,8 @@ impl Wire {
     }
 
     /// The connection to fabric `peer` (made when a QP to it moves to RTR, else on first use,
-    /// and again after one dies); `None`
-    /// when it cannot be reached now. Never waits on the peer.
+    /// and again after one dies); `None` when it cannot be reached now. Never waits on the
+    /// peer.
     pub(crate) fn conn_to(self: &Arc<Self>, peer: u64) -> Option<Arc<Conn>> {
         let mut out = lock(&self.out);
         if let Some(c) = out.get(&peer) {
@@ -1346,16 +1370,17 @@ impl Wire {
         let Some(slots) = slots else {
             return Admit::Skip;
         };
-        let mut q = slots.table();
+        let q = slots.table();
         // A successful READ's data of the length asked for: written where the READ wants it.
-        if resp.count == 1 && resp.status == gda_hal::WcStatus::Success as u32 && len > 0 {
-            if let Some(land) = slot_index(&q, resp.seq)
-                .and_then(|i| q.get_mut(i))
-                .filter(|s| s.conn == conn && s.resp.is_none() && len as u64 == s.max)
-                .and_then(|s| s.land.take())
-            {
-                return Admit::Land(land);
-            }
+        let lands = resp.count == 1
+            && resp.status == gda_hal::WcStatus::Success as u32
+            && len > 0
+            && slot(&q, resp.seq).is_some_and(|s| {
+                s.conn == conn && s.resp.is_none() && len as u64 == s.max && s.land.is_some()
+            });
+        if lands {
+            drop(q);
+            return Admit::Land(slots);
         }
         let q = Some(&*q);
         let Some(s) = q
@@ -1431,7 +1456,7 @@ impl Wire {
                         Vec::new()
                     },
                     count: 1,
-                    landed: None,
+                    landed: false,
                 });
                 newest = Some(s.seq);
             }
@@ -1454,8 +1479,8 @@ impl Wire {
     /// have come on it are delivered to their requesters' slots on the way (`moved` is set).
     /// A malformed frame closes the connection.
     ///
-    /// A WRITE whose payload is still in the ring comes with its [`RingSpan`]: the caller
-    /// copies it out (or not) and then calls [`Conn::release`] before taking the next.
+    /// A WRITE or SEND whose payload is still in the ring comes with its [`RingSpan`]: the
+    /// caller copies it out (or not) and then calls [`Conn::release`] before taking the next.
     pub(crate) fn take(&self, c: &Conn, moved: &mut bool) -> Option<(Request, Option<RingSpan>)> {
         // The slot table of the previous response (for this scan only: a table forgotten
         // meanwhile takes a late response harmlessly, as one that came just before would).
