@@ -961,6 +961,65 @@ fn responses_are_taken_only_for_the_outstanding_request() {
     assert_eq!(status_of(q.quiet()), WcStatus::RetryExcErr);
 }
 
+/// A READ of 1 KiB or more lands straight from the ring into its buffer when its response
+/// comes; once its QP is destroyed, a response that comes later writes nothing (the landing
+/// runs under the requester's slot table, which the destroy empties).
+#[test]
+fn a_reads_data_lands_from_the_ring_but_not_after_its_qp_is_destroyed() {
+    let (a, l, peer) = facing_fake_peer(0x4d_4d4d);
+    let q = sq(&a.qp, &a.cq, 10_000);
+    const LEN: usize = 2048;
+    let sge = |off: u64| {
+        [Sge {
+            addr: a.mr.addr() + off,
+            length: LEN as u32,
+            lkey: a.mr.lkey(),
+        }]
+    };
+    let (first, second) = (sge(0), sge(LEN as u64));
+    let read = |sges| WorkRequest::Read {
+        remote: Remote {
+            addr: 0x1000,
+            rkey: 7,
+        },
+        sges,
+    };
+    q.post(&read(&first), SendFlags::SIGNALED).unwrap();
+    let (_s, mut rings, _ours) = welcome(&l, peer, a.fabric.id());
+    let me = a.qp.endpoint();
+    let seq_of = |r: Vec<u8>| u64::from_le_bytes(r[32..40].try_into().unwrap());
+    let seq = seq_of(rings.read(104).unwrap());
+    let data: Vec<u8> = (0..LEN).map(|i| (i * 7 + 3) as u8).collect();
+    assert!(rings.write_all(&response(me, seq, 0, &data)));
+    assert_eq!(status_of(q.quiet()), WcStatus::Success);
+    let mut got = vec![0u8; LEN];
+    a.mr.read(0, &mut got).unwrap();
+    assert!(got == data, "the READ's data did not land");
+    // A second READ, then the QP goes before its response comes.
+    q.post(&read(&second), SendFlags::SIGNALED).unwrap();
+    let seq = seq_of(rings.read(104).unwrap());
+    let Side {
+        qp,
+        mr,
+        cq: _cq,
+        pd: _pd,
+        fabric,
+    } = a;
+    drop(q);
+    drop(qp);
+    assert!(rings.write_all(&response(me, seq, 0, &[0xee; LEN])));
+    // The engine takes it (and skips it) within a few passes.
+    let t = Instant::now();
+    while t.elapsed() < Duration::from_millis(50) {
+        fabric.progress();
+    }
+    mr.read(LEN, &mut got).unwrap();
+    assert!(
+        got.iter().all(|&b| b == 0),
+        "a destroyed QP's READ buffer was written"
+    );
+}
+
 /// A coalesced acknowledgement (one response answering `count` requests, as RC coalesces ACKs)
 /// completes WRITEs, and one that also claims a request answered with data (a READ) closes the
 /// connection without completing anything.
