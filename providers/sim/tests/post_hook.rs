@@ -304,6 +304,64 @@ fn sends_land_from_the_ring_and_one_held_for_its_receive_keeps_its_payload() {
     drop(sq);
 }
 
+/// A responder that streams READ data for longer than its wire timeout keeps its connection: a
+/// pass reads the clock once, and a pass that served requests for as long as they came ran
+/// with its clock stopped, so the next found the connection "idle" for the timeout whenever
+/// the ring was full at that moment and closed it (`ib_read_bw -D 2` failed so in about one
+/// run of twenty; this test failed in two runs of three so). Here the responder's timeout is
+/// 100 ms and 64-KiB READs stream for 1.5 s, as many outstanding as the send queue holds, the
+/// responder served by a thread of its own.
+#[test]
+fn a_responder_streaming_past_its_wire_timeout_keeps_the_connection() {
+    use gda_hal::Sge;
+    use std::time::{Duration, Instant};
+    let p = pair(1024, 256);
+    p.b.set_wire_timeout(Duration::from_millis(100));
+    p.bring_up();
+    const LEN: u32 = 65536;
+    let remote = p.pb.alloc_mr(LEN as usize, Access::ALL);
+    let local = p._keep.0.alloc_mr(LEN as usize, Access::ALL);
+    let mut sq = p.queue();
+    let a2 = p.a.clone();
+    sq.set_host_progress(Some(Arc::new(move || a2.progress())));
+    let sge = [Sge {
+        addr: local.addr(),
+        length: LEN,
+        lkey: local.lkey(),
+    }];
+    let read = WorkRequest::Read {
+        remote: Remote {
+            addr: remote.addr(),
+            rkey: remote.rkey(),
+        },
+        sges: &sge,
+    };
+    let serving = std::sync::atomic::AtomicBool::new(true);
+    let mut reads = 0u64;
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            while serving.load(Ordering::Relaxed) {
+                p.b.progress();
+            }
+        });
+        let t = Instant::now();
+        while t.elapsed() < Duration::from_millis(1500) {
+            // A full queue: post waits for room, polling (and so running the pass).
+            let r = sq.post(&read, SendFlags::empty());
+            if let Err(e) = r {
+                serving.store(false, Ordering::Relaxed);
+                panic!("READ {reads} failed: {e}");
+            }
+            reads += 1;
+        }
+        let done = sq.quiet();
+        serving.store(false, Ordering::Relaxed);
+        done.unwrap();
+    });
+    assert!(reads > 1000, "only {reads} READs in 1.5 s");
+    drop(sq);
+}
+
 /// A native QP on each of two process fabrics, in Reset, each with a CQ of `cq_entries` for
 /// both queues and `sq_units` send units.
 struct Pair {

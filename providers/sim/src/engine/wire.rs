@@ -746,6 +746,14 @@ fn landing(qp: &QpInner, op: &WqeOp) -> Landing {
 /// requests peers sent (in order, each answered) and hands responses to their requesters;
 /// whether anything moved. The turn makes it one thread at a time (the requests of a
 /// connection execute in order) and lends its scratch list.
+/// The most requests of one connection a pass serves. A pass reads the clock once
+/// (`PassClock`): a pass that served a peer streaming requests for as long as they kept coming
+/// (64-KiB READs, each answered as the peer consumed the last) ran for seconds with its clock
+/// stopped, so the connection's progress stamps fell behind and the next pass found it "idle"
+/// for the wire timeout and closed it — `ib_read_bw -D 2` failed with `RETRY_EXC_ERR` in about
+/// one run of twenty. Bounded, a pass also leaves the other connections their turn.
+const SERVE_PER_PASS: usize = 256;
+
 /// The data a coalesced acknowledgement covers at most before it is sent.
 const ACK_EVERY_BYTES: u64 = 64 << 10;
 
@@ -771,9 +779,13 @@ pub(super) fn serve(f: &FabricInner, turn: &mut Turn<'_>) -> bool {
         let mut acks = Acks::default();
         // A request that found no receive is tried again first.
         let mut next = c.take_held().map(|(r, since)| (r, None, since));
-        while let Some((mut req, in_ring, since)) =
-            next.or_else(|| wire.take(c, &mut did).map(|(r, span)| (r, span, now_ns())))
-        {
+        // At most `SERVE_PER_PASS` requests of a connection per pass: the rest waits in the
+        // ring for the next pass.
+        let mut budget = SERVE_PER_PASS;
+        while let Some((mut req, in_ring, since)) = next.or_else(|| {
+            budget = budget.checked_sub(1)?;
+            wire.take(c, &mut did).map(|(r, span)| (r, span, now_ns()))
+        }) {
             if req.op == ReqOp::WriteRun {
                 did = true;
                 next = None;
