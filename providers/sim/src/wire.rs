@@ -89,7 +89,7 @@ mod ring;
 mod transport;
 
 pub(crate) use transport::{
-    Conn, ConnList, Landing, PassClock, QpSlots, RingSpan, Wire, now_ns, pass_now,
+    Conn, ConnList, Landing, PassClock, QpSlots, RingSpan, Wire, now_ns, pass_now, read_now_ns,
 };
 
 use std::fmt;

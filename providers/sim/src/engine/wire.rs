@@ -746,13 +746,15 @@ fn landing(qp: &QpInner, op: &WqeOp) -> Landing {
 /// requests peers sent (in order, each answered) and hands responses to their requesters;
 /// whether anything moved. The turn makes it one thread at a time (the requests of a
 /// connection execute in order) and lends its scratch list.
-/// The most requests of one connection a pass serves. A pass reads the clock once
-/// (`PassClock`): a pass that served a peer streaming requests for as long as they kept coming
-/// (64-KiB READs, each answered as the peer consumed the last) ran for seconds with its clock
-/// stopped, so the connection's progress stamps fell behind and the next pass found it "idle"
-/// for the wire timeout and closed it — `ib_read_bw -D 2` failed with `RETRY_EXC_ERR` in about
-/// one run of twenty. Bounded, a pass also leaves the other connections their turn.
-const SERVE_PER_PASS: usize = 256;
+/// How long a pass serves the requests of its connections, at most. A pass reads the clock
+/// once (`PassClock`): a pass that served a peer streaming requests for as long as they kept
+/// coming (64-KiB READs, each answered as the peer consumed the last) ran for seconds with its
+/// clock stopped, so the connection's progress stamps fell behind and the next pass found it
+/// "idle" for the wire timeout and closed it — `ib_read_bw -D 2` failed with `RETRY_EXC_ERR` in
+/// about one run of twenty. Bounded, a pass also leaves the other connections their turn.
+const SERVE_PASS_MAX_NS: u64 = 10_000_000;
+/// Requests served between two reads of the clock against `SERVE_PASS_MAX_NS`.
+const SERVE_CLOCK_EVERY: u32 = 64;
 
 /// The data a coalesced acknowledgement covers at most before it is sent.
 const ACK_EVERY_BYTES: u64 = 64 << 10;
@@ -762,6 +764,8 @@ pub(super) fn serve(f: &FabricInner, turn: &mut Turn<'_>) -> bool {
         return false;
     };
     wire.conns(conns);
+    // When the pass began (its clock), against which serving is bounded.
+    let started = now_ns();
     let mut did = false;
     // The responder QP of the previous request and its key check (a run of requests mostly
     // names one QP and one region).
@@ -779,11 +783,16 @@ pub(super) fn serve(f: &FabricInner, turn: &mut Turn<'_>) -> bool {
         let mut acks = Acks::default();
         // A request that found no receive is tried again first.
         let mut next = c.take_held().map(|(r, since)| (r, None, since));
-        // At most `SERVE_PER_PASS` requests of a connection per pass: the rest waits in the
-        // ring for the next pass.
-        let mut budget = SERVE_PER_PASS;
+        // A connection is served for at most `SERVE_PASS_MAX` of a pass (the clock read every
+        // `SERVE_CLOCK_EVERY` requests): the rest waits in the ring for the next pass.
+        let mut taken = 0u32;
         while let Some((mut req, in_ring, since)) = next.or_else(|| {
-            budget = budget.checked_sub(1)?;
+            taken = taken.wrapping_add(1);
+            if taken % SERVE_CLOCK_EVERY == 0
+                && crate::wire::read_now_ns().saturating_sub(started) > SERVE_PASS_MAX_NS
+            {
+                return None;
+            }
             wire.take(c, &mut did).map(|(r, span)| (r, span, now_ns()))
         }) {
             if req.op == ReqOp::WriteRun {

@@ -78,7 +78,7 @@ pub(crate) fn pass_now() -> Option<u64> {
 
 /// `CLOCK_MONOTONIC` (what `Instant` reads on Linux), also the clock of the rings' polling
 /// marks: a pass reads it once for both.
-fn read_now_ns() -> u64 {
+pub(crate) fn read_now_ns() -> u64 {
     super::ring::monotonic_ns()
 }
 
