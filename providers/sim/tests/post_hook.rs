@@ -17,10 +17,7 @@ fn posts_with_the_hook_land_in_order_and_polls_run_the_pass() {
     let p = pair(1024, 256);
     assert!(p.a.is_process());
     assert!(!Fabric::new(FabricConfig::default()).is_process());
-    p.qa.bring_up_at(&p.qb.endpoint(), p.qb.start_psn())
-        .unwrap();
-    p.qb.bring_up_at(&p.qa.endpoint(), p.qa.start_psn())
-        .unwrap();
+    p.bring_up();
     assert!(
         p.a.post_hook(p.na.index(), p.qa.qpn() ^ 0x7f_ffff)
             .is_none()
@@ -175,8 +172,7 @@ fn large_reads_land_straight_from_the_ring_and_check_their_buffers() {
     let p = pair(256, 256);
     p.bring_up();
     const LEN: usize = 65536 + 24;
-    let remote = p.pb.alloc_mr(LEN, Access::ALL);
-    let local = p._keep.0.alloc_mr(LEN, Access::ALL);
+    let (local, remote) = p.regions(LEN);
     let sq = p.queue_running_both();
     // Three scatter entries of uneven lengths covering the local region.
     let cuts = [0, 20_000, 50_008, LEN];
@@ -244,8 +240,7 @@ fn sends_land_from_the_ring_and_one_held_for_its_receive_keeps_its_payload() {
     let p = pair(256, 256);
     p.bring_up();
     const LEN: usize = 65536 + 40;
-    let src = p._keep.0.alloc_mr(LEN, Access::ALL);
-    let dst = p.pb.alloc_mr(LEN, Access::ALL);
+    let (src, dst) = p.regions(LEN);
     let rq = p.qb.rq_handle::<Native>().unwrap();
     let mut posted = 0u32;
     let mut post_recv = || {
@@ -319,8 +314,7 @@ fn a_responder_streaming_past_its_wire_timeout_keeps_the_connection() {
     p.b.set_wire_timeout(Duration::from_millis(100));
     p.bring_up();
     const LEN: u32 = 65536;
-    let remote = p.pb.alloc_mr(LEN as usize, Access::ALL);
-    let local = p._keep.0.alloc_mr(LEN as usize, Access::ALL);
+    let (local, remote) = p.regions(LEN as usize);
     let mut sq = p.queue();
     let a2 = p.a.clone();
     sq.set_host_progress(Some(Arc::new(move || a2.progress())));
@@ -385,6 +379,14 @@ impl Pair {
         self.qb
             .bring_up_at(&self.qa.endpoint(), self.qa.start_psn())
             .unwrap();
+    }
+
+    /// A region of `len` bytes on each side, every right granted: `a`'s, then `b`'s.
+    fn regions(&self, len: usize) -> (gda_sim::Mr, gda_sim::Mr) {
+        (
+            self._keep.0.alloc_mr(len, Access::ALL),
+            self.pb.alloc_mr(len, Access::ALL),
+        )
     }
 
     /// [`Pair::queue`], whose polls run both fabrics' passes (requester and responder in this

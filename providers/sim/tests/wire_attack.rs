@@ -876,6 +876,29 @@ fn response(dst: Endpoint, seq: u64, status: u32, payload: &[u8]) -> Vec<u8> {
     v
 }
 
+/// Two scatter entries of `len` bytes each at the start of `mr`, one after the other.
+fn two_sges(mr: &Mr, len: u32) -> ([Sge; 1], [Sge; 1]) {
+    let at = |off: u64| {
+        [Sge {
+            addr: mr.addr() + off,
+            length: len,
+            lkey: mr.lkey(),
+        }]
+    };
+    (at(0), at(u64::from(len)))
+}
+
+/// A READ into `sges` of 0x1000 under rkey 7 (a fake peer answers whatever it likes).
+fn fake_read(sges: &[Sge]) -> WorkRequest<'_> {
+    WorkRequest::Read {
+        remote: Remote {
+            addr: 0x1000,
+            rkey: 7,
+        },
+        sges,
+    }
+}
+
 /// A side whose QP is connected to a raw listener posing as a peer fabric (`salt` as in
 /// `fake_fabric`): the side, the listener and the peer's fabric id.
 fn facing_fake_peer(salt: u32) -> (Side, UnixListener, u64) {
@@ -912,21 +935,8 @@ fn welcome(l: &UnixListener, peer: u64, from: u64) -> (UnixStream, Rings, OwnedF
 fn responses_are_taken_only_for_the_outstanding_request() {
     let (a, l, peer) = facing_fake_peer(0x3c_3c3c);
     let q = sq(&a.qp, &a.cq, 10_000);
-    let sge = |off: u64| {
-        [Sge {
-            addr: a.mr.addr() + off,
-            length: 16,
-            lkey: a.mr.lkey(),
-        }]
-    };
-    let (first, second) = (sge(0), sge(16));
-    let read = |sges| WorkRequest::Read {
-        remote: Remote {
-            addr: 0x1000,
-            rkey: 7,
-        },
-        sges,
-    };
+    let (first, second) = two_sges(&a.mr, 16);
+    let read = fake_read;
     q.post(&read(&first), SendFlags::SIGNALED).unwrap();
     let (mut s, mut rings, _ours) = welcome(&l, peer, a.fabric.id());
     let r = rings.read(104).unwrap();
@@ -969,21 +979,8 @@ fn a_reads_data_lands_from_the_ring_but_not_after_its_qp_is_destroyed() {
     let (a, l, peer) = facing_fake_peer(0x4d_4d4d);
     let q = sq(&a.qp, &a.cq, 10_000);
     const LEN: usize = 2048;
-    let sge = |off: u64| {
-        [Sge {
-            addr: a.mr.addr() + off,
-            length: LEN as u32,
-            lkey: a.mr.lkey(),
-        }]
-    };
-    let (first, second) = (sge(0), sge(LEN as u64));
-    let read = |sges| WorkRequest::Read {
-        remote: Remote {
-            addr: 0x1000,
-            rkey: 7,
-        },
-        sges,
-    };
+    let (first, second) = two_sges(&a.mr, LEN as u32);
+    let read = fake_read;
     q.post(&read(&first), SendFlags::SIGNALED).unwrap();
     let (_s, mut rings, _ours) = welcome(&l, peer, a.fabric.id());
     let me = a.qp.endpoint();

@@ -1170,6 +1170,19 @@ fn respond(
     (status, payload)
 }
 
+/// A WRITE's or SEND's payload in pieces `(address, length)`: its buffer, or the ring (up to
+/// two pieces, across the wrap); `None` unless they hold the `len` bytes the request says.
+fn payload_pieces(req: &Request, in_ring: Option<RingSpan>) -> Option<[(*const u8, usize); 2]> {
+    let have = in_ring.map_or(req.payload.len(), |s| s.len());
+    (have as u64 == req.len).then_some(match in_ring {
+        Some(span) => span.pieces,
+        None => [
+            (req.payload.as_ptr(), req.payload.len()),
+            (std::ptr::null(), 0),
+        ],
+    })
+}
+
 /// Executes an admitted request on `rqp` against this process's memory (a WRITE's or SEND's
 /// payload from `in_ring` when it is still in the ring).
 fn execute_request(
@@ -1195,18 +1208,8 @@ fn execute_request(
                     Ok(m) => m,
                     Err(e) => return st(remote_fault(e)),
                 };
-                // The payload's pieces: the buffer, or the ring (up to two, across the wrap),
-                // `len` bytes either way.
-                let have = in_ring.map_or(req.payload.len(), |s| s.len());
-                if have as u64 != req.len {
+                let Some(pieces) = payload_pieces(req, in_ring) else {
                     return st(WcStatus::RemInvReqErr);
-                }
-                let pieces = match in_ring {
-                    Some(span) => span.pieces,
-                    None => [
-                        (req.payload.as_ptr(), req.payload.len()),
-                        (std::ptr::null(), 0),
-                    ],
                 };
                 let mut at = req.raddr as *mut u8;
                 let mut copied = Ok(());
@@ -1244,17 +1247,8 @@ fn execute_request(
             st(WcStatus::Success)
         }
         ReqOp::Send => {
-            // The payload's pieces: the buffer, or the ring (up to two, across the wrap).
-            let have = in_ring.map_or(req.payload.len(), |s| s.len());
-            if have as u64 != req.len {
+            let Some(pieces) = payload_pieces(req, in_ring) else {
                 return st(WcStatus::RemInvReqErr);
-            }
-            let pieces = match in_ring {
-                Some(span) => span.pieces,
-                None => [
-                    (req.payload.as_ptr(), req.payload.len()),
-                    (std::ptr::null(), 0),
-                ],
             };
             let pos = match take_recv(rqp) {
                 Recv::Got(pos) => pos,
