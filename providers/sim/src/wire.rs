@@ -14,7 +14,8 @@
 //! **Transport** ([`transport`], [`ring`]). Each fabric made by
 //! [`Fabric::process`](crate::Fabric::process) listens on a Unix stream socket in the abstract
 //! namespace named from the uid and the fabric id. A requester connects once per peer fabric
-//! (when its first QP towards that fabric moves to RTR) and sends a *hello* naming its own fabric, with a sealed shared-memory segment and its engine's
+//! (when its first QP towards that fabric moves to RTR) and sends a *hello* naming its own
+//! fabric, with a sealed shared-memory segment and its engine's
 //! eventfd attached; the peer answers with a *welcome* and its own eventfd. From then on the
 //! frames travel through the segment's two rings (requests, responses), written and read by the
 //! engines themselves (or by program threads running the engine, `Fabric::progress`), and the

@@ -188,32 +188,55 @@ pub(super) unsafe fn scatter_send(
         }
         need -= n;
     }
-    let mut pieces = staged.iter().copied().filter(|&(_, n)| n > 0);
+    let targets = first
+        .iter()
+        .flatten()
+        .chain(rest.iter())
+        .map(|(addr, n, mr)| (*addr as *mut u8, *n as usize, &**mr));
+    // SAFETY: each target range was checked (LOCAL_WRITE) on the responder; the pieces are
+    // the caller's.
+    unsafe { copy_pieces(staged, targets) }
+        // Deregistered meanwhile: as a stale key in the receive WQE.
+        .map_err(|_| (WcStatus::RemOpErr, Some(WcStatus::LocProtErr)))
+}
+
+/// Copies a payload given in pieces `(address, length)`, in order, into `targets`
+/// `(address, length, region)`, in order, each pinned while written, until either runs out,
+/// then publishes what was written: a staged buffer or a ring's span (two pieces across its
+/// wrap) into a WRITE's destination, a receive's scatter list or a READ's. `Err` once a region
+/// is deregistered (what came before it was written).
+///
+/// # Safety
+/// Each piece is readable for its length until this returns (a ring's bytes, which the peer
+/// may write meanwhile, are only copied, never referenced); each target range lies in its
+/// region, checked for the access.
+pub(super) unsafe fn copy_pieces<'m>(
+    pieces: &[(*const u8, usize)],
+    targets: impl IntoIterator<Item = (*mut u8, usize, &'m MrInner)>,
+) -> Result<(), crate::mem::Fault> {
+    let mut pieces = pieces.iter().copied().filter(|&(_, n)| n > 0);
     let (mut src, mut left) = pieces.next().unwrap_or((std::ptr::null(), 0));
-    for (addr, n, mr) in first.iter().flatten().chain(rest.iter()) {
-        let (mut at, mut room) = (*addr as *mut u8, *n as usize);
+    let mut copied = Ok(());
+    'targets: for (mut at, mut room, mr) in targets {
         while room > 0 {
             if left == 0 {
                 match pieces.next() {
                     Some(p) => (src, left) = p,
-                    None => break,
+                    None => break 'targets,
                 }
             }
             let k = room.min(left);
-            // SAFETY: each target range was checked (LOCAL_WRITE) on the responder and is
-            // pinned while copied; `k` bytes lie in it and in the piece (the caller's).
-            let copied = unsafe { dma_copy_pinned(&[mr], at, src, k) };
+            // SAFETY: `k` bytes lie in the target range and in the piece (the contract).
+            copied = unsafe { dma_copy_pinned(&[mr], at, src, k) };
             if copied.is_err() {
-                // Deregistered meanwhile: as a stale key in the receive WQE.
-                mmio::dma_publish();
-                return Err((WcStatus::RemOpErr, Some(WcStatus::LocProtErr)));
+                break 'targets;
             }
             (at, src) = (at.wrapping_add(k), src.wrapping_add(k));
             (room, left) = (room - k, left - k);
         }
     }
     mmio::dma_publish();
-    Ok(())
+    copied
 }
 
 /// Copies a WRITE's payload (inline or gathered) to `dst` (already checked remotely against

@@ -712,40 +712,17 @@ fn landing(qp: &QpInner, op: &WqeOp) -> Landing {
                 .map_err(local_fault)?;
             keep.push(mr);
         }
-        let mut pieces = span.pieces.into_iter().filter(|&(_, n)| n > 0);
-        let (mut src, mut left) = pieces.next().unwrap_or((std::ptr::null(), 0));
-        let mut copied = Ok(());
-        'sges: for (s, mr) in sges.iter().zip(&keep) {
-            let (mut at, mut room) = (s.addr as *mut u8, s.length as usize);
-            while room > 0 {
-                if left == 0 {
-                    match pieces.next() {
-                        Some(p) => (src, left) = p,
-                        None => break 'sges,
-                    }
-                }
-                let n = room.min(left);
-                // SAFETY: `[at, at + n)` lies in the scatter entry, checked against a local
-                // region granting LOCAL_WRITE and pinned while written; `[src, src + n)` in
-                // the ring's span of the response's payload, valid until it is consumed
-                // (after this returns).
-                copied = unsafe { dma_copy_pinned(&[mr], at, src, n) };
-                if copied.is_err() {
-                    break 'sges;
-                }
-                (at, src) = (at.wrapping_add(n), src.wrapping_add(n));
-                (room, left) = (room - n, left - n);
-            }
-        }
-        mmio::dma_publish();
-        copied.map_err(local_fault)
+        let targets = sges
+            .iter()
+            .zip(&keep)
+            .map(|(s, mr)| (s.addr as *mut u8, s.length as usize, &**mr));
+        // SAFETY: each scatter entry was checked against a local region granting LOCAL_WRITE;
+        // the span is the response's payload in the ring, valid until it is consumed (after
+        // this returns).
+        unsafe { copy_pieces(&span.pieces, targets) }.map_err(local_fault)
     })
 }
 
-/// Serves this process's connections: writes what waits in their send queues, executes the
-/// requests peers sent (in order, each answered) and hands responses to their requesters;
-/// whether anything moved. The turn makes it one thread at a time (the requests of a
-/// connection execute in order) and lends its scratch list.
 /// How long a pass serves the requests of its connections, at most. A pass reads the clock
 /// once (`PassClock`): a pass that served a peer streaming requests for as long as they kept
 /// coming (64-KiB READs, each answered as the peer consumed the last) ran for seconds with its
@@ -759,6 +736,10 @@ const SERVE_CLOCK_EVERY: u32 = 64;
 /// The data a coalesced acknowledgement covers at most before it is sent.
 const ACK_EVERY_BYTES: u64 = 64 << 10;
 
+/// Serves this process's connections: writes what waits in their send queues, executes the
+/// requests peers sent (in order, each answered) and hands responses to their requesters;
+/// whether anything moved. The turn makes it one thread at a time (the requests of a
+/// connection execute in order) and lends its scratch list.
 pub(super) fn serve(f: &FabricInner, turn: &mut Turn<'_>) -> bool {
     let (Some(wire), Some(conns)) = (&f.wire, turn.conns()) else {
         return false;
@@ -783,8 +764,8 @@ pub(super) fn serve(f: &FabricInner, turn: &mut Turn<'_>) -> bool {
         let mut acks = Acks::default();
         // A request that found no receive is tried again first.
         let mut next = c.take_held().map(|(r, since)| (r, None, since));
-        // A connection is served for at most `SERVE_PASS_MAX` of a pass (the clock read every
-        // `SERVE_CLOCK_EVERY` requests): the rest waits in the ring for the next pass.
+        // Once the pass has served for `SERVE_PASS_MAX_NS` (the clock read every
+        // `SERVE_CLOCK_EVERY` requests), the rest waits in the ring for the next pass.
         let mut taken = 0u32;
         while let Some((mut req, in_ring, since)) = next.or_else(|| {
             taken = taken.wrapping_add(1);
@@ -1211,21 +1192,11 @@ fn execute_request(
                 let Some(pieces) = payload_pieces(req, in_ring) else {
                     return st(WcStatus::RemInvReqErr);
                 };
-                let mut at = req.raddr as *mut u8;
-                let mut copied = Ok(());
-                for (src, n) in pieces.into_iter().filter(|&(_, n)| n > 0) {
-                    // SAFETY: `[raddr, raddr + len)` was checked against a region of this
-                    // process granting REMOTE_WRITE, pinned while written; the pieces hold
-                    // `len` bytes in all (checked when decoded, or when the ring span was
-                    // taken), valid while this request is served (a ring's until `release`).
-                    copied = unsafe { dma_copy_pinned(&[mr], at, src, n) };
-                    if copied.is_err() {
-                        break;
-                    }
-                    at = at.wrapping_add(n);
-                }
-                mmio::dma_publish();
-                if let Err(e) = copied {
+                let to = [(req.raddr as *mut u8, req.len as usize, mr)];
+                // SAFETY: `[raddr, raddr + len)` was checked against a region of this process
+                // granting REMOTE_WRITE; the pieces hold `len` bytes in all, valid while this
+                // request is served (a ring's until `release`).
+                if let Err(e) = unsafe { copy_pieces(&pieces, to) } {
                     return st(remote_fault(e));
                 }
             }

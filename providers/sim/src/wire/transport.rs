@@ -751,9 +751,9 @@ pub(crate) enum Admit {
 /// Writes a READ's data where its requester wants it, straight from the ring, when its
 /// response comes: made by the requester's engine when it sends the READ, run by the pass that
 /// takes the response ([`QpSlots::land`]), which checks the local buffers then and pins them
-/// while it writes, as `finish` does with a response's payload. Saves the copy through a buffer: a 64-KiB READ
-/// stream is copied once on each side, as a WRITE stream is. `Err` is the completion status
-/// of a local fault (the response then completes the READ with it).
+/// while it writes, as `finish` does with a response's payload. Saves the copy through a
+/// buffer: a 64-KiB READ stream is copied once on each side, as a WRITE stream is. `Err` is the
+/// completion status of a local fault (the response then completes the READ with it).
 pub(crate) type Landing = Box<dyn FnOnce(&RingSpan) -> Result<(), gda_hal::WcStatus> + Send>;
 
 /// The outstanding requests of one requester QP, in the order they were sent, with their
