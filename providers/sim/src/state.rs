@@ -472,8 +472,10 @@ pub(crate) struct WireWait {
     pub(crate) pos: u64,
     /// When it was queued ([`crate::wire::now_ns`]).
     pub(crate) since_ns: u64,
-    /// The connection it went out on (dead: the peer is gone).
-    pub(crate) conn: Arc<crate::wire::Conn>,
+    /// The id of the connection it went out on ([`crate::wire::Conn::id`]): the QP's
+    /// `wire_conn` while that is the one, else dead (a QP changes connection only once the
+    /// previous one died). An id, not a reference: no atomic count per request.
+    pub(crate) conn: u64,
     /// The WQE's size in send-queue units, whether it asked for a completion, and its
     /// packets (what completing any request needs, kept here: no pointer to follow).
     pub(crate) units: u32,

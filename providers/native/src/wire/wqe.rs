@@ -148,6 +148,7 @@ pub struct WqeRepr<'a> {
     pub counter: u32,
 }
 
+#[inline]
 fn sge_units(n: usize) -> u32 {
     (n.saturating_sub(1) as u32).div_ceil(SGES_PER_UNIT as u32)
 }
@@ -225,7 +226,10 @@ impl<'a> WqeRepr<'a> {
     }
 
     /// Units the body needs (header included).
+    // Inline: the post path (`from_request`, inlined into the caller's crate) calls it; out
+    // of line, it was a call through the GOT and a store-forwarding stall per post.
     #[must_use]
+    #[inline]
     pub fn needed_units(&self) -> u32 {
         let data = |d: &Data<'_>| match d {
             Data::Inline(b) => (b.len() as u32).div_ceil(UNIT_BYTES),

@@ -149,13 +149,14 @@ pub(super) fn execute_wire(
         && inline.is_none()
         && op.length() >= crate::wire::DIRECT_MIN as u64;
     let mut gather = None;
-    // A small gathered payload goes through a buffer on the stack.
-    let mut small = [0u8; SMALL_MAX];
+    // A small gathered payload goes through a buffer on the stack (zeroed only when used: an
+    // inline WRITE, the common case, needs none).
+    let mut small_buf: Option<[u8; SMALL_MAX]> = None;
     let mut small_len = None;
     let payload = match kind {
         _ if inline.is_some() => Vec::new(),
         OpKind::Write | OpKind::Send if !direct && op.length() <= SMALL_MAX as u64 => {
-            match stage_small(qp, op, &mut small) {
+            match stage_small(qp, op, small_buf.insert([0u8; SMALL_MAX])) {
                 Ok(n) => {
                     small_len = Some(n);
                     Vec::new()
@@ -178,7 +179,7 @@ pub(super) fn execute_wire(
     };
     // The payload that is copied from memory the engine keeps (the WQE's inline bytes, or the
     // small buffer above).
-    let copied: Option<&[u8]> = inline.or(small_len.map(|n| &small[..n]));
+    let copied: Option<&[u8]> = inline.or(small_buf.as_ref().zip(small_len).map(|(b, n)| &b[..n]));
     let carried = match (&gather, copied) {
         (Some(_), _) => op.length(),
         (None, Some(d)) => d.len() as u64,
@@ -283,7 +284,7 @@ pub(super) fn execute_wire(
         if tx.bytes.len() >= BATCH_BYTES {
             flush_batch(wire, qp, ex);
         }
-        push_waiting(ex, seq, conn, op, c, psn);
+        push_waiting(ex, seq, &conn, op, c, psn);
         return Step::Sent;
     }
     flush_batch(wire, qp, ex);
@@ -338,7 +339,7 @@ pub(super) fn execute_wire(
         }
         return retry_or_fail(qp, ex, op.units, c);
     }
-    push_waiting(ex, req.seq, conn, op, c, psn);
+    push_waiting(ex, req.seq, &conn, op, c, psn);
     Step::Sent
 }
 
@@ -349,14 +350,14 @@ const BATCH_BYTES: usize = 16 << 10;
 
 /// Keeps request `seq` (sent, or in this step's batch) in flight: what completing its WQE
 /// needs, its completion, where to go back to.
-fn push_waiting(ex: &mut QpExec, seq: u64, conn: Arc<Conn>, op: &WqeOp, c: Cpl, psn: u32) {
+fn push_waiting(ex: &mut QpExec, seq: u64, conn: &Conn, op: &WqeOp, c: Cpl, psn: u32) {
     ex.wire_out.push_back(WireWait {
         seq,
         pos: ex.sq_pos + ex.ahead,
         // Outside a pass (a posting thread's hook) no clock is read: the first pass that finds
         // the request unanswered starts its stall timer (`reap`).
         since_ns: pass_now().unwrap_or(0),
-        conn,
+        conn: conn.id,
         units: op.units,
         signaled: op.signaled,
         packets: op.packets,
@@ -495,16 +496,21 @@ pub(super) fn reap(
             _ => None,
         };
         let Some(resp) = resp else {
-            let dead = front.conn.is_dead();
+            let conn = ex
+                .wire_conn
+                .as_ref()
+                .filter(|c| c.id == front.conn && !c.is_dead());
+            let dead = conn.is_none();
             // Stalls are timed by passes only (their clock): a request sent by a posting
             // thread's hook starts its timer at the first pass that finds it unanswered.
-            let stalled = !dead
-                && pass_now().is_some_and(|now| {
+            let stalled = conn.is_some_and(|c| {
+                pass_now().is_some_and(|now| {
                     if front.since_ns == 0 {
                         front.since_ns = now;
                     }
-                    front.conn.idle(front.since_ns) > wire.timeout()
-                });
+                    c.idle(front.since_ns) > wire.timeout()
+                })
+            });
             if !(dead || stalled) {
                 break;
             }
