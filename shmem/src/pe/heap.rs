@@ -211,21 +211,19 @@ impl<P: Provider> Pe<P> {
     }
 
     /// Refuses a `Sym` of another job's heap.
+    #[inline]
     pub(super) fn mine<T: Elem>(&self, s: &Sym<T>) -> Result<()> {
         if s.heap == self.heap_id {
             Ok(())
         } else {
-            Err(ShmemError::Invalid(format!(
-                "{s:?} was allocated in another symmetric heap (another job or init) than PE \
-                 {}'s",
-                self.me
-            )))
+            Err(foreign(s, self.me))
         }
     }
 
     /// Byte offset of elements `[idx, idx + n)` of `s` in this PE's segment: `s` must belong
     /// to this job's heap and the range must lie in the allocation and in the symmetric part of
     /// the segment (overflow-checked).
+    #[inline]
     pub(crate) fn at<T: Elem>(&self, s: Sym<T>, idx: usize, n: usize) -> Result<usize> {
         self.mine(&s)?;
         let off = s.range(idx, n)?;
@@ -240,10 +238,7 @@ impl<P: Provider> Pe<P> {
         };
         match end {
             Some(e) if e <= limit => Ok(off),
-            _ => Err(ShmemError::Range(format!(
-                "{s:?} elements {idx}..+{n} leave PE {}'s symmetric memory",
-                self.me
-            ))),
+            _ => Err(outside(&s, idx, n, self.me)),
         }
     }
 
@@ -291,4 +286,22 @@ impl<P: Provider> Pe<P> {
     pub(crate) fn team_area(&self, slot: usize) -> usize {
         self.internal + slot * TEAM_BYTES
     }
+}
+
+// The errors of `Pe::at` and `Pe::mine`, built out of line: the checks are on every put, get
+// and atomic, and with the formatting inline they grew too large to inline themselves.
+#[cold]
+#[inline(never)]
+fn outside<T: Elem>(s: &Sym<T>, idx: usize, n: usize, me: u32) -> ShmemError {
+    ShmemError::Range(format!(
+        "{s:?} elements {idx}..+{n} leave PE {me}'s symmetric memory"
+    ))
+}
+
+#[cold]
+#[inline(never)]
+fn foreign<T: Elem>(s: &Sym<T>, me: u32) -> ShmemError {
+    ShmemError::Invalid(format!(
+        "{s:?} was allocated in another symmetric heap (another job or init) than PE {me}'s"
+    ))
 }
