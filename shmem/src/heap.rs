@@ -73,17 +73,25 @@ impl<T: Elem> Sym<T> {
 
     /// Byte offset of elements `[idx, idx + n)`, checked against the allocation
     /// (overflow-safe; the heap it belongs to is checked by the `Pe`).
+    #[inline]
     pub(crate) fn range(&self, idx: usize, n: usize) -> Result<usize> {
         let at = idx
             .checked_mul(size_of::<T>())
             .and_then(|b| self.off.checked_add(b));
         match (idx.checked_add(n), at) {
             (Some(end), Some(at)) if end <= self.len => Ok(at),
-            _ => Err(ShmemError::Range(format!(
-                "elements {idx}..{} of {self:?}",
-                idx.saturating_add(n)
-            ))),
+            _ => Err(self.out_of_range(idx, n)),
         }
+    }
+
+    /// [`Sym::range`]'s error, built out of line (the check is on every routine's path).
+    #[cold]
+    #[inline(never)]
+    fn out_of_range(&self, idx: usize, n: usize) -> ShmemError {
+        ShmemError::Range(format!(
+            "elements {idx}..{} of {self:?}",
+            idx.saturating_add(n)
+        ))
     }
 
     /// The sub-array `[idx, idx + n)`.

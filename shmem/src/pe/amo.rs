@@ -12,6 +12,7 @@ use crate::types::AtomicInt;
 
 impl<P: Provider> Pe<P> {
     /// Segment offset of the atomic operand `s[idx]`, which must be naturally aligned.
+    #[inline]
     pub(super) fn amo_off<T: AtomicInt>(&self, s: Sym<T>, idx: usize) -> Result<usize> {
         let off = self.at(s, idx, 1)?;
         if off % size_of::<T>() != 0 {
