@@ -139,12 +139,12 @@ impl<P: Provider> Pe<P> {
     /// The route to `pe`: the one place a routine learns how `pe` is reached.
     #[inline]
     fn route(&self, pe: u32) -> Result<&Route<P>> {
-        // `ok_or_else`: the error built eagerly (`ok_or`) was then dropped on every call, and
-        // its drop glue, a call that is not inlined, took 11 % of the samples of `gda shmem
-        // rates --transport p2p`'s atomic loop.
-        self.net
-            .routes
-            .get(pe as usize)
-            .ok_or_else(|| ShmemError::BadPe { pe, n_pes: self.n })
+        // The error only when there is none: `ok_or` built it on every call and then dropped
+        // it, through drop glue that was not inlined — 11 % of the samples of `gda shmem rates
+        // --transport p2p`'s atomic loop.
+        match self.net.routes.get(pe as usize) {
+            Some(r) => Ok(r),
+            None => Err(ShmemError::BadPe { pe, n_pes: self.n }),
+        }
     }
 }
