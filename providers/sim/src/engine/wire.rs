@@ -635,34 +635,11 @@ fn finish(
         Some((Some(OpKind::Read), op)) if resp.landed => c.byte_len = op.length() as u32,
         Some((Some(OpKind::Read), op)) => {
             c.byte_len = resp.payload.len() as u32;
-            let mut off = 0usize;
-            let mut keep = Vec::new();
-            for s in op.sges.iter().filter(|s| s.length > 0) {
-                match qp.nic.mrs.check_local(
-                    qp.pd,
-                    s.lkey,
-                    s.addr,
-                    u64::from(s.length),
-                    Access::LOCAL_WRITE,
-                ) {
-                    Ok(m) => keep.push(m),
-                    Err(e) => return fail(qp, c, local_fault(e)),
-                }
+            let data = [(resp.payload.as_ptr(), resp.payload.len())];
+            // SAFETY: the response's payload is this thread's buffer.
+            if let Err(s) = unsafe { land_read(&qp.nic, qp.pd, &op.sges, &data) } {
+                return fail(qp, c, s);
             }
-            for (s, mr) in op.sges.iter().filter(|s| s.length > 0).zip(&keep) {
-                let n = (s.length as usize).min(resp.payload.len().saturating_sub(off));
-                // SAFETY: the range was checked against a local region granting LOCAL_WRITE,
-                // pinned while written; `n` bytes are inside the response.
-                let landed = unsafe {
-                    dma_copy_pinned(&[mr], s.addr as *mut u8, resp.payload[off..].as_ptr(), n)
-                };
-                if let Err(e) = landed {
-                    mmio::dma_publish();
-                    return fail(qp, c, local_fault(e));
-                }
-                off += n;
-            }
-            mmio::dma_publish();
             crate::wire::pool::recycle(std::mem::take(&mut resp.payload));
         }
         Some((Some(OpKind::Atomic), op)) => {
@@ -709,24 +686,38 @@ fn finish(
 fn landing(qp: &QpInner, op: &WqeOp) -> Landing {
     let (nic, pd) = (qp.nic.clone(), qp.pd);
     let sges: Vec<_> = op.sges.iter().filter(|s| s.length > 0).copied().collect();
-    Box::new(move |span: &RingSpan| {
-        let mut keep = Vec::with_capacity(sges.len());
-        for s in &sges {
-            let mr = nic
-                .mrs
+    // SAFETY: the span is the response's payload in the ring, valid until it is consumed
+    // (after this returns).
+    Box::new(move |span: &RingSpan| unsafe { land_read(&nic, pd, &sges, &span.pieces) })
+}
+
+/// Writes a READ's data, given in pieces (its response's buffer, or the ring's span), into its
+/// scatter entries `sges` on `nic`: each checked for LOCAL_WRITE now (a region deregistered
+/// since the READ was sent is a local protection error) and pinned while written. `Err` is the
+/// completion status of a local fault.
+///
+/// # Safety
+/// Each piece is readable for its length until this returns.
+unsafe fn land_read(
+    nic: &crate::state::NicInner,
+    pd: u32,
+    sges: &[gda_hal::Sge],
+    data: &[(*const u8, usize)],
+) -> Result<(), WcStatus> {
+    let sges = || sges.iter().filter(|s| s.length > 0);
+    let keep = sges()
+        .map(|s| {
+            nic.mrs
                 .check_local(pd, s.lkey, s.addr, u64::from(s.length), Access::LOCAL_WRITE)
-                .map_err(local_fault)?;
-            keep.push(mr);
-        }
-        let targets = sges
-            .iter()
-            .zip(&keep)
-            .map(|(s, mr)| (s.addr as *mut u8, s.length as usize, &**mr));
-        // SAFETY: each scatter entry was checked against a local region granting LOCAL_WRITE;
-        // the span is the response's payload in the ring, valid until it is consumed (after
-        // this returns).
-        unsafe { copy_pieces(&span.pieces, targets) }.map_err(local_fault)
-    })
+                .map_err(local_fault)
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let targets = sges()
+        .zip(&keep)
+        .map(|(s, mr)| (s.addr as *mut u8, s.length as usize, &**mr));
+    // SAFETY: each scatter entry was checked against a local region granting LOCAL_WRITE; the
+    // pieces are readable (the contract).
+    unsafe { copy_pieces(data, targets) }.map_err(local_fault)
 }
 
 /// How long a pass serves the requests of its connections, at most. A pass reads the clock
@@ -800,7 +791,7 @@ pub(super) fn serve(f: &FabricInner, turn: &mut Turn<'_>) -> bool {
                 status == RNR && now_ns().saturating_sub(since) < RNR_TIMER.as_nanos() as u64;
             if let Some(span) = in_ring {
                 if hold {
-                    req.payload = span_bytes(&span);
+                    req.payload = span.copy_out();
                 }
                 // Copied to its destination (or refused, or kept): the ring's bytes are free
                 // again.
@@ -840,24 +831,6 @@ pub(super) fn serve(f: &FabricInner, turn: &mut Turn<'_>) -> bool {
         acks.flush(c);
     }
     did
-}
-
-/// A copy of the bytes of a ring span (a request held for a receive keeps its payload).
-fn span_bytes(span: &RingSpan) -> Vec<u8> {
-    let len = span.len();
-    let mut v = crate::wire::pool::take(len);
-    let mut at = v.as_mut_ptr();
-    for (p, n) in span.pieces {
-        // SAFETY: a ring span's pieces are valid for their lengths until it is released (the
-        // peer may write them: copied, never referenced); `v` has room for `len`, their sum.
-        unsafe {
-            mmio::dma_copy(at, p, n);
-            at = at.add(n);
-        }
-    }
-    // SAFETY: the `len` bytes were all written above.
-    unsafe { v.set_len(len) };
-    v
 }
 
 /// The response a responder is coalescing on a connection (see `serve`): an acknowledgement

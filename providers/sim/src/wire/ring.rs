@@ -266,6 +266,25 @@ impl RingSpan {
     pub(crate) fn len(&self) -> usize {
         self.pieces[0].1 + self.pieces[1].1
     }
+
+    /// A copy of its bytes, in a buffer of [`super::pool`] (a request held for a receive keeps
+    /// its payload after the span is released).
+    pub(crate) fn copy_out(&self) -> Vec<u8> {
+        let len = self.len();
+        let mut v = super::pool::take(len);
+        let mut at = v.as_mut_ptr();
+        for (p, n) in self.pieces {
+            // SAFETY: a span's pieces are valid for their lengths until it is released (the
+            // peer may write them: copied, never referenced); `v` has room for `len`, their sum.
+            unsafe {
+                gda_hal::mmio::dma_copy(at, p, n);
+                at = at.add(n);
+            }
+        }
+        // SAFETY: the `len` bytes were all written above.
+        unsafe { v.set_len(len) };
+        v
+    }
 }
 
 impl Producer {
