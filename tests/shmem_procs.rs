@@ -63,32 +63,13 @@ fn rdma_processes_every_model() {
     }
 }
 
-/// The same routines over the engine that verbs programs use between processes (requests over
-/// shared-memory rings, executed by the peer's engine on its own memory), for every queue
-/// format; and a misspelt engine is a clear error.
+/// The routines between processes under a chaos seed (the engines' own choices of order and
+/// delay, in every process).
 #[test]
-fn rdma_processes_over_the_wire_engine_every_model() {
-    for p in ["native", "mlx5", "bnxt"] {
-        let job = format!("twire{p}{}", std::process::id());
-        let o = gdarun(
-            3,
-            &[
-                ("GDA_SHMEM_TRANSPORT", "rdma"),
-                ("GDA_SHMEM_SIM_ENGINE", "wire"),
-            ],
-            &["--job", &job, gda(), "shmem", "check", "--provider", p],
-        );
-        ok(&o, 3, "Rdma");
-        no_shm_left(&job);
-    }
-    // Under a chaos seed (the engines' own choices of order and delay).
+fn rdma_processes_under_chaos() {
     let o = gdarun(
         2,
-        &[
-            ("GDA_SHMEM_TRANSPORT", "rdma"),
-            ("GDA_SHMEM_SIM_ENGINE", "wire"),
-            ("GDA_SIM_CHAOS", "7"),
-        ],
+        &[("GDA_SHMEM_TRANSPORT", "rdma"), ("GDA_SIM_CHAOS", "7")],
         &[
             gda(),
             "shmem",
@@ -100,59 +81,40 @@ fn rdma_processes_over_the_wire_engine_every_model() {
         ],
     );
     ok(&o, 2, "Rdma");
-    let o = gdarun(
-        2,
-        &[
-            ("GDA_SHMEM_TRANSPORT", "rdma"),
-            ("GDA_SHMEM_SIM_ENGINE", "wires"),
-        ],
-        &[gda(), "shmem", "check"],
-    );
-    assert!(!o.status.success());
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(
-        err.contains("GDA_SHMEM_SIM_ENGINE=\"wires\" is not an engine"),
-        "{err}"
-    );
 }
 
-/// `gda shmem rates` over both engines: PE 0 prints five runs of each 8-byte rate, measured
-/// (positive, finite); one PE is a clear error.
+/// `gda shmem rates`: PE 0 prints five runs of each 8-byte rate, measured (positive, finite);
+/// one PE is a clear error.
 #[test]
-fn shmem_rates_runs_each_rate_five_times_on_both_engines() {
-    for engine in ["shared", "wire"] {
-        let o = gdarun(
-            2,
-            &[
-                ("GDA_SHMEM_TRANSPORT", "rdma"),
-                ("GDA_SHMEM_SIM_ENGINE", engine),
-            ],
-            &[gda(), "shmem", "rates", "--iters", "3000", "--json"],
-        );
-        let out = String::from_utf8_lossy(&o.stdout);
-        assert!(
-            o.status.success(),
-            "{engine}: {out}{}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        let rows: Vec<serde_json::Value> = out
-            .lines()
-            .map(|l| serde_json::from_str(l).expect("a JSON row"))
+fn shmem_rates_runs_each_rate_five_times() {
+    let o = gdarun(
+        2,
+        &[("GDA_SHMEM_TRANSPORT", "rdma")],
+        &[gda(), "shmem", "rates", "--iters", "3000", "--json"],
+    );
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let rows: Vec<serde_json::Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON row"))
+        .collect();
+    assert_eq!(rows.len(), 10, "{out}");
+    for test in ["put8_rate", "atomic_add64_rate"] {
+        let runs: Vec<f64> = rows
+            .iter()
+            .filter(|r| r["test"] == test)
+            .map(|r| r["mops"].as_f64().unwrap_or(f64::NAN))
             .collect();
-        assert_eq!(rows.len(), 10, "{engine}: {out}");
-        for test in ["put8_rate", "atomic_add64_rate"] {
-            let runs: Vec<f64> = rows
-                .iter()
-                .filter(|r| r["test"] == test)
-                .map(|r| r["mops"].as_f64().unwrap_or(f64::NAN))
-                .collect();
-            assert_eq!(runs.len(), 5, "{engine} {test}: {out}");
-            assert!(
-                runs.iter().all(|m| m.is_finite() && *m > 0.0),
-                "{engine} {test}: {runs:?}"
-            );
-            assert!(rows.iter().all(|r| r["transport"] == "Rdma"), "{out}");
-        }
+        assert_eq!(runs.len(), 5, "{test}: {out}");
+        assert!(
+            runs.iter().all(|m| m.is_finite() && *m > 0.0),
+            "{test}: {runs:?}"
+        );
+        assert!(rows.iter().all(|r| r["transport"] == "Rdma"), "{out}");
     }
     let o = gdarun(1, &[], &[gda(), "shmem", "rates"]);
     assert!(!o.status.success());

@@ -22,9 +22,66 @@ pub fn process_alive(pid: u32) -> bool {
     }
 }
 
+/// The credentials of the process at the other end of a Unix socket (`SO_PEERCRED`), as this
+/// process sees them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PeerCred {
+    /// Its user id.
+    pub uid: u32,
+    /// Its process id, `None` when that process lives in a PID namespace this one cannot see
+    /// (a sibling container: the kernel then reports 0).
+    pub pid: Option<u32>,
+}
+
+/// [`PeerCred`] of the socket `fd`.
+pub fn peer_cred(fd: std::os::fd::BorrowedFd<'_>) -> std::io::Result<PeerCred> {
+    use std::os::fd::AsRawFd;
+    let mut cred = libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
+    };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: `cred` and `len` are valid for writes of the sizes given; the kernel writes at
+    // most `len` bytes and updates `len`.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&raw mut cred).cast(),
+            &raw mut len,
+        )
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    if len as usize != std::mem::size_of::<libc::ucred>() {
+        return Err(std::io::Error::other(format!(
+            "SO_PEERCRED gave {len} bytes, not a struct ucred"
+        )));
+    }
+    Ok(PeerCred {
+        uid: cred.uid,
+        pid: u32::try_from(cred.pid).ok().filter(|&p| p != 0),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_socket_peer_is_this_process() {
+        use std::os::fd::AsFd;
+        let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
+        let c = peer_cred(a.as_fd()).unwrap();
+        // SAFETY: getuid cannot fail.
+        assert_eq!(c.uid, unsafe { libc::getuid() });
+        assert_eq!(c.pid, Some(std::process::id()));
+        let f = std::fs::File::open("/proc/self/stat").unwrap();
+        assert!(peer_cred(f.as_fd()).is_err(), "not a socket");
+    }
 
     #[test]
     fn liveness() {

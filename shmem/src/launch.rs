@@ -4,7 +4,6 @@ use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 #[cfg(feature = "sim")]
-use crate::boot::Bootstrap;
 use crate::boot::env::Launch;
 use crate::boot::tcp::TcpBoot;
 use crate::boot::threads::Hub;
@@ -89,39 +88,6 @@ pub fn sim_nic<P: gda_sim::Modeled>(
         post_nudge,
         defer,
         ..RdmaNic::new(device)
-    }
-}
-
-/// Which cross-process engine of the software NIC a launched PE's RDMA routes use
-/// (`GDA_SHMEM_SIM_ENGINE`).
-#[cfg(feature = "sim")]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SimEngine {
-    /// The job fabric (`gda_sim::Fabric::shared`, default): the requester's engine executes
-    /// WRITE, READ and atomics on the peer's shared heap segment itself.
-    Shared,
-    /// The process fabric (`gda_sim::Fabric::process`), what the verbs-compatible library
-    /// uses: requests travel over shared-memory rings and the peer's engine executes them on
-    /// any registered memory (the engine that is to replace `Shared`).
-    Wire,
-}
-
-#[cfg(feature = "sim")]
-impl SimEngine {
-    /// `GDA_SHMEM_SIM_ENGINE`: `shared` (default, also when unset or empty) or `wire`.
-    pub fn from_env() -> Result<Self> {
-        Self::parse(std::env::var("GDA_SHMEM_SIM_ENGINE").ok().as_deref())
-    }
-
-    /// The engine a `GDA_SHMEM_SIM_ENGINE` value names.
-    pub fn parse(value: Option<&str>) -> Result<Self> {
-        match value.map(str::trim) {
-            None | Some("" | "shared") => Ok(Self::Shared),
-            Some("wire") => Ok(Self::Wire),
-            Some(v) => Err(ShmemError::Config(format!(
-                "GDA_SHMEM_SIM_ENGINE={v:?} is not an engine (shared or wire)"
-            ))),
-        }
     }
 }
 
@@ -224,13 +190,9 @@ pub fn init_launched<P: gda_sim::Modeled>(launch: &Launch, cfg: &Config) -> Resu
     let chaos =
         gda_sim::FabricConfig::from_chaos_var(std::env::var("GDA_SIM_CHAOS").ok().as_deref())
             .map_err(|e| ShmemError::Config(e.to_string()))?;
-    // The rendezvous first: the registry's name is keyed with the secret it authenticated.
     let boot = rendezvous(launch, cfg)?;
-    let fabric = match SimEngine::from_env()? {
-        SimEngine::Shared => gda_sim::Fabric::shared(chaos, boot.names(), launch.rank),
-        SimEngine::Wire => gda_sim::Fabric::process(chaos),
-    }
-    .map_err(|e| ShmemError::Config(e.to_string()))?;
+    // The process fabric: peers' requests come over shared-memory rings and execute here.
+    let fabric = gda_sim::Fabric::process(chaos).map_err(|e| ShmemError::Config(e.to_string()))?;
     let binding = binding_from_env()?;
     if let Some((bind, cpus)) = &binding {
         // Placed before the engine thread exists: unbound from birth, PE and engine land
@@ -249,11 +211,6 @@ pub fn init_launched<P: gda_sim::Modeled>(launch: &Launch, cfg: &Config) -> Resu
         place_pe(*bind, cpus, fabric.engine_cpus().is_some())?;
     }
     report_bindings(launch.rank, &fabric);
-    // Every PE has connected (init ends with a barrier): the registry's name can go, so a
-    // killed process leaves nothing in /dev/shm.
-    fabric
-        .unlink_registry()
-        .map_err(|e| ShmemError::rdma_setup(None, &e))?;
     Ok(pe)
 }
 
@@ -965,23 +922,6 @@ pub fn relaunch_self(n: u32) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[cfg(feature = "sim")]
-    #[test]
-    fn the_sim_engine_is_named_or_refused() {
-        for (v, e) in [
-            (None, SimEngine::Shared),
-            (Some(""), SimEngine::Shared),
-            (Some("shared"), SimEngine::Shared),
-            (Some(" wire "), SimEngine::Wire),
-        ] {
-            assert_eq!(SimEngine::parse(v).unwrap(), e, "{v:?}");
-        }
-        for bad in ["Wire", "xproc", "wire2"] {
-            let e = SimEngine::parse(Some(bad)).unwrap_err().to_string();
-            assert!(e.contains("shared or wire"), "{e}");
-        }
-    }
 
     #[test]
     fn binding_places_pes_on_the_allowed_cpus() {

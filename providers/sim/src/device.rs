@@ -203,37 +203,11 @@ impl<P: Modeled> Device for SimDevice<P> {
                 "the protection domain belongs to another NIC".into(),
             ));
         }
-        let remote = Access::REMOTE_READ | Access::REMOTE_WRITE | Access::REMOTE_ATOMIC;
         match *mem {
-            // A job fabric's peers are other processes: they reach a region only through a
-            // shared-memory object of the job, never through private memory (nor through GPU
-            // memory registered by address). Local-only regions are fine.
-            MemoryDesc::Host { addr, len }
-                if self.nic.fabric().is_shared() && access.intersects(remote) =>
-            {
-                Err(SimError::InvalidArgument(format!(
-                    "remote access to private memory {addr:p}+{len}: peers on this cross-process \
-                     software-NIC fabric reach only the job's shared-memory objects \
-                     (MemoryDesc::SharedHost); GPU memory needs a NIC through rdma-core"
-                )))
-            }
-            MemoryDesc::Host { addr, len } => {
+            // The engine reaches memory where it is: peers in other processes send requests
+            // that this process's engine executes, so a shared object needs nothing more.
+            MemoryDesc::Host { addr, len } | MemoryDesc::SharedHost { addr, len, .. } => {
                 // SAFETY: the caller keeps the memory valid (this function's contract).
-                Ok(unsafe { pd.register(addr as u64, len, access) })
-            }
-            MemoryDesc::SharedHost {
-                addr,
-                len,
-                object,
-                offset,
-                object_len,
-            } if self.nic.fabric().is_shared() => {
-                // SAFETY: as above; the caller says `addr` is `object`'s mapping + `offset`.
-                unsafe { pd.register_object(addr as u64, len, access, object, offset, object_len) }
-            }
-            // An in-process fabric reaches the memory where it is.
-            MemoryDesc::SharedHost { addr, len, .. } => {
-                // SAFETY: as above.
                 Ok(unsafe { pd.register(addr as u64, len, access) })
             }
             MemoryDesc::DmaBuf { .. } => Err(SimError::Unsupported(

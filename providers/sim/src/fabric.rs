@@ -59,23 +59,7 @@ impl Fabric {
     #[must_use]
     pub fn new(config: FabricConfig) -> Self {
         let id = rand::rngs::OsRng.next_u64();
-        Self::with_link(config, id, None)
-    }
-
-    /// This process's fabric of a cross-process job on one host: NICs of other processes that
-    /// joined the same `job` (with other ranks) are reachable by RDMA WRITE, READ and atomics on
-    /// regions registered with [`Pd::register_shared`](crate::Pd::register_shared). Creates the shared registry
-    /// `/gda-<job>-sim<rank>.<tag>` (`names` keys the tag; mode 0600, removed on drop or by
-    /// [`Fabric::unlink_registry`]); see the `host` module for the protocol.
-    pub fn shared(
-        config: FabricConfig,
-        names: &gda_os::shm::JobNames,
-        rank: u32,
-    ) -> Result<Self, SimError> {
-        let link = crate::xproc::HostLink::create(names, rank)
-            .map_err(|e| SimError::InvalidArgument(format!("cross-process fabric: {e}")))?;
-        let id = link.fabric_id();
-        Ok(Self::with_link(config, id, Some(Arc::new(link))))
+        Self::with_parts(config, id, None)
     }
 
     /// This process's fabric, reachable from the other processes of the same user on this host
@@ -90,7 +74,7 @@ impl Fabric {
             let id = crate::wire::process_fabric_id(rand::rngs::OsRng.next_u32());
             match crate::wire::Wire::listen(id) {
                 Ok((wire, listener)) => {
-                    let f = Self::with_parts(config, id, None, Some(wire.clone()));
+                    let f = Self::with_parts(config, id, Some(wire.clone()));
                     let inner = Arc::downgrade(&f.inner);
                     wire.start(
                         listener,
@@ -115,27 +99,7 @@ impl Fabric {
         )))
     }
 
-    /// Removes the shared registry's name once every peer has connected (peers keep their
-    /// mappings), so a killed process leaves nothing in `/dev/shm`. No-op for in-process fabrics.
-    pub fn unlink_registry(&self) -> Result<(), SimError> {
-        match &self.inner.link {
-            Some(l) => l
-                .unlink()
-                .map_err(|e| SimError::InvalidArgument(format!("cross-process fabric: {e}"))),
-            None => Ok(()),
-        }
-    }
-
-    fn with_link(config: FabricConfig, id: u64, link: Option<Arc<crate::xproc::HostLink>>) -> Self {
-        Self::with_parts(config, id, link, None)
-    }
-
-    fn with_parts(
-        config: FabricConfig,
-        id: u64,
-        link: Option<Arc<crate::xproc::HostLink>>,
-        wire: Option<Arc<crate::wire::Wire>>,
-    ) -> Self {
+    fn with_parts(config: FabricConfig, id: u64, wire: Option<Arc<crate::wire::Wire>>) -> Self {
         Self {
             inner: Arc::new(FabricInner {
                 id,
@@ -157,7 +121,6 @@ impl Fabric {
                 hooked: std::sync::atomic::AtomicBool::new(false),
                 scan_hooks: std::sync::RwLock::new(Vec::new()),
                 stats: Stats::default(),
-                link,
                 wire,
             }),
         }
@@ -184,12 +147,6 @@ impl Fabric {
     #[must_use]
     pub fn id(&self) -> u64 {
         self.inner.id
-    }
-
-    /// Whether this is a cross-process fabric ([`Fabric::shared`]).
-    #[must_use]
-    pub fn is_shared(&self) -> bool {
-        self.inner.link.is_some()
     }
 
     /// Whether this is a process fabric ([`Fabric::process`]): its peers' requests execute

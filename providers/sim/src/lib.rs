@@ -20,8 +20,7 @@
 //! GID + QP number through [`endpoint_of`]), and every RC operation executes at the responder,
 //! where the memory is — the requester's engine sends a request, the responder's engine checks
 //! and executes it against its own keys, queues and memory and answers (see the `wire` module).
-//! The verbs-compatible library (`gda-verbs`) runs on it. Job fabrics
-//! ([`Fabric::shared`]) reach regions registered in shared segments directly.
+//! The verbs-compatible library (`gda-verbs`) and gda-shmem's launched PEs run on it.
 //!
 //! **Chaos mode** (`GDA_SIM_CHAOS=<seed>` or [`FabricConfig::chaos`]) varies QP service order,
 //! batch sizes and delays without breaking any guarantee hardware gives; a seed reproduces the
@@ -82,7 +81,6 @@ mod qp;
 mod state;
 mod types;
 mod wire;
-mod xproc;
 
 pub use buf::DmaBuf;
 pub use cq::Cq;

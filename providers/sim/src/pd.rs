@@ -69,84 +69,6 @@ impl Pd {
         self.insert(addr, len as u64, access, None)
     }
 
-    /// Registers caller memory that lies in the shared-memory segment `seg` (at `seg_offset`)
-    /// and publishes it to the processes of this fabric's job, which can then reach it by RDMA.
-    /// Fails on an in-process fabric or when the range is not inside the segment.
-    ///
-    /// # Safety
-    /// As [`Pd::register`]; besides, `addr` must be `seg.as_ptr() + seg_offset`.
-    pub unsafe fn register_shared(
-        &self,
-        addr: u64,
-        len: usize,
-        access: Access,
-        seg: &gda_os::shm::Segment,
-        seg_offset: usize,
-    ) -> Result<Mr, SimError> {
-        if addr != seg.as_ptr() as u64 + seg_offset as u64 {
-            return Err(SimError::InvalidArgument(format!(
-                "region {addr:#x}+{len} is not at offset {seg_offset} of {}",
-                seg.name()
-            )));
-        }
-        // SAFETY: as this function's contract; `addr` was checked against the mapping above.
-        unsafe { self.register_object(addr, len, access, seg.name(), seg_offset, seg.len()) }
-    }
-
-    /// Registers caller memory that lies at `offset` of the job's shared-memory object named
-    /// `object` (`/gda-<job>-<what>`, of `object_len` bytes) and publishes it to the processes
-    /// of this fabric's job, which map the object by name to reach it. Fails on an
-    /// in-process fabric, for an object of another job, or when the range leaves the object.
-    ///
-    /// # Safety
-    /// As [`Pd::register`]; besides, `addr` must be where this process maps `object` plus
-    /// `offset`.
-    pub unsafe fn register_object(
-        &self,
-        addr: u64,
-        len: usize,
-        access: Access,
-        object: &str,
-        offset: usize,
-        object_len: usize,
-    ) -> Result<Mr, SimError> {
-        let link = self.nic.fabric.inner.link.clone().ok_or_else(|| {
-            SimError::InvalidArgument(
-                "registering a shared object needs a fabric made by Fabric::shared".into(),
-            )
-        })?;
-        if offset.checked_add(len).is_none_or(|e| e > object_len) {
-            return Err(SimError::InvalidArgument(format!(
-                "region of {len} bytes at offset {offset} leaves {object} ({object_len} bytes)"
-            )));
-        }
-        let what = object
-            .strip_prefix(&format!("/gda-{}-", link.job()))
-            .filter(|w| !w.is_empty() && !w.contains('/'))
-            .ok_or_else(|| {
-                SimError::InvalidArgument(format!(
-                    "{object} is not a shared object of job {}",
-                    link.job()
-                ))
-            })?
-            .to_owned();
-        let mut mr = self.insert(addr, len as u64, access, None);
-        let slot = link
-            .publish_mr(
-                mr.rkey(),
-                self.id,
-                access,
-                addr,
-                len as u64,
-                &what,
-                offset as u64,
-                object_len as u64,
-            )
-            .map_err(SimError::InvalidArgument)?;
-        mr.shared = Some(slot);
-        Ok(mr)
-    }
-
     fn insert(&self, addr: u64, len: u64, access: Access, owned: Option<DmaBuf>) -> Mr {
         let nic = &self.nic.inner;
         let mut owned = owned;
@@ -157,7 +79,6 @@ impl Pd {
                 return Mr {
                     nic: self.nic.clone(),
                     inner: mr,
-                    shared: None,
                 };
             }
             // A key raced with another registration: take the memory back and try again.
@@ -169,8 +90,6 @@ impl Pd {
 pub struct Mr {
     nic: Nic,
     inner: Arc<MrInner>,
-    /// Registry slot, for regions published to other processes.
-    shared: Option<usize>,
 }
 
 impl std::fmt::Debug for Mr {
@@ -250,8 +169,5 @@ impl Drop for Mr {
     fn drop(&mut self) {
         self.nic.inner.mrs.remove(self.inner.lkey, self.inner.rkey);
         self.inner.retire();
-        if let (Some(slot), Some(l)) = (self.shared, &self.nic.fabric.inner.link) {
-            l.retract_mr(slot);
-        }
     }
 }

@@ -128,20 +128,9 @@ impl Pd {
             .insert((self.nic.inner.id, qpn), inner.clone());
         fabric.inner.epoch.fetch_add(1, Ordering::Release);
         let qp = Qp { fabric, inner };
-        qp.publish();
         qp.fabric.ensure_engine();
         qp.fabric.kick();
         Ok(qp)
-    }
-}
-
-impl Qp {
-    /// Tells the other processes of a cross-process fabric this QP's state.
-    fn publish(&self) {
-        if let Some(l) = &self.fabric.inner.link {
-            let q = &self.inner;
-            l.publish_qp(q.nic.id, q.qpn, q.pd, Some(q.state()));
-        }
     }
 }
 
@@ -348,21 +337,7 @@ impl Qp {
             && remote.fabric != self.fabric.inner.id
             && crate::wire::is_process_fabric(remote.fabric);
         if !other_process && self.fabric.lookup(remote).is_none() {
-            let peer = self
-                .fabric
-                .inner
-                .link
-                .as_ref()
-                .and_then(|l| l.peer_of(remote));
-            match peer {
-                Some(Ok(p)) if p.has_qp(remote) => {}
-                Some(Err(e)) => {
-                    return Err(SimError::InvalidArgument(format!(
-                        "endpoint {remote:?}: peer process unreachable: {e}"
-                    )));
-                }
-                _ => return Err(SimError::UnknownEndpoint(*remote)),
-            }
+            return Err(SimError::UnknownEndpoint(*remote));
         }
         if self.state() != QpState::Init {
             return Err(SimError::InvalidTransition {
@@ -395,7 +370,6 @@ impl Qp {
     /// Moves to Error: outstanding and future WQEs complete with `WR_FLUSH_ERR`.
     pub(crate) fn set_error(&self) {
         self.inner.set_error();
-        self.publish();
         self.fabric.kick();
     }
 
@@ -403,7 +377,7 @@ impl Qp {
         self.inner
             .state
             .compare_exchange(from as u8, to as u8, Ordering::AcqRel, Ordering::Acquire)
-            .map(|_| self.publish())
+            .map(|_| ())
             .map_err(|cur| SimError::InvalidTransition {
                 qpn: self.inner.qpn,
                 from: QpState::from_u8(cur),
@@ -440,9 +414,6 @@ impl Drop for Qp {
             {
                 *r = crate::state::Responder::default();
             }
-        }
-        if let Some(l) = &self.fabric.inner.link {
-            l.publish_qp(self.inner.nic.id, self.inner.qpn, self.inner.pd, None);
         }
         if let Some(w) = &self.fabric.inner.wire {
             // A request still outstanding: its response, if it comes, is skipped.

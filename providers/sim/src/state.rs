@@ -55,8 +55,6 @@ pub(crate) struct FabricInner {
     /// Run by the engine before every scan ([`Fabric::add_scan_hook`](crate::Fabric::add_scan_hook)).
     pub(crate) scan_hooks: RwLock<Vec<ScanHook>>,
     pub(crate) stats: Stats,
-    /// The cross-process side, for fabrics made by [`Fabric::shared`].
-    pub(crate) link: Option<Arc<crate::xproc::HostLink>>,
     /// The message transport to and from other processes (fabrics made by
     /// [`Fabric::process`](crate::Fabric::process)).
     pub(crate) wire: Option<Arc<crate::wire::Wire>>,
@@ -381,8 +379,7 @@ pub(crate) struct QpExec {
     /// other's `exec`, and strong references made every pair that both sent leak with its CQs,
     /// rings and regions (found by `gda chaos`, whose RSS grew 0.4 MB per seed).
     pub(crate) remote: Option<Weak<QpInner>>,
-    /// The responder when it lives in another process (cross-process fabric).
-    pub(crate) peer: Option<crate::xproc::PeerQp>,
+    /// The fabric's QP epoch `remote` and `wire_ep` were resolved at.
     pub(crate) remote_epoch: u64,
     /// The connected QP when it belongs to another process fabric (as of `remote_epoch`).
     pub(crate) wire_ep: Option<Endpoint>,

@@ -22,7 +22,8 @@
 //! socket carries nothing: the kernel still does what a protocol between untrusting processes
 //! must not re-implement — `SO_PEERCRED` says who connected (a process of another uid is
 //! refused on both sides; a hello is believed only if the listener of the fabric it names
-//! belongs to the connecting process), and a dead peer is an end of stream (its requesters fail
+//! belongs to the connecting process: by pid, or by a secret when the peer lives in a PID
+//! namespace this process cannot see), and a dead peer is an end of stream (its requesters fail
 //! with `RETRY_EXC_ERR`, never hang). No engine ever blocks on its peer: a frame that does not
 //! fit the ring waits in a send queue bounded in bytes, and a peer that stops reading for the
 //! wire timeout loses the connection. The frames are plain little-endian bytes, so a network
@@ -37,16 +38,21 @@
 //! |---|---|
 //! | 0..4 | magic `GDAW` |
 //! | 4..6 | version (4) |
-//! | 6..8 | kind: 1 request, 2 response, 3 hello, 4 welcome |
+//! | 6..8 | kind: 1 request, 2 response, 3 hello, 4 welcome, 5 verify, 6 verified |
 //! | 8..12 | payload length (≤ 1 GiB, the port's `max_msg_sz`) |
 //! | 12..16 | reserved, 0 |
 //!
 //! **Hello** (16-byte body, no payload; the connector's first frame on the socket, with two
 //! descriptors attached: the segment's memfd, sealed against resizing, and the connector's
-//! eventfd): bytes 0..8 the connector's fabric id; 8..16 reserved. The acceptor believes it only
-//! when the listener of that fabric belongs to the process that connected (both pids from
-//! `SO_PEERCRED`). **Welcome** (the same body, naming the acceptor's fabric, with its eventfd
-//! attached): the acceptor's answer. Requests and responses then go through the rings only.
+//! eventfd): bytes 0..8 the connector's fabric id; 8..16 a random secret, never 0, sent to
+//! this acceptor only. The acceptor believes it only when the listener of that fabric belongs
+//! to the process that connected: both pids from `SO_PEERCRED` when it sees them; when it sees
+//! neither (the peer is in a PID namespace it cannot see, as between containers, where the
+//! kernel reports pid 0) it connects to that listener and sends a **verify** (the same body:
+//! its own fabric id and the secret), which the listener answers with a **verified** (its
+//! fabric id and the secret if it sent that hello to the asker, else 0). **Welcome** (the same
+//! body, naming the acceptor's fabric, secret 0, with its eventfd attached): the acceptor's
+//! answer. Requests and responses then go through the rings only.
 //!
 //! **Request** (88-byte body): 0 `dst_nic`, 4 `dst_qpn`, 8 `src_nic`, 12 `src_qpn` (the source
 //! fabric is the connection's), 16 `seq` (u64, the requester's tag echoed in the response),
@@ -108,6 +114,11 @@ pub(crate) const KIND_REQUEST: u16 = 1;
 pub(crate) const KIND_RESPONSE: u16 = 2;
 pub(crate) const KIND_HELLO: u16 = 3;
 pub(crate) const KIND_WELCOME: u16 = 4;
+/// Asks a fabric's owner whether the hello that named it came from it (see
+/// `transport::authenticate`): the asker's fabric id and the hello's secret.
+pub(crate) const KIND_VERIFY: u16 = 5;
+/// The answer: the owner's fabric id and the secret, or 0 when it sent no such hello.
+pub(crate) const KIND_VERIFIED: u16 = 6;
 pub(crate) const HEADER_BYTES: usize = 16;
 const REQUEST_BODY_BYTES: usize = 88;
 const RESPONSE_BODY_BYTES: usize = 24;
@@ -339,9 +350,16 @@ pub(crate) type ResponseHead = [u8; RESPONSE_HEAD_BYTES];
 
 /// The hello (or welcome) frame of a connection, naming fabric `fabric`.
 pub(crate) fn handshake(kind: u16, fabric: u64) -> Vec<u8> {
+    handshake_with(kind, fabric, 0)
+}
+
+/// A handshake frame (hello, welcome, verify, verified) naming fabric `fabric`, with `secret`:
+/// a hello's proof of origin, which only the fabric that sent it and the fabric it went to
+/// know (0 in a welcome).
+pub(crate) fn handshake_with(kind: u16, fabric: u64, secret: u64) -> Vec<u8> {
     head::<{ HEADER_BYTES + HELLO_BODY_BYTES }>(kind, 0, |v| {
         v.u64(fabric);
-        v.u64(0);
+        v.u64(secret);
     })
     .to_vec()
 }
@@ -609,8 +627,8 @@ pub(crate) fn parse_header(h: &[u8; HEADER_BYTES]) -> io::Result<(u16, usize, us
     let body_len = match kind {
         KIND_REQUEST => REQUEST_BODY_BYTES,
         KIND_RESPONSE => RESPONSE_BODY_BYTES,
-        KIND_HELLO | KIND_WELCOME if len == 0 => HELLO_BODY_BYTES,
-        KIND_HELLO | KIND_WELCOME => {
+        KIND_HELLO | KIND_WELCOME | KIND_VERIFY | KIND_VERIFIED if len == 0 => HELLO_BODY_BYTES,
+        KIND_HELLO | KIND_WELCOME | KIND_VERIFY | KIND_VERIFIED => {
             return Err(bad(format!("hello with a payload of {len} bytes")));
         }
         k => return Err(bad(format!("frame kind {k}"))),
@@ -639,7 +657,10 @@ pub(crate) fn read_frame(r: &mut impl Read) -> io::Result<Option<Frame>> {
     let (kind, body_len, len) = parse_header(&h)?;
     let mut body = vec![0u8; body_len];
     r.read_exact(&mut body)?;
-    if kind == KIND_HELLO || kind == KIND_WELCOME {
+    if matches!(
+        kind,
+        KIND_HELLO | KIND_WELCOME | KIND_VERIFY | KIND_VERIFIED
+    ) {
         return Ok(Some(Frame::Hello(u64::from_le_bytes(
             body[..8]
                 .try_into()

@@ -1270,3 +1270,37 @@ fn child_role() {
         _ => {}
     }
 }
+
+/// A fabric asked whether it sent a hello (how a peer that cannot see its pid, in another PID
+/// namespace, authenticates it) says yes only to the secret it sent: a guess, or a question
+/// about a fabric it never greeted, gets 0 — so asking reveals nothing to an impostor.
+#[test]
+fn a_fabric_vouches_only_for_the_secret_it_sent() {
+    const KIND_VERIFY: u16 = 5;
+    const KIND_VERIFIED: u16 = 6;
+    let a = side(4096);
+    let b = side(4096);
+    // A connects to B at RTR: its hello to B carried a secret.
+    pair(&a.qp, &b.qp);
+    let mut asked = 0;
+    for (asker, guess) in [(b.fabric.id(), 0x1234_5679u64), (0x5650_0000_dead_beef, 1)] {
+        let s = raw_to(a.fabric.id());
+        let mut body = asker.to_le_bytes().to_vec();
+        body.extend_from_slice(&guess.to_le_bytes());
+        send_fds(&s, &frame(KIND_VERIFY, &body, 0), &[]);
+        let (h, fds) = recv_fds(&s);
+        assert_eq!(u16::from_le_bytes([h[6], h[7]]), KIND_VERIFIED);
+        assert_eq!(
+            u64::from_le_bytes(h[16..24].try_into().unwrap()),
+            a.fabric.id()
+        );
+        assert_eq!(
+            u64::from_le_bytes(h[24..32].try_into().unwrap()),
+            0,
+            "{asker:#x}"
+        );
+        assert!(fds.is_empty());
+        asked += 1;
+    }
+    assert_eq!(asked, 2);
+}

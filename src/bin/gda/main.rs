@@ -198,12 +198,6 @@ struct ShmemArgs {
     /// through HIP: the `hip` feature); sets GDA_SHMEM_HEAP for the PEs.
     #[arg(long)]
     heap: Option<String>,
-    /// The software NIC's engine between PE processes: `shared` (default: the requester
-    /// executes on the peer's shared heap) or `wire` (requests over shared-memory rings,
-    /// executed by the peer's engine, as between verbs programs); sets GDA_SHMEM_SIM_ENGINE
-    /// for the PEs.
-    #[arg(long)]
-    sim_engine: Option<String>,
     /// Placement of the PE processes (with --pes).
     #[command(flatten)]
     placement: gda::cli::Placement,
@@ -247,14 +241,6 @@ fn shmem(a: ShmemArgs) -> ExitCode {
         gda::shmem::diag!("gda shmem: {e}");
         return ExitCode::from(2);
     }
-    if let Some(Err(e)) = a
-        .sim_engine
-        .as_deref()
-        .map(|e| gda::shmem::launch::SimEngine::parse(Some(e)))
-    {
-        gda::shmem::diag!("gda shmem: --sim-engine: {e}");
-        return ExitCode::from(2);
-    }
     if !launched {
         let Some(n) = a.pes else {
             gda::shmem::diag!(
@@ -288,11 +274,6 @@ fn shmem(a: ShmemArgs) -> ExitCode {
                     a.heap
                         .iter()
                         .map(|h| ("GDA_SHMEM_HEAP".to_string(), h.clone())),
-                )
-                .chain(
-                    a.sim_engine
-                        .iter()
-                        .map(|e| ("GDA_SHMEM_SIM_ENGINE".to_string(), e.clone())),
                 )
                 .collect(),
             bind: a.placement.bind,

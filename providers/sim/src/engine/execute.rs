@@ -11,7 +11,6 @@ use super::atomic::*;
 use super::complete::*;
 use super::data::*;
 use super::recv::*;
-use super::remote::*;
 use crate::mem::{Access, dma_copy_pinned};
 use crate::state::{Chaos, Deferred, FabricInner, QpExec, QpInner};
 use crate::types::QpState;
@@ -34,18 +33,9 @@ pub(super) fn execute(
     }
     // Re-resolve the responder whenever QPs come or go, so a destroyed peer stops answering.
     let epoch = f.epoch.load(Ordering::Acquire);
-    if (ex.remote.is_none() && ex.peer.is_none() && ex.wire_ep.is_none())
-        || ex.remote_epoch != epoch
-    {
+    if (ex.remote.is_none() && ex.wire_ep.is_none()) || ex.remote_epoch != epoch {
         let ep = *qp.remote.lock().unwrap_or_else(|e| e.into_inner());
         ex.remote = ep.and_then(|ep| f.lookup(&ep)).map(|q| Arc::downgrade(&q));
-        ex.peer = match (&ex.remote, ep, &f.link) {
-            (None, Some(ep), Some(link)) => match link.peer_of(&ep) {
-                Some(Ok(p)) => Some(crate::xproc::PeerQp::new(p, &ep)),
-                _ => None,
-            },
-            _ => None,
-        };
         // A QP of another process fabric, kept until the QPs change (connecting one moves
         // the epoch): one lookup per connection, not two locks per WQE.
         ex.wire_ep = match (&ex.remote, ep, &f.wire) {
@@ -57,13 +47,7 @@ pub(super) fn execute(
     if let (Some(ep), Some(w), None) = (ex.wire_ep, &f.wire, &ex.remote) {
         return super::wire::execute_wire(w, qp, ex, op, kind, c, ep);
     }
-    if ex.remote.is_none() {
-        return match ex.peer.as_mut().and_then(|p| p.ready()) {
-            Some(rpd) => execute_remote_process(qp, ex, op, kind, c, rpd, chaos),
-            // No responder: the requester's retries run out.
-            None => fail(qp, c, WcStatus::RetryExcErr, op.units),
-        };
-    }
+    // No responder: the requester's retries run out.
     let Some(rqp) = ex.remote.as_ref().and_then(Weak::upgrade) else {
         return fail(qp, c, WcStatus::RetryExcErr, op.units);
     };

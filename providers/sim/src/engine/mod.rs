@@ -24,7 +24,6 @@ mod complete;
 mod data;
 mod execute;
 mod recv;
-mod remote;
 mod wire;
 
 use std::sync::atomic::Ordering;

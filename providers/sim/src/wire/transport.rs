@@ -44,8 +44,8 @@ use std::time::Duration;
 pub(crate) use super::ring::RingSpan;
 use super::ring::{Consumer, Dir, Producer, Segment, wake};
 use super::{
-    BadFrame, HEADER_BYTES, KIND_HELLO, KIND_WELCOME, Request, Response, handshake, parse_header,
-    warn,
+    BadFrame, HEADER_BYTES, KIND_HELLO, KIND_VERIFIED, KIND_VERIFY, KIND_WELCOME, Request,
+    Response, handshake, handshake_with, parse_header, warn,
 };
 
 /// Frames queued on one connection and not yet written into its ring, in bytes.
@@ -915,6 +915,9 @@ pub(crate) struct Wire {
     /// When a program thread of this process last ran the engine's pass
     /// ([`monotonic_ns`](super::ring::monotonic_ns)).
     polled_ns: AtomicU64,
+    /// The secret of the latest hello sent to each peer fabric, which the peer may ask about
+    /// when it cannot see this process's pid (`authenticate`).
+    proving: Mutex<HashMap<u64, u64>>,
 }
 
 fn uid() -> u32 {
@@ -925,21 +928,33 @@ pub(crate) fn socket_name(fabric: u64) -> String {
     format!("gda-sim/{}/{fabric:016x}", uid())
 }
 
-/// The process at the other end of `s` (its pid as this process sees it), refusing a peer of
-/// another user.
-pub(crate) fn check_peer(s: &UnixStream) -> io::Result<u32> {
-    let cred = rustix::net::sockopt::socket_peercred(s)?;
-    if cred.uid.as_raw() != uid() {
+/// The process at the other end of `s` (its pid as this process sees it, `None` when it lives
+/// in a PID namespace this process cannot see), refusing a peer of another user.
+pub(crate) fn check_peer(s: &UnixStream) -> io::Result<Option<u32>> {
+    let cred = gda_os::process::peer_cred(s.as_fd())?;
+    if cred.uid != uid() {
         return Err(io::Error::new(
             io::ErrorKind::PermissionDenied,
             format!(
                 "a process of uid {} (pid {}) is not this job's user",
-                cred.uid.as_raw(),
-                cred.pid.as_raw_nonzero()
+                cred.uid,
+                Shown(cred.pid)
             ),
         ));
     }
-    Ok(cred.pid.as_raw_nonzero().get() as u32)
+    Ok(cred.pid)
+}
+
+/// A peer's pid in messages: the number, or where it lives when this process cannot see it.
+struct Shown(Option<u32>);
+
+impl std::fmt::Display for Shown {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            Some(p) => write!(f, "{p}"),
+            None => f.write_str("in another PID namespace"),
+        }
+    }
 }
 
 /// Connects to the socket of `fabric` without waiting: a listener whose backlog is full (its
@@ -1035,24 +1050,41 @@ pub(crate) fn recv_with_fds<const N: usize>(
 /// Receives a hello or welcome: (kind, the fabric it names, the descriptors attached);
 /// `Ok(None)` at an end of stream before the first byte. The header is checked before the body
 /// is waited for, so garbage is refused at once.
-fn recv_handshake(s: &UnixStream) -> io::Result<Option<(u16, u64, Vec<OwnedFd>)>> {
+fn recv_handshake(s: &UnixStream) -> io::Result<Option<Handshake>> {
     let Some((h, mut fds)) = recv_with_fds::<HEADER_BYTES>(s)? else {
         return Ok(None);
     };
     match parse_header(&h)? {
-        (k @ (KIND_HELLO | KIND_WELCOME), 16, 0) => {
+        (k @ (KIND_HELLO | KIND_WELCOME | KIND_VERIFY | KIND_VERIFIED), 16, 0) => {
             let Some((b, more)) = recv_with_fds::<16>(s)? else {
                 return Err(io::ErrorKind::UnexpectedEof.into());
             };
             fds.extend(more);
-            let fabric = u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]);
-            Ok(Some((k, fabric, fds)))
+            let word = |i: usize| {
+                let mut w = [0u8; 8];
+                w.copy_from_slice(&b[i..i + 8]);
+                u64::from_le_bytes(w)
+            };
+            Ok(Some(Handshake {
+                kind: k,
+                fabric: word(0),
+                secret: word(8),
+                fds,
+            }))
         }
         (k, _, _) => Err(io::Error::new(
             io::ErrorKind::InvalidData,
             format!("a frame of kind {k} where the handshake comes"),
         )),
     }
+}
+
+/// A handshake frame as received.
+struct Handshake {
+    kind: u16,
+    fabric: u64,
+    secret: u64,
+    fds: Vec<OwnedFd>,
 }
 
 /// Checks that `fd` is an eventfd and makes writes to it non-blocking, so waking the peer can
@@ -1076,22 +1108,56 @@ fn check_eventfd(fd: &OwnedFd) -> io::Result<()> {
     Ok(())
 }
 
-/// Whether the peer of `s` (pid `pid`) owns fabric `fabric`: the listener of that fabric's
-/// socket was made by the same process. (A process can claim only its own fabrics; a fabric id
-/// is unique on the host while its listener lives.)
-fn authenticate(pid: u32, fabric: u64) -> Result<(), String> {
+/// Whether the peer of a connection (pid `pid`) that sent a hello naming `fabric` with
+/// `secret` owns that fabric, asked by fabric `me`. A process can claim only its own fabrics (a
+/// fabric id is unique on the host while its listener lives): the listener of that fabric's
+/// socket must belong to the same process — by pid when this process sees both pids, else
+/// (peers in another PID namespace, as in containers, where the kernel shows no pid) by asking
+/// the fabric's listener whether it sent that secret to `me`. The secret went only to `me`, so
+/// an impostor cannot name it, and the owner's answer says nothing to anyone else who asks.
+fn authenticate(me: u64, pid: Option<u32>, fabric: u64, secret: u64) -> Result<(), String> {
     if !super::is_process_fabric(fabric) {
         return Err(format!("its hello names {fabric:#x}, not a process fabric"));
     }
     let probe = connect_to(fabric)
         .map_err(|e| format!("its hello names fabric {fabric:#x}, which does not listen ({e})"))?;
     let owner = check_peer(&probe).map_err(|e| format!("fabric {fabric:#x}: {e}"))?;
-    if pid == 0 || owner != pid {
-        return Err(format!(
-            "its hello names fabric {fabric:#x}, which belongs to pid {owner}, not to pid {pid}"
-        ));
+    match (pid, owner) {
+        (Some(p), Some(o)) if p == o => Ok(()),
+        (None, None) if secret != 0 => {
+            let asked = probe.set_read_timeout(Some(HELLO_TIMEOUT)).is_ok()
+                && send_with_fds(&probe, &handshake_with(KIND_VERIFY, me, secret), &[]).is_ok();
+            match recv_handshake(&probe) {
+                Ok(Some(h))
+                    if asked
+                        && h.kind == KIND_VERIFIED
+                        && h.fabric == fabric
+                        && h.secret == secret =>
+                {
+                    Ok(())
+                }
+                _ => Err(format!(
+                    "its hello names fabric {fabric:#x}, whose owner (in another PID \
+                     namespace) did not send it"
+                )),
+            }
+        }
+        _ => Err(format!(
+            "its hello names fabric {fabric:#x}, which belongs to pid {}, not to pid {}",
+            Shown(owner),
+            Shown(pid)
+        )),
     }
-    Ok(())
+}
+
+/// Answers a fabric that asks whether this process sent it a hello with `secret`.
+fn answer_verify(w: &Wire, s: &UnixStream, asker: u64, secret: u64) {
+    let sent = lock(&w.proving).get(&asker) == Some(&secret) && secret != 0;
+    let _ = send_with_fds(
+        s,
+        &handshake_with(KIND_VERIFIED, w.id, if sent { secret } else { 0 }),
+        &[],
+    );
 }
 
 /// An accepted connection's place under [`MAX_INBOUND_CONNS`], given back when it ends.
@@ -1133,6 +1199,7 @@ impl Wire {
             kick: Mutex::new(None),
             timeout_ns: AtomicU64::new(DEFAULT_TIMEOUT.as_nanos() as u64),
             polled_ns: AtomicU64::new(0),
+            proving: Mutex::new(HashMap::default()),
         });
         Ok((w, l))
     }
@@ -1158,8 +1225,9 @@ impl Wire {
                     if w.inbound.fetch_add(1, Ordering::AcqRel) >= MAX_INBOUND_CONNS {
                         w.inbound.fetch_sub(1, Ordering::AcqRel);
                         warn(format_args!(
-                            "refused a connection from pid {pid}: fabric {:#x} serves \
+                            "refused a connection from pid {}: fabric {:#x} serves \
                              {MAX_INBOUND_CONNS} connections already",
+                            Shown(pid),
                             w.id
                         ));
                         continue;
@@ -1289,7 +1357,10 @@ impl Wire {
                 return None;
             }
         };
-        let hello = handshake(KIND_HELLO, self.id);
+        // Never 0 (which proves nothing).
+        let secret = rand::RngCore::next_u64(&mut rand::rngs::OsRng) | 1;
+        lock(&self.proving).insert(peer, secret);
+        let hello = handshake_with(KIND_HELLO, self.id, secret);
         if let Err(e) = send_with_fds(&s, &hello, &[seg.fd().as_fd(), self.wake_fd.as_fd()]) {
             warn(format_args!("no hello to fabric {peer:#x}: {e}"));
             return None;
@@ -1300,7 +1371,12 @@ impl Wire {
             // The welcome brings the peer engine's eventfd; until it does, the peer finds our
             // requests when it scans.
             match recv_handshake(&rc.sock) {
-                Ok(Some((KIND_WELCOME, f, mut fds))) if f == rc.peer && fds.len() == 1 => {
+                Ok(Some(Handshake {
+                    kind: KIND_WELCOME,
+                    fabric,
+                    mut fds,
+                    ..
+                })) if fabric == rc.peer && fds.len() == 1 => {
                     let fd = fds.remove(0);
                     if let Err(e) = check_eventfd(&fd) {
                         rc.broken(&e.to_string());
@@ -1529,19 +1605,44 @@ impl Drop for Wire {
 
 /// An accepted connection: its hello (with the segment and the peer's eventfd), the welcome,
 /// then watching the socket until it ends.
-fn serve_accepted(me: &Weak<Wire>, s: UnixStream, pid: u32, _slot: InboundSlot) {
+fn serve_accepted(me: &Weak<Wire>, s: UnixStream, pid: Option<u32>, _slot: InboundSlot) {
     if s.set_read_timeout(Some(HELLO_TIMEOUT)).is_err() {
         return;
     }
-    let refuse = |m: &str| warn(format_args!("refused a connection from pid {pid}: {m}"));
-    let (peer, mut fds) = match recv_handshake(&s) {
+    let refuse = |m: &str| {
+        warn(format_args!(
+            "refused a connection from pid {}: {m}",
+            Shown(pid)
+        ));
+    };
+    let (peer, secret, mut fds) = match recv_handshake(&s) {
         // A connection that closes at once (another fabric checking who owns this one).
         Ok(None) => return,
-        Ok(Some((KIND_HELLO, f, fds))) => (f, fds),
+        Ok(Some(Handshake {
+            kind: KIND_HELLO,
+            fabric,
+            secret,
+            fds,
+        })) => (fabric, secret, fds),
+        // Another fabric checking that a hello naming this one came from here.
+        Ok(Some(Handshake {
+            kind: KIND_VERIFY,
+            fabric,
+            secret,
+            ..
+        })) => {
+            if let Some(w) = me.upgrade() {
+                answer_verify(&w, &s, fabric, secret);
+            }
+            return;
+        }
         Ok(Some(_)) => return refuse("its first frame is not a hello"),
         Err(e) => return refuse(&e.to_string()),
     };
-    if let Err(e) = authenticate(pid, peer) {
+    let Some(my_id) = me.upgrade().map(|w| w.id) else {
+        return;
+    };
+    if let Err(e) = authenticate(my_id, pid, peer, secret) {
         return refuse(&e);
     }
     if fds.len() != 2 {
