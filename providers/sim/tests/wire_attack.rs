@@ -1304,3 +1304,57 @@ fn a_fabric_vouches_only_for_the_secret_it_sent() {
     }
     assert_eq!(asked, 2);
 }
+
+/// A pulled WRITE or pushed READ (ops 6 and 7: the responder copies from or into the
+/// requester's memory) from a peer that this fabric did not prove it reaches is refused as an
+/// invalid request and touches nothing; one whose ranges do not add up to its length closes
+/// the connection. (A raw connection's segment carries no cookie, so the probe fails.)
+#[test]
+fn pulls_and_pushes_need_a_proved_reach_and_well_formed_ranges() {
+    let a = side(4096);
+    let b = side(4096);
+    pair(&a.qp, &b.qp);
+    let psn = b.qp.start_psn();
+    let mut s = Raw::connect(a.fabric.id(), b.fabric.id());
+    let pull = |op: u8, seq: u64, ranges: &[(u64, u64)], len: u64| {
+        let r = Req {
+            dst: a.qp.endpoint(),
+            src: b.qp.endpoint(),
+            seq,
+            op,
+            rkey: a.mr.rkey(),
+            psn,
+            raddr: a.mr.addr(),
+            len,
+        };
+        let mut v = r.head();
+        let payload: Vec<u8> = ranges
+            .iter()
+            .flat_map(|&(x, n)| x.to_le_bytes().into_iter().chain(n.to_le_bytes()))
+            .collect();
+        v[8..12].copy_from_slice(&(payload.len() as u32).to_le_bytes());
+        v.extend_from_slice(&payload);
+        v
+    };
+    let here = [0x5au8; 64];
+    let mut answered = 0;
+    for (op, seq) in [(6u8, 1u64), (7, 2)] {
+        assert!(s.send(&pull(op, seq, &[(here.as_ptr() as u64, 64)], 64)));
+        let (got, status, data) = s.response().unwrap();
+        assert_eq!(
+            (got, status),
+            (seq, WcStatus::RemInvReqErr as u32),
+            "op {op}"
+        );
+        assert!(data.is_empty());
+        answered += 1;
+    }
+    assert_eq!(answered, 2);
+    let mut got = [0u8; 8];
+    a.mr.read(0, &mut got).unwrap();
+    assert_eq!(got, [0; 8], "the region was written");
+    // Ranges of 32 bytes for a request of 64: a malformed frame.
+    let mut s = Raw::connect(a.fabric.id(), b.fabric.id());
+    assert!(s.send(&pull(6, 3, &[(here.as_ptr() as u64, 32)], 64)));
+    assert!(closed(&mut s.sock));
+}
