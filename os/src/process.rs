@@ -67,78 +67,6 @@ pub fn peer_cred(fd: std::os::fd::BorrowedFd<'_>) -> std::io::Result<PeerCred> {
     })
 }
 
-/// Which way [`copy_with`] moves bytes between this process and another.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CopyDir {
-    /// From the other process's memory into this one's (`process_vm_readv`).
-    FromPeer,
-    /// From this process's memory into the other's (`process_vm_writev`).
-    ToPeer,
-}
-
-/// Copies between ranges of this process (`local`: address, length) and ranges of process
-/// `pid` (`remote`), in order, as one stream of bytes (cross-memory attach: the kernel copies
-/// once, with no shared mapping). Returns the bytes moved, which may be fewer than asked when
-/// a remote range is not mapped part-way. The kernel allows it only where `ptrace` would be
-/// (the same user, and Yama's `ptrace_scope` permitting, or `CAP_SYS_PTRACE`); an address the
-/// other process does not map is `EFAULT`, never a fault in this process.
-///
-/// # Safety
-/// Every `local` range is valid for writes (`FromPeer`) or reads (`ToPeer`) until this returns
-/// and is not accessed by Rust references meanwhile.
-pub unsafe fn copy_with(
-    pid: u32,
-    dir: CopyDir,
-    local: &[(*mut u8, usize)],
-    remote: &[(u64, usize)],
-) -> std::io::Result<usize> {
-    let pid = libc::pid_t::try_from(pid)
-        .ok()
-        .filter(|&p| p > 0)
-        .ok_or_else(|| std::io::Error::from_raw_os_error(libc::ESRCH))?;
-    // The kernel takes at most IOV_MAX (1024) ranges a side.
-    if local.len() > 1024 || remote.len() > 1024 {
-        return Err(std::io::Error::from_raw_os_error(libc::EINVAL));
-    }
-    let l: Vec<libc::iovec> = local
-        .iter()
-        .map(|&(p, n)| libc::iovec {
-            iov_base: p.cast(),
-            iov_len: n,
-        })
-        .collect();
-    let r: Vec<libc::iovec> = remote
-        .iter()
-        .map(|&(a, n)| libc::iovec {
-            iov_base: a as usize as *mut libc::c_void,
-            iov_len: n,
-        })
-        .collect();
-    // SAFETY: the local ranges are valid for the access (the caller's contract); the remote
-    // ones are only addresses in the other process, which the kernel checks there.
-    let n = unsafe {
-        match dir {
-            CopyDir::FromPeer => libc::process_vm_readv(
-                pid,
-                l.as_ptr(),
-                l.len() as libc::c_ulong,
-                r.as_ptr(),
-                r.len() as libc::c_ulong,
-                0,
-            ),
-            CopyDir::ToPeer => libc::process_vm_writev(
-                pid,
-                l.as_ptr(),
-                l.len() as libc::c_ulong,
-                r.as_ptr(),
-                r.len() as libc::c_ulong,
-                0,
-            ),
-        }
-    };
-    usize::try_from(n).map_err(|_| std::io::Error::last_os_error())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -153,45 +81,6 @@ mod tests {
         assert_eq!(c.pid, Some(std::process::id()));
         let f = std::fs::File::open("/proc/self/stat").unwrap();
         assert!(peer_cred(f.as_fd()).is_err(), "not a socket");
-    }
-
-    #[test]
-    fn cross_memory_copies_to_and_from_this_process() {
-        // This process is its own peer (always permitted): both directions, several ranges a
-        // side, and an unmapped remote address as an error, not a fault.
-        let src = *b"0123456789abcdef";
-        let mut dst = [0u8; 16];
-        let pid = std::process::id();
-        let (a, b) = dst.split_at_mut(5);
-        // SAFETY: `a` and `b` are this frame's buffers, untouched by references meanwhile.
-        let n = unsafe {
-            copy_with(
-                pid,
-                CopyDir::FromPeer,
-                &[(a.as_mut_ptr(), a.len()), (b.as_mut_ptr(), b.len())],
-                &[(src.as_ptr() as u64, 10), (src.as_ptr() as u64 + 10, 6)],
-            )
-        };
-        assert_eq!(n.unwrap(), 16);
-        assert_eq!(&dst, &src);
-        let mut back = [0u8; 4];
-        // SAFETY: as above (`src` is only read).
-        let n = unsafe {
-            copy_with(
-                pid,
-                CopyDir::ToPeer,
-                &[(src.as_ptr().cast_mut(), 4)],
-                &[(back.as_mut_ptr() as u64, 4)],
-            )
-        };
-        assert_eq!(n.unwrap(), 4);
-        assert_eq!(&back, b"0123");
-        // SAFETY: as above.
-        let bad = unsafe { copy_with(pid, CopyDir::FromPeer, &[(dst.as_mut_ptr(), 8)], &[(8, 8)]) };
-        assert_eq!(bad.unwrap_err().raw_os_error(), Some(libc::EFAULT));
-        // SAFETY: as above.
-        let nobody = unsafe { copy_with(0, CopyDir::FromPeer, &[(dst.as_mut_ptr(), 8)], &[]) };
-        assert!(nobody.is_err());
     }
 
     #[test]

@@ -143,17 +143,6 @@ impl Fabric {
         }
     }
 
-    /// On a process fabric: whether peers may copy to and from this process's memory
-    /// themselves for large WRITEs and READs, and this process to and from theirs (pulled
-    /// WRITEs and pushed READs, one copy by the kernel; default from `GDA_SIM_CMA`, on unless
-    /// `0`). Affects connections made or accepted afterwards, on both sides: a connection
-    /// uses them only where both fabrics allow it. No-op on other fabrics.
-    pub fn set_cross_memory(&self, on: bool) {
-        if let Some(w) = &self.inner.wire {
-            w.set_cross_memory(on);
-        }
-    }
-
     /// This fabric's id (what its QPs' addresses and GIDs carry).
     #[must_use]
     pub fn id(&self) -> u64 {
@@ -178,7 +167,6 @@ impl Fabric {
     pub fn stats(&self) -> crate::StatsSnapshot {
         crate::StatsSnapshot {
             connections: self.inner.wire.as_ref().map_or(0, |w| w.connections_made()),
-            cross_copies: self.inner.wire.as_ref().map_or(0, |w| w.cross_copies()),
             ..self.inner.stats.snapshot()
         }
     }

@@ -256,31 +256,6 @@ impl Drop for Pins<'_> {
     }
 }
 
-/// Regions pinned for as long as this lives, which may be a round trip to another process: a
-/// pulled WRITE's or pushed READ's local regions, which the peer's engine copies from or into
-/// until it answers (deregistering one waits until then, at most the wire timeout).
-pub(crate) struct HeldPins(Vec<Arc<MrInner>>);
-
-impl HeldPins {
-    /// Pins every region, or none if one is deregistered (or being deregistered).
-    pub(crate) fn take(regions: Vec<Arc<MrInner>>) -> Option<Self> {
-        let refs: Vec<&MrInner> = regions.iter().map(|r| &**r).collect();
-        // Taken as one access, then kept past it: the counts move to `self`.
-        std::mem::forget(Pins::take(&refs)?);
-        Some(Self(regions))
-    }
-}
-
-impl Drop for HeldPins {
-    fn drop(&mut self) {
-        for r in &self.0 {
-            // ORDERING: Release publishes the peer's accesses (ordered before its answer,
-            // which this thread acquired) to `retire`'s load.
-            r.inflight.fetch_sub(1, Ordering::Release);
-        }
-    }
-}
-
 /// Copies `n` bytes from `src` to `dst` in chunks of at most [`DMA_CHUNK_BYTES`], each while
 /// every region of `regions` is pinned; `Err(Fault::BadKey)` once one is deregistered (the
 /// chunks before were copied, none after).

@@ -315,9 +315,6 @@ pub struct StatsSnapshot {
     /// Process fabrics: connections made to other processes' fabrics (at RTR, or by a request
     /// when none was live), reconnections included.
     pub connections: u64,
-    /// Process fabrics: WRITEs and READs of peers whose data this fabric's engine copied from
-    /// or into the peer's memory itself (pulled WRITEs, pushed READs: see the `wire` module).
-    pub cross_copies: u64,
 }
 
 impl Stats {
@@ -328,7 +325,6 @@ impl Stats {
             psn_errors: self.psn_errors.load(Ordering::Relaxed),
             deferred_doorbells: self.deferred_doorbells.load(Ordering::Relaxed),
             connections: 0,
-            cross_copies: 0,
         }
     }
 }
@@ -491,11 +487,6 @@ pub(crate) struct WireWait {
     pub(crate) seq_before: Seq,
     /// Its PSN.
     pub(crate) psn: u32,
-    /// A pulled WRITE's or pushed READ's local regions, pinned until the response comes (the
-    /// peer's engine copies from or into them meanwhile).
-    pub(crate) held: Option<crate::mem::HeldPins>,
-    /// A pushed READ: its data is in place when the response comes.
-    pub(crate) pushed: bool,
 }
 
 pub(crate) struct Chaos {

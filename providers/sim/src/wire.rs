@@ -56,7 +56,7 @@
 //!
 //! **Request** (88-byte body): 0 `dst_nic`, 4 `dst_qpn`, 8 `src_nic`, 12 `src_qpn` (the source
 //! fabric is the connection's), 16 `seq` (u64, the requester's tag echoed in the response),
-//! 24 op (1 WRITE, 2 SEND, 3 READ, 4 atomic, 5 WRITE run, 6 WRITE pulled, 7 READ pushed), 25 has-immediate, 26 atomic width (4 or 8),
+//! 24 op (1 WRITE, 2 SEND, 3 READ, 4 atomic, 5 WRITE run), 25 has-immediate, 26 atomic width (4 or 8),
 //! 27 atomic kind (0 none, 1 compare-swap, 2 fetch-add, 3 masked compare-swap, 4 masked
 //! fetch-add), 28 immediate, 32 rkey, 36 PSN (24 bits), 40 remote address (u64), 48 length
 //! (u64: READ bytes asked for, WRITE/SEND the payload's length), 56..88 four atomic operands
@@ -78,19 +78,6 @@
 //! [`DISCARDED`]; the requester goes back to the failed one and forgets what followed it).
 //! A run saves the 104-byte head per WRITE (an 8-byte put costs 24 bytes of ring, not 112)
 //! and the responder's reading of each.
-//!
-//! A **pulled WRITE** (op 6) and a **pushed READ** (op 7) move their data with one copy by
-//! the kernel instead of two through the ring: the payload lists ranges of the *requester's*
-//! memory (1 to [`PULL_RANGES_MAX`] entries of address and length, u64 each, adding up to the
-//! length), and the responder, after the same checks of its QP, PSN and region as for a WRITE
-//! or READ, copies from them into its region (`process_vm_readv`) or from its region into them
-//! (`process_vm_writev`); the response carries no data. A requester sends them only for
-//! messages of [`PULL_MIN`] to [`PULL_MAX`] bytes, and only when the responder said (in the
-//! segment, `ring::Segment::probe_reach`) that the kernel lets it reach the requester's
-//! memory — the same user, and a `ptrace` policy that allows it; its local regions stay pinned
-//! until the response comes, so deregistering one waits for the copy. A range the requester
-//! no longer maps fails the request with `LOC_PROT_ERR` at the requester; nothing faults in
-//! the responder. `GDA_SIM_CMA=0` turns them off.
 //!
 //! **Response** (24-byte body): 0 `dst_nic`, 4 `dst_qpn` (the requester), 8 `seq` (u64),
 //! 16 status (a `WcStatus` code, [`RNR`], [`REFUSED`] or [`DISCARDED`]), 20 count (0 or 1:
@@ -178,12 +165,6 @@ pub(crate) enum ReqOp {
     Atomic = 4,
     /// Several small WRITEs (see the module's documentation).
     WriteRun = 5,
-    /// A WRITE whose data the responder copies from the requester's memory itself (cross-memory
-    /// attach); the payload lists the requester's ranges ([`pull_ranges`]).
-    WritePull = 6,
-    /// A READ whose data the responder copies into the requester's memory itself; the payload
-    /// lists where ([`pull_ranges`]), and the response carries none.
-    ReadPush = 7,
 }
 
 /// A request, requester → responder.
@@ -228,39 +209,6 @@ pub(crate) struct Response {
 /// (`transport::Landing`), instead of through a buffer: below it the buffer costs less than the
 /// bookkeeping. (A WRITE or SEND that has arrived whole executes from the ring at any size.)
 pub(crate) const DIRECT_MIN: usize = 1024;
-
-/// Smallest WRITE or READ whose data the responder copies to or from the requester's memory
-/// itself (one copy by the kernel, `process_vm_readv`/`writev`) when the kernel lets it reach
-/// the requester (`ring::Segment::probe_reach`): below it the system call costs more than
-/// copying through the ring twice.
-pub(crate) const PULL_MIN: u64 = 16 << 10;
-/// Largest such request: longer ones go through the ring, so that one request does not hold
-/// the responder's pass (and its other connections) for long.
-pub(crate) const PULL_MAX: u64 = 16 << 20;
-/// Most ranges a pull or push request lists (a WQE's scatter/gather entries).
-pub(crate) const PULL_RANGES_MAX: usize = 64;
-/// Bytes of one range in a pull or push request's payload: address, length (u64 each).
-const PULL_RANGE_BYTES: usize = 16;
-
-/// Appends the payload of a pull or push request listing `ranges` (address, length).
-pub(crate) fn push_pull_ranges(out: &mut Vec<u8>, ranges: impl IntoIterator<Item = (u64, u64)>) {
-    for (a, n) in ranges {
-        out.extend_from_slice(&a.to_le_bytes());
-        out.extend_from_slice(&n.to_le_bytes());
-    }
-}
-
-/// The ranges a pull or push request's payload lists (checked by [`Request::decode`]: 1 to
-/// [`PULL_RANGES_MAX`], adding up to the request's length).
-pub(crate) fn pull_ranges(p: &[u8]) -> impl Iterator<Item = (u64, u64)> + '_ {
-    p.chunks_exact(PULL_RANGE_BYTES).map(|c| {
-        let mut a = [0u8; 8];
-        let mut n = [0u8; 8];
-        a.copy_from_slice(&c[..8]);
-        n.copy_from_slice(&c[8..]);
-        (u64::from_le_bytes(a), u64::from_le_bytes(n))
-    })
-}
 
 /// The largest WRITE that joins a run (the bytes of an entry's data).
 pub(crate) const RUN_DATA_MAX: usize = 256;
@@ -491,8 +439,6 @@ impl Request {
             3 => ReqOp::Read,
             4 => ReqOp::Atomic,
             5 => ReqOp::WriteRun,
-            6 => ReqOp::WritePull,
-            7 => ReqOp::ReadPush,
             x => return Err(BadFrame(format!("request op {x}"))),
         };
         let width = u32::from(b[26]);
@@ -532,17 +478,7 @@ impl Request {
             ));
         }
         let carries = matches!(op, ReqOp::Write | ReqOp::Send | ReqOp::WriteRun);
-        let lists = matches!(op, ReqOp::WritePull | ReqOp::ReadPush);
-        if lists {
-            if payload_len == 0
-                || payload_len % PULL_RANGE_BYTES != 0
-                || payload_len / PULL_RANGE_BYTES > PULL_RANGES_MAX
-            {
-                return Err(BadFrame(format!(
-                    "a pull or push request listing {payload_len} bytes of ranges"
-                )));
-            }
-        } else if carries && len != payload_len as u64 || !carries && payload_len != 0 {
+        if carries && len != payload_len as u64 || !carries && payload_len != 0 {
             return Err(BadFrame(format!(
                 "length {len} with a payload of {payload_len} bytes"
             )));
@@ -594,17 +530,6 @@ impl Request {
                 )));
             }
         }
-        if matches!(r.op, ReqOp::WritePull | ReqOp::ReadPush) {
-            let total = pull_ranges(&payload).try_fold(0u64, |t, (a, n)| {
-                a.checked_add(n).and_then(|_| t.checked_add(n))
-            });
-            if total != Some(r.len) {
-                return Err(BadFrame(format!(
-                    "pull or push ranges of {total:?} bytes for a request of {}",
-                    r.len
-                )));
-            }
-        }
         Ok(Self { payload, ..r })
     }
 
@@ -637,7 +562,7 @@ impl Request {
         match self.op {
             ReqOp::Read => self.len,
             ReqOp::Atomic => 8,
-            ReqOp::Write | ReqOp::Send | ReqOp::WriteRun | ReqOp::WritePull | ReqOp::ReadPush => 0,
+            ReqOp::Write | ReqOp::Send | ReqOp::WriteRun => 0,
         }
     }
 }

@@ -120,18 +120,6 @@ pub(super) fn execute_wire(
             c
         }
     };
-    // A large WRITE or READ to a peer that reaches this process's memory: the peer copies the
-    // data itself, once, and the request only says where it is.
-    if let Some(pc) = conn.as_ref().filter(|pc| {
-        matches!(kind, OpKind::Write | OpKind::Read)
-            && (crate::wire::PULL_MIN..=crate::wire::PULL_MAX).contains(&op.length())
-            && op.inline.as_ref().is_none_or(|d| d.is_empty())
-            && op.sges.iter().filter(|s| s.length > 0).count() <= crate::wire::PULL_RANGES_MAX
-            && pc.peer_reaches_us()
-    }) {
-        let pc = pc.clone();
-        return execute_pull(wire, qp, ex, op, kind, c, ep, &pc);
-    }
     let carried = match kind {
         OpKind::Write | OpKind::Send => op
             .inline
@@ -355,100 +343,6 @@ pub(super) fn execute_wire(
     Step::Sent
 }
 
-/// [`execute_wire`] for a WRITE or READ that the peer, which reaches this process's memory,
-/// copies from or into its local entries itself (a pulled WRITE or pushed READ: see the
-/// `wire` module): the local checks now (READ's for LOCAL_WRITE, as its landing would), the
-/// regions pinned until the response, and a request that lists the entries.
-#[allow(clippy::too_many_arguments)]
-fn execute_pull(
-    wire: &Arc<Wire>,
-    qp: &Arc<QpInner>,
-    ex: &mut QpExec,
-    op: &WqeOp,
-    kind: OpKind,
-    c: Cpl,
-    ep: Endpoint,
-    conn: &Arc<Conn>,
-) -> Step {
-    let behind = ex.ahead > 0;
-    let fail = |qp: &QpInner, c: Cpl, status: WcStatus| {
-        if behind {
-            return Step::Wait;
-        }
-        qp.set_error();
-        Step::Complete(Cpl { status, ..c }, op.units, true)
-    };
-    let need = if kind == OpKind::Read {
-        Access::LOCAL_WRITE
-    } else {
-        Access::empty()
-    };
-    let mut regions = Vec::with_capacity(op.sges.len());
-    let mut ranges = Vec::with_capacity(op.sges.len() * 16);
-    for s in op.sges.iter().filter(|s| s.length > 0) {
-        match qp
-            .nic
-            .mrs
-            .check_local(qp.pd, s.lkey, s.addr, u64::from(s.length), need)
-        {
-            Ok(m) => regions.push(m),
-            Err(e) => return fail(qp, c, local_fault(e)),
-        }
-        crate::wire::push_pull_ranges(&mut ranges, [(s.addr, u64::from(s.length))]);
-    }
-    let Some(held) = crate::mem::HeldPins::take(regions) else {
-        return fail(qp, c, WcStatus::LocProtErr);
-    };
-    if !conn.has_room(ex.wire_tx.bytes.len() + REQUEST_HEAD_BYTES + ranges.len()) {
-        return Step::Wait;
-    }
-    // ORDERING: Acquire pairs with `Qp::ready_with_psn`'s Release (it precedes RTS).
-    let psn = *ex
-        .wire_psn
-        .get_or_insert_with(|| qp.sq_psn.load(Ordering::Acquire));
-    ex.wire_seq += 1;
-    let req = Request {
-        dst_nic: ep.nic,
-        dst_qpn: ep.qpn,
-        src_nic: qp.nic.id,
-        src_qpn: qp.qpn,
-        seq: ex.wire_seq,
-        op: if kind == OpKind::Read {
-            ReqOp::ReadPush
-        } else {
-            ReqOp::WritePull
-        },
-        imm: op.imm.filter(|_| kind == OpKind::Write),
-        rkey: op.remote.rkey,
-        psn,
-        raddr: op.remote.addr,
-        len: op.length(),
-        atomic: None,
-        payload: Vec::new(),
-    };
-    // Behind the frames this step batched (they are older requests of this QP).
-    flush_batch(wire, qp, ex);
-    ex.wire_slots
-        .get_or_insert_with(|| wire.slots((qp.nic.id, qp.qpn)))
-        .expect(req.seq, conn.id, 0);
-    if !conn.send_copy(&req.encode_head_for(ranges.len()), &ranges) {
-        if let Some(s) = &ex.wire_slots {
-            if behind {
-                s.unexpect(req.seq);
-                return Step::Wait;
-            }
-            s.clear();
-        }
-        return retry_or_fail(qp, ex, op.units, c);
-    }
-    push_waiting(ex, req.seq, conn, op, c, psn);
-    if let Some(w) = ex.wire_out.back_mut() {
-        w.held = Some(held);
-        w.pushed = kind == OpKind::Read;
-    }
-    Step::Sent
-}
-
 /// The largest frame a step batches (`flush_batch`).
 const BATCH_FRAME_MAX: usize = 2048;
 /// A step's batch is written once it holds this much.
@@ -472,8 +366,6 @@ fn push_waiting(ex: &mut QpExec, seq: u64, conn: &Conn, op: &WqeOp, c: Cpl, psn:
         cpl: c,
         seq_before: ex.seq,
         psn,
-        held: None,
-        pushed: false,
     });
     ex.wire_psn = Some(psn.wrapping_add(1) & PSN_MASK);
 }
@@ -683,12 +575,6 @@ pub(super) fn reap(
             }
             _ => {
                 ex.wire_retry_since = None;
-                // A pushed READ's data is in its buffers already (the peer wrote it there
-                // before answering).
-                let resp = Response {
-                    landed: resp.landed || w.pushed,
-                    ..resp
-                };
                 match finish(qp, ex, w.op.as_deref(), w.units, w.cpl, resp) {
                     Step::Complete(c, u, a) => {
                         let failed = !c.status.is_ok();
@@ -899,19 +785,7 @@ pub(super) fn serve(f: &FabricInner, turn: &mut Turn<'_>) -> bool {
                 continue;
             }
             let mut read_src = None;
-            let (status, payload) = respond(
-                f,
-                (c.peer, c.reach_pid()),
-                &req,
-                in_ring,
-                &mut read_src,
-                responder,
-            );
-            if status == WcStatus::Success as u32
-                && matches!(req.op, ReqOp::WritePull | ReqOp::ReadPush)
-            {
-                wire.count_cross_copy();
-            }
+            let (status, payload) = respond(f, c.peer, &req, in_ring, &mut read_src, responder);
             // No receive posted yet: held (below), with its payload.
             let hold =
                 status == RNR && now_ns().saturating_sub(since) < RNR_TIMER.as_nanos() as u64;
@@ -1045,7 +919,7 @@ fn serve_run(f: &FabricInner, c: &Conn, run: &Request, responder: &mut Responder
         let data = RingSpan {
             pieces: [(e.data.as_ptr(), e.data.len()), (std::ptr::null(), 0)],
         };
-        let (status, _) = respond(f, (c.peer, None), &w, Some(data), &mut None, responder);
+        let (status, _) = respond(f, c.peer, &w, Some(data), &mut None, responder);
         let resp = w.answer(status);
         if status == WcStatus::Success as u32 {
             acks.push(c, resp, None, w.len);
@@ -1218,11 +1092,9 @@ impl Responder {
 /// The responder's side of one request from fabric `from`: (status — a `WcStatus` code,
 /// RNR, REFUSED or DISCARDED — and the response payload). A WRITE's or SEND's payload is
 /// `req.payload`, or still in the ring (`in_ring`).
-/// Executes `req` from fabric `from` (whose memory this process reaches when `reach` gives its
-/// pid) and returns its status and response payload.
 fn respond(
     f: &FabricInner,
-    (from, reach): (u64, Option<u32>),
+    from: u64,
     req: &Request,
     in_ring: Option<RingSpan>,
     read_src: &mut Option<ReadSource>,
@@ -1247,7 +1119,7 @@ fn respond(
             return (REFUSED, Vec::new());
         }
     }
-    let (status, payload) = execute_request(rqp, keys, req, in_ring, read_src, reach);
+    let (status, payload) = execute_request(rqp, keys, req, in_ring, read_src);
     if status == WcStatus::Success as u32 {
         // Executed: the next request carries the next PSN. After an RNR this one comes again;
         // after an error NAK nothing more should come (the requester's QP is in error), and
@@ -1256,64 +1128,6 @@ fn respond(
         rqp.rq_psn.store(next, Ordering::Release);
     }
     (status, payload)
-}
-
-/// Copies the `len` bytes at `addr` of `mr` to (`ToPeer`) or from (`FromPeer`) the ranges of
-/// process `pid` that `list` gives (a pulled WRITE's or pushed READ's payload, checked to add
-/// up to `len`), in chunks of at most `DMA_CHUNK_BYTES`, the region pinned for each. A range
-/// the requester does not map fails it with `LOC_PROT_ERR` (its local protection error, sent
-/// back); a region deregistered meanwhile with `REM_ACCESS_ERR`.
-///
-/// # Safety
-/// `[addr, addr + len)` lies in `mr`, checked for the access.
-unsafe fn cross_copy(
-    pid: u32,
-    dir: gda_os::process::CopyDir,
-    mr: &MrInner,
-    addr: u64,
-    len: u64,
-    list: &[u8],
-) -> Result<(), WcStatus> {
-    let ranges: Vec<(u64, u64)> = crate::wire::pull_ranges(list).collect();
-    let mut remote = Vec::with_capacity(ranges.len());
-    let mut off = 0u64;
-    while off < len {
-        let k = (len - off).min(crate::mem::DMA_CHUNK_BYTES as u64);
-        // The ranges' pieces that hold bytes `[off, off + k)` of the stream.
-        remote.clear();
-        let mut at = 0u64;
-        for &(a, n) in &ranges {
-            let (lo, hi) = (off.max(at), (off + k).min(at + n));
-            if lo < hi {
-                remote.push((a + (lo - at), (hi - lo) as usize));
-            }
-            at += n;
-        }
-        let regions = [mr];
-        let pins = crate::mem::Pins::take(&regions).ok_or(WcStatus::RemAccessErr)?;
-        // SAFETY: bytes `[addr + off, addr + off + k)` lie in `mr` (the contract), pinned for
-        // the copy; the remote ranges are addresses in the other process only.
-        let n = unsafe {
-            gda_os::process::copy_with(
-                pid,
-                dir,
-                &[((addr + off) as usize as *mut u8, k as usize)],
-                &remote,
-            )
-        };
-        drop(pins);
-        match n {
-            Ok(m) if m as u64 == k => {}
-            // Short, or EFAULT: a range the requester does not map.
-            Ok(_) => return Err(WcStatus::LocProtErr),
-            Err(e) if e.raw_os_error() == Some(rustix::io::Errno::FAULT.raw_os_error()) => {
-                return Err(WcStatus::LocProtErr);
-            }
-            Err(_) => return Err(WcStatus::RemOpErr),
-        }
-        off += k;
-    }
-    Ok(())
 }
 
 /// A WRITE's or SEND's payload in pieces `(address, length)`: its buffer, or the ring (up to
@@ -1337,47 +1151,10 @@ fn execute_request(
     req: &Request,
     in_ring: Option<RingSpan>,
     read_src: &mut Option<ReadSource>,
-    reach: Option<u32>,
 ) -> (u32, Vec<u8>) {
     let st = |s: WcStatus| (s as u32, Vec::new());
     let rmrs = &rqp.nic.mrs;
     match req.op {
-        ReqOp::WritePull | ReqOp::ReadPush => {
-            // Only a requester told that this process reaches its memory sends these.
-            let Some(pid) = reach else {
-                return st(WcStatus::RemInvReqErr);
-            };
-            let (need, dir) = if req.op == ReqOp::WritePull {
-                (Access::REMOTE_WRITE, gda_os::process::CopyDir::FromPeer)
-            } else {
-                (Access::REMOTE_READ, gda_os::process::CopyDir::ToPeer)
-            };
-            let mr = match rmrs.check_remote(rqp.pd, req.rkey, req.raddr, req.len, need) {
-                Ok(m) => m,
-                Err(e) => return st(remote_fault(e)),
-            };
-            // SAFETY: `[raddr, raddr + len)` was checked against a region of this process
-            // granting the access.
-            if let Err(s) = unsafe { cross_copy(pid, dir, &mr, req.raddr, req.len, &req.payload) } {
-                return st(s);
-            }
-            match req.imm {
-                Some(imm) if req.op == ReqOp::WritePull => match take_recv(rqp) {
-                    Recv::Got(pos) => {
-                        rqp.recv_cq.write_cqe(&Cpl {
-                            opcode: WcOpcode::RecvRdmaWithImm,
-                            is_recv: true,
-                            byte_len: req.len as u32,
-                            imm: Some(imm),
-                            ..base_cpl(rqp, pos as u32, 0)
-                        });
-                    }
-                    Recv::Empty => return (RNR, Vec::new()),
-                },
-                _ => {}
-            }
-            st(WcStatus::Success)
-        }
         ReqOp::Write => {
             if req.len > 0 {
                 let mr = match rmrs.check_remote_cached(

@@ -16,8 +16,6 @@
 //! |---|---|
 //! | 0, 64, 128, 132, 192 | ring 0 (requests, connector → acceptor): `head`, `tail`, `napping`, `starved`, `polled_ns` |
 //! | 256, 320, 384, 388, 448 | ring 1 (responses, acceptor → connector): the same |
-//! | 512, 520, 528 | `base` (where the connector maps the segment), `cookie` (16 random bytes), written by the connector before its hello |
-//! | 576 | `reaches` (u32): the acceptor copies to and from the connector's memory itself ([`Segment::probe_reach`]) |
 //!
 //! Each counter has a cache line of its own, and so has `polled_ns`, which the consumer's
 //! polling thread stores at every pass: a producer reads `napping` after every frame, and a
@@ -74,26 +72,7 @@ struct Header {
     polled_ns: Word64,
 }
 
-/// What the acceptor needs to copy to and from the connector's memory with cross-memory
-/// attach (`process_vm_readv`/`writev`), and whether it can.
-#[repr(C, align(64))]
-struct Reach {
-    /// The connector's address of this segment.
-    base: AtomicU64,
-    /// Random bytes the acceptor reads through `base` in the connector's memory and compares
-    /// with its own view: the copy works, and the pid is the process that maps this segment.
-    cookie: [AtomicU64; 2],
-    _pad: [u64; 5],
-    /// Set by the acceptor when the probe succeeded.
-    reaches: AtomicU32,
-}
-
-/// Where [`Reach`] sits in the headers' page.
-const REACH_OFF: usize = 512;
-
 const _: () = assert!(std::mem::size_of::<Header>() == 256);
-const _: () = assert!(std::mem::offset_of!(Reach, reaches) == 64);
-const _: () = assert!(REACH_OFF + std::mem::size_of::<Reach>() <= HEADERS_BYTES);
 const _: () = assert!(std::mem::offset_of!(Header, flags) == 128);
 const _: () = assert!(std::mem::offset_of!(Header, polled_ns) == 192);
 const _: () = assert!(2 * std::mem::size_of::<Header>() <= HEADERS_BYTES);
@@ -136,60 +115,7 @@ impl Segment {
         )?;
         rustix::fs::ftruncate(&fd, SEGMENT_BYTES as u64)?;
         rustix::fs::fcntl_add_seals(&fd, SealFlags::SHRINK | SealFlags::GROW | SealFlags::SEAL)?;
-        let seg = Self::map(fd)?;
-        let r = seg.reach();
-        r.base.store(seg.base as u64, Ordering::Relaxed);
-        for w in &r.cookie {
-            w.store(
-                rand::RngCore::next_u64(&mut rand::rngs::OsRng),
-                Ordering::Relaxed,
-            );
-        }
-        Ok(seg)
-    }
-
-    fn reach(&self) -> &Reach {
-        // SAFETY: `Reach` fits the headers' page at `REACH_OFF` (asserted), 64-aligned like
-        // the mapping; every field read or written is atomic.
-        unsafe { &*self.base.add(REACH_OFF).cast::<Reach>() }
-    }
-
-    /// On the accepting side: whether this process can copy to and from the memory of the
-    /// connector, process `pid` (cross-memory attach, which the kernel allows only where
-    /// `ptrace` would be), proved by reading the connector's cookie through the address the
-    /// connector says it maps this segment at. Says so to the connector ([`Self::reaches`]).
-    /// Anything the connector wrote is only an address to try: a lie makes the probe fail.
-    pub(crate) fn probe_reach(&self, pid: u32) -> bool {
-        let r = self.reach();
-        let at = r.base.load(Ordering::Relaxed);
-        let want = [
-            r.cookie[0].load(Ordering::Relaxed),
-            r.cookie[1].load(Ordering::Relaxed),
-        ];
-        let mut got = [0u64; 2];
-        let remote = at.checked_add((REACH_OFF + 8) as u64);
-        // SAFETY: `got` is this frame's buffer of 16 bytes, untouched meanwhile.
-        let n = remote.map(|a| unsafe {
-            gda_os::process::copy_with(
-                pid,
-                gda_os::process::CopyDir::FromPeer,
-                &[(got.as_mut_ptr().cast(), 16)],
-                &[(a, 16)],
-            )
-        });
-        let ok = matches!(n, Some(Ok(16))) && got == want && want != [0, 0];
-        // ORDERING: Release: set before the welcome is sent, read by the connector when it
-        // decides how to send a large request (a relaxed hint would do; this costs nothing).
-        r.reaches.store(u32::from(ok), Ordering::Release);
-        ok
-    }
-
-    /// On the connecting side: whether the acceptor said it copies to and from this process's
-    /// memory itself. Only a hint from the peer: a peer that claims it falsely fails the
-    /// requests it was sent that way, which it could fail anyway.
-    pub(crate) fn reaches(&self) -> bool {
-        // ORDERING: Acquire pairs with `probe_reach`'s Release.
-        self.reach().reaches.load(Ordering::Acquire) == 1
+        Self::map(fd)
     }
 
     /// The segment a peer passed (the accepting side), after checking its seals and size.

@@ -221,21 +221,6 @@ pub(crate) struct Conn {
     /// when it was first tried ([`now_ns`]).
     held: Mutex<Option<(Request, u64)>>,
     wire: Weak<Wire>,
-    /// On an accepted connection: the requester's pid and a pidfd of it, when this process
-    /// copies to and from its memory itself (`Segment::probe_reach`; pulled WRITEs, pushed
-    /// READs). The pidfd tells when that process has exited, so a copy never goes to another
-    /// process that got its pid.
-    reach: Option<(u32, OwnedFd)>,
-    /// On a connection this process made: whether this fabric allowed pulls and pushes when it
-    /// was made.
-    cma: bool,
-}
-
-/// Whether pulled WRITEs and pushed READs may be used (`GDA_SIM_CMA`, default on; `0` turns
-/// them off, so every message goes through the rings), read once.
-pub(crate) fn cma_enabled() -> bool {
-    static ON: OnceLock<bool> = OnceLock::new();
-    *ON.get_or_init(|| std::env::var("GDA_SIM_CMA").map_or(true, |v| v.trim() != "0"))
 }
 
 /// The rings of each side: a connector writes requests and reads responses.
@@ -255,7 +240,6 @@ impl Conn {
         peer: u64,
         accepted: bool,
         peer_wake: Option<OwnedFd>,
-        reach: Option<(u32, OwnedFd)>,
     ) -> Self {
         let (out, inn) = dirs(accepted);
         let w = OnceLock::new();
@@ -285,25 +269,7 @@ impl Conn {
             peer_wake: w,
             held: Mutex::new(None),
             wire: Arc::downgrade(wire),
-            reach,
-            cma: wire.cma.load(Ordering::Relaxed),
         }
-    }
-
-    /// On a connection this process made: whether the peer copies to and from this process's
-    /// memory itself, so a large WRITE or READ may go as a pull or a push.
-    pub(crate) fn peer_reaches_us(&self) -> bool {
-        !self.accepted && self.cma && self.seg.reaches()
-    }
-
-    /// On an accepted connection: the requester's pid, when this process reaches its memory
-    /// and that process still runs (its pidfd not yet readable).
-    pub(crate) fn reach_pid(&self) -> Option<u32> {
-        let (pid, fd) = self.reach.as_ref()?;
-        let mut p = [rustix::event::PollFd::new(fd, rustix::event::PollFlags::IN)];
-        let exited = rustix::event::poll(&mut p, Some(&rustix::time::Timespec::default()))
-            .map_or(true, |n| n > 0);
-        (!exited).then_some(*pid)
     }
 
     /// The peer is gone (end of stream, a protocol error, a stall).
@@ -952,10 +918,6 @@ pub(crate) struct Wire {
     /// The secret of the latest hello sent to each peer fabric, which the peer may ask about
     /// when it cannot see this process's pid (`authenticate`).
     proving: Mutex<HashMap<u64, u64>>,
-    /// Pulled WRITEs and pushed READs allowed ([`cma_enabled`], `Fabric::set_cross_memory`).
-    cma: AtomicBool,
-    /// Requests of peers executed as pulls or pushes.
-    cross_copies: AtomicU64,
 }
 
 fn uid() -> u32 {
@@ -1238,8 +1200,6 @@ impl Wire {
             timeout_ns: AtomicU64::new(DEFAULT_TIMEOUT.as_nanos() as u64),
             polled_ns: AtomicU64::new(0),
             proving: Mutex::new(HashMap::default()),
-            cma: AtomicBool::new(cma_enabled()),
-            cross_copies: AtomicU64::new(0),
         });
         Ok((w, l))
     }
@@ -1405,7 +1365,7 @@ impl Wire {
             warn(format_args!("no hello to fabric {peer:#x}: {e}"));
             return None;
         }
-        let c = Arc::new(Conn::new(self, s, seg, peer, false, None, None));
+        let c = Arc::new(Conn::new(self, s, seg, peer, false, None));
         let rc = c.clone();
         if !spawn("gda-sim-wire", move || {
             // The welcome brings the peer engine's eventfd; until it does, the peer finds our
@@ -1439,21 +1399,6 @@ impl Wire {
         out.insert(peer, c.clone());
         self.made.fetch_add(1, Ordering::Relaxed);
         Some(c)
-    }
-
-    /// Allows or forbids pulled WRITEs and pushed READs on connections made from now on.
-    pub(crate) fn set_cross_memory(&self, on: bool) {
-        self.cma.store(on, Ordering::Relaxed);
-    }
-
-    /// Counts a peer's request executed as a pull or push.
-    pub(crate) fn count_cross_copy(&self) {
-        self.cross_copies.fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// Peers' requests executed as pulls or pushes so far.
-    pub(crate) fn cross_copies(&self) -> u64 {
-        self.cross_copies.load(Ordering::Relaxed)
     }
 
     /// How many connections this process has made to peer fabrics (each reconnection counts).
@@ -1714,25 +1659,14 @@ fn serve_accepted(me: &Weak<Wire>, s: UnixStream, pid: Option<u32>, _slot: Inbou
         Ok(seg) => seg,
         Err(e) => return refuse(&e.to_string()),
     };
-    // Whether this process can copy to and from the requester's memory (said in the segment
-    // before the welcome, so the requester knows from its first request on).
     let Some(w) = me.upgrade() else { return };
-    let reach = pid
-        .filter(|&p| w.cma.load(Ordering::Relaxed) && seg.probe_reach(p))
-        .and_then(|p| {
-            let pidfd = rustix::process::pidfd_open(
-                rustix::process::Pid::from_raw(p as i32)?,
-                rustix::process::PidfdFlags::empty(),
-            );
-            pidfd.ok().map(|fd| (p, fd))
-        });
     let welcome = handshake(KIND_WELCOME, w.id);
     if send_with_fds(&s, &welcome, &[w.wake_fd.as_fd()]).is_err()
         || s.set_read_timeout(None).is_err()
     {
         return;
     }
-    let c = Arc::new(Conn::new(&w, s, seg, peer, true, Some(wake_fd), reach));
+    let c = Arc::new(Conn::new(&w, s, seg, peer, true, Some(wake_fd)));
     w.register(&c);
     w.kick();
     drop(w);
