@@ -7,8 +7,10 @@
 //!   and doorbell records are allocated from GPU memory too;
 //! - thread PEs of one process share their GPU heaps without IPC (HIP opens no handle of the
 //!   process that made it), over P2P and over the in-process software NIC;
+//! - over RDMA on the software NIC between processes, each PE's engine serves its peers'
+//!   requests on its own GPU heap;
 //! - every way it cannot work is a clear error: no GPU, no HIP, a bad placement, PEs that
-//!   disagree, a GPU index out of range, a software-NIC job fabric asked to reach GPU memory.
+//!   disagree, a GPU index out of range.
 #![cfg(feature = "hip")]
 
 use std::path::{Path, PathBuf};

@@ -35,7 +35,7 @@ fn gid_of(fabric: u64, nic: u32) -> Gid {
 
 /// The IPv4-mapped GID (`::ffff:a.b.c.d`) of NIC `nic` on a process fabric: `a.b.c` is the
 /// fabric's 24-bit token, `d` the NIC index — what a RoCE port with an IPv4 address shows.
-/// `None` for fabrics whose id does not fit (job fabrics) or NICs past 255.
+/// `None` for fabrics that are not process fabrics (in-process ones) or NICs past 255.
 pub(crate) fn ipv4_gid_of(fabric: u64, nic: u32) -> Option<Gid> {
     let token = crate::wire::process_token(fabric)?;
     let nic = u8::try_from(nic).ok()?;
