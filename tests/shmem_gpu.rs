@@ -71,23 +71,27 @@ fn gpu_heaps_of_processes_are_reached_through_ipc_handles() {
     assert_eq!(count(&o, "hipIpcOpenMemHandle"), 6);
 }
 
+/// `gda shmem check` on 3 PEs with GPU heaps over RDMA, with `extra` arguments and `env`.
+fn check_3_gpu_heaps_over_rdma(extra: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut args = vec![
+        "shmem",
+        "check",
+        "--pes",
+        "3",
+        "--heap",
+        "gpu",
+        "--transport",
+        "rdma",
+    ];
+    args.extend_from_slice(extra);
+    gda(&args, env)
+}
+
 /// Over RDMA on the software NIC between processes: each PE's engine executes its peers'
 /// requests on its own GPU heap (registered by address), as it does on host memory.
 #[test]
 fn gpu_heaps_of_processes_are_reached_over_the_software_nic() {
-    let o = gda(
-        &[
-            "shmem",
-            "check",
-            "--pes",
-            "3",
-            "--heap",
-            "gpu",
-            "--transport",
-            "rdma",
-        ],
-        &[("GDA_HIPSIM_TRACE", "1")],
-    );
+    let o = check_3_gpu_heaps_over_rdma(&[], &[("GDA_HIPSIM_TRACE", "1")]);
     let ok = ok_lines(&o);
     assert_eq!(ok.len(), 3, "{ok:?}");
     assert!(
@@ -112,19 +116,8 @@ fn a_host_heap_touches_no_gpu_memory() {
 #[cfg(feature = "verbs")]
 fn over_verbs(device: &str, provider: &str) {
     let lib = profile_dir().join("verbs-sim/libibverbs.so.1");
-    let o = gda(
-        &[
-            "shmem",
-            "check",
-            "--pes",
-            "3",
-            "--heap",
-            "gpu",
-            "--transport",
-            "rdma",
-            "--domain",
-            "verbs",
-        ],
+    let o = check_3_gpu_heaps_over_rdma(
+        &["--domain", "verbs"],
         &[
             ("GDA_HIPSIM_TRACE", "1"),
             ("GDA_IBVERBS_LIB", lib.to_str().unwrap()),
