@@ -501,6 +501,30 @@ fn pes_in_separate_pid_namespaces_are_told_apart() {
         ok(&o, 2, shown);
         no_shm_left(&job);
     }
+    // One PE in a namespace of its own, the others not: the parent namespace sees that PE's
+    // pid, the PE sees none of theirs, so each connection is authenticated one way by pid and
+    // the other by the secret its hello carried (over RDMA, on the software NIC's rings).
+    let job = format!("tpidns1{}", std::process::id());
+    let o = gdarun(
+        3,
+        &[("GDA_SHMEM_TRANSPORT", "rdma")],
+        &[
+            "--job",
+            &job,
+            "sh",
+            "-c",
+            "if [ \"$GDA_SHMEM_RANK\" = 1 ]; then exec unshare -p -f --mount-proc \"$@\"; \
+             else exec \"$@\"; fi",
+            "sh",
+            gda(),
+            "shmem",
+            "check",
+            "--rounds",
+            "16",
+        ],
+    );
+    ok(&o, 3, "Rdma");
+    no_shm_left(&job);
 }
 
 #[test]

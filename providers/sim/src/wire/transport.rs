@@ -952,7 +952,7 @@ impl std::fmt::Display for Shown {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self.0 {
             Some(p) => write!(f, "{p}"),
-            None => f.write_str("in another PID namespace"),
+            None => f.write_str("hidden (another PID namespace)"),
         }
     }
 }
@@ -1137,8 +1137,8 @@ fn authenticate(me: u64, pid: Option<u32>, fabric: u64, secret: u64) -> Result<(
                     Ok(())
                 }
                 _ => Err(format!(
-                    "its hello names fabric {fabric:#x}, whose owner (in another PID \
-                     namespace) did not send it"
+                    "its hello names fabric {fabric:#x}, whose owner (its pid hidden in \
+                     another PID namespace) did not send it"
                 )),
             }
         }
