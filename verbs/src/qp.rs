@@ -138,6 +138,12 @@ unsafe impl Handle for Qp {
 }
 
 impl Qp {
+    /// After a send doorbell: this QP's send queue is served in the posting thread (see
+    /// `gda_sim::Qp::after_post`); the program's polls take the responses.
+    pub(crate) fn after_post(&self) {
+        self.sim.after_post();
+    }
+
     /// The QP behind `qp`.
     ///
     /// # Safety

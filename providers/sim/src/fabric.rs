@@ -219,6 +219,16 @@ impl Fabric {
         crate::engine::after_doorbell(&self.inner);
     }
 
+    /// What host code calls after ringing a receive doorbell: on a process fabric, a pass here
+    /// only when a peer's SEND waits for a receive (held for the RNR timer), else nothing — the
+    /// receive is read when a SEND comes; elsewhere as [`Fabric::after_doorbell`].
+    pub fn after_recv_doorbell(&self) {
+        match &self.inner.wire {
+            Some(w) if self.inner.chaos.is_none() && !w.holds_sends() => {}
+            _ => crate::engine::after_doorbell(&self.inner),
+        }
+    }
+
     /// What host code calls after ringing a doorbell when it will wait for the completions
     /// with [`Fabric::progress`] (gda-shmem's RDMA routes on a process fabric): an awake engine
     /// thread takes the work; a napping one is left asleep and the pass runs in the caller

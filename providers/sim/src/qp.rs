@@ -150,6 +150,14 @@ impl std::fmt::Debug for Qp {
 }
 
 impl Qp {
+    /// What a posting thread calls after ringing this QP's send doorbell when it will poll for
+    /// the completions itself (a verbs program): this QP's send queue is served here, at once —
+    /// only it, not every connection and QP — and the responses are taken by the thread's
+    /// polls; on a fabric whose posters never run the engine, a kick. See [`Fabric::post_hook`].
+    pub fn after_post(&self) {
+        crate::engine::after_post_on(&self.fabric.inner, &self.inner);
+    }
+
     /// QP number.
     #[must_use]
     pub fn qpn(&self) -> u32 {

@@ -691,7 +691,11 @@ impl Conn {
 
     /// Holds `req` (first tried at `since`) to be tried again before anything else.
     pub(crate) fn hold(&self, req: Request, since: u64) {
-        *lock(&self.held) = Some((req, since));
+        if lock(&self.held).replace((req, since)).is_none() {
+            if let Some(w) = self.wire.upgrade() {
+                w.held.fetch_add(1, Ordering::AcqRel);
+            }
+        }
     }
 
     /// Consumes the payload of an [`Incoming::InRing`] request (copied out, or dropped).
@@ -704,7 +708,13 @@ impl Conn {
 
     /// The held request, if any.
     pub(crate) fn take_held(&self) -> Option<(Request, u64)> {
-        lock(&self.held).take()
+        let held = lock(&self.held).take();
+        if held.is_some() {
+            if let Some(w) = self.wire.upgrade() {
+                w.held.fetch_sub(1, Ordering::AcqRel);
+            }
+        }
+        held
     }
 
     /// Says whether this process's engine naps (the peer wakes it when it writes).
@@ -918,6 +928,9 @@ pub(crate) struct Wire {
     /// The secret of the latest hello sent to each peer fabric, which the peer may ask about
     /// when it cannot see this process's pid (`authenticate`).
     proving: Mutex<HashMap<u64, u64>>,
+    /// Connections holding a SEND that found no receive ([`Conn::hold`]; a connection that
+    /// dies holding one keeps its count, which only makes [`Wire::holds_sends`] err on yes).
+    held: AtomicUsize,
 }
 
 fn uid() -> u32 {
@@ -1200,6 +1213,7 @@ impl Wire {
             timeout_ns: AtomicU64::new(DEFAULT_TIMEOUT.as_nanos() as u64),
             polled_ns: AtomicU64::new(0),
             proving: Mutex::new(HashMap::default()),
+            held: AtomicUsize::new(0),
         });
         Ok((w, l))
     }
@@ -1399,6 +1413,12 @@ impl Wire {
         out.insert(peer, c.clone());
         self.made.fetch_add(1, Ordering::Relaxed);
         Some(c)
+    }
+
+    /// Whether a connection may hold a SEND waiting for a receive (a receive posted now should
+    /// be offered to it by a pass).
+    pub(crate) fn holds_sends(&self) -> bool {
+        self.held.load(Ordering::Acquire) > 0
     }
 
     /// How many connections this process has made to peer fabrics (each reconnection counts).
