@@ -10,8 +10,8 @@
 # memcpy of 64 KiB messages on one CPU (`gda perf --sizes 64k`, the release `gda` binary), and
 # the most two copies across CPUs move here (scripts/cross-core-copy.sh: what bounds any
 # two-copy path between processes, the software NIC's included). The 64-KiB WRITE and READ
-# bandwidths are measured twice: 2,000 messages (start-up included, as a short job sees them)
-# and for 2 s (`-D 2`, the steady state).
+# bandwidths, the 8-byte SEND rate and the atomic rate are measured twice: a fixed count of
+# messages (start-up included, as a short job sees them) and for 2 s (`-D 2`, the steady state).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 profile=release
@@ -59,7 +59,9 @@ run ib_write_bw  -s 65536 -D 2 "$@"
 run ib_read_bw   -s 65536 -D 2 "$@"
 run ib_send_bw   -s 65536 -n 2000 "$@"
 run ib_send_bw   -s 8 -n 20000 "$@"
+run ib_send_bw   -s 8 -D 2 "$@"
 run ib_atomic_bw -n 2000 "$@"
+run ib_atomic_bw -D 2 "$@"
 run ib_write_lat -s 8 -n 2000 "$@"
 run ib_read_lat  -s 8 -n 2000 "$@"
 run ib_send_lat  -s 8 -n 2000 "$@"
