@@ -209,10 +209,11 @@ unsafe fn gather(
 
 /// Posts whose messages are all this small serve only their QP's queue in the posting thread
 /// (`Qp::after_post`); larger ones run the engine's whole pass. Measured with Debian's perftest
-/// on the 2-core VM, interleaved with the whole pass for every post (2026-11-26): 8-byte
-/// `ib_send_bw` 1.70–1.92 M msg/s against 1.24–1.63 and `ib_atomic_bw` 1.76–2.46 M ops/s against
-/// 1.25–1.70, but 64-KiB `ib_write_bw` held 9–32 GB/s against 18–44 when large WRITEs were
-/// served the same way.
+/// on the 2-core VM, interleaved with the whole pass for every post (2026-11-26, steady state):
+/// 8-byte `ib_send_bw` 1.66–2.59 M msg/s against 1.16–1.61 and `ib_atomic_bw` 2.34–2.46 M ops/s
+/// against 1.61–1.70, `ibv_rc_pingpong` 9.5–11.1 µs per round trip against 11.0–17.2 (160–250
+/// against 162–202 with `-e`, completion events); but 64-KiB `ib_write_bw` held 9–32 GB/s
+/// against 18–44 when large WRITEs were served the same way.
 const SMALL_POST_BYTES: u64 = 4096;
 
 impl Qp {
