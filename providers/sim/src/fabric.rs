@@ -434,6 +434,41 @@ mod tests {
         assert!(e.contains("GDA_SIM_CHAOS") && e.contains("banana"), "{e}");
     }
 
+    /// A hello's secret is kept only until the peer answers (it verifies before it welcomes):
+    /// a process connecting to many fabrics over its life keeps none of theirs.
+    #[test]
+    fn hello_secrets_are_dropped_once_answered() {
+        let a = Fabric::process(FabricConfig::default()).unwrap();
+        let b = Fabric::process(FabricConfig::default()).unwrap();
+        let qa = {
+            let pd = a.add_nic(gda_native::model::NativeModel).alloc_pd();
+            let cq = pd.nic().create_cq(16, crate::CqMode::Normal).unwrap();
+            (
+                pd.create_qp(crate::QpInit::default(), &cq, &cq).unwrap(),
+                cq,
+            )
+        };
+        let qb = {
+            let pd = b.add_nic(gda_native::model::NativeModel).alloc_pd();
+            let cq = pd.nic().create_cq(16, crate::CqMode::Normal).unwrap();
+            (
+                pd.create_qp(crate::QpInit::default(), &cq, &cq).unwrap(),
+                cq,
+            )
+        };
+        // A connects to B at RTR: one secret kept until B's welcome comes.
+        qa.0.bring_up_at(&qb.0.endpoint(), qb.0.start_psn())
+            .unwrap();
+        let w = a.inner.wire.as_ref().unwrap();
+        let t = std::time::Instant::now();
+        while w.secrets_kept() > 0 && t.elapsed() < std::time::Duration::from_secs(5) {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        assert_eq!(a.stats().connections, 1);
+        assert_eq!(w.secrets_kept(), 0, "the secret outlived the welcome");
+        assert_eq!(w.sends_held(), 0);
+    }
+
     #[test]
     fn endpoint_round_trip_and_keys_are_unique() {
         let ep = Endpoint {

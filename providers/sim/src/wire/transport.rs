@@ -223,6 +223,22 @@ pub(crate) struct Conn {
     wire: Weak<Wire>,
 }
 
+impl Drop for Conn {
+    /// A SEND still held for a receive goes with the connection: its count too.
+    fn drop(&mut self) {
+        let held = self
+            .held
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some();
+        if held {
+            if let Some(w) = self.wire.upgrade() {
+                w.held.fetch_sub(1, Ordering::AcqRel);
+            }
+        }
+    }
+}
+
 /// The rings of each side: a connector writes requests and reads responses.
 fn dirs(accepted: bool) -> (Dir, Dir) {
     if accepted {
@@ -925,11 +941,11 @@ pub(crate) struct Wire {
     /// When a program thread of this process last ran the engine's pass
     /// ([`monotonic_ns`](super::ring::monotonic_ns)).
     polled_ns: AtomicU64,
-    /// The secret of the latest hello sent to each peer fabric, which the peer may ask about
-    /// when it cannot see this process's pid (`authenticate`).
+    /// The secret of each hello sent and not yet answered, by peer fabric: the peer may ask
+    /// about it before it welcomes us, when it cannot see this process's pid (`authenticate`).
     proving: Mutex<HashMap<u64, u64>>,
-    /// Connections holding a SEND that found no receive ([`Conn::hold`]; a connection that
-    /// dies holding one keeps its count, which only makes [`Wire::holds_sends`] err on yes).
+    /// Connections holding a SEND that found no receive ([`Conn::hold`], given back by
+    /// [`Conn::take_held`] or when the connection goes).
     held: AtomicUsize,
 }
 
@@ -1377,6 +1393,7 @@ impl Wire {
         let hello = handshake_with(KIND_HELLO, self.id, secret);
         if let Err(e) = send_with_fds(&s, &hello, &[seg.fd().as_fd(), self.wake_fd.as_fd()]) {
             warn(format_args!("no hello to fabric {peer:#x}: {e}"));
+            self.forget_secret(peer, secret);
             return None;
         }
         let c = Arc::new(Conn::new(self, s, seg, peer, false, None));
@@ -1384,7 +1401,12 @@ impl Wire {
         if !spawn("gda-sim-wire", move || {
             // The welcome brings the peer engine's eventfd; until it does, the peer finds our
             // requests when it scans.
-            match recv_handshake(&rc.sock) {
+            let answer = recv_handshake(&rc.sock);
+            // Answered (or not at all): the peer verified the hello before it welcomed us.
+            if let Some(w) = rc.wire.upgrade() {
+                w.forget_secret(rc.peer, secret);
+            }
+            match answer {
                 Ok(Some(Handshake {
                     kind: KIND_WELCOME,
                     fabric,
@@ -1407,12 +1429,33 @@ impl Wire {
             }
         }) {
             c.kill();
+            self.forget_secret(peer, secret);
             return None;
         }
         self.register(&c);
         out.insert(peer, c.clone());
         self.made.fetch_add(1, Ordering::Relaxed);
         Some(c)
+    }
+
+    /// Drops the secret of the hello sent to `peer`, unless a newer hello replaced it.
+    fn forget_secret(&self, peer: u64, secret: u64) {
+        let mut p = lock(&self.proving);
+        if p.get(&peer) == Some(&secret) {
+            p.remove(&peer);
+        }
+    }
+
+    /// Hellos sent whose secrets are still kept (a statistic for tests).
+    #[cfg(test)]
+    pub(crate) fn secrets_kept(&self) -> usize {
+        lock(&self.proving).len()
+    }
+
+    /// SENDs held for a receive, as counted (for tests).
+    #[cfg(test)]
+    pub(crate) fn sends_held(&self) -> usize {
+        self.held.load(Ordering::Acquire)
     }
 
     /// Whether a connection may hold a SEND waiting for a receive (a receive posted now should
