@@ -14,5 +14,6 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod cpu;
+pub mod pages;
 pub mod process;
 pub mod shm;

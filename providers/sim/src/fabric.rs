@@ -167,6 +167,7 @@ impl Fabric {
     pub fn stats(&self) -> crate::StatsSnapshot {
         crate::StatsSnapshot {
             connections: self.inner.wire.as_ref().map_or(0, |w| w.connections_made()),
+            placed: self.inner.wire.as_ref().map_or(0, |w| w.placed()),
             ..self.inner.stats.snapshot()
         }
     }

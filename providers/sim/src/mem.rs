@@ -44,6 +44,9 @@ pub struct MrInner {
     pub(crate) live: AtomicBool,
     /// DMA accesses in progress ([`Pins`]); [`MrInner::retire`] waits for none.
     pub(crate) inflight: AtomicU32,
+    /// The memory moved onto a memfd for direct placement by peers in other processes
+    /// ([`crate::wire::direct`]), and their grants.
+    pub(crate) shared: Option<crate::wire::direct::SharedRegion>,
 }
 
 /// Most bytes one DMA copy moves while its regions are pinned: deregistration waits for one
@@ -59,6 +62,7 @@ impl MrInner {
         access: Access,
         (lkey, rkey): (u32, u32),
         owned: Option<DmaBuf>,
+        shared: Option<crate::wire::direct::SharedRegion>,
     ) -> Self {
         Self {
             pd,
@@ -70,6 +74,7 @@ impl MrInner {
             _owned: owned,
             live: AtomicBool::new(true),
             inflight: AtomicU32::new(0),
+            shared,
         }
     }
 
@@ -83,6 +88,15 @@ impl MrInner {
         let on_engine = std::thread::current()
             .name()
             .is_some_and(|n| n.starts_with("gda-sim-"));
+        // Peers placing directly: their grants close, and (not on an engine thread) the
+        // placements in progress end before the memory goes back onto private pages.
+        if let Some(s) = &self.shared {
+            s.retire(if on_engine {
+                std::time::Duration::ZERO
+            } else {
+                crate::wire::DEFAULT_TIMEOUT
+            });
+        }
         if on_engine {
             return;
         }

@@ -51,6 +51,7 @@ impl Fabric {
             next_qpn: AtomicU32::new(0x100),
             next_pd: AtomicU32::new(1),
             next_cqn: AtomicU32::new(1),
+            shared_regions: std::sync::atomic::AtomicUsize::new(0),
         });
         nics.push(nic.clone());
         Nic {

@@ -55,7 +55,7 @@ impl Pd {
     pub fn alloc_mr(&self, len: usize, access: Access) -> Mr {
         let buf = DmaBuf::new(len, 4096);
         let (addr, l) = (buf.addr(), len as u64);
-        self.insert(addr, l, access, Some(buf))
+        self.insert(addr, l, access, Some(buf), None)
     }
 
     /// Registers caller memory.
@@ -66,15 +66,40 @@ impl Pd {
     /// for a copy in progress, so the memory may be freed right after, even while a peer's
     /// transfer of it runs (that transfer then fails with a remote access error).
     pub unsafe fn register(&self, addr: u64, len: usize, access: Access) -> Mr {
-        self.insert(addr, len as u64, access, None)
+        // On a process fabric, memory peers may reach is moved onto a memfd when it can be
+        // (page-aligned private pages), so they can place into it directly.
+        let remote = access.intersects(Access::REMOTE_READ | Access::REMOTE_WRITE);
+        let shared = (remote && self.nic.fabric.inner.wire.is_some() && crate::wire::direct::enabled())
+            // SAFETY: the caller's memory, kept mapped while registered (the contract).
+            .then(|| unsafe { crate::wire::direct::SharedRegion::new(addr, len as u64) })
+            .flatten();
+        self.insert(addr, len as u64, access, None, shared)
     }
 
-    fn insert(&self, addr: u64, len: u64, access: Access, owned: Option<DmaBuf>) -> Mr {
+    fn insert(
+        &self,
+        addr: u64,
+        len: u64,
+        access: Access,
+        owned: Option<DmaBuf>,
+        shared: Option<crate::wire::direct::SharedRegion>,
+    ) -> Mr {
         let nic = &self.nic.inner;
-        let mut owned = owned;
+        let (mut owned, mut shared) = (owned, shared);
+        if shared.is_some() {
+            nic.shared_regions.fetch_add(1, Ordering::Relaxed);
+        }
         loop {
             let keys = (nic.fresh_key(), nic.fresh_key());
-            let mr = Arc::new(MrInner::new(self.id, addr, len, access, keys, owned.take()));
+            let mr = Arc::new(MrInner::new(
+                self.id,
+                addr,
+                len,
+                access,
+                keys,
+                owned.take(),
+                shared.take(),
+            ));
             if nic.mrs.insert(mr.clone()) {
                 return Mr {
                     nic: self.nic.clone(),
@@ -82,7 +107,10 @@ impl Pd {
                 };
             }
             // A key raced with another registration: take the memory back and try again.
-            owned = Arc::try_unwrap(mr).ok().and_then(|m| m._owned);
+            if let Ok(m) = Arc::try_unwrap(mr) {
+                owned = m._owned;
+                shared = m.shared;
+            }
         }
     }
 }

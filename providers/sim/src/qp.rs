@@ -118,6 +118,7 @@ impl Pd {
             sq_psn: AtomicU32::new(start_psn),
             rq_psn: AtomicU64::new(PSN_UNKNOWN),
             exec: Mutex::new(QpExec::default()),
+            grants: Default::default(),
         });
         let fabric = self.nic.fabric.clone();
         fabric
@@ -396,6 +397,7 @@ impl Qp {
 
 impl Drop for Qp {
     fn drop(&mut self) {
+        self.inner.grants.close_all(None);
         self.fabric
             .inner
             .qps

@@ -197,6 +197,9 @@ pub(crate) struct NicInner {
     pub(crate) next_qpn: AtomicU32,
     pub(crate) next_pd: AtomicU32,
     pub(crate) next_cqn: AtomicU32,
+    /// Regions ever registered whose memory peers may be granted ([`crate::wire::direct`]): while
+    /// none, the responder does not look for grants to offer.
+    pub(crate) shared_regions: std::sync::atomic::AtomicUsize,
 }
 
 impl NicInner {
@@ -274,6 +277,9 @@ pub(crate) struct QpInner {
     /// request's PSN is taken.
     pub(crate) rq_psn: AtomicU64,
     pub(crate) exec: Mutex<QpExec>,
+    /// Direct placement granted to peers through this QP ([`crate::wire::direct`]), closed
+    /// when it moves to error or is destroyed.
+    pub(crate) grants: crate::wire::direct::Grants,
 }
 
 /// [`QpInner::rq_psn`] before anyone said which PSN the peer starts at.
@@ -288,6 +294,8 @@ impl QpInner {
     }
     pub(crate) fn set_error(&self) {
         self.state.store(QpState::Error as u8, Ordering::Release);
+        // A QP in error takes no more requests, direct ones included.
+        self.grants.close_all(None);
     }
 }
 
@@ -315,6 +323,9 @@ pub struct StatsSnapshot {
     /// Process fabrics: connections made to other processes' fabrics (at RTR, or by a request
     /// when none was live), reconnections included.
     pub connections: u64,
+    /// Process fabrics: WRITEs and READs placed directly into regions peers granted
+    /// (`wire::direct`), not sent on the wire.
+    pub placed: u64,
 }
 
 impl Stats {
@@ -325,6 +336,7 @@ impl Stats {
             psn_errors: self.psn_errors.load(Ordering::Relaxed),
             deferred_doorbells: self.deferred_doorbells.load(Ordering::Relaxed),
             connections: 0,
+            placed: 0,
         }
     }
 }

@@ -91,12 +91,14 @@
 //! responses of 8 bytes (a run of values: atomics, or 8-byte READs, which a peer could as well
 //! answer one by one); else the connection closes.
 
+pub(crate) mod direct;
 pub(crate) mod pool;
 mod ring;
 mod transport;
 
 pub(crate) use transport::{
-    Conn, ConnList, Landing, PassClock, QpSlots, RingSpan, Wire, now_ns, pass_now, read_now_ns,
+    Conn, ConnList, DEFAULT_TIMEOUT, Landing, PassClock, QpSlots, RingSpan, Wire, now_ns, pass_now,
+    read_now_ns,
 };
 
 use std::fmt;
@@ -109,7 +111,7 @@ use std::time::{Duration, Instant};
 use gda_hal::AtomicOp;
 
 const MAGIC: u32 = u32::from_le_bytes(*b"GDAW");
-const VERSION: u16 = 5;
+const VERSION: u16 = 6;
 pub(crate) const KIND_REQUEST: u16 = 1;
 pub(crate) const KIND_RESPONSE: u16 = 2;
 pub(crate) const KIND_HELLO: u16 = 3;

@@ -436,3 +436,146 @@ fn pair(cq_entries: u32, sq_units: u32) -> Pair {
         _keep: (pa, cqb),
     }
 }
+
+/// Page-aligned private memory of `pages` pages (what `ibv_reg_mr` of a `memalign`ed buffer
+/// registers), unmapped on drop.
+struct Pages(*mut u8, usize);
+
+impl Pages {
+    fn new(pages: usize) -> Self {
+        let len = pages * 4096;
+        use rustix::mm::{MapFlags, ProtFlags};
+        // SAFETY: a new private anonymous mapping.
+        let p = unsafe {
+            rustix::mm::mmap_anonymous(
+                std::ptr::null_mut(),
+                len,
+                ProtFlags::READ | ProtFlags::WRITE,
+                MapFlags::PRIVATE,
+            )
+        }
+        .unwrap();
+        Self(p.cast(), len)
+    }
+
+    fn word(&self, i: usize) -> u64 {
+        // SAFETY: inside the mapping.
+        unsafe { self.0.cast::<u64>().add(i).read_volatile() }
+    }
+
+    fn set(&self, i: usize, v: u64) {
+        // SAFETY: inside the mapping.
+        unsafe { self.0.cast::<u64>().add(i).write_volatile(v) }
+    }
+
+    /// Whether `/proc/self/maps` shows the mapping on a memfd (moved for direct placement).
+    fn on_memfd(&self) -> bool {
+        let start = format!("{:x}-", self.0 as usize);
+        std::fs::read_to_string("/proc/self/maps")
+            .unwrap()
+            .lines()
+            .find(|l| l.starts_with(&start))
+            .is_some_and(|l| l.contains("/memfd:gda-sim-region"))
+    }
+}
+
+impl Drop for Pages {
+    fn drop(&mut self) {
+        // SAFETY: ours.
+        let _ = unsafe { rustix::mm::munmap(self.0.cast(), self.1) };
+    }
+}
+
+/// Direct placement (`wire::direct`): once the responder has executed a WRITE into a region
+/// of page-aligned private memory, it grants the requester QP that region, and the requester's
+/// next WRITEs and READs land there without a request on the wire (counted in `placed`) — the
+/// responder's memory moved onto a memfd at registration, at the same address, contents kept.
+/// Anything the grant does not cover still goes on the wire (a WRITE past the region's end: a
+/// remote access error). Deregistration closes the grant, moves the memory back onto private
+/// pages (contents kept), and a WRITE with the old key is a remote access error, not placed.
+#[test]
+fn a_granted_region_takes_writes_and_reads_directly_until_it_is_deregistered() {
+    use gda_hal::{Sge, WcStatus};
+    use std::time::{Duration, Instant};
+    let p = pair(1024, 256);
+    p.bring_up();
+    let mem = Pages::new(2);
+    mem.set(3, 0x5eed);
+    // SAFETY: mapped until the end of the test, after the region.
+    let remote = unsafe { p.pb.register(mem.0 as u64, mem.1, Access::ALL) };
+    assert!(mem.on_memfd(), "page-aligned private memory moves onto a memfd");
+    assert_eq!(mem.word(3), 0x5eed, "contents kept");
+    let local = p._keep.0.alloc_mr(4096, Access::ALL);
+    let mut sq = p.queue_running_both();
+    let (raddr, rkey) = (remote.addr(), remote.rkey());
+    let write = |sq: &mut SendQueue<Native>, word: u64, v: u64| {
+        let b = v.to_le_bytes();
+        let wr = WorkRequest::Write {
+            remote: Remote {
+                addr: raddr + word * 8,
+                rkey,
+            },
+            payload: Payload::Inline(&b),
+            imm: None,
+        };
+        sq.post(&wr, SendFlags::SIGNALED).unwrap();
+        sq.quiet()
+    };
+    // The first WRITE goes on the wire; the grant follows on the socket.
+    write(&mut sq, 0, 1).unwrap();
+    assert_eq!(mem.word(0), 1);
+    let t = Instant::now();
+    let mut n = 1;
+    while p.a.stats().placed == 0 {
+        assert!(t.elapsed() < Duration::from_secs(5), "no grant in 5 s");
+        n += 1;
+        write(&mut sq, 0, n).unwrap();
+        assert_eq!(mem.word(0), n);
+    }
+    let placed = p.a.stats().placed;
+    for i in 1..100u64 {
+        write(&mut sq, i, i * 3).unwrap();
+        assert_eq!(mem.word(i as usize), i * 3, "word {i}");
+    }
+    assert_eq!(p.a.stats().placed, placed + 99, "every WRITE placed");
+    // A READ of the region: placed too, its data in the local region.
+    let sge = [Sge {
+        addr: local.addr(),
+        length: 800,
+        lkey: local.lkey(),
+    }];
+    let read = WorkRequest::Read {
+        remote: Remote {
+            addr: remote.addr(),
+            rkey: remote.rkey(),
+        },
+        sges: &sge,
+    };
+    sq.post(&read, SendFlags::SIGNALED).unwrap();
+    sq.quiet().unwrap();
+    assert_eq!(p.a.stats().placed, placed + 100);
+    let mut got = [0u8; 800];
+    local.read(0, &mut got).unwrap();
+    for i in 1..100usize {
+        assert_eq!(u64::from_le_bytes(got[i * 8..i * 8 + 8].try_into().unwrap()), i as u64 * 3);
+    }
+    // Deregistered: back on private pages with its contents, the grant closed.
+    drop(remote);
+    assert!(!mem.on_memfd(), "moved back at deregistration");
+    assert_eq!(mem.word(7), 21);
+    let before = p.a.stats().placed;
+    assert!(
+        matches!(
+            write(&mut sq, 0, 9),
+            Err(gda_hal::SqError::Completion {
+                status: WcStatus::RemAccessErr,
+                ..
+            })
+        ),
+        "a WRITE with the old key fails"
+    );
+    assert_eq!(p.a.stats().placed, before, "and is not placed");
+    assert_eq!(mem.word(0), n);
+    drop(sq);
+    drop(local);
+}

@@ -38,7 +38,7 @@ const DISCARDED: u32 = 0xffff_0003;
 
 fn frame(kind: u16, body: &[u8], payload_len: u32) -> Vec<u8> {
     let mut v = b"GDAW".to_vec();
-    v.extend_from_slice(&5u16.to_le_bytes());
+    v.extend_from_slice(&6u16.to_le_bytes());
     v.extend_from_slice(&kind.to_le_bytes());
     v.extend_from_slice(&payload_len.to_le_bytes());
     v.extend_from_slice(&[0; 4]);

@@ -120,6 +120,13 @@ pub(super) fn execute_wire(
             c
         }
     };
+    // Nothing of this QP in flight: a WRITE or READ into a region its responder granted is
+    // placed here and now (`crate::wire::direct`).
+    if !behind && ex.wire_out.is_empty() && op.imm.is_none() {
+        if let Some(step) = conn.as_ref().and_then(|cn| place(cn, qp, op, kind, c, ep)) {
+            return step;
+        }
+    }
     let carried = match kind {
         OpKind::Write | OpKind::Send => op
             .inline
@@ -341,6 +348,69 @@ pub(super) fn execute_wire(
     }
     push_waiting(ex, req.seq, &conn, op, c, psn);
     Step::Sent
+}
+
+/// Places the WRITE or READ `op` through the grant its QP holds for the region (see
+/// `crate::wire::direct`): `None` when there is none, it does not cover `op`, or it was
+/// withdrawn, or a local check fails — the request then goes on the wire, which answers
+/// each case as it should.
+fn place(
+    conn: &Conn,
+    qp: &QpInner,
+    op: &WqeOp,
+    kind: OpKind,
+    mut c: Cpl,
+    ep: Endpoint,
+) -> Option<Step> {
+    let inline = op.inline.as_deref().filter(|d| !d.is_empty());
+    let (len, write) = match kind {
+        OpKind::Write => (inline.map_or(op.length(), |d| d.len() as u64), true),
+        OpKind::Read => (op.length(), false),
+        _ => return None,
+    };
+    if len == 0 {
+        return None;
+    }
+    let key = (qp.nic.id, qp.qpn, op.remote.rkey);
+    let grant = conn.grant(key)?;
+    let at = grant.at((ep.nic, ep.qpn), op.remote.addr, len, write)?;
+    let gate = conn.gate(grant.gate)?;
+    // ORDERING: SeqCst pairs with `Conn::close_gate`: either it sees this placement counted
+    // and waits for it, or this load sees the gate closed.
+    gate.inflight.fetch_add(1, Ordering::SeqCst);
+    struct Out<'a>(&'a std::sync::atomic::AtomicU32);
+    impl Drop for Out<'_> {
+        fn drop(&mut self) {
+            // ORDERING: Release: the bytes placed happen-before the responder's deregistration
+            // that waits for this count.
+            self.0.fetch_sub(1, Ordering::Release);
+        }
+    }
+    let _out = Out(&gate.inflight);
+    if gate.state.load(Ordering::SeqCst) != grant.value {
+        conn.forget_grant(key);
+        return None;
+    }
+    let n = len as usize;
+    if write {
+        match inline {
+            // SAFETY: `at` has `n` bytes of the granted region (checked by `Grant::at`), a
+            // mapping the grant keeps; the inline bytes are the engine's.
+            Some(d) => unsafe { mmio::dma_copy(at, d.as_ptr(), n) },
+            None => {
+                let mut g = Gather::check(qp, op).ok()?;
+                // SAFETY: as above; the gather's local regions are pinned while read.
+                unsafe { g.copy(at, n) }.ok()?;
+            }
+        }
+    } else {
+        // SAFETY: `at` has `n` readable bytes of the granted region (checked).
+        unsafe { land_read(&qp.nic, qp.pd, &op.sges, &[(at.cast_const(), n)]) }.ok()?;
+        c.byte_len = n as u32;
+    }
+    mmio::dma_publish();
+    conn.placed.fetch_add(1, Ordering::Relaxed);
+    Some(Step::Complete(c, op.units, false))
 }
 
 /// The largest frame a step batches (`flush_batch`).
@@ -786,6 +856,9 @@ pub(super) fn serve(f: &FabricInner, turn: &mut Turn<'_>) -> bool {
             }
             let mut read_src = None;
             let (status, payload) = respond(f, c.peer, &req, in_ring, &mut read_src, responder);
+            if status == WcStatus::Success as u32 {
+                offer_grant(f, c, responder, &req);
+            }
             // No receive posted yet: held (below), with its payload.
             let hold =
                 status == RNR && now_ns().saturating_sub(since) < RNR_TIMER.as_nanos() as u64;
@@ -893,7 +966,13 @@ impl Acks {
 /// Executes a WRITE run (checked whole when it was decoded): each entry as the WRITE it stands
 /// for, answered as that WRITE would be, until one does not succeed — that one is answered and
 /// the rest dropped (the requester goes back to it; behind it they would be discarded).
-fn serve_run(f: &FabricInner, c: &Conn, run: &Request, responder: &mut Responder, acks: &mut Acks) {
+fn serve_run(
+    f: &FabricInner,
+    c: &Arc<Conn>,
+    run: &Request,
+    responder: &mut Responder,
+    acks: &mut Acks,
+) {
     for (i, e) in crate::wire::run_entries(&run.payload).enumerate() {
         let Ok(e) = e else {
             // Not reached: `Request::decode` refused the frame.
@@ -922,12 +1001,45 @@ fn serve_run(f: &FabricInner, c: &Conn, run: &Request, responder: &mut Responder
         let (status, _) = respond(f, c.peer, &w, Some(data), &mut None, responder);
         let resp = w.answer(status);
         if status == WcStatus::Success as u32 {
+            offer_grant(f, c, responder, &w);
             acks.push(c, resp, None, w.len);
         } else {
             acks.flush(c);
             c.send_copy(&resp.encode_head_for(0), &[]);
             break;
         }
+    }
+}
+
+/// After a WRITE or READ from a peer's QP succeeded: offers that QP direct placement into
+/// the region it reached, if the region can be granted and was not offered to it before
+/// (`crate::wire::direct`).
+fn offer_grant(f: &FabricInner, c: &Arc<Conn>, responder: &mut Responder, req: &Request) {
+    let need = match req.op {
+        ReqOp::Write => Access::REMOTE_WRITE,
+        ReqOp::Read => Access::REMOTE_READ,
+        _ => return,
+    };
+    if req.len == 0 {
+        return;
+    }
+    let key = (req.src_nic, req.src_qpn, req.dst_nic, req.dst_qpn, req.rkey);
+    let Some((rqp, ..)) = responder.lookup(f, (req.dst_nic, req.dst_qpn)) else {
+        return;
+    };
+    if rqp.nic.shared_regions.load(Ordering::Relaxed) == 0 || c.offered(key) {
+        return;
+    }
+    let rqp = rqp.clone();
+    let Some((_, _, _, keys)) = responder.lookup(f, (req.dst_nic, req.dst_qpn)) else {
+        return;
+    };
+    if let Ok(mr) = rqp
+        .nic
+        .mrs
+        .check_remote_cached(keys, rqp.pd, req.rkey, req.raddr, req.len, need)
+    {
+        c.offer(key, mr, &rqp.grants);
     }
 }
 

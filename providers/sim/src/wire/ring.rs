@@ -16,6 +16,7 @@
 //! |---|---|
 //! | 0, 64, 128, 132, 192 | ring 0 (requests, connector → acceptor): `head`, `tail`, `napping`, `starved`, `polled_ns` |
 //! | 256, 320, 384, 388, 448 | ring 1 (responses, acceptor → connector): the same |
+//! | 1024 + 8 *i*, *i* < [`GATES`] | gate *i* of direct placement: `state` (u32), `inflight` (u32) |
 //!
 //! Each counter has a cache line of its own, and so has `polled_ns`, which the consumer's
 //! polling thread stores at every pass: a producer reads `napping` after every frame, and a
@@ -90,6 +91,23 @@ pub(crate) fn monotonic_ns() -> u64 {
         .wrapping_add(t.tv_nsec as u64)
 }
 
+/// Gates of direct placement in a segment (see `super::direct`): the acceptor (the
+/// responder) opens and closes them, the connector (the requester) counts itself in while it
+/// places.
+pub(crate) const GATES: u16 = 384;
+/// Where the gates start in the headers' page.
+const GATES_AT: usize = 1024;
+const _: () = assert!(GATES_AT + 8 * GATES as usize <= HEADERS_BYTES);
+const _: () = assert!(GATES_AT >= 2 * std::mem::size_of::<Header>());
+
+/// One gate: the grant it stands for is open while `state` holds the value the grant names
+/// (0 closed); `inflight` counts the requester's placements in progress.
+#[repr(C, align(8))]
+pub(crate) struct Gate {
+    pub(crate) state: AtomicU32,
+    pub(crate) inflight: AtomicU32,
+}
+
 /// The peer broke the ring protocol (or scribbled over the counters).
 #[derive(Debug)]
 pub(crate) struct Corrupt(pub(crate) String);
@@ -161,6 +179,15 @@ impl Segment {
     /// The memfd, to pass to the peer.
     pub(crate) fn fd(&self) -> impl AsFd + '_ {
         self.fd.as_fd()
+    }
+
+    /// Gate `i` (`None` past the last).
+    pub(crate) fn gate(&self, i: u16) -> Option<&Gate> {
+        (i < GATES).then(|| {
+            // SAFETY: inside the headers' page (asserted above), 8-aligned, mapped while `self`
+            // lives; only ever accessed through atomics.
+            unsafe { &*self.base.add(GATES_AT + 8 * usize::from(i)).cast::<Gate>() }
+        })
     }
 
     fn header(&self, ring: usize) -> &Header {

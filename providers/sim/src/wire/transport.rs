@@ -203,8 +203,8 @@ pub(crate) struct Conn {
     pub(crate) peer: u64,
     /// Requests come in and responses go out (or the other way round).
     pub(crate) accepted: bool,
-    sock: UnixStream,
-    seg: Segment,
+    pub(super) sock: UnixStream,
+    pub(super) seg: Segment,
     tx: Mutex<Tx>,
     /// `Tx::queued`, readable without the lock ([`Conn::has_room`]).
     queued: AtomicUsize,
@@ -220,6 +220,13 @@ pub(crate) struct Conn {
     /// A request that found no receive posted, held a moment before it is answered RNR, and
     /// when it was first tried ([`now_ns`]).
     held: Mutex<Option<(Request, u64)>>,
+    /// Direct placement, as the responder (an accepted connection): the gates handed out.
+    pub(super) gates: Mutex<super::direct::Gates>,
+    /// Direct placement, as the requester (a connection this process made): the grants held,
+    /// by (requester NIC, requester QP, rkey).
+    pub(super) grants: Mutex<HashMap<(u32, u32, u32), Arc<super::direct::Grant>>>,
+    /// The fabric's count of direct placements ([`Wire::placed`]).
+    pub(crate) placed: Arc<AtomicU64>,
     wire: Weak<Wire>,
 }
 
@@ -284,6 +291,9 @@ impl Conn {
             progress: AtomicU64::new(now_ns()),
             peer_wake: w,
             held: Mutex::new(None),
+            gates: Mutex::default(),
+            grants: Mutex::default(),
+            placed: wire.placed.clone(),
             wire: Arc::downgrade(wire),
         }
     }
@@ -745,18 +755,39 @@ impl Conn {
         super::ring::set_polled(&self.seg, dirs(self.accepted).1, now);
     }
 
+    /// Gate `i` of direct placement in the connection's segment.
+    pub(crate) fn gate(&self, i: u16) -> Option<&super::ring::Gate> {
+        self.seg.gate(i)
+    }
+
     /// Waits for the socket to end (the peer's process ended or closed it), then marks the
-    /// connection dead. Anything the peer writes on the socket after the handshake breaks the
+    /// connection dead. After the handshake the socket carries only grants of direct placement
+    /// (`super::direct`), from the acceptor to the connector; anything else breaks the
     /// protocol and closes the connection too.
     fn watch(&self) {
-        let mut b = [0u8; 1];
+        use super::direct::GRANT_FRAME_BYTES;
         loop {
-            match rustix::io::read(&self.sock, &mut b) {
-                Err(rustix::io::Errno::INTR) => continue,
-                Ok(0) | Err(_) => break,
-                Ok(_) => {
-                    self.broken("it wrote on the socket after the handshake");
+            match recv_with_fds::<GRANT_FRAME_BYTES>(&self.sock) {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Ok(None) => break,
+                Err(e) => {
+                    if !matches!(e.kind(), io::ErrorKind::UnexpectedEof | io::ErrorKind::ConnectionReset) {
+                        self.broken(&format!("reading its socket: {e}"));
+                    }
                     break;
+                }
+                Ok(Some((frame, fds))) => {
+                    let mut fds = fds.into_iter();
+                    let fd = fds.next();
+                    let checked = if fds.next().is_some() {
+                        Err("a grant with more than one descriptor".to_string())
+                    } else {
+                        self.accept_grant(&frame, fd)
+                    };
+                    if let Err(why) = checked {
+                        self.broken(&why);
+                        break;
+                    }
                 }
             }
         }
@@ -927,6 +958,8 @@ pub(crate) struct Wire {
     out: Mutex<HashMap<u64, Arc<Conn>>>,
     /// Connections made to peer fabrics so far (a statistic: `Fabric::stats`).
     made: AtomicU64,
+    /// WRITEs and READs placed directly (`super::direct`), counted by the connections.
+    placed: Arc<AtomicU64>,
     /// Every live connection, both ways (the engine serves them).
     conns: Mutex<Vec<Arc<Conn>>>,
     /// Moves when a connection is added or dies (see [`Wire::conns`]).
@@ -1221,6 +1254,7 @@ impl Wire {
             responses: Mutex::new(HashMap::default()),
             out: Mutex::new(HashMap::default()),
             made: AtomicU64::new(0),
+            placed: Arc::default(),
             conns: Mutex::new(Vec::new()),
             conns_gen: AtomicU64::new(0),
             inbound: Arc::new(AtomicUsize::new(0)),
@@ -1467,6 +1501,11 @@ impl Wire {
     /// How many connections this process has made to peer fabrics (each reconnection counts).
     pub(crate) fn connections_made(&self) -> u64 {
         self.made.load(Ordering::Relaxed)
+    }
+
+    /// How many WRITEs and READs this process placed directly into peers' regions.
+    pub(crate) fn placed(&self) -> u64 {
+        self.placed.load(Ordering::Relaxed)
     }
 
     /// The outstanding requests of the requester (`nic`, `qpn`), which its engine keeps (one

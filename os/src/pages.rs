@@ -1,0 +1,333 @@
+//! Moving a program's private memory onto pages another process can map (Linux).
+//!
+//! A verbs program registers memory it allocated itself — private anonymous pages no other
+//! process can map. The software NIC places a peer's RDMA WRITE or READ directly into such a
+//! region, without waking the process that owns it, once the region lives on a memfd it can
+//! hand to the peer. [`SharedPages::share`] moves a page-aligned range there in place: the
+//! bytes are copied to a new memfd, whose mapping then replaces the range atomically
+//! (`mremap` with `MREMAP_FIXED`: the range is never unmapped in between), at the same
+//! address, with the same contents. Dropping it moves the range back onto private anonymous
+//! pages the same way, so a peer that kept its mapping of the memfd can no longer reach the
+//! program's memory.
+//!
+//! Only ranges that are wholly private, anonymous, readable and writable are moved (a file's
+//! pages, a shared mapping, the stack, a GPU's host-mapped memory stay where they are), and
+//! only whole pages, so nothing beside the range changes. The range is marked
+//! `MADV_DONTFORK`, as rdma-core marks registered memory when it is asked to be fork-safe: a
+//! child does not share these pages with its parent behind its back (it does not get them).
+//! What a program must not do — and has no reason to — is write the range from another thread
+//! *while* it is moved (during the registration or deregistration call): such a write can be
+//! lost.
+
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+
+use rustix::fs::{MemfdFlags, SealFlags};
+use rustix::mm::{Advice, MapFlags, MremapFlags, ProtFlags};
+
+/// The page size (4 KiB on the machines gda runs on; read from the kernel).
+#[must_use]
+pub fn page_size() -> usize {
+    rustix::param::page_size()
+}
+
+/// A range of the program's memory moved onto a memfd ([`SharedPages::share`]); moved back
+/// onto private pages when dropped.
+#[derive(Debug)]
+pub struct SharedPages {
+    addr: usize,
+    len: usize,
+    fd: OwnedFd,
+}
+
+impl SharedPages {
+    /// Moves `[addr, addr + len)` onto a new memfd, keeping its address and contents.
+    /// `Ok(None)` when the range is not page-aligned whole pages, or not wholly private
+    /// anonymous read-write memory of this process.
+    ///
+    /// # Safety
+    /// The range is memory of this process; no other thread writes it during the call.
+    pub unsafe fn share(addr: usize, len: usize) -> io::Result<Option<Self>> {
+        let page = page_size();
+        if len == 0 || addr % page != 0 || len % page != 0 || addr.checked_add(len).is_none() {
+            return Ok(None);
+        }
+        if !private_anonymous(addr, len)? {
+            return Ok(None);
+        }
+        let fd = rustix::fs::memfd_create(
+            "gda-sim-region",
+            MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING,
+        )?;
+        rustix::fs::ftruncate(&fd, len as u64)?;
+        // A peer that maps it can rely on its size: nobody can shrink it under a mapping.
+        rustix::fs::fcntl_add_seals(&fd, SealFlags::SHRINK | SealFlags::GROW | SealFlags::SEAL)?;
+        // SAFETY: a new mapping of the new memfd, anywhere.
+        let staged = unsafe {
+            rustix::mm::mmap(
+                std::ptr::null_mut(),
+                len,
+                ProtFlags::READ | ProtFlags::WRITE,
+                MapFlags::SHARED,
+                &fd,
+                0,
+            )?
+        };
+        // SAFETY: the caller's range is mapped and readable (checked above), `staged` is ours.
+        unsafe {
+            std::ptr::copy_nonoverlapping(addr as *const u8, staged.cast::<u8>(), len);
+        }
+        // SAFETY: `staged` (ours) replaces the caller's range in one step.
+        let moved = unsafe {
+            rustix::mm::mremap_fixed(staged, len, len, MremapFlags::MAYMOVE, addr as *mut _)
+        };
+        if let Err(e) = moved {
+            // SAFETY: ours, still where it was.
+            let _ = unsafe { rustix::mm::munmap(staged, len) };
+            return Err(e.into());
+        }
+        // SAFETY: the range is ours now; failing leaves it shared with a child, as before.
+        let _ = unsafe { rustix::mm::madvise(addr as *mut _, len, Advice::LinuxDontFork) };
+        Ok(Some(Self { addr, len, fd }))
+    }
+
+    /// The memfd holding the range (offset 0 is `addr`).
+    #[must_use]
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+
+    /// The range's first byte.
+    #[must_use]
+    pub fn addr(&self) -> usize {
+        self.addr
+    }
+
+    /// The range's length in bytes.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Never: a shared range has at least one page.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    fn unshare(&self) -> io::Result<()> {
+        // The program may have unmapped the range (or mapped something else there) while it was
+        // registered, against the rules of registration: then there is nothing to move back.
+        let inode = rustix::fs::fstat(&self.fd)?.st_ino.to_string();
+        let maps = std::fs::read_to_string("/proc/self/maps")?;
+        if !covered_by(&maps, self.addr, self.addr + self.len, |perms, ino, _| {
+            perms.ends_with('s') && ino == inode
+        }) {
+            return Ok(());
+        }
+        // SAFETY: a new private mapping, anywhere.
+        let staged = unsafe {
+            rustix::mm::mmap_anonymous(
+                std::ptr::null_mut(),
+                self.len,
+                ProtFlags::READ | ProtFlags::WRITE,
+                MapFlags::PRIVATE,
+            )?
+        };
+        // SAFETY: the range is still our memfd's mapping (the program keeps it mapped while
+        // registered; see the module's rules), `staged` is ours.
+        unsafe {
+            std::ptr::copy_nonoverlapping(self.addr as *const u8, staged.cast::<u8>(), self.len);
+        }
+        // SAFETY: as in `share`.
+        let moved = unsafe {
+            rustix::mm::mremap_fixed(
+                staged,
+                self.len,
+                self.len,
+                MremapFlags::MAYMOVE,
+                self.addr as *mut _,
+            )
+        };
+        if let Err(e) = moved {
+            // SAFETY: ours, still where it was.
+            let _ = unsafe { rustix::mm::munmap(staged, self.len) };
+            return Err(e.into());
+        }
+        Ok(())
+    }
+}
+
+impl Drop for SharedPages {
+    /// Moves the range back onto private anonymous pages. If that fails (no memory for the
+    /// copy), the range stays on the memfd: the program's memory is intact either way.
+    fn drop(&mut self) {
+        let _ = self.unshare();
+    }
+}
+
+/// Whether every page of `[addr, addr + len)` is in a private anonymous read-write mapping of
+/// this process (`/proc/self/maps`: no file, or the heap).
+fn private_anonymous(addr: usize, len: usize) -> io::Result<bool> {
+    let maps = std::fs::read_to_string("/proc/self/maps")?;
+    Ok(covered(&maps, addr, addr + len))
+}
+
+/// Whether the private anonymous read-write mappings listed in `maps` (the `/proc/<pid>/maps`
+/// format) cover `[start, end)` without a gap.
+fn covered(maps: &str, start: usize, end: usize) -> bool {
+    covered_by(maps, start, end, |perms, inode, path| {
+        perms.starts_with("rw")
+            && perms.ends_with('p')
+            && inode == "0"
+            && (path.is_empty() || path == "[heap]")
+    })
+}
+
+/// Whether mappings listed in `maps` for which `qualifies(perms, inode, path)` holds cover
+/// `[start, end)` without a gap.
+fn covered_by(
+    maps: &str,
+    start: usize,
+    end: usize,
+    qualifies: impl Fn(&str, &str, &str) -> bool,
+) -> bool {
+    let mut at = start;
+    for line in maps.lines() {
+        let mut f = line.split_ascii_whitespace();
+        let (Some(range), Some(perms), Some(_off), Some(_dev), Some(inode)) =
+            (f.next(), f.next(), f.next(), f.next(), f.next())
+        else {
+            continue;
+        };
+        let path = f.next().unwrap_or("");
+        let Some((lo, hi)) = range.split_once('-') else {
+            continue;
+        };
+        let (Ok(lo), Ok(hi)) = (
+            usize::from_str_radix(lo, 16),
+            usize::from_str_radix(hi, 16),
+        ) else {
+            continue;
+        };
+        if hi <= at || lo > at {
+            continue;
+        }
+        if !qualifies(perms, inode, path) {
+            return false;
+        }
+        at = hi;
+        if at >= end {
+            return true;
+        }
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_private_anonymous_mappings_cover_a_range() {
+        let maps = "\
+1000-3000 rw-p 00000000 00:00 0 \n\
+3000-4000 rw-p 00000000 00:00 0 [heap]\n\
+4000-5000 rw-s 00000000 00:01 77 /memfd:x (deleted)\n\
+5000-6000 r--p 00000000 00:00 0 \n\
+7000-8000 rw-p 00000000 00:00 0 [stack]\n";
+        assert!(covered(maps, 0x1000, 0x4000));
+        assert!(covered(maps, 0x2000, 0x3000));
+        assert!(!covered(maps, 0x2000, 0x5000), "a shared mapping");
+        assert!(!covered(maps, 0x5000, 0x6000), "read-only");
+        assert!(!covered(maps, 0x6000, 0x7000), "a hole");
+        assert!(!covered(maps, 0x7000, 0x8000), "the stack");
+        assert!(!covered(maps, 0x3000, 0x9000), "runs past the end");
+    }
+
+    #[test]
+    fn a_shared_range_keeps_its_address_and_bytes_both_ways() {
+        let page = page_size();
+        let len = 3 * page;
+        // SAFETY: a private anonymous mapping of our own.
+        let p = unsafe {
+            rustix::mm::mmap_anonymous(
+                std::ptr::null_mut(),
+                len,
+                ProtFlags::READ | ProtFlags::WRITE,
+                MapFlags::PRIVATE,
+            )
+        }
+        .unwrap()
+        .cast::<u8>();
+        // SAFETY: ours.
+        let bytes = unsafe { std::slice::from_raw_parts_mut(p, len) };
+        for (i, b) in bytes.iter_mut().enumerate() {
+            *b = (i % 251) as u8;
+        }
+        // SAFETY: ours, no other thread.
+        let s = unsafe { SharedPages::share(p as usize, len) }.unwrap().unwrap();
+        assert_eq!(s.addr(), p as usize);
+        assert!(bytes.iter().enumerate().all(|(i, b)| *b == (i % 251) as u8));
+        // Another mapping of the memfd sees the range and writes into it.
+        // SAFETY: a new shared mapping of the memfd.
+        let q = unsafe {
+            rustix::mm::mmap(
+                std::ptr::null_mut(),
+                len,
+                ProtFlags::READ | ProtFlags::WRITE,
+                MapFlags::SHARED,
+                s.fd(),
+                0,
+            )
+        }
+        .unwrap()
+        .cast::<u8>();
+        // SAFETY: the other mapping, `len` bytes.
+        unsafe { q.add(page + 5).write_volatile(0xee) };
+        // SAFETY: reading our own range.
+        assert_eq!(unsafe { p.add(page + 5).read_volatile() }, 0xee);
+        assert!(!private_anonymous(p as usize, len).unwrap(), "now a shared mapping");
+        drop(s);
+        assert!(private_anonymous(p as usize, len).unwrap(), "moved back");
+        // SAFETY: the other mapping still points at the memfd, no longer at our range.
+        unsafe { q.add(7).write_volatile(0xdd) };
+        // SAFETY: reading our own range.
+        assert_eq!(unsafe { p.add(7).read_volatile() }, 7);
+        assert_eq!(unsafe { p.add(page + 5).read_volatile() }, 0xee);
+        // SAFETY: both ours.
+        unsafe {
+            rustix::mm::munmap(q.cast(), len).unwrap();
+            rustix::mm::munmap(p.cast(), len).unwrap();
+        }
+    }
+
+    #[test]
+    fn unaligned_or_file_backed_ranges_are_left_alone() {
+        let page = page_size();
+        let v = vec![0u8; 4 * page];
+        let a = v.as_ptr() as usize;
+        // SAFETY: our own vector; nothing moves for a misaligned start.
+        assert!(unsafe { SharedPages::share(a | 1, page) }.unwrap().is_none());
+        // SAFETY: as above; not whole pages.
+        assert!(unsafe { SharedPages::share(a & !(page - 1), page + 1) }.unwrap().is_none());
+        let fd = rustix::fs::memfd_create("t", MemfdFlags::CLOEXEC).unwrap();
+        rustix::fs::ftruncate(&fd, page as u64).unwrap();
+        // SAFETY: a new shared mapping.
+        let m = unsafe {
+            rustix::mm::mmap(
+                std::ptr::null_mut(),
+                page,
+                ProtFlags::READ | ProtFlags::WRITE,
+                MapFlags::SHARED,
+                &fd,
+                0,
+            )
+        }
+        .unwrap();
+        // SAFETY: ours; a shared mapping is not moved.
+        assert!(unsafe { SharedPages::share(m as usize, page) }.unwrap().is_none());
+        // SAFETY: ours.
+        unsafe { rustix::mm::munmap(m, page).unwrap() };
+    }
+}

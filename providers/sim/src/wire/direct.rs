@@ -1,0 +1,410 @@
+//! Direct placement: RDMA WRITEs and READs between processes that do not wait for the
+//! responder's engine.
+//!
+//! A request travels to the responder's engine, which must be running to execute it. A verbs
+//! program that waits for a peer's WRITE by spinning on its own memory (as `ib_write_lat`
+//! does) never enters the library, so its engine must be woken — tens of microseconds on a
+//! busy machine — and a WRITE's payload is copied twice (into the ring, out of it).
+//!
+//! So the responder may *grant* a connected requester QP direct access to a region, and the
+//! requester then places that QP's WRITEs into it and takes its READs from it itself, under
+//! rules the responder set and can withdraw:
+//!
+//! - **What can be granted.** A region registered on a process fabric with remote READ or WRITE
+//!   rights whose memory could be moved onto a memfd ([`gda_os::pages::SharedPages`]:
+//!   page-aligned whole pages of private anonymous memory — what `ibv_reg_mr` of a buffer from
+//!   `memalign`/`mmap` gives). `GDA_SIM_DIRECT=0` turns it off.
+//! - **When.** After the responder's engine has executed a WRITE or READ from that QP on that
+//!   region itself, with every check a request passes (the QP's state and connected peer, its
+//!   PSN, the PD, the rkey, the bounds, the rights): the grant names the requester QP, the
+//!   responder QP and the rkey, the region's bounds and the rights it gives (READ, WRITE), and
+//!   comes with the memfd, over the connection's socket (frame 7, below).
+//! - **Under what rules.** The requester uses a grant only for a WRITE without immediate or a
+//!   READ, wholly inside the bounds, with the rights it gives, from the QP it names to the QP
+//!   it names, and only when nothing of that QP is in flight on the wire (RC's order: a direct
+//!   WRITE never overtakes a request before it). Each grant has a *gate* in the connection's
+//!   segment ([`super::ring::Gate`]): the requester counts itself in (`inflight`), checks the
+//!   gate still holds the grant's value, copies, and counts itself out; placed, the WQE
+//!   completes at once. A direct WRITE or READ takes no PSN, so the responder's expectations
+//!   for what comes on the wire are unchanged.
+//! - **Withdrawal.** The responder closes a grant's gate when its QP leaves RTR/RTS or is
+//!   destroyed, and when the region is deregistered; the requester finds it closed, drops its
+//!   mapping and sends the request on the wire, where the responder answers as it would any
+//!   request (a retry-exceeded error from a QP that is gone, a remote access error from a key
+//!   that is). Deregistration waits for placements in progress (at most the wire timeout, and
+//!   not for a peer whose connection is dead) and then moves the memory back onto private
+//!   pages: whatever a peer still holds maps the memfd, no longer the program's memory.
+//!
+//! **Grant** frame (kind 7, 48-byte body, the region's memfd attached; acceptor → connector on
+//! the socket, the only thing written there after the handshake): 0 the requester's NIC, 4 its
+//! QP, 8 the responder's NIC, 12 its QP, 16 rkey, 20 rights (bit 0 READ, bit 1 WRITE), 24 the
+//! region's address in the responder (u64), 32 its length (u64, the memfd's first bytes),
+//! 40 gate (u16), 42 reserved, 44 the gate's value while the grant holds (u32, never 0). A
+//! connector checks the frame, the memfd's seals (it cannot shrink) and size before it maps
+//! it; a frame that fails a check closes the connection.
+
+use std::collections::HashMap;
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::{Duration, Instant};
+
+use gda_os::pages::SharedPages;
+
+use super::transport::Conn;
+use super::{HEADER_BYTES, MAGIC, VERSION};
+
+/// Frame kind of a grant.
+pub(crate) const KIND_GRANT: u16 = 7;
+const GRANT_BODY_BYTES: usize = 48;
+/// A grant frame, header and body.
+pub(crate) const GRANT_FRAME_BYTES: usize = HEADER_BYTES + GRANT_BODY_BYTES;
+/// The largest region a grant may name (a bound on what a peer can make this process map).
+const MAX_REGION_BYTES: u64 = 1 << 40;
+const RIGHT_READ: u32 = 1;
+const RIGHT_WRITE: u32 = 2;
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Whether registrations on process fabrics move their pages onto memfds (`GDA_SIM_DIRECT`,
+/// on unless `0`).
+pub(crate) fn enabled() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("GDA_SIM_DIRECT").map_or(true, |v| v.trim() != "0"))
+}
+
+/// (requester NIC, requester QP, responder NIC, responder QP, rkey).
+pub(crate) type GrantKey = (u32, u32, u32, u32, u32);
+
+/// A registered region whose memory is on a memfd, and the grants peers hold of it.
+#[derive(Debug)]
+pub(crate) struct SharedRegion {
+    pages: Mutex<Option<SharedPages>>,
+    grants: Grants,
+}
+
+/// Grants handed out (a region's, or a responder QP's), each closed once.
+#[derive(Debug, Default)]
+pub(crate) struct Grants(Mutex<Vec<GrantRef>>);
+
+/// A grant as the responder keeps it: which gate of which connection.
+#[derive(Debug)]
+pub(crate) struct GrantRef {
+    conn: Weak<Conn>,
+    gate: u16,
+    value: u32,
+}
+
+impl Grants {
+    fn push(&self, g: GrantRef) {
+        let mut v = lock(&self.0);
+        v.retain(|g| g.conn.strong_count() > 0);
+        v.push(g);
+    }
+
+    /// Closes every grant; with `wait`, waits until no placement through them is in progress
+    /// (at most `timeout` per connection, and not at all for a dead one).
+    pub(crate) fn close_all(&self, wait: Option<Duration>) {
+        let v = std::mem::take(&mut *lock(&self.0));
+        for g in v {
+            if let Some(c) = g.conn.upgrade() {
+                c.close_gate(g.gate, g.value, wait);
+            }
+        }
+    }
+}
+
+impl SharedRegion {
+    /// Moves `[addr, addr + len)` onto a memfd when it qualifies (see the module).
+    ///
+    /// # Safety
+    /// As [`SharedPages::share`].
+    pub(crate) unsafe fn new(addr: u64, len: u64) -> Option<Self> {
+        let (addr, len) = (usize::try_from(addr).ok()?, usize::try_from(len).ok()?);
+        // SAFETY: the caller's.
+        let pages = unsafe { SharedPages::share(addr, len) }.ok()??;
+        Some(Self {
+            pages: Mutex::new(Some(pages)),
+            grants: Grants::default(),
+        })
+    }
+
+    /// Closes every grant, waits for placements in progress, and moves the memory back onto
+    /// private pages (deregistration).
+    pub(crate) fn retire(&self, wait: Duration) {
+        // The pages first: an offer in progress holds their lock while it records its grant,
+        // so every grant is in the list by now, and none comes after.
+        let pages = lock(&self.pages).take();
+        self.grants.close_all(Some(wait));
+        drop(pages);
+    }
+}
+
+/// A connection's gates as the responder hands them out.
+#[derive(Default)]
+pub(crate) struct Gates {
+    /// The value the next grant's gate holds.
+    next_value: u32,
+    /// Gates never used yet start here.
+    fresh: u16,
+    free: Vec<u16>,
+    /// What was granted or found not grantable (`None`).
+    granted: HashMap<GrantKey, Option<u16>>,
+    by_gate: HashMap<u16, GrantKey>,
+}
+
+/// A grant as the requester holds it: the region mapped.
+pub(crate) struct Grant {
+    responder: (u32, u32),
+    addr: u64,
+    len: u64,
+    write: bool,
+    base: *mut u8,
+    pub(crate) gate: u16,
+    pub(crate) value: u32,
+}
+
+// SAFETY: the mapping is shared memory reached only by copies that tolerate concurrent writers.
+unsafe impl Send for Grant {}
+// SAFETY: as above.
+unsafe impl Sync for Grant {}
+
+impl Drop for Grant {
+    fn drop(&mut self) {
+        // SAFETY: our mapping of `len` bytes.
+        let _ = unsafe { rustix::mm::munmap(self.base.cast(), self.len as usize) };
+    }
+}
+
+impl Grant {
+    /// Where `[raddr, raddr + len)` of the responder is in this process, if the grant covers it
+    /// with the right asked for.
+    pub(crate) fn at(&self, responder: (u32, u32), raddr: u64, len: u64, write: bool) -> Option<*mut u8> {
+        let inside = raddr >= self.addr
+            && raddr
+                .checked_add(len)
+                .is_some_and(|end| end <= self.addr + self.len);
+        (inside && responder == self.responder && (self.write || !write))
+            // SAFETY: inside the mapping (checked).
+            .then(|| unsafe { self.base.add((raddr - self.addr) as usize) })
+    }
+}
+
+impl Conn {
+    /// The grant this process holds for requester `(nic, qpn)` and `rkey` (a connection this
+    /// process made).
+    pub(crate) fn grant(&self, key: (u32, u32, u32)) -> Option<Arc<Grant>> {
+        let g = lock(&self.grants);
+        if g.is_empty() {
+            return None;
+        }
+        g.get(&key).cloned()
+    }
+
+    /// Whether `key` was offered a grant (or found not grantable) already.
+    pub(crate) fn offered(&self, key: GrantKey) -> bool {
+        lock(&self.gates).granted.contains_key(&key)
+    }
+
+    /// Drops a grant found closed.
+    pub(crate) fn forget_grant(&self, key: (u32, u32, u32)) {
+        lock(&self.grants).remove(&key);
+    }
+
+    /// Offers requester QP `key.0, key.1` direct access to `mr` through responder QP
+    /// `key.2, key.3` (an accepted connection, after a request from it on `mr` succeeded).
+    pub(crate) fn offer(
+        self: &Arc<Self>,
+        key: GrantKey,
+        mr: &crate::mem::MrInner,
+        qp_grants: &Grants,
+    ) {
+        let mut gates = lock(&self.gates);
+        if gates.granted.contains_key(&key) {
+            return;
+        }
+        let region = mr.shared.as_ref().filter(|_| {
+            mr.access
+                .intersects(crate::mem::Access::REMOTE_READ | crate::mem::Access::REMOTE_WRITE)
+        });
+        let Some(region) = region else {
+            gates.granted.insert(key, None);
+            return;
+        };
+        // Held until the grant is recorded (see `SharedRegion::retire`).
+        let pages = lock(&region.pages);
+        let Some(pages) = pages.as_ref() else {
+            return;
+        };
+        let gate = match gates.free.pop() {
+            Some(g) => g,
+            None if gates.fresh < super::ring::GATES => {
+                gates.fresh += 1;
+                gates.fresh - 1
+            }
+            // Every gate in use: this one goes on the wire.
+            None => return,
+        };
+        gates.next_value = gates.next_value.wrapping_add(1).max(1);
+        let value = gates.next_value;
+        let Some(g) = self.seg.gate(gate) else {
+            return;
+        };
+        g.state.store(value, Ordering::SeqCst);
+        let mut rights = 0;
+        if mr.access.contains(crate::mem::Access::REMOTE_READ) {
+            rights |= RIGHT_READ;
+        }
+        if mr.access.contains(crate::mem::Access::REMOTE_WRITE) {
+            rights |= RIGHT_WRITE;
+        }
+        let mut f = [0u8; GRANT_FRAME_BYTES];
+        f[0..4].copy_from_slice(&MAGIC.to_le_bytes());
+        f[4..6].copy_from_slice(&VERSION.to_le_bytes());
+        f[6..8].copy_from_slice(&KIND_GRANT.to_le_bytes());
+        let b = &mut f[HEADER_BYTES..];
+        for (i, v) in [key.0, key.1, key.2, key.3, key.4, rights].into_iter().enumerate() {
+            b[4 * i..4 * i + 4].copy_from_slice(&v.to_le_bytes());
+        }
+        b[24..32].copy_from_slice(&mr.addr.to_le_bytes());
+        b[32..40].copy_from_slice(&mr.len.to_le_bytes());
+        b[40..42].copy_from_slice(&gate.to_le_bytes());
+        b[44..48].copy_from_slice(&value.to_le_bytes());
+        if super::transport::send_with_fds(&self.sock, &f, &[pages.fd()]).is_err() {
+            // The socket is full or gone: no grant now (a later request offers it again).
+            g.state.store(0, Ordering::SeqCst);
+            gates.free.push(gate);
+            return;
+        }
+        gates.granted.insert(key, Some(gate));
+        gates.by_gate.insert(gate, key);
+        drop(gates);
+        let r = |w| GrantRef {
+            conn: Arc::downgrade(self),
+            gate,
+            value: w,
+        };
+        region.grants.push(r(value));
+        qp_grants.push(r(value));
+    }
+
+    /// Closes gate `gate` if it still holds `value`; with `wait`, then waits (at most that
+    /// long, and not once the connection is dead) for placements through it to end.
+    pub(crate) fn close_gate(&self, gate: u16, value: u32, wait: Option<Duration>) {
+        let Some(g) = self.seg.gate(gate) else {
+            return;
+        };
+        // ORDERING: SeqCst pairs with the requester's SeqCst `inflight` increment and `state`
+        // load (`place`): either it sees the gate closed, or the load below sees it counted.
+        if g
+            .state
+            .compare_exchange(value, 0, Ordering::SeqCst, Ordering::SeqCst)
+            .is_err()
+        {
+            return;
+        }
+        if let Some(wait) = wait {
+            let until = Instant::now() + wait;
+            while g.inflight.load(Ordering::SeqCst) != 0 && !self.is_dead() && Instant::now() < until
+            {
+                std::thread::yield_now();
+            }
+        }
+        let mut gates = lock(&self.gates);
+        if let Some(key) = gates.by_gate.remove(&gate) {
+            gates.granted.remove(&key);
+        }
+        gates.free.push(gate);
+    }
+
+    /// Takes a grant frame (a connection this process made): checks it, maps the region.
+    pub(crate) fn accept_grant(&self, f: &[u8; GRANT_FRAME_BYTES], fd: Option<OwnedFd>) -> Result<(), String> {
+        let u32_at = |i: usize| u32::from_le_bytes(f[i..i + 4].try_into().unwrap_or_default());
+        let u64_at = |i: usize| u64::from_le_bytes(f[i..i + 8].try_into().unwrap_or_default());
+        if self.accepted {
+            return Err("it wrote on the socket after the handshake".into());
+        }
+        let kind = u16::from_le_bytes([f[6], f[7]]);
+        if u32_at(0) != MAGIC || u16::from_le_bytes([f[4], f[5]]) != VERSION || kind != KIND_GRANT {
+            return Err(format!("a frame of kind {kind} on the socket, not a grant"));
+        }
+        let b = HEADER_BYTES;
+        let key = (u32_at(b), u32_at(b + 4), u32_at(b + 16));
+        let responder = (u32_at(b + 8), u32_at(b + 12));
+        let rights = u32_at(b + 20);
+        let (addr, len) = (u64_at(b + 24), u64_at(b + 32));
+        let gate = u16::from_le_bytes([f[b + 40], f[b + 41]]);
+        let value = u32_at(b + 44);
+        let fd = fd.ok_or("a grant without its region")?;
+        if rights & (RIGHT_READ | RIGHT_WRITE) == 0 || rights & !(RIGHT_READ | RIGHT_WRITE) != 0 {
+            return Err(format!("a grant with rights {rights:#x}"));
+        }
+        if value == 0 || gate >= super::ring::GATES {
+            return Err("a grant naming no gate".into());
+        }
+        if len == 0 || len > MAX_REGION_BYTES || addr.checked_add(len).is_none() {
+            return Err(format!("a grant of {len} bytes at {addr:#x}"));
+        }
+        let seals = rustix::fs::fcntl_get_seals(&fd).map_err(|e| format!("a grant's region: {e}"))?;
+        let size = rustix::fs::fstat(&fd).map_err(|e| format!("a grant's region: {e}"))?.st_size;
+        if !seals.contains(rustix::fs::SealFlags::SHRINK) || u64::try_from(size).unwrap_or(0) < len {
+            return Err("a grant's region can shrink or is too small".into());
+        }
+        let write = rights & RIGHT_WRITE != 0;
+        let mut prot = rustix::mm::ProtFlags::READ;
+        if write {
+            prot |= rustix::mm::ProtFlags::WRITE;
+        }
+        // SAFETY: a new shared mapping of a memfd that cannot shrink below `len`.
+        let base = unsafe {
+            rustix::mm::mmap(
+                std::ptr::null_mut(),
+                len as usize,
+                prot,
+                rustix::mm::MapFlags::SHARED,
+                fd.as_fd(),
+                0,
+            )
+        }
+        .map_err(|e| format!("mapping a grant's region: {e}"))?;
+        let grant = Grant {
+            responder,
+            addr,
+            len,
+            write,
+            base: base.cast(),
+            gate,
+            value,
+        };
+        lock(&self.grants).insert(key, Arc::new(grant));
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_grant_covers_only_its_bounds_responder_and_rights() {
+        let g = Grant {
+            responder: (1, 2),
+            addr: 0x1000,
+            len: 0x100,
+            write: false,
+            base: std::ptr::NonNull::<u64>::dangling().as_ptr().cast(),
+            gate: 0,
+            value: 1,
+        };
+        assert!(g.at((1, 2), 0x1000, 0x100, false).is_some());
+        assert!(g.at((1, 2), 0x10ff, 1, false).is_some());
+        assert!(g.at((1, 2), 0x10ff, 2, false).is_none(), "past the end");
+        assert!(g.at((1, 2), 0xfff, 1, false).is_none(), "before the start");
+        assert!(g.at((1, 2), u64::MAX, 2, false).is_none(), "wraps");
+        assert!(g.at((1, 3), 0x1000, 1, false).is_none(), "another responder QP");
+        assert!(g.at((1, 2), 0x1000, 1, true).is_none(), "no WRITE right");
+        std::mem::forget(g);
+    }
+}
