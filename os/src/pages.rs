@@ -204,10 +204,8 @@ fn covered_by(
         let Some((lo, hi)) = range.split_once('-') else {
             continue;
         };
-        let (Ok(lo), Ok(hi)) = (
-            usize::from_str_radix(lo, 16),
-            usize::from_str_radix(hi, 16),
-        ) else {
+        let (Ok(lo), Ok(hi)) = (usize::from_str_radix(lo, 16), usize::from_str_radix(hi, 16))
+        else {
             continue;
         };
         if hi <= at || lo > at {
@@ -266,7 +264,9 @@ mod tests {
             *b = (i % 251) as u8;
         }
         // SAFETY: ours, no other thread.
-        let s = unsafe { SharedPages::share(p as usize, len) }.unwrap().unwrap();
+        let s = unsafe { SharedPages::share(p as usize, len) }
+            .unwrap()
+            .unwrap();
         assert_eq!(s.addr(), p as usize);
         assert!(bytes.iter().enumerate().all(|(i, b)| *b == (i % 251) as u8));
         // Another mapping of the memfd sees the range and writes into it.
@@ -287,13 +287,17 @@ mod tests {
         unsafe { q.add(page + 5).write_volatile(0xee) };
         // SAFETY: reading our own range.
         assert_eq!(unsafe { p.add(page + 5).read_volatile() }, 0xee);
-        assert!(!private_anonymous(p as usize, len).unwrap(), "now a shared mapping");
+        assert!(
+            !private_anonymous(p as usize, len).unwrap(),
+            "now a shared mapping"
+        );
         drop(s);
         assert!(private_anonymous(p as usize, len).unwrap(), "moved back");
         // SAFETY: the other mapping still points at the memfd, no longer at our range.
         unsafe { q.add(7).write_volatile(0xdd) };
         // SAFETY: reading our own range.
         assert_eq!(unsafe { p.add(7).read_volatile() }, 7);
+        // SAFETY: as above.
         assert_eq!(unsafe { p.add(page + 5).read_volatile() }, 0xee);
         // SAFETY: both ours.
         unsafe {
@@ -303,14 +307,50 @@ mod tests {
     }
 
     #[test]
+    fn a_range_unmapped_while_shared_is_left_alone_when_dropped() {
+        let len = 2 * page_size();
+        // SAFETY: a private anonymous mapping of our own.
+        let p = unsafe {
+            rustix::mm::mmap_anonymous(
+                std::ptr::null_mut(),
+                len,
+                ProtFlags::READ | ProtFlags::WRITE,
+                MapFlags::PRIVATE,
+            )
+        }
+        .unwrap();
+        // SAFETY: ours, no other thread.
+        let s = unsafe { SharedPages::share(p as usize, len) }
+            .unwrap()
+            .unwrap();
+        // SAFETY: ours (the program frees its buffer before deregistering it).
+        unsafe { rustix::mm::munmap(p, len).unwrap() };
+        // Nothing is copied from the hole (that would fault) and nothing is mapped there.
+        drop(s);
+        assert!(!covered(
+            &std::fs::read_to_string("/proc/self/maps").unwrap(),
+            p as usize,
+            p as usize + len
+        ));
+    }
+
+    #[test]
     fn unaligned_or_file_backed_ranges_are_left_alone() {
         let page = page_size();
         let v = vec![0u8; 4 * page];
         let a = v.as_ptr() as usize;
         // SAFETY: our own vector; nothing moves for a misaligned start.
-        assert!(unsafe { SharedPages::share(a | 1, page) }.unwrap().is_none());
+        assert!(
+            unsafe { SharedPages::share(a | 1, page) }
+                .unwrap()
+                .is_none()
+        );
         // SAFETY: as above; not whole pages.
-        assert!(unsafe { SharedPages::share(a & !(page - 1), page + 1) }.unwrap().is_none());
+        assert!(
+            unsafe { SharedPages::share(a & !(page - 1), page + 1) }
+                .unwrap()
+                .is_none()
+        );
         let fd = rustix::fs::memfd_create("t", MemfdFlags::CLOEXEC).unwrap();
         rustix::fs::ftruncate(&fd, page as u64).unwrap();
         // SAFETY: a new shared mapping.
@@ -326,7 +366,11 @@ mod tests {
         }
         .unwrap();
         // SAFETY: ours; a shared mapping is not moved.
-        assert!(unsafe { SharedPages::share(m as usize, page) }.unwrap().is_none());
+        assert!(
+            unsafe { SharedPages::share(m as usize, page) }
+                .unwrap()
+                .is_none()
+        );
         // SAFETY: ours.
         unsafe { rustix::mm::munmap(m, page).unwrap() };
     }

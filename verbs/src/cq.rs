@@ -499,13 +499,6 @@ fn idle_poll(fabric: &gda_sim::Fabric) {
     }
 }
 
-/// After a doorbell: the engine's pass runs in the posting thread (no other thread needs a
-/// core for the request to leave); the engine thread is woken only when no pass could run
-/// here.
-pub(crate) fn run_engine(fabric: &gda_sim::Fabric) {
-    fabric.after_doorbell();
-}
-
 /// The CQ behind an `ibv_cq_ex` (the `_ex` callbacks get only that).
 fn ex_cq<'a>(cq: *mut sys::ibv_cq_ex) -> Option<&'a Cq> {
     // SAFETY: the callbacks are only installed on our CQs.

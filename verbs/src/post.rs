@@ -300,9 +300,10 @@ impl Qp {
                 // quarter of its time).
                 self.after_post();
             } else {
-                // Large ones: the whole pass, which also writes what waits for room in the
-                // rings and takes the acknowledgements that free it.
-                crate::cq::run_engine(self.ctx.dev.nic.fabric());
+                // Large ones: this QP's step, and the whole pass too unless they were placed
+                // directly (the pass writes what waits for room in the rings and takes the
+                // acknowledgements that free it).
+                self.after_large_post();
             }
         }
         result

@@ -144,6 +144,11 @@ impl Qp {
         self.sim.after_post();
     }
 
+    /// [`Qp::after_post`] for large messages (see `gda_sim::Qp::after_large_post`).
+    pub(crate) fn after_large_post(&self) {
+        self.sim.after_large_post();
+    }
+
     /// The QP behind `qp`.
     ///
     /// # Safety

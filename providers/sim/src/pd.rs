@@ -69,10 +69,11 @@ impl Pd {
         // On a process fabric, memory peers may reach is moved onto a memfd when it can be
         // (page-aligned private pages), so they can place into it directly.
         let remote = access.intersects(Access::REMOTE_READ | Access::REMOTE_WRITE);
-        let shared = (remote && self.nic.fabric.inner.wire.is_some() && crate::wire::direct::enabled())
-            // SAFETY: the caller's memory, kept mapped while registered (the contract).
-            .then(|| unsafe { crate::wire::direct::SharedRegion::new(addr, len as u64) })
-            .flatten();
+        let shared =
+            (remote && self.nic.fabric.inner.wire.is_some() && crate::wire::direct::enabled())
+                // SAFETY: the caller's memory, kept mapped while registered (the contract).
+                .then(|| unsafe { crate::wire::direct::SharedRegion::new(addr, len as u64) })
+                .flatten();
         self.insert(addr, len as u64, access, None, shared)
     }
 

@@ -159,6 +159,13 @@ impl Qp {
         crate::engine::after_post_on(&self.fabric.inner, &self.inner);
     }
 
+    /// [`Qp::after_post`] for a post of large messages: the whole engine pass runs too when
+    /// this QP's step left requests on the wire (a large request is served sooner so); not
+    /// when they were placed directly into regions the peer granted.
+    pub fn after_large_post(&self) {
+        crate::engine::after_large_post_on(&self.fabric.inner, &self.inner);
+    }
+
     /// QP number.
     #[must_use]
     pub fn qpn(&self) -> u32 {

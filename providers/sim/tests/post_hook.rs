@@ -503,7 +503,10 @@ fn a_granted_region_takes_writes_and_reads_directly_until_it_is_deregistered() {
     mem.set(3, 0x5eed);
     // SAFETY: mapped until the end of the test, after the region.
     let remote = unsafe { p.pb.register(mem.0 as u64, mem.1, Access::ALL) };
-    assert!(mem.on_memfd(), "page-aligned private memory moves onto a memfd");
+    assert!(
+        mem.on_memfd(),
+        "page-aligned private memory moves onto a memfd"
+    );
     assert_eq!(mem.word(3), 0x5eed, "contents kept");
     let local = p._keep.0.alloc_mr(4096, Access::ALL);
     let mut sq = p.queue_running_both();
@@ -557,7 +560,10 @@ fn a_granted_region_takes_writes_and_reads_directly_until_it_is_deregistered() {
     let mut got = [0u8; 800];
     local.read(0, &mut got).unwrap();
     for i in 1..100usize {
-        assert_eq!(u64::from_le_bytes(got[i * 8..i * 8 + 8].try_into().unwrap()), i as u64 * 3);
+        assert_eq!(
+            u64::from_le_bytes(got[i * 8..i * 8 + 8].try_into().unwrap()),
+            i as u64 * 3
+        );
     }
     // Deregistered: back on private pages with its contents, the grant closed.
     drop(remote);

@@ -387,6 +387,31 @@ pub(crate) fn after_post_on(f: &FabricInner, qp: &Arc<QpInner>) {
     }
 }
 
+/// [`after_post_on`] for a post of large messages: this QP's step here, and the whole pass
+/// after it only when the step left requests of the QP on the wire (no grant of direct
+/// placement covered them): that pass writes what waits for room in the rings and takes the
+/// acknowledgements that free it, which a large request needs sooner than the program's next
+/// poll. Placed directly, a large WRITE or READ is complete after the step.
+pub(crate) fn after_large_post_on(f: &FabricInner, qp: &Arc<QpInner>) {
+    if f.wire.is_none() || f.chaos.is_some() {
+        after_doorbell(f);
+        return;
+    }
+    f.hooked.store(true, Ordering::Relaxed);
+    let wired = match f.try_turn() {
+        Some(_turn) => {
+            step(f, qp, None);
+            qp.exec
+                .try_lock()
+                .map_or(true, |ex| !ex.wire_out.is_empty())
+        }
+        None => true,
+    };
+    if wired {
+        after_doorbell(f);
+    }
+}
+
 /// A poster's doorbell left to the engine (`Fabric::defer_doorbell`): accepted when the
 /// engine thread will look at every queue within `DEFERRED_NAP_MAX` on its own — awake, or in
 /// a short nap (`nap_short`: after it, the engine runs a pass unless a program thread polls,

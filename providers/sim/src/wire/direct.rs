@@ -181,7 +181,13 @@ impl Drop for Grant {
 impl Grant {
     /// Where `[raddr, raddr + len)` of the responder is in this process, if the grant covers it
     /// with the right asked for.
-    pub(crate) fn at(&self, responder: (u32, u32), raddr: u64, len: u64, write: bool) -> Option<*mut u8> {
+    pub(crate) fn at(
+        &self,
+        responder: (u32, u32),
+        raddr: u64,
+        len: u64,
+        write: bool,
+    ) -> Option<*mut u8> {
         let inside = raddr >= self.addr
             && raddr
                 .checked_add(len)
@@ -265,7 +271,10 @@ impl Conn {
         f[4..6].copy_from_slice(&VERSION.to_le_bytes());
         f[6..8].copy_from_slice(&KIND_GRANT.to_le_bytes());
         let b = &mut f[HEADER_BYTES..];
-        for (i, v) in [key.0, key.1, key.2, key.3, key.4, rights].into_iter().enumerate() {
+        for (i, v) in [key.0, key.1, key.2, key.3, key.4, rights]
+            .into_iter()
+            .enumerate()
+        {
             b[4 * i..4 * i + 4].copy_from_slice(&v.to_le_bytes());
         }
         b[24..32].copy_from_slice(&mr.addr.to_le_bytes());
@@ -298,8 +307,7 @@ impl Conn {
         };
         // ORDERING: SeqCst pairs with the requester's SeqCst `inflight` increment and `state`
         // load (`place`): either it sees the gate closed, or the load below sees it counted.
-        if g
-            .state
+        if g.state
             .compare_exchange(value, 0, Ordering::SeqCst, Ordering::SeqCst)
             .is_err()
         {
@@ -307,7 +315,9 @@ impl Conn {
         }
         if let Some(wait) = wait {
             let until = Instant::now() + wait;
-            while g.inflight.load(Ordering::SeqCst) != 0 && !self.is_dead() && Instant::now() < until
+            while g.inflight.load(Ordering::SeqCst) != 0
+                && !self.is_dead()
+                && Instant::now() < until
             {
                 std::thread::yield_now();
             }
@@ -320,7 +330,11 @@ impl Conn {
     }
 
     /// Takes a grant frame (a connection this process made): checks it, maps the region.
-    pub(crate) fn accept_grant(&self, f: &[u8; GRANT_FRAME_BYTES], fd: Option<OwnedFd>) -> Result<(), String> {
+    pub(crate) fn accept_grant(
+        &self,
+        f: &[u8; GRANT_FRAME_BYTES],
+        fd: Option<OwnedFd>,
+    ) -> Result<(), String> {
         let u32_at = |i: usize| u32::from_le_bytes(f[i..i + 4].try_into().unwrap_or_default());
         let u64_at = |i: usize| u64::from_le_bytes(f[i..i + 8].try_into().unwrap_or_default());
         if self.accepted {
@@ -347,9 +361,13 @@ impl Conn {
         if len == 0 || len > MAX_REGION_BYTES || addr.checked_add(len).is_none() {
             return Err(format!("a grant of {len} bytes at {addr:#x}"));
         }
-        let seals = rustix::fs::fcntl_get_seals(&fd).map_err(|e| format!("a grant's region: {e}"))?;
-        let size = rustix::fs::fstat(&fd).map_err(|e| format!("a grant's region: {e}"))?.st_size;
-        if !seals.contains(rustix::fs::SealFlags::SHRINK) || u64::try_from(size).unwrap_or(0) < len {
+        let seals =
+            rustix::fs::fcntl_get_seals(&fd).map_err(|e| format!("a grant's region: {e}"))?;
+        let size = rustix::fs::fstat(&fd)
+            .map_err(|e| format!("a grant's region: {e}"))?
+            .st_size;
+        if !seals.contains(rustix::fs::SealFlags::SHRINK) || u64::try_from(size).unwrap_or(0) < len
+        {
             return Err("a grant's region can shrink or is too small".into());
         }
         let write = rights & RIGHT_WRITE != 0;
@@ -403,7 +421,10 @@ mod tests {
         assert!(g.at((1, 2), 0x10ff, 2, false).is_none(), "past the end");
         assert!(g.at((1, 2), 0xfff, 1, false).is_none(), "before the start");
         assert!(g.at((1, 2), u64::MAX, 2, false).is_none(), "wraps");
-        assert!(g.at((1, 3), 0x1000, 1, false).is_none(), "another responder QP");
+        assert!(
+            g.at((1, 3), 0x1000, 1, false).is_none(),
+            "another responder QP"
+        );
         assert!(g.at((1, 2), 0x1000, 1, true).is_none(), "no WRITE right");
         std::mem::forget(g);
     }

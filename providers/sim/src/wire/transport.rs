@@ -771,7 +771,10 @@ impl Conn {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Ok(None) => break,
                 Err(e) => {
-                    if !matches!(e.kind(), io::ErrorKind::UnexpectedEof | io::ErrorKind::ConnectionReset) {
+                    if !matches!(
+                        e.kind(),
+                        io::ErrorKind::UnexpectedEof | io::ErrorKind::ConnectionReset
+                    ) {
                         self.broken(&format!("reading its socket: {e}"));
                     }
                     break;
