@@ -585,3 +585,50 @@ fn a_granted_region_takes_writes_and_reads_directly_until_it_is_deregistered() {
     drop(sq);
     drop(local);
 }
+
+/// A grant ends with its responder QP: once that QP is in error, the requester's next WRITE to
+/// the granted region is not placed but goes on the wire, where the responder refuses it (a
+/// QP in error takes no requests: retry exceeded), and nothing lands.
+#[test]
+fn a_grant_ends_when_its_responder_qp_fails() {
+    use gda_hal::{SqError, WcStatus};
+    use std::time::{Duration, Instant};
+    let p = pair(1024, 256);
+    p.bring_up();
+    let mem = Pages::new(1);
+    // SAFETY: mapped until the end of the test, after the region.
+    let remote = unsafe { p.pb.register(mem.0 as u64, mem.1, Access::ALL) };
+    let mut sq = p.queue_running_both();
+    let (raddr, rkey) = (remote.addr(), remote.rkey());
+    let write = |sq: &mut SendQueue<Native>, v: u64| {
+        let b = v.to_le_bytes();
+        let wr = WorkRequest::Write {
+            remote: Remote { addr: raddr, rkey },
+            payload: Payload::Inline(&b),
+            imm: None,
+        };
+        sq.post(&wr, SendFlags::SIGNALED).unwrap();
+        sq.quiet()
+    };
+    let t = Instant::now();
+    let mut n = 0;
+    while p.a.stats().placed == 0 {
+        assert!(t.elapsed() < Duration::from_secs(5), "no grant in 5 s");
+        n += 1;
+        write(&mut sq, n).unwrap();
+    }
+    assert_eq!(mem.word(0), n);
+    p.qb.modify_error();
+    let placed = p.a.stats().placed;
+    assert!(matches!(
+        write(&mut sq, 99),
+        Err(SqError::Completion {
+            status: WcStatus::RetryExcErr,
+            ..
+        })
+    ));
+    assert_eq!(p.a.stats().placed, placed, "not placed");
+    assert_eq!(mem.word(0), n, "nothing landed");
+    drop(sq);
+    drop(remote);
+}

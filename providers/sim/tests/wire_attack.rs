@@ -233,6 +233,11 @@ impl Rings {
         Some((seqs, op))
     }
 
+    /// Whether the peer has written bytes not read yet.
+    fn pending(&self) -> bool {
+        self.counter(self.rx, 0).load(Ordering::Acquire) > self.tail
+    }
+
     /// Reads exactly `n` bytes (waiting up to 10 s).
     fn read(&mut self, n: usize) -> Option<Vec<u8>> {
         let t0 = Instant::now();
@@ -492,6 +497,79 @@ fn deregistering_during_a_peers_read_is_an_access_error_not_a_crash() {
             s => panic!("READ {i}: {s:?}"),
         }
     }
+    println!("success, remote access error: {seen:?}");
+}
+
+/// The same with the READ placed directly (`wire/direct.rs`): the requester copies from its
+/// mapping of the region the responder granted, while the responder deregisters the region
+/// (closing the grant, waiting for the copy in progress) and unmaps the memory. Neither side
+/// crashes, and the READ succeeds or fails with a remote access error.
+#[test]
+fn deregistering_during_a_placed_read_is_not_a_crash() {
+    const LEN: usize = 64 << 20;
+    let a = side(LEN);
+    let b = side(4096);
+    let mut seen = [0; 2];
+    let small = [Sge {
+        addr: a.mr.addr(),
+        length: 8,
+        lkey: a.mr.lkey(),
+    }];
+    for i in 0..8u64 {
+        let (qa, qa_cq) = extra_qp(&a);
+        let (qb, _qb_cq) = extra_qp(&b);
+        pair(&qa, &qb);
+        let buf = DmaBuf::new(LEN, 4096);
+        // SAFETY: `buf` outlives the region (dropped right after it, below).
+        let src = unsafe { b.pd.register(buf.addr(), LEN, Access::REMOTE_READ) };
+        let q = sq(&qa, &qa_cq, 30_000);
+        let remote = Remote {
+            addr: src.addr(),
+            rkey: src.rkey(),
+        };
+        // Small READs until one is placed (the grant came).
+        let placed = a.fabric.stats().placed;
+        let t = Instant::now();
+        while a.fabric.stats().placed == placed {
+            let read = WorkRequest::Read {
+                remote,
+                sges: &small,
+            };
+            q.post(&read, SendFlags::SIGNALED).unwrap();
+            assert_eq!(status_of(q.quiet()), WcStatus::Success);
+            assert!(t.elapsed() < Duration::from_secs(5), "no grant");
+        }
+        let whole = [Sge {
+            addr: a.mr.addr(),
+            length: LEN as u32,
+            lkey: a.mr.lkey(),
+        }];
+        let before = a.fabric.stats().placed;
+        q.post(
+            &WorkRequest::Read {
+                remote,
+                sges: &whole,
+            },
+            SendFlags::SIGNALED,
+        )
+        .unwrap();
+        std::thread::sleep(Duration::from_millis(i * i / 2));
+        drop(src);
+        drop(buf);
+        match status_of(q.quiet()) {
+            WcStatus::Success => {
+                assert_eq!(
+                    a.fabric.stats().placed,
+                    before + 1,
+                    "READ {i} was not placed"
+                );
+                seen[0] += 1;
+            }
+            WcStatus::RemAccessErr => seen[1] += 1,
+            s => panic!("READ {i}: {s:?}"),
+        }
+    }
+    assert_eq!(seen[0] + seen[1], 8);
     println!("success, remote access error: {seen:?}");
 }
 
@@ -1303,4 +1381,241 @@ fn a_fabric_vouches_only_for_the_secret_it_sent() {
         asked += 1;
     }
     assert_eq!(asked, 2);
+}
+
+// ---- direct placement: grants (`wire/direct.rs`) ----------------------------------------------
+
+const KIND_GRANT: u16 = 7;
+
+/// A sealed memfd of `len` bytes (what a responder grants), mapped here too.
+fn granted_memfd(len: usize, seal: bool) -> (OwnedFd, *mut u8) {
+    use rustix::fs::{MemfdFlags, SealFlags};
+    use rustix::mm::{MapFlags, ProtFlags};
+    let fd =
+        rustix::fs::memfd_create("grant", MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING).unwrap();
+    rustix::fs::ftruncate(&fd, len as u64).unwrap();
+    if seal {
+        rustix::fs::fcntl_add_seals(&fd, SealFlags::SHRINK | SealFlags::GROW).unwrap();
+    }
+    // SAFETY: a new shared mapping of the memfd.
+    let p = unsafe {
+        rustix::mm::mmap(
+            std::ptr::null_mut(),
+            len,
+            ProtFlags::READ | ProtFlags::WRITE,
+            MapFlags::SHARED,
+            &fd,
+            0,
+        )
+    }
+    .unwrap();
+    (fd, p.cast())
+}
+
+/// A grant frame: requester `(nic, qpn)`, responder `(nic, qpn)`, rkey, rights, region, gate.
+#[allow(clippy::too_many_arguments)]
+fn grant(
+    requester: Endpoint,
+    responder: (u32, u32),
+    rkey: u32,
+    rights: u32,
+    addr: u64,
+    len: u64,
+    gate: u16,
+    value: u32,
+) -> Vec<u8> {
+    let mut b = Vec::new();
+    for v in [
+        requester.nic,
+        requester.qpn,
+        responder.0,
+        responder.1,
+        rkey,
+        rights,
+    ] {
+        b.extend_from_slice(&v.to_le_bytes());
+    }
+    b.extend_from_slice(&addr.to_le_bytes());
+    b.extend_from_slice(&len.to_le_bytes());
+    b.extend_from_slice(&gate.to_le_bytes());
+    b.extend_from_slice(&[0, 0]);
+    b.extend_from_slice(&value.to_le_bytes());
+    frame(KIND_GRANT, &b, 0)
+}
+
+/// A grant is used only as far as it reaches: a WRITE inside it, from the QP it names to the
+/// QP it names, while its gate in the segment holds its value, lands in the granted memory and
+/// sends nothing on the wire (counted as placed); a WRITE past its end, one after the gate
+/// closed, and a READ it gives no right for go on the wire as requests.
+#[test]
+fn a_grant_is_used_only_inside_its_bounds_rights_and_open_gate() {
+    let (a, l, peer) = facing_fake_peer(0x6d_6d6d);
+    let q = sq(&a.qp, &a.cq, 10_000);
+    let write = |addr: u64| WorkRequest::Write {
+        remote: Remote { addr, rkey: 7 },
+        payload: Payload::Inline(b"8 bytes!"),
+        imm: None,
+    };
+    q.post(&write(0x1000), SendFlags::SIGNALED).unwrap();
+    let (s, mut rings, _ours) = welcome(&l, peer, a.fabric.id());
+    let (seq, op) = rings.request().unwrap();
+    assert_eq!(op, OP_WRITE);
+    let me = a.qp.endpoint();
+    assert!(rings.write_all(&response(me, seq[0], 0, &[])));
+    assert_eq!(status_of(q.quiet()), WcStatus::Success);
+    // Gate 3 opened with value 9 (the peer, as responder, owns the gates), then the grant:
+    // 4096 bytes at 0x1000, WRITE only (rights 2).
+    let base = rings.base as usize;
+    let gate = |v: u32| {
+        // SAFETY: gate 3's state word, in the segment's header page.
+        unsafe { &*((base + 1024 + 3 * 8) as *const std::sync::atomic::AtomicU32) }
+            .store(v, Ordering::SeqCst);
+    };
+    gate(9);
+    let (fd, mem) = granted_memfd(4096, true);
+    send_fds(
+        &s,
+        &grant(me, (0, 1), 7, 2, 0x1000, 4096, 3, 9),
+        &[fd.as_fd()],
+    );
+    let t = Instant::now();
+    loop {
+        q.post(&write(0x1000 + 8), SendFlags::SIGNALED).unwrap();
+        // Placed, or (the grant not taken yet) on the wire.
+        while a.fabric.stats().placed == 0 && !rings.pending() {
+            assert!(
+                t.elapsed() < Duration::from_secs(5),
+                "neither placed nor sent"
+            );
+        }
+        if a.fabric.stats().placed == 1 {
+            break;
+        }
+        let (seq, _) = rings.request().unwrap();
+        assert!(rings.write_all(&response(me, seq[0], 0, &[])));
+        assert_eq!(status_of(q.quiet()), WcStatus::Success);
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "the grant was not taken"
+        );
+    }
+    assert_eq!(status_of(q.quiet()), WcStatus::Success);
+    // SAFETY: inside the granted memory.
+    let landed = unsafe { std::slice::from_raw_parts(mem.add(8), 8) };
+    assert_eq!(landed, b"8 bytes!");
+    // Past the end: on the wire.
+    q.post(&write(0x1000 + 4092), SendFlags::SIGNALED).unwrap();
+    let (seq, op) = rings.request().unwrap();
+    assert_eq!(op, OP_WRITE);
+    assert!(rings.write_all(&response(me, seq[0], 0, &[])));
+    assert_eq!(status_of(q.quiet()), WcStatus::Success);
+    // A READ: the grant gives no READ right.
+    let sge = [Sge {
+        addr: a.mr.addr(),
+        length: 8,
+        lkey: a.mr.lkey(),
+    }];
+    let read = WorkRequest::Read {
+        remote: Remote {
+            addr: 0x1000,
+            rkey: 7,
+        },
+        sges: &sge,
+    };
+    q.post(&read, SendFlags::SIGNALED).unwrap();
+    let (seq, op) = rings.request().unwrap();
+    assert_eq!(op, OP_READ);
+    assert!(rings.write_all(&response(me, seq[0], 0, b"abcdefgh")));
+    assert_eq!(status_of(q.quiet()), WcStatus::Success);
+    // The gate closed: on the wire again, and the grant dropped.
+    gate(0);
+    q.post(&write(0x1000 + 16), SendFlags::SIGNALED).unwrap();
+    let (seq, op) = rings.request().unwrap();
+    assert_eq!(op, OP_WRITE);
+    assert!(rings.write_all(&response(me, seq[0], 0, &[])));
+    assert_eq!(status_of(q.quiet()), WcStatus::Success);
+    assert_eq!(
+        a.fabric.stats().placed,
+        1,
+        "only the one WRITE inside the open grant"
+    );
+    drop(q);
+}
+
+/// A grant that fails a check closes the connection: one without its memory, with rights that
+/// do not exist, naming a gate past the last, with memory that can shrink or is smaller than
+/// it says, or a frame of another kind on the socket.
+#[test]
+fn a_grant_that_fails_a_check_closes_the_connection() {
+    type Case = (
+        &'static str,
+        Box<dyn Fn(Endpoint) -> (Vec<u8>, Option<OwnedFd>)>,
+    );
+    let cases: Vec<Case> = vec![
+        (
+            "no memory",
+            Box::new(|me| (grant(me, (0, 1), 7, 3, 0x1000, 4096, 0, 1), None)),
+        ),
+        (
+            "unknown rights",
+            Box::new(|me| {
+                let fd = granted_memfd(4096, true).0;
+                (grant(me, (0, 1), 7, 4, 0x1000, 4096, 0, 1), Some(fd))
+            }),
+        ),
+        (
+            "a gate past the last",
+            Box::new(|me| {
+                let fd = granted_memfd(4096, true).0;
+                (grant(me, (0, 1), 7, 3, 0x1000, 4096, 384, 1), Some(fd))
+            }),
+        ),
+        (
+            "memory that can shrink",
+            Box::new(|me| {
+                let fd = granted_memfd(4096, false).0;
+                (grant(me, (0, 1), 7, 3, 0x1000, 4096, 0, 1), Some(fd))
+            }),
+        ),
+        (
+            "memory smaller than said",
+            Box::new(|me| {
+                let fd = granted_memfd(4096, true).0;
+                (grant(me, (0, 1), 7, 3, 0x1000, 8192, 0, 1), Some(fd))
+            }),
+        ),
+        (
+            "another kind",
+            Box::new(|me| {
+                let fd = granted_memfd(4096, true).0;
+                let mut f = grant(me, (0, 1), 7, 3, 0x1000, 4096, 0, 1);
+                f[6] = KIND_RESPONSE as u8;
+                (f, Some(fd))
+            }),
+        ),
+    ];
+    let mut compared = 0;
+    for (i, (what, make)) in cases.iter().enumerate() {
+        let (a, l, peer) = facing_fake_peer(0x6e_0000 + i as u32);
+        let q = sq(&a.qp, &a.cq, 10_000);
+        let wr = WorkRequest::Write {
+            remote: Remote {
+                addr: 0x1000,
+                rkey: 7,
+            },
+            payload: Payload::Inline(b"8 bytes!"),
+            imm: None,
+        };
+        q.post(&wr, SendFlags::SIGNALED).unwrap();
+        let (mut s, _rings, _ours) = welcome(&l, peer, a.fabric.id());
+        let (f, fd) = make(a.qp.endpoint());
+        match &fd {
+            Some(fd) => send_fds(&s, &f, &[fd.as_fd()]),
+            None => s.write_all(&f).unwrap(),
+        }
+        assert!(closed(&mut s), "{what}: the connection stayed open");
+        drop(q);
+        compared += 1;
+    }
+    assert_eq!(compared, cases.len());
 }

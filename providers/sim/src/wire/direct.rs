@@ -160,6 +160,7 @@ pub(crate) struct Grant {
     responder: (u32, u32),
     addr: u64,
     len: u64,
+    read: bool,
     write: bool,
     base: *mut u8,
     pub(crate) gate: u16,
@@ -192,7 +193,8 @@ impl Grant {
             && raddr
                 .checked_add(len)
                 .is_some_and(|end| end <= self.addr + self.len);
-        (inside && responder == self.responder && (self.write || !write))
+        let right = if write { self.write } else { self.read };
+        (inside && responder == self.responder && right)
             // SAFETY: inside the mapping (checked).
             .then(|| unsafe { self.base.add((raddr - self.addr) as usize) })
     }
@@ -337,9 +339,6 @@ impl Conn {
     ) -> Result<(), String> {
         let u32_at = |i: usize| u32::from_le_bytes(f[i..i + 4].try_into().unwrap_or_default());
         let u64_at = |i: usize| u64::from_le_bytes(f[i..i + 8].try_into().unwrap_or_default());
-        if self.accepted {
-            return Err("it wrote on the socket after the handshake".into());
-        }
         let kind = u16::from_le_bytes([f[6], f[7]]);
         if u32_at(0) != MAGIC || u16::from_le_bytes([f[4], f[5]]) != VERSION || kind != KIND_GRANT {
             return Err(format!("a frame of kind {kind} on the socket, not a grant"));
@@ -391,6 +390,7 @@ impl Conn {
             responder,
             addr,
             len,
+            read: rights & RIGHT_READ != 0,
             write,
             base: base.cast(),
             gate,
@@ -405,17 +405,23 @@ impl Conn {
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_grant_covers_only_its_bounds_responder_and_rights() {
-        let g = Grant {
+    /// A grant of 0x100 bytes at 0x1000 through responder QP (1, 2), mapped nowhere.
+    fn unmapped(read: bool, write: bool) -> std::mem::ManuallyDrop<Grant> {
+        std::mem::ManuallyDrop::new(Grant {
             responder: (1, 2),
             addr: 0x1000,
             len: 0x100,
-            write: false,
+            read,
+            write,
             base: std::ptr::NonNull::<u64>::dangling().as_ptr().cast(),
             gate: 0,
             value: 1,
-        };
+        })
+    }
+
+    #[test]
+    fn a_grant_covers_only_its_bounds_responder_and_rights() {
+        let g = unmapped(true, false);
         assert!(g.at((1, 2), 0x1000, 0x100, false).is_some());
         assert!(g.at((1, 2), 0x10ff, 1, false).is_some());
         assert!(g.at((1, 2), 0x10ff, 2, false).is_none(), "past the end");
@@ -426,6 +432,8 @@ mod tests {
             "another responder QP"
         );
         assert!(g.at((1, 2), 0x1000, 1, true).is_none(), "no WRITE right");
-        std::mem::forget(g);
+        let w = unmapped(false, true);
+        assert!(w.at((1, 2), 0x1000, 1, true).is_some());
+        assert!(w.at((1, 2), 0x1000, 1, false).is_none(), "no READ right");
     }
 }

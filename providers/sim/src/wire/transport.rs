@@ -766,6 +766,22 @@ impl Conn {
     /// protocol and closes the connection too.
     fn watch(&self) {
         use super::direct::GRANT_FRAME_BYTES;
+        if self.accepted {
+            // Nothing may come this way: a byte is enough to break the protocol.
+            let mut b = [0u8; 1];
+            loop {
+                match rustix::io::read(&self.sock, &mut b) {
+                    Err(rustix::io::Errno::INTR) => continue,
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {
+                        self.broken("it wrote on the socket after the handshake");
+                        break;
+                    }
+                }
+            }
+            self.kill();
+            return;
+        }
         loop {
             match recv_with_fds::<GRANT_FRAME_BYTES>(&self.sock) {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
