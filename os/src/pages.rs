@@ -340,17 +340,11 @@ mod tests {
         let v = vec![0u8; 4 * page];
         let a = v.as_ptr() as usize;
         // SAFETY: our own vector; nothing moves for a misaligned start.
-        assert!(
-            unsafe { SharedPages::share(a | 1, page) }
-                .unwrap()
-                .is_none()
-        );
+        let misaligned = unsafe { SharedPages::share(a | 1, page) };
+        assert!(misaligned.unwrap().is_none());
         // SAFETY: as above; not whole pages.
-        assert!(
-            unsafe { SharedPages::share(a & !(page - 1), page + 1) }
-                .unwrap()
-                .is_none()
-        );
+        let partial = unsafe { SharedPages::share(a & !(page - 1), page + 1) };
+        assert!(partial.unwrap().is_none());
         let fd = rustix::fs::memfd_create("t", MemfdFlags::CLOEXEC).unwrap();
         rustix::fs::ftruncate(&fd, page as u64).unwrap();
         // SAFETY: a new shared mapping.
