@@ -360,11 +360,8 @@ mod tests {
         }
         .unwrap();
         // SAFETY: ours; a shared mapping is not moved.
-        assert!(
-            unsafe { SharedPages::share(m as usize, page) }
-                .unwrap()
-                .is_none()
-        );
+        let shared = unsafe { SharedPages::share(m as usize, page) };
+        assert!(shared.unwrap().is_none());
         // SAFETY: ours.
         unsafe { rustix::mm::munmap(m, page).unwrap() };
     }
