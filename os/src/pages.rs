@@ -120,8 +120,8 @@ impl SharedPages {
         // registered, against the rules of registration: then there is nothing to move back.
         let inode = rustix::fs::fstat(&self.fd)?.st_ino.to_string();
         let maps = std::fs::read_to_string("/proc/self/maps")?;
-        if !covered_by(&maps, self.addr, self.addr + self.len, |perms, ino, _| {
-            perms.ends_with('s') && ino == inode
+        if !covered_by(&maps, self.addr, self.addr + self.len, |l| {
+            l.perms.ends_with('s') && l.inode == inode
         }) {
             return Ok(());
         }
@@ -176,26 +176,65 @@ fn private_anonymous(addr: usize, len: usize) -> io::Result<bool> {
 /// Whether the private anonymous read-write mappings listed in `maps` (the `/proc/<pid>/maps`
 /// format) cover `[start, end)` without a gap.
 fn covered(maps: &str, start: usize, end: usize) -> bool {
-    covered_by(maps, start, end, |perms, inode, path| {
-        perms.starts_with("rw")
-            && perms.ends_with('p')
-            && inode == "0"
-            && (path.is_empty() || path == "[heap]")
+    covered_by(maps, start, end, |l| {
+        l.perms.starts_with("rw")
+            && l.perms.ends_with('p')
+            && l.inode == "0"
+            && (l.path.is_empty() || l.path == "[heap]")
     })
 }
 
-/// Whether mappings listed in `maps` for which `qualifies(perms, inode, path)` holds cover
-/// `[start, end)` without a gap.
+/// Whether `[addr, addr + len)` is mapped shared and writable from `fd` at `offset`: the
+/// object behind a name is the one this process mapped there, not one put in its place.
+pub fn mapped_from(addr: usize, len: usize, fd: BorrowedFd<'_>, offset: u64) -> io::Result<bool> {
+    let st = rustix::fs::fstat(fd)?;
+    let inode = st.st_ino.to_string();
+    let dev = format!(
+        "{:02x}:{:02x}",
+        rustix::fs::major(st.st_dev),
+        rustix::fs::minor(st.st_dev)
+    );
+    let Some(end) = addr.checked_add(len) else {
+        return Ok(false);
+    };
+    let maps = std::fs::read_to_string("/proc/self/maps")?;
+    Ok(covered_by(&maps, addr, end, |l| {
+        // The file offset this line maps at `addr` (or at its own start, past `addr`) must be
+        // `offset` plus as far past `addr`.
+        let at = addr.max(l.lo);
+        let theirs = l.offset.checked_add((at - l.lo) as u64);
+        let ours = offset.checked_add((at - addr) as u64);
+        l.perms.starts_with("rw")
+            && l.perms.ends_with('s')
+            && l.inode == inode
+            && l.dev == dev
+            && theirs.is_some()
+            && theirs == ours
+    }))
+}
+
+/// One line of `/proc/<pid>/maps`.
+struct MapsLine<'a> {
+    lo: usize,
+    perms: &'a str,
+    offset: u64,
+    dev: &'a str,
+    inode: &'a str,
+    path: &'a str,
+}
+
+/// Whether mappings listed in `maps` whose lines `qualifies` cover `[start, end)` without a
+/// gap.
 fn covered_by(
     maps: &str,
     start: usize,
     end: usize,
-    qualifies: impl Fn(&str, &str, &str) -> bool,
+    qualifies: impl Fn(&MapsLine<'_>) -> bool,
 ) -> bool {
     let mut at = start;
     for line in maps.lines() {
         let mut f = line.split_ascii_whitespace();
-        let (Some(range), Some(perms), Some(_off), Some(_dev), Some(inode)) =
+        let (Some(range), Some(perms), Some(off), Some(dev), Some(inode)) =
             (f.next(), f.next(), f.next(), f.next(), f.next())
         else {
             continue;
@@ -204,14 +243,25 @@ fn covered_by(
         let Some((lo, hi)) = range.split_once('-') else {
             continue;
         };
-        let (Ok(lo), Ok(hi)) = (usize::from_str_radix(lo, 16), usize::from_str_radix(hi, 16))
-        else {
+        let (Ok(lo), Ok(hi), Ok(offset)) = (
+            usize::from_str_radix(lo, 16),
+            usize::from_str_radix(hi, 16),
+            u64::from_str_radix(off, 16),
+        ) else {
             continue;
         };
         if hi <= at || lo > at {
             continue;
         }
-        if !qualifies(perms, inode, path) {
+        let l = MapsLine {
+            lo,
+            perms,
+            offset,
+            dev,
+            inode,
+            path,
+        };
+        if !qualifies(&l) {
             return false;
         }
         at = hi;

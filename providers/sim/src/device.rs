@@ -205,10 +205,29 @@ impl<P: Modeled> Device for SimDevice<P> {
         }
         match *mem {
             // The engine reaches memory where it is: peers in other processes send requests
-            // that this process's engine executes, so a shared object needs nothing more.
-            MemoryDesc::Host { addr, len } | MemoryDesc::SharedHost { addr, len, .. } => {
+            // that this process's engine executes.
+            MemoryDesc::Host { addr, len } => {
                 // SAFETY: the caller keeps the memory valid (this function's contract).
                 Ok(unsafe { pd.register(addr as u64, len, access) })
+            }
+            // A shared object can also be granted to peers for direct placement as it is: the
+            // object is opened by name while the name exists (`Pd::register_file` checks it is
+            // the one mapped there).
+            MemoryDesc::SharedHost {
+                addr,
+                len,
+                object,
+                offset,
+                ..
+            } => {
+                let fd = rustix::shm::open(object, rustix::shm::OFlags::RDWR, rustix::fs::Mode::empty());
+                // SAFETY: the caller keeps the memory valid (this function's contract).
+                Ok(unsafe {
+                    match fd {
+                        Ok(fd) => pd.register_file(addr as u64, len, access, fd, offset as u64),
+                        Err(_) => pd.register(addr as u64, len, access),
+                    }
+                })
             }
             MemoryDesc::DmaBuf { .. } => Err(SimError::Unsupported(
                 "the software NIC has no dma-buf importer (register host memory)",

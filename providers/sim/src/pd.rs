@@ -72,8 +72,33 @@ impl Pd {
         let shared =
             (remote && self.nic.fabric.inner.wire.is_some() && crate::wire::direct::enabled())
                 // SAFETY: the caller's memory, kept mapped while registered (the contract).
-                .then(|| unsafe { crate::wire::direct::SharedRegion::new(addr, len as u64) })
+                .then(|| unsafe { crate::wire::direct::SharedRegion::moved(addr, len as u64) })
                 .flatten();
+        self.insert(addr, len as u64, access, None, shared)
+    }
+
+    /// [`Pd::register`] of memory the program mapped from a file other processes can map: `fd`
+    /// (a memfd or a POSIX shared-memory object) from `offset` on, mapped shared and writable at
+    /// `[addr, addr + len)`. On a process fabric, peers granted the region map the file
+    /// instead of having its pages moved (checked against `/proc/self/maps`; when the mapping is
+    /// not that file's, it is registered as [`Pd::register`] would).
+    ///
+    /// # Safety
+    /// As [`Pd::register`].
+    pub unsafe fn register_file(
+        &self,
+        addr: u64,
+        len: usize,
+        access: Access,
+        fd: std::os::fd::OwnedFd,
+        offset: u64,
+    ) -> Mr {
+        let remote = access.intersects(Access::REMOTE_READ | Access::REMOTE_WRITE);
+        let shared = (remote
+            && self.nic.fabric.inner.wire.is_some()
+            && crate::wire::direct::enabled())
+        .then(|| crate::wire::direct::SharedRegion::file(addr, len as u64, fd, offset))
+        .flatten();
         self.insert(addr, len as u64, access, None, shared)
     }
 

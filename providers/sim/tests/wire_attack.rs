@@ -1440,6 +1440,8 @@ fn grant(
     b.extend_from_slice(&gate.to_le_bytes());
     b.extend_from_slice(&[0, 0]);
     b.extend_from_slice(&value.to_le_bytes());
+    // The region's offset in the object.
+    b.extend_from_slice(&0u64.to_le_bytes());
     frame(KIND_GRANT, &b, 0)
 }
 
@@ -1560,7 +1562,7 @@ fn a_grant_that_fails_a_check_closes_the_connection() {
             "unknown rights",
             Box::new(|me| {
                 let fd = granted_memfd(4096, true).0;
-                (grant(me, (0, 1), 7, 4, 0x1000, 4096, 0, 1), Some(fd))
+                (grant(me, (0, 1), 7, 8, 0x1000, 4096, 0, 1), Some(fd))
             }),
         ),
         (

@@ -123,7 +123,7 @@ pub(super) fn execute_wire(
     // Nothing of this QP in flight: a WRITE or READ into a region its responder granted is
     // placed here and now (`crate::wire::direct`).
     if !behind && ex.wire_out.is_empty() && op.imm.is_none() {
-        if let Some(step) = conn.as_ref().and_then(|cn| place(cn, qp, op, kind, c, ep)) {
+        if let Some(step) = conn.as_ref().and_then(|cn| place(cn, qp, ex, op, kind, c, ep)) {
             return step;
         }
     }
@@ -357,15 +357,22 @@ pub(super) fn execute_wire(
 fn place(
     conn: &Conn,
     qp: &QpInner,
+    ex: &mut QpExec,
     op: &WqeOp,
     kind: OpKind,
     mut c: Cpl,
     ep: Endpoint,
 ) -> Option<Step> {
+    use crate::wire::direct::Right;
     let inline = op.inline.as_deref().filter(|d| !d.is_empty());
-    let (len, write) = match kind {
-        OpKind::Write => (inline.map_or(op.length(), |d| d.len() as u64), true),
-        OpKind::Read => (op.length(), false),
+    let (len, need) = match kind {
+        OpKind::Write => (inline.map_or(op.length(), |d| d.len() as u64), Right::Write),
+        OpKind::Read => (op.length(), Right::Read),
+        // Aligned, as the responder requires (a misaligned one gets its error there).
+        OpKind::Atomic => match op.atomic {
+            Some((_, w)) if op.remote.addr % u64::from(w) == 0 => (u64::from(w), Right::Atomic),
+            _ => return None,
+        },
         _ => return None,
     };
     if len == 0 {
@@ -373,7 +380,7 @@ fn place(
     }
     let key = (qp.nic.id, qp.qpn, op.remote.rkey);
     let grant = conn.grant(key)?;
-    let at = grant.at((ep.nic, ep.qpn), op.remote.addr, len, write)?;
+    let at = grant.at((ep.nic, ep.qpn), op.remote.addr, len, need)?;
     let gate = conn.gate(grant.gate)?;
     // ORDERING: SeqCst pairs with `Conn::close_gate`: either it sees this placement counted
     // and waits for it, or this load sees the gate closed.
@@ -386,31 +393,44 @@ fn place(
             self.0.fetch_sub(1, Ordering::Release);
         }
     }
-    let _out = Out(&gate.inflight);
+    let out = Out(&gate.inflight);
     if gate.state.load(Ordering::SeqCst) != grant.value {
         conn.forget_grant(key);
         return None;
     }
     let n = len as usize;
-    if write {
-        match inline {
-            // SAFETY: `at` has `n` bytes of the granted region (checked by `Grant::at`), a
-            // mapping the grant keeps; the inline bytes are the engine's.
-            Some(d) => unsafe { mmio::dma_copy(at, d.as_ptr(), n) },
-            None => {
-                let mut g = Gather::check(qp, op).ok()?;
-                // SAFETY: as above; the gather's local regions are pinned while read.
-                unsafe { g.copy(at, n) }.ok()?;
+    let step = match need {
+        Right::Write => {
+            match inline {
+                // SAFETY: `at` has `n` bytes of the granted region (checked by `Grant::at`), a
+                // mapping the grant keeps; the inline bytes are the engine's.
+                Some(d) => unsafe { mmio::dma_copy(at, d.as_ptr(), n) },
+                None => {
+                    let mut g = Gather::check(qp, op).ok()?;
+                    // SAFETY: as above; the gather's local regions are pinned while read.
+                    unsafe { g.copy(at, n) }.ok()?;
+                }
             }
+            Step::Complete(c, op.units, false)
         }
-    } else {
-        // SAFETY: `at` has `n` readable bytes of the granted region (checked).
-        unsafe { land_read(&qp.nic, qp.pd, &op.sges, &[(at.cast_const(), n)]) }.ok()?;
-        c.byte_len = n as u32;
-    }
+        Right::Read => {
+            // SAFETY: `at` has `n` readable bytes of the granted region (checked).
+            unsafe { land_read(&qp.nic, qp.pd, &op.sges, &[(at.cast_const(), n)]) }.ok()?;
+            c.byte_len = n as u32;
+            Step::Complete(c, op.units, false)
+        }
+        Right::Atomic => {
+            let (aop, width) = op.atomic?;
+            // SAFETY: `at` is an aligned operand of `width` bytes of the granted region
+            // (checked), updated only atomically, by every process that reaches it.
+            let old = unsafe { mmio::dma_atomic_rmw(at as u64, width, |v| aop.apply(v, width)) }?;
+            drop(out);
+            land_atomic(qp, ex, op, op.units, c, old)
+        }
+    };
     mmio::dma_publish();
     conn.placed.fetch_add(1, Ordering::Relaxed);
-    Some(Step::Complete(c, op.units, false))
+    Some(step)
 }
 
 /// The largest frame a step batches (`flush_batch`).
@@ -713,38 +733,50 @@ fn finish(
             crate::wire::pool::recycle(std::mem::take(&mut resp.payload));
         }
         Some((Some(OpKind::Atomic), op)) => {
-            let Some((aop, width)) = op.atomic else {
-                return fail(qp, c, WcStatus::LocQpOpErr);
-            };
-            c.opcode = super::atomic::wc_opcode(&aop);
-            c.byte_len = width;
-            let Some(local) = op.sges.first() else {
-                return fail(qp, c, WcStatus::LocQpOpErr);
-            };
-            // The same result buffer over and over: its key check is cached.
-            let m = match qp.nic.mrs.check_local_cached(
-                &mut ex.lcache,
-                qp.pd,
-                local.lkey,
-                local.addr,
-                u64::from(width),
-                Access::LOCAL_WRITE,
-            ) {
-                Ok(m) => m,
-                Err(e) => return fail(qp, c, local_fault(e)),
-            };
             let mut old = [0u8; 8];
             let n = resp.payload.len().min(8);
             old[..n].copy_from_slice(&resp.payload[..n]);
-            let (bytes, n) = qp.model().atomic_result(u64::from_le_bytes(old), width);
-            // SAFETY: checked above (LOCAL_WRITE, `width` bytes), pinned while written.
-            let landed = unsafe { dma_copy_pinned(&[m], local.addr as *mut u8, bytes.as_ptr(), n) };
-            mmio::dma_publish();
-            if let Err(e) = landed {
-                return fail(qp, c, local_fault(e));
-            }
+            return land_atomic(qp, ex, op, units, c, u64::from_le_bytes(old));
         }
         _ => {}
+    }
+    Step::Complete(c, units, false)
+}
+
+/// Completes the atomic `op` whose original value at the responder was `old`: the value (as
+/// the model returns it) goes to its local buffer, checked for LOCAL_WRITE and pinned while
+/// written; a local fault is its completion's status.
+fn land_atomic(qp: &QpInner, ex: &mut QpExec, op: &WqeOp, units: u32, mut c: Cpl, old: u64) -> Step {
+    let fail = |qp: &QpInner, c: Cpl, status: WcStatus| {
+        qp.set_error();
+        Step::Complete(Cpl { status, ..c }, units, true)
+    };
+    let Some((aop, width)) = op.atomic else {
+        return fail(qp, c, WcStatus::LocQpOpErr);
+    };
+    c.opcode = super::atomic::wc_opcode(&aop);
+    c.byte_len = width;
+    let Some(local) = op.sges.first() else {
+        return fail(qp, c, WcStatus::LocQpOpErr);
+    };
+    // The same result buffer over and over: its key check is cached.
+    let m = match qp.nic.mrs.check_local_cached(
+        &mut ex.lcache,
+        qp.pd,
+        local.lkey,
+        local.addr,
+        u64::from(width),
+        Access::LOCAL_WRITE,
+    ) {
+        Ok(m) => m,
+        Err(e) => return fail(qp, c, local_fault(e)),
+    };
+    let (bytes, n) = qp.model().atomic_result(old, width);
+    // SAFETY: checked above (LOCAL_WRITE, `width` bytes), pinned while written.
+    let landed = unsafe { dma_copy_pinned(&[m], local.addr as *mut u8, bytes.as_ptr(), n) };
+    mmio::dma_publish();
+    if let Err(e) = landed {
+        return fail(qp, c, local_fault(e));
     }
     Step::Complete(c, units, false)
 }
@@ -1015,12 +1047,13 @@ fn serve_run(
 /// the region it reached, if the region can be granted and was not offered to it before
 /// (`crate::wire::direct`).
 fn offer_grant(f: &FabricInner, c: &Arc<Conn>, responder: &mut Responder, req: &Request) {
-    let need = match req.op {
-        ReqOp::Write => Access::REMOTE_WRITE,
-        ReqOp::Read => Access::REMOTE_READ,
+    let (need, len) = match (req.op, req.atomic) {
+        (ReqOp::Write, _) => (Access::REMOTE_WRITE, req.len),
+        (ReqOp::Read, _) => (Access::REMOTE_READ, req.len),
+        (ReqOp::Atomic, Some((_, w))) => (Access::REMOTE_ATOMIC, u64::from(w)),
         _ => return,
     };
-    if req.len == 0 {
+    if len == 0 {
         return;
     }
     let key = (req.src_nic, req.src_qpn, req.dst_nic, req.dst_qpn, req.rkey);
@@ -1037,7 +1070,7 @@ fn offer_grant(f: &FabricInner, c: &Arc<Conn>, responder: &mut Responder, req: &
     if let Ok(mr) = rqp
         .nic
         .mrs
-        .check_remote_cached(keys, rqp.pd, req.rkey, req.raddr, req.len, need)
+        .check_remote_cached(keys, rqp.pd, req.rkey, req.raddr, len, need)
     {
         c.offer(key, mr, &rqp.grants);
     }

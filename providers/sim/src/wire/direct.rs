@@ -56,16 +56,46 @@ use super::{HEADER_BYTES, MAGIC, VERSION};
 
 /// Frame kind of a grant.
 pub(crate) const KIND_GRANT: u16 = 7;
-const GRANT_BODY_BYTES: usize = 48;
+const GRANT_BODY_BYTES: usize = 56;
 /// A grant frame, header and body.
 pub(crate) const GRANT_FRAME_BYTES: usize = HEADER_BYTES + GRANT_BODY_BYTES;
 /// The largest region a grant may name (a bound on what a peer can make this process map).
 const MAX_REGION_BYTES: u64 = 1 << 40;
 const RIGHT_READ: u32 = 1;
 const RIGHT_WRITE: u32 = 2;
+const RIGHT_ATOMIC: u32 = 4;
+const RIGHTS: u32 = RIGHT_READ | RIGHT_WRITE | RIGHT_ATOMIC;
+
+/// What a placement does with the granted memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Right {
+    Read,
+    Write,
+    Atomic,
+}
+
+impl Right {
+    fn bit(self) -> u32 {
+        match self {
+            Self::Read => RIGHT_READ,
+            Self::Write => RIGHT_WRITE,
+            Self::Atomic => RIGHT_ATOMIC,
+        }
+    }
+}
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Whether `fd` is a file on a tmpfs not made by `memfd_create` (a POSIX shared-memory
+/// object: `/dev/shm`).
+fn shm_object(fd: &OwnedFd) -> bool {
+    const TMPFS_MAGIC: i64 = 0x0102_1994;
+    let on_tmpfs = rustix::fs::fstatfs(fd).is_ok_and(|s| s.f_type as i64 == TMPFS_MAGIC);
+    // A memfd's path is "/memfd:<name> (deleted)".
+    let fd_path = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(fd));
+    on_tmpfs && std::fs::read_link(fd_path).is_ok_and(|p| !p.to_string_lossy().starts_with("/memfd:"))
 }
 
 /// Whether registrations on process fabrics move their pages onto memfds (`GDA_SIM_DIRECT`,
@@ -78,11 +108,37 @@ pub(crate) fn enabled() -> bool {
 /// (requester NIC, requester QP, responder NIC, responder QP, rkey).
 pub(crate) type GrantKey = (u32, u32, u32, u32, u32);
 
-/// A registered region whose memory is on a memfd, and the grants peers hold of it.
+/// A registered region whose memory peers can map, and the grants they hold of it.
 #[derive(Debug)]
 pub(crate) struct SharedRegion {
-    pages: Mutex<Option<SharedPages>>,
+    /// `None` once deregistered.
+    backing: Mutex<Option<Backing>>,
     grants: Grants,
+}
+
+/// Where a shareable region's memory lives.
+#[derive(Debug)]
+enum Backing {
+    /// Moved onto a memfd at registration (moved back at deregistration).
+    Moved(SharedPages),
+    /// A file the program mapped itself (a POSIX shared-memory object), at an offset.
+    File { fd: OwnedFd, offset: u64 },
+}
+
+impl Backing {
+    fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        match self {
+            Self::Moved(p) => p.fd(),
+            Self::File { fd, .. } => fd.as_fd(),
+        }
+    }
+
+    fn offset(&self) -> u64 {
+        match self {
+            Self::Moved(_) => 0,
+            Self::File { offset, .. } => *offset,
+        }
+    }
 }
 
 /// Grants handed out (a region's, or a responder QP's), each closed once.
@@ -121,24 +177,37 @@ impl SharedRegion {
     ///
     /// # Safety
     /// As [`SharedPages::share`].
-    pub(crate) unsafe fn new(addr: u64, len: u64) -> Option<Self> {
+    pub(crate) unsafe fn moved(addr: u64, len: u64) -> Option<Self> {
         let (addr, len) = (usize::try_from(addr).ok()?, usize::try_from(len).ok()?);
         // SAFETY: the caller's.
         let pages = unsafe { SharedPages::share(addr, len) }.ok()??;
-        Some(Self {
-            pages: Mutex::new(Some(pages)),
-            grants: Grants::default(),
-        })
+        Some(Self::with(Backing::Moved(pages)))
     }
 
-    /// Closes every grant, waits for placements in progress, and moves the memory back onto
-    /// private pages (deregistration).
+    /// A region that is `fd` from `offset` on, as mapped at `[addr, addr + len)` (checked).
+    pub(crate) fn file(addr: u64, len: u64, fd: OwnedFd, offset: u64) -> Option<Self> {
+        let (a, l) = (usize::try_from(addr).ok()?, usize::try_from(len).ok()?);
+        gda_os::pages::mapped_from(a, l, fd.as_fd(), offset)
+            .ok()
+            .filter(|m| *m)?;
+        Some(Self::with(Backing::File { fd, offset }))
+    }
+
+    fn with(b: Backing) -> Self {
+        Self {
+            backing: Mutex::new(Some(b)),
+            grants: Grants::default(),
+        }
+    }
+
+    /// Closes every grant, waits for placements in progress, and (memory it moved) moves the
+    /// memory back onto private pages (deregistration).
     pub(crate) fn retire(&self, wait: Duration) {
-        // The pages first: an offer in progress holds their lock while it records its grant,
+        // The backing first: an offer in progress holds its lock while it records its grant,
         // so every grant is in the list by now, and none comes after.
-        let pages = lock(&self.pages).take();
+        let backing = lock(&self.backing).take();
         self.grants.close_all(Some(wait));
-        drop(pages);
+        drop(backing);
     }
 }
 
@@ -160,9 +229,12 @@ pub(crate) struct Grant {
     responder: (u32, u32),
     addr: u64,
     len: u64,
-    read: bool,
-    write: bool,
+    /// `RIGHT_*` bits.
+    rights: u32,
+    /// Where the region starts in this process.
     base: *mut u8,
+    /// The mapping: its start and length.
+    map: (*mut u8, usize),
     pub(crate) gate: u16,
     pub(crate) value: u32,
 }
@@ -174,27 +246,20 @@ unsafe impl Sync for Grant {}
 
 impl Drop for Grant {
     fn drop(&mut self) {
-        // SAFETY: our mapping of `len` bytes.
-        let _ = unsafe { rustix::mm::munmap(self.base.cast(), self.len as usize) };
+        // SAFETY: our mapping.
+        let _ = unsafe { rustix::mm::munmap(self.map.0.cast(), self.map.1) };
     }
 }
 
 impl Grant {
     /// Where `[raddr, raddr + len)` of the responder is in this process, if the grant covers it
-    /// with the right asked for.
-    pub(crate) fn at(
-        &self,
-        responder: (u32, u32),
-        raddr: u64,
-        len: u64,
-        write: bool,
-    ) -> Option<*mut u8> {
+    /// with the right `need`.
+    pub(crate) fn at(&self, responder: (u32, u32), raddr: u64, len: u64, need: Right) -> Option<*mut u8> {
         let inside = raddr >= self.addr
             && raddr
                 .checked_add(len)
                 .is_some_and(|end| end <= self.addr + self.len);
-        let right = if write { self.write } else { self.read };
-        (inside && responder == self.responder && right)
+        (inside && responder == self.responder && self.rights & need.bit() != 0)
             // SAFETY: inside the mapping (checked).
             .then(|| unsafe { self.base.add((raddr - self.addr) as usize) })
     }
@@ -233,17 +298,14 @@ impl Conn {
         if gates.granted.contains_key(&key) {
             return;
         }
-        let region = mr.shared.as_ref().filter(|_| {
-            mr.access
-                .intersects(crate::mem::Access::REMOTE_READ | crate::mem::Access::REMOTE_WRITE)
-        });
+        let region = mr.shared.as_ref();
         let Some(region) = region else {
             gates.granted.insert(key, None);
             return;
         };
         // Held until the grant is recorded (see `SharedRegion::retire`).
-        let pages = lock(&region.pages);
-        let Some(pages) = pages.as_ref() else {
+        let backing = lock(&region.backing);
+        let Some(backing) = backing.as_ref() else {
             return;
         };
         let gate = match gates.free.pop() {
@@ -268,6 +330,9 @@ impl Conn {
         if mr.access.contains(crate::mem::Access::REMOTE_WRITE) {
             rights |= RIGHT_WRITE;
         }
+        if mr.access.contains(crate::mem::Access::REMOTE_ATOMIC) {
+            rights |= RIGHT_ATOMIC;
+        }
         let mut f = [0u8; GRANT_FRAME_BYTES];
         f[0..4].copy_from_slice(&MAGIC.to_le_bytes());
         f[4..6].copy_from_slice(&VERSION.to_le_bytes());
@@ -283,7 +348,8 @@ impl Conn {
         b[32..40].copy_from_slice(&mr.len.to_le_bytes());
         b[40..42].copy_from_slice(&gate.to_le_bytes());
         b[44..48].copy_from_slice(&value.to_le_bytes());
-        if super::transport::send_with_fds(&self.sock, &f, &[pages.fd()]).is_err() {
+        b[48..56].copy_from_slice(&backing.offset().to_le_bytes());
+        if super::transport::send_with_fds(&self.sock, &f, &[backing.fd()]).is_err() {
             // The socket is full or gone: no grant now (a later request offers it again).
             g.state.store(0, Ordering::SeqCst);
             gates.free.push(gate);
@@ -351,7 +417,7 @@ impl Conn {
         let gate = u16::from_le_bytes([f[b + 40], f[b + 41]]);
         let value = u32_at(b + 44);
         let fd = fd.ok_or("a grant without its region")?;
-        if rights & (RIGHT_READ | RIGHT_WRITE) == 0 || rights & !(RIGHT_READ | RIGHT_WRITE) != 0 {
+        if rights & RIGHTS == 0 || rights & !RIGHTS != 0 {
             return Err(format!("a grant with rights {rights:#x}"));
         }
         if value == 0 || gate >= super::ring::GATES {
@@ -360,29 +426,39 @@ impl Conn {
         if len == 0 || len > MAX_REGION_BYTES || addr.checked_add(len).is_none() {
             return Err(format!("a grant of {len} bytes at {addr:#x}"));
         }
-        let seals =
-            rustix::fs::fcntl_get_seals(&fd).map_err(|e| format!("a grant's region: {e}"))?;
-        let size = rustix::fs::fstat(&fd)
-            .map_err(|e| format!("a grant's region: {e}"))?
-            .st_size;
-        if !seals.contains(rustix::fs::SealFlags::SHRINK) || u64::try_from(size).unwrap_or(0) < len
-        {
-            return Err("a grant's region can shrink or is too small".into());
+        let offset = u64_at(b + 48);
+        let st = rustix::fs::fstat(&fd).map_err(|e| format!("a grant's region: {e}"))?;
+        let size = u64::try_from(st.st_size).unwrap_or(0);
+        if offset.checked_add(len).is_none_or(|end| end > size) {
+            return Err(format!(
+                "a grant of {len} bytes at offset {offset} of a {size}-byte object"
+            ));
         }
-        let write = rights & RIGHT_WRITE != 0;
+        // A memfd must be sealed against shrinking, so the peer cannot turn the mapping into a
+        // SIGBUS here. A POSIX shared-memory object cannot be sealed: it must be this user's
+        // (as its owner is: a process of this user, which could as well signal this one).
+        let sealed = rustix::fs::fcntl_get_seals(&fd)
+            .is_ok_and(|s| s.contains(rustix::fs::SealFlags::SHRINK));
+        if !sealed && (st.st_uid != rustix::process::getuid().as_raw() || !shm_object(&fd)) {
+            return Err("a grant's region can shrink".into());
+        }
         let mut prot = rustix::mm::ProtFlags::READ;
-        if write {
+        if rights & (RIGHT_WRITE | RIGHT_ATOMIC) != 0 {
             prot |= rustix::mm::ProtFlags::WRITE;
         }
-        // SAFETY: a new shared mapping of a memfd that cannot shrink below `len`.
-        let base = unsafe {
+        let page = gda_os::pages::page_size() as u64;
+        let skip = offset % page;
+        let map_len = usize::try_from(len + skip).map_err(|_| "a grant too large to map")?;
+        // SAFETY: a new shared mapping of an object at least `offset + len` bytes long that
+        // cannot shrink (or whose owner is trusted not to shrink it, above).
+        let map = unsafe {
             rustix::mm::mmap(
                 std::ptr::null_mut(),
-                len as usize,
+                map_len,
                 prot,
                 rustix::mm::MapFlags::SHARED,
                 fd.as_fd(),
-                0,
+                offset - skip,
             )
         }
         .map_err(|e| format!("mapping a grant's region: {e}"))?;
@@ -390,9 +466,10 @@ impl Conn {
             responder,
             addr,
             len,
-            read: rights & RIGHT_READ != 0,
-            write,
-            base: base.cast(),
+            rights,
+            // SAFETY: `skip` < a page, inside the mapping.
+            base: unsafe { map.cast::<u8>().add(skip as usize) },
+            map: (map.cast(), map_len),
             gate,
             value,
         };
@@ -406,14 +483,14 @@ mod tests {
     use super::*;
 
     /// A grant of 0x100 bytes at 0x1000 through responder QP (1, 2), mapped nowhere.
-    fn unmapped(read: bool, write: bool) -> std::mem::ManuallyDrop<Grant> {
+    fn unmapped(rights: u32) -> std::mem::ManuallyDrop<Grant> {
         std::mem::ManuallyDrop::new(Grant {
             responder: (1, 2),
             addr: 0x1000,
             len: 0x100,
-            read,
-            write,
+            rights,
             base: std::ptr::NonNull::<u64>::dangling().as_ptr().cast(),
+            map: (std::ptr::null_mut(), 0),
             gate: 0,
             value: 1,
         })
@@ -421,19 +498,18 @@ mod tests {
 
     #[test]
     fn a_grant_covers_only_its_bounds_responder_and_rights() {
-        let g = unmapped(true, false);
-        assert!(g.at((1, 2), 0x1000, 0x100, false).is_some());
-        assert!(g.at((1, 2), 0x10ff, 1, false).is_some());
-        assert!(g.at((1, 2), 0x10ff, 2, false).is_none(), "past the end");
-        assert!(g.at((1, 2), 0xfff, 1, false).is_none(), "before the start");
-        assert!(g.at((1, 2), u64::MAX, 2, false).is_none(), "wraps");
-        assert!(
-            g.at((1, 3), 0x1000, 1, false).is_none(),
-            "another responder QP"
-        );
-        assert!(g.at((1, 2), 0x1000, 1, true).is_none(), "no WRITE right");
-        let w = unmapped(false, true);
-        assert!(w.at((1, 2), 0x1000, 1, true).is_some());
-        assert!(w.at((1, 2), 0x1000, 1, false).is_none(), "no READ right");
+        let g = unmapped(RIGHT_READ);
+        assert!(g.at((1, 2), 0x1000, 0x100, Right::Read).is_some());
+        assert!(g.at((1, 2), 0x10ff, 1, Right::Read).is_some());
+        assert!(g.at((1, 2), 0x10ff, 2, Right::Read).is_none(), "past the end");
+        assert!(g.at((1, 2), 0xfff, 1, Right::Read).is_none(), "before the start");
+        assert!(g.at((1, 2), u64::MAX, 2, Right::Read).is_none(), "wraps");
+        assert!(g.at((1, 3), 0x1000, 1, Right::Read).is_none(), "another responder QP");
+        assert!(g.at((1, 2), 0x1000, 1, Right::Write).is_none(), "no WRITE right");
+        assert!(g.at((1, 2), 0x1000, 8, Right::Atomic).is_none(), "no atomic right");
+        let w = unmapped(RIGHT_WRITE | RIGHT_ATOMIC);
+        assert!(w.at((1, 2), 0x1000, 1, Right::Write).is_some());
+        assert!(w.at((1, 2), 0x1008, 8, Right::Atomic).is_some());
+        assert!(w.at((1, 2), 0x1000, 1, Right::Read).is_none(), "no READ right");
     }
 }
