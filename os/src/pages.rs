@@ -385,6 +385,42 @@ mod tests {
     }
 
     #[test]
+    fn a_mapping_is_recognised_from_its_file_and_offset_only() {
+        let page = page_size();
+        let fd = rustix::fs::memfd_create("t", MemfdFlags::CLOEXEC).unwrap();
+        rustix::fs::ftruncate(&fd, 3 * page as u64).unwrap();
+        // SAFETY: a new shared mapping of pages 1 and 2 of the memfd.
+        let m = unsafe {
+            rustix::mm::mmap(
+                std::ptr::null_mut(),
+                2 * page,
+                ProtFlags::READ | ProtFlags::WRITE,
+                MapFlags::SHARED,
+                &fd,
+                page as u64,
+            )
+        }
+        .unwrap() as usize;
+        let other = rustix::fs::memfd_create("u", MemfdFlags::CLOEXEC).unwrap();
+        assert!(mapped_from(m, 2 * page, fd.as_fd(), page as u64).unwrap());
+        assert!(mapped_from(m + page, page, fd.as_fd(), 2 * page as u64).unwrap());
+        assert!(
+            !mapped_from(m, 2 * page, fd.as_fd(), 0).unwrap(),
+            "another offset"
+        );
+        assert!(
+            !mapped_from(m, 2 * page, other.as_fd(), page as u64).unwrap(),
+            "another file"
+        );
+        assert!(
+            !mapped_from(m, 3 * page, fd.as_fd(), page as u64).unwrap(),
+            "past the mapping"
+        );
+        // SAFETY: ours.
+        unsafe { rustix::mm::munmap(m as *mut _, 2 * page).unwrap() };
+    }
+
+    #[test]
     fn unaligned_or_file_backed_ranges_are_left_alone() {
         let page = page_size();
         let v = vec![0u8; 4 * page];

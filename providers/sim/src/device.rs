@@ -220,7 +220,8 @@ impl<P: Modeled> Device for SimDevice<P> {
                 offset,
                 ..
             } => {
-                let fd = rustix::shm::open(object, rustix::shm::OFlags::RDWR, rustix::fs::Mode::empty());
+                let fd =
+                    rustix::shm::open(object, rustix::shm::OFlags::RDWR, rustix::fs::Mode::empty());
                 // SAFETY: the caller keeps the memory valid (this function's contract).
                 Ok(unsafe {
                     match fd {

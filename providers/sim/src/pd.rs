@@ -94,11 +94,10 @@ impl Pd {
         offset: u64,
     ) -> Mr {
         let remote = access.intersects(Access::REMOTE_READ | Access::REMOTE_WRITE);
-        let shared = (remote
-            && self.nic.fabric.inner.wire.is_some()
-            && crate::wire::direct::enabled())
-        .then(|| crate::wire::direct::SharedRegion::file(addr, len as u64, fd, offset))
-        .flatten();
+        let shared =
+            (remote && self.nic.fabric.inner.wire.is_some() && crate::wire::direct::enabled())
+                .then(|| crate::wire::direct::SharedRegion::file(addr, len as u64, fd, offset))
+                .flatten();
         self.insert(addr, len as u64, access, None, shared)
     }
 

@@ -632,3 +632,81 @@ fn a_grant_ends_when_its_responder_qp_fails() {
     drop(sq);
     drop(remote);
 }
+
+/// Atomics are placed too, on memory the program mapped from a POSIX shared-memory object
+/// (gda-shmem's heap, registered with `Pd::register_file`: granted as it is, nothing moved):
+/// fetch-adds and a compare-swap on the granted region, each returning the value before it
+/// into its local buffer, placed once the grant came; every value checked.
+#[test]
+fn atomics_are_placed_into_a_granted_shared_object() {
+    use gda_hal::{AtomicOp, Sge};
+    use std::time::{Duration, Instant};
+    let p = pair(1024, 256);
+    p.bring_up();
+    let job = format!("t{}", std::process::id());
+    let seg = gda_os::shm::Segment::create(&job, "direct", 8192).unwrap();
+    let fd = rustix::shm::open(
+        seg.name(),
+        rustix::shm::OFlags::RDWR,
+        rustix::fs::Mode::empty(),
+    )
+    .unwrap();
+    seg.unlink().unwrap();
+    // SAFETY: the segment is mapped until the end of the test, after the region.
+    let remote = unsafe {
+        p.pb.register_file(seg.as_ptr() as u64 + 4096, 4096, Access::ALL, fd, 4096)
+    };
+    let local = p._keep.0.alloc_mr(4096, Access::ALL);
+    let sq = p.queue_running_both();
+    let word = |i: usize| {
+        // SAFETY: inside the segment.
+        unsafe { seg.as_ptr().add(4096).cast::<u64>().add(i).read_volatile() }
+    };
+    let atomic = |op: AtomicOp, k: u64| {
+        let wr = WorkRequest::Atomic {
+            remote: Remote {
+                addr: remote.addr() + 8,
+                rkey: remote.rkey(),
+            },
+            local: Sge {
+                addr: local.addr() + 8 * (k % 512),
+                length: 8,
+                lkey: local.lkey(),
+            },
+            op,
+            bytes: 8,
+        };
+        sq.post(&wr, SendFlags::SIGNALED).unwrap();
+        sq.quiet().unwrap();
+        let mut v = [0u8; 8];
+        local.read(8 * (k % 512) as usize, &mut v).unwrap();
+        u64::from_le_bytes(v)
+    };
+    let t = Instant::now();
+    let mut k = 0;
+    while p.a.stats().placed == 0 {
+        assert!(t.elapsed() < Duration::from_secs(5), "no grant in 5 s");
+        assert_eq!(atomic(AtomicOp::FetchAdd { add: 1 }, k), k);
+        k += 1;
+    }
+    let placed = p.a.stats().placed;
+    for _ in 0..200 {
+        assert_eq!(atomic(AtomicOp::FetchAdd { add: 1 }, k), k);
+        k += 1;
+    }
+    assert_eq!(
+        atomic(
+            AtomicOp::CompareSwap {
+                compare: k,
+                swap: 7
+            },
+            k
+        ),
+        k
+    );
+    assert_eq!(word(1), 7);
+    assert_eq!(p.a.stats().placed, placed + 201, "every atomic placed");
+    drop(sq);
+    drop(remote);
+    drop(local);
+}

@@ -123,7 +123,10 @@ pub(super) fn execute_wire(
     // Nothing of this QP in flight: a WRITE or READ into a region its responder granted is
     // placed here and now (`crate::wire::direct`).
     if !behind && ex.wire_out.is_empty() && op.imm.is_none() {
-        if let Some(step) = conn.as_ref().and_then(|cn| place(cn, qp, ex, op, kind, c, ep)) {
+        if let Some(step) = conn
+            .as_ref()
+            .and_then(|cn| place(cn, qp, ex, op, kind, c, ep))
+        {
             return step;
         }
     }
@@ -746,7 +749,14 @@ fn finish(
 /// Completes the atomic `op` whose original value at the responder was `old`: the value (as
 /// the model returns it) goes to its local buffer, checked for LOCAL_WRITE and pinned while
 /// written; a local fault is its completion's status.
-fn land_atomic(qp: &QpInner, ex: &mut QpExec, op: &WqeOp, units: u32, mut c: Cpl, old: u64) -> Step {
+fn land_atomic(
+    qp: &QpInner,
+    ex: &mut QpExec,
+    op: &WqeOp,
+    units: u32,
+    mut c: Cpl,
+    old: u64,
+) -> Step {
     let fail = |qp: &QpInner, c: Cpl, status: WcStatus| {
         qp.set_error();
         Step::Complete(Cpl { status, ..c }, units, true)

@@ -92,10 +92,13 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// object: `/dev/shm`).
 fn shm_object(fd: &OwnedFd) -> bool {
     const TMPFS_MAGIC: i64 = 0x0102_1994;
+    // `f_type`'s width differs between architectures (i64 here).
+    #[allow(clippy::unnecessary_cast)]
     let on_tmpfs = rustix::fs::fstatfs(fd).is_ok_and(|s| s.f_type as i64 == TMPFS_MAGIC);
     // A memfd's path is "/memfd:<name> (deleted)".
     let fd_path = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(fd));
-    on_tmpfs && std::fs::read_link(fd_path).is_ok_and(|p| !p.to_string_lossy().starts_with("/memfd:"))
+    on_tmpfs
+        && std::fs::read_link(fd_path).is_ok_and(|p| !p.to_string_lossy().starts_with("/memfd:"))
 }
 
 /// Whether registrations on process fabrics move their pages onto memfds (`GDA_SIM_DIRECT`,
@@ -254,7 +257,13 @@ impl Drop for Grant {
 impl Grant {
     /// Where `[raddr, raddr + len)` of the responder is in this process, if the grant covers it
     /// with the right `need`.
-    pub(crate) fn at(&self, responder: (u32, u32), raddr: u64, len: u64, need: Right) -> Option<*mut u8> {
+    pub(crate) fn at(
+        &self,
+        responder: (u32, u32),
+        raddr: u64,
+        len: u64,
+        need: Right,
+    ) -> Option<*mut u8> {
         let inside = raddr >= self.addr
             && raddr
                 .checked_add(len)
@@ -501,15 +510,33 @@ mod tests {
         let g = unmapped(RIGHT_READ);
         assert!(g.at((1, 2), 0x1000, 0x100, Right::Read).is_some());
         assert!(g.at((1, 2), 0x10ff, 1, Right::Read).is_some());
-        assert!(g.at((1, 2), 0x10ff, 2, Right::Read).is_none(), "past the end");
-        assert!(g.at((1, 2), 0xfff, 1, Right::Read).is_none(), "before the start");
+        assert!(
+            g.at((1, 2), 0x10ff, 2, Right::Read).is_none(),
+            "past the end"
+        );
+        assert!(
+            g.at((1, 2), 0xfff, 1, Right::Read).is_none(),
+            "before the start"
+        );
         assert!(g.at((1, 2), u64::MAX, 2, Right::Read).is_none(), "wraps");
-        assert!(g.at((1, 3), 0x1000, 1, Right::Read).is_none(), "another responder QP");
-        assert!(g.at((1, 2), 0x1000, 1, Right::Write).is_none(), "no WRITE right");
-        assert!(g.at((1, 2), 0x1000, 8, Right::Atomic).is_none(), "no atomic right");
+        assert!(
+            g.at((1, 3), 0x1000, 1, Right::Read).is_none(),
+            "another responder QP"
+        );
+        assert!(
+            g.at((1, 2), 0x1000, 1, Right::Write).is_none(),
+            "no WRITE right"
+        );
+        assert!(
+            g.at((1, 2), 0x1000, 8, Right::Atomic).is_none(),
+            "no atomic right"
+        );
         let w = unmapped(RIGHT_WRITE | RIGHT_ATOMIC);
         assert!(w.at((1, 2), 0x1000, 1, Right::Write).is_some());
         assert!(w.at((1, 2), 0x1008, 8, Right::Atomic).is_some());
-        assert!(w.at((1, 2), 0x1000, 1, Right::Read).is_none(), "no READ right");
+        assert!(
+            w.at((1, 2), 0x1000, 1, Right::Read).is_none(),
+            "no READ right"
+        );
     }
 }
