@@ -62,30 +62,21 @@ impl SharedPages {
         rustix::fs::ftruncate(&fd, len as u64)?;
         // A peer that maps it can rely on its size: nobody can shrink it under a mapping.
         rustix::fs::fcntl_add_seals(&fd, SealFlags::SHRINK | SealFlags::GROW | SealFlags::SEAL)?;
-        // SAFETY: a new mapping of the new memfd, anywhere.
-        let staged = unsafe {
-            rustix::mm::mmap(
-                std::ptr::null_mut(),
-                len,
-                ProtFlags::READ | ProtFlags::WRITE,
-                MapFlags::SHARED,
-                &fd,
-                0,
-            )?
-        };
-        // SAFETY: the caller's range is mapped and readable (checked above), `staged` is ours.
-        unsafe {
-            std::ptr::copy_nonoverlapping(addr as *const u8, staged.cast::<u8>(), len);
-        }
-        // SAFETY: `staged` (ours) replaces the caller's range in one step.
-        let moved = unsafe {
-            rustix::mm::mremap_fixed(staged, len, len, MremapFlags::MAYMOVE, addr as *mut _)
-        };
-        if let Err(e) = moved {
-            // SAFETY: ours, still where it was.
-            let _ = unsafe { rustix::mm::munmap(staged, len) };
-            return Err(e.into());
-        }
+        // Chunk by chunk, so the copy never holds more than a chunk twice (a large region
+        // would otherwise need its size again in free memory for a moment).
+        move_chunks(addr, len, |off, n| {
+            // SAFETY: a new mapping of a piece of the new memfd, anywhere.
+            unsafe {
+                rustix::mm::mmap(
+                    std::ptr::null_mut(),
+                    n,
+                    ProtFlags::READ | ProtFlags::WRITE,
+                    MapFlags::SHARED,
+                    &fd,
+                    off as u64,
+                )
+            }
+        })?;
         // SAFETY: the range is ours now; failing leaves it shared with a child, as before.
         let _ = unsafe { rustix::mm::madvise(addr as *mut _, len, Advice::LinuxDontFork) };
         Ok(Some(Self { addr, len, fd }))
@@ -125,37 +116,64 @@ impl SharedPages {
         }) {
             return Ok(());
         }
-        // SAFETY: a new private mapping, anywhere.
-        let staged = unsafe {
-            rustix::mm::mmap_anonymous(
-                std::ptr::null_mut(),
-                self.len,
-                ProtFlags::READ | ProtFlags::WRITE,
-                MapFlags::PRIVATE,
-            )?
-        };
-        // SAFETY: the range is still our memfd's mapping (the program keeps it mapped while
-        // registered; see the module's rules), `staged` is ours.
+        move_chunks(self.addr, self.len, |off, n| {
+            // SAFETY: a new private mapping, anywhere.
+            let staged = unsafe {
+                rustix::mm::mmap_anonymous(
+                    std::ptr::null_mut(),
+                    n,
+                    ProtFlags::READ | ProtFlags::WRITE,
+                    MapFlags::PRIVATE,
+                )
+            };
+            if off > 0 {
+                // The chunk before is back on private pages: its memfd pages can go.
+                let before = (off - CHUNK_BYTES.min(off)) as u64;
+                let _ = rustix::fs::fallocate(
+                    &self.fd,
+                    rustix::fs::FallocateFlags::PUNCH_HOLE | rustix::fs::FallocateFlags::KEEP_SIZE,
+                    before,
+                    CHUNK_BYTES.min(off) as u64,
+                );
+            }
+            staged
+        })
+    }
+}
+
+/// How much of a range is moved at a time ([`move_chunks`]).
+const CHUNK_BYTES: usize = 64 << 20;
+
+/// Moves `[addr, addr + len)` onto new pages, `CHUNK_BYTES` at a time: `map(offset, n)` maps
+/// the new pages for the `n` bytes at `offset`; the bytes are copied there and the mapping
+/// replaces the old pages in one step (`mremap` with `MREMAP_FIXED`: the range is never
+/// unmapped in between). On an error the chunks before stay moved, their contents intact.
+fn move_chunks(
+    addr: usize,
+    len: usize,
+    map: impl Fn(usize, usize) -> rustix::io::Result<*mut core::ffi::c_void>,
+) -> io::Result<()> {
+    let mut off = 0;
+    while off < len {
+        let n = CHUNK_BYTES.min(len - off);
+        let staged = map(off, n)?;
+        // SAFETY: the caller's range is mapped and readable (its contract), `staged` is ours,
+        // `n` bytes each.
         unsafe {
-            std::ptr::copy_nonoverlapping(self.addr as *const u8, staged.cast::<u8>(), self.len);
+            std::ptr::copy_nonoverlapping((addr + off) as *const u8, staged.cast::<u8>(), n);
         }
-        // SAFETY: as in `share`.
+        // SAFETY: `staged` (ours) replaces that piece of the caller's range in one step.
         let moved = unsafe {
-            rustix::mm::mremap_fixed(
-                staged,
-                self.len,
-                self.len,
-                MremapFlags::MAYMOVE,
-                self.addr as *mut _,
-            )
+            rustix::mm::mremap_fixed(staged, n, n, MremapFlags::MAYMOVE, (addr + off) as *mut _)
         };
         if let Err(e) = moved {
             // SAFETY: ours, still where it was.
-            let _ = unsafe { rustix::mm::munmap(staged, self.len) };
+            let _ = unsafe { rustix::mm::munmap(staged, n) };
             return Err(e.into());
         }
-        Ok(())
+        off += n;
     }
+    Ok(())
 }
 
 impl Drop for SharedPages {
@@ -354,6 +372,49 @@ mod tests {
             rustix::mm::munmap(q.cast(), len).unwrap();
             rustix::mm::munmap(p.cast(), len).unwrap();
         }
+    }
+
+    #[test]
+    fn a_range_of_several_chunks_keeps_every_page() {
+        let page = page_size();
+        let len = 2 * CHUNK_BYTES + 3 * page;
+        // SAFETY: a private anonymous mapping of our own.
+        let p = unsafe {
+            rustix::mm::mmap_anonymous(
+                std::ptr::null_mut(),
+                len,
+                ProtFlags::READ | ProtFlags::WRITE,
+                MapFlags::PRIVATE,
+            )
+        }
+        .unwrap()
+        .cast::<u64>();
+        let words = len / 8;
+        let step = page / 8;
+        for i in (0..words).step_by(step) {
+            // SAFETY: inside the mapping.
+            unsafe { p.add(i).write(i as u64 ^ 0x5a5a) };
+        }
+        let check = |what: &str| {
+            for i in (0..words).step_by(step) {
+                // SAFETY: inside the mapping.
+                assert_eq!(
+                    unsafe { p.add(i).read() },
+                    i as u64 ^ 0x5a5a,
+                    "{what}: word {i}"
+                );
+            }
+        };
+        // SAFETY: ours, no other thread.
+        let s = unsafe { SharedPages::share(p as usize, len) }
+            .unwrap()
+            .unwrap();
+        check("shared");
+        drop(s);
+        check("moved back");
+        assert!(private_anonymous(p as usize, len).unwrap());
+        // SAFETY: ours.
+        unsafe { rustix::mm::munmap(p.cast(), len).unwrap() };
     }
 
     #[test]
