@@ -398,11 +398,8 @@ mod tests {
         let check = |what: &str| {
             for i in (0..words).step_by(step) {
                 // SAFETY: inside the mapping.
-                assert_eq!(
-                    unsafe { p.add(i).read() },
-                    i as u64 ^ 0x5a5a,
-                    "{what}: word {i}"
-                );
+                let v = unsafe { p.add(i).read() };
+                assert_eq!(v, i as u64 ^ 0x5a5a, "{what}: word {i}");
             }
         };
         // SAFETY: ours, no other thread.
