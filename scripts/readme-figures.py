@@ -58,16 +58,16 @@ FIGURES = [
     ("shmem", "p2p.amo", "shmem P2P: 64-bit atomic add rate (M/s)", "| 64-bit atomic add rate | 107–110 M/s", 107, 110, "high"),
     ("shmem", "p2p.bw1m", "shmem P2P: 1 MiB put / memcpy", "| 0.81–0.96 × memcpy (same run)", 0.81, 0.96, "high"),
     ("shmem", "p2p.barrier2", "shmem P2P: barrier, 2 PEs (us)", "| P2P | 0.099–0.100 µs", 0.099, 0.100, "low"),
-    ("shmem", "rdma.put8", "shmem RDMA: 8 B blocking put (us)", "| 0.23–0.24 µs (source reusable)", 0.23, 0.24, "low"),
-    ("shmem", "rdma.rate8", "shmem RDMA: 8 B put rate (M/s)", "| 8.0–8.3 M/s", 8.0, 8.3, "high"),
-    ("shmem", "rdma.quiet8", "shmem RDMA: 8 B put + quiet p50 (us)", "p50 0.80–0.82 µs", 0.80, 0.82, "low"),
-    ("shmem", "rdma.amo", "shmem RDMA: 64-bit atomic add rate (M/s)", "| 3.1–3.3 M/s", 3.1, 3.3, "high"),
-    ("shmem", "rdma.bw1m", "shmem RDMA: 1 MiB put / memcpy", "| 0.35–0.38 × memcpy (staging", 0.35, 0.38, "high"),
-    ("shmem", "rdma.barrier2", "shmem RDMA: barrier, 2 PEs (us)", "**1.45–1.9 µs**", 1.45, 1.9, "low"),
+    ("shmem", "rdma.put8", "shmem RDMA: 8 B blocking put (us)", "| 0.138–0.149 µs (source reusable)", 0.138, 0.149, "low"),
+    ("shmem", "rdma.rate8", "shmem RDMA: 8 B put rate (M/s)", "| 8.8–9.2 M/s", 8.8, 9.2, "high"),
+    ("shmem", "rdma.quiet8", "shmem RDMA: 8 B put + quiet p50 (us)", "| p50 0.42 µs [", 0.42, 0.42, "low"),
+    ("shmem", "rdma.amo", "shmem RDMA: 64-bit atomic add rate (M/s)", "| 5.2–5.7 M/s", 5.2, 5.7, "high"),
+    ("shmem", "rdma.bw1m", "shmem RDMA: 1 MiB put / memcpy", "| 0.47–0.51 × memcpy (staged", 0.47, 0.51, "high"),
+    ("shmem", "rdma.barrier2", "shmem RDMA: barrier, 2 PEs (us)", "**0.9–1.26 µs**", 0.9, 1.26, "low"),
     ("shmem", "p2p.barrier4", "shmem P2P: barrier, 4 PEs (us)", "0.099–0.100 µs | 8.8–12.9 µs", 8.8, 12.9, "low"),
     ("shmem", "p2p.barrier8", "shmem P2P: barrier, 8 PEs (us)", "8.8–12.9 µs | 43.8–52.7 µs", 43.8, 52.7, "low"),
     ("shmem", "p2p.barrier16", "shmem P2P: barrier, 16 PEs (us)", "43.8–52.7 µs | 135–156 µs", 135, 156, "low"),
-    ("shmem", "rdma.barrier4", "shmem RDMA: barrier, 4 PEs (us)", "| 355–577 µs [job fabric", 355, 577, "low"),
+    ("shmem", "rdma.barrier4", "shmem RDMA: barrier, 4 PEs (us)", "| 116–273 µs [without direct", 116, 273, "low"),
 ]
 
 # The Open MPI comparison: (metric, bytes, README row text, gda's figure, README says gda ahead).

@@ -29,16 +29,20 @@
 //! wire timeout loses the connection. The frames are plain little-endian bytes, so a network
 //! transport between hosts can carry the same messages.
 //!
-//! **Frames** (version 5: version 4 had no WRITE runs; the rings' layout of version 3 changed,
-//! see [`ring`]). Every frame is a 16-byte header, a fixed body per kind, then the
-//! payload. A malformed frame closes the connection with a (rate-limited) message; it never
-//! reaches the engine.
+//! **Direct placement** ([`direct`]): a responder may grant a requester QP a region peers can
+//! map; that QP's WRITEs, READs and atomics on it are then placed by the requester itself
+//! while the grant's gate is open, and never travel as frames.
+//!
+//! **Frames** (version 6: version 5 had no grants; version 4 no WRITE runs; the rings' layout of
+//! version 3 changed, see [`ring`]). Every frame is a 16-byte header, a fixed body per kind,
+//! then the payload. A malformed frame closes the connection with a (rate-limited) message; it
+//! never reaches the engine.
 //!
 //! | header bytes | field |
 //! |---|---|
 //! | 0..4 | magic `GDAW` |
-//! | 4..6 | version (4) |
-//! | 6..8 | kind: 1 request, 2 response, 3 hello, 4 welcome, 5 verify, 6 verified |
+//! | 4..6 | version (6) |
+//! | 6..8 | kind: 1 request, 2 response, 3 hello, 4 welcome, 5 verify, 6 verified, 7 grant ([`direct`]) |
 //! | 8..12 | payload length (≤ 1 GiB, the port's `max_msg_sz`) |
 //! | 12..16 | reserved, 0 |
 //!

@@ -1,5 +1,5 @@
-//! Direct placement: RDMA WRITEs and READs between processes that do not wait for the
-//! responder's engine.
+//! Direct placement: RDMA WRITEs, READs and atomics between processes that do not wait for
+//! the responder's engine.
 //!
 //! A request travels to the responder's engine, which must be running to execute it. A verbs
 //! program that waits for a peer's WRITE by spinning on its own memory (as `ib_write_lat`
@@ -7,40 +7,46 @@
 //! busy machine — and a WRITE's payload is copied twice (into the ring, out of it).
 //!
 //! So the responder may *grant* a connected requester QP direct access to a region, and the
-//! requester then places that QP's WRITEs into it and takes its READs from it itself, under
-//! rules the responder set and can withdraw:
+//! requester then places that QP's WRITEs into it, takes its READs from it and performs its
+//! atomics on it itself, under rules the responder set and can withdraw:
 //!
-//! - **What can be granted.** A region registered on a process fabric with remote READ or WRITE
-//!   rights whose memory could be moved onto a memfd ([`gda_os::pages::SharedPages`]:
-//!   page-aligned whole pages of private anonymous memory — what `ibv_reg_mr` of a buffer from
-//!   `memalign`/`mmap` gives). `GDA_SIM_DIRECT=0` turns it off.
-//! - **When.** After the responder's engine has executed a WRITE or READ from that QP on that
-//!   region itself, with every check a request passes (the QP's state and connected peer, its
-//!   PSN, the PD, the rkey, the bounds, the rights): the grant names the requester QP, the
-//!   responder QP and the rkey, the region's bounds and the rights it gives (READ, WRITE), and
-//!   comes with the memfd, over the connection's socket (frame 7, below).
-//! - **Under what rules.** The requester uses a grant only for a WRITE without immediate or a
-//!   READ, wholly inside the bounds, with the rights it gives, from the QP it names to the QP
-//!   it names, and only when nothing of that QP is in flight on the wire (RC's order: a direct
-//!   WRITE never overtakes a request before it). Each grant has a *gate* in the connection's
-//!   segment ([`super::ring::Gate`]): the requester counts itself in (`inflight`), checks the
-//!   gate still holds the grant's value, copies, and counts itself out; placed, the WQE
-//!   completes at once. A direct WRITE or READ takes no PSN, so the responder's expectations
-//!   for what comes on the wire are unchanged.
-//! - **Withdrawal.** The responder closes a grant's gate when its QP leaves RTR/RTS or is
+//! - **What can be granted.** A region registered on a process fabric with a remote right whose
+//!   memory another process can map: page-aligned whole pages of private anonymous memory
+//!   (what `ibv_reg_mr` of a buffer from `memalign`/`mmap` gives), moved onto a memfd at
+//!   registration ([`gda_os::pages::SharedPages`]), or memory the program mapped from a memfd
+//!   or POSIX shared-memory object and registered as such (`Pd::register_file`: gda-shmem's
+//!   heap). `GDA_SIM_DIRECT=0` turns it off.
+//! - **When.** After the responder's engine has executed a WRITE, READ or atomic from that QP
+//!   on that region itself, with every check a request passes (the QP's state and connected
+//!   peer, its PSN, the PD, the rkey, the bounds, the rights): the grant names the requester
+//!   QP, the responder QP and the rkey, the region's bounds and its remote rights, and comes
+//!   with the memory's descriptor, over the connection's socket (frame 7, below).
+//! - **Under what rules.** The requester uses a grant only for a WRITE without immediate, a
+//!   READ or an aligned atomic, wholly inside the bounds, with the right it needs, from the QP
+//!   it names to the QP it names, and only when nothing of that QP is in flight on the wire
+//!   (RC's order: a placed operation never overtakes a request before it). Each grant has a
+//!   *gate* in the connection's segment ([`super::ring::Gate`]): the requester counts itself in
+//!   (`inflight`), checks the gate still holds the grant's value, places, and counts itself
+//!   out; placed, the WQE completes at once. An atomic is a hardware atomic on the shared
+//!   memory, as the responder's engine performs it, so the two never tear each other. A
+//!   placed operation takes no PSN, so the responder's expectations for the wire are unchanged.
+//! - **Withdrawal.** The responder closes a grant's gate when its QP moves to error or is
 //!   destroyed, and when the region is deregistered; the requester finds it closed, drops its
-//!   mapping and sends the request on the wire, where the responder answers as it would any
-//!   request (a retry-exceeded error from a QP that is gone, a remote access error from a key
-//!   that is). Deregistration waits for placements in progress (at most the wire timeout, and
-//!   not for a peer whose connection is dead) and then moves the memory back onto private
+//!   mapping and sends the operation on the wire, where the responder answers as it would any
+//!   request (a retry-exceeded error from a QP in error, a remote access error from a key that
+//!   is gone). Deregistration waits for placements in progress (at most the wire timeout, and
+//!   not for a peer whose connection is dead) and then moves moved memory back onto private
 //!   pages: whatever a peer still holds maps the memfd, no longer the program's memory.
 //!
-//! **Grant** frame (kind 7, 48-byte body, the region's memfd attached; acceptor → connector on
-//! the socket, the only thing written there after the handshake): 0 the requester's NIC, 4 its
-//! QP, 8 the responder's NIC, 12 its QP, 16 rkey, 20 rights (bit 0 READ, bit 1 WRITE), 24 the
-//! region's address in the responder (u64), 32 its length (u64, the memfd's first bytes),
-//! 40 gate (u16), 42 reserved, 44 the gate's value while the grant holds (u32, never 0). A
-//! connector checks the frame, the memfd's seals (it cannot shrink) and size before it maps
+//! **Grant** frame (kind 7, 56-byte body, the region's memory descriptor attached; acceptor →
+//! connector on the socket, the only thing written there after the handshake): 0 the
+//! requester's NIC, 4 its QP, 8 the responder's NIC, 12 its QP, 16 rkey, 20 rights (bit 0 READ,
+//! bit 1 WRITE, bit 2 atomic; no other), 24 the region's address in the responder (u64), 32
+//! its length (u64), 40 gate (u16, below [`super::ring::GATES`]), 42 reserved, 44 the gate's
+//! value while the grant holds (u32, never 0), 48 the region's offset in the descriptor's
+//! object (u64). A connector checks the frame and the object — a memfd sealed against
+//! shrinking, or a POSIX shared-memory object of this user (which cannot be sealed; its owner
+//! could as well signal this process), at least offset + length bytes long — before it maps
 //! it; a frame that fails a check closes the connection.
 
 use std::collections::HashMap;
