@@ -78,6 +78,7 @@ mod mem;
 mod nic;
 mod pd;
 mod qp;
+mod shared;
 mod state;
 mod types;
 mod wire;

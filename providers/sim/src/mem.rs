@@ -45,8 +45,8 @@ pub struct MrInner {
     /// DMA accesses in progress ([`Pins`]); [`MrInner::retire`] waits for none.
     pub(crate) inflight: AtomicU32,
     /// The memory moved onto a memfd for direct placement by peers in other processes
-    /// ([`crate::wire::direct`]), and their grants.
-    pub(crate) shared: Option<crate::wire::direct::SharedRegion>,
+    /// ((`wire::direct`)), and their grants.
+    pub(crate) shared: Option<crate::shared::SharedRegion>,
 }
 
 /// Most bytes one DMA copy moves while its regions are pinned: deregistration waits for one
@@ -62,7 +62,7 @@ impl MrInner {
         access: Access,
         (lkey, rkey): (u32, u32),
         owned: Option<DmaBuf>,
-        shared: Option<crate::wire::direct::SharedRegion>,
+        shared: Option<crate::shared::SharedRegion>,
     ) -> Self {
         Self {
             pd,
@@ -94,7 +94,7 @@ impl MrInner {
             s.retire(if on_engine {
                 std::time::Duration::ZERO
             } else {
-                crate::wire::DEFAULT_TIMEOUT
+                crate::shared::PLACEMENT_WAIT
             });
         }
         if on_engine {

@@ -69,11 +69,10 @@ impl Pd {
         // On a process fabric, memory peers may reach is moved onto a memfd when it can be
         // (page-aligned private pages), so they can place into it directly.
         let remote = access.intersects(Access::REMOTE_READ | Access::REMOTE_WRITE);
-        let shared =
-            (remote && self.nic.fabric.inner.wire.is_some() && crate::wire::direct::enabled())
-                // SAFETY: the caller's memory, kept mapped while registered (the contract).
-                .then(|| unsafe { crate::wire::direct::SharedRegion::moved(addr, len as u64) })
-                .flatten();
+        let shared = (remote && self.nic.fabric.inner.wire.is_some() && crate::shared::enabled())
+            // SAFETY: the caller's memory, kept mapped while registered (the contract).
+            .then(|| unsafe { crate::shared::SharedRegion::moved(addr, len as u64) })
+            .flatten();
         self.insert(addr, len as u64, access, None, shared)
     }
 
@@ -94,10 +93,9 @@ impl Pd {
         offset: u64,
     ) -> Mr {
         let remote = access.intersects(Access::REMOTE_READ | Access::REMOTE_WRITE);
-        let shared =
-            (remote && self.nic.fabric.inner.wire.is_some() && crate::wire::direct::enabled())
-                .then(|| crate::wire::direct::SharedRegion::file(addr, len as u64, fd, offset))
-                .flatten();
+        let shared = (remote && self.nic.fabric.inner.wire.is_some() && crate::shared::enabled())
+            .then(|| crate::shared::SharedRegion::file(addr, len as u64, fd, offset))
+            .flatten();
         self.insert(addr, len as u64, access, None, shared)
     }
 
@@ -107,7 +105,7 @@ impl Pd {
         len: u64,
         access: Access,
         owned: Option<DmaBuf>,
-        shared: Option<crate::wire::direct::SharedRegion>,
+        shared: Option<crate::shared::SharedRegion>,
     ) -> Mr {
         let nic = &self.nic.inner;
         let (mut owned, mut shared) = (owned, shared);

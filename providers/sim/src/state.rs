@@ -197,7 +197,7 @@ pub(crate) struct NicInner {
     pub(crate) next_qpn: AtomicU32,
     pub(crate) next_pd: AtomicU32,
     pub(crate) next_cqn: AtomicU32,
-    /// Regions ever registered whose memory peers may be granted ([`crate::wire::direct`]): while
+    /// Regions ever registered whose memory peers may be granted ((`wire::direct`)): while
     /// none, the responder does not look for grants to offer.
     pub(crate) shared_regions: std::sync::atomic::AtomicUsize,
 }
@@ -277,9 +277,9 @@ pub(crate) struct QpInner {
     /// request's PSN is taken.
     pub(crate) rq_psn: AtomicU64,
     pub(crate) exec: Mutex<QpExec>,
-    /// Direct placement granted to peers through this QP ([`crate::wire::direct`]), closed
+    /// Direct placement granted to peers through this QP ((`wire::direct`)), closed
     /// when it moves to error or is destroyed.
-    pub(crate) grants: crate::wire::direct::Grants,
+    pub(crate) grants: crate::shared::Grants,
 }
 
 /// [`QpInner::rq_psn`] before anyone said which PSN the peer starts at.

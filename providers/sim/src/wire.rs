@@ -101,8 +101,7 @@ mod ring;
 mod transport;
 
 pub(crate) use transport::{
-    Conn, ConnList, DEFAULT_TIMEOUT, Landing, PassClock, QpSlots, RingSpan, Wire, now_ns, pass_now,
-    read_now_ns,
+    Conn, ConnList, Landing, PassClock, QpSlots, RingSpan, Wire, now_ns, pass_now, read_now_ns,
 };
 
 use std::fmt;

@@ -51,13 +51,9 @@
 
 use std::collections::HashMap;
 use std::os::fd::{AsFd, OwnedFd};
-use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
-use std::time::{Duration, Instant};
 
-use gda_os::pages::SharedPages;
+use crate::mem::Access;
 
-use super::transport::Conn;
 use super::{HEADER_BYTES, MAGIC, VERSION};
 
 /// Frame kind of a grant.
@@ -90,10 +86,6 @@ impl Right {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 /// Whether `fd` is a file on a tmpfs not made by `memfd_create` (a POSIX shared-memory
 /// object: `/dev/shm`).
 fn shm_object(fd: &OwnedFd) -> bool {
@@ -107,120 +99,10 @@ fn shm_object(fd: &OwnedFd) -> bool {
         && std::fs::read_link(fd_path).is_ok_and(|p| !p.to_string_lossy().starts_with("/memfd:"))
 }
 
-/// Whether registrations on process fabrics move their pages onto memfds (`GDA_SIM_DIRECT`,
-/// on unless `0`).
-pub(crate) fn enabled() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("GDA_SIM_DIRECT").map_or(true, |v| v.trim() != "0"))
-}
-
 /// (requester NIC, requester QP, responder NIC, responder QP, rkey).
 pub(crate) type GrantKey = (u32, u32, u32, u32, u32);
 
-/// A registered region whose memory peers can map, and the grants they hold of it.
-#[derive(Debug)]
-pub(crate) struct SharedRegion {
-    /// `None` once deregistered.
-    backing: Mutex<Option<Backing>>,
-    grants: Grants,
-}
-
-/// Where a shareable region's memory lives.
-#[derive(Debug)]
-enum Backing {
-    /// Moved onto a memfd at registration (moved back at deregistration).
-    Moved(SharedPages),
-    /// A file the program mapped itself (a POSIX shared-memory object), at an offset.
-    File { fd: OwnedFd, offset: u64 },
-}
-
-impl Backing {
-    fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
-        match self {
-            Self::Moved(p) => p.fd(),
-            Self::File { fd, .. } => fd.as_fd(),
-        }
-    }
-
-    fn offset(&self) -> u64 {
-        match self {
-            Self::Moved(_) => 0,
-            Self::File { offset, .. } => *offset,
-        }
-    }
-}
-
-/// Grants handed out (a region's, or a responder QP's), each closed once.
-#[derive(Debug, Default)]
-pub(crate) struct Grants(Mutex<Vec<GrantRef>>);
-
-/// A grant as the responder keeps it: which gate of which connection.
-#[derive(Debug)]
-pub(crate) struct GrantRef {
-    conn: Weak<Conn>,
-    gate: u16,
-    value: u32,
-}
-
-impl Grants {
-    fn push(&self, g: GrantRef) {
-        let mut v = lock(&self.0);
-        v.retain(|g| g.conn.strong_count() > 0);
-        v.push(g);
-    }
-
-    /// Closes every grant; with `wait`, waits until no placement through them is in progress
-    /// (at most `timeout` per connection, and not at all for a dead one).
-    pub(crate) fn close_all(&self, wait: Option<Duration>) {
-        let v = std::mem::take(&mut *lock(&self.0));
-        for g in v {
-            if let Some(c) = g.conn.upgrade() {
-                c.close_gate(g.gate, g.value, wait);
-            }
-        }
-    }
-}
-
-impl SharedRegion {
-    /// Moves `[addr, addr + len)` onto a memfd when it qualifies (see the module).
-    ///
-    /// # Safety
-    /// As [`SharedPages::share`].
-    pub(crate) unsafe fn moved(addr: u64, len: u64) -> Option<Self> {
-        let (addr, len) = (usize::try_from(addr).ok()?, usize::try_from(len).ok()?);
-        // SAFETY: the caller's.
-        let pages = unsafe { SharedPages::share(addr, len) }.ok()??;
-        Some(Self::with(Backing::Moved(pages)))
-    }
-
-    /// A region that is `fd` from `offset` on, as mapped at `[addr, addr + len)` (checked).
-    pub(crate) fn file(addr: u64, len: u64, fd: OwnedFd, offset: u64) -> Option<Self> {
-        let (a, l) = (usize::try_from(addr).ok()?, usize::try_from(len).ok()?);
-        gda_os::pages::mapped_from(a, l, fd.as_fd(), offset)
-            .ok()
-            .filter(|m| *m)?;
-        Some(Self::with(Backing::File { fd, offset }))
-    }
-
-    fn with(b: Backing) -> Self {
-        Self {
-            backing: Mutex::new(Some(b)),
-            grants: Grants::default(),
-        }
-    }
-
-    /// Closes every grant, waits for placements in progress, and (memory it moved) moves the
-    /// memory back onto private pages (deregistration).
-    pub(crate) fn retire(&self, wait: Duration) {
-        // The backing first: an offer in progress holds its lock while it records its grant,
-        // so every grant is in the list by now, and none comes after.
-        let backing = lock(&self.backing).take();
-        self.grants.close_all(Some(wait));
-        drop(backing);
-    }
-}
-
-/// A connection's gates as the responder hands them out.
+/// A connection's gates as the responder hands them out, and what it offered.
 #[derive(Default)]
 pub(crate) struct Gates {
     /// The value the next grant's gate holds.
@@ -280,144 +162,101 @@ impl Grant {
     }
 }
 
-impl Conn {
-    /// The grant this process holds for requester `(nic, qpn)` and `rkey` (a connection this
-    /// process made).
-    pub(crate) fn grant(&self, key: (u32, u32, u32)) -> Option<Arc<Grant>> {
-        let g = lock(&self.grants);
-        if g.is_empty() {
-            return None;
-        }
-        g.get(&key).cloned()
-    }
-
+impl Gates {
     /// Whether `key` was offered a grant (or found not grantable) already.
-    pub(crate) fn offered(&self, key: GrantKey) -> bool {
-        lock(&self.gates).granted.contains_key(&key)
+    pub(crate) fn offered(&self, key: &GrantKey) -> bool {
+        self.granted.contains_key(key)
     }
 
-    /// Drops a grant found closed.
-    pub(crate) fn forget_grant(&self, key: (u32, u32, u32)) {
-        lock(&self.grants).remove(&key);
+    /// Remembers that `key` cannot be granted (its region cannot be shared).
+    pub(crate) fn refuse(&mut self, key: GrantKey) {
+        self.granted.insert(key, None);
     }
 
-    /// Offers requester QP `key.0, key.1` direct access to `mr` through responder QP
-    /// `key.2, key.3` (an accepted connection, after a request from it on `mr` succeeded).
-    pub(crate) fn offer(
-        self: &Arc<Self>,
-        key: GrantKey,
-        mr: &crate::mem::MrInner,
-        qp_grants: &Grants,
-    ) {
-        let mut gates = lock(&self.gates);
-        if gates.granted.contains_key(&key) {
-            return;
-        }
-        let region = mr.shared.as_ref();
-        let Some(region) = region else {
-            gates.granted.insert(key, None);
-            return;
-        };
-        // Held until the grant is recorded (see `SharedRegion::retire`).
-        let backing = lock(&region.backing);
-        let Some(backing) = backing.as_ref() else {
-            return;
-        };
-        let gate = match gates.free.pop() {
+    /// A free gate and the value it will hold for a new grant; `None` when every gate is in use.
+    pub(crate) fn take(&mut self) -> Option<(u16, u32)> {
+        let gate = match self.free.pop() {
             Some(g) => g,
-            None if gates.fresh < super::ring::GATES => {
-                gates.fresh += 1;
-                gates.fresh - 1
+            None if self.fresh < super::ring::GATES => {
+                self.fresh += 1;
+                self.fresh - 1
             }
-            // Every gate in use: this one goes on the wire.
-            None => return,
+            None => return None,
         };
-        gates.next_value = gates.next_value.wrapping_add(1).max(1);
-        let value = gates.next_value;
-        let Some(g) = self.seg.gate(gate) else {
-            return;
-        };
-        g.state.store(value, Ordering::SeqCst);
-        let mut rights = 0;
-        if mr.access.contains(crate::mem::Access::REMOTE_READ) {
-            rights |= RIGHT_READ;
-        }
-        if mr.access.contains(crate::mem::Access::REMOTE_WRITE) {
-            rights |= RIGHT_WRITE;
-        }
-        if mr.access.contains(crate::mem::Access::REMOTE_ATOMIC) {
-            rights |= RIGHT_ATOMIC;
-        }
-        let mut f = [0u8; GRANT_FRAME_BYTES];
-        f[0..4].copy_from_slice(&MAGIC.to_le_bytes());
-        f[4..6].copy_from_slice(&VERSION.to_le_bytes());
-        f[6..8].copy_from_slice(&KIND_GRANT.to_le_bytes());
-        let b = &mut f[HEADER_BYTES..];
-        for (i, v) in [key.0, key.1, key.2, key.3, key.4, rights]
-            .into_iter()
-            .enumerate()
-        {
-            b[4 * i..4 * i + 4].copy_from_slice(&v.to_le_bytes());
-        }
-        b[24..32].copy_from_slice(&mr.addr.to_le_bytes());
-        b[32..40].copy_from_slice(&mr.len.to_le_bytes());
-        b[40..42].copy_from_slice(&gate.to_le_bytes());
-        b[44..48].copy_from_slice(&value.to_le_bytes());
-        b[48..56].copy_from_slice(&backing.offset().to_le_bytes());
-        if super::transport::send_with_fds(&self.sock, &f, &[backing.fd()]).is_err() {
-            // The socket is full or gone: no grant now (a later request offers it again).
-            g.state.store(0, Ordering::SeqCst);
-            gates.free.push(gate);
-            return;
-        }
-        gates.granted.insert(key, Some(gate));
-        gates.by_gate.insert(gate, key);
-        drop(gates);
-        let r = |w| GrantRef {
-            conn: Arc::downgrade(self),
-            gate,
-            value: w,
-        };
-        region.grants.push(r(value));
-        qp_grants.push(r(value));
+        self.next_value = self.next_value.wrapping_add(1).max(1);
+        Some((gate, self.next_value))
     }
 
-    /// Closes gate `gate` if it still holds `value`; with `wait`, then waits (at most that
-    /// long, and not once the connection is dead) for placements through it to end.
-    pub(crate) fn close_gate(&self, gate: u16, value: u32, wait: Option<Duration>) {
-        let Some(g) = self.seg.gate(gate) else {
-            return;
-        };
-        // ORDERING: SeqCst pairs with the requester's SeqCst `inflight` increment and `state`
-        // load (`place`): either it sees the gate closed, or the load below sees it counted.
-        if g.state
-            .compare_exchange(value, 0, Ordering::SeqCst, Ordering::SeqCst)
-            .is_err()
-        {
-            return;
-        }
-        if let Some(wait) = wait {
-            let until = Instant::now() + wait;
-            while g.inflight.load(Ordering::SeqCst) != 0
-                && !self.is_dead()
-                && Instant::now() < until
-            {
-                std::thread::yield_now();
-            }
-        }
-        let mut gates = lock(&self.gates);
-        if let Some(key) = gates.by_gate.remove(&gate) {
-            gates.granted.remove(&key);
-        }
-        gates.free.push(gate);
+    /// Records the grant of `key` through `gate`.
+    pub(crate) fn record(&mut self, key: GrantKey, gate: u16) {
+        self.granted.insert(key, Some(gate));
+        self.by_gate.insert(gate, key);
     }
 
-    /// Takes a grant frame (a connection this process made): checks it, maps the region.
-    pub(crate) fn accept_grant(
-        &self,
+    /// Gives `gate` back (its grant closed, or never sent).
+    pub(crate) fn release(&mut self, gate: u16) {
+        if let Some(key) = self.by_gate.remove(&gate) {
+            self.granted.remove(&key);
+        }
+        self.free.push(gate);
+    }
+}
+
+/// The rights a grant of a region with `access` gives (`RIGHT_*` bits).
+pub(crate) fn rights_of(access: Access) -> u32 {
+    let mut rights = 0;
+    if access.contains(Access::REMOTE_READ) {
+        rights |= RIGHT_READ;
+    }
+    if access.contains(Access::REMOTE_WRITE) {
+        rights |= RIGHT_WRITE;
+    }
+    if access.contains(Access::REMOTE_ATOMIC) {
+        rights |= RIGHT_ATOMIC;
+    }
+    rights
+}
+
+/// A grant frame (layout in the module's documentation): `key` names the requester, responder
+/// and rkey; the region is `len` bytes at `addr` in the responder, `offset` bytes into its
+/// object; `gate` holds `value` while the grant does.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn encode(
+    key: GrantKey,
+    rights: u32,
+    addr: u64,
+    len: u64,
+    gate: u16,
+    value: u32,
+    offset: u64,
+) -> [u8; GRANT_FRAME_BYTES] {
+    let mut f = [0u8; GRANT_FRAME_BYTES];
+    f[0..4].copy_from_slice(&MAGIC.to_le_bytes());
+    f[4..6].copy_from_slice(&VERSION.to_le_bytes());
+    f[6..8].copy_from_slice(&KIND_GRANT.to_le_bytes());
+    let b = &mut f[HEADER_BYTES..];
+    for (i, v) in [key.0, key.1, key.2, key.3, key.4, rights]
+        .into_iter()
+        .enumerate()
+    {
+        b[4 * i..4 * i + 4].copy_from_slice(&v.to_le_bytes());
+    }
+    b[24..32].copy_from_slice(&addr.to_le_bytes());
+    b[32..40].copy_from_slice(&len.to_le_bytes());
+    b[40..42].copy_from_slice(&gate.to_le_bytes());
+    b[44..48].copy_from_slice(&value.to_le_bytes());
+    b[48..56].copy_from_slice(&offset.to_le_bytes());
+    f
+}
+
+impl Grant {
+    /// Checks a grant frame and the object attached to it, and maps the region: the grant and
+    /// the key it is held under (requester NIC, requester QP, rkey). `Err` says why the frame
+    /// is refused (the connection then closes).
+    pub(crate) fn accept(
         f: &[u8; GRANT_FRAME_BYTES],
         fd: Option<OwnedFd>,
-    ) -> Result<(), String> {
+    ) -> Result<((u32, u32, u32), Self), String> {
         let u32_at = |i: usize| u32::from_le_bytes(f[i..i + 4].try_into().unwrap_or_default());
         let u64_at = |i: usize| u64::from_le_bytes(f[i..i + 8].try_into().unwrap_or_default());
         let kind = u16::from_le_bytes([f[6], f[7]]);
@@ -431,6 +270,7 @@ impl Conn {
         let (addr, len) = (u64_at(b + 24), u64_at(b + 32));
         let gate = u16::from_le_bytes([f[b + 40], f[b + 41]]);
         let value = u32_at(b + 44);
+        let offset = u64_at(b + 48);
         let fd = fd.ok_or("a grant without its region")?;
         if rights & RIGHTS == 0 || rights & !RIGHTS != 0 {
             return Err(format!("a grant with rights {rights:#x}"));
@@ -441,7 +281,6 @@ impl Conn {
         if len == 0 || len > MAX_REGION_BYTES || addr.checked_add(len).is_none() {
             return Err(format!("a grant of {len} bytes at {addr:#x}"));
         }
-        let offset = u64_at(b + 48);
         let st = rustix::fs::fstat(&fd).map_err(|e| format!("a grant's region: {e}"))?;
         let size = u64::try_from(st.st_size).unwrap_or(0);
         if offset.checked_add(len).is_none_or(|end| end > size) {
@@ -488,8 +327,7 @@ impl Conn {
             gate,
             value,
         };
-        lock(&self.grants).insert(key, Arc::new(grant));
-        Ok(())
+        Ok((key, grant))
     }
 }
 

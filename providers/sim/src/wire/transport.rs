@@ -801,16 +801,144 @@ impl Conn {
                     let checked = if fds.next().is_some() {
                         Err("a grant with more than one descriptor".to_string())
                     } else {
-                        self.accept_grant(&frame, fd)
+                        super::direct::Grant::accept(&frame, fd)
                     };
-                    if let Err(why) = checked {
-                        self.broken(&why);
-                        break;
+                    match checked {
+                        Ok((key, grant)) => {
+                            lock(&self.grants).insert(key, Arc::new(grant));
+                        }
+                        Err(why) => {
+                            self.broken(&why);
+                            break;
+                        }
                     }
                 }
             }
         }
         self.kill();
+    }
+}
+
+// ---- direct placement (`super::direct`): the connection's side of grants ------------------
+
+/// A grant as its responder keeps it ([`crate::shared::Withdraw`]): which gate of which
+/// connection, and the value it holds while the grant does.
+#[derive(Debug)]
+struct GrantRef {
+    conn: Weak<Conn>,
+    gate: u16,
+    value: u32,
+}
+
+impl crate::shared::Withdraw for GrantRef {
+    fn withdraw(&self, wait: Option<Duration>) {
+        if let Some(c) = self.conn.upgrade() {
+            c.close_gate(self.gate, self.value, wait);
+        }
+    }
+
+    fn alive(&self) -> bool {
+        self.conn.strong_count() > 0
+    }
+}
+
+impl Conn {
+    /// The grant this process holds for requester `(nic, qpn)` and `rkey` (a connection this
+    /// process made).
+    pub(crate) fn grant(&self, key: (u32, u32, u32)) -> Option<Arc<super::direct::Grant>> {
+        let g = lock(&self.grants);
+        if g.is_empty() {
+            return None;
+        }
+        g.get(&key).cloned()
+    }
+
+    /// Whether `key` was offered a grant (or found not grantable) already.
+    pub(crate) fn offered(&self, key: super::direct::GrantKey) -> bool {
+        lock(&self.gates).offered(&key)
+    }
+
+    /// Drops a grant found closed.
+    pub(crate) fn forget_grant(&self, key: (u32, u32, u32)) {
+        lock(&self.grants).remove(&key);
+    }
+
+    /// Offers requester QP `key.0, key.1` direct access to `mr` through responder QP
+    /// `key.2, key.3` (an accepted connection, after a request from it on `mr` succeeded):
+    /// sends the grant with the region's memory on the socket and keeps it, in the region's and
+    /// the QP's grants, to be closed. Nothing when the region cannot be shared, every gate is
+    /// in use, or the socket is full (a later request offers it again).
+    pub(crate) fn offer(
+        self: &Arc<Self>,
+        key: super::direct::GrantKey,
+        mr: &crate::mem::MrInner,
+        qp_grants: &crate::shared::Grants,
+    ) {
+        let mut gates = lock(&self.gates);
+        if gates.offered(&key) {
+            return;
+        }
+        let Some(region) = mr.shared.as_ref() else {
+            gates.refuse(key);
+            return;
+        };
+        // Held until the grant is recorded (see `SharedRegion::backing`).
+        let backing = region.backing();
+        let Some(backing) = backing.as_ref() else {
+            return;
+        };
+        let Some((gate, value)) = gates.take() else {
+            return;
+        };
+        let Some(g) = self.seg.gate(gate) else {
+            return;
+        };
+        g.state.store(value, Ordering::SeqCst);
+        let rights = super::direct::rights_of(mr.access);
+        let f = super::direct::encode(key, rights, mr.addr, mr.len, gate, value, backing.offset());
+        if send_with_fds(&self.sock, &f, &[backing.fd()]).is_err() {
+            g.state.store(0, Ordering::SeqCst);
+            gates.release(gate);
+            return;
+        }
+        gates.record(key, gate);
+        drop(gates);
+        let r = || {
+            Box::new(GrantRef {
+                conn: Arc::downgrade(self),
+                gate,
+                value,
+            })
+        };
+        region.grants().push(r());
+        qp_grants.push(r());
+    }
+
+    /// Closes gate `gate` if it still holds `value`; with `wait`, then waits (at most that
+    /// long, and not once the connection is dead) for placements through it to end.
+    pub(crate) fn close_gate(&self, gate: u16, value: u32, wait: Option<Duration>) {
+        let Some(g) = self.seg.gate(gate) else {
+            return;
+        };
+        // ORDERING: SeqCst pairs with the requester's SeqCst `inflight` increment and `state`
+        // load (`engine::wire::place`): either it sees the gate closed, or the load below sees
+        // it counted.
+        if g.state
+            .compare_exchange(value, 0, Ordering::SeqCst, Ordering::SeqCst)
+            .is_err()
+        {
+            return;
+        }
+        if let Some(wait) = wait {
+            let until = std::time::Instant::now() + wait;
+            while g.inflight.load(Ordering::SeqCst) != 0
+                && !self.is_dead()
+                && std::time::Instant::now() < until
+            {
+                std::thread::yield_now();
+            }
+        }
+        lock(&self.gates).release(gate);
     }
 }
 
