@@ -216,6 +216,10 @@ unsafe fn gather(
 /// against 18–44 when large WRITEs were served the same way.
 const SMALL_POST_BYTES: u64 = 4096;
 
+/// Small posts in a row whose doorbell may be left to the engine (the next one runs the QP's
+/// step itself, serving them all).
+const DEFERRED_POSTS_MAX: u32 = 15;
+
 impl Qp {
     /// Posts `reqs` and rings once. Stops at the first request that does not fit or does not
     /// translate: `Err((index, errno))`.
@@ -240,6 +244,8 @@ impl Qp {
         }
         let mut st = self.send.lock().unwrap_or_else(|e| e.into_inner());
         self.resync::<V>(sq, &mut st);
+        // Whether earlier requests are still outstanding (a stream, not a ping-pong).
+        let streaming = !st.recs.is_empty();
         let mut last = None;
         let mut result = Ok(());
         // The largest message of this post (how its doorbell is served, below).
@@ -293,8 +299,20 @@ impl Qp {
         if let Some(p) = last {
             // SAFETY: the handle's doorbell record and register are the sim QP's.
             unsafe { V::ring_sq(sq, &p) };
+            // Small messages behind others still outstanding (a stream: the program will poll
+            // for their completions), while the engine thread will look at the queues within
+            // a bounded time anyway: the doorbell is left to it or to the program's next poll,
+            // so a burst of posts is served in one step (one frame batch, one look at the
+            // peer) — but never more than `DEFERRED_POSTS_MAX` in a row. A post with nothing
+            // outstanding (a ping-pong) is served at once.
+            let defer = largest <= SMALL_POST_BYTES
+                && streaming
+                && st.deferred < DEFERRED_POSTS_MAX
+                && self.ctx.dev.nic.fabric().defer_doorbell();
+            st.deferred = if defer { st.deferred + 1 } else { 0 };
             drop(st);
-            if largest <= SMALL_POST_BYTES {
+            if defer {
+            } else if largest <= SMALL_POST_BYTES {
                 // Small messages: only this QP's queue is served here; the program's polls
                 // take the responses (a whole pass per post cost a message-rate loop a
                 // quarter of its time).

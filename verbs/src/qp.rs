@@ -48,6 +48,8 @@ pub(crate) struct SendState {
     pub(crate) head: u64,
     /// Posted and not yet completed, oldest first.
     pub(crate) recs: VecDeque<Rec>,
+    /// Posts in a row whose doorbell was left to the engine (`crate::post`).
+    pub(crate) deferred: u32,
 }
 
 /// Receive-queue bookkeeping.
@@ -432,6 +434,7 @@ fn create_as<V: VendorQueue>(
             pos: SqPos::at_unit(0),
             head: 0,
             recs: VecDeque::new(),
+            deferred: 0,
         }),
         recv: Mutex::new(RecvState::default()),
         attr: Mutex::new(attr),

@@ -321,6 +321,33 @@ static void client(void)
 	aw.wr.atomic.swap = 5;
 	CHECK(ibv_post_send(qp, &aw, &bad) == 0 && poll1(&wc, 10) && wc.status == 0 && ask('V', 0, 0, 4096).value == 99, "cas with a wrong compare leaves it");
 
+	/* A stream of small WRITEs, then no call into the library: every one lands (posts whose
+	 * doorbell was left to the engine thread are served in bounded time), then the last,
+	 * signalled, completes. */
+	ask('W', 320, 0, 8192);
+	for (int i = 0; i < 40; i++) {
+		uint64_t v = 0x1000 + (uint64_t)i;
+		memcpy(buf + 512 + 8 * i, &v, 8);
+		CHECK(post_one(IBV_WR_RDMA_WRITE, (uint64_t)buf + 512 + 8 * i, 8, mr->lkey, peer.addr + 8192 + 8 * i, peer.rkey,
+			       i == 39 ? IBV_SEND_SIGNALED : 0, 100 + (uint64_t)i) == 0,
+		      "stream: post %d", i);
+	}
+	{
+		struct timespec s0, s1;
+		clock_gettime(CLOCK_MONOTONIC, &s0);
+		uint64_t last = 0;
+		do {
+			last = ask('V', 0, 0, 8192 + 8 * 39).value;
+			clock_gettime(CLOCK_MONOTONIC, &s1);
+		} while (last != 0x1000 + 39 && s1.tv_sec - s0.tv_sec < 5);
+		CHECK(last == 0x1000 + 39, "stream: the last WRITE landed without a poll (%llx)", (unsigned long long)last);
+		int all = 1;
+		for (int i = 0; i < 40; i++)
+			all &= ask('V', 0, 0, 8192 + 8 * (uint64_t)i).value == 0x1000 + (uint64_t)i;
+		CHECK(all, "stream: every WRITE landed");
+		CHECK(poll1(&wc, 10) && wc.status == 0 && wc.wr_id == 139, "stream: the signalled one completes");
+	}
+
 	/* Errors, each on a fresh QP pair: the status hardware reports, nothing written, later
 	 * WQEs flushed. */
 	ask('W', 64, 0, 4 * BIG / 2 - 64);
