@@ -120,14 +120,19 @@ pub(super) fn execute_wire(
             c
         }
     };
-    // Nothing of this QP in flight: a WRITE or READ into a region its responder granted is
-    // placed here and now (`crate::wire::direct`).
-    if !behind && ex.wire_out.is_empty() && op.imm.is_none() {
-        if let Some(step) = conn
-            .as_ref()
-            .and_then(|cn| place(cn, qp, ex, op, kind, c, ep))
-        {
-            return step;
+    // Nothing of this QP in flight: a WRITE, READ or atomic on a region its responder granted
+    // is placed here and now (`crate::wire::direct`).
+    if let Some(cn) = conn.as_ref().filter(|_| op.imm.is_none()) {
+        if !behind && ex.wire_out.is_empty() {
+            if let Some(step) = place(cn, qp, ex, op, kind, c, ep) {
+                return step;
+            }
+        } else if placeable(cn, qp, op, kind, ep) {
+            // Granted, but requests sent before the grant came are in flight: this one waits
+            // for them (RC's order) and is then placed. Sent on the wire instead, it would keep
+            // a stream that never drains (a program keeping its send queue full) on the wire
+            // for good.
+            return Step::Wait;
         }
     }
     let carried = match kind {
@@ -353,6 +358,37 @@ pub(super) fn execute_wire(
     Step::Sent
 }
 
+/// The length and right `op` needs to be placed (`None`: not an operation a grant serves).
+fn placement(op: &WqeOp, kind: OpKind) -> Option<(u64, crate::wire::direct::Right)> {
+    use crate::wire::direct::Right;
+    let inline = op.inline.as_deref().filter(|d| !d.is_empty());
+    let (len, need) = match kind {
+        OpKind::Write => (inline.map_or(op.length(), |d| d.len() as u64), Right::Write),
+        OpKind::Read => (op.length(), Right::Read),
+        // Aligned, as the responder requires (a misaligned one gets its error there).
+        OpKind::Atomic => match op.atomic {
+            Some((_, w)) if op.remote.addr % u64::from(w) == 0 => (u64::from(w), Right::Atomic),
+            _ => return None,
+        },
+        _ => return None,
+    };
+    (len > 0).then_some((len, need))
+}
+
+/// Whether `place` would take `op` now: its QP holds an open grant that covers it.
+fn placeable(conn: &Conn, qp: &QpInner, op: &WqeOp, kind: OpKind, ep: Endpoint) -> bool {
+    let Some((len, need)) = placement(op, kind) else {
+        return false;
+    };
+    conn.grant((qp.nic.id, qp.qpn, op.remote.rkey))
+        .is_some_and(|g| {
+            g.at((ep.nic, ep.qpn), op.remote.addr, len, need).is_some()
+                && conn
+                    .gate(g.gate)
+                    .is_some_and(|gate| gate.state.load(Ordering::Acquire) == g.value)
+        })
+}
+
 /// Places the WRITE or READ `op` through the grant its QP holds for the region (see
 /// `crate::wire::direct`): `None` when there is none, it does not cover `op`, or it was
 /// withdrawn, or a local check fails — the request then goes on the wire, which answers
@@ -368,19 +404,7 @@ fn place(
 ) -> Option<Step> {
     use crate::wire::direct::Right;
     let inline = op.inline.as_deref().filter(|d| !d.is_empty());
-    let (len, need) = match kind {
-        OpKind::Write => (inline.map_or(op.length(), |d| d.len() as u64), Right::Write),
-        OpKind::Read => (op.length(), Right::Read),
-        // Aligned, as the responder requires (a misaligned one gets its error there).
-        OpKind::Atomic => match op.atomic {
-            Some((_, w)) if op.remote.addr % u64::from(w) == 0 => (u64::from(w), Right::Atomic),
-            _ => return None,
-        },
-        _ => return None,
-    };
-    if len == 0 {
-        return None;
-    }
+    let (len, need) = placement(op, kind)?;
     let key = (qp.nic.id, qp.qpn, op.remote.rkey);
     let grant = conn.grant(key)?;
     let at = grant.at((ep.nic, ep.qpn), op.remote.addr, len, need)?;
