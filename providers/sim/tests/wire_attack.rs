@@ -1669,10 +1669,8 @@ fn a_grant_that_comes_behind_requests_in_flight_is_used_once_they_are_answered()
     assert_eq!(status_of(q.quiet()), WcStatus::Success);
     assert_eq!(a.fabric.stats().placed, 1);
     // SAFETY: inside the granted memory.
-    assert_eq!(
-        unsafe { std::slice::from_raw_parts(mem.add(8), 8) },
-        b"second!!"
-    );
+    let landed = unsafe { std::slice::from_raw_parts(mem.add(8), 8) };
+    assert_eq!(landed, b"second!!");
     assert!(!rings.pending());
     drop(q);
 }
