@@ -1666,6 +1666,13 @@ impl Wire {
         if let Some(q) = lock(&self.responses).remove(&key) {
             q.clear();
         }
+        // Its grants of direct placement go too (their mappings with them).
+        for c in lock(&self.conns).iter() {
+            let mut g = lock(&c.grants);
+            if !g.is_empty() {
+                g.retain(|k, _| (k.0, k.1) != key);
+            }
+        }
     }
 
     /// The outstanding requests of `key`, if it has any table.
