@@ -299,14 +299,16 @@ impl Qp {
         if let Some(p) = last {
             // SAFETY: the handle's doorbell record and register are the sim QP's.
             unsafe { V::ring_sq(sq, &p) };
-            // Small messages behind others still outstanding (a stream: the program will poll
-            // for their completions), while the engine thread will look at the queues within
-            // a bounded time anyway: the doorbell is left to it or to the program's next poll,
-            // so a burst of posts is served in one step (one frame batch, one look at the
-            // peer) — but never more than `DEFERRED_POSTS_MAX` in a row. A post with nothing
+            // Behind requests still outstanding (a stream: the program will poll for their
+            // completions), while the engine thread will look at the queues within a bounded
+            // time anyway, a small post's doorbell is left to it or to the program's next
+            // poll: a burst is served in one step (one frame batch, one look at the peer) —
+            // at most `DEFERRED_POSTS_MAX` posts in a row (the next one serves them all here).
+            // A large post may be left to the engine thread too when the QP's operations are
+            // placed directly (`gda_sim::Qp::after_large_post`). A post with nothing
             // outstanding (a ping-pong) is served at once.
-            let defer = largest <= SMALL_POST_BYTES
-                && streaming
+            let defer = streaming
+                && largest <= SMALL_POST_BYTES
                 && st.deferred < DEFERRED_POSTS_MAX
                 && self.ctx.dev.nic.fabric().defer_doorbell();
             st.deferred = if defer { st.deferred + 1 } else { 0 };
@@ -321,7 +323,7 @@ impl Qp {
                 // Large ones: this QP's step, and the whole pass too unless they were placed
                 // directly (the pass writes what waits for room in the rings and takes the
                 // acknowledgements that free it).
-                self.after_large_post();
+                self.after_large_post(streaming);
             }
         }
         result

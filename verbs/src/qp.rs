@@ -147,8 +147,8 @@ impl Qp {
     }
 
     /// [`Qp::after_post`] for large messages (see `gda_sim::Qp::after_large_post`).
-    pub(crate) fn after_large_post(&self) {
-        self.sim.after_large_post();
+    pub(crate) fn after_large_post(&self, streaming: bool) {
+        self.sim.after_large_post(streaming);
     }
 
     /// The QP behind `qp`.

@@ -119,6 +119,7 @@ impl Pd {
             rq_psn: AtomicU64::new(PSN_UNKNOWN),
             exec: Mutex::new(QpExec::default()),
             grants: Default::default(),
+            placing: std::sync::atomic::AtomicBool::new(false),
         });
         let fabric = self.nic.fabric.clone();
         fabric
@@ -161,9 +162,13 @@ impl Qp {
 
     /// [`Qp::after_post`] for a post of large messages: the whole engine pass runs too when
     /// this QP's step left requests on the wire (a large request is served sooner so); not
-    /// when they were placed directly into regions the peer granted.
-    pub fn after_large_post(&self) {
-        crate::engine::after_large_post_on(&self.fabric.inner, &self.inner);
+    /// when they were placed directly into regions the peer granted. With `streaming` (earlier
+    /// requests of the QP are still outstanding, so the program will poll), while the QP's
+    /// operations are being placed and the engine thread will look at the queues within
+    /// [`Fabric::DEFERRED_SERVICE`](crate::Fabric::DEFERRED_SERVICE) anyway, the work is left
+    /// to it: it copies on another core while the program goes on posting.
+    pub fn after_large_post(&self, streaming: bool) {
+        crate::engine::after_large_post_on(&self.fabric.inner, &self.inner, streaming);
     }
 
     /// QP number.

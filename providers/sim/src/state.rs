@@ -280,6 +280,9 @@ pub(crate) struct QpInner {
     /// Direct placement granted to peers through this QP ((`wire::direct`)), closed
     /// when it moves to error or is destroyed.
     pub(crate) grants: crate::shared::Grants,
+    /// Whether this QP's last operation towards another process was placed directly (not
+    /// sent on the wire): its large posts may be left to the engine thread.
+    pub(crate) placing: std::sync::atomic::AtomicBool,
 }
 
 /// [`QpInner::rq_psn`] before anyone said which PSN the peer starts at.

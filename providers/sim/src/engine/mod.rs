@@ -392,9 +392,15 @@ pub(crate) fn after_post_on(f: &FabricInner, qp: &Arc<QpInner>) {
 /// placement covered them): that pass writes what waits for room in the rings and takes the
 /// acknowledgements that free it, which a large request needs sooner than the program's next
 /// poll. Placed directly, a large WRITE or READ is complete after the step.
-pub(crate) fn after_large_post_on(f: &FabricInner, qp: &Arc<QpInner>) {
+pub(crate) fn after_large_post_on(f: &FabricInner, qp: &Arc<QpInner>, streaming: bool) {
     if f.wire.is_none() || f.chaos.is_some() {
         after_doorbell(f);
+        return;
+    }
+    // Placed directly, a stream's large operations are copies the engine thread can make on
+    // another core while the program posts (`Qp::after_large_post`); on the wire they are
+    // served here, where their frames are written at once.
+    if streaming && qp.placing.load(Ordering::Relaxed) && defer_doorbell(f) {
         return;
     }
     f.hooked.store(true, Ordering::Relaxed);

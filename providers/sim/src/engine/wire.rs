@@ -300,6 +300,7 @@ pub(super) fn execute_wire(
             flush_batch(wire, qp, ex);
         }
         push_waiting(ex, seq, &conn, op, c, psn);
+        not_placing(qp);
         return Step::Sent;
     }
     flush_batch(wire, qp, ex);
@@ -355,6 +356,7 @@ pub(super) fn execute_wire(
         return retry_or_fail(qp, ex, op.units, c);
     }
     push_waiting(ex, req.seq, &conn, op, c, psn);
+    not_placing(qp);
     Step::Sent
 }
 
@@ -457,6 +459,9 @@ fn place(
     };
     mmio::dma_publish();
     conn.placed.fetch_add(1, Ordering::Relaxed);
+    if !qp.placing.load(Ordering::Relaxed) {
+        qp.placing.store(true, Ordering::Relaxed);
+    }
     Some(step)
 }
 
@@ -464,6 +469,13 @@ fn place(
 const BATCH_FRAME_MAX: usize = 2048;
 /// A step's batch is written once it holds this much.
 const BATCH_BYTES: usize = 16 << 10;
+
+/// Notes that `qp`'s last operation went on the wire (`QpInner::placing`).
+fn not_placing(qp: &QpInner) {
+    if qp.placing.load(Ordering::Relaxed) {
+        qp.placing.store(false, Ordering::Relaxed);
+    }
+}
 
 /// Keeps request `seq` (sent, or in this step's batch) in flight: what completing its WQE
 /// needs, its completion, where to go back to.
