@@ -294,6 +294,20 @@ fn covered_by(
 mod tests {
     use super::*;
 
+    /// A new private anonymous read-write mapping of `len` bytes (unmapped by the test).
+    fn private(len: usize) -> *mut core::ffi::c_void {
+        // SAFETY: a new mapping, anywhere.
+        unsafe {
+            rustix::mm::mmap_anonymous(
+                std::ptr::null_mut(),
+                len,
+                ProtFlags::READ | ProtFlags::WRITE,
+                MapFlags::PRIVATE,
+            )
+        }
+        .unwrap()
+    }
+
     #[test]
     fn only_private_anonymous_mappings_cover_a_range() {
         let maps = "\
@@ -315,17 +329,7 @@ mod tests {
     fn a_shared_range_keeps_its_address_and_bytes_both_ways() {
         let page = page_size();
         let len = 3 * page;
-        // SAFETY: a private anonymous mapping of our own.
-        let p = unsafe {
-            rustix::mm::mmap_anonymous(
-                std::ptr::null_mut(),
-                len,
-                ProtFlags::READ | ProtFlags::WRITE,
-                MapFlags::PRIVATE,
-            )
-        }
-        .unwrap()
-        .cast::<u8>();
+        let p = private(len).cast::<u8>();
         // SAFETY: ours.
         let bytes = unsafe { std::slice::from_raw_parts_mut(p, len) };
         for (i, b) in bytes.iter_mut().enumerate() {
@@ -378,17 +382,7 @@ mod tests {
     fn a_range_of_several_chunks_keeps_every_page() {
         let page = page_size();
         let len = 2 * CHUNK_BYTES + 3 * page;
-        // SAFETY: a private anonymous mapping of our own.
-        let p = unsafe {
-            rustix::mm::mmap_anonymous(
-                std::ptr::null_mut(),
-                len,
-                ProtFlags::READ | ProtFlags::WRITE,
-                MapFlags::PRIVATE,
-            )
-        }
-        .unwrap()
-        .cast::<u64>();
+        let p = private(len).cast::<u64>();
         let words = len / 8;
         let step = page / 8;
         for i in (0..words).step_by(step) {
@@ -417,16 +411,7 @@ mod tests {
     #[test]
     fn a_range_unmapped_while_shared_is_left_alone_when_dropped() {
         let len = 2 * page_size();
-        // SAFETY: a private anonymous mapping of our own.
-        let p = unsafe {
-            rustix::mm::mmap_anonymous(
-                std::ptr::null_mut(),
-                len,
-                ProtFlags::READ | ProtFlags::WRITE,
-                MapFlags::PRIVATE,
-            )
-        }
-        .unwrap();
+        let p = private(len);
         // SAFETY: ours, no other thread.
         let s = unsafe { SharedPages::share(p as usize, len) }
             .unwrap()

@@ -308,7 +308,6 @@ fn sends_land_from_the_ring_and_one_held_for_its_receive_keeps_its_payload() {
 /// responder served by a thread of its own.
 #[test]
 fn a_responder_streaming_past_its_wire_timeout_keeps_the_connection() {
-    use gda_hal::Sge;
     use std::time::{Duration, Instant};
     let p = pair(1024, 256);
     p.b.set_wire_timeout(Duration::from_millis(100));
@@ -318,18 +317,8 @@ fn a_responder_streaming_past_its_wire_timeout_keeps_the_connection() {
     let mut sq = p.queue();
     let a2 = p.a.clone();
     sq.set_host_progress(Some(Arc::new(move || a2.progress())));
-    let sge = [Sge {
-        addr: local.addr(),
-        length: LEN,
-        lkey: local.lkey(),
-    }];
-    let read = WorkRequest::Read {
-        remote: Remote {
-            addr: remote.addr(),
-            rkey: remote.rkey(),
-        },
-        sges: &sge,
-    };
+    let sge = [whole(&local, LEN)];
+    let read = read_of(&remote, &sge);
     let serving = std::sync::atomic::AtomicBool::new(true);
     let mut reads = 0u64;
     std::thread::scope(|s| {
@@ -354,6 +343,26 @@ fn a_responder_streaming_past_its_wire_timeout_keeps_the_connection() {
     });
     assert!(reads > 1000, "only {reads} READs in 1.5 s");
     drop(sq);
+}
+
+/// The first `len` bytes of `mr`, as a scatter/gather entry.
+fn whole(mr: &gda_sim::Mr, len: u32) -> gda_hal::Sge {
+    gda_hal::Sge {
+        addr: mr.addr(),
+        length: len,
+        lkey: mr.lkey(),
+    }
+}
+
+/// A READ of `remote` from its first byte into `sges`.
+fn read_of<'a>(remote: &gda_sim::Mr, sges: &'a [gda_hal::Sge]) -> WorkRequest<'a> {
+    WorkRequest::Read {
+        remote: Remote {
+            addr: remote.addr(),
+            rkey: remote.rkey(),
+        },
+        sges,
+    }
 }
 
 /// A native QP on each of two process fabrics, in Reset, each with a CQ of `cq_entries` for
@@ -495,7 +504,7 @@ impl Drop for Pages {
 /// pages (contents kept), and a WRITE with the old key is a remote access error, not placed.
 #[test]
 fn a_granted_region_takes_writes_and_reads_directly_until_it_is_deregistered() {
-    use gda_hal::{Sge, WcStatus};
+    use gda_hal::WcStatus;
     use std::time::{Duration, Instant};
     let p = pair(1024, 256);
     p.bring_up();
@@ -542,18 +551,8 @@ fn a_granted_region_takes_writes_and_reads_directly_until_it_is_deregistered() {
     }
     assert_eq!(p.a.stats().placed, placed + 99, "every WRITE placed");
     // A READ of the region: placed too, its data in the local region.
-    let sge = [Sge {
-        addr: local.addr(),
-        length: 800,
-        lkey: local.lkey(),
-    }];
-    let read = WorkRequest::Read {
-        remote: Remote {
-            addr: remote.addr(),
-            rkey: remote.rkey(),
-        },
-        sges: &sge,
-    };
+    let sge = [whole(&local, 800)];
+    let read = read_of(&remote, &sge);
     sq.post(&read, SendFlags::SIGNALED).unwrap();
     sq.quiet().unwrap();
     assert_eq!(p.a.stats().placed, placed + 100);
