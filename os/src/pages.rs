@@ -94,18 +94,6 @@ impl SharedPages {
         self.addr
     }
 
-    /// The range's length in bytes.
-    #[must_use]
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    /// Never: a shared range has at least one page.
-    #[must_use]
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
     fn unshare(&self) -> io::Result<()> {
         // The program may have unmapped the range (or mapped something else there) while it was
         // registered, against the rules of registration: then there is nothing to move back.

@@ -44,8 +44,8 @@ pub struct MrInner {
     pub(crate) live: AtomicBool,
     /// DMA accesses in progress ([`Pins`]); [`MrInner::retire`] waits for none.
     pub(crate) inflight: AtomicU32,
-    /// The memory moved onto a memfd for direct placement by peers in other processes
-    /// ((`wire::direct`)), and their grants.
+    /// The memory as peers in other processes can map it, for direct placement
+    /// (`wire::direct`), and their grants.
     pub(crate) shared: Option<crate::shared::SharedRegion>,
 }
 

@@ -68,8 +68,8 @@ impl Pd {
     pub unsafe fn register(&self, addr: u64, len: usize, access: Access) -> Mr {
         // On a process fabric, memory peers may reach is moved onto a memfd when it can be
         // (page-aligned private pages), so they can place into it directly.
-        let remote = access.intersects(Access::REMOTE_READ | Access::REMOTE_WRITE);
-        let shared = (remote && self.nic.fabric.inner.wire.is_some() && crate::shared::enabled())
+        let shared = self
+            .shareable(access)
             // SAFETY: the caller's memory, kept mapped while registered (the contract).
             .then(|| unsafe { crate::shared::SharedRegion::moved(addr, len as u64) })
             .flatten();
@@ -92,11 +92,19 @@ impl Pd {
         fd: std::os::fd::OwnedFd,
         offset: u64,
     ) -> Mr {
-        let remote = access.intersects(Access::REMOTE_READ | Access::REMOTE_WRITE);
-        let shared = (remote && self.nic.fabric.inner.wire.is_some() && crate::shared::enabled())
+        let shared = self
+            .shareable(access)
             .then(|| crate::shared::SharedRegion::file(addr, len as u64, fd, offset))
             .flatten();
         self.insert(addr, len as u64, access, None, shared)
+    }
+
+    /// Whether a region with `access` registered here may be granted to peers for direct
+    /// placement: it gives remote READ or WRITE, on a process fabric, with `GDA_SIM_DIRECT` on.
+    fn shareable(&self, access: Access) -> bool {
+        access.intersects(Access::REMOTE_READ | Access::REMOTE_WRITE)
+            && self.nic.fabric.inner.wire.is_some()
+            && crate::shared::enabled()
     }
 
     fn insert(

@@ -1119,16 +1119,12 @@ fn offer_grant(f: &FabricInner, c: &Arc<Conn>, responder: &mut Responder, req: &
         return;
     }
     let key = (req.src_nic, req.src_qpn, req.dst_nic, req.dst_qpn, req.rkey);
-    let Some((rqp, ..)) = responder.lookup(f, (req.dst_nic, req.dst_qpn)) else {
+    let Some((rqp, _, _, keys)) = responder.lookup(f, (req.dst_nic, req.dst_qpn)) else {
         return;
     };
     if rqp.nic.shared_regions.load(Ordering::Relaxed) == 0 || c.offered(key) {
         return;
     }
-    let rqp = rqp.clone();
-    let Some((_, _, _, keys)) = responder.lookup(f, (req.dst_nic, req.dst_qpn)) else {
-        return;
-    };
     if let Ok(mr) = rqp
         .nic
         .mrs

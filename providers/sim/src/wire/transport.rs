@@ -225,6 +225,9 @@ pub(crate) struct Conn {
     /// Direct placement, as the requester (a connection this process made): the grants held,
     /// by (requester NIC, requester QP, rkey).
     pub(super) grants: Mutex<HashMap<(u32, u32, u32), Arc<super::direct::Grant>>>,
+    /// How many `grants` holds, as its last change left it: a requester that holds none (most
+    /// connections, and every one before its first grant) looks no further, without the lock.
+    grants_held: AtomicUsize,
     /// The fabric's count of direct placements ([`Wire::placed`]).
     pub(crate) placed: Arc<AtomicU64>,
     wire: Weak<Wire>,
@@ -293,6 +296,7 @@ impl Conn {
             held: Mutex::new(None),
             gates: Mutex::default(),
             grants: Mutex::default(),
+            grants_held: AtomicUsize::new(0),
             placed: wire.placed.clone(),
             wire: Arc::downgrade(wire),
         }
@@ -805,7 +809,9 @@ impl Conn {
                     };
                     match checked {
                         Ok((key, grant)) => {
-                            lock(&self.grants).insert(key, Arc::new(grant));
+                            let mut g = lock(&self.grants);
+                            g.insert(key, Arc::new(grant));
+                            self.grants_held.store(g.len(), Ordering::Release);
                         }
                         Err(why) => {
                             self.broken(&why);
@@ -846,11 +852,12 @@ impl Conn {
     /// The grant this process holds for requester `(nic, qpn)` and `rkey` (a connection this
     /// process made).
     pub(crate) fn grant(&self, key: (u32, u32, u32)) -> Option<Arc<super::direct::Grant>> {
-        let g = lock(&self.grants);
-        if g.is_empty() {
+        // ORDERING: Acquire pairs with the Release stores after each change of `grants`; a
+        // grant taken a moment ago and not seen yet only sends this request on the wire.
+        if self.grants_held.load(Ordering::Acquire) == 0 {
             return None;
         }
-        g.get(&key).cloned()
+        lock(&self.grants).get(&key).cloned()
     }
 
     /// Whether `key` was offered a grant (or found not grantable) already.
@@ -860,7 +867,9 @@ impl Conn {
 
     /// Drops a grant found closed.
     pub(crate) fn forget_grant(&self, key: (u32, u32, u32)) {
-        lock(&self.grants).remove(&key);
+        let mut g = lock(&self.grants);
+        g.remove(&key);
+        self.grants_held.store(g.len(), Ordering::Release);
     }
 
     /// Offers requester QP `key.0, key.1` direct access to `mr` through responder QP
@@ -1671,6 +1680,7 @@ impl Wire {
             let mut g = lock(&c.grants);
             if !g.is_empty() {
                 g.retain(|k, _| (k.0, k.1) != key);
+                c.grants_held.store(g.len(), Ordering::Release);
             }
         }
     }
