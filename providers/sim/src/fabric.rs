@@ -119,6 +119,7 @@ impl Fabric {
                 rescan: std::sync::atomic::AtomicBool::new(false),
                 deferring: std::sync::atomic::AtomicBool::new(false),
                 hooked: std::sync::atomic::AtomicBool::new(false),
+                handed: std::sync::atomic::AtomicBool::new(false),
                 scan_hooks: std::sync::RwLock::new(Vec::new()),
                 stats: Stats::default(),
                 wire,

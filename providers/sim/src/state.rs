@@ -52,6 +52,10 @@ pub(crate) struct FabricInner {
     pub(crate) deferring: std::sync::atomic::AtomicBool,
     /// A program thread's post hook ran since the engine thread last looked.
     pub(crate) hooked: std::sync::atomic::AtomicBool,
+    /// A poster left its doorbell to the engine thread (`Fabric::defer_doorbell`) since the
+    /// engine thread last looked: its next look runs the pass even while a program thread
+    /// polls, so the work handed over runs beside the program, as it was handed over to.
+    pub(crate) handed: std::sync::atomic::AtomicBool,
     /// Run by the engine before every scan ([`Fabric::add_scan_hook`](crate::Fabric::add_scan_hook)).
     pub(crate) scan_hooks: RwLock<Vec<ScanHook>>,
     pub(crate) stats: Stats,

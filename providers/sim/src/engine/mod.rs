@@ -77,19 +77,23 @@ pub(crate) fn run(weak: Weak<FabricInner>) {
         let since_poll = f.wire.as_ref().map(|w| w.since_polled());
         // A doorbell whose work its poster could not run is served here first.
         let rescan = f.rescan.swap(false, Ordering::SeqCst);
-        let polled = !rescan && since_poll.is_some_and(|d| d < PROGRAM_POLLS);
+        // Work a poster handed over is run here, beside the program (a stream's large copies
+        // on the other core), whether or not a program thread polls. Read before swapped: the
+        // poster's line is written only when a deferral follows a look.
+        let handed = f.handed.load(Ordering::Relaxed) && f.handed.swap(false, Ordering::Relaxed);
+        let polled = !rescan && !handed && since_poll.is_some_and(|d| d < PROGRAM_POLLS);
         // Program threads that post run their own queues' work (post hooks) but not the rest
         // (peers' requests, responses, what they leave): see below.
         let hooked = f.wire.is_some() && f.hooked.swap(false, Ordering::Relaxed);
-        if let Some(d) = since_poll.filter(|_| polled && chaos_ref_is_none) {
-            // Leave the work to the polling thread, and sleep until its window ends — without
+        if polled && chaos_ref_is_none {
+            // Leave the work to the polling thread, and sleep a short while — without
             // telling peers (a wake-up for every frame they write would cost them a system
             // call each, for work the polling thread does anyway). A local doorbell whose own
             // pass found the turn taken still wakes this thread (`Fabric::kick`). While the
             // program keeps polling, the naps grow (up to `DEFERRED_NAP_MAX`), so a polling
             // thread is not interrupted every few microseconds by this one.
-            let nap = (PROGRAM_POLLS.saturating_sub(d) + Duration::from_micros(1)).max(deferred);
-            deferred = (deferred * 2).clamp(PROGRAM_POLLS, DEFERRED_NAP_MAX);
+            let nap = deferred.max(SHORT_NAP_MIN);
+            deferred = (deferred * 2).clamp(SHORT_NAP_MIN, DEFERRED_NAP_MAX);
             nap_short(&weak, f, nap, false);
             idle_since = None;
             continue;
@@ -139,8 +143,8 @@ pub(crate) fn run(weak: Weak<FabricInner>) {
             // polls, and what it does not poll for waits at most `DEFERRED_NAP_MAX`. Peers'
             // requests still wake it: a program that posts and then spins on its memory for a
             // peer's write (not in a SHMEM wait, which serves) gets it after one wake-up.
-            let nap = deferred.max(PROGRAM_POLLS);
-            deferred = (deferred * 2).clamp(PROGRAM_POLLS, DEFERRED_NAP_MAX);
+            let nap = deferred.max(SHORT_NAP_MIN);
+            deferred = (deferred * 2).clamp(SHORT_NAP_MIN, DEFERRED_NAP_MAX);
             nap_short(&weak, f, nap, true);
             idle_since = None;
             continue;
@@ -264,12 +268,17 @@ fn nap_short(weak: &Weak<FabricInner>, f: Arc<FabricInner>, nap: Duration, reque
 }
 
 /// How recently a program thread must have run a process fabric's pass (`progress`) for the
-/// engine thread to leave the work to it.
-const PROGRAM_POLLS: Duration = Duration::from_micros(20);
+/// engine thread to leave the work to it: the window in which peers leave it asleep too.
+const PROGRAM_POLLS: Duration = crate::wire::POLLED_RECENTLY;
 
-/// The longest nap of an engine thread that leaves the work to a polling program thread: a
-/// program that stops polling with a peer's request just arrived waits at most this long
-/// for the engine (peers leave it asleep while the program polls, `ring::POLLED_RECENTLY`).
+/// The first of the engine thread's short naps while a program posts or polls; they double up
+/// to [`DEFERRED_NAP_MAX`].
+const SHORT_NAP_MIN: Duration = Duration::from_micros(20);
+
+/// The longest nap of an engine thread that leaves the work to a polling program thread. Work
+/// a poster handed over waits at most this long for it; a peer's request that arrives as the
+/// program stops polling waits at most this long after the program's window
+/// ([`PROGRAM_POLLS`]) ends (peers leave the engine asleep while the program polls).
 pub(crate) const DEFERRED_NAP_MAX: Duration = Duration::from_micros(320);
 
 /// How long an idle engine keeps scanning before it naps. A process fabric's engine naps
@@ -436,6 +445,11 @@ pub(crate) fn defer_doorbell(f: &FabricInner) -> bool {
         // A statistic: a plain increment (no locked instruction on the posting path).
         let n = &f.stats.deferred_doorbells;
         n.store(n.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+        // A hint for the engine's next look (a lost one leaves the work to the next pass,
+        // the program's or the engine's): stored only when not already set.
+        if !f.handed.load(Ordering::Relaxed) {
+            f.handed.store(true, Ordering::Relaxed);
+        }
     }
     taken
 }

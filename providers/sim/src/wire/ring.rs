@@ -79,12 +79,22 @@ const _: () = assert!(std::mem::offset_of!(Header, polled_ns) == 192);
 const _: () = assert!(2 * std::mem::size_of::<Header>() <= HEADERS_BYTES);
 const _: () = assert!(RING_BYTES.is_power_of_two());
 
-/// How recently a program thread must have polled a ring for a producer to leave its napping
-/// engine asleep. As long as the engine's shortest nap while programs poll (20 µs): a program
-/// thread preempted for a few microseconds on a busy host no longer has its engine woken (and
-/// competing with it) by every frame — 8-byte `ib_send_bw` 2.78–3.14 against 2.53–2.79 M msg/s
-/// in seven of eight interleaved pairs with 5 µs, latencies unchanged.
-pub(crate) const POLLED_RECENTLY: std::time::Duration = std::time::Duration::from_micros(20);
+/// How recently a program thread must have polled for its process to count as polling: a
+/// producer then leaves the consumer's napping engine asleep, and the engine thread leaves the
+/// pass to the program (`engine::run`). One window for both, so a wake-up a peer pays for never
+/// finds an engine that goes back to sleep.
+///
+/// 200 µs, not a few: on a host with no spare core a polling thread is often off its CPU for
+/// tens of microseconds (a peer's thread or its own engine took it), and an engine thread that
+/// took the pass whenever the program had not polled for 20 µs ran beside it on the same
+/// cores, so both took the requests in smaller batches at a higher cost each: 8-byte
+/// `ib_send_bw` fell to 1.8–2.2 M msg/s in a third of the runs (2.6–3.2 in the others); with
+/// 200 µs, 2.92–3.37 in 26 of 26 runs, interleaved with the old build (which gave 1.79–3.37),
+/// latencies unchanged. The cost: a peer's request that arrives as the program stops polling
+/// waits up to this window and one of the engine's naps (`engine::DEFERRED_NAP_MAX`, 320 µs),
+/// where it waited 20 µs and one nap before; work a poster left to the engine does not wait
+/// for the window (`FabricInner::handed`).
+pub(crate) const POLLED_RECENTLY: std::time::Duration = std::time::Duration::from_micros(200);
 
 /// `CLOCK_MONOTONIC` in nanoseconds: the same clock in every process of the host.
 pub(crate) fn monotonic_ns() -> u64 {
