@@ -27,9 +27,11 @@ pub type Progress = gda_hal::HostProgress;
 /// Given a QP's number, what to call after each doorbell of that QP ([`RdmaNic::post_nudge`]).
 pub type PostNudge = Arc<dyn Fn(u32) -> Option<Nudge> + Send + Sync>;
 
-/// Asks a NIC to serve the doorbells rung so far on its own ([`RdmaNic::defer`]): `true`
-/// when it will, within a bounded time; `false` when the poster must run the work now.
-pub type Defer = Arc<dyn Fn() -> bool + Send + Sync>;
+/// Asks a NIC to serve the doorbells rung so far on its own ([`RdmaNic::defer`]), given how
+/// many the queue has left to it in a row already: `true` when it will, within a bounded
+/// time; `false` when the poster must run the work now (the NIC bounds the run: it says
+/// `false` once the count reaches its limit).
+pub type Defer = Arc<dyn Fn(u32) -> bool + Send + Sync>;
 
 /// What a PE is given for its RDMA routes.
 pub struct RdmaNic<D> {
@@ -48,7 +50,8 @@ pub struct RdmaNic<D> {
     pub post_nudge: Option<PostNudge>,
     /// Lets non-blocking puts leave their doorbells to the NIC for a while and run a batch of
     /// them at once (`gda_sim::Fabric::defer_doorbell` on a process fabric: the engine serves
-    /// them within `gda_sim::Fabric::DEFERRED_SERVICE` if the PE does not first); `None`:
+    /// them within `gda_sim::Fabric::DEFERRED_SERVICE` if the PE does not first, and at most
+    /// `gda_sim::Fabric::DEFERRED_IN_ROW_MAX` in a row are left to it); `None`:
     /// every doorbell gets its [`RdmaNic::post_nudge`].
     pub defer: Option<Defer>,
     /// Where the QPs' and CQs' rings and doorbell records live, with the queues' protocol

@@ -80,7 +80,7 @@ pub fn sim_nic<P: gda_sim::Modeled>(
     // Non-blocking puts run in batches when the engine thread will serve a tail on its own.
     let defer = fabric.is_process().then(|| {
         let g = fabric.clone();
-        std::sync::Arc::new(move || g.defer_doorbell()) as crate::domain::Defer
+        std::sync::Arc::new(move |in_row| g.defer_doorbell(in_row)) as crate::domain::Defer
     });
     RdmaNic {
         nudge: Some(after_post),

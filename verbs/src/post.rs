@@ -216,10 +216,6 @@ unsafe fn gather(
 /// against 18–44 when large WRITEs were served the same way.
 const SMALL_POST_BYTES: u64 = 4096;
 
-/// Small posts in a row whose doorbell may be left to the engine (the next one runs the QP's
-/// step itself, serving them all).
-const DEFERRED_POSTS_MAX: u32 = 15;
-
 impl Qp {
     /// Posts `reqs` and rings once. Stops at the first request that does not fit or does not
     /// translate: `Err((index, errno))`.
@@ -303,14 +299,14 @@ impl Qp {
             // completions), while the engine thread will look at the queues within a bounded
             // time anyway, a small post's doorbell is left to it or to the program's next
             // poll: a burst is served in one step (one frame batch, one look at the peer) —
-            // at most `DEFERRED_POSTS_MAX` posts in a row (the next one serves them all here).
+            // as many in a row as the fabric takes (`Fabric::DEFERRED_IN_ROW_MAX`; the next one
+            // serves them all here).
             // A large post may be left to the engine thread too when the QP's operations are
             // placed directly (`gda_sim::Qp::after_large_post`). A post with nothing
             // outstanding (a ping-pong) is served at once.
             let defer = streaming
                 && largest <= SMALL_POST_BYTES
-                && st.deferred < DEFERRED_POSTS_MAX
-                && self.ctx.dev.nic.fabric().defer_doorbell();
+                && self.ctx.dev.nic.fabric().defer_doorbell(st.deferred);
             st.deferred = if defer { st.deferred + 1 } else { 0 };
             drop(st);
             if defer {

@@ -77,6 +77,33 @@ fn posts_with_the_hook_land_in_order_and_polls_run_the_pass() {
 /// once the responder connects, the next transmission is executed — the responder's cached
 /// view of the QP (its state and the QP it is connected to, kept between requests) is read
 /// again when the QP connects.
+/// A poster may leave its doorbells to the engine only on a process fabric, and at most
+/// `Fabric::DEFERRED_IN_ROW_MAX` in a row whatever the engine is doing: the next one runs them.
+#[test]
+fn a_poster_leaves_a_bounded_run_of_doorbells_to_the_engine() {
+    let local = Fabric::new(FabricConfig::default());
+    assert!(
+        !local.defer_doorbell(0),
+        "no engine of a process fabric to leave it to"
+    );
+    let p = pair(64, 64);
+    for f in [&p.a, &p.b] {
+        // Wake the engine until it would take a doorbell, then ask with the run at its bound
+        // (the engine may only fall asleep in between, which refuses too).
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let mut compared = 0;
+        while compared < 20 {
+            assert!(std::time::Instant::now() < deadline, "the engine never took a doorbell");
+            f.kick();
+            if f.defer_doorbell(0) {
+                assert!(!f.defer_doorbell(Fabric::DEFERRED_IN_ROW_MAX));
+                assert!(!f.defer_doorbell(u32::MAX));
+                compared += 1;
+            }
+        }
+    }
+}
+
 #[test]
 fn a_request_sent_before_the_responder_is_ready_lands_once_it_is() {
     let p = pair(256, 64);

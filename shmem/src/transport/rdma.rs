@@ -73,11 +73,6 @@ pub(crate) struct QueueHooks {
     pub(crate) defer: Option<crate::domain::Defer>,
 }
 
-/// Non-blocking puts that may leave their doorbell work to the NIC before one runs it for all
-/// of them ([`crate::domain::RdmaNic::defer`]): the software NIC between processes pays a
-/// fixed cost per run of a queue's work (its turn, the queue's lock, the connection's lock).
-const NBI_BATCH: u32 = 16;
-
 /// A PE reached through the provider: its queue and where its segment is.
 pub(crate) struct Rdma<P: Provider> {
     pe: u32,
@@ -414,15 +409,15 @@ impl<P: Provider> Transport<P> for Rdma<P> {
         let Some(defer) = self
             .defer
             .as_ref()
-            .filter(|_| n + 1 < NBI_BATCH && src.len() <= self.sq.wq().max_inline as usize)
+            .filter(|_| src.len() <= self.sq.wq().max_inline as usize)
         else {
             return self.put(net, off, src);
         };
         self.post_inline(self.remote(off), src)
             .map_err(|e| self.err(net, "put", e))?;
-        // Rung: the NIC serves it within a bounded time, unless it naps for long (then it is
-        // served here, with the ones before it).
-        if defer() {
+        // Rung: the NIC serves it within a bounded time, unless it naps for long or has been
+        // left enough in a row (then it is served here, with the ones before it).
+        if defer(n) {
             self.unrun.set(n + 1);
         } else {
             self.run(net);
