@@ -93,7 +93,10 @@ fn a_poster_leaves_a_bounded_run_of_doorbells_to_the_engine() {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         let mut compared = 0;
         while compared < 20 {
-            assert!(std::time::Instant::now() < deadline, "the engine never took a doorbell");
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the engine never took a doorbell"
+            );
             f.kick();
             if f.defer_doorbell(0) {
                 assert!(!f.defer_doorbell(Fabric::DEFERRED_IN_ROW_MAX));

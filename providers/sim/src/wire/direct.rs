@@ -113,7 +113,16 @@ pub(crate) struct Gates {
     /// What was granted or found not grantable (`None`).
     granted: HashMap<GrantKey, Option<u16>>,
     by_gate: HashMap<u16, GrantKey>,
+    /// Entries of `granted` that are `None`: nothing removes them when their QP or region
+    /// goes, so they are forgotten all at once past [`REFUSALS_KEPT`].
+    refused: usize,
 }
+
+/// Refusals a connection remembers before it forgets them all. A program that registers and
+/// deregisters memory that cannot be shared, or makes and destroys QPs, over one long-lived
+/// connection would otherwise grow the table for as long as the connection lives; forgotten,
+/// a refusal costs one more look at its region on the next request.
+const REFUSALS_KEPT: usize = 4096;
 
 /// A grant as the requester holds it: the region mapped.
 pub(crate) struct Grant {
@@ -170,7 +179,13 @@ impl Gates {
 
     /// Remembers that `key` cannot be granted (its region cannot be shared).
     pub(crate) fn refuse(&mut self, key: GrantKey) {
-        self.granted.insert(key, None);
+        if self.refused >= REFUSALS_KEPT {
+            self.granted.retain(|_, gate| gate.is_some());
+            self.refused = 0;
+        }
+        if self.granted.insert(key, None).is_none() {
+            self.refused += 1;
+        }
     }
 
     /// A free gate and the value it will hold for a new grant; `None` when every gate is in use.
@@ -189,7 +204,9 @@ impl Gates {
 
     /// Records the grant of `key` through `gate`.
     pub(crate) fn record(&mut self, key: GrantKey, gate: u16) {
-        self.granted.insert(key, Some(gate));
+        if let Some(None) = self.granted.insert(key, Some(gate)) {
+            self.refused -= 1;
+        }
         self.by_gate.insert(gate, key);
     }
 
@@ -347,6 +364,29 @@ mod tests {
             gate: 0,
             value: 1,
         })
+    }
+
+    #[test]
+    fn refusals_are_forgotten_past_their_bound_and_grants_are_kept() {
+        let mut g = Gates::default();
+        let (gate, _) = g.take().unwrap();
+        g.record((9, 9, 9, 9, 9), gate);
+        for i in 0..3 * REFUSALS_KEPT as u32 {
+            g.refuse((1, i, 2, 3, 4));
+            assert!(g.granted.len() <= REFUSALS_KEPT + 1, "at refusal {i}");
+        }
+        assert!(
+            g.offered(&(1, 3 * REFUSALS_KEPT as u32 - 1, 2, 3, 4)),
+            "the latest is kept"
+        );
+        assert!(!g.offered(&(1, 0, 2, 3, 4)), "the oldest are forgotten");
+        assert_eq!(
+            g.granted.get(&(9, 9, 9, 9, 9)),
+            Some(&Some(gate)),
+            "a grant stays"
+        );
+        g.release(gate);
+        assert!(!g.offered(&(9, 9, 9, 9, 9)));
     }
 
     #[test]
