@@ -77,7 +77,7 @@ else
   skip cuda nvcc
 fi
 # Code size of the hot path (kernel gda_check_post_inline: reserve, 8-byte inline WRITE, record,
-# doorbell) against MORI's equivalent as measured in shared/reference/gpu-device.md (gfx90a:
+# doorbell) against the count of MORI's equivalent path (gfx90a:
 # 57 instructions, 14 VGPRs, 18 SGPRs, no scratch); more is a regression. The sm_90 SASS count
 # (cuobjdump + nvdisasm, when installed) must show no local memory (spills).
 if command -v "$hipcc" >/dev/null; then

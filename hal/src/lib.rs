@@ -18,7 +18,7 @@
 //! | [`bits`] | named sub-word bit fields |
 //! | [`index`] | wrapping ring indices (16-, 24-, 32-bit) and power-of-two rings |
 //! | [`sq`] | the multi-producer posting protocol (reserve, ring in order, two quiets), loom-checked |
-//! | [`progress`] | window-checked completion progress for collapsed CQs (DESIGN.md §7.1) |
+//! | [`progress`] | window-checked completion progress for collapsed CQs (docs/lessons.md §1) |
 //! | [`status`] | [`WcStatus`]/[`WcOpcode`], numbered as rdma-core's `ibv_wc_*` |
 //! | [`error`] | [`ErrorKind`] and the [`Error`] trait every gda error implements |
 //! | `control` (std) | the host control path every NIC implements: device, PD, MR, CQ, typed RC QP transitions, paths, endpoints |

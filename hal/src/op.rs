@@ -75,7 +75,7 @@ impl Completion for Unsignaled {
 }
 
 /// Operand width of an atomic — a compile-time choice, so a 4-byte operand can never be
-/// read or written as 8 bytes (DESIGN.md §7.4).
+/// read or written as 8 bytes (docs/lessons.md §4).
 pub trait AtomicWidth: Copy + 'static {
     /// Operand bytes (4 or 8).
     const BYTES: u32;

@@ -7,7 +7,7 @@
 //!
 //! Other GDA libraries did this by adding the raw 16-bit delta to a done counter. When the slot
 //! still held a stale value, or the counter had wrapped, the done counter ran past what had been
-//! posted and quiet returned before the data had landed (DESIGN.md §7.1). Here a widened value is
+//! posted and quiet returned before the data had landed (docs/lessons.md §1). Here a widened value is
 //! accepted only if it falls in the window of WQEs that have **actually been rung**:
 //! `[newest_done, rung)`. Anything else is reported as [`OutOfWindow`] and leaves the state
 //! unchanged.

@@ -1,4 +1,4 @@
-//! The multi-producer posting protocol (DESIGN.md §2): many threads share one send queue.
+//! The multi-producer posting protocol (docs/architecture.md, "The seams"): many threads share one send queue.
 //!
 //! | step | mechanism |
 //! |---|---|
@@ -11,9 +11,9 @@
 //! | quiet (all) | wait until every WQE **reserved so far** is rung, then complete — the user's quiet |
 //!
 //! Doorbells are rung by one producer at a time, in reservation order (lost doorbells on real
-//! hardware came from concurrent doorbell stores, DESIGN.md §7.3). A producer never waits on its
+//! hardware came from concurrent doorbell stores, docs/lessons.md §3). A producer never waits on its
 //! own unrung reservation: `post` writes and rings before returning, and the quiets only wait for
-//! positions other producers have already reserved (DESIGN.md §7.2).
+//! positions other producers have already reserved (docs/lessons.md §2).
 //!
 //! [`Counters`] is the provider-independent core (model-checked with loom in `tests/loom.rs`);
 //! [`SendQueue`] binds it to a [`Provider`]'s device functions and a CQ.

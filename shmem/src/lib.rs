@@ -20,7 +20,7 @@
 //! NIC registers as GPU memory ([`memory`]).
 //!
 //! PEs are threads of one process ([`launch::threads`]) or processes started by `gdarun`,
-//! `mpirun`, `srun` or `torchrun` ([`launch::init_from_env`]). See `DESIGN.md` §5.
+//! `mpirun`, `srun` or `torchrun` ([`launch::init_from_env`]). See `docs/shmem.md`.
 //!
 //! ```
 //! use gda_shmem::{Config, launch};

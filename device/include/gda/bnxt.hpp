@@ -2,7 +2,7 @@
 // table, doorbells and CQE polling — what gda_bnxt's device functions do
 // (providers/bnxt/src/device/mod.rs, mode.rs, wire/*.rs), for HIP, CUDA and host C++.
 // Byte-for-byte equal to them, and to rdma-core v55's bnxt_re_post_send, on random requests
-// (testing/rdma-ref tests/device_bnxt.rs). Formats: shared/reference/nic-formats.md §E, §F.2.
+// (testing/rdma-ref tests/device_bnxt.rs). Formats: providers/bnxt/src/wire.
 //
 // | step      | here                                                                          |
 // |-----------|-------------------------------------------------------------------------------|

@@ -1,7 +1,7 @@
 // gda device API: mlx5 (ConnectX) work-queue entries, doorbell record and doorbell — what
 // gda_mlx5's device functions do (providers/mlx5/src/device.rs), for HIP, CUDA and host C++.
 // Byte-for-byte equal to them and to rdma-core v55's mlx5_post_send on random requests
-// (testing/rdma-ref tests/device_mlx5.rs). Formats: shared/reference/nic-formats.md §B.
+// (testing/rdma-ref tests/device_mlx5.rs). Formats: providers/mlx5/src/wire.
 //
 // A post writes one WQE at the reserved WQEBBs (the caller reserved them: the posting protocol)
 // and returns a Posted; ring_sq then publishes it: release fence -> doorbell record word 1 =

@@ -1,5 +1,5 @@
 // gda device API: many producers on one send queue, for every provider — gda_hal::SendQueue's
-// protocol (hal/src/sq.rs; DESIGN.md §2), for HIP, CUDA and host C++ threads.
+// protocol (hal/src/sq.rs; docs/architecture.md), for HIP, CUDA and host C++ threads.
 //
 // A queue is `Queue<P>`: the read-only `SqProto` (CQ, where the shared state is, the limits the
 // Rust side computed) and the provider's handle. The mutable state is `SqState`, the C layout of

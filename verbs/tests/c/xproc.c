@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -370,12 +371,27 @@ static void client(void)
 	fresh_pair(0);
 	expect_error("RNR retries exceeded", IBV_WR_SEND, 0, 0, 8, IBV_WC_RNR_RETRY_EXC_ERR);
 	fresh_pair(7);
+	/* A stopped peer (SIGSTOP: its socket open, nothing of it running): a SEND of 1 MiB, which
+	 * only its engine can take (a SEND is never placed), fails with RETRY_EXC_ERR in bounded
+	 * time instead of hanging the requester; the peer, continued, serves on. */
+	struct timespec t0, t1;
+	CHECK(ask('R', 1u << 20, 74, 3 * BIG).status == 0, "stopped peer: a receive of 1 MiB");
+	CHECK(kill(server_pid, SIGSTOP) == 0, "stopped peer: SIGSTOP");
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	CHECK(post_one(IBV_WR_SEND, (uint64_t)buf, 1u << 20, mr->lkey, 0, 0, IBV_SEND_SIGNALED, 13) == 0 && poll1(&wc, 20) &&
+	      wc.wr_id == 13 && wc.status == IBV_WC_RETRY_EXC_ERR, "stopped peer: RETRY_EXC_ERR (status %d)", wc.status);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	CHECK(t1.tv_sec - t0.tv_sec < 10, "stopped peer: in bounded time");
+	kill(server_pid, SIGCONT);
+	fresh_pair(7);
+	CHECK(post_one(IBV_WR_RDMA_WRITE, (uint64_t)buf, 8, mr->lkey, peer.addr, peer.rkey, IBV_SEND_SIGNALED, 14) == 0 && poll1(&wc, 10) &&
+	      wc.status == IBV_WC_SUCCESS, "stopped peer, continued: a fresh pair works (status %d)", wc.status);
+	fresh_pair(7);
 	/* A dead peer: requests fail with RETRY_EXC_ERR, in bounded time. */
 	struct cmd k = { 'K', 0, 0, 0 };
 	xwrite(&k, sizeof k);
 	int status;
 	waitpid(server_pid, &status, 0);
-	struct timespec t0, t1;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	CHECK(post_one(IBV_WR_RDMA_WRITE, (uint64_t)buf, 8, mr->lkey, peer.addr, peer.rkey, IBV_SEND_SIGNALED, 12) == 0 && poll1(&wc, 20) &&
 	      wc.status == IBV_WC_RETRY_EXC_ERR, "dead peer: RETRY_EXC_ERR (status %d)", wc.status);
