@@ -1,9 +1,12 @@
 //! The provider-generic conformance cases over QPs made by a host control path
-//! (`gda_hal::control::Device`), not by the software NIC's own API: the same generic cases run
-//! on the in-process software NIC (its `SimDevice`), and — with the `verbs` feature — on
-//! rdma-core's control paths loaded at run time and pointed at the verbs-compatible library:
-//! ConnectX (`gda_mlx5::host::Mlx5Device`, verbs + `mlx5dv_init_obj`) and Thor2
-//! (`gda_bnxt::host::BnxtDevice`, verbs + `bnxt_re_dv_*` with rings laid out by gda).
+//! (`gda_hal::control::Device`), not by the software NIC's own API. The suites come from the
+//! vendor table (`gda::providers`): `sim::<provider>` runs the cases on the in-process software
+//! NIC (its `SimDevice`) for every provider; with the `verbs` feature, `verbs::<provider>` runs
+//! them for every hardware vendor through its rdma-core control path loaded at run time and
+//! pointed at the verbs-compatible library (ConnectX: `gda_mlx5::host::Mlx5Device`, verbs +
+//! `mlx5dv_init_obj`; Thor2: `gda_bnxt::host::BnxtDevice`, verbs + `bnxt_re_dv_*` with rings
+//! laid out by gda), and `hardware` (ignored) on the real NIC `GDA_HW_DEVICE` names, with the
+//! control path of its vendor.
 //!
 //! Every case posts through the provider's device functions (`Raw<P>`/`RecvQ<P>` of the
 //! suite's harness) into the rings the control path handed out, and returns how many checks it
@@ -438,60 +441,92 @@ fn rings_in_caller_memory<D: Device>(dev: D) -> usize {
 }
 
 /// One `#[test]` per case for a device made by `$dev`.
+/// The cases, for the suites' tests and for hardware (where the control path is picked at run
+/// time, by the vendor table).
+#[derive(Clone, Copy)]
+enum Case {
+    WriteEverySize,
+    InlineWriteEverySize,
+    ReadEverySize,
+    SendRecvWithImmediates,
+    Atomics,
+    UnsignaledRetirementAndRingWrap,
+    RingsInCallerMemory,
+}
+
+/// Runs `case` on `dev` and asserts how many checks it compared.
+fn check<D: Device>(case: Case, dev: D) {
+    match case {
+        Case::WriteEverySize => assert_eq!(write_every_size(&dev), SIZES.len()),
+        Case::InlineWriteEverySize => assert!(inline_write_every_size(&dev) >= 9),
+        Case::ReadEverySize => assert_eq!(read_every_size(&dev), SIZES.len()),
+        Case::SendRecvWithImmediates => assert_eq!(send_recv_with_immediates(&dev), 5),
+        Case::Atomics => assert_eq!(atomics(&dev), 4),
+        Case::UnsignaledRetirementAndRingWrap => {
+            assert!(unsignaled_retirement_and_ring_wrap(&dev) >= 8)
+        }
+        Case::RingsInCallerMemory => assert_eq!(rings_in_caller_memory(dev), 3),
+    }
+}
+
+/// A module `$name` with a test per case, each running `$run(case)`.
 macro_rules! suite {
-    ($name:ident, $dev:expr) => {
-        suite!($name, [], $dev);
-    };
-    ($name:ident, [$($attr:meta)*], $dev:expr) => {
+    ($name:ident, [$($attr:meta)*], $run:expr) => {
         mod $name {
-            #[allow(unused_imports)]
-            use super::*;
+            use crate::Case;
             #[test]
             $(#[$attr])*
             fn write_every_size() {
-                assert_eq!(super::write_every_size(&$dev), super::SIZES.len());
+                ($run)(Case::WriteEverySize)
             }
             #[test]
             $(#[$attr])*
             fn inline_write_every_size() {
-                assert!(super::inline_write_every_size(&$dev) >= 9);
+                ($run)(Case::InlineWriteEverySize)
             }
             #[test]
             $(#[$attr])*
             fn read_every_size() {
-                assert_eq!(super::read_every_size(&$dev), super::SIZES.len());
+                ($run)(Case::ReadEverySize)
             }
             #[test]
             $(#[$attr])*
             fn send_recv_with_immediates() {
-                assert_eq!(super::send_recv_with_immediates(&$dev), 5);
+                ($run)(Case::SendRecvWithImmediates)
             }
             #[test]
             $(#[$attr])*
             fn atomics() {
-                assert_eq!(super::atomics(&$dev), 4);
+                ($run)(Case::Atomics)
             }
             #[test]
             $(#[$attr])*
             fn unsignaled_retirement_and_ring_wrap() {
-                assert!(super::unsignaled_retirement_and_ring_wrap(&$dev) >= 8);
+                ($run)(Case::UnsignaledRetirementAndRingWrap)
             }
             #[test]
             $(#[$attr])*
             fn rings_in_caller_memory() {
-                assert_eq!(super::rings_in_caller_memory($dev), 3);
+                ($run)(Case::RingsInCallerMemory)
             }
         }
     };
 }
 
-fn sim<P: gda::sim::Modeled>() -> gda::sim::SimDevice<P> {
+fn sim_device<P: gda::sim::Modeled>() -> gda::sim::SimDevice<P> {
     let fabric = gda::sim::Fabric::new(gda::sim::FabricConfig::default());
     gda::sim::SimDevice::<P>::new(&fabric)
 }
 
-suite!(sim_mlx5, sim::<gda::mlx5::Mlx5>());
-suite!(sim_bnxt, sim::<gda::bnxt::Bnxt>());
+/// `sim::<provider>`: every provider of the vendor table on the in-process software NIC.
+macro_rules! sim_suites {
+    ([$($name:ident => $p:ty),* $(,)?]) => {
+        mod sim {
+            $( suite!($name, [], |c| crate::check(c, crate::sim_device::<$p>())); )*
+        }
+    };
+}
+gda::providers::for_each_provider!(sim_suites);
 
 #[cfg(feature = "verbs")]
 fn verbs() -> std::sync::Arc<gda_rdma::Verbs> {
@@ -506,21 +541,31 @@ fn verbs() -> std::sync::Arc<gda_rdma::Verbs> {
     )
 }
 
+/// The verbs-compatible library's device `gda_<name>_0`, opened with provider `P`'s control
+/// path.
 #[cfg(feature = "verbs")]
-suite!(
-    verbs_mlx5,
-    gda::mlx5::host::Mlx5Device::open(verbs(), "gda_mlx5_0").unwrap_or_else(|e| panic!("{e}"))
-);
-#[cfg(feature = "verbs")]
-suite!(
-    verbs_bnxt,
-    gda::bnxt::host::BnxtDevice::open(verbs(), "gda_bnxt_0").unwrap_or_else(|e| panic!("{e}"))
-);
+fn verbs_device<P: gda_rdma::Host>(name: &str) -> P::Device {
+    let ctx = gda_rdma::Context::open(verbs(), &format!("gda_{name}_0"))
+        .unwrap_or_else(|e| panic!("gda_{name}_0: {e}"));
+    P::on(ctx).unwrap_or_else(|e| panic!("gda_{name}_0: {e}"))
+}
 
-/// The suite on real NICs: `GDA_HW_DEVICE=mlx5_0 cargo test --release --features verbs --test
-/// control_conformance hardware_mlx5 -- --ignored` (a Thor2: `GDA_HW_DEVICE=bnxt_re0 … hardware_bnxt`).
-/// rdma-core comes from the system (`GDA_IBVERBS_LIB`, `GDA_MLX5_LIB`, `GDA_BNXT_LIB` override
-/// it); both QPs are on the one device, connected to each other through its port.
+/// `verbs::<provider>`: every hardware vendor of the table, through rdma-core's control path
+/// (the vendor's `host` module) pointed at the verbs-compatible library's device of that vendor.
+#[cfg(feature = "verbs")]
+macro_rules! verbs_suites {
+    ([$($name:ident => $p:ty),* $(,)?]) => {
+        mod verbs {
+            $( suite!($name, [], |c| crate::check(
+                c,
+                crate::verbs_device::<$p>(stringify!($name)),
+            )); )*
+        }
+    };
+}
+#[cfg(feature = "verbs")]
+gda::providers::for_each_host_provider!(verbs_suites);
+
 #[cfg(feature = "verbs")]
 fn hardware_device() -> (std::sync::Arc<gda_rdma::Verbs>, String) {
     let name = std::env::var("GDA_HW_DEVICE").expect("GDA_HW_DEVICE names the NIC to use");
@@ -528,23 +573,33 @@ fn hardware_device() -> (std::sync::Arc<gda_rdma::Verbs>, String) {
     (std::sync::Arc::new(verbs), name)
 }
 
+/// Runs `case` on the NIC `GDA_HW_DEVICE` names, opened by the vendor table with the control
+/// path of the vendor its PCI id belongs to.
+#[cfg(feature = "verbs")]
+fn on_hardware(case: Case) {
+    struct On(Case);
+    impl gda::providers::host::OnDevice for On {
+        type Output = ();
+        fn run<D>(self, d: D)
+        where
+            D: Device + Send + Sync + 'static,
+            D::Provider: gda_rdma::Host,
+        {
+            check(self.0, d);
+        }
+    }
+    let (verbs, name) = hardware_device();
+    gda::providers::host::open(verbs, Some(&name), On(case)).unwrap_or_else(|e| panic!("{e}"));
+}
+
+// `hardware`: the same cases on a real NIC of any hardware vendor of the table:
+// `GDA_HW_DEVICE=mlx5_0 cargo test --release --features verbs --test control_conformance
+// hardware:: -- --ignored` (Thor2 needs Broadcom's `libbnxt_re` for its direct verbs).
 #[cfg(feature = "verbs")]
 suite!(
-    hardware_mlx5,
-    [ignore = "needs a ConnectX NIC: set GDA_HW_DEVICE"],
-    {
-        let (v, n) = hardware_device();
-        gda::mlx5::host::Mlx5Device::open(v, &n).unwrap_or_else(|e| panic!("{e}"))
-    }
-);
-#[cfg(feature = "verbs")]
-suite!(
-    hardware_bnxt,
-    [ignore = "needs a Thor2 NIC and Broadcom's libbnxt_re: set GDA_HW_DEVICE"],
-    {
-        let (v, n) = hardware_device();
-        gda::bnxt::host::BnxtDevice::open(v, &n).unwrap_or_else(|e| panic!("{e}"))
-    }
+    hardware,
+    [ignore = "needs an RDMA NIC: set GDA_HW_DEVICE"],
+    crate::on_hardware
 );
 
 /// Rings in GPU memory and the doorbell mapped for the GPU, on real hardware:
@@ -578,16 +633,18 @@ fn gpu_rings<D: Device>(dev: &D) -> usize {
 #[ignore = "needs a NIC and an AMD GPU: set GDA_HW_DEVICE and GDA_HW_GPU=1"]
 fn hardware_gpu_rings() {
     let (v, n) = hardware_device();
-    let info = v
-        .devices()
-        .unwrap()
-        .into_iter()
-        .find(|d| d.name == n)
-        .unwrap_or_else(|| panic!("no RDMA device {n:?}"));
-    let checked = match gda::providers::host_of(info.vendor_id).unwrap_or("unknown") {
-        "mlx5" => gpu_rings(&gda::mlx5::host::Mlx5Device::open(v, &n).unwrap()),
-        "bnxt" => gpu_rings(&gda::bnxt::host::BnxtDevice::open(v, &n).unwrap()),
-        other => panic!("{n} is a {other} device"),
-    };
+    struct On;
+    impl gda::providers::host::OnDevice for On {
+        type Output = usize;
+        fn run<D>(self, d: D) -> usize
+        where
+            D: Device + Send + Sync + 'static,
+            D::Provider: gda_rdma::Host,
+        {
+            gpu_rings(&d)
+        }
+    }
+    let checked =
+        gda::providers::host::open(v, Some(&n), On).unwrap_or_else(|e| panic!("{n}: {e}"));
     assert_eq!(checked, 2);
 }
