@@ -7,7 +7,9 @@
 //! `device` modules; bad input is an [`WireError`], never a panic.
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+#[cfg(any(feature = "mlx5", feature = "bnxt"))]
+use serde_json::json;
+use serde_json::Value;
 
 /// What went wrong with a `gda wire` request.
 #[derive(Debug, thiserror::Error)]
@@ -184,6 +186,8 @@ pub fn encode_with(provider: &str, imp: Impl, input: &str) -> Result<Value, Wire
         ));
     }
     let wr: WrJson = serde_json::from_str(input)?;
+    #[cfg(not(any(feature = "mlx5", feature = "bnxt")))]
+    let _ = (&wr, imp);
     match provider {
         #[cfg(feature = "mlx5")]
         "mlx5" => mlx5::encode(&wr, imp),
