@@ -7,9 +7,9 @@
 //! `device` modules; bad input is an [`WireError`], never a panic.
 
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 #[cfg(any(feature = "mlx5", feature = "bnxt"))]
 use serde_json::json;
-use serde_json::Value;
 
 /// What went wrong with a `gda wire` request.
 #[derive(Debug, thiserror::Error)]

@@ -498,4 +498,34 @@ pub trait Modeled: Provider {
     type Model: ModelFor<Self> + Clone;
     /// The model in its default configuration (bnxt: Thor2's static WQEs and MSN table).
     fn model() -> Self::Model;
+
+    /// The PCI vendor and part id of the device the model stands for, as a verbs library that
+    /// runs it reports them (`ibv_query_device`): by default the provider's first PCI vendor id
+    /// (0 without one) and part 0.
+    const DEVICE_IDS: (u32, u32) = (
+        if Self::PCI_VENDOR_IDS.is_empty() {
+            0
+        } else {
+            Self::PCI_VENDOR_IDS[0]
+        },
+        0,
+    );
+
+    /// Send units one WQE with up to `max_sge` gather entries or `max_inline` inline bytes
+    /// takes at most: what a verbs library reserves per WQE (by default the largest WQE).
+    fn wqe_units(max_sge: u32, max_inline: u32) -> u32 {
+        let _ = (max_sge, max_inline);
+        Self::MAX_WQE_UNITS
+    }
+
+    /// Send units a program posted on `sq` itself (through the vendor's direct verbs, on the
+    /// rings) past `head`, the unit after the newest one the verbs library posted (unwrapped),
+    /// as the queue's doorbell state shows them; 0 when the format shows none (the default).
+    ///
+    /// # Safety
+    /// `sq` addresses a live send queue.
+    unsafe fn posted_directly(sq: &Self::Sq, head: u64) -> u64 {
+        let _ = (sq, head);
+        0
+    }
 }

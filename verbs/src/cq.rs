@@ -409,7 +409,7 @@ pub unsafe extern "C" fn gdav_ibv_destroy_cq(cq: *mut sys::ibv_cq) -> c_int {
                 p.users.fetch_sub(1, Ordering::AcqRel);
             }
             let ctx = c.ctx;
-            c.kind.forget(ctx.key(), Gone::Cq(c.handle.cqn));
+            crate::vendor::forget(ctx.key(), Gone::Cq(c.handle.cqn));
             // SAFETY: made by Box::leak in `create`; the magic is cleared first so a stale
             // pointer is refused rather than freed twice (best effort).
             unsafe {

@@ -134,7 +134,7 @@ impl ForVendor for SimNic<'_> {
     type Out = (Nic, DeviceInfo, (u32, u32));
     fn run<V: VendorQueue>(self) -> Self::Out {
         let d = SimDevice::<V>::new(self.0);
-        (d.nic().clone(), d.info().clone(), V::IDS)
+        (d.nic().clone(), d.info().clone(), V::DEVICE_IDS)
     }
 }
 
@@ -355,7 +355,7 @@ pub unsafe extern "C" fn gdav_ibv_close_device(ctx: *mut sys::ibv_context) -> c_
                     c.dev.name()
                 ));
             }
-            c.dev.kind().forget(c.key(), Gone::Context);
+            crate::vendor::forget(c.key(), Gone::Context);
             // SAFETY: an fd this context opened.
             unsafe { libc::close(c.async_fd) };
             let p = std::ptr::from_ref(c).cast_mut();

@@ -722,7 +722,7 @@ pub unsafe extern "C" fn gdav_ibv_destroy_qp(qp: *mut sys::ibv_qp) -> c_int {
             let q = unsafe { Qp::from_ibv(qp) }?;
             let ctx = q.ctx;
             ctx.dp.remove(q.qp_num());
-            ctx.dev.kind().forget(ctx.key(), Gone::Qp(q.qp_num()));
+            crate::vendor::forget(ctx.key(), Gone::Qp(q.qp_num()));
             q.pd.users.fetch_sub(1, Ordering::AcqRel);
             q.send_cq.users.fetch_sub(1, Ordering::AcqRel);
             q.recv_cq.users.fetch_sub(1, Ordering::AcqRel);

@@ -493,4 +493,7 @@ impl Modeled for Bnxt {
     fn model() -> BnxtModel {
         BnxtModel::default()
     }
+
+    /// Broadcom's PCI vendor id and the BCM57608 (Thor2) part number.
+    const DEVICE_IDS: (u32, u32) = (0x14e4, 0x1760);
 }

@@ -293,4 +293,25 @@ impl Modeled for Mlx5 {
     fn model() -> Mlx5Model {
         Mlx5Model
     }
+
+    /// Mellanox's PCI vendor id and the ConnectX-6 Dx part number.
+    const DEVICE_IDS: (u32, u32) = (0x02c9, 4125);
+
+    fn wqe_units(max_sge: u32, max_inline: u32) -> u32 {
+        // ctrl + raddr (or ctrl + raddr + atomic + data), then data segments or inline, in
+        // 64-byte WQEBBs.
+        let sges = 32 + 16 * max_sge.max(1);
+        let inline = 32 + (4 + max_inline).div_ceil(16) * 16;
+        sges.max(inline).max(64).div_ceil(64)
+    }
+
+    unsafe fn posted_directly(sq: &Mlx5Sq, head: u64) -> u64 {
+        // SAFETY: the caller's contract: the doorbell record is the live QP's, its word 1 the
+        // send counter (big-endian) a program posting directly moves, written only atomically.
+        let dbr = unsafe { gda_hal::mmio::load_u32_acquire((sq.wq.dbrec as *const u32).add(1)) };
+        // ORDERING: Acquire pairs with the program's Release store of the record
+        // (`store_be32_release`): the WQEs it covers are written before it.
+        let theirs = u32::from_be(dbr) & 0xffff;
+        u64::from(theirs.wrapping_sub(head as u32) & 0xffff)
+    }
 }

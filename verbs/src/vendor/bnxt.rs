@@ -1,5 +1,6 @@
-//! Thor2 (bnxt): its ids, and the doorbell regions of its direct verbs (`bnxt_re_dv_*`, whose
-//! C API is `crate::bnxtdv`).
+//! Thor2 (bnxt): the doorbell regions of its direct verbs (`bnxt_re_dv_*`, whose C API is
+//! `crate::bnxtdv`) — state only that family's direct verbs have; its queues need nothing here
+//! (see the parent module).
 //!
 //! **Doorbells.** On Thor2 every doorbell of the queues using a doorbell region — SQ, RQ and CQ,
 //! told apart by type and queue id — is a 64-bit store to the first word of its page. The
@@ -12,7 +13,7 @@
 //! every store.
 //!
 //! A queue's route goes when the queue is destroyed and a context's regions when it is closed
-//! ([`VendorQueue::forget`]), so the generic destroy paths need not know regions exist.
+//! ([`super::forget`]), so the generic destroy paths need not know regions exist.
 
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -20,39 +21,20 @@ use std::sync::{Arc, Mutex, MutexGuard, Once};
 
 use gda_bnxt::host::dv;
 use gda_bnxt::wire::doorbell::{DbType, DoorbellRepr};
-use gda_bnxt::{Bnxt, BnxtSq};
 use gda_sim::Fabric;
 
-use super::{ContextKey, Gone, SqH, VendorQueue};
+use super::{ContextKey, Gone};
 use crate::abi::Errno;
 
-/// Broadcom's PCI vendor id and the BCM57608 (Thor2) part number.
-const BROADCOM_VENDOR_ID: u32 = 0x14e4;
-const THOR2_PART_ID: u32 = 0x1760;
-
-impl VendorQueue for Bnxt {
-    const IDS: (u32, u32) = (BROADCOM_VENDOR_ID, THOR2_PART_ID);
-
-    fn wrap(sq: BnxtSq) -> SqH {
-        SqH::bnxt(sq)
-    }
-
-    fn sq_of(h: &SqH) -> Option<&BnxtSq> {
-        match h {
-            SqH::bnxt(s) => Some(s),
-            _ => None,
+/// Forgets the doorbell routes of `gone` (a queue's, or a context's regions).
+pub(crate) fn forget(ctx: ContextKey, gone: Gone) {
+    match gone {
+        Gone::Cq(cqn) => forget_route(ctx, DbType::Cq, cqn),
+        Gone::Qp(qpn) => {
+            forget_route(ctx, DbType::Sq, qpn);
+            forget_route(ctx, DbType::Rq, qpn);
         }
-    }
-
-    fn forget(ctx: ContextKey, gone: Gone) {
-        match gone {
-            Gone::Cq(cqn) => forget_route(ctx, DbType::Cq, cqn),
-            Gone::Qp(qpn) => {
-                forget_route(ctx, DbType::Sq, qpn);
-                forget_route(ctx, DbType::Rq, qpn);
-            }
-            Gone::Context => regions().retain(|r| r.ctx != ctx),
-        }
+        Gone::Context => regions().retain(|r| r.ctx != ctx),
     }
 }
 

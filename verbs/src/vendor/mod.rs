@@ -1,18 +1,19 @@
 //! What differs between the device families behind the verbs objects, in one place.
 //!
 //! Everything else in this crate is written once, over a `V:` [`VendorQueue`]: the device
-//! functions of [`gda_hal::Provider`] (which encode WQEs, ring doorbells and read CQEs) plus the
-//! few things a verbs library must know of a family: its PCI ids, how many send units a WQE of
-//! given limits may take, how a QP keeps its send-queue handle, and hooks for state only one
-//! family has (bnxt: the doorbell routes of its direct verbs; mlx5: WQEs a program posted on
-//! the ring itself). Generic code runs for a family known at run time through the one `match`
-//! on [`Kind`] ([`Kind::with`]) or on a QP's send-queue handle ([`SqH::with`]). Both enums are
-//! generated from the vendor table's hardware vendors (`gda_providers::for_each_host_provider!`),
-//! one variant per `[host]` line, named as the provider; a new family is its table line and a
-//! file here implementing [`VendorQueue`] (without one, this crate does not compile).
+//! functions of [`gda_hal::Provider`] (which encode WQEs, ring doorbells and read CQEs) plus
+//! what a verbs library must know of a family, which the family's own crate says in its
+//! [`Modeled`] registration: the device ids it reports, how many send units a WQE of given limits
+//! may take, and WQEs a program posted on the ring itself. Generic code runs for a family known
+//! at run time through the one `match` on [`Kind`] ([`Kind::with`]) or on a QP's send-queue
+//! handle ([`SqH::with`]). Both enums, and each family's [`VendorQueue`], are generated from the
+//! vendor table's hardware vendors (`gda_providers::for_each_host_provider!`), one per `[host]`
+//! line, named as the provider: a new family is its table line, with nothing here.
+//!
+//! What only a family's direct verbs keep (bnxt: the doorbell regions of `bnxt_re_dv_*`, in
+//! [`bnxt`]) hangs off [`forget`], the one place the generic destroy paths reach it.
 
 pub(crate) mod bnxt;
-mod mlx5;
 
 use gda_hal::{Provider, WqHandle};
 use gda_sim::Modeled;
@@ -32,39 +33,21 @@ pub(crate) enum Gone {
     Context,
 }
 
-/// One device family, as the verbs objects use it.
+/// One device family, as the verbs objects use it: implemented for each hardware vendor of the
+/// table (`families!` below). The rest comes from its [`Modeled`] registration (device ids,
+/// WQE sizing, WQEs posted directly).
 pub(crate) trait VendorQueue: Modeled + Provider<Rq = WqHandle> + 'static {
-    /// PCI vendor id and part id, as the real device reports them (`ibv_query_device`).
-    const IDS: (u32, u32);
-
-    /// Send units one WQE with up to `max_sge` gather entries or `max_inline` inline bytes
-    /// takes at most (by default the family's largest WQE).
-    fn wqe_units(max_sge: u32, max_inline: u32) -> u32 {
-        let _ = (max_sge, max_inline);
-        Self::MAX_WQE_UNITS
-    }
-
     /// `sq` as a QP keeps it.
     fn wrap(sq: Self::Sq) -> SqH;
 
     /// This family's handle in `h`, or `None` when `h` is another family's.
     fn sq_of(h: &SqH) -> Option<&Self::Sq>;
+}
 
-    /// Send units a program posted on `sq` itself (through direct verbs) past `head`, the unit
-    /// after the newest one this library posted (unwrapped): what the family's doorbell state
-    /// shows, 0 when it shows nothing (the default).
-    ///
-    /// # Safety
-    /// `sq` addresses a live send queue.
-    unsafe fn posted_directly(sq: &Self::Sq, head: u64) -> u64 {
-        let _ = (sq, head);
-        0
-    }
-
-    /// Forgets what the family keeps about `gone` of context `ctx` (nothing by default).
-    fn forget(ctx: ContextKey, gone: Gone) {
-        let _ = (ctx, gone);
-    }
+/// Forgets what the families' direct verbs keep about `gone` of context `ctx`: called by the
+/// generic destroy paths (a CQ, a QP, a context), whatever the family.
+pub(crate) fn forget(ctx: ContextKey, gone: Gone) {
+    bnxt::forget(ctx, gone);
 }
 
 /// Generic code to run for a family known at run time ([`Kind::with`]).
@@ -134,6 +117,22 @@ macro_rules! families {
                 }
             }
         }
+
+        $(
+            impl VendorQueue for $p {
+                fn wrap(sq: <$p as Provider>::Sq) -> SqH {
+                    SqH::$name(sq)
+                }
+
+                #[allow(unreachable_patterns)]
+                fn sq_of(h: &SqH) -> Option<&<$p as Provider>::Sq> {
+                    match h {
+                        SqH::$name(s) => Some(s),
+                        _ => None,
+                    }
+                }
+            }
+        )*
     };
 }
 
@@ -143,18 +142,6 @@ impl Kind {
     /// The family called `name`.
     pub fn from_name(name: &str) -> Option<Kind> {
         Kind::ALL.iter().copied().find(|k| k.as_str() == name)
-    }
-
-    /// [`VendorQueue::forget`] of this family.
-    pub(crate) fn forget(self, ctx: ContextKey, gone: Gone) {
-        struct Forget(ContextKey, Gone);
-        impl ForVendor for Forget {
-            type Out = ();
-            fn run<V: VendorQueue>(self) {
-                V::forget(self.0, self.1);
-            }
-        }
-        self.with(Forget(ctx, gone));
     }
 }
 
