@@ -16,7 +16,7 @@
 use std::time::{Duration, Instant};
 
 use gda_hal::{SendFlags, SendQueue, WorkRequest};
-use gda_sim::{CqMode, Fabric, FabricConfig, Modeled, QpInit};
+use gda_sim::{CqMode, Fabric, FabricConfig, Modeled};
 use serde::Serialize;
 
 use crate::provider::{Dispatch, ProviderName};
@@ -340,12 +340,16 @@ pub fn idle(seconds: f64) -> Result<f64, PerfError> {
             "{seconds} seconds: expected 0.01 to 3600"
         )));
     }
+    use gda_hal::control::{CqAttr, Device, PathRequest, QpCaps};
     let fabric = Fabric::new(FabricConfig::default());
-    let nic = fabric.add_nic(gda_native::model::NativeModel);
-    let pd = nic.alloc_pd();
-    let cq = nic.create_cq(64, CqMode::Normal)?;
-    let qp = pd.create_qp(QpInit::default(), &cq, &cq)?;
-    qp.bring_up(&qp.endpoint())?;
+    // One QP connected to itself, made through the control path like any device's.
+    let dev = gda_sim::SimDevice::<gda_native::Native>::new(&fabric);
+    let path = dev.path(PathRequest::default())?;
+    let pd = dev.alloc_pd()?;
+    let cq = dev.create_cq(&CqAttr::new(64))?;
+    let qp = dev.create_rc_qp(&pd, &cq, &cq, &QpCaps::default())?;
+    let me = qp.endpoint(&path);
+    let _qp = qp.connect(&path, &me).map_err(|r| r.error)?;
     std::thread::sleep(Duration::from_millis(300));
     let c0 = fabric.engine_cpu_time().ok_or_else(|| {
         PerfError::Invalid("engine CPU time is not available on this platform".into())
