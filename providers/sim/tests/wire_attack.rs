@@ -598,10 +598,11 @@ fn deregistration_waits_for_a_copy_in_progress() {
 
 // ---- (b) a peer that stops reading -----------------------------------------------------------
 
-/// A "peer fabric" that accepts nothing and reads nothing (a stopped process): requests to it
-/// fill the socket. The requester completes with `RETRY_EXC_ERR` within a few seconds and
-/// every other QP of the fabric keeps working meanwhile. Before, the engine blocked in a
-/// socket write and every QP of the process froze.
+/// A "peer fabric" whose listener never accepts (a process stopped before the handshake): the
+/// connection is never made. The requester completes with `RETRY_EXC_ERR` within a few seconds
+/// and every other QP of the fabric keeps working meanwhile. (Before the shared-memory rings,
+/// the engine blocked in a socket write here and every QP of the process froze.) A peer stopped
+/// *after* connecting (`SIGSTOP`) is `verbs/tests/c/xproc.c`'s "stopped peer".
 #[test]
 fn a_peer_that_stops_reading_fails_its_requests_and_blocks_nobody() {
     let a = side(4 << 20);
