@@ -55,16 +55,10 @@ impl SharedPages {
         if !private_anonymous(addr, len)? {
             return Ok(None);
         }
-        let fd = rustix::fs::memfd_create(
-            "gda-sim-region",
-            MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING,
-        )?;
-        rustix::fs::ftruncate(&fd, len as u64)?;
-        // A peer that maps it can rely on its size: nobody can shrink it under a mapping.
-        rustix::fs::fcntl_add_seals(&fd, SealFlags::SHRINK | SealFlags::GROW | SealFlags::SEAL)?;
+        let fd = sealed_memfd("gda-sim-region", len as u64)?;
         // Chunk by chunk, so the copy never holds more than a chunk twice (a large region
         // would otherwise need its size again in free memory for a moment).
-        move_chunks(addr, len, |off, n| {
+        let moved = move_chunks(addr, len, |off, n| {
             // SAFETY: a new mapping of a piece of the new memfd, anywhere.
             unsafe {
                 rustix::mm::mmap(
@@ -76,7 +70,19 @@ impl SharedPages {
                     off as u64,
                 )
             }
-        })?;
+        });
+        if let Err((done, e)) = moved {
+            // The chunks moved so far go back onto private pages (dropped: `unshare`), so a
+            // failed registration leaves the program's memory as it found it.
+            if done > 0 {
+                drop(Self {
+                    addr,
+                    len: done,
+                    fd,
+                });
+            }
+            return Err(e);
+        }
         // SAFETY: the range is ours now; failing leaves it shared with a child, as before.
         let _ = unsafe { rustix::mm::madvise(addr as *mut _, len, Advice::LinuxDontFork) };
         Ok(Some(Self { addr, len, fd }))
@@ -88,20 +94,10 @@ impl SharedPages {
         self.fd.as_fd()
     }
 
-    /// The range's first byte.
-    #[must_use]
-    pub fn addr(&self) -> usize {
-        self.addr
-    }
-
     fn unshare(&self) -> io::Result<()> {
         // The program may have unmapped the range (or mapped something else there) while it was
         // registered, against the rules of registration: then there is nothing to move back.
-        let inode = rustix::fs::fstat(&self.fd)?.st_ino.to_string();
-        let maps = std::fs::read_to_string("/proc/self/maps")?;
-        if !covered_by(&maps, self.addr, self.addr + self.len, |l| {
-            l.perms.ends_with('s') && l.inode == inode
-        }) {
+        if !mapped_from(self.addr, self.len, self.fd.as_fd(), 0)? {
             return Ok(());
         }
         move_chunks(self.addr, self.len, |off, n| {
@@ -126,7 +122,20 @@ impl SharedPages {
             }
             staged
         })
+        .map_err(|(_, e)| e)
     }
+}
+
+/// A new memfd of `len` bytes, sealed against resizing (and further sealing): a process it is
+/// passed to can map it without fearing a `SIGBUS` from a shrink.
+///
+/// # Errors
+/// `memfd_create`, `ftruncate` or sealing failed.
+pub fn sealed_memfd(name: &str, len: u64) -> io::Result<OwnedFd> {
+    let fd = rustix::fs::memfd_create(name, MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING)?;
+    rustix::fs::ftruncate(&fd, len)?;
+    rustix::fs::fcntl_add_seals(&fd, SealFlags::SHRINK | SealFlags::GROW | SealFlags::SEAL)?;
+    Ok(fd)
 }
 
 /// How much of a range is moved at a time ([`move_chunks`]).
@@ -135,16 +144,17 @@ const CHUNK_BYTES: usize = 64 << 20;
 /// Moves `[addr, addr + len)` onto new pages, `CHUNK_BYTES` at a time: `map(offset, n)` maps
 /// the new pages for the `n` bytes at `offset`; the bytes are copied there and the mapping
 /// replaces the old pages in one step (`mremap` with `MREMAP_FIXED`: the range is never
-/// unmapped in between). On an error the chunks before stay moved, their contents intact.
+/// unmapped in between). On an error the chunks before stay moved, their contents intact, and
+/// the error comes with how many bytes that is.
 fn move_chunks(
     addr: usize,
     len: usize,
     map: impl Fn(usize, usize) -> rustix::io::Result<*mut core::ffi::c_void>,
-) -> io::Result<()> {
+) -> Result<(), (usize, io::Error)> {
     let mut off = 0;
     while off < len {
         let n = CHUNK_BYTES.min(len - off);
-        let staged = map(off, n)?;
+        let staged = map(off, n).map_err(|e| (off, e.into()))?;
         // SAFETY: the caller's range is mapped and readable (its contract), `staged` is ours,
         // `n` bytes each.
         unsafe {
@@ -157,7 +167,7 @@ fn move_chunks(
         if let Err(e) = moved {
             // SAFETY: ours, still where it was.
             let _ = unsafe { rustix::mm::munmap(staged, n) };
-            return Err(e.into());
+            return Err((off, e.into()));
         }
         off += n;
     }
@@ -327,7 +337,7 @@ mod tests {
         let s = unsafe { SharedPages::share(p as usize, len) }
             .unwrap()
             .unwrap();
-        assert_eq!(s.addr(), p as usize);
+        assert_eq!(s.addr, p as usize);
         assert!(bytes.iter().enumerate().all(|(i, b)| *b == (i % 251) as u8));
         // Another mapping of the memfd sees the range and writes into it.
         // SAFETY: a new shared mapping of the memfd.

@@ -67,8 +67,12 @@ fn check_part(what: &str, part: &str) -> io::Result<()> {
 
 /// Refuses a segment this user did not create for itself: it must belong to our effective uid
 /// and have mode `0600` exactly (what [`Segment::create`] makes). Another user's segment of the
-/// same name, or one opened up to the group or the world, may hold planted contents.
-fn check_private(name: &str, uid: u32, mode: u32) -> io::Result<()> {
+/// same name, or one opened up to the group or the world, may hold planted contents (or be
+/// shrunk under a mapping).
+///
+/// # Errors
+/// `PermissionDenied`, naming `name`, the owner or the mode.
+pub fn check_private(name: &str, uid: u32, mode: u32) -> io::Result<()> {
     let me = rustix::process::geteuid().as_raw();
     let why = if uid != me {
         format!("belongs to uid {uid}, not to this user (uid {me})")

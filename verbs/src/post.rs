@@ -310,6 +310,7 @@ impl Qp {
             st.deferred = if defer { st.deferred + 1 } else { 0 };
             drop(st);
             if defer {
+                // Left to the engine thread or the program's next poll (above).
             } else if largest <= SMALL_POST_BYTES {
                 // Small messages: only this QP's queue is served here; the program's polls
                 // take the responses (a whole pass per post cost a message-rate loop a

@@ -495,5 +495,5 @@ impl Modeled for Bnxt {
     }
 
     /// Broadcom's PCI vendor id and the BCM57608 (Thor2) part number.
-    const DEVICE_IDS: (u32, u32) = (0x14e4, 0x1760);
+    const DEVICE_IDS: (u32, u32) = (<Bnxt as gda_hal::Provider>::PCI_VENDOR_IDS[0], 0x1760);
 }

@@ -295,7 +295,7 @@ impl Modeled for Mlx5 {
     }
 
     /// Mellanox's PCI vendor id and the ConnectX-6 Dx part number.
-    const DEVICE_IDS: (u32, u32) = (0x02c9, 4125);
+    const DEVICE_IDS: (u32, u32) = (<Mlx5 as gda_hal::Provider>::PCI_VENDOR_IDS[0], 4125);
 
     fn wqe_units(max_sge: u32, max_inline: u32) -> u32 {
         // ctrl + raddr (or ctrl + raddr + atomic + data), then data segments or inline, in

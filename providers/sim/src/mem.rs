@@ -89,14 +89,15 @@ impl MrInner {
             .name()
             .is_some_and(|n| n.starts_with("gda-sim-"));
         // Peers placing directly: their grants close, and (not on an engine thread) the
-        // placements in progress end before the memory goes back onto private pages.
-        if let Some(s) = &self.shared {
+        // placements in progress end. The memory goes back onto private pages (dropping
+        // `_backing`) only after this process's own accesses have ended too (below).
+        let _backing = self.shared.as_ref().and_then(|s| {
             s.retire(if on_engine {
                 std::time::Duration::ZERO
             } else {
                 crate::shared::PLACEMENT_WAIT
-            });
-        }
+            })
+        });
         if on_engine {
             return;
         }

@@ -102,7 +102,7 @@ impl Pd {
     /// Whether a region with `access` registered here may be granted to peers for direct
     /// placement: it gives remote READ or WRITE, on a process fabric, with `GDA_SIM_DIRECT` on.
     fn shareable(&self, access: Access) -> bool {
-        access.intersects(Access::REMOTE_READ | Access::REMOTE_WRITE)
+        access.intersects(Access::REMOTE_READ | Access::REMOTE_WRITE | Access::REMOTE_ATOMIC)
             && self.nic.fabric.inner.wire.is_some()
             && crate::shared::enabled()
     }

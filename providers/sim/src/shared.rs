@@ -131,11 +131,14 @@ impl SharedRegion {
         &self.grants
     }
 
-    /// Closes every grant, waits for placements in progress, and (memory it moved) moves the
-    /// memory back onto private pages (deregistration).
-    pub(crate) fn retire(&self, wait: Duration) {
+    /// Closes every grant and waits for placements in progress (deregistration). Returns the
+    /// memory, for the caller to drop once its own accesses have ended too: dropping memory it
+    /// moved moves it back onto private pages, and a copy still running would land in the
+    /// memfd and be lost.
+    #[must_use]
+    pub(crate) fn retire(&self, wait: Duration) -> Option<Backing> {
         let backing = self.backing().take();
         self.grants.close_all(Some(wait));
-        drop(backing);
+        backing
     }
 }

@@ -100,7 +100,7 @@ pub(crate) mod pool;
 mod ring;
 mod transport;
 
-pub(crate) use ring::POLLED_RECENTLY;
+pub(crate) use ring::{Gate, POLLED_RECENTLY};
 pub(crate) use transport::{
     Conn, ConnList, Landing, PassClock, QpSlots, RingSpan, Wire, now_ns, pass_now, read_now_ns,
 };

@@ -140,6 +140,20 @@ fn closed(s: &mut UnixStream) -> bool {
     }
 }
 
+/// Whether the peer closed `s` by now (waits at most 200 ms for it).
+fn closed_now(s: &mut UnixStream) -> bool {
+    s.set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let mut b = [0u8; 64];
+    loop {
+        match s.read(&mut b) {
+            Ok(0) => return true,
+            Ok(_) => {}
+            Err(e) => return e.kind() != std::io::ErrorKind::WouldBlock,
+        }
+    }
+}
+
 // ---- the shared segment, as `wire/ring.rs` documents it --------------------------------------
 
 const RING_BYTES: usize = 4 << 20;
@@ -1588,6 +1602,24 @@ fn a_grant_that_fails_a_check_closes_the_connection() {
             }),
         ),
         (
+            "a shared-memory object others may write (mode 0666)",
+            Box::new(|me| {
+                let name = format!("/gda-wire-attack-{}", std::process::id());
+                let fd = rustix::shm::open(
+                    name.as_str(),
+                    rustix::shm::OFlags::CREATE
+                        | rustix::shm::OFlags::EXCL
+                        | rustix::shm::OFlags::RDWR,
+                    rustix::fs::Mode::from_raw_mode(0o600),
+                )
+                .unwrap();
+                let _ = rustix::shm::unlink(name.as_str());
+                rustix::fs::fchmod(&fd, rustix::fs::Mode::from_raw_mode(0o666)).unwrap();
+                rustix::fs::ftruncate(&fd, 4096).unwrap();
+                (grant(me, (0, 1), 7, 3, 0x1000, 4096, 0, 1), Some(fd))
+            }),
+        ),
+        (
             "another kind",
             Box::new(|me| {
                 let fd = granted_memfd(4096, true).0;
@@ -1621,6 +1653,48 @@ fn a_grant_that_fails_a_check_closes_the_connection() {
         compared += 1;
     }
     assert_eq!(compared, cases.len());
+
+    // Grants that together would map more than a responder can hand out (1 TiB each, of a
+    // sparse sealed memfd): accepted up to the bound, then the connection closes.
+    let (a, l, peer) = facing_fake_peer(0x6e_1000);
+    let q = sq(&a.qp, &a.cq, 10_000);
+    let wr = WorkRequest::Write {
+        remote: Remote {
+            addr: 0x1000,
+            rkey: 7,
+        },
+        payload: Payload::Inline(b"8 bytes!"),
+        imm: None,
+    };
+    q.post(&wr, SendFlags::SIGNALED).unwrap();
+    let (mut s, _rings, _ours) = welcome(&l, peer, a.fabric.id());
+    let tib = 1u64 << 40;
+    let fd = rustix::fs::memfd_create(
+        "huge",
+        rustix::fs::MemfdFlags::CLOEXEC | rustix::fs::MemfdFlags::ALLOW_SEALING,
+    )
+    .unwrap();
+    rustix::fs::ftruncate(&fd, tib).unwrap();
+    rustix::fs::fcntl_add_seals(&fd, rustix::fs::SealFlags::SHRINK).unwrap();
+    let mut sent = 0;
+    while !closed_now(&mut s) {
+        assert!(sent <= 8, "{sent} grants of 1 TiB accepted");
+        let f = grant(
+            a.qp.endpoint(),
+            (0, 1),
+            100 + sent,
+            3,
+            0,
+            tib,
+            sent as u16,
+            1,
+        );
+        send_fds(&s, &f, &[fd.as_fd()]);
+        sent += 1;
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(sent, 5, "4 TiB of grants held, the fifth refused");
+    drop(q);
 }
 
 /// A grant that comes while requests of the QP are in flight on the wire: the next WRITE it

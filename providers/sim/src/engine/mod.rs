@@ -92,9 +92,7 @@ pub(crate) fn run(weak: Weak<FabricInner>) {
             // pass found the turn taken still wakes this thread (`Fabric::kick`). While the
             // program keeps polling, the naps grow (up to `DEFERRED_NAP_MAX`), so a polling
             // thread is not interrupted every few microseconds by this one.
-            let nap = deferred.max(SHORT_NAP_MIN);
-            deferred = (deferred * 2).clamp(SHORT_NAP_MIN, DEFERRED_NAP_MAX);
-            nap_short(&weak, f, nap, false);
+            nap_short(&weak, f, next_short_nap(&mut deferred), false);
             idle_since = None;
             continue;
         }
@@ -143,9 +141,7 @@ pub(crate) fn run(weak: Weak<FabricInner>) {
             // polls, and what it does not poll for waits at most `DEFERRED_NAP_MAX`. Peers'
             // requests still wake it: a program that posts and then spins on its memory for a
             // peer's write (not in a SHMEM wait, which serves) gets it after one wake-up.
-            let nap = deferred.max(SHORT_NAP_MIN);
-            deferred = (deferred * 2).clamp(SHORT_NAP_MIN, DEFERRED_NAP_MAX);
-            nap_short(&weak, f, nap, true);
+            nap_short(&weak, f, next_short_nap(&mut deferred), true);
             idle_since = None;
             continue;
         }
@@ -274,6 +270,15 @@ const PROGRAM_POLLS: Duration = crate::wire::POLLED_RECENTLY;
 /// The first of the engine thread's short naps while a program posts or polls; they double up
 /// to [`DEFERRED_NAP_MAX`].
 const SHORT_NAP_MIN: Duration = Duration::from_micros(20);
+
+/// The next short nap while a program posts or polls (`deferred`: the last one, zero after a
+/// look that found the program gone): from [`SHORT_NAP_MIN`], doubling up to
+/// [`DEFERRED_NAP_MAX`].
+fn next_short_nap(deferred: &mut Duration) -> Duration {
+    let nap = (*deferred).max(SHORT_NAP_MIN);
+    *deferred = (*deferred * 2).clamp(SHORT_NAP_MIN, DEFERRED_NAP_MAX);
+    nap
+}
 
 /// The longest nap of an engine thread that leaves the work to a polling program thread. Work
 /// a poster handed over waits at most this long for it; a peer's request that arrives as the

@@ -393,18 +393,32 @@ fn placement(op: &WqeOp, kind: OpKind) -> Option<(u64, crate::wire::direct::Righ
     (len > 0).then_some((len, need))
 }
 
+/// The grant `qp` holds that covers `op` (`crate::wire::direct`), with where `op` lands in
+/// it, its gate, and the length and right `op` needs.
+fn covering<'c>(
+    conn: &'c Conn,
+    qp: &QpInner,
+    op: &WqeOp,
+    kind: OpKind,
+    ep: Endpoint,
+) -> Option<(
+    Arc<crate::wire::direct::Grant>,
+    *mut u8,
+    &'c crate::wire::Gate,
+    u64,
+    crate::wire::direct::Right,
+)> {
+    let (len, need) = placement(op, kind)?;
+    let grant = conn.grant((qp.nic.id, qp.qpn, op.remote.rkey))?;
+    let at = grant.at((ep.nic, ep.qpn), op.remote.addr, len, need)?;
+    let gate = conn.gate(grant.gate)?;
+    Some((grant, at, gate, len, need))
+}
+
 /// Whether `place` would take `op` now: its QP holds an open grant that covers it.
 fn placeable(conn: &Conn, qp: &QpInner, op: &WqeOp, kind: OpKind, ep: Endpoint) -> bool {
-    let Some((len, need)) = placement(op, kind) else {
-        return false;
-    };
-    conn.grant((qp.nic.id, qp.qpn, op.remote.rkey))
-        .is_some_and(|g| {
-            g.at((ep.nic, ep.qpn), op.remote.addr, len, need).is_some()
-                && conn
-                    .gate(g.gate)
-                    .is_some_and(|gate| gate.state.load(Ordering::Acquire) == g.value)
-        })
+    covering(conn, qp, op, kind, ep)
+        .is_some_and(|(g, _, gate, ..)| gate.state.load(Ordering::Acquire) == g.value)
 }
 
 /// Places the WRITE or READ `op` through the grant its QP holds for the region (see
@@ -421,12 +435,7 @@ fn place(
     ep: Endpoint,
 ) -> Option<Step> {
     use crate::wire::direct::Right;
-    let inline = op.inline.as_deref().filter(|d| !d.is_empty());
-    let (len, need) = placement(op, kind)?;
-    let key = (qp.nic.id, qp.qpn, op.remote.rkey);
-    let grant = conn.grant(key)?;
-    let at = grant.at((ep.nic, ep.qpn), op.remote.addr, len, need)?;
-    let gate = conn.gate(grant.gate)?;
+    let (grant, at, gate, len, need) = covering(conn, qp, op, kind, ep)?;
     // ORDERING: SeqCst pairs with `Conn::close_gate`: either it sees this placement counted
     // and waits for it, or this load sees the gate closed.
     gate.inflight.fetch_add(1, Ordering::SeqCst);
@@ -440,13 +449,13 @@ fn place(
     }
     let out = Out(&gate.inflight);
     if gate.state.load(Ordering::SeqCst) != grant.value {
-        conn.forget_grant(key);
+        conn.forget_grant((qp.nic.id, qp.qpn, op.remote.rkey), &grant);
         return None;
     }
     let n = len as usize;
     let step = match need {
         Right::Write => {
-            match inline {
+            match op.inline.as_deref().filter(|d| !d.is_empty()) {
                 // SAFETY: `at` has `n` bytes of the granted region (checked by `Grant::at`), a
                 // mapping the grant keeps; the inline bytes are the engine's.
                 Some(d) => unsafe { mmio::dma_copy(at, d.as_ptr(), n) },
@@ -456,11 +465,13 @@ fn place(
                     unsafe { g.copy(at, n) }.ok()?;
                 }
             }
+            mmio::dma_publish();
             Step::Complete(c, op.units, false)
         }
         Right::Read => {
             // SAFETY: `at` has `n` readable bytes of the granted region (checked).
             unsafe { land_read(&qp.nic, qp.pd, &op.sges, &[(at.cast_const(), n)]) }.ok()?;
+            mmio::dma_publish();
             c.byte_len = n as u32;
             Step::Complete(c, op.units, false)
         }
@@ -470,10 +481,10 @@ fn place(
             // (checked), updated only atomically, by every process that reaches it.
             let old = unsafe { mmio::dma_atomic_rmw(at as u64, width, |v| aop.apply(v, width)) }?;
             drop(out);
+            // (`land_atomic` publishes the result before its completion.)
             land_atomic(qp, ex, op, op.units, c, old)
         }
     };
-    mmio::dma_publish();
     conn.placed.fetch_add(1, Ordering::Relaxed);
     if !qp.placing.load(Ordering::Relaxed) {
         qp.placing.store(true, Ordering::Relaxed);

@@ -49,8 +49,9 @@
 //! could as well signal this process), at least offset + length bytes long — before it maps
 //! it; a frame that fails a check closes the connection.
 
-use std::collections::HashMap;
 use std::os::fd::{AsFd, OwnedFd};
+
+use rustc_hash::FxHashMap;
 
 use crate::mem::Access;
 
@@ -63,6 +64,8 @@ const GRANT_BODY_BYTES: usize = 56;
 pub(crate) const GRANT_FRAME_BYTES: usize = HEADER_BYTES + GRANT_BODY_BYTES;
 /// The largest region a grant may name (a bound on what a peer can make this process map).
 const MAX_REGION_BYTES: u64 = 1 << 40;
+/// The most memory the grants of one connection may map together.
+pub(crate) const GRANTED_BYTES_MAX: u64 = 4 << 40;
 const RIGHT_READ: u32 = 1;
 const RIGHT_WRITE: u32 = 2;
 const RIGHT_ATOMIC: u32 = 4;
@@ -111,11 +114,11 @@ pub(crate) struct Gates {
     fresh: u16,
     free: Vec<u16>,
     /// What was granted or found not grantable (`None`).
-    granted: HashMap<GrantKey, Option<u16>>,
-    by_gate: HashMap<u16, GrantKey>,
-    /// Entries of `granted` that are `None`: nothing removes them when their QP or region
-    /// goes, so they are forgotten all at once past [`REFUSALS_KEPT`].
-    refused: usize,
+    granted: FxHashMap<GrantKey, Option<u16>>,
+    /// The gate of each grant in `granted` (so `granted`'s other entries, `None`, are the
+    /// refusals: nothing removes them when their QP or region goes, so they are forgotten all
+    /// at once past [`REFUSALS_KEPT`]).
+    by_gate: FxHashMap<u16, GrantKey>,
 }
 
 /// Refusals a connection remembers before it forgets them all. A program that registers and
@@ -152,6 +155,11 @@ impl Drop for Grant {
 }
 
 impl Grant {
+    /// Bytes of this process's address space its mapping takes.
+    pub(crate) fn mapped_bytes(&self) -> u64 {
+        self.map.1 as u64
+    }
+
     /// Where `[raddr, raddr + len)` of the responder is in this process, if the grant covers it
     /// with the right `need`.
     pub(crate) fn at(
@@ -179,13 +187,10 @@ impl Gates {
 
     /// Remembers that `key` cannot be granted (its region cannot be shared).
     pub(crate) fn refuse(&mut self, key: GrantKey) {
-        if self.refused >= REFUSALS_KEPT {
+        if self.granted.len() - self.by_gate.len() >= REFUSALS_KEPT {
             self.granted.retain(|_, gate| gate.is_some());
-            self.refused = 0;
         }
-        if self.granted.insert(key, None).is_none() {
-            self.refused += 1;
-        }
+        self.granted.insert(key, None);
     }
 
     /// A free gate and the value it will hold for a new grant; `None` when every gate is in use.
@@ -204,9 +209,7 @@ impl Gates {
 
     /// Records the grant of `key` through `gate`.
     pub(crate) fn record(&mut self, key: GrantKey, gate: u16) {
-        if let Some(None) = self.granted.insert(key, Some(gate)) {
-            self.refused -= 1;
-        }
+        self.granted.insert(key, Some(gate));
         self.by_gate.insert(gate, key);
     }
 
@@ -307,11 +310,16 @@ impl Grant {
         }
         // A memfd must be sealed against shrinking, so the peer cannot turn the mapping into a
         // SIGBUS here. A POSIX shared-memory object cannot be sealed: it must be this user's
-        // (as its owner is: a process of this user, which could as well signal this one).
+        // and private to it (mode 0600, as gda-shmem makes its heaps), so only a process of
+        // this user — which could as well signal this one — can shrink it.
         let sealed = rustix::fs::fcntl_get_seals(&fd)
             .is_ok_and(|s| s.contains(rustix::fs::SealFlags::SHRINK));
-        if !sealed && (st.st_uid != rustix::process::getuid().as_raw() || !shm_object(&fd)) {
-            return Err("a grant's region can shrink".into());
+        if !sealed {
+            if !shm_object(&fd) {
+                return Err("a grant's region can shrink".into());
+            }
+            gda_os::shm::check_private("a grant's region", st.st_uid, st.st_mode)
+                .map_err(|e| e.to_string())?;
         }
         let mut prot = rustix::mm::ProtFlags::READ;
         if rights & (RIGHT_WRITE | RIGHT_ATOMIC) != 0 {

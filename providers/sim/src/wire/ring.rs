@@ -139,14 +139,10 @@ unsafe impl Sync for Segment {}
 impl Segment {
     /// A new segment (the connecting side), sealed against resizing.
     pub(crate) fn create() -> io::Result<Self> {
-        use rustix::fs::{MemfdFlags, SealFlags};
-        let fd = rustix::fs::memfd_create(
+        Self::map(gda_os::pages::sealed_memfd(
             "gda-sim-wire",
-            MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING,
-        )?;
-        rustix::fs::ftruncate(&fd, SEGMENT_BYTES as u64)?;
-        rustix::fs::fcntl_add_seals(&fd, SealFlags::SHRINK | SealFlags::GROW | SealFlags::SEAL)?;
-        Self::map(fd)
+            SEGMENT_BYTES as u64,
+        )?)
     }
 
     /// The segment a peer passed (the accepting side), after checking its seals and size.

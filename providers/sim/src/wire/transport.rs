@@ -203,8 +203,8 @@ pub(crate) struct Conn {
     pub(crate) peer: u64,
     /// Requests come in and responses go out (or the other way round).
     pub(crate) accepted: bool,
-    pub(super) sock: UnixStream,
-    pub(super) seg: Segment,
+    sock: UnixStream,
+    seg: Segment,
     tx: Mutex<Tx>,
     /// `Tx::queued`, readable without the lock ([`Conn::has_room`]).
     queued: AtomicUsize,
@@ -221,10 +221,10 @@ pub(crate) struct Conn {
     /// when it was first tried ([`now_ns`]).
     held: Mutex<Option<(Request, u64)>>,
     /// Direct placement, as the responder (an accepted connection): the gates handed out.
-    pub(super) gates: Mutex<super::direct::Gates>,
+    gates: Mutex<super::direct::Gates>,
     /// Direct placement, as the requester (a connection this process made): the grants held,
     /// by (requester NIC, requester QP, rkey).
-    pub(super) grants: Mutex<HashMap<(u32, u32, u32), Arc<super::direct::Grant>>>,
+    grants: Mutex<HashMap<(u32, u32, u32), Arc<super::direct::Grant>>>,
     /// How many `grants` holds, as its last change left it: a requester that holds none (most
     /// connections, and every one before its first grant) looks no further, without the lock.
     grants_held: AtomicUsize,
@@ -807,9 +807,23 @@ impl Conn {
                     } else {
                         super::direct::Grant::accept(&frame, fd)
                     };
+                    let mut g = lock(&self.grants);
+                    // A responder holds at most `GATES` grants open on a connection; more, or
+                    // more mapped memory than `GRANTED_BYTES_MAX`, is a peer exhausting this
+                    // process's address space.
+                    let checked = checked.and_then(|(key, grant)| {
+                        let others = g.iter().filter(|(k, _)| **k != key);
+                        let bytes: u64 = others.clone().map(|(_, h)| h.mapped_bytes()).sum();
+                        if others.count() >= usize::from(super::ring::GATES)
+                            || bytes + grant.mapped_bytes() > super::direct::GRANTED_BYTES_MAX
+                        {
+                            Err("more grants than a responder can hold open".to_string())
+                        } else {
+                            Ok((key, grant))
+                        }
+                    });
                     match checked {
                         Ok((key, grant)) => {
-                            let mut g = lock(&self.grants);
                             g.insert(key, Arc::new(grant));
                             self.grants_held.store(g.len(), Ordering::Release);
                         }
@@ -844,7 +858,13 @@ impl crate::shared::Withdraw for GrantRef {
     }
 
     fn alive(&self) -> bool {
-        self.conn.strong_count() > 0
+        // Its connection lives and its gate still holds it (a closed gate may serve another
+        // grant since).
+        self.conn.upgrade().is_some_and(|c| {
+            c.seg
+                .gate(self.gate)
+                .is_some_and(|g| g.state.load(Ordering::Acquire) == self.value)
+        })
     }
 }
 
@@ -865,10 +885,12 @@ impl Conn {
         lock(&self.gates).offered(&key)
     }
 
-    /// Drops a grant found closed.
-    pub(crate) fn forget_grant(&self, key: (u32, u32, u32)) {
+    /// Drops `grant`, found closed — not a newer grant that took its key since.
+    pub(crate) fn forget_grant(&self, key: (u32, u32, u32), grant: &Arc<super::direct::Grant>) {
         let mut g = lock(&self.grants);
-        g.remove(&key);
+        if g.get(&key).is_some_and(|h| Arc::ptr_eq(h, grant)) {
+            g.remove(&key);
+        }
         self.grants_held.store(g.len(), Ordering::Release);
     }
 
