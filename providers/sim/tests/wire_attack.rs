@@ -129,21 +129,17 @@ fn raw_to(fabric: u64) -> UnixStream {
 
 /// Whether the peer closed `s` within a few seconds (a welcome it sent first is skipped).
 fn closed(s: &mut UnixStream) -> bool {
-    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    let mut b = [0u8; 64];
-    loop {
-        match s.read(&mut b) {
-            Ok(0) => return true,
-            Ok(_) => {}
-            Err(e) => return e.kind() != std::io::ErrorKind::WouldBlock,
-        }
-    }
+    closed_within(s, Duration::from_secs(5))
 }
 
 /// Whether the peer closed `s` by now (waits at most 200 ms for it).
 fn closed_now(s: &mut UnixStream) -> bool {
-    s.set_read_timeout(Some(Duration::from_millis(200)))
-        .unwrap();
+    closed_within(s, Duration::from_millis(200))
+}
+
+/// Whether the peer closes `s` within `wait` (what it sends meanwhile is skipped).
+fn closed_within(s: &mut UnixStream, wait: Duration) -> bool {
+    s.set_read_timeout(Some(wait)).unwrap();
     let mut b = [0u8; 64];
     loop {
         match s.read(&mut b) {
@@ -1629,9 +1625,10 @@ fn a_grant_that_fails_a_check_closes_the_connection() {
             }),
         ),
     ];
-    let mut compared = 0;
-    for (i, (what, make)) in cases.iter().enumerate() {
-        let (a, l, peer) = facing_fake_peer(0x6e_0000 + i as u32);
+    /// A requester with a WRITE in flight to a fake peer, and the peer's end of the
+    /// connection: `f` sends it grants.
+    fn connected(salt: u32, f: impl FnOnce(Endpoint, &mut UnixStream)) {
+        let (a, l, peer) = facing_fake_peer(salt);
         let q = sq(&a.qp, &a.cq, 10_000);
         let wr = WorkRequest::Write {
             remote: Remote {
@@ -1643,58 +1640,38 @@ fn a_grant_that_fails_a_check_closes_the_connection() {
         };
         q.post(&wr, SendFlags::SIGNALED).unwrap();
         let (mut s, _rings, _ours) = welcome(&l, peer, a.fabric.id());
-        let (f, fd) = make(a.qp.endpoint());
-        match &fd {
-            Some(fd) => send_fds(&s, &f, &[fd.as_fd()]),
-            None => s.write_all(&f).unwrap(),
-        }
-        assert!(closed(&mut s), "{what}: the connection stayed open");
+        f(a.qp.endpoint(), &mut s);
         drop(q);
+    }
+    let mut compared = 0;
+    for (i, (what, make)) in cases.iter().enumerate() {
+        connected(0x6e_0000 + i as u32, |me, s| {
+            let (f, fd) = make(me);
+            match &fd {
+                Some(fd) => send_fds(s, &f, &[fd.as_fd()]),
+                None => s.write_all(&f).unwrap(),
+            }
+            assert!(closed(s), "{what}: the connection stayed open");
+        });
         compared += 1;
     }
     assert_eq!(compared, cases.len());
 
     // Grants that together would map more than a responder can hand out (1 TiB each, of a
     // sparse sealed memfd): accepted up to the bound, then the connection closes.
-    let (a, l, peer) = facing_fake_peer(0x6e_1000);
-    let q = sq(&a.qp, &a.cq, 10_000);
-    let wr = WorkRequest::Write {
-        remote: Remote {
-            addr: 0x1000,
-            rkey: 7,
-        },
-        payload: Payload::Inline(b"8 bytes!"),
-        imm: None,
-    };
-    q.post(&wr, SendFlags::SIGNALED).unwrap();
-    let (mut s, _rings, _ours) = welcome(&l, peer, a.fabric.id());
     let tib = 1u64 << 40;
-    let fd = rustix::fs::memfd_create(
-        "huge",
-        rustix::fs::MemfdFlags::CLOEXEC | rustix::fs::MemfdFlags::ALLOW_SEALING,
-    )
-    .unwrap();
-    rustix::fs::ftruncate(&fd, tib).unwrap();
-    rustix::fs::fcntl_add_seals(&fd, rustix::fs::SealFlags::SHRINK).unwrap();
-    let mut sent = 0;
-    while !closed_now(&mut s) {
-        assert!(sent <= 8, "{sent} grants of 1 TiB accepted");
-        let f = grant(
-            a.qp.endpoint(),
-            (0, 1),
-            100 + sent,
-            3,
-            0,
-            tib,
-            sent as u16,
-            1,
-        );
-        send_fds(&s, &f, &[fd.as_fd()]);
-        sent += 1;
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    assert_eq!(sent, 5, "4 TiB of grants held, the fifth refused");
-    drop(q);
+    let fd = granted_memfd(tib as usize, true).0;
+    connected(0x6e_1000, |me, s| {
+        let mut sent = 0;
+        while !closed_now(s) {
+            assert!(sent <= 8, "{sent} grants of 1 TiB accepted");
+            let f = grant(me, (0, 1), 100 + sent, 3, 0, tib, sent as u16, 1);
+            send_fds(s, &f, &[fd.as_fd()]);
+            sent += 1;
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert_eq!(sent, 5, "4 TiB of grants held, the fifth refused");
+    });
 }
 
 /// A grant that comes while requests of the QP are in flight on the wire: the next WRITE it
