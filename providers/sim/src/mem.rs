@@ -85,20 +85,13 @@ impl MrInner {
         // ORDERING: SeqCst pairs with `Pins::take`'s SeqCst increment and load: either a pinner's
         // load sees `false`, or this thread's load below sees its increment and waits for it.
         self.live.store(false, Ordering::SeqCst);
-        let on_engine = std::thread::current()
-            .name()
-            .is_some_and(|n| n.starts_with("gda-sim-"));
         // Peers placing directly: their grants close, and (not on an engine thread) the
-        // placements in progress end. The memory goes back onto private pages (dropping
-        // `_backing`) only after this process's own accesses have ended too (below).
-        let _backing = self.shared.as_ref().and_then(|s| {
-            s.retire(if on_engine {
-                std::time::Duration::ZERO
-            } else {
-                crate::shared::PLACEMENT_WAIT
-            })
-        });
-        if on_engine {
+        // placements in progress end, or are abandoned after `PLACEMENT_WAIT` for all of them
+        // together. The memory goes back onto private pages (dropping `_backing`) only after
+        // this process's own accesses have ended too (below).
+        let until = crate::shared::withdrawal_deadline();
+        let _backing = self.shared.as_ref().and_then(|s| s.retire(until));
+        if until.is_none() {
             return;
         }
         let mut spins = 0u32;

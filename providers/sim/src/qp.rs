@@ -409,7 +409,11 @@ impl Qp {
 
 impl Drop for Qp {
     fn drop(&mut self) {
-        self.inner.grants.close_all(None);
+        // Destroyed: no placement through its grants goes on after this returns (as
+        // `QpInner::set_error`).
+        self.inner
+            .grants
+            .close_all(crate::shared::withdrawal_deadline());
         self.fabric
             .inner
             .qps

@@ -5,7 +5,7 @@
 use std::fmt;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::{Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use gda_os::pages::SharedPages;
 
@@ -20,37 +20,84 @@ pub(crate) fn enabled() -> bool {
     *ON.get_or_init(|| std::env::var("GDA_SIM_DIRECT").map_or(true, |v| v.trim() != "0"))
 }
 
-/// How long deregistration waits for placements in progress through a connection (the wire's
-/// default timeout: a peer that places for longer is as good as stalled).
+/// How long deregistration, or a QP leaving service, waits for the placements in progress
+/// through all its grants together (the wire's default timeout: a peer that places for longer
+/// is as good as stalled). Placements still running then are *abandoned*: they complete with
+/// an error at their requester, never with success (`wire::direct`).
 pub(crate) const PLACEMENT_WAIT: Duration = Duration::from_secs(1);
+
+/// Until when a withdrawal on this thread waits for placements in progress: `None` (not at
+/// all) on an engine thread, which must not stall its fabric (the placements it does not wait
+/// for are abandoned), else [`PLACEMENT_WAIT`] from now.
+pub(crate) fn withdrawal_deadline() -> Option<Instant> {
+    let on_engine = std::thread::current()
+        .name()
+        .is_some_and(|n| n.starts_with("gda-sim-"));
+    (!on_engine).then(|| Instant::now() + PLACEMENT_WAIT)
+}
 
 /// A grant handed out, as its responder keeps it: something to close once.
 pub(crate) trait Withdraw: Send + Sync + fmt::Debug {
-    /// Closes the grant; with `wait`, then waits (at most that long) for placements through it
-    /// that are in progress.
-    fn withdraw(&self, wait: Option<Duration>);
+    /// Closes the grant; with `until`, then waits (at most until then) for placements through
+    /// it that are in progress. Placements still in progress when it stops waiting are
+    /// abandoned: their requester reports an error for them.
+    fn withdraw(&self, until: Option<Instant>);
     /// Whether it can still be used (its connection lives).
     fn alive(&self) -> bool;
 }
 
-/// Grants handed out (a region's, or a responder QP's), each closed once.
+/// Grants handed out (a region's, or a responder QP's), each closed once. Once closed (the
+/// region deregistered, the QP in error or destroyed) the list stays closed: a grant opened
+/// later is refused, whatever the interleaving of the offer and the closing.
 #[derive(Debug, Default)]
-pub(crate) struct Grants(Mutex<Vec<Box<dyn Withdraw>>>);
+pub(crate) struct Grants(Mutex<GrantList>);
+
+#[derive(Debug, Default)]
+struct GrantList {
+    open: Vec<Box<dyn Withdraw>>,
+    closed: bool,
+}
 
 impl Grants {
-    /// Keeps `g` to close later (and lets go of grants whose connection is gone).
-    pub(crate) fn push(&self, g: Box<dyn Withdraw>) {
-        let mut v = lock(&self.0);
-        v.retain(|g| g.alive());
-        v.push(g);
+    /// Keeps `g` to close later, running `open` (which opens its gate) under the list's lock —
+    /// unless the list is closed already: then neither runs and `false` comes back. So a grant
+    /// is either opened before [`Grants::close_all`] takes the list (which then closes it) or
+    /// never opened at all.
+    pub(crate) fn open_with(&self, g: Box<dyn Withdraw>, open: impl FnOnce()) -> bool {
+        let mut l = lock(&self.0);
+        if l.closed {
+            return false;
+        }
+        l.open.retain(|g| g.alive());
+        open();
+        l.open.push(g);
+        true
     }
 
-    /// Closes every grant; with `wait`, waits until no placement through them is in progress
-    /// (at most `wait` per connection, and not at all for a dead one).
-    pub(crate) fn close_all(&self, wait: Option<Duration>) {
-        let v = std::mem::take(&mut *lock(&self.0));
+    /// Keeps `g` to close later (and lets go of grants whose connection is gone); closes it at
+    /// once when the list is closed.
+    pub(crate) fn push(&self, g: Box<dyn Withdraw>) {
+        let mut l = lock(&self.0);
+        if l.closed {
+            drop(l);
+            g.withdraw(None);
+            return;
+        }
+        l.open.retain(|g| g.alive());
+        l.open.push(g);
+    }
+
+    /// Closes the list and every grant in it; with `until`, waits until no placement through
+    /// them is in progress, at most until then for all of them together (and not at all for a
+    /// dead connection).
+    pub(crate) fn close_all(&self, until: Option<Instant>) {
+        let v = {
+            let mut l = lock(&self.0);
+            l.closed = true;
+            std::mem::take(&mut l.open)
+        };
         for g in v {
-            g.withdraw(wait);
+            g.withdraw(until);
         }
     }
 }
@@ -131,14 +178,14 @@ impl SharedRegion {
         &self.grants
     }
 
-    /// Closes every grant and waits for placements in progress (deregistration). Returns the
-    /// memory, for the caller to drop once its own accesses have ended too: dropping memory it
-    /// moved moves it back onto private pages, and a copy still running would land in the
-    /// memfd and be lost.
+    /// Closes every grant and waits for placements in progress (deregistration), at most
+    /// until `until` for all of them together (`None`: not at all). Returns the memory, for the
+    /// caller to drop once its own accesses have ended too: dropping memory it moved moves it
+    /// back onto private pages, and a copy still running would land in the memfd and be lost.
     #[must_use]
-    pub(crate) fn retire(&self, wait: Duration) -> Option<Backing> {
+    pub(crate) fn retire(&self, until: Option<Instant>) -> Option<Backing> {
         let backing = self.backing().take();
-        self.grants.close_all(Some(wait));
+        self.grants.close_all(until);
         backing
     }
 }

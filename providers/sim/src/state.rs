@@ -299,10 +299,17 @@ impl QpInner {
     pub(crate) fn state(&self) -> QpState {
         QpState::from_u8(self.state.load(Ordering::Acquire))
     }
+    /// Moves to Error. A QP in error takes no more requests, direct ones included: its grants
+    /// close (for good: one offered meanwhile is never opened), and the placements through
+    /// them still in progress end before this returns — at most [`PLACEMENT_WAIT`] for all of
+    /// them, and not at all on an engine thread; the ones not waited for are abandoned, so
+    /// their requesters report an error, not success.
+    ///
+    /// [`PLACEMENT_WAIT`]: crate::shared::PLACEMENT_WAIT
     pub(crate) fn set_error(&self) {
         self.state.store(QpState::Error as u8, Ordering::Release);
-        // A QP in error takes no more requests, direct ones included.
-        self.grants.close_all(None);
+        self.grants
+            .close_all(crate::shared::withdrawal_deadline());
     }
 }
 

@@ -662,6 +662,104 @@ fn a_grant_ends_when_its_responder_qp_fails() {
     drop(remote);
 }
 
+/// A grant never outlives its responder QP, whatever the interleaving (issue 44, item 1): on a
+/// fresh QP pair per round, the requester's first WRITE races the responder moving its QP to
+/// error or destroying it 0–120 µs later — the responder's engine may be executing that WRITE
+/// and offering its grant at that very moment. Once the modify or destroy has returned, a
+/// WRITE must not land: it is not placed and the responder's memory keeps what it held.
+/// (Before the fix a grant offered after the QP's withdrawal stayed open: about one round in
+/// ten placed the later WRITE with success.)
+#[test]
+fn a_grant_offered_while_its_responder_qp_leaves_service_never_opens() {
+    use std::time::{Duration, Instant};
+    const ROUNDS: u64 = 200;
+    let a = Fabric::process(FabricConfig::default()).unwrap();
+    let b = Fabric::process(FabricConfig::default()).unwrap();
+    let (na, nb) = (a.add_nic_for::<Native>(), b.add_nic_for::<Native>());
+    let (pa, pb) = (na.alloc_pd(), nb.alloc_pd());
+    let cqa = na.create_cq(1024, CqMode::Normal).unwrap();
+    let cqb = nb.create_cq(1024, CqMode::Normal).unwrap();
+    let mem = Pages::new(1);
+    // SAFETY: mapped until the end of the test, after the region.
+    let remote = unsafe { pb.register(mem.0 as u64, mem.1, Access::ALL) };
+    assert!(mem.on_memfd(), "the region can be granted");
+    let (raddr, rkey) = (remote.addr(), remote.rkey());
+    let mut granted_rounds = 0;
+    for round in 0..ROUNDS {
+        let init = QpInit {
+            sq_units: 64,
+            ..QpInit::default()
+        };
+        let qa = pa.create_qp(init, &cqa, &cqa).unwrap();
+        let qb = pb.create_qp(init, &cqb, &cqb).unwrap();
+        qa.bring_up_at(&qb.endpoint(), qb.start_psn()).unwrap();
+        qb.bring_up_at(&qa.endpoint(), qa.start_psn()).unwrap();
+        // SAFETY: the QP and CQ outlive the queue (dropped at the end of the round).
+        let mut sq = unsafe {
+            SendQueue::<Native>::new(qa.sq_handle::<Native>().unwrap(), cqa.handle(), 50)
+        }
+        .unwrap();
+        let (fa, fb) = (a.clone(), b.clone());
+        sq.set_host_progress(Some(Arc::new(move || fa.progress() | fb.progress())));
+        let write = |sq: &mut SendQueue<Native>, v: u64| {
+            let b = v.to_le_bytes();
+            let wr = WorkRequest::Write {
+                remote: Remote { addr: raddr, rkey },
+                payload: Payload::Inline(&b),
+                imm: None,
+            };
+            sq.post(&wr, SendFlags::SIGNALED).unwrap();
+            sq.quiet()
+        };
+        let destroy = round % 2 == 1;
+        let delay = Duration::from_nanos(round * 120_000 / ROUNDS);
+        let placed_before = a.stats().placed;
+        let racer = std::thread::spawn(move || {
+            let t = Instant::now();
+            while t.elapsed() < delay {
+                std::hint::spin_loop();
+            }
+            if destroy {
+                drop(qb);
+                None
+            } else {
+                qb.modify_error();
+                Some(qb)
+            }
+        });
+        let _ = write(&mut sq, 2 * round + 1);
+        let qb = racer.join().unwrap();
+        // The responder's QP is out of service now: nothing may land any more.
+        let held = mem.word(0);
+        let placed = a.stats().placed;
+        let late = write(&mut sq, 2 * round + 2);
+        assert!(
+            late.is_err(),
+            "round {round} ({}): a WRITE after the responder QP left service completed: {late:?}",
+            if destroy { "destroy" } else { "error" }
+        );
+        assert_eq!(
+            a.stats().placed,
+            placed,
+            "round {round}: a WRITE was placed after the responder QP left service"
+        );
+        assert_eq!(mem.word(0), held, "round {round}: the responder's memory changed");
+        if a.stats().placed > placed_before || held == 2 * round + 1 {
+            granted_rounds += 1;
+        }
+        drop(sq);
+        qa.modify_error();
+        drop(qa);
+        drop(qb);
+    }
+    // The race was run, not skipped: in some rounds the first WRITE got through.
+    assert!(
+        granted_rounds > 0,
+        "no round's first WRITE reached the responder in {ROUNDS} rounds"
+    );
+    drop(remote);
+}
+
 /// Atomics are placed too, on memory the program mapped from a POSIX shared-memory object
 /// (gda-shmem's heap, registered with `Pd::register_file`: granted as it is, nothing moved):
 /// fetch-adds and a compare-swap on the granted region, each returning the value before it

@@ -113,6 +113,9 @@ pub(crate) struct Gates {
     /// Gates never used yet start here.
     fresh: u16,
     free: Vec<u16>,
+    /// Gates closed with placements still in progress ([`super::ring::ABANDONED`]): free
+    /// again once their requester counted every one out.
+    abandoned: Vec<u16>,
     /// What was granted or found not grantable (`None`).
     granted: FxHashMap<GrantKey, Option<u16>>,
     /// The gate of each grant in `granted` (so `granted`'s other entries, `None`, are the
@@ -194,7 +197,16 @@ impl Gates {
     }
 
     /// A free gate and the value it will hold for a new grant; `None` when every gate is in use.
-    pub(crate) fn take(&mut self) -> Option<(u16, u32)> {
+    /// `idle` says whether an abandoned gate has no placement in progress any more (it is free
+    /// again then).
+    pub(crate) fn take(&mut self, idle: impl Fn(u16) -> bool) -> Option<(u16, u32)> {
+        if self.free.is_empty() && !self.abandoned.is_empty() {
+            let (done, left) = std::mem::take(&mut self.abandoned)
+                .into_iter()
+                .partition(|g| idle(*g));
+            self.abandoned = left;
+            self.free = done;
+        }
         let gate = match self.free.pop() {
             Some(g) => g,
             None if self.fresh < super::ring::GATES => {
@@ -203,7 +215,11 @@ impl Gates {
             }
             None => return None,
         };
+        // Never 0 (closed) nor `ABANDONED`.
         self.next_value = self.next_value.wrapping_add(1).max(1);
+        if self.next_value == super::ring::ABANDONED {
+            self.next_value = 1;
+        }
         Some((gate, self.next_value))
     }
 
@@ -215,10 +231,21 @@ impl Gates {
 
     /// Gives `gate` back (its grant closed, or never sent).
     pub(crate) fn release(&mut self, gate: u16) {
+        self.forget(gate);
+        self.free.push(gate);
+    }
+
+    /// Sets `gate` aside until no placement through it is in progress (its grant closed,
+    /// placements abandoned).
+    pub(crate) fn quarantine(&mut self, gate: u16) {
+        self.forget(gate);
+        self.abandoned.push(gate);
+    }
+
+    fn forget(&mut self, gate: u16) {
         if let Some(key) = self.by_gate.remove(&gate) {
             self.granted.remove(&key);
         }
-        self.free.push(gate);
     }
 }
 
@@ -377,7 +404,7 @@ mod tests {
     #[test]
     fn refusals_are_forgotten_past_their_bound_and_grants_are_kept() {
         let mut g = Gates::default();
-        let (gate, _) = g.take().unwrap();
+        let (gate, _) = g.take(|_| true).unwrap();
         g.record((9, 9, 9, 9, 9), gate);
         for i in 0..3 * REFUSALS_KEPT as u32 {
             g.refuse((1, i, 2, 3, 4));

@@ -113,8 +113,13 @@ const GATES_AT: usize = 1024;
 const _: () = assert!(GATES_AT + 8 * GATES as usize <= HEADERS_BYTES);
 const _: () = assert!(GATES_AT >= 2 * std::mem::size_of::<Header>());
 
+/// A gate's `state` once its responder stopped waiting for placements still in progress
+/// (never a grant's value): each of them completes with an error at its requester.
+pub(crate) const ABANDONED: u32 = u32::MAX;
+
 /// One gate: the grant it stands for is open while `state` holds the value the grant names
-/// (0 closed); `inflight` counts the requester's placements in progress.
+/// (0 closed, [`ABANDONED`] closed with placements left in progress); `inflight` counts the
+/// requester's placements in progress.
 #[repr(C, align(8))]
 pub(crate) struct Gate {
     pub(crate) state: AtomicU32,

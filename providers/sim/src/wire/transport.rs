@@ -851,9 +851,9 @@ struct GrantRef {
 }
 
 impl crate::shared::Withdraw for GrantRef {
-    fn withdraw(&self, wait: Option<Duration>) {
+    fn withdraw(&self, until: Option<std::time::Instant>) {
         if let Some(c) = self.conn.upgrade() {
-            c.close_gate(self.gate, self.value, wait);
+            c.close_gate(self.gate, self.value, until);
         }
     }
 
@@ -896,9 +896,15 @@ impl Conn {
 
     /// Offers requester QP `key.0, key.1` direct access to `mr` through responder QP
     /// `key.2, key.3` (an accepted connection, after a request from it on `mr` succeeded):
-    /// sends the grant with the region's memory on the socket and keeps it, in the region's and
-    /// the QP's grants, to be closed. Nothing when the region cannot be shared, every gate is
-    /// in use, or the socket is full (a later request offers it again).
+    /// opens a gate, keeps the grant in the region's and the QP's grants (to be closed), and
+    /// sends it with the region's memory on the socket. Nothing when the region cannot be
+    /// shared, every gate is in use, the region or the QP is leaving service, or the socket is
+    /// full (a later request offers it again).
+    ///
+    /// The gate opens under the QP's grant list's lock, and the region's memory is held
+    /// throughout, so a grant is either opened before the QP's (or region's) withdrawal takes
+    /// its list — and closed by it — or never opened: whatever the interleaving with
+    /// `modify_qp(ERR)`, a destroy or a deregistration, no grant outlives them.
     pub(crate) fn offer(
         self: &Arc<Self>,
         key: super::direct::GrantKey,
@@ -918,20 +924,16 @@ impl Conn {
         let Some(backing) = backing.as_ref() else {
             return;
         };
-        let Some((gate, value)) = gates.take() else {
+        let seg = &self.seg;
+        let Some((gate, value)) = gates.take(|i| {
+            seg.gate(i)
+                .is_some_and(|g| g.inflight.load(Ordering::SeqCst) == 0)
+        }) else {
             return;
         };
         let Some(g) = self.seg.gate(gate) else {
             return;
         };
-        g.state.store(value, Ordering::SeqCst);
-        let rights = super::direct::rights_of(mr.access);
-        let f = super::direct::encode(key, rights, mr.addr, mr.len, gate, value, backing.offset());
-        if send_with_fds(&self.sock, &f, &[backing.fd()]).is_err() {
-            g.state.store(0, Ordering::SeqCst);
-            gates.release(gate);
-            return;
-        }
         gates.record(key, gate);
         drop(gates);
         let r = || {
@@ -941,18 +943,37 @@ impl Conn {
                 value,
             })
         };
-        region.grants().push(r());
-        qp_grants.push(r());
+        let opened = qp_grants.open_with(r(), || {
+            region.grants().push(r());
+            // ORDERING: SeqCst, as every store and load of a gate's state (`close_gate`).
+            g.state.store(value, Ordering::SeqCst);
+        });
+        if !opened {
+            // The QP is in error or destroyed: the gate never opened.
+            lock(&self.gates).release(gate);
+            return;
+        }
+        let rights = super::direct::rights_of(mr.access);
+        let f = super::direct::encode(key, rights, mr.addr, mr.len, gate, value, backing.offset());
+        if send_with_fds(&self.sock, &f, &[backing.fd()]).is_err() {
+            self.close_gate(gate, value, None);
+        }
     }
 
-    /// Closes gate `gate` if it still holds `value`; with `wait`, then waits (at most that
-    /// long, and not once the connection is dead) for placements through it to end.
-    pub(crate) fn close_gate(&self, gate: u16, value: u32, wait: Option<Duration>) {
+    /// Closes gate `gate` if it still holds `value`; with `until`, then waits (at most until
+    /// then, and not once the connection is dead) for placements through it to end. If some
+    /// are still in progress when it stops waiting, the gate says so ([`ABANDONED`]): their
+    /// requester checks the gate after its copy and reports an error for each, never success
+    /// (the memory may have gone back to the program meanwhile, or the QP out of service); the
+    /// gate is reused only once they have ended.
+    ///
+    /// [`ABANDONED`]: super::ring::ABANDONED
+    pub(crate) fn close_gate(&self, gate: u16, value: u32, until: Option<std::time::Instant>) {
         let Some(g) = self.seg.gate(gate) else {
             return;
         };
         // ORDERING: SeqCst pairs with the requester's SeqCst `inflight` increment and `state`
-        // load (`engine::wire::place`): either it sees the gate closed, or the load below sees
+        // loads (`engine::wire::place`): either it sees the gate closed, or the load below sees
         // it counted.
         if g.state
             .compare_exchange(value, 0, Ordering::SeqCst, Ordering::SeqCst)
@@ -960,8 +981,7 @@ impl Conn {
         {
             return;
         }
-        if let Some(wait) = wait {
-            let until = std::time::Instant::now() + wait;
+        if let Some(until) = until {
             while g.inflight.load(Ordering::SeqCst) != 0
                 && !self.is_dead()
                 && std::time::Instant::now() < until
@@ -969,7 +989,15 @@ impl Conn {
                 std::thread::yield_now();
             }
         }
-        lock(&self.gates).release(gate);
+        if g.inflight.load(Ordering::SeqCst) == 0 {
+            lock(&self.gates).release(gate);
+        } else {
+            // ORDERING: SeqCst: a placement whose check after its copy comes before this store
+            // finished its copy before the caller goes on (frees, moves back) — it reported
+            // success rightly; one whose check comes after sees it and reports an error.
+            g.state.store(super::ring::ABANDONED, Ordering::SeqCst);
+            lock(&self.gates).quarantine(gate);
+        }
     }
 }
 
