@@ -308,8 +308,7 @@ impl QpInner {
     /// [`PLACEMENT_WAIT`]: crate::shared::PLACEMENT_WAIT
     pub(crate) fn set_error(&self) {
         self.state.store(QpState::Error as u8, Ordering::Release);
-        self.grants
-            .close_all(crate::shared::withdrawal_deadline());
+        self.grants.close_all(crate::shared::withdrawal_deadline());
     }
 }
 

@@ -102,7 +102,7 @@ mod transport;
 
 pub(crate) use ring::{Gate, POLLED_RECENTLY};
 pub(crate) use transport::{
-    Conn, ConnList, Landing, PassClock, QpSlots, RingSpan, Wire, now_ns, pass_now, read_now_ns,
+    Conn, ConnList, Landing, PassClock, QpSlots, RingSpan, Vet, Wire, now_ns, pass_now, read_now_ns,
 };
 
 use std::fmt;

@@ -743,7 +743,11 @@ fn a_grant_offered_while_its_responder_qp_leaves_service_never_opens() {
             placed,
             "round {round}: a WRITE was placed after the responder QP left service"
         );
-        assert_eq!(mem.word(0), held, "round {round}: the responder's memory changed");
+        assert_eq!(
+            mem.word(0),
+            held,
+            "round {round}: the responder's memory changed"
+        );
         if a.stats().placed > placed_before || held == 2 * round + 1 {
             granted_rounds += 1;
         }

@@ -928,6 +928,48 @@ fn headers_and_bad_requests_allocate_nothing_large() {
     );
 }
 
+/// A payload comes only after its request passed the responder's checks (issue 44, item 3):
+/// after an authenticated hello, a peer sends two 256-MiB WRITEs whole — one to a QP that is
+/// not connected to it, one to a QP that does not exist. Each is answered with an error and
+/// the victim holds none of the payload (peak resident memory measured in a child process;
+/// before, it kept each payload until the end: +256 MiB). A WRITE that passes every check is
+/// not held either: its 64 MiB go straight into the region as they come, and land.
+#[test]
+fn a_payload_is_taken_only_for_a_request_that_passed_its_checks() {
+    let out = child("flood").wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let growth = |key: &str| -> u64 {
+        text.lines()
+            .find_map(|l| l.split(key).nth(1))
+            .unwrap_or_else(|| panic!("{key} missing: {text}"))
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    let (refused, streamed) = (growth("REFUSED_KB="), growth("STREAMED_KB="));
+    assert!(
+        refused < 32 << 10,
+        "two refused 256-MiB WRITEs grew the peak resident memory by {refused} kB"
+    );
+    assert!(
+        streamed < 32 << 10,
+        "a streamed 64-MiB WRITE grew the peak resident memory by {streamed} kB"
+    );
+}
+
+fn vm_hwm_kb() -> u64 {
+    let s = std::fs::read_to_string("/proc/self/status").unwrap();
+    s.lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
+}
+
 /// Connections past the cap are refused at once; those under it that never say hello are
 /// closed after the hello timeout.
 #[test]
@@ -1346,6 +1388,85 @@ fn child_role() {
             assert!(s.send(&[7u8; 1024]));
             std::thread::sleep(Duration::from_millis(300));
             println!("HEADER_KB={}", vm_peak_kb() - after_read);
+        }
+        Ok("flood") => {
+            const BIG: u64 = 256 << 20;
+            const REGION: usize = 64 << 20;
+            let a = side(REGION);
+            let b = side(4096);
+            pair(&a.qp, &b.qp);
+            let (stray, _stray_cq) = extra_qp(&b);
+            let mut s = Raw::connect(a.fabric.id(), b.fabric.id());
+            let psn = b.qp.start_psn();
+            let probe = Req {
+                dst: a.qp.endpoint(),
+                src: b.qp.endpoint(),
+                seq: 0,
+                op: OP_READ,
+                rkey: a.mr.rkey(),
+                psn,
+                raddr: a.mr.addr(),
+                len: 8,
+            };
+            assert!(s.send(&probe.head()));
+            assert_eq!(s.response().unwrap().1, WcStatus::Success as u32);
+            let chunk = vec![0x5au8; 1 << 20];
+            let stream = |s: &mut Raw, len: u64| {
+                for _ in 0..len / chunk.len() as u64 {
+                    assert!(s.send(&chunk), "the victim stopped taking the payload");
+                }
+            };
+            let before = vm_hwm_kb();
+            let nowhere = Endpoint {
+                qpn: a.qp.endpoint().qpn ^ 0xdead,
+                ..a.qp.endpoint()
+            };
+            for (seq, dst, src) in [
+                (1, a.qp.endpoint(), stray.endpoint()),
+                (2, nowhere, b.qp.endpoint()),
+            ] {
+                let w = Req {
+                    dst,
+                    src,
+                    seq,
+                    op: OP_WRITE,
+                    rkey: a.mr.rkey(),
+                    psn: (psn + 1) & 0xff_ffff,
+                    raddr: a.mr.addr(),
+                    len: BIG,
+                };
+                assert!(s.send(&w.head()));
+                stream(&mut s, BIG);
+                let (got, status, _) = s.response().expect("no answer");
+                assert_eq!(got, seq);
+                assert_ne!(status, WcStatus::Success as u32, "WRITE {seq}");
+            }
+            println!("REFUSED_KB={}", vm_hwm_kb().saturating_sub(before));
+            let mut probe = [0u8; 8];
+            a.mr.read(0, &mut probe).unwrap();
+            assert_ne!(probe, [0x5a; 8], "a refused WRITE landed");
+            let before = vm_hwm_kb();
+            let w = Req {
+                dst: a.qp.endpoint(),
+                src: b.qp.endpoint(),
+                seq: 3,
+                op: OP_WRITE,
+                rkey: a.mr.rkey(),
+                psn: (psn + 1) & 0xff_ffff,
+                raddr: a.mr.addr(),
+                len: REGION as u64,
+            };
+            assert!(s.send(&w.head()));
+            stream(&mut s, REGION as u64);
+            let (got, status, _) = s.response().expect("no answer");
+            assert_eq!((got, status), (3, WcStatus::Success as u32));
+            println!("STREAMED_KB={}", vm_hwm_kb().saturating_sub(before));
+            let mut all = vec![0u8; REGION];
+            a.mr.read(0, &mut all).unwrap();
+            assert!(
+                all.iter().all(|b| *b == 0x5a),
+                "the streamed WRITE landed whole"
+            );
         }
         Ok("noise") => {
             let f = Fabric::process(FabricConfig::default()).unwrap();

@@ -31,7 +31,7 @@ use crate::wire::{
     Conn, DISCARDED, PSN_MASK, REFUSED, REQUEST_HEAD_BYTES, RNR, ReqOp, Request, Response, Wire,
     now_ns, pass_now, warn,
 };
-use crate::wire::{Landing, RingSpan};
+use crate::wire::{Landing, RingSpan, Vet};
 
 /// How long a requester keeps retransmitting to a responder that does not answer — no QP of
 /// that number, a QP not yet in RTR, no process listening — before `RETRY_EXC_ERR`: a NIC's
@@ -971,18 +971,19 @@ pub(super) fn serve(f: &FabricInner, turn: &mut Turn<'_>) -> bool {
         // (so a requester streaming large messages is not left waiting for a whole scan).
         let mut acks = Acks::default();
         // A request that found no receive is tried again first.
-        let mut next = c.take_held().map(|(r, since)| (r, None, since));
+        let mut next = c.take_held().map(|(r, since)| (r, None, None, since));
         // Once the pass has served for `SERVE_PASS_MAX_NS` (the clock read every
         // `SERVE_CLOCK_EVERY` requests), the rest waits in the ring for the next pass.
         let mut taken = 0u32;
-        while let Some((mut req, in_ring, since)) = next.or_else(|| {
+        while let Some((mut req, in_ring, pre, since)) = next.or_else(|| {
             taken = taken.wrapping_add(1);
             if taken % SERVE_CLOCK_EVERY == 0
                 && crate::wire::read_now_ns().saturating_sub(started) > SERVE_PASS_MAX_NS
             {
                 return None;
             }
-            wire.take(c, &mut did).map(|(r, span)| (r, span, now_ns()))
+            wire.take(c, &mut did, |r| vet(f, c.peer, r, responder))
+                .map(|(r, span, pre)| (r, span, pre, now_ns()))
         }) {
             if req.op == ReqOp::WriteRun {
                 did = true;
@@ -996,13 +997,29 @@ pub(super) fn serve(f: &FabricInner, turn: &mut Turn<'_>) -> bool {
                 continue;
             }
             let mut read_src = None;
-            let (status, payload) = respond(f, c.peer, &req, in_ring, &mut read_src, responder);
+            let (status, payload) = match pre {
+                // Vetted before its payload and refused: answered, never executed.
+                Some(s) if s != WcStatus::Success as u32 => (s, Vec::new()),
+                // A WRITE streamed into its region as it came (`Some(Success)`): checked
+                // again, executed without its payload.
+                _ => respond(
+                    f,
+                    c.peer,
+                    &req,
+                    in_ring,
+                    pre.is_some(),
+                    &mut read_src,
+                    responder,
+                ),
+            };
             if status == WcStatus::Success as u32 {
                 offer_grant(f, c, responder, &req);
             }
-            // No receive posted yet: held (below), with its payload.
-            let hold =
-                status == RNR && now_ns().saturating_sub(since) < RNR_TIMER.as_nanos() as u64;
+            // No receive posted yet: held (below), with its payload (not one streamed: its
+            // requester sends it again).
+            let hold = status == RNR
+                && pre.is_none()
+                && now_ns().saturating_sub(since) < RNR_TIMER.as_nanos() as u64;
             if let Some(span) = in_ring {
                 if hold {
                     req.payload = span.copy_out();
@@ -1139,7 +1156,7 @@ fn serve_run(
         let data = RingSpan {
             pieces: [(e.data.as_ptr(), e.data.len()), (std::ptr::null(), 0)],
         };
-        let (status, _) = respond(f, c.peer, &w, Some(data), &mut None, responder);
+        let (status, _) = respond(f, c.peer, &w, Some(data), false, &mut None, responder);
         let resp = w.answer(status);
         if status == WcStatus::Success as u32 {
             offer_grant(f, c, responder, &w);
@@ -1192,9 +1209,56 @@ enum Admission {
     Refuse(String),
 }
 
+/// What a responder says of a request from fabric `from` whose payload has not arrived whole,
+/// before taking any of it (`Conn::take`): the checks `respond` makes first — a QP in
+/// service, connected to the request's QP, at the PSN it expects — and for a WRITE the key,
+/// range and right, so a peer cannot make this process hold a payload it may not send (a
+/// gigabyte announced to a QP that is not its own). Changes nothing: the request is checked
+/// again when it executes.
+fn vet(f: &FabricInner, from: u64, req: &Request, cache: &mut Responder) -> Vet {
+    let Some((rqp, _, remote, _)) = cache
+        .lookup(f, (req.dst_nic, req.dst_qpn))
+        .filter(|(_, state, ..)| matches!(state, QpState::Rtr | QpState::Rts))
+    else {
+        return Vet::Refuse(WcStatus::RetryExcErr as u32);
+    };
+    match admission(rqp, remote, from, req) {
+        Admission::Take => {}
+        Admission::Discard => return Vet::Refuse(DISCARDED),
+        Admission::Refuse(why) => {
+            warn(format_args!("refused a request before its payload: {why}"));
+            return Vet::Refuse(REFUSED);
+        }
+    }
+    if req.op != ReqOp::Write {
+        return Vet::Buffer;
+    }
+    match rqp
+        .nic
+        .mrs
+        .check_remote(rqp.pd, req.rkey, req.raddr, req.len, Access::REMOTE_WRITE)
+    {
+        Ok(mr) => Vet::Stream(mr, Arc::clone(rqp)),
+        Err(e) => Vet::Refuse(remote_fault(e) as u32),
+    }
+}
+
 /// Whether `req`, from fabric `from`, comes from the QP `rqp` is connected to (`remote`) and
 /// at the PSN it expects (taking the PSN when nobody said which to expect).
 fn admit(rqp: &QpInner, remote: Option<Endpoint>, from: u64, req: &Request) -> Admission {
+    let a = admission(rqp, remote, from, req);
+    // ORDERING: Acquire pairs with `Qp::connect`'s Release (before RTR); only this engine
+    // changes it afterwards.
+    if matches!(a, Admission::Take) && rqp.rq_psn.load(Ordering::Acquire) == PSN_UNKNOWN {
+        // Nobody said which PSN to expect: this request's is, from now on — so what was sent
+        // behind it is discarded if it fails, as it is when the PSN was given.
+        rqp.rq_psn.store(u64::from(req.psn), Ordering::Release);
+    }
+    a
+}
+
+/// [`admit`] without taking the PSN.
+fn admission(rqp: &QpInner, remote: Option<Endpoint>, from: u64, req: &Request) -> Admission {
     let source = Endpoint {
         fabric: from,
         nic: req.src_nic,
@@ -1209,13 +1273,7 @@ fn admit(rqp: &QpInner, remote: Option<Endpoint>, from: u64, req: &Request) -> A
     // ORDERING: Acquire pairs with `Qp::connect`'s Release (before RTR); only this engine
     // changes it afterwards.
     let expected = rqp.rq_psn.load(Ordering::Acquire);
-    if expected == PSN_UNKNOWN {
-        // Nobody said which PSN to expect: this request's is, from now on — so what was sent
-        // behind it is discarded if it fails, as it is when the PSN was given.
-        rqp.rq_psn.store(u64::from(req.psn), Ordering::Release);
-        return Admission::Take;
-    }
-    if expected == u64::from(req.psn) {
+    if expected == PSN_UNKNOWN || expected == u64::from(req.psn) {
         return Admission::Take;
     }
     // Ahead by less than half the PSN space: a request sent behind one that was not executed.
@@ -1347,6 +1405,7 @@ fn respond(
     from: u64,
     req: &Request,
     in_ring: Option<RingSpan>,
+    streamed: bool,
     read_src: &mut Option<ReadSource>,
     cache: &mut Responder,
 ) -> (u32, Vec<u8>) {
@@ -1369,7 +1428,7 @@ fn respond(
             return (REFUSED, Vec::new());
         }
     }
-    let (status, payload) = execute_request(rqp, keys, req, in_ring, read_src);
+    let (status, payload) = execute_request(rqp, keys, req, in_ring, streamed, read_src);
     if status == WcStatus::Success as u32 {
         // Executed: the next request carries the next PSN. After an RNR this one comes again;
         // after an error NAK nothing more should come (the requester's QP is in error), and
@@ -1400,6 +1459,7 @@ fn execute_request(
     keys: &mut crate::mem::KeyCache,
     req: &Request,
     in_ring: Option<RingSpan>,
+    streamed: bool,
     read_src: &mut Option<ReadSource>,
 ) -> (u32, Vec<u8>) {
     let st = |s: WcStatus| (s as u32, Vec::new());
@@ -1418,8 +1478,11 @@ fn execute_request(
                     Ok(m) => m,
                     Err(e) => return st(remote_fault(e)),
                 };
-                let Some(pieces) = payload_pieces(req, in_ring) else {
-                    return st(WcStatus::RemInvReqErr);
+                // Streamed into the region as it came (`vet`): nothing left to copy.
+                let pieces = match payload_pieces(req, in_ring) {
+                    _ if streamed => [(std::ptr::null(), 0); 2],
+                    Some(p) => p,
+                    None => return st(WcStatus::RemInvReqErr),
                 };
                 let to = [(req.raddr as *mut u8, req.len as usize, mr)];
                 // SAFETY: `[raddr, raddr + len)` was checked against a region of this process

@@ -176,8 +176,70 @@ struct Partial {
     body_len: usize,
     len: usize,
     payload: Vec<u8>,
-    /// A response nobody waits for: its payload is consumed, not kept.
+    /// A response nobody waits for, or a request whose payload is not kept (`taken`): its
+    /// payload is consumed, not kept.
     skip: bool,
+    /// A request vetted before its payload ([`Vet::Refuse`], [`Vet::Stream`]).
+    taken: Option<Taken>,
+}
+
+/// What the responder said of a request before taking its payload, and what came of it.
+struct Taken {
+    req: Request,
+    /// What to answer: a refusal, or — streamed — success until a piece fails.
+    status: u32,
+    /// A WRITE's region and responder QP: its payload goes straight there as it comes.
+    to: Option<(Arc<crate::mem::MrInner>, Arc<crate::state::QpInner>)>,
+    /// Bytes of the payload consumed so far.
+    done: u64,
+}
+
+impl Taken {
+    /// The next piece of a vetted request's payload: a streamed WRITE's goes to its region
+    /// while every piece so far did and its QP is in service; anything else is dropped.
+    fn stream(&mut self, span: &RingSpan) {
+        let ok = gda_hal::WcStatus::Success as u32;
+        if let Some((mr, qp)) = &self.to
+            && self.status == ok
+        {
+            if !matches!(
+                qp.state(),
+                crate::types::QpState::Rtr | crate::types::QpState::Rts
+            ) {
+                // Out of service meanwhile: nothing more lands; answered as a QP not in
+                // service answers.
+                self.status = gda_hal::WcStatus::RetryExcErr as u32;
+            } else {
+                let mut at = self.req.raddr + self.done;
+                for (src, n) in span.pieces {
+                    // SAFETY: `[raddr, raddr + len)` was checked against `mr` for REMOTE_WRITE
+                    // and `done + span.len() ≤ len`; `mr` is pinned per copy (a region
+                    // deregistered meanwhile fails it); the ring's piece is valid for `n`
+                    // bytes until consumed.
+                    let r = unsafe { crate::mem::dma_copy_pinned(&[mr], at as *mut u8, src, n) };
+                    if r.is_err() {
+                        self.status = gda_hal::WcStatus::RemAccessErr as u32;
+                        break;
+                    }
+                    at += n as u64;
+                }
+            }
+        }
+        self.done += span.len() as u64;
+    }
+}
+
+/// What a responder says of a request whose payload has not arrived whole, before any of the
+/// payload is taken (so a peer cannot make it hold what it has no right to send).
+pub(crate) enum Vet {
+    /// Keep the payload as it comes (a SEND to its connected QP at the PSN it expects).
+    Buffer,
+    /// Not taken: the payload is consumed unread and the request answered with this status
+    /// (not its connected QP, a wrong PSN, a bad key or range, no QP in service).
+    Refuse(u32),
+    /// A WRITE with every check passed: its payload goes straight into the region, piece by
+    /// piece as it comes (the region pinned per piece, the QP still in service), nothing held.
+    Stream(Arc<crate::mem::MrInner>, Arc<crate::state::QpInner>),
 }
 
 /// The reading side of a connection.
@@ -192,6 +254,10 @@ pub(crate) enum Incoming {
     /// A WRITE or SEND whose payload is still in the ring ([`Conn::release`] consumes it).
     InRing(Request, RingSpan),
     Response(Response),
+    /// A request vetted before its payload came ([`Vet`]): its payload is consumed (streamed
+    /// into its region, or dropped) and it is answered with this status — on success (a
+    /// streamed WRITE) after the responder's checks again.
+    Taken(Request, u32),
 }
 
 /// One connection to a peer fabric: requests this process sends and their responses (one it
@@ -528,6 +594,7 @@ impl Conn {
         &self,
         answer_fits: impl Fn(usize) -> bool,
         admit: impl Fn(&Response, usize) -> Admit,
+        mut vet: impl FnMut(&Request) -> Vet,
     ) -> Result<Option<Incoming>, String> {
         let mut rx = lock(&self.rx);
         let rx = &mut *rx;
@@ -564,6 +631,7 @@ impl Conn {
                 .ok_or_else(|| format!("a frame body of {body_len} bytes"))?;
             rx.ring.peek(&self.seg, HEADER_BYTES, body);
             let body = &*body;
+            let mut taken = None;
             let skip = if self.accepted {
                 let req = Request::decode_head(body, len).map_err(|BadFrame(m)| m)?;
                 if !answer_fits(req.answer_bytes()) {
@@ -583,7 +651,35 @@ impl Conn {
                     let span = rx.ring.span(&self.seg, len);
                     return Ok(Some(Incoming::InRing(req, span)));
                 }
-                false
+                // Its payload comes in pieces: vetted before any of it is taken.
+                if len > 0
+                    && avail < HEADER_BYTES + body_len + len
+                    && req.op != super::ReqOp::WriteRun
+                {
+                    match vet(&req) {
+                        Vet::Buffer => false,
+                        Vet::Refuse(status) => {
+                            taken = Some(Taken {
+                                req,
+                                status,
+                                to: None,
+                                done: 0,
+                            });
+                            true
+                        }
+                        Vet::Stream(mr, qp) => {
+                            taken = Some(Taken {
+                                req,
+                                status: gda_hal::WcStatus::Success as u32,
+                                to: Some((mr, qp)),
+                                done: 0,
+                            });
+                            true
+                        }
+                    }
+                } else {
+                    false
+                }
             } else {
                 let resp = Response::decode(body, Vec::new()).map_err(|BadFrame(m)| m)?;
                 match admit(&resp, len) {
@@ -661,6 +757,7 @@ impl Conn {
                 len,
                 payload: Vec::new(),
                 skip,
+                taken,
             });
         }
         let Some(p) = rx.partial.as_mut() else {
@@ -686,6 +783,9 @@ impl Conn {
                     p.payload.set_len(start + n);
                 }
             } else {
+                if let Some(t) = p.taken.as_mut() {
+                    t.stream(&rx.ring.span(&self.seg, n));
+                }
                 p.len -= n;
             }
             if rx.ring.consume(&self.seg, n) {
@@ -704,6 +804,9 @@ impl Conn {
         let Some(p) = rx.partial.take() else {
             return Ok(None);
         };
+        if let Some(t) = p.taken {
+            return Ok(Some(Incoming::Taken(t.req, t.status)));
+        }
         if p.skip {
             // A response to a request given up on (or never sent): not kept.
             return Ok(None);
@@ -1873,7 +1976,13 @@ impl Wire {
     ///
     /// A WRITE or SEND whose payload is still in the ring comes with its [`RingSpan`]: the
     /// caller copies it out (or not) and then calls [`Conn::release`] before taking the next.
-    pub(crate) fn take(&self, c: &Conn, moved: &mut bool) -> Option<(Request, Option<RingSpan>)> {
+    pub(crate) fn take(
+        &self,
+        c: &Conn,
+        moved: &mut bool,
+        vet: impl FnMut(&Request) -> Vet,
+    ) -> Option<(Request, Option<RingSpan>, Option<u32>)> {
+        let mut vet = vet;
         // The slot table of the previous response (for this scan only: a table forgotten
         // meanwhile takes a late response harmlessly, as one that came just before would).
         let cache = std::cell::RefCell::new(None);
@@ -1888,11 +1997,13 @@ impl Wire {
                         self.slots_cached((r.dst_nic, r.dst_qpn), &cache),
                     )
                 },
+                &mut vet,
             );
             match got {
                 Ok(None) => return None,
-                Ok(Some(Incoming::Request(r))) => return Some((r, None)),
-                Ok(Some(Incoming::InRing(r, span))) => return Some((r, Some(span))),
+                Ok(Some(Incoming::Request(r))) => return Some((r, None, None)),
+                Ok(Some(Incoming::InRing(r, span))) => return Some((r, Some(span), None)),
+                Ok(Some(Incoming::Taken(r, status))) => return Some((r, None, Some(status))),
                 Ok(Some(Incoming::Response(r))) => {
                     *moved = true;
                     let slots = self.slots_cached((r.dst_nic, r.dst_qpn), &cache);
