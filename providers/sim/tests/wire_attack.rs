@@ -771,6 +771,95 @@ fn deregistration_is_bounded_whatever_gates_a_requester_forges() {
     drop(buf);
 }
 
+/// A grant without a right to write gives the requester no way to write at the kernel level
+/// (issue 44, item 4): a requester speaking the protocol by hand reads a region registered for
+/// REMOTE_READ only and receives its grant — the descriptor attached is read-only, so mapping
+/// it writable fails, and so does `mprotect` of a read-only mapping to writable (before, both
+/// worked and the requester could write the responder's read-only region). A region with a
+/// right to write still comes writable.
+#[test]
+fn a_read_only_grant_cannot_be_mapped_writable() {
+    use rustix::mm::{MapFlags, MprotectFlags, ProtFlags};
+    let a = side(4096);
+    let b = side(4096);
+    let mut s = Raw::connect(a.fabric.id(), b.fabric.id());
+    let (welcome, _) = recv_fds(&s.sock);
+    assert_eq!(u16::from_le_bytes([welcome[6], welcome[7]]), KIND_WELCOME);
+    s.sock
+        .set_read_timeout(Some(Duration::from_secs(2)))
+        .unwrap();
+    let mut checked = 0;
+    for (i, access) in [Access::REMOTE_READ, Access::ALL].into_iter().enumerate() {
+        let buf = DmaBuf::new(1 << 16, 4096);
+        // SAFETY: `buf` outlives the region (dropped after it).
+        let region = unsafe { a.pd.register(buf.addr(), 1 << 16, access) };
+        let (qa, _cqa) = extra_qp(&a);
+        let (qb, _cqb) = extra_qp(&b);
+        qa.bring_up_at(&qb.endpoint(), qb.start_psn()).unwrap();
+        let r = Req {
+            dst: qa.endpoint(),
+            src: qb.endpoint(),
+            seq: 0,
+            op: OP_READ,
+            rkey: region.rkey(),
+            psn: qb.start_psn(),
+            raddr: region.addr(),
+            len: 8,
+        };
+        assert!(s.send(&r.head()));
+        assert_eq!(s.response().unwrap().1, WcStatus::Success as u32);
+        let (h, mut fds) = recv_frame_fds(&s.sock, 16 + 56);
+        assert_eq!(u16::from_le_bytes([h[6], h[7]]), KIND_GRANT, "a grant");
+        let fd = fds.pop().expect("the region's memory");
+        // SAFETY: new mappings of the granted object, unmapped below.
+        let writable = unsafe {
+            rustix::mm::mmap(
+                std::ptr::null_mut(),
+                4096,
+                ProtFlags::READ | ProtFlags::WRITE,
+                MapFlags::SHARED,
+                &fd,
+                0,
+            )
+        };
+        // SAFETY: as above.
+        let ro = unsafe {
+            rustix::mm::mmap(
+                std::ptr::null_mut(),
+                4096,
+                ProtFlags::READ,
+                MapFlags::SHARED,
+                &fd,
+                0,
+            )
+        }
+        .unwrap();
+        // SAFETY: our mapping.
+        let upgraded =
+            unsafe { rustix::mm::mprotect(ro, 4096, MprotectFlags::READ | MprotectFlags::WRITE) };
+        if i == 0 {
+            assert!(writable.is_err(), "a READ-only grant mapped writable");
+            assert!(
+                upgraded.is_err(),
+                "a READ-only grant's mapping made writable"
+            );
+        } else {
+            assert!(writable.is_ok(), "a grant with WRITE maps writable");
+            assert!(upgraded.is_ok());
+        }
+        // SAFETY: ours.
+        unsafe {
+            if let Ok(w) = writable {
+                rustix::mm::munmap(w, 4096).unwrap();
+            }
+            rustix::mm::munmap(ro, 4096).unwrap();
+        }
+        checked += 1;
+        drop((qa, qb, region, buf));
+    }
+    assert_eq!(checked, 2);
+}
+
 /// The same within one process (no wire): a READ from a region deregistered and freed
 /// meanwhile never touches freed memory.
 #[test]

@@ -20,7 +20,10 @@
 //!   on that region itself, with every check a request passes (the QP's state and connected
 //!   peer, its PSN, the PD, the rkey, the bounds, the rights): the grant names the requester
 //!   QP, the responder QP and the rkey, the region's bounds and its remote rights, and comes
-//!   with the memory's descriptor, over the connection's socket (frame 7, below).
+//!   with the memory's descriptor, over the connection's socket (frame 7, below). A grant
+//!   without a right to write (READ only) comes with a descriptor opened read-only, so the
+//!   kernel refuses the requester any writable mapping of the region (`mmap` or `mprotect`
+//!   with `PROT_WRITE`), whether its code cooperates or not.
 //! - **Under what rules.** The requester uses a grant only for a WRITE without immediate, a
 //!   READ or an aligned atomic, wholly inside the bounds, with the right it needs, from the QP
 //!   it names to the QP it names, and only when nothing of that QP is in flight on the wire
@@ -70,6 +73,25 @@ const RIGHT_READ: u32 = 1;
 const RIGHT_WRITE: u32 = 2;
 const RIGHT_ATOMIC: u32 = 4;
 const RIGHTS: u32 = RIGHT_READ | RIGHT_WRITE | RIGHT_ATOMIC;
+/// The rights that need a writable mapping.
+pub(crate) const WRITING_RIGHTS: u32 = RIGHT_WRITE | RIGHT_ATOMIC;
+
+/// A new descriptor of the object `fd` refers to, opened read-only (through `/proc/self/fd`:
+/// a new open file description, so the kernel refuses every writable shared mapping of it) —
+/// what a grant without a right to write hands over.
+pub(crate) fn reopen_read_only(fd: std::os::fd::BorrowedFd<'_>) -> std::io::Result<OwnedFd> {
+    use rustix::fs::{Mode, OFlags};
+    let path = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&fd));
+    let ro = rustix::fs::open(path, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())?;
+    // The same object, not whatever the path leads to now.
+    let (a, b) = (rustix::fs::fstat(fd)?, rustix::fs::fstat(&ro)?);
+    if (a.st_dev, a.st_ino) != (b.st_dev, b.st_ino) {
+        return Err(std::io::Error::other(
+            "the object changed under /proc/self/fd",
+        ));
+    }
+    Ok(ro)
+}
 
 /// What a placement does with the granted memory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1027,6 +1027,21 @@ impl Conn {
         let Some(backing) = backing.as_ref() else {
             return;
         };
+        let rights = super::direct::rights_of(mr.access);
+        // A grant without a right to write hands over a descriptor opened read-only: the
+        // kernel then refuses the requester a writable mapping of it (`mmap` or `mprotect`
+        // with PROT_WRITE), whatever its code does. Not grantable when it cannot be opened.
+        let read_only = if rights & super::direct::WRITING_RIGHTS == 0 {
+            match super::direct::reopen_read_only(backing.fd()) {
+                Ok(fd) => Some(fd),
+                Err(_) => {
+                    gates.refuse(key);
+                    return;
+                }
+            }
+        } else {
+            None
+        };
         let seg = &self.seg;
         let Some((gate, value)) = gates.take(|i| {
             seg.gate(i)
@@ -1056,9 +1071,9 @@ impl Conn {
             lock(&self.gates).release(gate);
             return;
         }
-        let rights = super::direct::rights_of(mr.access);
         let f = super::direct::encode(key, rights, mr.addr, mr.len, gate, value, backing.offset());
-        if send_with_fds(&self.sock, &f, &[backing.fd()]).is_err() {
+        let fd = read_only.as_ref().map_or(backing.fd(), |fd| fd.as_fd());
+        if send_with_fds(&self.sock, &f, &[fd]).is_err() {
             self.close_gate(gate, value, None);
         }
     }
