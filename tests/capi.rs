@@ -348,6 +348,21 @@ fn misuse_ends_the_job_with_the_routine_named() {
             "shmem_getmem: the local destination is NULL (8 bytes to get)",
         ),
         (
+            "iput-past-the-heap",
+            1,
+            "shmem_long_iput: symmetric access out of range",
+        ),
+        (
+            "iput-past-the-local-array",
+            1,
+            "shmem_long_iput: the local source",
+        ),
+        (
+            "iget-into-read-only",
+            1,
+            "is not writable memory of this process; nothing was moved",
+        ),
+        (
             "malloc-mismatch",
             1,
             "shmem_malloc: invalid use: collective allocation mismatch: PE 1 asked for 128 \
@@ -358,9 +373,16 @@ fn misuse_ends_the_job_with_the_routine_named() {
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(status), "{case}: {err}");
         assert!(err.contains(want), "{case}: {want:?} missing from\n{err}");
+        if case.starts_with("iput-") {
+            // Refused before anything moved (issue 44, item 9: the routine used to write the
+            // elements before the first bad one, or die with SIGSEGV part-way).
+            let out = String::from_utf8_lossy(&o.stdout);
+            assert!(out.contains("target untouched"), "{case}: {out}\n{err}");
+            assert!(!out.contains("target touched"), "{case}: {out}");
+        }
         cases += 1;
     }
-    assert_eq!(cases, 12);
+    assert_eq!(cases, 15);
 }
 
 /// Issue 25's C cases (`hardening.c`): fork after init (P2P and RDMA), `shmem_align`, a large

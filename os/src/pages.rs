@@ -200,6 +200,23 @@ fn covered(maps: &str, start: usize, end: usize) -> bool {
     })
 }
 
+/// Whether `[addr, addr + len)` is mapped in this process readable (and, with `write`,
+/// writable), from `/proc/self/maps`: how a routine that takes a caller's pointer checks the
+/// whole range before touching any of it, instead of faulting part-way. An empty range is.
+pub fn accessible(addr: usize, len: usize, write: bool) -> io::Result<bool> {
+    if len == 0 {
+        return Ok(true);
+    }
+    let Some(end) = addr.checked_add(len) else {
+        return Ok(false);
+    };
+    let maps = std::fs::read_to_string("/proc/self/maps")?;
+    Ok(covered_by(&maps, addr, end, |l| {
+        let p = l.perms.as_bytes();
+        p.first() == Some(&b'r') && (!write || p.get(1) == Some(&b'w'))
+    }))
+}
+
 /// Whether `[addr, addr + len)` is mapped shared and writable from `fd` at `offset`: the
 /// object behind a name is the one this process mapped there, not one put in its place.
 pub fn mapped_from(addr: usize, len: usize, fd: BorrowedFd<'_>, offset: u64) -> io::Result<bool> {
@@ -321,6 +338,37 @@ mod tests {
         assert!(!covered(maps, 0x6000, 0x7000), "a hole");
         assert!(!covered(maps, 0x7000, 0x8000), "the stack");
         assert!(!covered(maps, 0x3000, 0x9000), "runs past the end");
+    }
+
+    #[test]
+    fn accessible_ranges_are_mapped_with_the_rights_asked_whole() {
+        let page = page_size();
+        let p = private(3 * page) as usize;
+        // SAFETY: the last page of our mapping.
+        unsafe {
+            rustix::mm::mprotect(
+                (p + 2 * page) as *mut _,
+                page,
+                rustix::mm::MprotectFlags::READ,
+            )
+        }
+        .unwrap();
+        assert!(accessible(p, 3 * page, false).unwrap());
+        assert!(accessible(p, 2 * page, true).unwrap());
+        assert!(
+            !accessible(p, 3 * page, true).unwrap(),
+            "the last page is read-only"
+        );
+        assert!(accessible(p + 2 * page, 8, false).unwrap());
+        assert!(
+            !accessible(p + page, 3 * page, false).unwrap(),
+            "past the mapping"
+        );
+        assert!(!accessible(usize::MAX - 8, 16, false).unwrap(), "wraps");
+        assert!(accessible(0, 0, true).unwrap(), "nothing to reach");
+        // SAFETY: ours.
+        unsafe { rustix::mm::munmap(p as *mut _, 3 * page) }.unwrap();
+        assert!(!accessible(p, 8, false).unwrap(), "unmapped");
     }
 
     #[test]

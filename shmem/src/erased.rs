@@ -127,6 +127,10 @@ pub trait DynPe {
     fn ptr(&self, addr: *const u8, pe: u32) -> Result<Option<*mut u8>>;
     /// Whether `addr` lies in the symmetric heap.
     fn in_heap(&self, addr: *const u8) -> bool;
+    /// Checks that `[addr, addr + len)` is symmetric memory (the user heap or the static
+    /// data), with the error a routine reaching it would give: how a routine that moves
+    /// several pieces of one range (the strided ones) checks all of it before moving any.
+    fn sym_range(&self, addr: *const u8, len: usize) -> Result<()>;
     /// Ordering of puts to each PE.
     fn fence(&self);
     /// Completion of everything this PE issued.
@@ -573,6 +577,9 @@ impl<P: gda_hal::Provider> DynPe for Pe<P> {
     }
     fn ptr(&self, addr: *const u8, pe: u32) -> Result<Option<*mut u8>> {
         self.remote_ptr(self.sym_at(addr, 1)?, pe)
+    }
+    fn sym_range(&self, addr: *const u8, len: usize) -> Result<()> {
+        self.sym_at(addr, len).map(drop)
     }
     fn in_heap(&self, addr: *const u8) -> bool {
         self.sym_at(addr, 1).is_ok()

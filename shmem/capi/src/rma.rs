@@ -7,7 +7,7 @@
 
 use std::ffi::{c_int, c_void};
 
-use crate::state::{check, fatal, local_buffer, pe, target};
+use crate::state::{check, fatal, local_buffer, pe, pe as pe_of, target};
 
 /// `len` bytes from local `src` to symmetric `dst` on `target`.
 ///
@@ -94,7 +94,11 @@ pub(crate) enum Dir {
 }
 
 /// Strided transfer: element `k` of `src` (stride `src_s`) to element `k` of `dst` (stride
-/// `dst_s`), elements of `size` bytes, one element at a time.
+/// `dst_s`), elements of `size` bytes, one element at a time — once both whole ranges, from the
+/// first element to the end of the last, are checked, as the contiguous routines check theirs:
+/// the symmetric one in the symmetric memory, the local one mapped readable (a put's source)
+/// or writable (a get's destination). A range that fails is a fatal error before anything
+/// moved, never a transfer cut short or a SIGSEGV part-way.
 ///
 /// # Safety
 /// The local side (`src` for a put, `dst` for a get) is valid for the strided elements.
@@ -113,6 +117,55 @@ pub(crate) unsafe fn strided(
     let (ds, ss) = (stride(routine, dst_s), stride(routine, src_s));
     // Offsets in bytes of element `k` on each side, overflow-checked.
     let at = |k: usize, s: usize| bytes(routine, bytes(routine, k, s), size);
+    if n == 0 || size == 0 {
+        return;
+    }
+    // Bytes from the first element to the end of the last.
+    let span = |s: usize| {
+        at(n - 1, s)
+            .checked_add(size)
+            .unwrap_or_else(|| fatal(routine, &format!("{n} elements of {size} bytes overflow")))
+    };
+    let (sym, sym_span, local, local_span, what) = match dir {
+        Dir::Put => (dst.cast_const(), span(ds), src, span(ss), "source"),
+        Dir::Get => (src, span(ss), dst.cast_const(), span(ds), "destination"),
+    };
+    let sym_end = (sym as usize).checked_add(sym_span);
+    let local_end = (local as usize).checked_add(local_span);
+    if sym_end.is_none() || local_end.is_none() {
+        fatal(
+            routine,
+            &format!("{n} elements at stride {ds} / {ss} run past the end of the address space"),
+        );
+    }
+    local_buffer(routine, local, local_span, what);
+    target(routine, pe);
+    {
+        let a = pe_of(routine);
+        check(routine, a.sym_range(sym, sym_span));
+        // The local range: this PE's symmetric memory is mapped read-write; anything else is
+        // looked up in the process's mappings.
+        let [heap, data] = a.regions();
+        let l = local as usize;
+        let inside = |(base, len): (usize, usize)| {
+            l.checked_sub(base)
+                .is_some_and(|off| off <= len && local_span <= len - off)
+        };
+        if !inside(heap) && !inside(data) {
+            let write = matches!(dir, Dir::Get);
+            if gda_os::pages::accessible(l, local_span, write).is_ok_and(|ok| !ok) {
+                fatal(
+                    routine,
+                    &format!(
+                        "the local {what} [{local:p}, +{local_span} bytes) ({n} elements at \
+                         stride {}) is not {} memory of this process; nothing was moved",
+                        if write { ds } else { ss },
+                        if write { "writable" } else { "readable" }
+                    ),
+                );
+            }
+        }
+    }
     for k in 0..n {
         let (d, s) = (dst.wrapping_add(at(k, ds)), src.wrapping_add(at(k, ss)));
         match dir {
