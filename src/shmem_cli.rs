@@ -330,7 +330,9 @@ fn device_rows<P: gda_hal::Provider>(
     use serde_json::json;
     let ctx = std::ptr::from_ref(pe.device_context()?).cast::<u8>();
     let dst = pe.local_ptr(small)?;
-    let bad = |what: &str, s: i32| ShmemError::Invalid(format!("device API {what}: status {s}"));
+    let bad = |what: &str, s: gda_device::shmem::Status| {
+        ShmemError::Invalid(format!("device API {what}: {s}"))
+    };
     // SAFETY: the context is this PE's, used by this thread only; `small` holds 1024 u64s.
     let secs =
         unsafe { gda_device::shmem::put8_rate(ctx, dst, 1, k) }.map_err(|s| bad("put", s))?;

@@ -34,6 +34,14 @@ int32_t gdadev_shmem_put8_quiet(const gda::shmem::Ctx* c, uint64_t* dst, int32_t
     return 0;
 }
 
+// gda::shmem::check of a context: Status.
+int32_t gdadev_shmem_check(const gda::shmem::Ctx* c) { return int32_t(gda::shmem::check(*c)); }
+
+// gda::shmem::describe: what a Status says, in words (a static string).
+const char* gdadev_shmem_describe(int32_t s) {
+    return gda::shmem::describe(gda::shmem::Status(s));
+}
+
 // sizeof(Ctx) and its field offsets, then sizeof(Peer) (gda_shmem::device::DeviceCtx::LAYOUT).
 void gdadev_shmem_layout(uint64_t* out) {
     using gda::shmem::Ctx;

@@ -257,7 +257,20 @@ int main() {
         CHECK(check(other) == Status::BadContext, "a context of ABI %u accepted", other.abi);
         other = *c;
         other.size = c->size - 8;
-        CHECK(check(other) == Status::BadContext, "a context of %u bytes accepted", other.size);
+        CHECK(check(other) == Status::BadContextSize, "a context of %u bytes accepted", other.size);
+        // And every routine refuses it too, with the same status, before touching anything.
+        static long word;
+        CHECK(p(other, &word, 1L, me) == Status::BadContextSize, "p through a bad context");
+        CHECK(putmem(other, &word, &word, sizeof word, me) == Status::BadContextSize,
+              "putmem through a bad context");
+        CHECK(quiet(other) == Status::BadContextSize, "quiet through a bad context");
+        CHECK(sync_all(other) == Status::BadContextSize, "sync_all through a bad context");
+        CHECK(wait_until(other, &word, Cmp::Eq, 0L) == Status::BadContextSize,
+              "wait_until through a bad context");
+        other = *c;
+        other.queue_bytes = 8;
+        const Status stride = c->provider != 0 ? Status::BadQueueStride : Status::Ok;
+        CHECK(check(other) == stride, "queue stride 8: %d", int(check(other)));
     }
     CHECK(c->my_pe == uint32_t(me) && c->n_pes == uint32_t(npes), "context names PE %u of %u",
           c->my_pe, c->n_pes);

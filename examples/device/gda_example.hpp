@@ -28,12 +28,13 @@ inline void die(const char* what) {
 #define GDA_EX_RT(x) cuda##x
 #endif
 
-// The context for kernels of this build, checked (version, size, provider compiled in).
+// The context for kernels of this build, checked (version, size, provider compiled in, queue
+// stride, work area, peers, timeout: gda::shmem::check; every routine checks it again).
 inline const gda::shmem::Ctx* context() {
     const auto* c = static_cast<const gda::shmem::Ctx*>(shmemx_device_context());
     if (!c) die("shmemx_device_context failed");
-    if (gda::shmem::check(*c) != gda::shmem::Status::Ok) {
-        die("the SHMEM device context does not match this build's <gda/shmem.hpp>");
+    if (const gda::shmem::Status st = gda::shmem::check(*c); st != gda::shmem::Status::Ok) {
+        die(gda::shmem::describe(st));
     }
 #if defined(GDA_EX_RT)
     // gda built with the `hip` feature hands a context a kernel uses as it is: in GPU memory

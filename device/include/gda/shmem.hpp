@@ -119,9 +119,39 @@ enum class Status : int32_t {
     BadQueue = 6,
     BadPe = 7,          // no such PE, or no route to it
     NotSymmetric = 8,   // an address outside the symmetric heap
-    BadContext = 9,     // a context of another ABI version or size
-    NotCompiledIn = 10  // the context's provider is not part of this build
+    BadContext = 9,       // a context of another ABI version
+    NotCompiledIn = 10,   // the context's provider is not part of this build
+    BadContextSize = 11,  // a context of another size (or with fields this header does not know)
+    BadProvider = 12,     // an unknown provider tag, or an RDMA route without a provider
+    BadQueueStride = 13,  // queue_bytes is not the provider's queue size, or no queue array
+    BadWorkArea = 14,     // the segment, heap, work area and staging slots do not fit together
+    BadPeers = 15,        // no PEs, this PE not among them, or no peer array
+    BadTimeout = 16,      // a timeout of 0 or beyond 2^62 ns
 };
+
+// What a status says, in words (for a host that prints it; device code compares the value).
+GDA_FN const char* describe(Status s) {
+    switch (s) {
+        case Status::Ok: return "ok";
+        case Status::Timeout: return "a wait ran out of time";
+        case Status::Completion: return "a completion reported an error";
+        case Status::Window: return "a completion counter outside the window";
+        case Status::Poisoned: return "the queue is poisoned by an earlier timeout";
+        case Status::TooLarge: return "the request is larger than the queue accepts";
+        case Status::BadQueue: return "a queue of another provider than the context's";
+        case Status::BadPe: return "no such PE, or no route to it";
+        case Status::NotSymmetric: return "an address outside the symmetric segment";
+        case Status::BadContext: return "a context of another ABI version";
+        case Status::NotCompiledIn: return "the context's provider is not compiled in";
+        case Status::BadContextSize: return "a context of another size, or a nonzero reserved field";
+        case Status::BadProvider: return "an unknown provider tag, or RDMA routes without one";
+        case Status::BadQueueStride: return "queue_bytes is not the provider's queue size";
+        case Status::BadWorkArea: return "the segment, heap, work area and staging slots do not fit";
+        case Status::BadPeers: return "no PEs, this PE not among them, or no peer array";
+        case Status::BadTimeout: return "a timeout of 0 or beyond 2^62 ns";
+    }
+    return "an unknown status";
+}
 
 GDA_FN Status from(SqStatus s) { return Status(int32_t(s)); }
 
@@ -135,9 +165,65 @@ struct Team {
 };
 GDA_FN Team team_world(const Ctx& c) { return Team{0, 1, c.n_pes, 0}; }
 
-// A context the kernel may use: this header's ABI version and layout.
+namespace detail {
+// sizeof(Queue) of provider `tag` when it is compiled in, else 0.
+GDA_FN uint32_t queue_size(uint32_t tag) {
+    switch (ProviderTag(tag)) {
+        case ProviderTag::Mlx5:
+#if !defined(GDA_NO_MLX5)
+            return uint32_t(sizeof(mlx5::Queue));
+#else
+            return 0;
+#endif
+        case ProviderTag::Native:
+#if !defined(GDA_NO_NATIVE)
+            return uint32_t(sizeof(native::Queue));
+#else
+            return 0;
+#endif
+        case ProviderTag::Bnxt:
+#if defined(GDA_HAS_BNXT)
+            return uint32_t(sizeof(bnxt::Queue));
+#else
+            return 0;
+#endif
+    }
+    return 0;
+}
+}  // namespace detail
+
+// Whether a kernel may use the context: every field a routine trusts, checked in O(1) — this
+// header's ABI version and size, the PEs and peer array, the provider and its queue stride,
+// the segment, heap, work area and staging slots fitting together, the timeout. Every routine
+// calls it first and returns what it returns (each refusal a status of its own; `describe`
+// says it in words); a peer's route is checked where it is used.
 GDA_FN Status check(const Ctx& c) {
-    return (c.abi == ABI_VERSION && c.size == sizeof(Ctx)) ? Status::Ok : Status::BadContext;
+    if (c.abi != ABI_VERSION) return Status::BadContext;
+    if (c.size != sizeof(Ctx) || c.reserved != 0 || c.memory > 2) return Status::BadContextSize;
+    if (c.n_pes == 0 || c.my_pe >= c.n_pes || c.peers == 0 || c.peers % 8 != 0) {
+        return Status::BadPeers;
+    }
+    if (c.provider != 0) {
+        if (c.provider < uint32_t(ProviderTag::Native) || c.provider > uint32_t(ProviderTag::Bnxt)) {
+            return Status::BadProvider;
+        }
+        const uint32_t qs = detail::queue_size(c.provider);
+        if (qs == 0) return Status::NotCompiledIn;
+        if (c.queue_bytes != qs || c.queues == 0 || c.queues % 8 != 0) return Status::BadQueueStride;
+    }
+    // [local_base, +seg_bytes) holds the heap below the work area, whose staging slots (after
+    // STAGING bytes of counters and slot locks) fit in the segment.
+    const uint64_t room = c.seg_bytes >= c.work ? c.seg_bytes - c.work : 0;
+    if (c.local_base == 0 || c.local_base + c.seg_bytes < c.local_base || c.work % 8 != 0 ||
+        c.heap_bytes > c.work || room < work::STAGING ||
+        c.staging_slots > (work::STAGING - work::LOCKS) / 4 ||
+        (c.staging_slots != 0 &&
+         (c.staging_slot_bytes == 0 ||
+          c.staging_slot_bytes > (room - work::STAGING) / c.staging_slots))) {
+        return Status::BadWorkArea;
+    }
+    if (c.timeout_ns == 0 || c.timeout_ns > (uint64_t(1) << 62)) return Status::BadTimeout;
+    return Status::Ok;
 }
 
 GDA_FN int my_pe(const Ctx& c) { return int(c.my_pe); }
@@ -148,7 +234,8 @@ namespace detail {
 GDA_FN const Peer* peer(const Ctx& c, int pe) {
     if (pe < 0 || uint32_t(pe) >= c.n_pes) return nullptr;
     const Peer* p = reinterpret_cast<const Peer*>(c.peers) + pe;
-    return p->route == uint32_t(Route::None) ? nullptr : p;
+    // Only the routes this header knows (None is no route).
+    return (p->route == uint32_t(Route::P2p) || p->route == uint32_t(Route::Rdma)) ? p : nullptr;
 }
 
 // The segment offset of [a, a + bytes) if it lies in the symmetric segment (the heap, or the
@@ -174,30 +261,39 @@ GDA_FN uint8_t* work_at(const Ctx& c, uint64_t what) {
     return reinterpret_cast<uint8_t*>(c.local_base + c.work + what);
 }
 
+// Calls f(queue) with PE `pe`'s queue as the context's provider's type, once the queue says it
+// is of that provider (the context was checked: the stride is that provider's queue size).
+template <class Q, class F>
+GDA_FN Status with_queue_of(uint64_t at, uint32_t tag, F f) {
+    const Q& q = *reinterpret_cast<const Q*>(at);
+    if (q.proto.provider != tag) return Status::BadQueue;
+    return f(q);
+}
 template <class F>
 GDA_FN Status with_queue_raw(const Ctx& c, int pe, F f) {
     const uint64_t at = c.queues + uint64_t(pe) * c.queue_bytes;
     switch (ProviderTag(c.provider)) {
         case ProviderTag::Mlx5:
 #if !defined(GDA_NO_MLX5)
-            return f(*reinterpret_cast<const mlx5::Queue*>(at));
+            return with_queue_of<mlx5::Queue>(at, c.provider, f);
 #else
             return Status::NotCompiledIn;
 #endif
         case ProviderTag::Native:
 #if !defined(GDA_NO_NATIVE)
-            return f(*reinterpret_cast<const native::Queue*>(at));
+            return with_queue_of<native::Queue>(at, c.provider, f);
 #else
             return Status::NotCompiledIn;
 #endif
         case ProviderTag::Bnxt:
 #if defined(GDA_HAS_BNXT)
-            return f(*reinterpret_cast<const bnxt::Queue*>(at));
+            return with_queue_of<bnxt::Queue>(at, c.provider, f);
 #else
             return Status::NotCompiledIn;
 #endif
     }
-    return Status::BadQueue;
+    // An RDMA route in a context without a provider.
+    return Status::BadProvider;
 }
 
 // After a post from a CPU thread: wakes the software NIC's engine if it naps (one atomic load
@@ -325,6 +421,8 @@ struct Target {
     Remote remote;
 };
 GDA_FN Status target(const Ctx& c, const void* dest, uint64_t bytes, int pe, Target* t) {
+    const Status ok = check(c);
+    if (ok != Status::Ok) return ok;
     const Peer* p = peer(c, pe);
     if (!p) return Status::BadPe;
     uint64_t off;
@@ -490,8 +588,8 @@ GDA_FN Status p_lanes(G gr, const Ctx& c, T* dest, T value, int pe) {
 // Everything this PE posted (any thread, any route) is complete and visible.
 template <class G = Thread>
 GDA_FN_OUTLINE Status quiet(const Ctx& c, G g = G{}) {
-    Status st = Status::Ok;
-    if (g.rank() == 0) {
+    Status st = check(c);
+    if (g.rank() == 0 && st == Status::Ok) {
         for (uint32_t pe = 0; pe < c.n_pes && st == Status::Ok; ++pe) {
             const Peer* p = detail::peer(c, int(pe));
             if (p && p->route == uint32_t(Route::Rdma)) {
@@ -773,6 +871,8 @@ GDA_FN T load(const T* a) {
 template <class T>
 GDA_FN_OUTLINE Status wait_until(const Ctx& c, const T* ivar, Cmp cmp, T value) {
     static_assert(sizeof(T) == 4 || sizeof(T) == 8, "32- and 64-bit waits");
+    const Status ok = check(c);
+    if (ok != Status::Ok) return ok;
     const uint64_t deadline = arch::now_ns() + c.timeout_ns;
     uint32_t spins = 0;
     while (!detail::holds(detail::load(ivar), cmp, value)) {
@@ -801,8 +901,8 @@ GDA_FN uint64_t signal_fetch(const uint64_t* sig) { return detail::load(sig); }
 // every member for this round; the group meets after.
 template <class G = Thread>
 GDA_FN_OUTLINE Status sync(const Ctx& c, Team team, G g = G{}) {
-    Status st = Status::Ok;
-    if (g.rank() == 0) {
+    Status st = check(c);
+    if (g.rank() == 0 && st == Status::Ok) {
         if (team.slot >= work::TEAM_SLOTS || team.size == 0) {
             st = Status::BadPe;
         } else {
