@@ -434,3 +434,94 @@ fn error_lines_of_several_pes_stay_whole() {
         assert_eq!(l.matches("gda shmem:").count(), 1, "a line of two PEs: {l}");
     }
 }
+
+/// Processes whose environment names job `job` (PEs and whatever they started).
+fn job_processes(job: &str) -> Vec<u32> {
+    let needle = format!("GDA_SHMEM_JOB={job}\0");
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|p| {
+            std::fs::read(format!("/proc/{p}/environ"))
+                .is_ok_and(|b| b.windows(needle.len()).any(|w| w == needle.as_bytes()))
+        })
+        .filter(|&p| alive(p))
+        .collect()
+}
+
+/// `kill -9` of gdarun takes every PE with it (issue 44, item 6; before, 4 of 4 runs left
+/// every PE running as an orphan): PEs it started directly (`sleep`), and a gda PE a wrapper
+/// started (`sh -c`, so a grandchild of gdarun) waiting in the rendezvous — which also removes
+/// the job's shared memory on its way out.
+#[test]
+fn a_killed_gdarun_takes_its_pes_with_it() {
+    let gda = env!("CARGO_BIN_EXE_gda");
+    for (case, want, prog) in [
+        ("direct", 2, vec!["sleep", "60"]),
+        (
+            "wrapped",
+            3,
+            vec![
+                "sh",
+                "-c",
+                r#"if [ "$GDA_SHMEM_RANK" = 0 ]; then "$0" shmem check; sleep 60; else exec sleep 60; fi"#,
+                gda,
+            ],
+        ),
+    ] {
+        let job = format!("tkill{case}{}", std::process::id());
+        let mut args = vec!["-n", "2", "--job", &job, "--"];
+        args.extend(prog.iter().copied());
+        let mut g = Command::new(env!("CARGO_BIN_EXE_gdarun"))
+            .args(&args)
+            .env("GDA_SHMEM_TIMEOUT_MS", "60000")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Every process of the job up: 2 `sleep`s directly; or `sh` and its gda (in the
+        // rendezvous, its watch started) for rank 0 and `sleep` for rank 1 — plus gdarun.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut pes = job_processes(&job);
+        while pes.len() < want && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+            pes = job_processes(&job);
+        }
+        pes.retain(|&p| p != g.id());
+        assert!(
+            pes.len() >= 2,
+            "{case}: the job's processes did not start: {pes:?}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+        let seg = gda::os::shm::Segment::create(&job, "heap1", 4096).unwrap();
+        std::mem::forget(seg);
+        g.kill().unwrap();
+        let _ = g.wait();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while pes.iter().any(|&p| alive(p)) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let left: Vec<u32> = pes.iter().copied().filter(|&p| alive(p)).collect();
+        for &p in &left {
+            let _ = rustix::process::kill_process(
+                rustix::process::Pid::from_raw(p as i32).unwrap(),
+                rustix::process::Signal::KILL,
+            );
+        }
+        assert!(
+            left.is_empty(),
+            "{case}: PEs outlived gdarun's kill -9: {left:?} of {pes:?}"
+        );
+        if case == "wrapped" {
+            // The gda PE removed the job's shared memory on its way out.
+            assert!(
+                gda::os::shm::list(&job).unwrap().is_empty(),
+                "{case}: the job's shared memory was left"
+            );
+        } else {
+            let _ = gda::os::shm::sweep(&job);
+        }
+    }
+}

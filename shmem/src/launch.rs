@@ -247,6 +247,7 @@ pub fn raise_open_file_limit() {
 /// Meets the job's other PEs at rank 0 (authenticated with the job secret).
 fn rendezvous(launch: &Launch, cfg: &Config) -> Result<TcpBoot> {
     raise_open_file_limit();
+    watch_launcher(&launch.job, launch.rank);
     let secret = launch.secret_source()?;
     let boot = TcpBoot::connect_with(
         launch.rank,
@@ -399,6 +400,25 @@ pub fn pe_placement(bind: Bind, cpu: usize, launcher_cpus: &[usize], engine: boo
 pub fn parse_cpu_list(var: &str, s: &str) -> Result<Vec<usize>> {
     gda_os::cpu::parse_list(s)
         .map_err(|why| ShmemError::Config(format!("{var}={s:?} is not a CPU list: {why}")))
+}
+
+/// A PE dies with its launcher: the kernel sends it SIGKILL when the launcher dies, however
+/// it died (`kill -9` included), so no PE runs on as an orphan. (The signal follows the thread
+/// that spawned the PE: [`run`] spawns and reaps every PE on its caller's thread, which returns
+/// only once they are all gone.) A gda PE replaces it with a watch that cleans up first
+/// (`watch_launcher`); a PE a wrapper started is reached by that watch only.
+fn die_with_launcher(c: &mut Command, launcher: rustix::process::Pid) {
+    let hook = move || {
+        rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))?;
+        // The launcher died between the fork and the line above: the signal will never come.
+        if rustix::process::getppid() != Some(launcher) {
+            return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+        }
+        Ok(())
+    };
+    // SAFETY: the hook makes two system calls, allocates nothing and takes no lock
+    // (async-signal-safe, as a hook between fork and exec must be).
+    unsafe { std::os::unix::process::CommandExt::pre_exec(c, hook) };
 }
 
 /// Makes `c` start pinned to `cpu`: the child sets its own affinity between fork and exec, so
@@ -705,6 +725,7 @@ fn supervise(
         }
     };
     let secret: [u8; 32] = rand::random();
+    let launcher = rustix::process::getpid();
     // PEs report `shmem_global_exit` on this pipe (`GDA_SHMEM_EXIT_FD`: the write end, which
     // the children inherit): "<rank> <status>\n", one write each.
     let (exit_rd, exit_wr) = rustix::pipe::pipe()
@@ -730,6 +751,7 @@ fn supervise(
         let mut c = Command::new(prog);
         // Each PE leads a process group, so signals and kills reach what it starts as well.
         std::os::unix::process::CommandExt::process_group(&mut c, 0);
+        die_with_launcher(&mut c, launcher);
         c.args(args)
             .env("GDA_SHMEM_RANK", r.to_string())
             .env("GDA_SHMEM_SIZE", job.n.to_string())
@@ -869,6 +891,80 @@ impl GlobalExits {
         }
         newest
     }
+}
+
+/// Ends this PE when the `gdarun` that started it is gone, however it died (`kill -9`
+/// included), so no PE outlives its launcher as an orphan — also one a wrapper started
+/// (`gdarun -n 2 unshare -p -f prog`, `sh -c`), which the launcher's death signal (set on its
+/// direct children) does not reach.
+///
+/// The launcher holds the only read end of the global-exit pipe whose write end every PE
+/// inherits (`GDA_SHMEM_EXIT_FD`), until it has reaped every PE; when it dies the kernel
+/// closes it and the write end reports an error. A thread waits for that, then removes the
+/// job's shared memory (the launcher can no longer) and ends this PE's process group (gdarun
+/// makes each PE a group leader, so a wrapper's other children go too). A PE this process
+/// started without gdarun (no variable, or one that names no pipe) is not watched. Once
+/// watched, the death signal the launcher set on this process is cleared: this thread ends
+/// the PE, after cleaning up, instead.
+fn watch_launcher(job: &str, rank: u32) {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    static WATCHING: std::sync::Once = std::sync::Once::new();
+    let Some(fd) = std::env::var("GDA_SHMEM_EXIT_FD")
+        .ok()
+        .and_then(|v| v.trim().parse::<u32>().ok())
+    else {
+        return;
+    };
+    let path = format!("/proc/self/fd/{fd}");
+    if !std::fs::metadata(&path).is_ok_and(|m| m.file_type().is_fifo()) {
+        return;
+    }
+    let job = job.to_string();
+    WATCHING.call_once(move || {
+        let gone = move || -> ! {
+            crate::diag!(
+                "gda shmem: PE {rank}: its launcher (gdarun) is gone; ending this PE and removing the job's shared memory"
+            );
+            let _ = gda_os::shm::sweep(&job);
+            let _ = rustix::process::kill_current_process_group(rustix::process::Signal::KILL);
+            // SAFETY: ends the process at once (no destructors racing the program's threads).
+            unsafe { libc::_exit(129) }
+        };
+        // Reopened through /proc (a descriptor of our own, whatever the program does with the
+        // inherited one); without a reader (the launcher already gone) that fails with ENXIO.
+        let pipe = match std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+            .open(&path)
+        {
+            Ok(f) => f,
+            Err(e) if e.raw_os_error() == Some(libc::ENXIO) => gone(),
+            Err(_) => return,
+        };
+        let spawned = std::thread::Builder::new()
+            .name("gda-launcher-watch".into())
+            .spawn(move || {
+                loop {
+                    let mut p = libc::pollfd {
+                        fd: pipe.as_raw_fd(),
+                        events: 0,
+                        revents: 0,
+                    };
+                    // SAFETY: one pollfd of ours; no timeout (the thread only waits).
+                    let n = unsafe { libc::poll(&mut p, 1, -1) };
+                    if n > 0 && p.revents & (libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0 {
+                        gone();
+                    }
+                    if n < 0 && std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+                        return;
+                    }
+                }
+            });
+        if spawned.is_ok() {
+            let _ = rustix::process::set_parent_process_death_signal(None);
+        }
+    });
 }
 
 /// Tells the launcher (`gdarun`, through `GDA_SHMEM_EXIT_FD`) that PE `rank` called
