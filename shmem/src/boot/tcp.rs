@@ -15,7 +15,12 @@
 //! Rank 0 runs every handshake on its own thread with its own deadline
 //! ([`HANDSHAKE_TIMEOUT`]), so idle or slow connections cannot add up and stall the
 //! rendezvous; frames before authentication are capped at the handshake's size, so nobody can
-//! make rank 0 allocate before proving the secret. A connection that fails (wrong secret, wrong
+//! make rank 0 allocate before proving the secret. At most [`MAX_HANDSHAKES`] run at once;
+//! past that, a new connection takes the place of the oldest one that has not answered yet
+//! (which is closed), never the other way round: whoever floods the port from outside the job
+//! (another user, who cannot know the secret) only pushes out their own idle connections, while
+//! a rank answers within a round trip of its hello. A rank whose connection was closed before
+//! rank 0's verdict connects again (its key id matched, so the secret is right). A connection that fails (wrong secret, wrong
 //! job, garbage, silence) is dropped and does not count; the rendezvous goes on. Collectives go
 //! through rank 0 (`allgather`: everyone sends, rank 0 answers with all); they run only at
 //! init, team creation and finalize.
@@ -43,8 +48,21 @@ const ANSWER_BYTES: usize = 4 + 32 + 32;
 const VERDICT_MAX: usize = 1 + 256;
 /// Bound of one handshake at rank 0 (each runs on its own thread: these never add up).
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
-/// Handshakes rank 0 runs at once; connections beyond are closed at once (a real rank retries).
+/// Handshakes rank 0 runs at once; past it a new connection closes the oldest one that has not
+/// answered yet (a flood from outside the job pushes out only its own connections).
 const MAX_HANDSHAKES: usize = 256;
+
+/// A handshake rank 0 runs, as its accept loop keeps it: the connection (to close it when it
+/// must make room) and how far it got.
+struct Pending {
+    stream: TcpStream,
+    stage: std::sync::Arc<std::sync::atomic::AtomicU8>,
+}
+/// [`Pending::stage`]: waiting for the client's answer; answered (being verified, never
+/// pushed out); over (its thread ended).
+const WAITING: u8 = 0;
+const ANSWERED: u8 = 1;
+const OVER: u8 = 2;
 
 /// One process PE's bootstrap.
 pub struct TcpBoot {
@@ -296,6 +314,8 @@ impl TcpBoot {
             .map_err(|e| ShmemError::io("listener", e))?;
         let (tx, rx) = mpsc::channel::<Verified>();
         let in_flight = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        // Handshakes running, oldest first.
+        let mut pending = std::collections::VecDeque::<Pending>::new();
         let mut joined = 1;
         while joined < size {
             let mut idle = true;
@@ -303,27 +323,60 @@ impl TcpBoot {
                 Ok((s, _)) => {
                     idle = false;
                     use std::sync::atomic::Ordering::Relaxed;
-                    if in_flight.load(Relaxed) >= MAX_HANDSHAKES {
+                    pending.retain(|p| p.stage.load(Relaxed) != OVER);
+                    if pending.len() >= MAX_HANDSHAKES {
+                        // Make room: close the oldest handshake still waiting for its answer
+                        // (its thread ends at once). One that answered is being verified.
+                        if let Some(i) = pending
+                            .iter()
+                            .position(|p| p.stage.load(Relaxed) == WAITING)
+                        {
+                            if let Some(p) = pending.remove(i) {
+                                let _ = p.stream.shutdown(std::net::Shutdown::Both);
+                            }
+                        }
+                    }
+                    // Threads of closed handshakes end within a scheduling round; should they
+                    // not, new connections wait for them rather than add threads without end.
+                    let stage = std::sync::Arc::new(std::sync::atomic::AtomicU8::new(WAITING));
+                    let kept = s.try_clone();
+                    if in_flight.load(Relaxed) >= 2 * MAX_HANDSHAKES || kept.is_err() {
                         drop(s);
-                    } else {
+                    } else if let Ok(kept) = kept {
                         in_flight.fetch_add(1, Relaxed);
-                        let (tx, job, secret, n) = (
+                        let (tx, job, secret, n, st) = (
                             tx.clone(),
                             job.to_owned(),
                             secret.to_vec(),
                             in_flight.clone(),
+                            stage.clone(),
                         );
                         let hs_deadline = deadline.min(Instant::now() + HANDSHAKE_TIMEOUT);
                         let spawned = std::thread::Builder::new()
                             .name("gda-handshake".into())
                             .spawn(move || {
-                                if let Some(v) = Self::greet(s, size, &job, &secret, hs_deadline) {
-                                    let _ = tx.send(v);
+                                let closer = s.try_clone();
+                                match Self::greet(s, size, &job, &secret, hs_deadline, &st) {
+                                    Some(v) => {
+                                        let _ = tx.send(v);
+                                    }
+                                    // Hung up now, not when the loop lets go of its copy.
+                                    None => {
+                                        if let Ok(c) = closer {
+                                            let _ = c.shutdown(std::net::Shutdown::Both);
+                                        }
+                                    }
                                 }
+                                st.store(OVER, Relaxed);
                                 n.fetch_sub(1, Relaxed);
                             });
                         if spawned.is_err() {
                             in_flight.fetch_sub(1, Relaxed);
+                        } else {
+                            pending.push_back(Pending {
+                                stream: kept,
+                                stage,
+                            });
                         }
                     }
                 }
@@ -371,6 +424,7 @@ impl TcpBoot {
         job: &str,
         secret: &[u8],
         deadline: Instant,
+        stage: &std::sync::atomic::AtomicU8,
     ) -> Option<Verified> {
         s.set_nonblocking(false).ok()?;
         s.set_write_timeout(Some(HANDSHAKE_TIMEOUT)).ok()?;
@@ -381,6 +435,7 @@ impl TcpBoot {
         if m.len() != ANSWER_BYTES {
             return None;
         }
+        stage.store(ANSWERED, std::sync::atomic::Ordering::Relaxed);
         let rank = u32::from_le_bytes(m[..4].try_into().ok()?);
         if !verify(secret, b"gda-client", job, rank, &nonce0, &m[36..]) {
             return None;
@@ -492,8 +547,24 @@ impl TcpBoot {
                 fail(e.to_string())
             }
         };
-        send(&mut s, &m).map_err(lost)?;
-        let verdict = recv(&mut s, deadline, VERDICT_MAX as u32).map_err(lost)?;
+        // Closed before the verdict: rank 0 made room for newer connections (a flood at its
+        // port) before this one's answer came. The key id matched, so the secret is right:
+        // connect again.
+        let again = |e: &std::io::Error| {
+            closed(e).then(|| {
+                Joined::Retry(format!(
+                    "rank 0 closed the connection before its verdict ({e}); busy, or the \
+                     handshake took longer than {HANDSHAKE_TIMEOUT:?}"
+                ))
+            })
+        };
+        if let Err(e) = send(&mut s, &m) {
+            return again(&e).ok_or_else(|| lost(e));
+        }
+        let verdict = match recv(&mut s, deadline, VERDICT_MAX as u32) {
+            Ok(v) => v,
+            Err(e) => return again(&e).ok_or_else(|| lost(e)),
+        };
         match verdict.split_first() {
             Some((0, tag)) if verify(secret, b"gda-server", job, rank, &nonce1, tag) => {
                 Ok(Joined::Yes(s))
@@ -698,6 +769,83 @@ mod tests {
             start.elapsed()
         );
         drop(idle);
+    }
+
+    /// A flood of connections from outside the job does not delay it (issue 44, item 8): a
+    /// thread keeps connections to rank 0's port open and silent, replacing each that rank 0
+    /// closes at once (up to four times `MAX_HANDSHAKES` of them), while ranks 1 and 2 join. Before, every slot was
+    /// held by the flood and each rank got in only when a slot's 5-s handshake deadline
+    /// expired (5-11 s); now the oldest silent connection makes room, and the job meets in well
+    /// under a handshake's deadline.
+    #[test]
+    fn a_flood_of_connections_from_outside_does_not_delay_the_rendezvous() {
+        crate::launch::raise_open_file_limit();
+        let addr = free_addr();
+        let t = Duration::from_secs(30);
+        let r0 = std::thread::spawn(move || TcpBoot::connect(0, 3, addr, "jobF", b"k", t));
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let opened = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let flooder = {
+            let (stop, opened) = (stop.clone(), opened.clone());
+            std::thread::spawn(move || {
+                // Every connection is held open and silent for as long as rank 0 keeps it; one
+                // it closed is replaced at once (the flood keeps every slot it can).
+                let mut held: std::collections::VecDeque<TcpStream> = Default::default();
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    if held.len() < 4 * MAX_HANDSHAKES {
+                        if let Ok(s) = TcpStream::connect(addr) {
+                            let _ = s.set_nonblocking(true);
+                            held.push_back(s);
+                            opened.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        }
+                    }
+                    // Let go of the connections rank 0 closed (EOF after its hello).
+                    for _ in 0..8 {
+                        let Some(mut s) = held.pop_front() else { break };
+                        let mut b = [0u8; 64];
+                        let gone = loop {
+                            match s.read(&mut b) {
+                                Ok(0) => break true,
+                                Ok(_) => {}
+                                Err(e) => break e.kind() != std::io::ErrorKind::WouldBlock,
+                            }
+                        };
+                        if !gone {
+                            held.push_back(s);
+                        }
+                    }
+                }
+            })
+        };
+        // The flood fills every handshake slot first.
+        let filled = Instant::now();
+        while opened.load(std::sync::atomic::Ordering::Relaxed) < (MAX_HANDSHAKES + 64) as u64 {
+            assert!(
+                filled.elapsed() < Duration::from_secs(20),
+                "the flood never filled the slots"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let start = Instant::now();
+        let rs: Vec<_> = (1..3)
+            .map(|r| std::thread::spawn(move || TcpBoot::connect(r, 3, addr, "jobF", b"k", t)))
+            .collect();
+        for h in rs {
+            h.join().unwrap().unwrap();
+        }
+        r0.join().unwrap().unwrap();
+        let took = start.elapsed();
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        flooder.join().unwrap();
+        let opened = opened.load(std::sync::atomic::Ordering::Relaxed);
+        assert!(
+            opened > MAX_HANDSHAKES as u64,
+            "the flood opened only {opened} connections"
+        );
+        assert!(
+            took < HANDSHAKE_TIMEOUT / 2,
+            "a flood of {opened} connections delayed the rendezvous by {took:?}"
+        );
     }
 
     #[test]
