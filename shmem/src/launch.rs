@@ -908,18 +908,11 @@ impl GlobalExits {
 /// the PE, after cleaning up, instead.
 fn watch_launcher(job: &str, rank: u32) {
     use std::os::fd::AsRawFd;
-    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    use std::os::unix::fs::OpenOptionsExt;
     static WATCHING: std::sync::Once = std::sync::Once::new();
-    let Some(fd) = std::env::var("GDA_SHMEM_EXIT_FD")
-        .ok()
-        .and_then(|v| v.trim().parse::<u32>().ok())
-    else {
+    let Some(path) = exit_pipe() else {
         return;
     };
-    let path = format!("/proc/self/fd/{fd}");
-    if !std::fs::metadata(&path).is_ok_and(|m| m.file_type().is_fifo()) {
-        return;
-    }
     let job = job.to_string();
     WATCHING.call_once(move || {
         let gone = move || -> ! {
@@ -967,25 +960,29 @@ fn watch_launcher(job: &str, rank: u32) {
     });
 }
 
+/// The `/proc/self/fd` path of the global-exit pipe gdarun handed this PE
+/// (`GDA_SHMEM_EXIT_FD`), when the variable names a pipe this process holds: reopened through
+/// it, no raw descriptor number is borrowed (it may not be open, or be some other file).
+fn exit_pipe() -> Option<String> {
+    use std::os::unix::fs::FileTypeExt;
+    let fd = std::env::var("GDA_SHMEM_EXIT_FD")
+        .ok()
+        .and_then(|v| v.trim().parse::<u32>().ok())?;
+    let path = format!("/proc/self/fd/{fd}");
+    std::fs::metadata(&path)
+        .is_ok_and(|m| m.file_type().is_fifo())
+        .then_some(path)
+}
+
 /// Tells the launcher (`gdarun`, through `GDA_SHMEM_EXIT_FD`) that PE `rank` called
 /// `shmem_global_exit(status)`, so it ends the other PEs now and exits with `status` (also 0).
 /// Does nothing when the variable is unset (another launcher) or does not name a pipe this
 /// process holds: a stray value must not make it write into some other file.
 pub fn notify_global_exit(rank: u32, status: i32) {
     use std::io::Write;
-    use std::os::unix::fs::FileTypeExt;
-    let Some(fd) = std::env::var("GDA_SHMEM_EXIT_FD")
-        .ok()
-        .and_then(|v| v.trim().parse::<u32>().ok())
-    else {
+    let Some(path) = exit_pipe() else {
         return;
     };
-    // Reopened through /proc: no borrowing of a raw descriptor number that may not be open.
-    let path = format!("/proc/self/fd/{fd}");
-    let is_pipe = std::fs::metadata(&path).is_ok_and(|m| m.file_type().is_fifo());
-    if !is_pipe {
-        return;
-    }
     if let Ok(mut f) = std::fs::OpenOptions::new().write(true).open(&path) {
         let _ = f.write_all(format!("{rank} {status}\n").as_bytes());
     }

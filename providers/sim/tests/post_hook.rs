@@ -376,6 +376,25 @@ fn a_responder_streaming_past_its_wire_timeout_keeps_the_connection() {
 }
 
 /// The first `len` bytes of `mr`, as a scatter/gather entry.
+/// An 8-byte inline WRITE of `v` to the start of `remote`, signalled, then a quiet.
+fn write_word(
+    sq: &mut SendQueue<Native>,
+    remote: &gda_sim::Mr,
+    v: u64,
+) -> Result<(), gda_hal::SqError> {
+    let b = v.to_le_bytes();
+    let wr = WorkRequest::Write {
+        remote: Remote {
+            addr: remote.addr(),
+            rkey: remote.rkey(),
+        },
+        payload: Payload::Inline(&b),
+        imm: None,
+    };
+    sq.post(&wr, SendFlags::SIGNALED).unwrap();
+    sq.quiet()
+}
+
 fn whole(mr: &gda_sim::Mr, len: u32) -> gda_hal::Sge {
     gda_hal::Sge {
         addr: mr.addr(),
@@ -628,17 +647,7 @@ fn a_grant_ends_when_its_responder_qp_fails() {
     // SAFETY: mapped until the end of the test, after the region.
     let remote = unsafe { p.pb.register(mem.0 as u64, mem.1, Access::ALL) };
     let mut sq = p.queue_running_both();
-    let (raddr, rkey) = (remote.addr(), remote.rkey());
-    let write = |sq: &mut SendQueue<Native>, v: u64| {
-        let b = v.to_le_bytes();
-        let wr = WorkRequest::Write {
-            remote: Remote { addr: raddr, rkey },
-            payload: Payload::Inline(&b),
-            imm: None,
-        };
-        sq.post(&wr, SendFlags::SIGNALED).unwrap();
-        sq.quiet()
-    };
+    let write = |sq: &mut SendQueue<Native>, v: u64| write_word(sq, &remote, v);
     let t = Instant::now();
     let mut n = 0;
     while p.a.stats().placed == 0 {
@@ -683,7 +692,6 @@ fn a_grant_offered_while_its_responder_qp_leaves_service_never_opens() {
     // SAFETY: mapped until the end of the test, after the region.
     let remote = unsafe { pb.register(mem.0 as u64, mem.1, Access::ALL) };
     assert!(mem.on_memfd(), "the region can be granted");
-    let (raddr, rkey) = (remote.addr(), remote.rkey());
     let mut granted_rounds = 0;
     for round in 0..ROUNDS {
         let init = QpInit {
@@ -701,16 +709,7 @@ fn a_grant_offered_while_its_responder_qp_leaves_service_never_opens() {
         .unwrap();
         let (fa, fb) = (a.clone(), b.clone());
         sq.set_host_progress(Some(Arc::new(move || fa.progress() | fb.progress())));
-        let write = |sq: &mut SendQueue<Native>, v: u64| {
-            let b = v.to_le_bytes();
-            let wr = WorkRequest::Write {
-                remote: Remote { addr: raddr, rkey },
-                payload: Payload::Inline(&b),
-                imm: None,
-            };
-            sq.post(&wr, SendFlags::SIGNALED).unwrap();
-            sq.quiet()
-        };
+        let write = |sq: &mut SendQueue<Native>, v: u64| write_word(sq, &remote, v);
         let destroy = round % 2 == 1;
         let delay = Duration::from_nanos(round * 120_000 / ROUNDS);
         let placed_before = a.stats().placed;

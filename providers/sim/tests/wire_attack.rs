@@ -1182,19 +1182,8 @@ fn start_psns_are_random_on_process_fabrics() {
 /// neither allocates the gigabyte (measured in a child process: its peak virtual size).
 #[test]
 fn headers_and_bad_requests_allocate_nothing_large() {
-    let out = child("vm").wait_with_output().unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    let growth = |key: &str| -> u64 {
-        text.lines()
-            .find_map(|l| l.split(key).nth(1))
-            .unwrap_or_else(|| panic!("{key} missing: {text}"))
-            .trim()
-            .parse()
-            .unwrap()
-    };
     // kB of peak virtual memory each step added.
-    let (read, header) = (growth("READ_KB="), growth("HEADER_KB="));
-    assert!(out.status.success(), "{text}");
+    let [read, header] = child_figures("vm", ["READ_KB=", "HEADER_KB="]);
     assert!(
         read < 128 << 10,
         "a bad-key READ of 1 GiB grew the peak by {read} kB"
@@ -1213,22 +1202,7 @@ fn headers_and_bad_requests_allocate_nothing_large() {
 /// not held either: its 64 MiB go straight into the region as they come, and land.
 #[test]
 fn a_payload_is_taken_only_for_a_request_that_passed_its_checks() {
-    let out = child("flood").wait_with_output().unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{text}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let growth = |key: &str| -> u64 {
-        text.lines()
-            .find_map(|l| l.split(key).nth(1))
-            .unwrap_or_else(|| panic!("{key} missing: {text}"))
-            .trim()
-            .parse()
-            .unwrap()
-    };
-    let (refused, streamed) = (growth("REFUSED_KB="), growth("STREAMED_KB="));
+    let [refused, streamed] = child_figures("flood", ["REFUSED_KB=", "STREAMED_KB="]);
     assert!(
         refused < 32 << 10,
         "two refused 256-MiB WRITEs grew the peak resident memory by {refused} kB"
@@ -1237,6 +1211,25 @@ fn a_payload_is_taken_only_for_a_request_that_passed_its_checks() {
         streamed < 32 << 10,
         "a streamed 64-MiB WRITE grew the peak resident memory by {streamed} kB"
     );
+}
+
+/// Runs child `role` to its successful end and reads the numbers it printed after `keys`.
+fn child_figures<const N: usize>(role: &str, keys: [&str; N]) -> [u64; N] {
+    let out = child(role).wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    keys.map(|key| {
+        text.lines()
+            .find_map(|l| l.split(key).nth(1))
+            .unwrap_or_else(|| panic!("{key} missing: {text}"))
+            .trim()
+            .parse()
+            .unwrap()
+    })
 }
 
 fn vm_hwm_kb() -> u64 {
