@@ -1238,7 +1238,13 @@ fn vet(f: &FabricInner, from: u64, req: &Request, cache: &mut Responder) -> Vet 
         .mrs
         .check_remote(rqp.pd, req.rkey, req.raddr, req.len, Access::REMOTE_WRITE)
     {
-        Ok(mr) => Vet::Stream(mr, Arc::clone(rqp)),
+        Ok(mr) => {
+            let qp = Arc::clone(rqp);
+            Vet::Stream(
+                mr,
+                Box::new(move || matches!(qp.state(), QpState::Rtr | QpState::Rts)),
+            )
+        }
         Err(e) => Vet::Refuse(remote_fault(e) as u32),
     }
 }

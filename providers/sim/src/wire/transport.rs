@@ -188,8 +188,9 @@ struct Taken {
     req: Request,
     /// What to answer: a refusal, or — streamed — success until a piece fails.
     status: u32,
-    /// A WRITE's region and responder QP: its payload goes straight there as it comes.
-    to: Option<(Arc<crate::mem::MrInner>, Arc<crate::state::QpInner>)>,
+    /// A WRITE's region, and whether its responder QP is still in service: its payload goes
+    /// straight there as it comes.
+    to: Option<(Arc<crate::mem::MrInner>, InService)>,
     /// Bytes of the payload consumed so far.
     done: u64,
 }
@@ -199,13 +200,10 @@ impl Taken {
     /// while every piece so far did and its QP is in service; anything else is dropped.
     fn stream(&mut self, span: &RingSpan) {
         let ok = gda_hal::WcStatus::Success as u32;
-        if let Some((mr, qp)) = &self.to
+        if let Some((mr, in_service)) = &self.to
             && self.status == ok
         {
-            if !matches!(
-                qp.state(),
-                crate::types::QpState::Rtr | crate::types::QpState::Rts
-            ) {
+            if !in_service() {
                 // Out of service meanwhile: nothing more lands; answered as a QP not in
                 // service answers.
                 self.status = gda_hal::WcStatus::RetryExcErr as u32;
@@ -239,8 +237,12 @@ pub(crate) enum Vet {
     Refuse(u32),
     /// A WRITE with every check passed: its payload goes straight into the region, piece by
     /// piece as it comes (the region pinned per piece, the QP still in service), nothing held.
-    Stream(Arc<crate::mem::MrInner>, Arc<crate::state::QpInner>),
+    Stream(Arc<crate::mem::MrInner>, InService),
 }
+
+/// Whether a streamed WRITE's responder QP is still in service (RTR or RTS), asked before each
+/// piece.
+pub(crate) type InService = Box<dyn Fn() -> bool + Send + Sync>;
 
 /// The reading side of a connection.
 struct Rx {
