@@ -15,7 +15,7 @@
 //! Rank 0 runs every handshake on its own thread with its own deadline
 //! ([`HANDSHAKE_TIMEOUT`]), so idle or slow connections cannot add up and stall the
 //! rendezvous; frames before authentication are capped at the handshake's size, so nobody can
-//! make rank 0 allocate before proving the secret. At most [`MAX_HANDSHAKES`] run at once;
+//! make rank 0 allocate before proving the secret. At most `MAX_HANDSHAKES` (256) run at once;
 //! past that, a new connection takes the place of the oldest one that has not answered yet
 //! (which is closed), never the other way round: whoever floods the port from outside the job
 //! (another user, who cannot know the secret) only pushes out their own idle connections, while
