@@ -9,6 +9,10 @@
 //!
 //! Handles: 0 is `SHMEM_CTX_INVALID`, 1 `SHMEM_CTX_DEFAULT`, `2 + k` the `k`-th created
 //! context, looked up in a table (a destroyed or made-up handle is a clear error).
+//! `shmem_ctx_quiet`, `shmem_ctx_fence` and `shmem_ctx_destroy` on `SHMEM_CTX_INVALID` do
+//! nothing, as OpenSHMEM 1.5 says (what PEs outside a team do with the context
+//! `shmem_team_create_ctx` could not make them, in the specification's own team-context
+//! example); RMA and AMO on it stay a clear error (undefined in the specification).
 
 use std::ffi::{c_int, c_long, c_void};
 
@@ -126,6 +130,12 @@ pub unsafe extern "C" fn shmem_team_create_ctx(
 pub extern "C" fn shmem_ctx_destroy(ctx: *mut c_void) {
     let r = "shmem_ctx_destroy";
     let k = ctx as usize;
+    if k == 0 {
+        // SHMEM_CTX_INVALID (what shmem_team_create_ctx gives PEs outside the team): no
+        // operation (1.5), after the check that the library is initialised.
+        pe(r);
+        return;
+    }
     if k == 1 {
         fatal(r, "SHMEM_CTX_DEFAULT cannot be destroyed");
     }
@@ -168,6 +178,11 @@ pub unsafe extern "C" fn shmem_ctx_get_team(ctx: *mut c_void, team: *mut *mut c_
 /// `shmem_ctx_fence`.
 #[unsafe(no_mangle)]
 pub extern "C" fn shmem_ctx_fence(ctx: *mut c_void) {
+    if ctx.is_null() {
+        // SHMEM_CTX_INVALID: no operation (1.5; the spec's team-context example relies on it).
+        pe("shmem_ctx_fence");
+        return;
+    }
     ctx_ok("shmem_ctx_fence", ctx);
     crate::amo::shmem_fence();
 }
@@ -175,6 +190,11 @@ pub extern "C" fn shmem_ctx_fence(ctx: *mut c_void) {
 /// `shmem_ctx_quiet`.
 #[unsafe(no_mangle)]
 pub extern "C" fn shmem_ctx_quiet(ctx: *mut c_void) {
+    if ctx.is_null() {
+        // SHMEM_CTX_INVALID: no operation (1.5; the spec's team-context example relies on it).
+        pe("shmem_ctx_quiet");
+        return;
+    }
     ctx_ok("shmem_ctx_quiet", ctx);
     crate::amo::shmem_quiet();
 }

@@ -143,6 +143,17 @@ int main(void) {
     shmem_team_t evens = SHMEM_TEAM_INVALID;
     CHECK(shmem_team_split_strided(SHMEM_TEAM_WORLD, 0, 2, (n + 1) / 2, NULL, 0, &evens) == 0);
     CHECK((evens != SHMEM_TEAM_INVALID) == (me % 2 == 0));
+    /* As the spec's team-context example does: a context on the team (SHMEM_CTX_INVALID on the
+     * PEs outside it), quieted, fenced and destroyed by every PE — no operation on the invalid
+     * one (1.5). */
+    shmem_ctx_t ectx = (shmem_ctx_t)7;
+    CHECK((shmem_team_create_ctx(evens, 0, &ectx) == 0) == (me % 2 == 0));
+    CHECK((ectx == SHMEM_CTX_INVALID) == (me % 2 != 0));
+    shmem_ctx_quiet(ectx);
+    shmem_ctx_fence(ectx);
+    shmem_team_t et = SHMEM_TEAM_INVALID;
+    CHECK((shmem_ctx_get_team(ectx, &et) == 0) == (me % 2 == 0));
+    shmem_ctx_destroy(ectx);
     shmem_team_destroy(evens); /* SHMEM_TEAM_INVALID on the odd PEs: nothing happens */
     shmem_team_t down2 = SHMEM_TEAM_INVALID;
     int nd = (n + 1) / 2; /* n-1, n-3, ... */
