@@ -110,7 +110,7 @@ fn build_runtime() -> Result<Runtime, String> {
             &mut dev.ibdev_path,
             &format!("/sys/class/infiniband/{name}"),
         );
-        let guid = fabric.id() ^ (u64::from(nic.index()) << 56) ^ 0x0002_c903_0000_0000;
+        let guid = node_guid(&name);
         devices.push(Device {
             spec,
             nic,
@@ -273,11 +273,35 @@ pub unsafe extern "C" fn gdav_ibv_get_device_name(dev: *mut sys::ibv_device) -> 
     }
 }
 
-#[unsafe(no_mangle)]
+/// The node GUID of device `name` on this host: the same in every process (what `ibv_devices`
+/// and `ibv_devinfo`, two processes, print must agree, as one NIC has one GUID), and different
+/// between hosts — an EUI-64 of the vendor's OUI (Mellanox's for mlx5 devices, Broadcom's for
+/// bnxt, else a locally administered one) and 40 bits of a hash of the host's machine id (the
+/// boot id without one) and the name. The fabric (per process) still names the port's GIDs.
+fn node_guid(name: &str) -> u64 {
+    let host = std::fs::read_to_string("/etc/machine-id")
+        .or_else(|_| std::fs::read_to_string("/proc/sys/kernel/random/boot_id"))
+        .unwrap_or_default();
+    // FNV-1a: stable across builds and Rust versions (std's hashers are not).
+    let mut h = 0xcbf2_9ce4_8422_2325u64;
+    for b in host.trim().bytes().chain([0]).chain(name.bytes()) {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    let oui: u64 = if name.contains("mlx5") {
+        0x00_02c9
+    } else if name.contains("bnxt") {
+        0x00_0af7
+    } else {
+        0x02_0000
+    };
+    (oui << 40) | (h & 0xff_ffff_ffff)
+}
+
 /// `ibv_get_device_guid` (network byte order).
 ///
 /// # Safety
 /// `dev` is null or a device of this library.
+#[unsafe(no_mangle)]
 pub unsafe extern "C" fn gdav_ibv_get_device_guid(dev: *mut sys::ibv_device) -> u64 {
     device_of(dev).map_or(0, |d| d.guid.to_be())
 }

@@ -224,3 +224,59 @@ fn modify_qp_refusals_through_the_c_abi() {
     assert!(o.status.success());
     assert_eq!(tally(&out), (64, 0));
 }
+
+/// One device has one node GUID (issue 45): `ibv_devices` (twice) and `ibv_devinfo` — separate
+/// processes — print the same GUID for each device, and the two devices' differ. (Before, the
+/// GUID came from the process's random fabric id: every run printed another.)
+#[test]
+fn ibv_devices_and_ibv_devinfo_agree_on_node_guids() {
+    let (Some(devices), Some(devinfo)) = (
+        system_program("/usr/bin/ibv_devices", "ibverbs-utils"),
+        system_program("/usr/bin/ibv_devinfo", "ibverbs-utils"),
+    ) else {
+        return;
+    };
+    let listed = || {
+        let o = run_with_deadline(
+            verbs_command(&devices).env_remove("GDA_VERBS_DEVICES"),
+            LIMIT,
+        );
+        let (out, err) = text(&o);
+        assert!(o.status.success(), "{err}");
+        out.lines()
+            .filter_map(|l| {
+                let mut f = l.split_whitespace();
+                Some((f.next()?.to_string(), f.next()?.to_string()))
+            })
+            .filter(|(n, _)| n.starts_with("gda_"))
+            .collect::<Vec<_>>()
+    };
+    let first = listed();
+    assert_eq!(first.len(), 2, "{first:?}");
+    assert_eq!(
+        listed(),
+        first,
+        "ibv_devices printed other GUIDs in a second run"
+    );
+    let mut compared = 0;
+    for (name, guid) in &first {
+        let o = run_with_deadline(
+            verbs_command(&devinfo)
+                .env_remove("GDA_VERBS_DEVICES")
+                .args(["-d", name]),
+            LIMIT,
+        );
+        let (out, err) = text(&o);
+        assert!(o.status.success(), "{err}");
+        let node = out
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("node_guid:"))
+            .unwrap_or_else(|| panic!("no node_guid in:\n{out}"))
+            .trim()
+            .replace(':', "");
+        assert_eq!(&node, guid, "{name}: ibv_devinfo vs ibv_devices");
+        compared += 1;
+    }
+    assert_eq!(compared, 2);
+    assert_ne!(first[0].1, first[1].1, "two devices, one GUID");
+}
