@@ -155,8 +155,9 @@ pub(crate) struct Context {
     magic: u64,
     /// The device.
     pub(crate) dev: &'static Device,
-    /// The async event fd (an eventfd nothing is written to: the software NIC raises no
-    /// asynchronous events).
+    /// The async event fd (an eventfd nothing is written to yet: the software NIC raises no
+    /// asynchronous events, so `ibv_get_async_event` blocks, as on a NIC with nothing to
+    /// report, or returns EAGAIN when the program made the fd non-blocking).
     async_fd: c_int,
     /// Per-context data-path state (QPs by number, for completions).
     pub(crate) dp: ContextQps,
@@ -326,8 +327,9 @@ pub(crate) fn open(
     install: impl FnOnce(&mut VerbsContext),
 ) -> Result<*mut sys::ibv_context, Errno> {
     let d = device_of(dev)?;
-    // SAFETY: eventfd with valid flags.
-    let async_fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+    // SAFETY: eventfd with valid flags. Blocking, as rdma-core's async fd is: a program that
+    // wants `ibv_get_async_event` not to block sets O_NONBLOCK on it with fcntl.
+    let async_fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_SEMAPHORE) };
     if async_fd < 0 {
         return Err(Errno::new(
             libc::EMFILE,
@@ -821,7 +823,10 @@ pub extern "C" fn gdav_ibv_is_fork_initialized() -> c_int {
 }
 
 #[unsafe(no_mangle)]
-/// `ibv_get_async_event`: the software NIC raises none; a non-blocking fd returns `EAGAIN`.
+/// `ibv_get_async_event`: waits for an event on the context's async fd — blocking, as
+/// rdma-core documents, unless the program set O_NONBLOCK on it (then `EAGAIN`). The software
+/// NIC raises none yet, so a blocking call waits until the program ends (what `ibv_asyncwatch`
+/// does on a quiet NIC).
 ///
 /// # Safety
 /// `ctx` is a context of this library.
@@ -834,14 +839,16 @@ pub unsafe extern "C" fn gdav_ibv_get_async_event(
         set_errno(libc::EINVAL);
         return -1;
     };
-    let mut v = 0u64;
-    // SAFETY: reading 8 bytes from our eventfd into `v`.
-    let n = unsafe { libc::read(c.async_fd, std::ptr::from_mut(&mut v).cast(), 8) };
-    if n < 0 {
-        return -1;
+    loop {
+        let mut v = 0u64;
+        // SAFETY: reading 8 bytes from our eventfd into `v`.
+        let n = unsafe { libc::read(c.async_fd, std::ptr::from_mut(&mut v).cast(), 8) };
+        if n < 0 {
+            // EAGAIN (the program made the fd non-blocking), EINTR: errno says which.
+            return -1;
+        }
+        // Nothing raises events yet: a count written by anyone else is not an event.
     }
-    set_errno(libc::EAGAIN);
-    -1
 }
 
 #[unsafe(no_mangle)]

@@ -280,3 +280,25 @@ fn ibv_devices_and_ibv_devinfo_agree_on_node_guids() {
     assert_eq!(compared, 2);
     assert_ne!(first[0].1, first[1].1, "two devices, one GUID");
 }
+
+/// `ibv_get_async_event` blocks, as rdma-core documents (issue 45): Debian's `ibv_asyncwatch`
+/// opens the device, says so, and waits for events — still running a second later (before, the
+/// async fd was non-blocking and it exited at once with status 1).
+#[test]
+fn ibv_asyncwatch_waits_for_events() {
+    let Some(p) = system_program("/usr/bin/ibv_asyncwatch", "ibverbs-utils") else {
+        return;
+    };
+    let mut c = verbs_command(&p);
+    c.args(["-d", "gda_mlx5_0"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = c.spawn().unwrap();
+    std::thread::sleep(Duration::from_secs(1));
+    let running = child.try_wait().unwrap().is_none();
+    let _ = child.kill();
+    let o = child.wait_with_output().unwrap();
+    let (out, err) = text(&o);
+    assert!(running, "ibv_asyncwatch ended: {out}{err}");
+    assert!(out.contains("gda_mlx5_0: async event FD"), "{out}{err}");
+}
