@@ -152,6 +152,28 @@ fn runs_ok(prog: &'static str, n: u32, env: &[(&str, &str)], want: &str) {
     assert_eq!(ok, n as usize, "{prog} -n {n} {env:?}\n{out}");
 }
 
+/// The `_any` forms come round to every element that keeps satisfying the test (issue 45;
+/// OpenSHMEM 1.5: "a series of calls to shmem_test_any must eventually return i"): 12 calls of
+/// each form on arrays whose every element holds — before, each returned 0 every time.
+#[test]
+fn any_forms_return_every_index_that_keeps_holding() {
+    let mut runs = 0;
+    for (n, env) in [
+        (1, &[][..]),
+        (2, &[][..]),
+        (2, &[("GDA_SHMEM_TRANSPORT", "rdma")][..]),
+    ] {
+        runs_ok(
+            "fair_any",
+            n,
+            env,
+            &format!("/{n}: fair_any ok, 128 checks"),
+        );
+        runs += 1;
+    }
+    assert_eq!(runs, 3);
+}
+
 /// Teams, team and active-set collectives, reductions (complex and long double), contexts,
 /// signals, locks and multi-variable waits, on heap and global/static variables: 61 checks
 /// per PE, on 2, 3 and 4 PEs over P2P, and over RDMA through every provider's queues (static

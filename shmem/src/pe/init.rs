@@ -457,6 +457,7 @@ impl<P: Provider> Pe<P> {
             teams: RefCell::new(Teams::default()),
             boot: RefCell::new(boot),
             finalized: Cell::new(false),
+            any_next: RefCell::default(),
             peer_segs: std::mem::ManuallyDrop::new(peer_segs),
             seg: std::mem::ManuallyDrop::new(seg),
             statics: std::mem::ManuallyDrop::new((peer_statics, statics)),

@@ -86,6 +86,10 @@ pub struct Pe<P: Provider> {
     pub(crate) teams: RefCell<Teams>,
     boot: RefCell<Box<dyn Bootstrap>>,
     finalized: Cell<bool>,
+    /// Where the next `_any` test of each array starts (the index after the one it last
+    /// returned), so a series of calls returns every element that keeps satisfying the
+    /// condition, as OpenSHMEM 1.5 asks; keyed by the array (heap, offset, length), bounded.
+    pub(crate) any_next: RefCell<std::collections::HashMap<(u64, usize, usize), usize>>,
     // Kept alive, and dropped (in `Drop`) after `net`: the mapped peer heaps, this PE's heap.
     peer_segs: std::mem::ManuallyDrop<Vec<PeerSeg>>,
     seg: std::mem::ManuallyDrop<LocalSeg>,

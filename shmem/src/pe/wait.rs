@@ -267,6 +267,10 @@ impl<P: Provider> Pe<P> {
             == Self::considered(ivars.len(), status))
     }
 
+    /// The first considered element satisfying the test, scanning from the one after the index
+    /// the last `_any` call on this array returned (so a series of calls comes round to every
+    /// element that keeps satisfying it: OpenSHMEM 1.5's `shmem_test_any` "must eventually
+    /// return i"; before, element 0 won every call).
     fn any_by<T: AtomicInt + PartialOrd>(
         &self,
         ivars: Sym<T>,
@@ -274,10 +278,29 @@ impl<P: Provider> Pe<P> {
         cmp: Cmp,
         value: impl Fn(usize) -> T,
     ) -> Result<Option<usize>> {
-        Ok(self
-            .satisfied_by(ivars, status, cmp, value, true)?
-            .first()
-            .copied())
+        /// Arrays whose next start is remembered (each one entry); past it, all are forgotten.
+        const ARRAYS_KEPT: usize = 256;
+        let n = ivars.len();
+        if n == 0 {
+            return Ok(None);
+        }
+        let key = (ivars.heap, ivars.off, n);
+        let start = self.any_next.borrow().get(&key).copied().unwrap_or(0) % n;
+        for k in 0..n {
+            let i = (start + k) % n;
+            if status.is_some_and(|s| s.get(i).copied().unwrap_or(false)) {
+                continue;
+            }
+            if self.test(ivars, i, cmp, value(i))? {
+                let mut next = self.any_next.borrow_mut();
+                if next.len() >= ARRAYS_KEPT && !next.contains_key(&key) {
+                    next.clear();
+                }
+                next.insert(key, (i + 1) % n);
+                return Ok(Some(i));
+            }
+        }
+        Ok(None)
     }
 
     fn wait_all_by<T: AtomicInt + PartialOrd>(
