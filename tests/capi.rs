@@ -152,6 +152,54 @@ fn runs_ok(prog: &'static str, n: u32, env: &[(&str, &str)], want: &str) {
     assert_eq!(ok, n as usize, "{prog} -n {n} {env:?}\n{out}");
 }
 
+/// A program started without a launcher (`./prog`) runs as one PE, as OpenSHMEM
+/// implementations run it (issue 45; before: "no launcher environment"), over P2P and RDMA,
+/// leaving no shared memory behind; a launcher's size without its rank is still a clear error.
+#[test]
+fn a_program_run_alone_is_one_pe() {
+    let prog = program("fair_any");
+    let launcher_vars = [
+        "GDA_SHMEM_RANK",
+        "GDA_SHMEM_SIZE",
+        "GDA_SHMEM_JOB",
+        "GDA_SHMEM_BOOT",
+        "GDA_SHMEM_SECRET",
+        "OMPI_COMM_WORLD_RANK",
+        "OMPI_COMM_WORLD_SIZE",
+        "PMI_RANK",
+        "PMI_SIZE",
+        "SLURM_PROCID",
+        "RANK",
+        "WORLD_SIZE",
+    ];
+    let alone = |env: &[(&str, &str)]| {
+        let mut c = Command::new(&prog);
+        for v in launcher_vars {
+            c.env_remove(v);
+        }
+        c.envs(env.iter().copied()).output().unwrap()
+    };
+    let mut runs = 0;
+    for env in [&[][..], &[("GDA_SHMEM_TRANSPORT", "rdma")][..]] {
+        let o = alone(env);
+        let (out, err) = (
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr),
+        );
+        assert!(o.status.success(), "{env:?}: {out}{err}");
+        assert!(out.contains("PE 0/1: fair_any ok, 128 checks"), "{out}");
+        runs += 1;
+    }
+    assert_eq!(runs, 2);
+    let o = alone(&[("GDA_SHMEM_SIZE", "2")]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("GDA_SHMEM_SIZE is set but GDA_SHMEM_RANK is not"),
+        "{err}"
+    );
+}
+
 /// The `_any` forms come round to every element that keeps satisfying the test (issue 45;
 /// OpenSHMEM 1.5: "a series of calls to shmem_test_any must eventually return i"): 12 calls of
 /// each form on arrays whose every element holds — before, each returned 0 every time.

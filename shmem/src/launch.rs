@@ -173,14 +173,12 @@ pub fn init_from_env<P: gda_sim::Modeled>() -> Result<Pe<P>> {
 }
 
 /// [`init_from_env`] with the configuration given (e.g. [`Config::from_env`] plus
-/// [`Config::static_data`]).
+/// [`Config::static_data`]). Without any launcher's variables the program is one PE on its own
+/// ([`Launch::singleton`]), as OpenSHMEM implementations run `./a.out`; half-set variables are
+/// an error naming the missing one.
 #[cfg(feature = "sim")]
 pub fn init_from_env_with<P: gda_sim::Modeled>(cfg: &Config) -> Result<Pe<P>> {
-    let launch = Launch::from_env()?.ok_or_else(|| {
-        ShmemError::Config(
-            "no launcher environment (run under gdarun -n N, mpirun, srun or torchrun)".into(),
-        )
-    })?;
+    let launch = Launch::from_env()?.unwrap_or_else(Launch::singleton);
     init_launched::<P>(&launch, cfg)
 }
 

@@ -64,6 +64,21 @@ fn parse_u32(var: &str, v: &str) -> Result<u32> {
 }
 
 impl Launch {
+    /// One PE on its own: a program started without a launcher (`./a.out`) runs as PE 0 of 1,
+    /// as OpenSHMEM implementations run it — a job id of its own (so its shared-memory names
+    /// are nobody else's) and a fresh secret, no rendezvous.
+    pub fn singleton() -> Self {
+        let tag: [u8; 6] = rand::random();
+        Self {
+            rank: 0,
+            size: 1,
+            addr: Meet::KeyedPort(std::net::Ipv4Addr::LOCALHOST.into()),
+            job: format!("solo{}x{}", std::process::id(), hex::encode(tag)),
+            secret: Some(rand::random::<[u8; 32]>().to_vec()),
+            launcher: "none",
+        }
+    }
+
     /// Reads the environment of this process.
     pub fn from_env() -> Result<Option<Self>> {
         Self::from_vars(|k| std::env::var(k).ok())
@@ -93,6 +108,17 @@ impl Launch {
             .iter()
             .find_map(|&(r, s, j, l)| Some((get(r).map(|v| (r, v))?, (s, get(s)), (j, get(j)), l)))
         else {
+            // A launcher's size without its rank is a half-set environment, not "no launcher"
+            // (the generic ones — SLURM_NTASKS in an salloc shell, WORLD_SIZE — are left alone).
+            for (r, s) in [
+                ("GDA_SHMEM_RANK", "GDA_SHMEM_SIZE"),
+                ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),
+                ("PMI_RANK", "PMI_SIZE"),
+            ] {
+                if get(s).is_some() {
+                    return Err(ShmemError::Config(format!("{s} is set but {r} is not")));
+                }
+            }
             return Ok(None);
         };
         let (rvar, rv) = rank;
@@ -274,11 +300,30 @@ mod tests {
     }
 
     #[test]
+    fn a_program_without_a_launcher_is_one_pe_of_its_own() {
+        let (a, b) = (Launch::singleton(), Launch::singleton());
+        assert_eq!((a.rank, a.size, a.launcher), (0, 1, "none"));
+        assert_ne!(a.job, b.job, "each run a job of its own");
+        assert_ne!(a.secret, b.secret);
+        assert!(
+            a.job
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.'),
+            "{}",
+            a.job
+        );
+        assert_eq!(Launch::from_vars(|_| None).unwrap(), None);
+    }
+
+    #[test]
     fn bad_variables_are_clear_errors() {
         for (vars, needle) in [
             (&[("PMI_RANK", "x"), ("PMI_SIZE", "2")][..], "PMI_RANK"),
             (&[("PMI_RANK", "2"), ("PMI_SIZE", "2")][..], "not below"),
             (&[("PMI_RANK", "0")][..], "PMI_SIZE"),
+            // Half-set the other way: a size without its rank is not "no launcher".
+            (&[("GDA_SHMEM_SIZE", "2")][..], "GDA_SHMEM_RANK is not"),
+            (&[("OMPI_COMM_WORLD_SIZE", "4")][..], "OMPI_COMM_WORLD_RANK"),
             (
                 &[
                     ("RANK", "0"),

@@ -305,6 +305,10 @@ impl TcpBoot {
         timeout: Duration,
     ) -> Result<()> {
         let size = peers.len() as u32;
+        if size == 1 {
+            // Nobody to meet: no socket (a one-PE job needs no port).
+            return Ok(());
+        }
         let l = match inherited_listener(addr) {
             Some(l) => l,
             None => TcpListener::bind(addr)
