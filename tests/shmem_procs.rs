@@ -807,13 +807,27 @@ fn a_secret_directory_planted_by_another_user_is_avoided() {
         eprintln!("SKIPPED: planting a directory of another user needs root");
         return;
     }
-    // Not under /tmp, which the namespace covers with its own.
     let home = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
         .join(format!("gda-home-{}", std::process::id()));
     std::fs::create_dir_all(&home).unwrap();
+    // The namespace covers /tmp with a tmpfs of its own. What the test needs from under the old
+    // /tmp — the binary and $HOME, wherever the clone lives (issue 45: a clone under /tmp hid
+    // them) — is bound back at its own path from a descriptor of the old /tmp opened first.
+    let gda_dir = std::path::Path::new(gda()).parent().unwrap();
+    let mut keep = String::new();
+    for p in [gda_dir, home.as_path()] {
+        if let Ok(rel) = p.strip_prefix("/tmp") {
+            let p = p.display();
+            keep += &format!(
+                "mkdir -p '{p}' && mount --no-canonicalize --bind \"/proc/$$/fd/3/{}\" '{p}' || exit 78; ",
+                rel.display()
+            );
+        }
+    }
     let script = format!(
-        "mount -t tmpfs tmpfs /tmp && mkdir -m 0777 /tmp/gda-{uid} && chown 65534 /tmp/gda-{uid} \
-         || exit 77; for r in 0 1; do SLURM_JOB_ID=pl$$ SLURM_PROCID=$r SLURM_NTASKS=2 \
+        "exec 3</tmp; mount -t tmpfs tmpfs /tmp || exit 77; {keep}\
+         mkdir -m 0777 /tmp/gda-{uid} && chown 65534 /tmp/gda-{uid} || exit 77; \
+         for r in 0 1; do SLURM_JOB_ID=pl$$ SLURM_PROCID=$r SLURM_NTASKS=2 \
          \"$0\" shmem check --rounds 8 & done; wait %1 && wait %2"
     );
     let o = Command::new("unshare")
