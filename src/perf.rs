@@ -155,11 +155,16 @@ pub fn default_iters(size: usize) -> u64 {
     ((1u64 << 30) / size.max(1) as u64).clamp(200, 2_000_000)
 }
 
-/// Runs every size `cfg.repeat` times; `progress` is called after each size with the medians.
-pub fn run(
-    cfg: &PerfConfig,
-    mut progress: impl FnMut(&PerfResult),
-) -> Result<Vec<PerfResult>, PerfError> {
+/// A run whose every argument was checked and whose device (`--device`) is open: what
+/// [`prepare`] gives, so a caller prints nothing before every error that can come up front.
+pub struct Prepared<'a> {
+    cfg: &'a PerfConfig,
+    #[cfg(feature = "verbs")]
+    dev: Option<Box<dyn device::PerfDevice>>,
+}
+
+/// Checks `cfg` and opens its device, if any: every error a run can report before it measures.
+pub fn prepare(cfg: &PerfConfig) -> Result<Prepared<'_>, PerfError> {
     cfg.validate()?;
     #[cfg(feature = "verbs")]
     let dev = match &cfg.device {
@@ -173,22 +178,44 @@ pub fn run(
                 .into(),
         ));
     }
-    let mut out = Vec::new();
-    for &size in &cfg.sizes {
-        let mut runs = Vec::with_capacity(cfg.repeat as usize);
-        for _ in 0..cfg.repeat {
-            #[cfg(feature = "verbs")]
-            if let Some(d) = &dev {
-                runs.push(d.run_size(cfg, size)?);
-                continue;
+    Ok(Prepared {
+        cfg,
+        #[cfg(feature = "verbs")]
+        dev,
+    })
+}
+
+/// Runs every size `cfg.repeat` times; `progress` is called after each size with the medians.
+pub fn run(
+    cfg: &PerfConfig,
+    progress: impl FnMut(&PerfResult),
+) -> Result<Vec<PerfResult>, PerfError> {
+    prepare(cfg)?.run(progress)
+}
+
+impl Prepared<'_> {
+    /// Runs every size `repeat` times; `progress` is called after each size with the medians.
+    pub fn run(self, mut progress: impl FnMut(&PerfResult)) -> Result<Vec<PerfResult>, PerfError> {
+        let cfg = self.cfg;
+        #[cfg(feature = "verbs")]
+        let dev = self.dev;
+        let mut out = Vec::new();
+        for &size in &cfg.sizes {
+            let mut runs = Vec::with_capacity(cfg.repeat as usize);
+            for _ in 0..cfg.repeat {
+                #[cfg(feature = "verbs")]
+                if let Some(d) = &dev {
+                    runs.push(d.run_size(cfg, size)?);
+                    continue;
+                }
+                runs.push(cfg.provider.run(RunSize(cfg, size))?);
             }
-            runs.push(cfg.provider.run(RunSize(cfg, size))?);
+            let r = summarize(runs);
+            progress(&r);
+            out.push(r);
         }
-        let r = summarize(runs);
-        progress(&r);
-        out.push(r);
+        Ok(out)
     }
-    Ok(out)
 }
 
 /// Median of each figure over the repeats, with spreads.

@@ -196,6 +196,13 @@ fn gda_perf_checks_every_argument_before_printing() {
     usage_error(&gda(&["perf", "write", "--iters", "0"]), "--iters");
     usage_error(&gda(&["perf", "write", "--repeat", "0"]), "--repeat");
     usage_error(&gda(&["perf", "write", "--lat-iters", "0"]), "--lat-iters");
+    // A device that cannot be opened (or a build without `verbs`) is refused before the
+    // header too (issue 45: the header came first).
+    let o = gda(&["perf", "write", "--device", "gda_nope_0"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(o.stdout.is_empty(), "printed before the device error: {:?}", o.stdout);
+    assert!(err.contains("gda_nope_0") || err.contains("--device"), "{err}");
 }
 
 #[test]

@@ -520,11 +520,14 @@ fn perf(a: PerfArgs) -> ExitCode {
         repeat: a.repeat,
         device: a.device.clone(),
     };
-    // Every argument is checked before the table header is printed.
-    if let Err(e) = cfg.validate() {
-        gda::shmem::diag!("gda: {e}");
-        return ExitCode::from(2);
-    }
+    // Every argument is checked, and the device opened, before the table header is printed.
+    let prepared = match gda::perf::prepare(&cfg) {
+        Ok(p) => p,
+        Err(e) => {
+            gda::shmem::diag!("gda: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let bar = indicatif::ProgressBar::new(sizes.len() as u64);
     bar.set_style(
         indicatif::ProgressStyle::with_template("{spinner} {msg} [{bar:30}] {pos}/{len} sizes")
@@ -551,7 +554,7 @@ fn perf(a: PerfArgs) -> ExitCode {
             "#iterations",
             "BW[GB/s]",
             "MsgRate[Mpps]",
-            "spread",
+            "rate±",
             "t_p50[usec]",
             "t_p99[usec]",
             "memcpy[GB/s]"
@@ -559,7 +562,7 @@ fn perf(a: PerfArgs) -> ExitCode {
     }
     let json = a.json;
     let mut rows = Vec::new();
-    let res = gda::perf::run(&cfg, |r| {
+    let res = prepared.run(|r| {
         rows.push(r.clone());
         bar.suspend(|| {
             let worst = r.msg_rate_spread.max(r.lat_p50_spread).max(r.memcpy_spread);
@@ -596,6 +599,11 @@ fn perf(a: PerfArgs) -> ExitCode {
     bar.finish_and_clear();
     if !json {
         println!("{line}");
+        println!(
+            " GB/s: 10^9 bytes per second. rate±: the message rate's spread over the {} \
+             repeats, (max - min) / median.",
+            a.repeat
+        );
     }
     if let (Ok(_), Some(path)) = (&res, &a.plot) {
         let title = format!("gda perf {op:?}, provider {:?}", a.provider);
