@@ -63,6 +63,10 @@ fn run() -> gda_shmem::Result<()> {
         pe.atomic_set(seen, 0, 1u64, right)?;
     }
     let around = pe.read(token, 0)?;
+    if me == 0 {
+        // 1 from PE 0, then each PE k of 1..n adds k.
+        assert_eq!(around, 1 + u64::from(n * (n - 1) / 2), "the token");
+    }
 
     // 3. All-to-all: block j of my source goes to PE j; then a sum over everyone.
     let src = pe.malloc::<u32>(n as usize * 4)?;
@@ -88,7 +92,15 @@ fn run() -> gda_shmem::Result<()> {
         "PE {me}/{n} [{:?} to neighbours]: got {got:?}; alltoall ok; sum of ranks = {sum}{}",
         pe.transport_to(right)?,
         if me == 0 {
-            format!("; token came back as {around} (1 + 1 + 2 + … + {})", n - 1)
+            // PE 0 starts it at 1; PE k (1..n) adds k.
+            let terms: Vec<String> = std::iter::once(1)
+                .chain(1..n)
+                .map(|k| k.to_string())
+                .collect();
+            format!(
+                "; token came back as {around} ({} = {around})",
+                terms.join(" + ")
+            )
         } else {
             String::new()
         }

@@ -128,11 +128,22 @@ pub trait PeOps: gda_shmem::erased::DynPe {
     fn perf(&self, iters: u64) -> Result<Vec<serde_json::Value>>;
     /// The 8-byte message rates alone, measured [`RATE_RUNS`] times each; PE 0 returns them.
     fn rates(&self, iters: u64) -> Result<Vec<serde_json::Value>>;
-    /// The transport to PE 1 (for the report).
+    /// The routes to the other PEs (for the report): `P2p`, `Rdma`, or both joined by `+`;
+    /// `Local` only for a PE alone (the route to itself is no transport to report).
     fn transport(&self) -> String {
-        self.transport_to(1 % self.n())
+        let me = self.me();
+        let mut kinds: Vec<String> = (0..self.n())
+            .filter(|&j| j != me)
+            .filter_map(|j| self.transport_to(j).ok())
             .map(|t| format!("{t:?}"))
-            .unwrap_or_default()
+            .collect();
+        kinds.sort();
+        kinds.dedup();
+        if kinds.is_empty() {
+            "Local".into()
+        } else {
+            kinds.join("+")
+        }
     }
 }
 
@@ -229,9 +240,14 @@ pub fn perf_table(rows: &[serde_json::Value]) -> String {
     let f = |v: &serde_json::Value, k: &str| v.get(k).and_then(serde_json::Value::as_f64);
     let mut t = String::new();
     let line = "-".repeat(78);
+    // Which transport the rows measured (every row carries it).
+    let over = rows
+        .iter()
+        .find_map(|r| r.get("transport").and_then(serde_json::Value::as_str))
+        .unwrap_or("?");
     let _ = writeln!(
         t,
-        "{line}\n {:<20} {:>10} {:>12}  {:<26}\n{line}",
+        "{line}\n gda shmem perf: PE 0 to PE 1 over {over}\n{line}\n {:<20} {:>10} {:>12}  {:<26}\n{line}",
         "test", "iters", "value", "unit"
     );
     for r in rows.iter().filter(|r| r["test"] != "size_sweep") {
@@ -454,4 +470,18 @@ fn perf<P: gda_hal::Provider>(pe: &Pe<P>, iters: u64) -> Result<Vec<serde_json::
     pe.free(big)?;
     pe.free(small)?;
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    /// The perf table says which transport its rows measured (issue 45: it did not).
+    #[test]
+    fn the_perf_table_names_its_transport() {
+        let rows = [serde_json::json!({
+            "test": "put8_rate", "transport": "Rdma", "iters": 1, "mops": 2.0
+        })];
+        let t = super::perf_table(&rows);
+        assert!(t.contains("PE 0 to PE 1 over Rdma"), "{t}");
+        assert!(t.contains("put8_rate"), "{t}");
+    }
 }

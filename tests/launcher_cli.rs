@@ -201,8 +201,15 @@ fn gda_perf_checks_every_argument_before_printing() {
     let o = gda(&["perf", "write", "--device", "gda_nope_0"]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
-    assert!(o.stdout.is_empty(), "printed before the device error: {:?}", o.stdout);
-    assert!(err.contains("gda_nope_0") || err.contains("--device"), "{err}");
+    assert!(
+        o.stdout.is_empty(),
+        "printed before the device error: {:?}",
+        o.stdout
+    );
+    assert!(
+        err.contains("gda_nope_0") || err.contains("--device"),
+        "{err}"
+    );
 }
 
 #[test]

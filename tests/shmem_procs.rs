@@ -30,6 +30,35 @@ fn ok(o: &Output, n: u32, transport: &str) {
     let lines: Vec<&str> = out.lines().filter(|l| l.contains(": ok, ")).collect();
     assert_eq!(lines.len(), n as usize, "{out}");
     assert!(out.contains(&format!("over {transport}")), "{out}");
+    // Every PE names its routes to the others, none the route to itself (issue 45: PE 1 said
+    // "over Local" among PEs that said "over Rdma").
+    if n > 1 {
+        assert!(lines.iter().all(|l| !l.contains("over Local")), "{out}");
+    }
+}
+
+/// The ring example, run as a user would (`cargo run --example shmem_ring -- 3`): the token's
+/// sum is printed with its real terms (issue 45: it printed "1 + 1 + 2 + … + 2").
+#[test]
+fn the_ring_example_prints_its_token_sum() {
+    let exe = std::env::current_exe().unwrap();
+    let profile = exe.parent().and_then(std::path::Path::parent).unwrap();
+    let ring = profile.join("examples/shmem_ring");
+    if !ring.exists() {
+        eprintln!("SKIPPED: {} not built", ring.display());
+        return;
+    }
+    let o = Command::new(&ring).arg("3").output().unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        out.contains("token came back as 4 (1 + 1 + 2 = 4)"),
+        "{out}"
+    );
 }
 
 fn no_shm_left(job: &str) {
@@ -213,7 +242,8 @@ fn mixed_processes() {
             "mlx5",
         ],
     );
-    ok(&o, 4, "Rdma");
+    // Each PE reaches one PE by P2P (same host) and two by RDMA.
+    ok(&o, 4, "P2p+Rdma");
 }
 
 #[test]
