@@ -336,6 +336,67 @@ where
     }
 }
 
+/// [`vars_typed`] for the 16-bit (`short`, `unsigned short`) variables OpenSHMEM 1.5 lists
+/// for the multi-variable tests too, element by element through [`Pe::test_short`] (their
+/// `_any` form as fair as the others').
+///
+/// # Safety
+/// As [`DynPe::test_vars`].
+#[allow(clippy::too_many_arguments)] // the OpenSHMEM routines' parameters
+unsafe fn vars_short<T, P>(
+    pe: &Pe<P>,
+    kind: Multi,
+    ivars: *mut u8,
+    n: usize,
+    skip: &[bool],
+    cmp: Cmp,
+    value: u64,
+    values: *const u8,
+) -> Result<(bool, Vec<usize>)>
+where
+    T: crate::ShortInt,
+    P: gda_hal::Provider,
+{
+    let s = pe.sym_at(ivars.cast_const().cast::<T>(), n)?;
+    let one = T::from_u16(value as u16);
+    let value = |i: usize| {
+        if values.is_null() {
+            one
+        } else {
+            // SAFETY: `values` holds `n` elements of `T` (caller); `i < n`.
+            unsafe { values.cast::<T>().add(i).read_unaligned() }
+        }
+    };
+    let considered: Vec<usize> = (0..n)
+        .filter(|&i| !skip.get(i).copied().unwrap_or(false))
+        .collect();
+    Ok(match kind {
+        Multi::All => {
+            let mut ok = true;
+            for &i in &considered {
+                ok &= pe.test_short(s, i, cmp, value(i))?;
+            }
+            (ok, if ok { considered } else { Vec::new() })
+        }
+        Multi::Any => {
+            let f = pe.fair_any(s, Some(skip), |i| pe.test_short(s, i, cmp, value(i)))?;
+            (
+                f.is_some() || considered.is_empty(),
+                f.into_iter().collect(),
+            )
+        }
+        Multi::Some => {
+            let mut f = Vec::new();
+            for &i in &considered {
+                if pe.test_short(s, i, cmp, value(i))? {
+                    f.push(i);
+                }
+            }
+            (!f.is_empty() || considered.is_empty(), f)
+        }
+    })
+}
+
 fn sync_short<T, P>(pe: &Pe<P>, s: Sym<T>, cmp: Cmp, value: u64, wait: bool) -> Result<bool>
 where
     T: crate::ShortInt,
@@ -558,9 +619,8 @@ impl<P: gda_hal::Provider> DynPe for Pe<P> {
                 SyncTy::I64 => vars_typed::<i64, P>(self, kind, ivars, n, skip, cmp, value, values),
                 SyncTy::U32 => vars_typed::<u32, P>(self, kind, ivars, n, skip, cmp, value, values),
                 SyncTy::U64 => vars_typed::<u64, P>(self, kind, ivars, n, skip, cmp, value, values),
-                SyncTy::I16 | SyncTy::U16 => Err(ShmemError::Invalid(format!(
-                    "the multi-variable waits and tests take 32- and 64-bit variables, not {ty:?}"
-                ))),
+                SyncTy::I16 => vars_short::<i16, P>(self, kind, ivars, n, skip, cmp, value, values),
+                SyncTy::U16 => vars_short::<u16, P>(self, kind, ivars, n, skip, cmp, value, values),
             }
         }
     }

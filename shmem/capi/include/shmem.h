@@ -536,6 +536,8 @@ uint64_t shmem_signal_wait_until(uint64_t *sig_addr, int cmp, uint64_t cmp_value
                                           int cmp, TYPE *cmp_values); \
     size_t shmem_##NAME##_test_some_vector(TYPE *ivars, size_t nelems, size_t *indices, \
                                            const int *status, int cmp, TYPE *cmp_values);
+/* 1.5 lists short and unsigned short for these too. */
+GDA_SHMEM_OLD_SYNC_TYPES(GDA_SHMEM_DECL_MULTI)
 GDA_SHMEM_SYNC_TYPES(GDA_SHMEM_DECL_MULTI)
 
 /* ---- Locks -------------------------------------------------------------------------------- */
@@ -1046,40 +1048,40 @@ struct gda_shmem_no_match;
     _Generic((ivar), GDA_SHMEM_GENERIC_WAIT_TYPES(GDA_SHMEM_G_WAIT) GDA_SHMEM_G_END)((void *)(ivar), cmp_value)
 #define GDA_SHMEM_G_WAIT_UNTIL_ALL(TYPE, NAME) TYPE *: shmem_##NAME##_wait_until_all,
 #define shmem_wait_until_all(ivars, nelems, status, cmp, cmp_value) \
-    _Generic((ivars), GDA_SHMEM_GENERIC_SYNC_TYPES(GDA_SHMEM_G_WAIT_UNTIL_ALL) GDA_SHMEM_G_END)(ivars, nelems, status, cmp, cmp_value)
+    _Generic((ivars), GDA_SHMEM_GENERIC_OLD_SYNC_TYPES(GDA_SHMEM_G_WAIT_UNTIL_ALL) GDA_SHMEM_G_END)(ivars, nelems, status, cmp, cmp_value)
 #define GDA_SHMEM_G_WAIT_UNTIL_ALL_VECTOR(TYPE, NAME) TYPE *: shmem_##NAME##_wait_until_all_vector,
 #define shmem_wait_until_all_vector(ivars, nelems, status, cmp, cmp_values) \
-    _Generic((ivars), GDA_SHMEM_GENERIC_SYNC_TYPES(GDA_SHMEM_G_WAIT_UNTIL_ALL_VECTOR) GDA_SHMEM_G_END)(ivars, nelems, status, cmp, cmp_values)
+    _Generic((ivars), GDA_SHMEM_GENERIC_OLD_SYNC_TYPES(GDA_SHMEM_G_WAIT_UNTIL_ALL_VECTOR) GDA_SHMEM_G_END)(ivars, nelems, status, cmp, cmp_values)
 #define GDA_SHMEM_G_WAIT_UNTIL_ANY(TYPE, NAME) TYPE *: shmem_##NAME##_wait_until_any,
 #define shmem_wait_until_any(ivars, nelems, status, cmp, cmp_value) \
-    _Generic((ivars), GDA_SHMEM_GENERIC_SYNC_TYPES(GDA_SHMEM_G_WAIT_UNTIL_ANY) GDA_SHMEM_G_END)(ivars, nelems, status, cmp, cmp_value)
+    _Generic((ivars), GDA_SHMEM_GENERIC_OLD_SYNC_TYPES(GDA_SHMEM_G_WAIT_UNTIL_ANY) GDA_SHMEM_G_END)(ivars, nelems, status, cmp, cmp_value)
 #define GDA_SHMEM_G_WAIT_UNTIL_ANY_VECTOR(TYPE, NAME) TYPE *: shmem_##NAME##_wait_until_any_vector,
 #define shmem_wait_until_any_vector(ivars, nelems, status, cmp, cmp_values) \
-    _Generic((ivars), GDA_SHMEM_GENERIC_SYNC_TYPES(GDA_SHMEM_G_WAIT_UNTIL_ANY_VECTOR) GDA_SHMEM_G_END)(ivars, nelems, status, cmp, cmp_values)
+    _Generic((ivars), GDA_SHMEM_GENERIC_OLD_SYNC_TYPES(GDA_SHMEM_G_WAIT_UNTIL_ANY_VECTOR) GDA_SHMEM_G_END)(ivars, nelems, status, cmp, cmp_values)
 #define GDA_SHMEM_G_WAIT_UNTIL_SOME(TYPE, NAME) TYPE *: shmem_##NAME##_wait_until_some,
 #define shmem_wait_until_some(ivars, nelems, indices, status, cmp, cmp_value) \
-    _Generic((ivars), GDA_SHMEM_GENERIC_SYNC_TYPES(GDA_SHMEM_G_WAIT_UNTIL_SOME) GDA_SHMEM_G_END)(ivars, nelems, indices, status, cmp, cmp_value)
+    _Generic((ivars), GDA_SHMEM_GENERIC_OLD_SYNC_TYPES(GDA_SHMEM_G_WAIT_UNTIL_SOME) GDA_SHMEM_G_END)(ivars, nelems, indices, status, cmp, cmp_value)
 #define GDA_SHMEM_G_WAIT_UNTIL_SOME_VECTOR(TYPE, NAME) TYPE *: shmem_##NAME##_wait_until_some_vector,
 #define shmem_wait_until_some_vector(ivars, nelems, indices, status, cmp, cmp_values) \
-    _Generic((ivars), GDA_SHMEM_GENERIC_SYNC_TYPES(GDA_SHMEM_G_WAIT_UNTIL_SOME_VECTOR) GDA_SHMEM_G_END)(ivars, nelems, indices, status, cmp, cmp_values)
+    _Generic((ivars), GDA_SHMEM_GENERIC_OLD_SYNC_TYPES(GDA_SHMEM_G_WAIT_UNTIL_SOME_VECTOR) GDA_SHMEM_G_END)(ivars, nelems, indices, status, cmp, cmp_values)
 #define GDA_SHMEM_G_TEST_ALL(TYPE, NAME) TYPE *: shmem_##NAME##_test_all,
 #define shmem_test_all(ivars, nelems, status, cmp, cmp_value) \
-    _Generic((ivars), GDA_SHMEM_GENERIC_SYNC_TYPES(GDA_SHMEM_G_TEST_ALL) GDA_SHMEM_G_END)(ivars, nelems, status, cmp, cmp_value)
+    _Generic((ivars), GDA_SHMEM_GENERIC_OLD_SYNC_TYPES(GDA_SHMEM_G_TEST_ALL) GDA_SHMEM_G_END)(ivars, nelems, status, cmp, cmp_value)
 #define GDA_SHMEM_G_TEST_ALL_VECTOR(TYPE, NAME) TYPE *: shmem_##NAME##_test_all_vector,
 #define shmem_test_all_vector(ivars, nelems, status, cmp, cmp_values) \
-    _Generic((ivars), GDA_SHMEM_GENERIC_SYNC_TYPES(GDA_SHMEM_G_TEST_ALL_VECTOR) GDA_SHMEM_G_END)(ivars, nelems, status, cmp, cmp_values)
+    _Generic((ivars), GDA_SHMEM_GENERIC_OLD_SYNC_TYPES(GDA_SHMEM_G_TEST_ALL_VECTOR) GDA_SHMEM_G_END)(ivars, nelems, status, cmp, cmp_values)
 #define GDA_SHMEM_G_TEST_ANY(TYPE, NAME) TYPE *: shmem_##NAME##_test_any,
 #define shmem_test_any(ivars, nelems, status, cmp, cmp_value) \
-    _Generic((ivars), GDA_SHMEM_GENERIC_SYNC_TYPES(GDA_SHMEM_G_TEST_ANY) GDA_SHMEM_G_END)(ivars, nelems, status, cmp, cmp_value)
+    _Generic((ivars), GDA_SHMEM_GENERIC_OLD_SYNC_TYPES(GDA_SHMEM_G_TEST_ANY) GDA_SHMEM_G_END)(ivars, nelems, status, cmp, cmp_value)
 #define GDA_SHMEM_G_TEST_ANY_VECTOR(TYPE, NAME) TYPE *: shmem_##NAME##_test_any_vector,
 #define shmem_test_any_vector(ivars, nelems, status, cmp, cmp_values) \
-    _Generic((ivars), GDA_SHMEM_GENERIC_SYNC_TYPES(GDA_SHMEM_G_TEST_ANY_VECTOR) GDA_SHMEM_G_END)(ivars, nelems, status, cmp, cmp_values)
+    _Generic((ivars), GDA_SHMEM_GENERIC_OLD_SYNC_TYPES(GDA_SHMEM_G_TEST_ANY_VECTOR) GDA_SHMEM_G_END)(ivars, nelems, status, cmp, cmp_values)
 #define GDA_SHMEM_G_TEST_SOME(TYPE, NAME) TYPE *: shmem_##NAME##_test_some,
 #define shmem_test_some(ivars, nelems, indices, status, cmp, cmp_value) \
-    _Generic((ivars), GDA_SHMEM_GENERIC_SYNC_TYPES(GDA_SHMEM_G_TEST_SOME) GDA_SHMEM_G_END)(ivars, nelems, indices, status, cmp, cmp_value)
+    _Generic((ivars), GDA_SHMEM_GENERIC_OLD_SYNC_TYPES(GDA_SHMEM_G_TEST_SOME) GDA_SHMEM_G_END)(ivars, nelems, indices, status, cmp, cmp_value)
 #define GDA_SHMEM_G_TEST_SOME_VECTOR(TYPE, NAME) TYPE *: shmem_##NAME##_test_some_vector,
 #define shmem_test_some_vector(ivars, nelems, indices, status, cmp, cmp_values) \
-    _Generic((ivars), GDA_SHMEM_GENERIC_SYNC_TYPES(GDA_SHMEM_G_TEST_SOME_VECTOR) GDA_SHMEM_G_END)(ivars, nelems, indices, status, cmp, cmp_values)
+    _Generic((ivars), GDA_SHMEM_GENERIC_OLD_SYNC_TYPES(GDA_SHMEM_G_TEST_SOME_VECTOR) GDA_SHMEM_G_END)(ivars, nelems, indices, status, cmp, cmp_values)
 
 #endif
 

@@ -382,9 +382,9 @@ macro_rules! multis {
     )* } };
 }
 
-use std::ffi::{c_longlong, c_uint, c_ulong, c_ulonglong};
+use std::ffi::{c_longlong, c_short, c_uint, c_ulong, c_ulonglong, c_ushort};
 multis!(
-    int: c_int, long: c_long, longlong: c_longlong, uint: c_uint, ulong: c_ulong,
+    short: c_short, ushort: c_ushort, int: c_int, long: c_long, longlong: c_longlong, uint: c_uint, ulong: c_ulong,
     ulonglong: c_ulonglong, int32: i32, int64: i64, uint32: u32, uint64: u64, size: usize,
     ptrdiff: isize,
 );

@@ -278,9 +278,20 @@ impl<P: Provider> Pe<P> {
         cmp: Cmp,
         value: impl Fn(usize) -> T,
     ) -> Result<Option<usize>> {
+        self.fair_any(ivars, status, |i| self.test(ivars, i, cmp, value(i)))
+    }
+
+    /// The `_any` scan of `ivars` through `holds(i)` (any element type): considered elements
+    /// from the one after the index the last call on this array returned, round to it.
+    pub(crate) fn fair_any<T>(
+        &self,
+        ivars: Sym<T>,
+        status: Option<&[bool]>,
+        mut holds: impl FnMut(usize) -> Result<bool>,
+    ) -> Result<Option<usize>> {
         /// Arrays whose next start is remembered (each one entry); past it, all are forgotten.
         const ARRAYS_KEPT: usize = 256;
-        let n = ivars.len();
+        let n = ivars.len;
         if n == 0 {
             return Ok(None);
         }
@@ -291,7 +302,7 @@ impl<P: Provider> Pe<P> {
             if status.is_some_and(|s| s.get(i).copied().unwrap_or(false)) {
                 continue;
             }
-            if self.test(ivars, i, cmp, value(i))? {
+            if holds(i)? {
                 let mut next = self.any_next.borrow_mut();
                 if next.len() >= ARRAYS_KEPT && !next.contains_key(&key) {
                     next.clear();

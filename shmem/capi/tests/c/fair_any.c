@@ -12,6 +12,8 @@
 
 static long lv[N];
 static int iv[N];
+static short sv[N];
+static unsigned short uv[N];
 
 /* Records index `i` (which must be a real element), counted in `seen`. */
 static void saw(size_t i, int seen[N]) {
@@ -35,6 +37,8 @@ int main(void) {
     for (int i = 0; i < N; i++) {
         lv[i] = 1;
         iv[i] = 1;
+        sv[i] = 1;
+        uv[i] = 1;
     }
     shmem_barrier_all();
     long cmps[N] = {1, 1, 1, 1};
@@ -63,6 +67,20 @@ int main(void) {
     memset(seen, 0, sizeof seen);
     for (int k = 0; k < CALLS; k++) saw(shmem_test_any(iv, N, NULL, SHMEM_CMP_EQ, 1), seen);
     every(seen, NULL);
+
+    /* 16-bit arrays (1.5 lists short and unsigned short for these too), generic forms. */
+    memset(seen, 0, sizeof seen);
+    for (int k = 0; k < CALLS; k++) saw(shmem_test_any(sv, N, NULL, SHMEM_CMP_EQ, (short)1), seen);
+    every(seen, NULL);
+    memset(seen, 0, sizeof seen);
+    unsigned short ucmps[N] = {1, 1, 1, 1};
+    for (int k = 0; k < CALLS; k++)
+        saw(shmem_wait_until_any_vector(uv, N, NULL, SHMEM_CMP_EQ, ucmps), seen);
+    every(seen, NULL);
+    CHECK(shmem_short_test_all(sv, N, NULL, SHMEM_CMP_EQ, 1) == 1);
+    size_t ix[N];
+    CHECK(shmem_ushort_test_some(uv, N, ix, NULL, SHMEM_CMP_EQ, 1) == N);
+    CHECK(shmem_short_test_all(sv, N, NULL, SHMEM_CMP_EQ, 2) == 0);
 
     /* A status that leaves out element 2: the other three come round, 2 never. */
     const int status[N] = {0, 0, 1, 0};

@@ -98,6 +98,13 @@ void shmem_gda_missing_routine(void);
     R(shmem_##N##_test_all) R(shmem_##N##_test_any) R(shmem_##N##_test_some) \
     R(shmem_##N##_test_all_vector) R(shmem_##N##_test_any_vector) \
     R(shmem_##N##_test_some_vector)
+#define MULTI(N) \
+    R(shmem_##N##_wait_until_all) R(shmem_##N##_wait_until_any) \
+    R(shmem_##N##_wait_until_some) R(shmem_##N##_wait_until_all_vector) \
+    R(shmem_##N##_wait_until_any_vector) R(shmem_##N##_wait_until_some_vector) \
+    R(shmem_##N##_test_all) R(shmem_##N##_test_any) R(shmem_##N##_test_some) \
+    R(shmem_##N##_test_all_vector) R(shmem_##N##_test_any_vector) \
+    R(shmem_##N##_test_some_vector)
 #define AND_RED(N) R(shmem_##N##_and_reduce) R(shmem_##N##_or_reduce) R(shmem_##N##_xor_reduce)
 #define ORD_RED(N) R(shmem_##N##_max_reduce) R(shmem_##N##_min_reduce)
 #define ARITH_RED(N) R(shmem_##N##_sum_reduce) R(shmem_##N##_prod_reduce)
@@ -153,6 +160,8 @@ static const routine_t routines[] = {
     OLD_AMO_TYPES(OLD_AMO) OLD_EXT_AMO_TYPES(OLD_EXT_AMO) R(shmem_swap)
     R(shmem_short_wait_until) R(shmem_short_test) R(shmem_short_wait)
     R(shmem_ushort_wait_until) R(shmem_ushort_test) R(shmem_wait_until) R(shmem_wait)
+    /* The multi-variable waits and tests of short and unsigned short (1.5 lists them). */
+    MULTI(short) MULTI(ushort)
 #ifdef SPEC_LINK_MISSING
     R(shmem_gda_missing_routine)
 #endif
