@@ -557,6 +557,90 @@ fn gdacc_takes_odd_paths_compiler_commands_and_quotes() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A C++ program gets the complex reductions and C's `creal`/`cimag` (issue 45): `shmem.h`
+/// declares them for C++ (GNU `__complex__`, and `std::complex` overloads), and `gdacc` leaves
+/// the standard to the user, defaulting to g++'s own GNU dialect (it forced `-std=c++17`, under
+/// which `<complex.h>` has no `creal`). Built with no `-std` and run on 2 PEs, values checked;
+/// the header alone also compiles under a strict `-std=c++17 -Wpedantic -Werror`.
+#[test]
+fn a_cxx_program_gets_the_complex_reductions() {
+    let dir = std::env::temp_dir().join(format!("gda-cxx-complex-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let src = dir.join("x.cc");
+    std::fs::write(
+        &src,
+        r#"#include <shmem.h>
+#include <complex.h>
+#include <complex>
+#include <cstdio>
+static double _Complex dsrc, ddst;
+static std::complex<float> fsrc[2], fdst[2];
+int main() {
+    shmem_init();
+    int me = shmem_my_pe();
+    dsrc = (me + 1) + 2.0 * I;
+    fsrc[0] = std::complex<float>(me + 1, 0);
+    fsrc[1] = std::complex<float>(0, 1);
+    shmem_barrier_all();
+    shmem_complexd_sum_reduce(SHMEM_TEAM_WORLD, &ddst, &dsrc, 1);
+    shmem_complexf_prod_reduce(SHMEM_TEAM_WORLD, fdst, fsrc, 2);
+    std::printf("PE %d: sum %g%+gi prod %g%+gi %g%+gi\n", me, creal(ddst), cimag(ddst),
+                fdst[0].real(), fdst[0].imag(), fdst[1].real(), fdst[1].imag());
+    shmem_finalize();
+    return 0;
+}
+"#,
+    )
+    .unwrap();
+    let exe = dir.join("x");
+    let o = Command::new(env!("CARGO_BIN_EXE_gdacc"))
+        .arg(&src)
+        .arg("-o")
+        .arg(&exe)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = gdarun(2, &exe, &[], &[]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    // (1+2i)+(2+2i); 1*2 and i*i.
+    assert_eq!(out.matches("sum 3+4i prod 2+0i -1+0i").count(), 2, "{out}");
+    let strict = dir.join("y.cc");
+    std::fs::write(
+        &strict,
+        "#include <shmem.h>\nint main() { std::complex<double> a, b; \
+         return shmem_complexd_sum_reduce(SHMEM_TEAM_WORLD, &a, &b, 1); }\n",
+    )
+    .unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_gdacc"))
+        .args(["-std=c++17", "-Wall", "-Wpedantic", "-Werror", "-c"])
+        .arg(&strict)
+        .arg("-o")
+        .arg(dir.join("y.o"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let show = |args: &[&str]| {
+        let o = Command::new(env!("CARGO_BIN_EXE_gdacc"))
+            .arg("--showme")
+            .args(args)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    assert!(show(&["x.cc"]).contains("-std=gnu++17"));
+    let mine = show(&["-std=c++20", "x.cc"]);
+    assert!(
+        mine.contains("-std=c++20") && !mine.contains("gnu++17"),
+        "{mine}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn gdacc_and_pkg_config_give_working_flags() {
     let show = Command::new(env!("CARGO_BIN_EXE_gdacc"))

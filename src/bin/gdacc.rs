@@ -10,8 +10,9 @@
 //! `-Xlinker` so a directory with a comma in its name stays one path.
 //! A C++ source (`.cpp`, `.cc`, `.cxx`), or a kernel source written for a GPU compiler (`.hip`,
 //! `.cu`, compiled as C++: the device API's `GDA_LAUNCH` runs its kernels on CPU threads), is
-//! compiled with `$CXX` (default `c++`) and `-std=c++17` unless the command names a standard,
-//! and linked with the threads library.
+//! compiled with `$CXX` (default `c++`) and `-std=gnu++17` unless the command names a standard
+//! (`-std=`, `--std=`, `-ansi`: the user's flags decide; the GNU dialect is g++'s own default,
+//! under which `<complex.h>` declares `creal`/`cimag`), and linked with the threads library.
 //! Both are found beside this executable (`target/<profile>/gda-include`,
 //! `target/<profile>/libgdashmem.so`), where `cargo build --features capi` puts them.
 
@@ -114,8 +115,11 @@ fn main() -> ExitCode {
     }
     let cc = cmd[0].clone();
     cmd.extend(compile);
-    if cxx && !args.iter().any(|a| a.starts_with("-std=")) {
-        cmd.push("-std=c++17".into());
+    let names_a_standard = |a: &String| {
+        a.starts_with("-std=") || a.starts_with("--std=") || a == "--std" || a == "-ansi"
+    };
+    if cxx && !args.iter().any(names_a_standard) {
+        cmd.push("-std=gnu++17".into());
     }
     if gpu_source {
         cmd.extend(["-x".to_string(), "c++".to_string()]);

@@ -19,6 +19,23 @@
 #include <string.h>
 
 #ifdef __cplusplus
+#include <complex> /* the std::complex forms of the complex reductions, below */
+#endif
+
+/* The complex element types: C's `float _Complex`; in C++ (which has no `_Complex`) the GNU
+ * `__complex__ float` g++ and clang++ take in every mode, of the same layout (as is
+ * `std::complex<float>`, whose overloads follow the C declarations). */
+#if defined(__cplusplus) && defined(__GNUC__)
+#define GDA_SHMEM_COMPLEXF __complex__ float
+#define GDA_SHMEM_COMPLEXD __complex__ double
+#define GDA_SHMEM_HAS_COMPLEX 1
+#elif !defined(__cplusplus)
+#define GDA_SHMEM_COMPLEXF float _Complex
+#define GDA_SHMEM_COMPLEXD double _Complex
+#define GDA_SHMEM_HAS_COMPLEX 1
+#endif
+
+#ifdef __cplusplus
 extern "C" {
 #endif
 
@@ -611,11 +628,11 @@ GDA_SHMEM_ORDERED_RED_TYPES(GDA_SHMEM_DECL_REDUCE, max)
 GDA_SHMEM_ORDERED_RED_TYPES(GDA_SHMEM_DECL_REDUCE, min)
 GDA_SHMEM_ORDERED_RED_TYPES(GDA_SHMEM_DECL_REDUCE, sum)
 GDA_SHMEM_ORDERED_RED_TYPES(GDA_SHMEM_DECL_REDUCE, prod)
-#ifndef __cplusplus
-GDA_SHMEM_DECL_REDUCE(float _Complex, complexf, sum)
-GDA_SHMEM_DECL_REDUCE(float _Complex, complexf, prod)
-GDA_SHMEM_DECL_REDUCE(double _Complex, complexd, sum)
-GDA_SHMEM_DECL_REDUCE(double _Complex, complexd, prod)
+#ifdef GDA_SHMEM_HAS_COMPLEX
+GDA_SHMEM_DECL_REDUCE(GDA_SHMEM_COMPLEXF, complexf, sum)
+GDA_SHMEM_DECL_REDUCE(GDA_SHMEM_COMPLEXF, complexf, prod)
+GDA_SHMEM_DECL_REDUCE(GDA_SHMEM_COMPLEXD, complexd, sum)
+GDA_SHMEM_DECL_REDUCE(GDA_SHMEM_COMPLEXD, complexd, prod)
 #endif
 
 /* ---- Collectives (active sets with pSync; the 1.4 names) ---------------------------------- */
@@ -659,11 +676,11 @@ GDA_SHMEM_FLOAT_TO_ALL(max)
 GDA_SHMEM_FLOAT_TO_ALL(min)
 GDA_SHMEM_FLOAT_TO_ALL(sum)
 GDA_SHMEM_FLOAT_TO_ALL(prod)
-#ifndef __cplusplus
-GDA_SHMEM_DECL_TO_ALL(float _Complex, complexf, sum)
-GDA_SHMEM_DECL_TO_ALL(float _Complex, complexf, prod)
-GDA_SHMEM_DECL_TO_ALL(double _Complex, complexd, sum)
-GDA_SHMEM_DECL_TO_ALL(double _Complex, complexd, prod)
+#ifdef GDA_SHMEM_HAS_COMPLEX
+GDA_SHMEM_DECL_TO_ALL(GDA_SHMEM_COMPLEXF, complexf, sum)
+GDA_SHMEM_DECL_TO_ALL(GDA_SHMEM_COMPLEXF, complexf, prod)
+GDA_SHMEM_DECL_TO_ALL(GDA_SHMEM_COMPLEXD, complexd, sum)
+GDA_SHMEM_DECL_TO_ALL(GDA_SHMEM_COMPLEXD, complexd, prod)
 #endif
 
 /* long double reductions: gathered with shmem_getmem and combined here, in C (the library is
@@ -1087,6 +1104,29 @@ struct gda_shmem_no_match;
 
 #ifdef __cplusplus
 }
+
+#ifdef GDA_SHMEM_HAS_COMPLEX
+/* The complex reductions on std::complex (same layout as the C types), as C++ programs
+ * written for other OpenSHMEM libraries call them. */
+#define GDA_SHMEM_CXX_COMPLEX(T, C, NAME, OP) \
+    inline int shmem_##NAME##_##OP##_reduce(shmem_team_t team, std::complex<T> *dest, \
+                                            const std::complex<T> *source, size_t nreduce) { \
+        return shmem_##NAME##_##OP##_reduce(team, reinterpret_cast<C *>(dest), \
+                                            reinterpret_cast<const C *>(source), nreduce); \
+    } \
+    inline void shmem_##NAME##_##OP##_to_all(std::complex<T> *dest, const std::complex<T> *source, \
+                                             int nreduce, int PE_start, int logPE_stride, \
+                                             int PE_size, std::complex<T> *pWrk, long *pSync) { \
+        shmem_##NAME##_##OP##_to_all(reinterpret_cast<C *>(dest), reinterpret_cast<const C *>(source), \
+                                     nreduce, PE_start, logPE_stride, PE_size, \
+                                     reinterpret_cast<C *>(pWrk), pSync); \
+    }
+GDA_SHMEM_CXX_COMPLEX(float, GDA_SHMEM_COMPLEXF, complexf, sum)
+GDA_SHMEM_CXX_COMPLEX(float, GDA_SHMEM_COMPLEXF, complexf, prod)
+GDA_SHMEM_CXX_COMPLEX(double, GDA_SHMEM_COMPLEXD, complexd, sum)
+GDA_SHMEM_CXX_COMPLEX(double, GDA_SHMEM_COMPLEXD, complexd, prod)
+#undef GDA_SHMEM_CXX_COMPLEX
+#endif
 #endif
 
 #endif /* GDA_SHMEM_H */
