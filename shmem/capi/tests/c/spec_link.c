@@ -90,14 +90,7 @@ void shmem_gda_missing_routine(void);
     R(shmem_ctx_##N##_atomic_fetch_xor) R(shmem_ctx_##N##_atomic_xor) \
     R(shmem_ctx_##N##_atomic_fetch_and_nbi) R(shmem_ctx_##N##_atomic_fetch_or_nbi) \
     R(shmem_ctx_##N##_atomic_fetch_xor_nbi)
-#define SYNC(N) \
-    R(shmem_##N##_wait_until) R(shmem_##N##_test) R(shmem_##N##_wait) \
-    R(shmem_##N##_wait_until_all) R(shmem_##N##_wait_until_any) \
-    R(shmem_##N##_wait_until_some) R(shmem_##N##_wait_until_all_vector) \
-    R(shmem_##N##_wait_until_any_vector) R(shmem_##N##_wait_until_some_vector) \
-    R(shmem_##N##_test_all) R(shmem_##N##_test_any) R(shmem_##N##_test_some) \
-    R(shmem_##N##_test_all_vector) R(shmem_##N##_test_any_vector) \
-    R(shmem_##N##_test_some_vector)
+#define SYNC(N) R(shmem_##N##_wait_until) R(shmem_##N##_test) R(shmem_##N##_wait) MULTI(N)
 #define MULTI(N) \
     R(shmem_##N##_wait_until_all) R(shmem_##N##_wait_until_any) \
     R(shmem_##N##_wait_until_some) R(shmem_##N##_wait_until_all_vector) \
