@@ -450,9 +450,7 @@ impl Drop for Qp {
         // snapshot is the only other lasting owner (peers hold weak references; a pass that a
         // program thread runs holds it for that pass); it lets go at its next scan, which the
         // epoch above forces. Bounded: a stuck engine leaks the rings instead.
-        let on_engine = std::thread::current()
-            .name()
-            .is_some_and(|n| n.starts_with("gda-sim-"));
+        let on_engine = crate::shared::on_engine_thread();
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
         while !on_engine
             && Arc::strong_count(&self.inner) > 1

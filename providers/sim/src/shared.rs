@@ -30,10 +30,15 @@ pub(crate) const PLACEMENT_WAIT: Duration = Duration::from_secs(1);
 /// all) on an engine thread, which must not stall its fabric (the placements it does not wait
 /// for are abandoned), else [`PLACEMENT_WAIT`] from now.
 pub(crate) fn withdrawal_deadline() -> Option<Instant> {
-    let on_engine = std::thread::current()
+    (!on_engine_thread()).then(|| Instant::now() + PLACEMENT_WAIT)
+}
+
+/// Whether this thread is a fabric's engine thread (named `gda-sim-…`), which must never wait
+/// on itself or stall its fabric.
+pub(crate) fn on_engine_thread() -> bool {
+    std::thread::current()
         .name()
-        .is_some_and(|n| n.starts_with("gda-sim-"));
-    (!on_engine).then(|| Instant::now() + PLACEMENT_WAIT)
+        .is_some_and(|n| n.starts_with("gda-sim-"))
 }
 
 /// A grant handed out, as its responder keeps it: something to close once.

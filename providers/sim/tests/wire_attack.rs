@@ -1232,12 +1232,9 @@ fn child_figures<const N: usize>(role: &str, keys: [&str; N]) -> [u64; N] {
     })
 }
 
+/// Peak resident memory of this process, kB.
 fn vm_hwm_kb() -> u64 {
-    let s = std::fs::read_to_string("/proc/self/status").unwrap();
-    s.lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap()
+    status_kb("VmHWM:")
 }
 
 /// Connections past the cap are refused at once; those under it that never say hello are
@@ -1592,10 +1589,16 @@ fn child(role: &str) -> std::process::Child {
         .unwrap()
 }
 
+/// Peak virtual size of this process, kB.
 fn vm_peak_kb() -> u64 {
+    status_kb("VmPeak:")
+}
+
+/// A `kB` figure of `/proc/self/status`.
+fn status_kb(field: &str) -> u64 {
     let s = std::fs::read_to_string("/proc/self/status").unwrap();
     s.lines()
-        .find_map(|l| l.strip_prefix("VmPeak:"))
+        .find_map(|l| l.strip_prefix(field))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         .unwrap()
 }

@@ -125,17 +125,24 @@ pub unsafe extern "C" fn shmem_team_create_ctx(
     unsafe { create("shmem_team_create_ctx", team as usize, ctx) }
 }
 
+/// Whether `ctx` is `SHMEM_CTX_INVALID` (what `shmem_team_create_ctx` gives PEs outside the
+/// team), on which `shmem_ctx_quiet`, `_fence` and `_destroy` do nothing (1.5; the
+/// specification's team-context example relies on it) — once the library is initialised.
+fn invalid(routine: &str, ctx: *mut c_void) -> bool {
+    if ctx.is_null() {
+        pe(routine);
+    }
+    ctx.is_null()
+}
+
 /// `shmem_ctx_destroy`: quiets and releases a created context.
 #[unsafe(no_mangle)]
 pub extern "C" fn shmem_ctx_destroy(ctx: *mut c_void) {
     let r = "shmem_ctx_destroy";
-    let k = ctx as usize;
-    if k == 0 {
-        // SHMEM_CTX_INVALID (what shmem_team_create_ctx gives PEs outside the team): no
-        // operation (1.5), after the check that the library is initialised.
-        pe(r);
+    if invalid(r, ctx) {
         return;
     }
+    let k = ctx as usize;
     if k == 1 {
         fatal(r, "SHMEM_CTX_DEFAULT cannot be destroyed");
     }
@@ -178,9 +185,7 @@ pub unsafe extern "C" fn shmem_ctx_get_team(ctx: *mut c_void, team: *mut *mut c_
 /// `shmem_ctx_fence`.
 #[unsafe(no_mangle)]
 pub extern "C" fn shmem_ctx_fence(ctx: *mut c_void) {
-    if ctx.is_null() {
-        // SHMEM_CTX_INVALID: no operation (1.5; the spec's team-context example relies on it).
-        pe("shmem_ctx_fence");
+    if invalid("shmem_ctx_fence", ctx) {
         return;
     }
     ctx_ok("shmem_ctx_fence", ctx);
@@ -190,9 +195,7 @@ pub extern "C" fn shmem_ctx_fence(ctx: *mut c_void) {
 /// `shmem_ctx_quiet`.
 #[unsafe(no_mangle)]
 pub extern "C" fn shmem_ctx_quiet(ctx: *mut c_void) {
-    if ctx.is_null() {
-        // SHMEM_CTX_INVALID: no operation (1.5; the spec's team-context example relies on it).
-        pe("shmem_ctx_quiet");
+    if invalid("shmem_ctx_quiet", ctx) {
         return;
     }
     ctx_ok("shmem_ctx_quiet", ctx);

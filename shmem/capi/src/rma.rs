@@ -7,7 +7,7 @@
 
 use std::ffi::{c_int, c_void};
 
-use crate::state::{check, fatal, local_buffer, pe, pe as pe_of, target};
+use crate::state::{check, fatal, local_buffer, pe, target};
 
 /// `len` bytes from local `src` to symmetric `dst` on `target`.
 ///
@@ -112,7 +112,7 @@ pub(crate) unsafe fn strided(
     src_s: isize,
     n: usize,
     size: usize,
-    pe: c_int,
+    to: c_int,
 ) {
     let (ds, ss) = (stride(routine, dst_s), stride(routine, src_s));
     // Offsets in bytes of element `k` on each side, overflow-checked.
@@ -139,9 +139,9 @@ pub(crate) unsafe fn strided(
         );
     }
     local_buffer(routine, local, local_span, what);
-    target(routine, pe);
+    target(routine, to);
     {
-        let a = pe_of(routine);
+        let a = pe(routine);
         check(routine, a.sym_range(sym, sym_span));
         // The local range: this PE's symmetric memory is mapped read-write; anything else is
         // looked up in the process's mappings.
@@ -170,9 +170,9 @@ pub(crate) unsafe fn strided(
         let (d, s) = (dst.wrapping_add(at(k, ds)), src.wrapping_add(at(k, ss)));
         match dir {
             // SAFETY: element `k` of the caller's strided source.
-            Dir::Put => unsafe { put(routine, d, s, size, pe, false) },
+            Dir::Put => unsafe { put(routine, d, s, size, to, false) },
             // SAFETY: element `k` of the caller's strided destination.
-            Dir::Get => unsafe { get(routine, d, s, size, pe) },
+            Dir::Get => unsafe { get(routine, d, s, size, to) },
         }
     }
 }

@@ -452,31 +452,9 @@ fn place(
         conn.forget_grant((qp.nic.id, qp.qpn, op.remote.rkey), &grant);
         return None;
     }
-    // Decided after the copy too: a gate its responder closed without waiting for this
-    // placement to end (`ABANDONED`: it gave up waiting, the QP left service on its engine
-    // thread, the memory went back to the program) means the bytes may not have reached the
-    // responder's memory, or reached it after its QP left service — an error, as from a peer
-    // that went away, never success. (Closed while it waits for this one, 0, is fine: the
-    // responder goes on only once this placement is counted out.)
-    let abandoned = || {
-        // ORDERING: SeqCst pairs with `Conn::close_gate`'s store of `ABANDONED`.
-        let s = gate.state.load(Ordering::SeqCst);
-        s != grant.value && s != 0
-    };
-    let fail = |qp: &QpInner| {
-        conn.forget_grant((qp.nic.id, qp.qpn, op.remote.rkey), &grant);
-        qp.set_error();
-        Step::Complete(
-            Cpl {
-                status: WcStatus::RetryExcErr,
-                ..c
-            },
-            op.units,
-            true,
-        )
-    };
     let n = len as usize;
-    let step = match need {
+    // The copy; an atomic's original value.
+    let old = match need {
         Right::Write => {
             match op.inline.as_deref().filter(|d| !d.is_empty()) {
                 // SAFETY: `at` has `n` bytes of the granted region (checked by `Grant::at`), a
@@ -489,37 +467,51 @@ fn place(
                 }
             }
             mmio::dma_publish();
-            if abandoned() {
-                drop(out);
-                return Some(fail(qp));
-            }
-            Step::Complete(c, op.units, false)
+            None
         }
         Right::Read => {
             // SAFETY: `at` has `n` readable bytes of the granted region (checked).
             unsafe { land_read(&qp.nic, qp.pd, &op.sges, &[(at.cast_const(), n)]) }.ok()?;
             mmio::dma_publish();
-            if abandoned() {
-                drop(out);
-                return Some(fail(qp));
-            }
-            let mut c = c;
-            c.byte_len = n as u32;
-            Step::Complete(c, op.units, false)
+            None
         }
         Right::Atomic => {
             let (aop, width) = op.atomic?;
             // SAFETY: `at` is an aligned operand of `width` bytes of the granted region
             // (checked), updated only atomically, by every process that reaches it.
-            let old = unsafe { mmio::dma_atomic_rmw(at as u64, width, |v| aop.apply(v, width)) }?;
-            let gone = abandoned();
-            drop(out);
-            if gone {
-                return Some(fail(qp));
-            }
-            // (`land_atomic` publishes the result before its completion.)
-            land_atomic(qp, ex, op, op.units, c, old)
+            Some(unsafe { mmio::dma_atomic_rmw(at as u64, width, |v| aop.apply(v, width)) }?)
         }
+    };
+    // Decided after the copy too: a gate its responder closed without waiting for this
+    // placement to end (`ABANDONED`: it gave up waiting, the QP left service on its engine
+    // thread, the memory went back to the program) means the bytes may not have reached the
+    // responder's memory, or reached it after its QP left service — an error, as from a peer
+    // that went away, never success. (Closed while it waits for this one, 0, is fine: the
+    // responder goes on only once this placement is counted out.)
+    // ORDERING: SeqCst pairs with `Conn::close_gate`'s store of `ABANDONED`.
+    let after = gate.state.load(Ordering::SeqCst);
+    drop(out);
+    if after != grant.value && after != 0 {
+        conn.forget_grant((qp.nic.id, qp.qpn, op.remote.rkey), &grant);
+        qp.set_error();
+        let c = Cpl {
+            status: WcStatus::RetryExcErr,
+            ..c
+        };
+        return Some(Step::Complete(c, op.units, true));
+    }
+    let step = match old {
+        // (`land_atomic` publishes the result before its completion.)
+        Some(old) => land_atomic(qp, ex, op, op.units, c, old),
+        None if need == Right::Read => Step::Complete(
+            Cpl {
+                byte_len: n as u32,
+                ..c
+            },
+            op.units,
+            false,
+        ),
+        None => Step::Complete(c, op.units, false),
     };
     conn.placed.fetch_add(1, Ordering::Relaxed);
     if !qp.placing.load(Ordering::Relaxed) {

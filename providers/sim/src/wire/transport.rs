@@ -658,27 +658,21 @@ impl Conn {
                     && avail < HEADER_BYTES + body_len + len
                     && req.op != super::ReqOp::WriteRun
                 {
-                    match vet(&req) {
-                        Vet::Buffer => false,
-                        Vet::Refuse(status) => {
-                            taken = Some(Taken {
-                                req,
-                                status,
-                                to: None,
-                                done: 0,
-                            });
-                            true
-                        }
-                        Vet::Stream(mr, qp) => {
-                            taken = Some(Taken {
-                                req,
-                                status: gda_hal::WcStatus::Success as u32,
-                                to: Some((mr, qp)),
-                                done: 0,
-                            });
-                            true
-                        }
-                    }
+                    let (status, to) = match vet(&req) {
+                        Vet::Buffer => (None, None),
+                        Vet::Refuse(status) => (Some(status), None),
+                        Vet::Stream(mr, in_service) => (
+                            Some(gda_hal::WcStatus::Success as u32),
+                            Some((mr, in_service)),
+                        ),
+                    };
+                    taken = status.map(|status| Taken {
+                        req,
+                        status,
+                        to,
+                        done: 0,
+                    });
+                    taken.is_some()
                 } else {
                     false
                 }
@@ -1997,9 +1991,8 @@ impl Wire {
         &self,
         c: &Conn,
         moved: &mut bool,
-        vet: impl FnMut(&Request) -> Vet,
+        mut vet: impl FnMut(&Request) -> Vet,
     ) -> Option<(Request, Option<RingSpan>, Option<u32>)> {
-        let mut vet = vet;
         // The slot table of the previous response (for this scan only: a table forgotten
         // meanwhile takes a late response harmlessly, as one that came just before would).
         let cache = std::cell::RefCell::new(None);
