@@ -10,8 +10,8 @@
 //! a CQE waits at the consumer index.
 
 use std::ffi::{c_int, c_uint, c_void};
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Condvar, Mutex, OnceLock};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::Duration;
 
 use gda_hal::{CqHandle, WcStatus, WorkCompletion};
@@ -21,7 +21,7 @@ use ibverbs_sys as sys;
 use crate::abi::{Errno, Handle, guard, handle, ret_code, ret_ptr};
 use crate::channel::Channel;
 use crate::config::Kind;
-use crate::device::Context;
+use crate::device::{Context, QueuedEvent};
 use crate::pd::Pd;
 use crate::vendor::{ForVendor, Gone, VendorQueue};
 
@@ -94,6 +94,9 @@ pub(crate) struct Cq {
     channel: *const Channel,
     /// The parent domain whose allocator holds the ring (busy while the CQ lives).
     pd: Option<&'static Pd>,
+    /// Whether its overrun may still raise `IBV_EVENT_CQ_ERR` (cleared, under the event
+    /// queue's lock, when it is destroyed).
+    raises: Arc<AtomicBool>,
 }
 
 // SAFETY: the raw pointers are to objects that outlive the CQ (the channel refuses destruction
@@ -281,7 +284,12 @@ pub(crate) fn create(
         users: AtomicU32::new(0),
         channel: ch,
         pd,
+        raises: Arc::new(AtomicBool::new(true)),
     }));
+    // An overrun raises IBV_EVENT_CQ_ERR on the context's async fd (on the engine thread).
+    let (events, raises, me) = (c.events.clone(), cq.raises.clone(), cq.ibv() as usize);
+    cq.sim
+        .on_overrun(move || events.raise(QueuedEvent::CqErr(me), &raises));
     if let Some(p) = pd {
         p.users.fetch_add(1, Ordering::AcqRel);
     }
@@ -401,6 +409,7 @@ pub unsafe extern "C" fn gdav_ibv_destroy_cq(cq: *mut sys::ibv_cq) -> c_int {
                 ));
             }
             disarm(c);
+            c.ctx.events.forget_cq(c.ibv() as usize, &c.raises);
             if let Some(ch) = c.channel_ref() {
                 ch.forget(c.ibv());
                 ch.users.fetch_sub(1, Ordering::AcqRel);

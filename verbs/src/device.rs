@@ -8,9 +8,11 @@
 //! active MTU 4096, the GID table the sim NIC publishes (link-local and IPv4-mapped entries, each
 //! as RoCE v1 and v2), the limits the software NIC enforces.
 
+use std::collections::VecDeque;
 use std::ffi::{CStr, c_char, c_int, c_void};
-use std::sync::OnceLock;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::os::fd::{AsRawFd as _, FromRawFd as _};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use gda_hal::control::{Device as _, DeviceInfo, GidType, PortInfo};
 use gda_sim::{Fabric, FabricConfig, Nic, SimDevice};
@@ -147,6 +149,107 @@ pub(crate) fn device_of(dev: *const sys::ibv_device) -> Result<&'static Device, 
         .ok_or_else(|| Errno::new(libc::ENODEV, "not a device of this library"))
 }
 
+/// A context's asynchronous events: a queue, and an eventfd (semaphore mode) counting what
+/// it holds, which is the context's `async_fd` — blocking, as rdma-core's is, so
+/// `ibv_get_async_event` waits unless the program set `O_NONBLOCK` on it, and `poll` on it
+/// wakes when an event is queued.
+///
+/// The software NIC raises one event: `IBV_EVENT_CQ_ERR`, when a CQ overruns (it found the
+/// CQ full and dropped a completion, as hardware does). It is raised on the engine thread
+/// ([`AsyncEvents::raise`] neither blocks nor allocates beyond the queue's push), and a CQ's
+/// events not yet taken are withdrawn when it is destroyed ([`AsyncEvents::forget_cq`]), so
+/// no event names a CQ that no longer exists. The fd closes when the context and every CQ that
+/// could still raise an event are gone.
+pub(crate) struct AsyncEvents {
+    fd: std::os::fd::OwnedFd,
+    queue: Mutex<VecDeque<QueuedEvent>>,
+}
+
+/// An event waiting to be taken: its type and the object it is about (a pointer the program
+/// holds, as `ibv_async_event.element` carries it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum QueuedEvent {
+    /// `IBV_EVENT_CQ_ERR` on this `ibv_cq`.
+    CqErr(usize),
+}
+
+impl AsyncEvents {
+    /// A new, empty queue on a blocking semaphore eventfd.
+    fn new() -> Result<Self, Errno> {
+        // SAFETY: eventfd with valid flags. Blocking, as rdma-core's async fd is: a program
+        // that wants `ibv_get_async_event` not to block sets O_NONBLOCK on it with fcntl.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_SEMAPHORE) };
+        if fd < 0 {
+            return Err(Errno::new(
+                libc::EMFILE,
+                "no file descriptor for the async events",
+            ));
+        }
+        Ok(Self {
+            // SAFETY: a new fd owned by nothing else.
+            fd: unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) },
+            queue: Mutex::new(VecDeque::new()),
+        })
+    }
+
+    fn raw(&self) -> c_int {
+        self.fd.as_raw_fd()
+    }
+
+    /// Queues `ev` and counts it on the fd (waking a waiter). `alive` is checked under the
+    /// queue's lock, which [`forget_cq`](Self::forget_cq) also takes: an object destroyed
+    /// before the event was queued raises nothing.
+    pub(crate) fn raise(&self, ev: QueuedEvent, alive: &AtomicBool) {
+        let mut q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+        if !alive.load(Ordering::Acquire) {
+            return;
+        }
+        q.push_back(ev);
+        drop(q);
+        let one = 1u64;
+        // SAFETY: writing 8 bytes to our eventfd. It can fail only at a count of 2^64-2,
+        // which a queue in memory cannot reach.
+        unsafe { libc::write(self.raw(), std::ptr::from_ref(&one).cast(), 8) };
+    }
+
+    /// Withdraws the events about CQ `cq` not taken yet and marks it gone (`alive`), so none
+    /// is queued for it later. Their counts stay on the fd; `take` skips a count without an
+    /// event.
+    pub(crate) fn forget_cq(&self, cq: usize, alive: &AtomicBool) {
+        let mut q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+        alive.store(false, Ordering::Release);
+        q.retain(|e| *e != QueuedEvent::CqErr(cq));
+    }
+
+    /// Waits for the next event (unless the fd is non-blocking: then `EAGAIN`).
+    fn take(&self) -> Result<QueuedEvent, c_int> {
+        loop {
+            let mut v = 0u64;
+            // SAFETY: reading 8 bytes from our eventfd into `v`.
+            let n = unsafe { libc::read(self.raw(), std::ptr::from_mut(&mut v).cast(), 8) };
+            if n < 0 {
+                let e = std::io::Error::last_os_error()
+                    .raw_os_error()
+                    .unwrap_or(libc::EIO);
+                if e == libc::EINTR {
+                    continue;
+                }
+                return Err(e);
+            }
+            // A count without an event: withdrawn by a CQ's destruction (or written by
+            // someone else on our fd). Wait for the next.
+            if let Some(ev) = self
+                .queue
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .pop_front()
+            {
+                return Ok(ev);
+            }
+        }
+    }
+}
+
 /// An open device: rdma-core's extended context followed by this library's state.
 #[repr(C)]
 pub(crate) struct Context {
@@ -155,10 +258,8 @@ pub(crate) struct Context {
     magic: u64,
     /// The device.
     pub(crate) dev: &'static Device,
-    /// The async event fd (an eventfd nothing is written to yet: the software NIC raises no
-    /// asynchronous events, so `ibv_get_async_event` blocks, as on a NIC with nothing to
-    /// report, or returns EAGAIN when the program made the fd non-blocking).
-    async_fd: c_int,
+    /// Its asynchronous events and their fd (`context.async_fd`).
+    pub(crate) events: Arc<AsyncEvents>,
     /// Per-context data-path state (QPs by number, for completions).
     pub(crate) dp: ContextQps,
     /// Objects created on this context and not yet destroyed (`ibv_close_device` with
@@ -327,22 +428,14 @@ pub(crate) fn open(
     install: impl FnOnce(&mut VerbsContext),
 ) -> Result<*mut sys::ibv_context, Errno> {
     let d = device_of(dev)?;
-    // SAFETY: eventfd with valid flags. Blocking, as rdma-core's async fd is: a program that
-    // wants `ibv_get_async_event` not to block sets O_NONBLOCK on it with fcntl.
-    let async_fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_SEMAPHORE) };
-    if async_fd < 0 {
-        return Err(Errno::new(
-            libc::EMFILE,
-            "no file descriptor for the async events",
-        ));
-    }
+    let events = Arc::new(AsyncEvents::new()?);
     // SAFETY: VerbsContext is C data (pointers, integers, a pthread mutex): all zeros is valid
     // and means "operation not provided".
     let mut vctx: VerbsContext = unsafe { std::mem::zeroed() };
     vctx.sz = size_of::<VerbsContext>();
     vctx.context.device = dev;
     vctx.context.cmd_fd = -1;
-    vctx.context.async_fd = async_fd;
+    vctx.context.async_fd = events.raw();
     vctx.context.num_comp_vectors = 1;
     vctx.context.abi_compat = abi::VERBS_ABI_IS_EXTENDED;
     install(&mut vctx);
@@ -350,7 +443,7 @@ pub(crate) fn open(
         vctx,
         magic: CONTEXT_MAGIC,
         dev: d,
-        async_fd,
+        events,
         dp: ContextQps::default(),
         live: AtomicU64::new(0),
     });
@@ -382,8 +475,6 @@ pub unsafe extern "C" fn gdav_ibv_close_device(ctx: *mut sys::ibv_context) -> c_
                 ));
             }
             crate::vendor::forget(c.key(), Gone::Context);
-            // SAFETY: an fd this context opened.
-            unsafe { libc::close(c.async_fd) };
             let p = std::ptr::from_ref(c).cast_mut();
             // SAFETY: made by Box::leak in `open`; the caller does not use it again.
             drop(unsafe { Box::from_raw(p) });
@@ -823,37 +914,50 @@ pub extern "C" fn gdav_ibv_is_fork_initialized() -> c_int {
 }
 
 #[unsafe(no_mangle)]
-/// `ibv_get_async_event`: waits for an event on the context's async fd — blocking, as
+/// `ibv_get_async_event`: waits for the next event on the context's async fd — blocking, as
 /// rdma-core documents, unless the program set O_NONBLOCK on it (then `EAGAIN`). The software
-/// NIC raises none yet, so a blocking call waits until the program ends (what `ibv_asyncwatch`
-/// does on a quiet NIC).
+/// NIC raises `IBV_EVENT_CQ_ERR` when a CQ overruns ([`AsyncEvents`]).
 ///
 /// # Safety
-/// `ctx` is a context of this library.
+/// `ctx` is a context of this library; `ev` is writable.
 pub unsafe extern "C" fn gdav_ibv_get_async_event(
     ctx: *mut sys::ibv_context,
-    _ev: *mut c_void,
+    ev: *mut sys::ibv_async_event,
 ) -> c_int {
     // SAFETY: the caller's contract.
-    let Ok(c) = (unsafe { Context::from_ibv(ctx) }) else {
-        set_errno(libc::EINVAL);
-        return -1;
-    };
-    loop {
-        let mut v = 0u64;
-        // SAFETY: reading 8 bytes from our eventfd into `v`.
-        let n = unsafe { libc::read(c.async_fd, std::ptr::from_mut(&mut v).cast(), 8) };
-        if n < 0 {
-            // EAGAIN (the program made the fd non-blocking), EINTR: errno says which.
+    let c = match unsafe { Context::from_ibv(ctx) } {
+        Ok(c) if !ev.is_null() => c,
+        Ok(_) => {
+            ret_code("ibv_get_async_event", Err(Errno::inval("null event")));
             return -1;
         }
-        // Nothing raises events yet: a count written by anyone else is not an event.
+        Err(e) => {
+            ret_code("ibv_get_async_event", Err(e));
+            return -1;
+        }
+    };
+    match c.events.take() {
+        Ok(QueuedEvent::CqErr(cq)) => {
+            // SAFETY: `ev` is writable (the caller's contract, null refused above).
+            unsafe {
+                (*ev).element.cq = cq as *mut sys::ibv_cq;
+                (*ev).event_type = sys::IBV_EVENT_CQ_ERR;
+            }
+            0
+        }
+        Err(e) => {
+            // EAGAIN (the program made the fd non-blocking) is not a refusal to trace.
+            set_errno(e);
+            -1
+        }
     }
 }
 
 #[unsafe(no_mangle)]
-/// `ibv_ack_async_event`: nothing was handed out.
-pub extern "C" fn gdav_ibv_ack_async_event(_ev: *mut c_void) {}
+/// `ibv_ack_async_event`: nothing to release (an event's CQ is withdrawn from the queue when
+/// it is destroyed; one already taken is the program's to ack before it destroys the CQ, as
+/// rdma-core requires).
+pub extern "C" fn gdav_ibv_ack_async_event(_ev: *mut sys::ibv_async_event) {}
 
 macro_rules! names {
     ($fn:ident, $ty:ty, [$($v:expr => $s:expr),* $(,)?]) => {

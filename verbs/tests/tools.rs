@@ -302,3 +302,23 @@ fn ibv_asyncwatch_waits_for_events() {
     assert!(running, "ibv_asyncwatch ended: {out}{err}");
     assert!(out.contains("gda_mlx5_0: async event FD"), "{out}{err}");
 }
+
+/// Asynchronous events (issue 45): a CQ that overruns raises one `IBV_EVENT_CQ_ERR` naming it,
+/// delivered to a thread already blocked in `ibv_get_async_event` and waking `poll` on the
+/// async fd; `O_NONBLOCK` gives `EAGAIN` on an empty queue; a CQ destroyed before its event was
+/// taken leaves none behind — on both device families. (Before, the software NIC raised no
+/// event: a waiter blocked forever, and a NULL event pointer was not refused.)
+#[test]
+fn a_cq_overrun_raises_ibv_event_cq_err() {
+    let exe = compile_c("async_event");
+    let mut devices = 0;
+    for dev in ["gda_mlx5_0", "gda_bnxt_0"] {
+        let o = run_with_deadline(verbs_command(&exe).arg(dev), LIMIT);
+        let (out, err) = text(&o);
+        println!("{dev}:\n{out}{err}");
+        assert!(o.status.success(), "{dev} failed");
+        assert_eq!(tally(&out), (19, 0), "{dev}");
+        devices += 1;
+    }
+    assert_eq!(devices, 2);
+}

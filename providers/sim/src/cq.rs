@@ -35,6 +35,13 @@ impl Cq {
         self.inner.overrun.load(Ordering::Acquire)
     }
 
+    /// Sets what the NIC calls, once, when this CQ first overruns — on the engine thread, so
+    /// it must not block (push an event, write an eventfd). A CQ takes one such call; a
+    /// second is refused (`false`).
+    pub fn on_overrun(&self, raise: impl Fn() + Send + Sync + 'static) -> bool {
+        self.inner.on_overrun.set(Box::new(raise)).is_ok()
+    }
+
     /// CQEs the NIC has written.
     #[must_use]
     pub fn produced(&self) -> u64 {

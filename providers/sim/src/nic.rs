@@ -140,6 +140,7 @@ impl Nic {
                 _mem: [buf, dbrec],
                 prod: AtomicU64::new(0),
                 overrun: AtomicBool::new(false),
+                on_overrun: std::sync::OnceLock::new(),
             }),
         })
     }

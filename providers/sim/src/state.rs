@@ -234,6 +234,9 @@ pub(crate) struct CqInner {
     /// CQEs written so far (engine only).
     pub(crate) prod: AtomicU64,
     pub(crate) overrun: AtomicBool,
+    /// Called once, on the engine thread, when the CQ first overruns (hardware's CQ error
+    /// event; the verbs library's `IBV_EVENT_CQ_ERR`). Must not block.
+    pub(crate) on_overrun: std::sync::OnceLock<Box<dyn Fn() + Send + Sync>>,
 }
 
 impl CqInner {
@@ -246,7 +249,11 @@ impl CqInner {
         if self.mode != CqMode::Collapsed
             && self.model.cq_outstanding(&self.view, prod) >= self.entries
         {
-            self.overrun.store(true, Ordering::Release);
+            if !self.overrun.swap(true, Ordering::AcqRel)
+                && let Some(raise) = self.on_overrun.get()
+            {
+                raise();
+            }
             return false;
         }
         self.model.write_cqe(&self.view, c, prod);
