@@ -5,6 +5,7 @@
 //! | module | what |
 //! |---|---|
 //! | [`cpu`] | CPU affinity of threads and the kernel's CPU-list form |
+//! | [`dirs`] | this user's private runtime directory, and the checks that refuse one another user prepared |
 //! | [`shm`] | named POSIX shared-memory segments (`/dev/shm/gda-<job>-<what>`, mode 0600, `O_EXCL`), listing and sweeping a job's names |
 //! | [`process`] | process liveness and PID namespaces, for jobs whose processes share memory |
 //!
@@ -14,6 +15,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod cpu;
+pub mod dirs;
 pub mod pages;
 pub mod process;
 pub mod shm;

@@ -289,7 +289,7 @@ pub(crate) fn create(
     // An overrun raises IBV_EVENT_CQ_ERR on the context's async fd (on the engine thread).
     let (events, raises, me) = (c.events.clone(), cq.raises.clone(), cq.ibv() as usize);
     cq.sim
-        .on_overrun(move || events.raise(QueuedEvent::CqErr(me), &raises));
+        .on_overrun(move || events.raise(QueuedEvent::CqErr(me), Some(&raises)));
     if let Some(p) = pd {
         p.users.fetch_add(1, Ordering::AcqRel);
     }

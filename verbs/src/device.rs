@@ -40,6 +40,11 @@ pub(crate) struct Device {
     ibv: *mut sys::ibv_device,
     /// Node GUID (host order).
     guid: u64,
+    /// The async events of its open contexts, for port events.
+    contexts: Arc<Mutex<Vec<std::sync::Weak<AsyncEvents>>>>,
+    /// Its port's host-wide state, watched from the first `ibv_open_device` on
+    /// (`gda_sim::port`); `Err` says why it could not be (the port then stays up).
+    port_watch: OnceLock<Result<gda_sim::port::PortWatch, String>>,
 }
 
 impl Device {
@@ -51,6 +56,34 @@ impl Device {
     /// `gda_<kind>_<index>`.
     pub(crate) fn name(&self) -> String {
         self.spec.name()
+    }
+
+    /// Starts following its port's host-wide state (once): taken down with `gda port <name>
+    /// down`, its NIC stops sending and answering and every open context gets
+    /// `IBV_EVENT_PORT_ERR`; brought up, `IBV_EVENT_PORT_ACTIVE`.
+    fn watch_port(&self) {
+        self.port_watch.get_or_init(|| {
+            let (nic, contexts) = (self.nic.clone(), self.contexts.clone());
+            let r = gda_sim::port::watch(&self.name(), move |up| {
+                nic.set_port_up(up);
+                for e in lock(&contexts).iter().filter_map(std::sync::Weak::upgrade) {
+                    e.raise(QueuedEvent::Port { up }, None);
+                }
+            });
+            match r {
+                Ok((up, w)) => {
+                    self.nic.set_port_up(up);
+                    Ok(w)
+                }
+                Err(e) => {
+                    abi::trace(format_args!(
+                        "{}: port state not followed ({e}); the port stays up",
+                        self.name()
+                    ));
+                    Err(e.to_string())
+                }
+            }
+        });
     }
 
     /// The process fabric its NIC is on.
@@ -120,6 +153,8 @@ fn build_runtime() -> Result<Runtime, String> {
             ids,
             ibv: Box::into_raw(dev),
             guid,
+            contexts: Arc::default(),
+            port_watch: OnceLock::new(),
         });
     }
     Ok(Runtime {
@@ -154,11 +189,12 @@ pub(crate) fn device_of(dev: *const sys::ibv_device) -> Result<&'static Device, 
 /// `ibv_get_async_event` waits unless the program set `O_NONBLOCK` on it, and `poll` on it
 /// wakes when an event is queued.
 ///
-/// The software NIC raises one event: `IBV_EVENT_CQ_ERR`, when a CQ overruns (it found the
-/// CQ full and dropped a completion, as hardware does). It is raised on the engine thread
-/// ([`AsyncEvents::raise`] neither blocks nor allocates beyond the queue's push), and a CQ's
-/// events not yet taken are withdrawn when it is destroyed ([`AsyncEvents::forget_cq`]), so
-/// no event names a CQ that no longer exists. The fd closes when the context and every CQ that
+/// The software NIC raises `IBV_EVENT_CQ_ERR` when a CQ overruns (it found the CQ full and
+/// dropped a completion, as hardware does) — on the engine thread ([`AsyncEvents::raise`]
+/// neither blocks nor allocates beyond the queue's push); a CQ's events not yet taken are
+/// withdrawn when it is destroyed ([`AsyncEvents::forget_cq`]), so no event names a CQ that
+/// no longer exists. `IBV_EVENT_PORT_ERR`/`_ACTIVE` come from the device's port watch
+/// (`Device::watch_port`) when its port is taken down or brought up host-wide. The fd closes when the context and every CQ that
 /// could still raise an event are gone.
 pub(crate) struct AsyncEvents {
     fd: std::os::fd::OwnedFd,
@@ -171,6 +207,8 @@ pub(crate) struct AsyncEvents {
 pub(crate) enum QueuedEvent {
     /// `IBV_EVENT_CQ_ERR` on this `ibv_cq`.
     CqErr(usize),
+    /// `IBV_EVENT_PORT_ACTIVE` (`up`) or `IBV_EVENT_PORT_ERR` on port 1.
+    Port { up: bool },
 }
 
 impl AsyncEvents {
@@ -196,12 +234,13 @@ impl AsyncEvents {
         self.fd.as_raw_fd()
     }
 
-    /// Queues `ev` and counts it on the fd (waking a waiter). `alive` is checked under the
-    /// queue's lock, which [`forget_cq`](Self::forget_cq) also takes: an object destroyed
-    /// before the event was queued raises nothing.
-    pub(crate) fn raise(&self, ev: QueuedEvent, alive: &AtomicBool) {
-        let mut q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
-        if !alive.load(Ordering::Acquire) {
+    /// Queues `ev` and counts it on the fd (waking a waiter). `alive` (the object's, for an
+    /// affiliated event) is checked under the queue's lock, which
+    /// [`forget_cq`](Self::forget_cq) also takes: an object destroyed before the event was
+    /// queued raises nothing.
+    pub(crate) fn raise(&self, ev: QueuedEvent, alive: Option<&AtomicBool>) {
+        let mut q = lock(&self.queue);
+        if alive.is_some_and(|a| !a.load(Ordering::Acquire)) {
             return;
         }
         q.push_back(ev);
@@ -216,7 +255,7 @@ impl AsyncEvents {
     /// is queued for it later. Their counts stay on the fd; `take` skips a count without an
     /// event.
     pub(crate) fn forget_cq(&self, cq: usize, alive: &AtomicBool) {
-        let mut q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+        let mut q = lock(&self.queue);
         alive.store(false, Ordering::Release);
         q.retain(|e| *e != QueuedEvent::CqErr(cq));
     }
@@ -248,6 +287,10 @@ impl AsyncEvents {
             }
         }
     }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// An open device: rdma-core's extended context followed by this library's state.
@@ -429,6 +472,12 @@ pub(crate) fn open(
 ) -> Result<*mut sys::ibv_context, Errno> {
     let d = device_of(dev)?;
     let events = Arc::new(AsyncEvents::new()?);
+    {
+        let mut cs = lock(&d.contexts);
+        cs.retain(|w| w.strong_count() > 0);
+        cs.push(Arc::downgrade(&events));
+    }
+    d.watch_port();
     // SAFETY: VerbsContext is C data (pointers, integers, a pthread mutex): all zeros is valid
     // and means "operation not provided".
     let mut vctx: VerbsContext = unsafe { std::mem::zeroed() };
@@ -577,7 +626,12 @@ fn port_attr(c: &Context) -> sys::ibv_port_attr {
     let p = c.port();
     // SAFETY: plain C data.
     let mut a: sys::ibv_port_attr = unsafe { std::mem::zeroed() };
-    a.state = sys::ibv_port_state::IBV_PORT_ACTIVE;
+    let up = c.dev.nic.port_up();
+    a.state = if up {
+        sys::ibv_port_state::IBV_PORT_ACTIVE
+    } else {
+        sys::ibv_port_state::IBV_PORT_DOWN
+    };
     a.max_mtu = p.max_mtu as sys::ibv_mtu;
     a.active_mtu = p.active_mtu as sys::ibv_mtu;
     a.gid_tbl_len = GID_TABLE_LEN;
@@ -589,7 +643,7 @@ fn port_attr(c: &Context) -> sys::ibv_port_attr {
     a.max_vl_num = 4;
     a.active_width = 2; // 4x
     a.active_speed = 32; // 25 Gb/s per lane: 100 Gb/s
-    a.phys_state = 5; // LinkUp
+    a.phys_state = if up { 5 } else { 3 }; // LinkUp, Disabled
     a.link_layer = sys::IBV_LINK_LAYER_ETHERNET as u8;
     a
 }
@@ -916,7 +970,7 @@ pub extern "C" fn gdav_ibv_is_fork_initialized() -> c_int {
 #[unsafe(no_mangle)]
 /// `ibv_get_async_event`: waits for the next event on the context's async fd — blocking, as
 /// rdma-core documents, unless the program set O_NONBLOCK on it (then `EAGAIN`). The software
-/// NIC raises `IBV_EVENT_CQ_ERR` when a CQ overruns ([`AsyncEvents`]).
+/// NIC raises `IBV_EVENT_CQ_ERR` when a CQ overruns, and port events ([`AsyncEvents`]).
 ///
 /// # Safety
 /// `ctx` is a context of this library; `ev` is writable.
@@ -942,6 +996,18 @@ pub unsafe extern "C" fn gdav_ibv_get_async_event(
             unsafe {
                 (*ev).element.cq = cq as *mut sys::ibv_cq;
                 (*ev).event_type = sys::IBV_EVENT_CQ_ERR;
+            }
+            0
+        }
+        Ok(QueuedEvent::Port { up }) => {
+            // SAFETY: as above.
+            unsafe {
+                (*ev).element.port_num = 1;
+                (*ev).event_type = if up {
+                    sys::IBV_EVENT_PORT_ACTIVE
+                } else {
+                    sys::IBV_EVENT_PORT_ERR
+                };
             }
             0
         }

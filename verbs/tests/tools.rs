@@ -281,43 +281,142 @@ fn ibv_devices_and_ibv_devinfo_agree_on_node_guids() {
     assert_ne!(first[0].1, first[1].1, "two devices, one GUID");
 }
 
-/// `ibv_get_async_event` blocks, as rdma-core documents (issue 45): Debian's `ibv_asyncwatch`
-/// opens the device, says so, and waits for events — still running a second later (before, the
-/// async fd was non-blocking and it exited at once with status 1).
+/// A private runtime directory for one test (what `XDG_RUNTIME_DIR` names: the software NIC's
+/// host-wide port state lives in `gda/ports/` under it), removed when dropped.
+struct RuntimeDir(std::path::PathBuf);
+
+impl RuntimeDir {
+    fn new(tag: &str) -> Self {
+        use std::os::unix::fs::DirBuilderExt;
+        let d = std::env::temp_dir().join(format!("gda-verbs-xdg-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::DirBuilder::new().mode(0o700).create(&d).unwrap();
+        Self(d)
+    }
+
+    /// The file that says `device`'s port is down (what `gda port <device> down` writes).
+    fn down_marker(&self, device: &str) -> std::path::PathBuf {
+        self.0.join("gda/ports").join(format!("{device}.down"))
+    }
+}
+
+impl Drop for RuntimeDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Reads `child`'s stdout line by line on a thread, so a test can wait for a line with a
+/// deadline.
+fn lines_of(child: &mut std::process::Child) -> std::sync::mpsc::Receiver<String> {
+    use std::io::BufRead;
+    let out = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for l in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+            if tx.send(l).is_err() {
+                return;
+            }
+        }
+    });
+    rx
+}
+
+fn wait_for(rx: &std::sync::mpsc::Receiver<String>, want: &str, seen: &mut Vec<String>) -> bool {
+    let end = std::time::Instant::now() + Duration::from_secs(10);
+    while let Some(left) = end.checked_duration_since(std::time::Instant::now()) {
+        match rx.recv_timeout(left) {
+            Ok(l) => {
+                let hit = l.contains(want);
+                seen.push(l);
+                if hit {
+                    return true;
+                }
+            }
+            Err(_) => return false,
+        }
+    }
+    false
+}
+
+/// Debian's `ibv_asyncwatch`, unmodified, blocks until an event and one is delivered (issue
+/// 45): it opens `gda_mlx5_0` and waits (before, the async fd was non-blocking and it exited at
+/// once with status 1); taking the device's port down host-wide — from this process, as
+/// `gda port gda_mlx5_0 down` does — delivers `IBV_EVENT_PORT_ERR` to it, and `ibv_devinfo`
+/// (a third process) reads `PORT_DOWN`; bringing it up delivers `IBV_EVENT_PORT_ACTIVE`.
 #[test]
-fn ibv_asyncwatch_waits_for_events() {
-    let Some(p) = system_program("/usr/bin/ibv_asyncwatch", "ibverbs-utils") else {
+fn ibv_asyncwatch_receives_port_events() {
+    let (Some(p), Some(devinfo)) = (
+        system_program("/usr/bin/ibv_asyncwatch", "ibverbs-utils"),
+        system_program("/usr/bin/ibv_devinfo", "ibverbs-utils"),
+    ) else {
         return;
     };
+    let rt = RuntimeDir::new("watch");
     let mut c = verbs_command(&p);
     c.args(["-d", "gda_mlx5_0"])
+        .env("XDG_RUNTIME_DIR", &rt.0)
         .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped());
+        .stderr(std::process::Stdio::null());
     let mut child = c.spawn().unwrap();
-    std::thread::sleep(Duration::from_secs(1));
-    let running = child.try_wait().unwrap().is_none();
+    let rx = lines_of(&mut child);
+    let mut seen = Vec::new();
+    let opened = wait_for(&rx, "gda_mlx5_0: async event FD", &mut seen);
+    std::thread::sleep(Duration::from_millis(300));
+    let waiting = child.try_wait().unwrap().is_none();
+    let state = || {
+        let o = run_with_deadline(
+            verbs_command(&devinfo)
+                .args(["-d", "gda_mlx5_0"])
+                .env("XDG_RUNTIME_DIR", &rt.0),
+            LIMIT,
+        );
+        text(&o).0
+    };
+    std::fs::write(rt.down_marker("gda_mlx5_0"), b"").unwrap();
+    let down = wait_for(&rx, "event_type IBV_EVENT_PORT_ERR (10), port 1", &mut seen);
+    let down_state = state();
+    std::fs::remove_file(rt.down_marker("gda_mlx5_0")).unwrap();
+    let up = wait_for(
+        &rx,
+        "event_type IBV_EVENT_PORT_ACTIVE (9), port 1",
+        &mut seen,
+    );
+    let up_state = state();
     let _ = child.kill();
-    let o = child.wait_with_output().unwrap();
-    let (out, err) = text(&o);
-    assert!(running, "ibv_asyncwatch ended: {out}{err}");
-    assert!(out.contains("gda_mlx5_0: async event FD"), "{out}{err}");
+    let _ = child.wait();
+    assert!(
+        opened && waiting,
+        "ibv_asyncwatch did not open and wait: {seen:?}"
+    );
+    assert!(down, "no IBV_EVENT_PORT_ERR: {seen:?}");
+    assert!(down_state.contains("PORT_DOWN (1)"), "{down_state}");
+    assert!(up, "no IBV_EVENT_PORT_ACTIVE: {seen:?}");
+    assert!(up_state.contains("PORT_ACTIVE (4)"), "{up_state}");
 }
 
 /// Asynchronous events (issue 45): a CQ that overruns raises one `IBV_EVENT_CQ_ERR` naming it,
 /// delivered to a thread already blocked in `ibv_get_async_event` and waking `poll` on the
 /// async fd; `O_NONBLOCK` gives `EAGAIN` on an empty queue; a CQ destroyed before its event was
-/// taken leaves none behind — on both device families. (Before, the software NIC raised no
-/// event: a waiter blocked forever, and a NULL event pointer was not refused.)
+/// taken leaves none behind; the port taken down host-wide raises `IBV_EVENT_PORT_ERR`, reads
+/// `PORT_DOWN` and fails a WRITE with `RETRY_EXC_ERR`, and brought up raises
+/// `IBV_EVENT_PORT_ACTIVE` and carries a fresh pair's WRITE — on both device families.
+/// (Before, the software NIC raised no event: a waiter blocked forever, and a NULL event
+/// pointer was not refused.)
 #[test]
 fn a_cq_overrun_raises_ibv_event_cq_err() {
     let exe = compile_c("async_event");
     let mut devices = 0;
     for dev in ["gda_mlx5_0", "gda_bnxt_0"] {
-        let o = run_with_deadline(verbs_command(&exe).arg(dev), LIMIT);
+        let rt = RuntimeDir::new(dev);
+        let o = run_with_deadline(
+            verbs_command(&exe).arg(dev).env("XDG_RUNTIME_DIR", &rt.0),
+            LIMIT,
+        );
         let (out, err) = text(&o);
         println!("{dev}:\n{out}{err}");
         assert!(o.status.success(), "{dev} failed");
-        assert_eq!(tally(&out), (19, 0), "{dev}");
+        assert_eq!(tally(&out), (27, 0), "{dev}");
         devices += 1;
     }
     assert_eq!(devices, 2);

@@ -77,6 +77,7 @@ mod fabric;
 mod mem;
 mod nic;
 mod pd;
+pub mod port;
 mod qp;
 mod shared;
 mod state;

@@ -52,6 +52,7 @@ impl Fabric {
             next_pd: AtomicU32::new(1),
             next_cqn: AtomicU32::new(1),
             shared_regions: std::sync::atomic::AtomicUsize::new(0),
+            port_up: AtomicBool::new(true),
         });
         nics.push(nic.clone());
         Nic {
@@ -72,6 +73,42 @@ impl Nic {
     #[must_use]
     pub fn fabric(&self) -> &Fabric {
         &self.fabric
+    }
+
+    /// Takes this NIC's port down (`false`) or brings it up. While it is down the NIC sends
+    /// nothing and answers nothing, as on a link that carries no packets: each request of its
+    /// QPs, and each request to them from another NIC, completes with `RETRY_EXC_ERR` (the
+    /// requester's QP to error); peers lose the direct placement it granted (placements in
+    /// progress are waited for, at most the withdrawal deadline, and any still running then
+    /// complete with an error). QPs stay in their state, as on hardware. Host-wide port state
+    /// by device name is [`crate::port`]; this is the NIC's own switch.
+    pub fn set_port_up(&self, up: bool) {
+        // ORDERING: SeqCst with the check under a grant list's lock (`Grants::open_with`): an
+        // offer either sees the port down or opened before the withdrawal below took its list.
+        self.inner.port_up.store(up, Ordering::SeqCst);
+        if up {
+            return;
+        }
+        let qps: Vec<_> = self
+            .fabric
+            .inner
+            .qps
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .filter(|q| Arc::ptr_eq(&q.nic, &self.inner))
+            .cloned()
+            .collect();
+        let until = crate::shared::withdrawal_deadline();
+        for q in qps {
+            q.grants.withdraw_open(until);
+        }
+    }
+
+    /// Whether this NIC's port is up.
+    #[must_use]
+    pub fn port_up(&self) -> bool {
+        self.inner.port_is_up()
     }
 
     /// Most CQEs a CQ may hold.

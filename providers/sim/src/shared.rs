@@ -65,12 +65,18 @@ struct GrantList {
 
 impl Grants {
     /// Keeps `g` to close later, running `open` (which opens its gate) under the list's lock —
-    /// unless the list is closed already: then neither runs and `false` comes back. So a grant
-    /// is either opened before [`Grants::close_all`] takes the list (which then closes it) or
-    /// never opened at all.
-    pub(crate) fn open_with(&self, g: Box<dyn Withdraw>, open: impl FnOnce()) -> bool {
+    /// unless the list is closed already or `port_up` (the responder NIC's port) is false:
+    /// then neither runs and `false` comes back. So a grant is either opened before
+    /// [`Grants::close_all`] or [`Grants::withdraw_open`] takes the list (which then closes
+    /// it) or never opened at all.
+    pub(crate) fn open_with(
+        &self,
+        g: Box<dyn Withdraw>,
+        port_up: &std::sync::atomic::AtomicBool,
+        open: impl FnOnce(),
+    ) -> bool {
         let mut l = lock(&self.0);
-        if l.closed {
+        if l.closed || !port_up.load(std::sync::atomic::Ordering::SeqCst) {
             return false;
         }
         l.open.retain(|g| g.alive());
@@ -90,6 +96,16 @@ impl Grants {
         }
         l.open.retain(|g| g.alive());
         l.open.push(g);
+    }
+
+    /// Closes every grant in the list, leaving it open to new ones (the responder NIC's port
+    /// went down: a grant offered after its port comes back up is fine); with `until`, as
+    /// [`Grants::close_all`].
+    pub(crate) fn withdraw_open(&self, until: Option<Instant>) {
+        let v = std::mem::take(&mut lock(&self.0).open);
+        for g in v {
+            g.withdraw(until);
+        }
     }
 
     /// Closes the list and every grant in it; with `until`, waits until no placement through

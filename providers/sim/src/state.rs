@@ -204,9 +204,16 @@ pub(crate) struct NicInner {
     /// Regions ever registered whose memory peers may be granted ((`wire::direct`)): while
     /// none, the responder does not look for grants to offer.
     pub(crate) shared_regions: std::sync::atomic::AtomicUsize,
+    /// Whether its port is up ([`crate::port`]): while down, it neither sends nor answers.
+    pub(crate) port_up: AtomicBool,
 }
 
 impl NicInner {
+    /// Whether its port is up.
+    pub(crate) fn port_is_up(&self) -> bool {
+        self.port_up.load(Ordering::Acquire)
+    }
+
     /// A key nobody can predict: 32 bits straight from the operating system's CSPRNG
     /// (`getrandom`), so knowing every other key of this or any NIC tells nothing about it.
     /// (A seeded fast generator would let one observed key give away all the others.)

@@ -420,6 +420,7 @@ struct Pair {
     a: Fabric,
     b: Fabric,
     na: gda_sim::Nic,
+    nb: gda_sim::Nic,
     pb: gda_sim::Pd,
     cqa: gda_sim::Cq,
     qa: gda_sim::Qp,
@@ -487,6 +488,7 @@ fn pair(cq_entries: u32, sq_units: u32) -> Pair {
         a,
         b,
         na,
+        nb,
         pb,
         cqa,
         qa,
@@ -667,6 +669,84 @@ fn a_grant_ends_when_its_responder_qp_fails() {
     ));
     assert_eq!(p.a.stats().placed, placed, "not placed");
     assert_eq!(mem.word(0), n, "nothing landed");
+    drop(sq);
+    drop(remote);
+}
+
+/// A NIC whose port is down sends and answers nothing (`Nic::set_port_up`, what `gda port`
+/// and the verbs library's port events drive): the responder's port taken down while the
+/// requester holds a grant ends the grant — the next WRITE is not placed, fails with
+/// `RETRY_EXC_ERR` and lands nothing; the requester's own port down fails its WRITE the same
+/// way; with both ports up again, a fresh QP pair on the same NICs carries WRITEs.
+#[test]
+fn a_port_taken_down_ends_its_grants_and_carries_nothing_either_way() {
+    use gda_hal::{SqError, WcStatus};
+    use std::time::{Duration, Instant};
+    let retry_exceeded = |r: Result<(), SqError>| {
+        matches!(
+            r,
+            Err(SqError::Completion {
+                status: WcStatus::RetryExcErr,
+                ..
+            })
+        )
+    };
+    let p = pair(1024, 256);
+    p.bring_up();
+    let mem = Pages::new(1);
+    // SAFETY: mapped until the end of the test, after the region.
+    let remote = unsafe { p.pb.register(mem.0 as u64, mem.1, Access::ALL) };
+    let mut sq = p.queue_running_both();
+    let t = Instant::now();
+    let mut n = 0;
+    while p.a.stats().placed == 0 {
+        assert!(t.elapsed() < Duration::from_secs(5), "no grant in 5 s");
+        n += 1;
+        write_word(&mut sq, &remote, n).unwrap();
+    }
+    // The responder's port goes down: its grant ends, and the wire finds no one answering.
+    p.nb.set_port_up(false);
+    assert!(!p.nb.port_up());
+    let placed = p.a.stats().placed;
+    assert!(
+        retry_exceeded(write_word(&mut sq, &remote, 99)),
+        "WRITE to a down port"
+    );
+    assert_eq!(p.a.stats().placed, placed, "not placed");
+    assert_eq!(mem.word(0), n, "nothing landed");
+    drop(sq);
+    p.nb.set_port_up(true);
+    // A fresh pair on the same NICs (the first requester QP is in error now).
+    let init = QpInit {
+        sq_units: 256,
+        ..QpInit::default()
+    };
+    let fresh = || {
+        let cq = p.na.create_cq(1024, CqMode::Normal).unwrap();
+        let qa = p._keep.0.create_qp(init, &cq, &cq).unwrap();
+        let qb = p.pb.create_qp(init, &p._keep.1, &p._keep.1).unwrap();
+        qa.bring_up_at(&qb.endpoint(), qb.start_psn()).unwrap();
+        qb.bring_up_at(&qa.endpoint(), qa.start_psn()).unwrap();
+        let (a, b) = (p.a.clone(), p.b.clone());
+        // SAFETY: the QP and CQ outlive the queue (dropped before them below).
+        let mut sq = unsafe {
+            SendQueue::<Native>::new(qa.sq_handle::<Native>().unwrap(), cq.handle(), 5000)
+        }
+        .unwrap();
+        sq.set_host_progress(Some(Arc::new(move || a.progress() | b.progress())));
+        (sq, (qa, qb, cq))
+    };
+    // The requester's own port down: nothing leaves.
+    let (mut sq, _keep) = fresh();
+    p.na.set_port_up(false);
+    let r = write_word(&mut sq, &remote, 77);
+    assert!(retry_exceeded(r), "WRITE from a down port: {r:?}");
+    assert_eq!(mem.word(0), n, "nothing landed");
+    drop(sq);
+    p.na.set_port_up(true);
+    let (mut sq, _keep) = fresh();
+    write_word(&mut sq, &remote, 1234).unwrap();
+    assert_eq!(mem.word(0), 1234, "both ports up: the WRITE lands");
     drop(sq);
     drop(remote);
 }

@@ -32,33 +32,7 @@ impl Secret {
     }
 }
 
-/// What is wrong with a path another user could have prepared for us, if anything: it must be
-/// of `kind`, not a symbolic link, ours (effective uid) and closed to group and others.
-fn not_private(md: &std::fs::Metadata, want_dir: bool) -> Option<String> {
-    use std::os::unix::fs::MetadataExt;
-    let me = rustix::process::geteuid().as_raw();
-    let ft = md.file_type();
-    if ft.is_symlink() {
-        Some("is a symbolic link".into())
-    } else if want_dir && !ft.is_dir() {
-        Some("is not a directory".into())
-    } else if !want_dir && !ft.is_file() {
-        Some("is not a regular file".into())
-    } else if md.uid() != me {
-        Some(format!(
-            "belongs to uid {}, not to this user (uid {me})",
-            md.uid()
-        ))
-    } else if md.mode() & 0o077 != 0 {
-        Some(format!(
-            "has mode {:o}: group or others may use it (must be {})",
-            md.mode() & 0o7777,
-            if want_dir { "700" } else { "600" }
-        ))
-    } else {
-        None
-    }
-}
+use gda_os::dirs::{DirError, not_private};
 
 fn refuse(path: &std::path::Path, why: &str) -> ShmemError {
     ShmemError::Config(format!(
@@ -68,58 +42,23 @@ fn refuse(path: &std::path::Path, why: &str) -> ShmemError {
     ))
 }
 
-/// The per-user directory of job secrets (`$XDG_RUNTIME_DIR/gda`, else `/tmp/gda-<uid>`),
-/// created `0700` if missing. An existing one is checked without following symbolic links and
-/// refused unless it is a directory of ours with no group/other bits: on a shared host,
-/// another user can create `/tmp/gda-<uid>` before us and plant a secret in it.
-///
-/// Another user's `/tmp/gda-<uid>` (or a link or file there) cannot be removed by its victim
-/// (`/tmp` is sticky), so it must not stop every job: then the directory is `$HOME/.gda`,
-/// which no other user can create. Every rank of the host makes the same choice.
+fn dir_error(e: DirError) -> ShmemError {
+    match e {
+        DirError::NotPrivate(p, why) => refuse(&p, &why),
+        DirError::Io(what, e) => ShmemError::io(what, e),
+    }
+}
+
+/// The per-user directory of job secrets ([`gda_os::dirs::user_dir`]): on a shared host,
+/// another user can create `/tmp/gda-<uid>` before us and plant a secret in it, so one that is
+/// not private is refused (or avoided for `$HOME/.gda` when another user's).
 pub fn secret_dir() -> Result<PathBuf> {
-    if let Some(d) = std::env::var_os("XDG_RUNTIME_DIR").filter(|d| !d.is_empty()) {
-        return private_dir(PathBuf::from(d).join("gda"));
-    }
-    let tmp = PathBuf::from(format!("/tmp/gda-{}", rustix::process::geteuid().as_raw()));
-    match private_dir(tmp.clone()) {
-        Ok(d) => Ok(d),
-        Err(e) if planted_by_another(&tmp) => {
-            match std::env::var_os("HOME").filter(|h| !h.is_empty()) {
-                Some(home) => private_dir(PathBuf::from(home).join(".gda")),
-                None => Err(e),
-            }
-        }
-        Err(e) => Err(e),
-    }
+    gda_os::dirs::user_dir().map_err(dir_error)
 }
 
-/// Whether `path` is something this user can neither use nor remove: another user's, or a
-/// symbolic link or non-directory in a sticky directory that is not ours.
-fn planted_by_another(path: &std::path::Path) -> bool {
-    use std::os::unix::fs::MetadataExt;
-    std::fs::symlink_metadata(path).is_ok_and(|md| md.uid() != rustix::process::geteuid().as_raw())
-}
-
-/// Creates `dir` (mode 0700) unless it exists, then checks it is private to this user.
+#[cfg(test)]
 fn private_dir(dir: PathBuf) -> Result<PathBuf> {
-    use std::os::unix::fs::DirBuilderExt;
-    match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
-        // The umask may have taken the owner's bits away (`umask 0277` leaves 0500, in which
-        // the secret file cannot be written): set the mode itself.
-        Ok(()) => {
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))
-                .map_err(|e| ShmemError::io(format!("setting the mode of {}", dir.display()), e))?;
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-        Err(e) => return Err(ShmemError::io(format!("creating {}", dir.display()), e)),
-    }
-    let md = std::fs::symlink_metadata(&dir)
-        .map_err(|e| ShmemError::io(format!("checking {}", dir.display()), e))?;
-    match not_private(&md, true) {
-        Some(why) => Err(refuse(&dir, &why)),
-        None => Ok(dir),
-    }
+    gda_os::dirs::private_dir(dir).map_err(dir_error)
 }
 
 /// Writes a fresh random secret to `path` (a new file, then renamed over any stale one).

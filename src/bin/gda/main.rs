@@ -43,6 +43,21 @@ enum Cmd {
         after_help = "EXAMPLES:\n  gda chaos --seeds 1000\n  gda chaos --from 4242 --seeds 1 --provider mlx5"
     )]
     Chaos(ChaosArgs),
+    /// The software NIC's port state on this host, by device name: `down` takes a device's
+    /// port down for every process of this user (it sends and answers nothing, its open
+    /// contexts get IBV_EVENT_PORT_ERR), `up` brings it back; with no state, prints it; with
+    /// no device, lists the ports that are down.
+    #[cfg(feature = "sim")]
+    #[command(
+        after_help = "EXAMPLES:\n  gda port gda_mlx5_0 down\n  gda port gda_mlx5_0\n  gda port gda_mlx5_0 up\n  gda port\n\nThe state lives in $XDG_RUNTIME_DIR/gda/ports (else /tmp/gda-<uid>/ports), private to this user."
+    )]
+    Port {
+        /// The device (`gda_mlx5_0`, `gda_bnxt_1`, …).
+        device: Option<String>,
+        /// `up` or `down`.
+        #[arg(value_enum)]
+        state: Option<PortState>,
+    },
     /// The NICs gda can drive: rdma-core's devices (real, or the verbs-compatible library's)
     /// with provider, ports, link layer, MTU, GIDs and limits, like `ibv_devinfo`, and the
     /// in-process software NIC.
@@ -621,6 +636,45 @@ fn perf(a: PerfArgs) -> ExitCode {
     }
 }
 
+#[cfg(feature = "sim")]
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum PortState {
+    Up,
+    Down,
+}
+
+#[cfg(feature = "sim")]
+fn port(device: Option<String>, state: Option<PortState>) -> Result<String, String> {
+    use gda::sim::port;
+    let e = |e: port::PortError| e.to_string();
+    Ok(match (device, state) {
+        (None, _) => {
+            let down = port::down().map_err(e)?;
+            if down.is_empty() {
+                "no port is down".to_string()
+            } else {
+                down.iter()
+                    .map(|d| format!("{d}: down"))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            }
+        }
+        (Some(d), None) => format!(
+            "{d}: {}",
+            if port::is_up(&d).map_err(e)? {
+                "up"
+            } else {
+                "down"
+            }
+        ),
+        (Some(d), Some(st)) => {
+            let up = matches!(st, PortState::Up);
+            port::set_up(&d, up).map_err(e)?;
+            format!("{d}: {}", if up { "up" } else { "down" })
+        }
+    })
+}
+
 #[derive(Subcommand)]
 enum WireCmd {
     /// Read one JSON work request (ibv_send_wr field names) on stdin; print the WQE bytes,
@@ -686,6 +740,19 @@ fn main() -> ExitCode {
         Cmd::Shmem(a) => return shmem(a),
         #[cfg(feature = "sim")]
         Cmd::Chaos(a) => return chaos(a),
+        #[cfg(feature = "sim")]
+        Cmd::Port { device, state } => {
+            return match port(device, state) {
+                Ok(t) => {
+                    println!("{t}");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    gda::shmem::diag!("gda port: {e}");
+                    ExitCode::from(1)
+                }
+            };
+        }
         Cmd::Plot {
             compare,
             out,

@@ -2,7 +2,11 @@
  * default) and returns EAGAIN once the program sets O_NONBLOCK; a CQ that overruns raises one
  * IBV_EVENT_CQ_ERR naming it — delivered to a thread already waiting in ibv_get_async_event,
  * and waking poll() on the fd — and a CQ destroyed before its event was taken leaves no event
- * behind. Usage: async_event [device]   (default gda_mlx5_0). Last line: "N passed, M failed". */
+ * behind. With a private $XDG_RUNTIME_DIR (the test gives one): the device's port taken down
+ * host-wide (the file gda's `gda port <dev> down` writes) raises IBV_EVENT_PORT_ERR, the port
+ * reads PORT_DOWN and a WRITE fails with RETRY_EXC_ERR; brought up, IBV_EVENT_PORT_ACTIVE and
+ * a fresh pair works again.
+ * Usage: async_event [device]   (default gda_mlx5_0). Last line: "N passed, M failed". */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -210,6 +214,50 @@ int main(int argc, char **argv)
 	CHECK(poll(&pf, 1, 10000) == 1, "third CQ overran");
 	CHECK(ibv_destroy_qp(p3.req) == 0 && ibv_destroy_qp(p3.resp) == 0 && ibv_destroy_cq(small3) == 0, "destroy");
 	CHECK(nothing_queued(), "a destroyed CQ's event is not delivered");
+
+	/* 4. The port, host-wide: down, a WRITE fails; up, a fresh pair works. */
+	const char *xdg = getenv("XDG_RUNTIME_DIR");
+	if (xdg && *xdg) {
+		char path[4096];
+		snprintf(path, sizeof path, "%s/gda/ports/%s.down", xdg, want);
+		struct ibv_cq *cq4 = ibv_create_cq(ctx, 16, NULL, NULL, 0);
+		struct pair p4 = make_pair(cq4);
+		FILE *f = fopen(path, "w");
+		CHECK(f, "creating %s: %s", path, strerror(errno));
+		if (f)
+			fclose(f);
+		CHECK(ibv_get_async_event(ctx, &ev) == 0 && ev.event_type == IBV_EVENT_PORT_ERR && ev.element.port_num == 1,
+		      "port down: %s port %d", ibv_event_type_str(ev.event_type), ev.element.port_num);
+		ibv_ack_async_event(&ev);
+		struct ibv_port_attr pa;
+		CHECK(ibv_query_port(ctx, 1, &pa) == 0 && pa.state == IBV_PORT_DOWN, "query_port: state %d", pa.state);
+		flood(p4.req, 1);
+		struct ibv_wc wc = { 0 };
+		int got = 0;
+		for (int i = 0; i < 1000 && !got; i++) {
+			got = ibv_poll_cq(cq4, 1, &wc);
+			usleep(1000);
+		}
+		CHECK(got == 1 && wc.status == IBV_WC_RETRY_EXC_ERR, "WRITE on a down port: %d %s", got, ibv_wc_status_str(wc.status));
+		CHECK(unlink(path) == 0, "removing %s", path);
+		CHECK(ibv_get_async_event(ctx, &ev) == 0 && ev.event_type == IBV_EVENT_PORT_ACTIVE && ev.element.port_num == 1,
+		      "port up: %s", ibv_event_type_str(ev.event_type));
+		ibv_ack_async_event(&ev);
+		CHECK(ibv_query_port(ctx, 1, &pa) == 0 && pa.state == IBV_PORT_ACTIVE, "query_port: state %d", pa.state);
+		struct pair p5 = make_pair(cq4);
+		flood(p5.req, 1);
+		got = 0;
+		for (int i = 0; i < 1000 && !got; i++) {
+			got = ibv_poll_cq(cq4, 1, &wc);
+			usleep(1000);
+		}
+		CHECK(got == 1 && wc.status == IBV_WC_SUCCESS, "WRITE after the port came up: %d %s", got, ibv_wc_status_str(wc.status));
+		ibv_destroy_qp(p4.req);
+		ibv_destroy_qp(p4.resp);
+		ibv_destroy_qp(p5.req);
+		ibv_destroy_qp(p5.resp);
+		ibv_destroy_cq(cq4);
+	}
 
 	CHECK(ibv_destroy_qp(p.req) == 0 && ibv_destroy_qp(p.resp) == 0 && ibv_destroy_cq(small) == 0, "destroy 1");
 	CHECK(ibv_destroy_qp(p2.req) == 0 && ibv_destroy_qp(p2.resp) == 0 && ibv_destroy_cq(small2) == 0, "destroy 2");

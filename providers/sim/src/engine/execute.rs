@@ -31,6 +31,10 @@ pub(super) fn execute(
     if kind == OpKind::Nop {
         return Step::Complete(c, op.units, false);
     }
+    // A NIC whose port is down sends nothing: the requester's retries run out.
+    if !qp.nic.port_is_up() {
+        return fail(qp, c, WcStatus::RetryExcErr, op.units);
+    }
     // Re-resolve the responder whenever QPs come or go, so a destroyed peer stops answering.
     let epoch = f.epoch.load(Ordering::Acquire);
     if (ex.remote.is_none() && ex.wire_ep.is_none()) || ex.remote_epoch != epoch {
@@ -51,8 +55,8 @@ pub(super) fn execute(
     let Some(rqp) = ex.remote.as_ref().and_then(Weak::upgrade) else {
         return fail(qp, c, WcStatus::RetryExcErr, op.units);
     };
-    if !matches!(rqp.state(), QpState::Rtr | QpState::Rts) {
-        // No responder: the requester's retries run out.
+    if !matches!(rqp.state(), QpState::Rtr | QpState::Rts) || !rqp.nic.port_is_up() {
+        // No responder (or its port is down): the requester's retries run out.
         return fail(qp, c, WcStatus::RetryExcErr, op.units);
     }
     let lmrs = &qp.nic.mrs;

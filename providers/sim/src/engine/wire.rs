@@ -1186,7 +1186,7 @@ fn offer_grant(f: &FabricInner, c: &Arc<Conn>, responder: &mut Responder, req: &
         .mrs
         .check_remote_cached(keys, rqp.pd, req.rkey, req.raddr, len, need)
     {
-        c.offer(key, mr, &rqp.grants);
+        c.offer(key, mr, &rqp.grants, &rqp.nic.port_up);
     }
 }
 
@@ -1208,9 +1208,12 @@ enum Admission {
 /// gigabyte announced to a QP that is not its own). Changes nothing: the request is checked
 /// again when it executes.
 fn vet(f: &FabricInner, from: u64, req: &Request, cache: &mut Responder) -> Vet {
-    let Some((rqp, _, remote, _)) = cache
-        .lookup(f, (req.dst_nic, req.dst_qpn))
-        .filter(|(_, state, ..)| matches!(state, QpState::Rtr | QpState::Rts))
+    let Some((rqp, _, remote, _)) =
+        cache
+            .lookup(f, (req.dst_nic, req.dst_qpn))
+            .filter(|(q, state, ..)| {
+                matches!(state, QpState::Rtr | QpState::Rts) && q.nic.port_is_up()
+            })
     else {
         return Vet::Refuse(WcStatus::RetryExcErr as u32);
     };
@@ -1410,11 +1413,11 @@ fn respond(
     // Looked up once per run of requests to one QP within a pass (a QP destroyed meanwhile is
     // seen by its state below, as a request that came just before the destroy would be).
     let key = (req.dst_nic, req.dst_qpn);
-    // No responder (or one not ready): the requester's retries run out, as in one process.
-    let Some((rqp, _, remote, keys)) = cache
-        .lookup(f, key)
-        .filter(|(_, state, ..)| matches!(state, QpState::Rtr | QpState::Rts))
-    else {
+    // No responder (one not ready, or on a NIC whose port is down): the requester's retries
+    // run out, as in one process.
+    let Some((rqp, _, remote, keys)) = cache.lookup(f, key).filter(|(q, state, ..)| {
+        matches!(state, QpState::Rtr | QpState::Rts) && q.nic.port_is_up()
+    }) else {
         return (WcStatus::RetryExcErr as u32, Vec::new());
     };
     // Nothing of the QP is touched for a request it does not take.

@@ -1009,6 +1009,7 @@ impl Conn {
         key: super::direct::GrantKey,
         mr: &crate::mem::MrInner,
         qp_grants: &crate::shared::Grants,
+        port_up: &std::sync::atomic::AtomicBool,
     ) {
         let mut gates = lock(&self.gates);
         if gates.offered(&key) {
@@ -1057,13 +1058,14 @@ impl Conn {
                 value,
             })
         };
-        let opened = qp_grants.open_with(r(), || {
+        let opened = qp_grants.open_with(r(), port_up, || {
             region.grants().push(r());
             // ORDERING: SeqCst, as every store and load of a gate's state (`close_gate`).
             g.state.store(value, Ordering::SeqCst);
         });
         if !opened {
-            // The QP is in error or destroyed: the gate never opened.
+            // The QP is in error or destroyed, or its NIC's port is down: the gate never
+            // opened.
             lock(&self.gates).release(gate);
             return;
         }

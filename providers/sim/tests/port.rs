@@ -1,0 +1,60 @@
+//! `gda_sim::port`: the host-wide port state — a watch is called when another party takes the
+//! port down or brings it up (through the directory, as another process would), once per
+//! change, and not for other devices. One test: it sets `XDG_RUNTIME_DIR` for the process.
+
+use std::sync::mpsc;
+use std::time::Duration;
+
+#[test]
+fn a_watch_follows_its_port_and_no_other() {
+    use std::os::unix::fs::DirBuilderExt;
+    let xdg = std::env::temp_dir().join(format!("gda-sim-port-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&xdg);
+    std::fs::DirBuilder::new().mode(0o700).create(&xdg).unwrap();
+    // SAFETY: the only test of this binary, before any thread of ours reads the environment.
+    unsafe { std::env::set_var("XDG_RUNTIME_DIR", &xdg) };
+    let dir = gda_sim::port::dir().unwrap();
+    assert_eq!(dir, xdg.join("gda/ports"));
+    // Down before the watch: the state returned says so.
+    gda_sim::port::set_up("gda_mlx5_3", false).unwrap();
+    let (tx, rx) = mpsc::channel();
+    let (up, w) = gda_sim::port::watch("gda_mlx5_3", move |up| tx.send(up).unwrap()).unwrap();
+    assert!(!up, "down before the watch");
+    let (tx2, rx2) = mpsc::channel();
+    let (up2, w2) = gda_sim::port::watch("gda_bnxt_0", move |up| tx2.send(up).unwrap()).unwrap();
+    assert!(up2);
+    let next = |rx: &mpsc::Receiver<bool>| rx.recv_timeout(Duration::from_secs(5)).ok();
+    // Up, through the file another process would remove.
+    std::fs::remove_file(dir.join("gda_mlx5_3.down")).unwrap();
+    assert_eq!(next(&rx), Some(true));
+    assert!(gda_sim::port::is_up("gda_mlx5_3").unwrap());
+    // Down and up through the API; idempotent calls change nothing.
+    gda_sim::port::set_up("gda_mlx5_3", false).unwrap();
+    assert_eq!(next(&rx), Some(false));
+    gda_sim::port::set_up("gda_mlx5_3", false).unwrap();
+    gda_sim::port::set_up("gda_mlx5_3", true).unwrap();
+    assert_eq!(next(&rx), Some(true));
+    assert_eq!(gda_sim::port::down().unwrap(), Vec::<String>::new());
+    // The other device's watch saw none of it.
+    assert_eq!(rx2.recv_timeout(Duration::from_millis(200)).ok(), None);
+    assert!(
+        rx.recv_timeout(Duration::from_millis(200)).is_err(),
+        "one call per change"
+    );
+    // A dropped watch is called no more.
+    drop(w);
+    gda_sim::port::set_up("gda_mlx5_3", false).unwrap();
+    gda_sim::port::set_up("gda_bnxt_0", false).unwrap();
+    assert_eq!(next(&rx2), Some(false));
+    assert!(
+        rx.recv_timeout(Duration::from_millis(200)).is_err(),
+        "dropped"
+    );
+    assert_eq!(
+        gda_sim::port::down().unwrap(),
+        vec!["gda_bnxt_0".to_string(), "gda_mlx5_3".to_string()]
+    );
+    assert!(gda_sim::port::watch("no/such", |_| ()).is_err());
+    drop(w2);
+    std::fs::remove_dir_all(&xdg).unwrap();
+}
