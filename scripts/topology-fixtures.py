@@ -20,7 +20,7 @@ import os
 from xml.sax.saxutils import quoteattr
 
 # Written next to the tests that load them.
-OUT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "fixtures", "topology")
+OUT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "topo", "tests", "fixtures")
 
 GEN5_X16 = "63.015385"   # GB/s, what hwloc computes for 32GT/s x16
 GEN4_X16 = "31.507692"

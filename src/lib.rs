@@ -61,6 +61,7 @@ pub mod plot;
 pub mod provider;
 #[cfg(feature = "sim")]
 pub mod shmem_cli;
+pub mod topo;
 pub mod wire;
 
 #[cfg(feature = "sim")]

@@ -80,6 +80,25 @@ fn gda_rdma_devices_keeps_the_named_ones() {
         .map(|d| d["name"].as_str().unwrap())
         .collect();
     assert_eq!(names, ["gda_bnxt_0"]);
+    // The exclude form (as gda topo reads the variable): all but those named.
+    let (ok, out, _) = devices(&verbs_lib(), &[("GDA_RDMA_DEVICES", "^gda_mlx5_0")], true);
+    assert!(ok);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let names: Vec<&str> = v["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["gda_bnxt_0"]);
+    // A malformed list is a clear error, not an empty list.
+    let (ok, out, _) = devices(&verbs_lib(), &[("GDA_RDMA_DEVICES", "gda_mlx5_0:0")], true);
+    assert!(!ok, "{out}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        v["discover_error"],
+        "GDA_RDMA_DEVICES: \"gda_mlx5_0:0\": port \"0\" is not 1..=255"
+    );
 }
 
 #[test]

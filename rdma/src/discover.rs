@@ -14,6 +14,9 @@ pub enum DiscoverError {
     /// `ibv_get_device_list` failed.
     #[error("ibv_get_device_list failed: {0}")]
     List(std::io::Error),
+    /// `GDA_RDMA_DEVICES` is malformed.
+    #[error("{0}")]
+    Config(String),
     /// A device could not be opened or queried.
     #[error("{device}: {call} failed: {source}")]
     Query {
@@ -54,13 +57,15 @@ impl Drop for Open<'_> {
 }
 
 impl Verbs {
-    /// The NICs rdma-core lists, in its order; `GDA_RDMA_DEVICES` (names, comma-separated)
-    /// keeps those named.
+    /// The NICs rdma-core lists, in its order; `GDA_RDMA_DEVICES` keeps those it names
+    /// (`mlx5_0,mlx5_3`) or leaves out those it names after a `^` (`^mlx5_1`), as
+    /// `gda_topo::DeviceList` reads it.
     pub fn devices(&self) -> Result<Vec<DeviceInfo>, DiscoverError> {
-        let keep: Option<Vec<String>> = std::env::var("GDA_RDMA_DEVICES")
-            .ok()
-            .filter(|v| !v.trim().is_empty())
-            .map(|v| v.split(',').map(|s| s.trim().to_owned()).collect());
+        let keep = gda_topo::DeviceList::parse(
+            &std::env::var("GDA_RDMA_DEVICES").unwrap_or_default(),
+            "GDA_RDMA_DEVICES",
+        )
+        .map_err(|e| DiscoverError::Config(e.to_string()))?;
         let f = self.fns();
         let mut n: c_int = 0;
         // SAFETY: rdma-core's ibv_get_device_list with a valid out pointer.
@@ -82,7 +87,7 @@ impl Verbs {
             let name = unsafe { CStr::from_ptr((f.get_device_name)(dev)) }
                 .to_string_lossy()
                 .into_owned();
-            if keep.as_ref().is_some_and(|k| !k.contains(&name)) {
+            if !keep.keeps(&name) {
                 continue;
             }
             match self.describe(dev, &name) {

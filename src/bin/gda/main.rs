@@ -58,6 +58,27 @@ enum Cmd {
         #[arg(value_enum)]
         state: Option<PortState>,
     },
+    /// The node as gda sees it (hwloc): GPUs, RDMA NICs, NUMA nodes, the PCIe path between
+    /// each GPU and NIC as `nvidia-smi topo -m` prints it, and which GPU, NICs and CPUs each
+    /// local rank takes.
+    #[command(
+        after_help = "EXAMPLES:\n  gda topo\n  gda topo --topology node.xml --ranks 8\n  gda topo --json --ranks 8\n  GDA_RAILS=2 gda topo\n\nENVIRONMENT:\n  HWLOC_XMLFILE     read this hwloc XML instead of the machine\n  GDA_HWLOC_LIB     path of libhwloc.so.15\n  GDA_RDMA_DEVICES  devices to use: a,b:port (only those) or ^a,b (all but those)\n  GDA_NIC_MAP       local rank -> NICs: 0=mlx5_0,1=mlx5_1+mlx5_2\n  GDA_RAILS         NICs per rank (default 1)"
+    )]
+    Topo {
+        /// An hwloc XML file (`lstopo --of xml`) instead of this machine.
+        #[arg(long)]
+        topology: Option<std::path::PathBuf>,
+        /// Local ranks to place (default: one per GPU, else one per NIC); with --json, one
+        /// JSON object per line per rank.
+        #[arg(long, value_parser = |s: &str| gda::cli::count_in(s, 1, 4096).map(|v| v as usize))]
+        ranks: Option<usize>,
+        /// NICs per rank (default GDA_RAILS, else 1).
+        #[arg(long, value_parser = |s: &str| gda::cli::count_in(s, 1, 64).map(|v| v as usize))]
+        rails: Option<usize>,
+        /// JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
     /// The NICs gda can drive: rdma-core's devices (real, or the verbs-compatible library's)
     /// with provider, ports, link layer, MTU, GIDs and limits, like `ibv_devinfo`, and the
     /// in-process software NIC.
@@ -793,6 +814,29 @@ fn main() -> ExitCode {
                 ExitCode::SUCCESS
             } else {
                 ExitCode::from(1)
+            };
+        }
+        Cmd::Topo {
+            topology,
+            ranks,
+            rails,
+            json,
+        } => {
+            let args = gda::topo::Args {
+                topology,
+                ranks,
+                rails,
+                json,
+            };
+            return match gda::topo::run(&args) {
+                Ok(t) => {
+                    println!("{}", t.trim_end());
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    gda::shmem::diag!("gda topo: {e}");
+                    ExitCode::from(1)
+                }
             };
         }
         Cmd::Devices { json } => {
