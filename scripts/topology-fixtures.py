@@ -6,6 +6,8 @@ Fixtures:
   8gpu-4nic-pairs.xml   2 sockets, 8x H100 + 4x CX-7, two GPUs + one NIC per PCIe switch
   2socket-cross.xml     2 sockets, 8x MI300X, 4x Thor2 NICs only on socket 0
   nics-no-gpu.xml       1 socket, 2x CX-7, no GPU
+  sim-8gpu-8nic.xml     8gpu-8nic-switch with the NICs named gda_mlx5_0..7 (the software NIC's
+                        verbs devices), for jobs run on the software NIC
 
 hwloc 2.x encodings used (as hwloc 2.9 writes and reads them):
   osdev_type: 0=BLOCK 1=GPU 2=NETWORK 3=OPENFABRICS 4=DMA 5=COPROC
@@ -186,7 +188,7 @@ def rsmi_osdevs(i, n):
     ])]
 
 
-def mlx_osdevs(i, bus, ib=True):
+def mlx_osdevs(i, bus, ib=True, prefix=""):
     g = guid(i, 0xa088c20300a1b200)
     infos = [("NodeGUID", g), ("SysImageGUID", g),
              ("Port1State", "4"), ("Port1LID", "0x%x" % (0x10 + i)), ("Port1LMC", "0"),
@@ -196,7 +198,7 @@ def mlx_osdevs(i, bus, ib=True):
              ":".join(g.replace(":", "")[k:k + 2] for k in range(0, 16, 2))) if ib
             else ("Address", "a0:88:c2:a1:b2:%02x" % i),
             ("Port", "1")])
-    return [net, ("mlx5_%d" % i, 3, None, infos)]
+    return [net, ("%smlx5_%d" % (prefix, i), 3, None, infos)]
 
 
 def bnxt_osdevs(i, bus):
@@ -321,13 +323,13 @@ def build(filename, sockets, cores_per_socket, io_per_socket, cpu_vendor="Genuin
 DGX_GPU_BUS = [0x18, 0x2a, 0x3a, 0x5d, 0x9a, 0xab, 0xba, 0xdb]
 
 
-def fixture_8gpu_8nic():
+def fixture_8gpu_8nic(prefix="", filename="8gpu-8nic-switch.xml", hostname="dgx-h100-8nic"):
     io = [[], []]
     for i, b in enumerate(DGX_GPU_BUS):
         gpu = (H100, cuda_osdevs(i))
-        nic = (CX7, mlx_osdevs(i, b + 1))
+        nic = (CX7, mlx_osdevs(i, b + 1, prefix=prefix))
         io[i // 4].append(switch_1gpu_1nic(b, gpu, nic, ROOT_INTEL))
-    build("8gpu-8nic-switch.xml", 2, 8, io, hostname="dgx-h100-8nic")
+    build(filename, 2, 8, io, hostname=hostname)
 
 
 def fixture_8gpu_4nic():
@@ -364,3 +366,6 @@ if __name__ == "__main__":
     fixture_8gpu_4nic()
     fixture_cross()
     fixture_nics_no_gpu()
+    # The DGX node with its NICs named as the verbs-compatible library names its devices
+    # (GDA_VERBS_DEVICES=mlx5:8 shows gda_mlx5_0..7), for jobs on the software NIC.
+    fixture_8gpu_8nic(prefix="gda_", filename="sim-8gpu-8nic.xml", hostname="sim-dgx-8nic")

@@ -66,11 +66,82 @@ pub fn with_verbs_pe<R>(f: impl FnOnce(&dyn PeOps) -> Result<R>) -> Result<R> {
             verbs_pe_on(d, self.0)
         }
     }
-    let name = std::env::var("GDA_SHMEM_DEVICE")
+    let named = std::env::var("GDA_SHMEM_DEVICE")
         .ok()
         .filter(|s| !s.is_empty());
+    let name = match named {
+        Some(n) => Some(n),
+        None => match gda_shmem::boot::env::Launch::from_env()? {
+            Some(launch) => Some(nearest_device(&launch)?),
+            None => None,
+        },
+    };
     crate::devices::open_rdma(name.as_deref(), On(f))
         .map_err(|e| ShmemError::Config(format!("verbs domain (GDA_SHMEM_DEVICE): {e}")))?
+}
+
+/// The RDMA device this PE takes when `GDA_SHMEM_DEVICE` names none: the first rail
+/// `gda_topo::select` gives its local rank, over the devices rdma-core lists that the
+/// topology (hwloc) shows — nearest to the PE's GPU, balanced over the node's PEs, with
+/// `GDA_RDMA_DEVICES`, `GDA_NIC_MAP` and `GDA_RAILS` applied. Without hwloc, or when hwloc
+/// shows none of rdma-core's devices, round-robin over rdma-core's devices by local rank.
+/// With `GDA_SHMEM_REPORT_BINDINGS=1` the PE says what it took.
+#[cfg(feature = "verbs")]
+fn nearest_device(launch: &gda_shmem::boot::env::Launch) -> Result<String> {
+    let listed = crate::devices::list();
+    if let Err(e) = &listed.library {
+        return Err(ShmemError::Config(format!("verbs domain: {e}")));
+    }
+    if let Some(e) = &listed.discover_error {
+        return Err(ShmemError::Config(format!("verbs domain: {e}")));
+    }
+    let names: Vec<String> = listed.devices.iter().map(|d| d.name.clone()).collect();
+    if names.is_empty() {
+        return Err(ShmemError::Config(
+            "verbs domain: rdma-core lists no RDMA device (gda devices shows what it sees)".into(),
+        ));
+    }
+    let (node, how) = match gda_topo::discover(&gda_topo::Source::Host) {
+        Ok(mut node) => {
+            node.nics.retain(|n| names.contains(&n.name));
+            if node.nics.is_empty() {
+                (
+                    gda_topo::Node::flat(&names),
+                    "round-robin: the topology shows none of rdma-core's devices".to_string(),
+                )
+            } else {
+                (node, "nearest by topology".to_string())
+            }
+        }
+        Err(e) => (gda_topo::Node::flat(&names), format!("round-robin: {e}")),
+    };
+    let req = gda_topo::request_from_env(launch.local_size as usize)
+        .map_err(|e| ShmemError::Config(e.to_string()))?;
+    let all = gda_topo::select(&node, &req).map_err(|e| ShmemError::Config(e.to_string()))?;
+    let me = all
+        .get(launch.local_rank as usize)
+        .filter(|b| !b.rails.is_empty())
+        .ok_or_else(|| ShmemError::Config("verbs domain: no RDMA device to use".into()))?;
+    if std::env::var("GDA_SHMEM_REPORT_BINDINGS").as_deref() == Ok("1") {
+        let rails: Vec<String> = me
+            .rails
+            .iter()
+            .map(|r| format!("{} ({})", r.nic, r.path))
+            .collect();
+        gda_shmem::diag!(
+            "gda shmem: PE {} bindings: local rank {}; gpu {}; nics {}; near cpus {} ({how})",
+            launch.rank,
+            launch.local_rank,
+            me.gpu.map_or_else(|| "none".to_string(), |g| g.to_string()),
+            rails.join(", "),
+            if me.cpus.is_empty() {
+                "unknown".to_string()
+            } else {
+                gda_os::cpu::format_list(&me.cpus)
+            }
+        );
+    }
+    Ok(me.rails[0].nic.clone())
 }
 
 #[cfg(feature = "verbs")]

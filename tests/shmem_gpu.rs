@@ -336,3 +336,21 @@ fn a_failed_gpu_heap_job_leaves_no_shared_memory() {
     assert!(left.is_empty(), "left behind: {left:?}");
     assert!(gda::os::shm::list("hipsim").unwrap().len() <= hipsim_before);
 }
+
+/// A PE's GPU follows its *local* rank (issue 46): 4 PEs over 2 simulated hosts (PEs 0, 2 on
+/// one, 1, 3 on the other) with 4 GPUs each take GPUs 0 and 1 on each host — not 0–3 by global
+/// rank, which would leave a host's GPUs 2 and 3 to PEs of the other host.
+#[test]
+fn a_pes_gpu_follows_its_local_rank() {
+    let o = gda(
+        &[
+            "shmem", "check", "--pes", "4", "--heap", "gpu", "--hosts", "2",
+        ],
+        &[("GDA_HIPSIM_GPUS", "4"), ("GDA_HIPSIM_TRACE", "1")],
+    );
+    assert_eq!(ok_lines(&o).len(), 4);
+    let set: Vec<usize> = (0..4)
+        .map(|g| count(&o, &format!("hipSetDevice {g}")))
+        .collect();
+    assert_eq!(set, [2, 2, 0, 0], "{}", String::from_utf8_lossy(&o.stderr));
+}

@@ -103,3 +103,168 @@ fn verbs_domain_errors_are_clear() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("GDA_SHMEM_DOMAIN=\"nic9\""));
     assert_eq!(cases, 4);
 }
+
+fn fixture(name: &str) -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("topo/tests/fixtures")
+        .join(name)
+}
+
+/// The bindings lines (`gda shmem: PE r bindings: …`) of a job's stderr, by PE.
+fn bindings(err: &str) -> Vec<(u32, String)> {
+    let mut v: Vec<(u32, String)> = err
+        .lines()
+        .filter_map(|l| {
+            let rest = l.strip_prefix("gda shmem: PE ")?;
+            let (pe, what) = rest.split_once(" bindings: ")?;
+            Some((pe.parse().ok()?, what.to_string()))
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// Issue 46: on a node of 8 GPUs and 8 NICs (the DGX fixture, its NICs the verbs library's
+/// `gda_mlx5_0..7`), `gda shmem check --pes 8` over the verbs domain with no device named:
+/// every PE reports its GPU, its own switch's NIC and the CPUs near them — PE r takes GPU r
+/// and `gda_mlx5_r` (PIX), PEs 0–3 socket 0's CPUs, 4–7 socket 1's — and the check passes.
+#[test]
+fn each_pe_of_a_node_takes_the_nic_next_to_its_gpu() {
+    let o = Command::new(env!("CARGO_BIN_EXE_gda"))
+        .args([
+            "shmem",
+            "check",
+            "--pes",
+            "8",
+            "--transport",
+            "rdma",
+            "--domain",
+            "verbs",
+        ])
+        .env("GDA_IBVERBS_LIB", verbs_lib())
+        .env("GDA_VERBS_DEVICES", "mlx5:8")
+        .env("HWLOC_XMLFILE", fixture("sim-8gpu-8nic.xml"))
+        .env("GDA_SHMEM_REPORT_BINDINGS", "1")
+        .env("GDA_SHMEM_TIMEOUT_MS", "120000")
+        .env_remove("GDA_SHMEM_DEVICE")
+        .output()
+        .expect("run gda shmem");
+    let out = String::from_utf8_lossy(&o.stdout);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{out}\n{err}");
+    assert_eq!(
+        out.lines().filter(|l| l.contains(": ok, ")).count(),
+        8,
+        "{out}"
+    );
+    let buses = ["18", "2a", "3a", "5d", "9a", "ab", "ba", "db"];
+    let want: Vec<(u32, String)> = (0..8)
+        .map(|r| {
+            (
+                r,
+                format!(
+                    "local rank {r}; gpu 0000:{}:00.0; nics gda_mlx5_{r} (PIX); near cpus {} \
+                     (nearest by topology)",
+                    buses[r as usize],
+                    if r < 4 { "0-7" } else { "8-15" }
+                ),
+            )
+        })
+        .collect();
+    assert_eq!(bindings(&err), want, "{err}");
+}
+
+/// A PE takes its NIC by its *local* rank, from each launcher's variables: two PEs whose
+/// local ranks are the reverse of their ranks (torchrun's `LOCAL_RANK`, Open MPI's
+/// `OMPI_COMM_WORLD_LOCAL_RANK`) take the reverse NICs; `GDA_NIC_MAP` overrides the choice.
+#[test]
+fn the_local_rank_of_each_launcher_picks_the_nic() {
+    let port = 20000 + (std::process::id() % 20000) as u16;
+    let torchrun = move |r: u32| {
+        vec![
+            ("RANK", r.to_string()),
+            ("WORLD_SIZE", "2".to_string()),
+            ("LOCAL_RANK", (1 - r).to_string()),
+            ("LOCAL_WORLD_SIZE", "2".to_string()),
+            ("MASTER_ADDR", "127.0.0.1".to_string()),
+            ("MASTER_PORT", port.to_string()),
+            ("TORCHELASTIC_RUN_ID", format!("lr{port}")),
+        ]
+    };
+    let ompi = move |r: u32| {
+        vec![
+            ("OMPI_COMM_WORLD_RANK", r.to_string()),
+            ("OMPI_COMM_WORLD_SIZE", "2".to_string()),
+            ("OMPI_COMM_WORLD_LOCAL_RANK", (1 - r).to_string()),
+            ("OMPI_COMM_WORLD_LOCAL_SIZE", "2".to_string()),
+            ("OMPI_MCA_ess_base_jobid", format!("lr{port}")),
+        ]
+    };
+    type Env<'a> = Box<dyn Fn(u32) -> Vec<(&'static str, String)> + 'a>;
+    let mut jobs = 0;
+    for (launcher, env, map, want) in [
+        (
+            "torchrun",
+            Box::new(torchrun) as Env,
+            None,
+            ["gda_mlx5_1", "gda_mlx5_0"],
+        ),
+        (
+            "mpirun",
+            Box::new(ompi) as Env,
+            None,
+            ["gda_mlx5_1", "gda_mlx5_0"],
+        ),
+        (
+            "mpirun",
+            Box::new(ompi) as Env,
+            Some("0=gda_mlx5_7,1=gda_mlx5_4"),
+            ["gda_mlx5_4", "gda_mlx5_7"],
+        ),
+    ] {
+        let pes: Vec<_> = (0..2u32)
+            .map(|r| {
+                let mut c = Command::new(env!("CARGO_BIN_EXE_gda"));
+                c.args(["shmem", "check", "--transport", "rdma", "--domain", "verbs"])
+                    .env("GDA_IBVERBS_LIB", verbs_lib())
+                    .env("GDA_VERBS_DEVICES", "mlx5:8")
+                    .env("HWLOC_XMLFILE", fixture("sim-8gpu-8nic.xml"))
+                    .env("GDA_SHMEM_REPORT_BINDINGS", "1")
+                    .env("GDA_SHMEM_TIMEOUT_MS", "60000")
+                    .env_remove("GDA_SHMEM_DEVICE")
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::piped());
+                for k in [
+                    "GDA_SHMEM_RANK",
+                    "GDA_SHMEM_SIZE",
+                    "PMI_RANK",
+                    "SLURM_PROCID",
+                    "RANK",
+                ] {
+                    c.env_remove(k);
+                }
+                if let Some(m) = map {
+                    c.env("GDA_NIC_MAP", m);
+                }
+                for (k, v) in env(r) {
+                    c.env(k, v);
+                }
+                c.spawn().expect("spawn a PE")
+            })
+            .collect();
+        for (r, pe) in pes.into_iter().enumerate() {
+            let o = pe.wait_with_output().unwrap();
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert!(o.status.success(), "{launcher} PE {r}: {err}");
+            let b = bindings(&err);
+            assert_eq!(b.len(), 1, "{err}");
+            assert!(
+                b[0].1.contains(&format!("nics {} (", want[r])),
+                "{launcher} {map:?} PE {r}: {}",
+                b[0].1
+            );
+        }
+        jobs += 1;
+    }
+    assert_eq!(jobs, 3);
+}

@@ -270,7 +270,9 @@ fn init_booted<D>(
 where
     D: Device + 'static,
 {
-    let pe = Pe::init(Box::new(boot), nic, cfg);
+    let mut cfg = cfg.clone();
+    cfg.local_rank.get_or_insert(launch.local_rank);
+    let pe = Pe::init(Box::new(boot), nic, &cfg);
     if pe.is_err() {
         // Leave nothing behind when init fails (peers may have died half way).
         let _ = gda_os::shm::sweep(&launch.job);
@@ -510,6 +512,15 @@ fn place_pe(bind: Bind, cpus: &[usize], engine: bool) -> Result<PePlacement> {
             .map_err(|e| ShmemError::io("moving the PE to the launcher's CPUs", e))?;
     }
     Ok(p)
+}
+
+/// PE `r`'s local rank and the PEs on its host, in a job of `n` PEs spread round-robin over
+/// `hosts` simulated hosts (`GDA_SHMEM_HOSTS`; `None`: one host).
+fn local_rank(r: u32, n: u32, hosts: Option<u32>) -> (u32, u32) {
+    match hosts {
+        Some(k) if k > 1 => (r / k, (n - r % k).div_ceil(k)),
+        _ => (r, n),
+    }
 }
 
 /// With `GDA_SHMEM_REPORT_BINDINGS=1` (`gdarun --report-bindings`), one line on stderr saying
@@ -753,6 +764,14 @@ fn supervise(
         c.args(args)
             .env("GDA_SHMEM_RANK", r.to_string())
             .env("GDA_SHMEM_SIZE", job.n.to_string())
+            .env(
+                "GDA_SHMEM_LOCAL_RANK",
+                local_rank(r, job.n, job.hosts).0.to_string(),
+            )
+            .env(
+                "GDA_SHMEM_LOCAL_SIZE",
+                local_rank(r, job.n, job.hosts).1.to_string(),
+            )
             .env("GDA_SHMEM_JOB", id)
             .env("GDA_SHMEM_BOOT", format!("127.0.0.1:{port}"))
             .env("GDA_SHMEM_SECRET", hex::encode(secret))
@@ -1013,6 +1032,16 @@ pub fn relaunch_self(n: u32) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// gdarun's local ranks: one host, or PEs round-robin over simulated hosts (5 PEs on 2
+    /// hosts: PEs 0, 2, 4 on host 0, PEs 1, 3 on host 1).
+    #[test]
+    fn local_ranks_follow_the_simulated_hosts() {
+        let one: Vec<_> = (0..3).map(|r| local_rank(r, 3, None)).collect();
+        assert_eq!(one, [(0, 3), (1, 3), (2, 3)]);
+        let two: Vec<_> = (0..5).map(|r| local_rank(r, 5, Some(2))).collect();
+        assert_eq!(two, [(0, 3), (0, 2), (1, 3), (1, 2), (2, 3)]);
+    }
 
     #[test]
     fn binding_places_pes_on_the_allowed_cpus() {

@@ -85,13 +85,15 @@ pub(crate) enum PeerSeg {
 
 impl LocalSeg {
     /// PE `me`'s segment of `len` bytes (zeroed) in job `job`; `gpu` picks the GPU of a GPU
-    /// heap (default: `me` modulo the GPUs this process sees).
+    /// heap (default: `local_rank`, the PE's rank on its node, modulo the GPUs this process
+    /// sees).
     pub(crate) fn create(
         placement: HeapPlacement,
         names: &gda_os::shm::JobNames,
         me: u32,
         len: usize,
         gpu: Option<u32>,
+        local_rank: u32,
     ) -> Result<Self> {
         match placement {
             HeapPlacement::Host => Segment::create_aligned(
@@ -103,10 +105,12 @@ impl LocalSeg {
             .map(Self::Host)
             .map_err(|e| ShmemError::io(format!("PE {me}: symmetric heap of {len} bytes"), e)),
             #[cfg(feature = "hip")]
-            HeapPlacement::Gpu => gpu::GpuSeg::create(names.job(), me, len, gpu).map(Self::Gpu),
+            HeapPlacement::Gpu => {
+                gpu::GpuSeg::create(names.job(), me, len, gpu, local_rank).map(Self::Gpu)
+            }
             #[cfg(not(feature = "hip"))]
             HeapPlacement::Gpu => {
-                let _ = gpu;
+                let _ = (gpu, local_rank);
                 Err(ShmemError::Config(
                     "GDA_SHMEM_HEAP=gpu needs a gda built with the `hip` feature \
                      (cargo build --release --features hip)"
@@ -283,7 +287,13 @@ mod gpu {
     }
 
     impl GpuSeg {
-        pub(crate) fn create(job: &str, me: u32, len: usize, gpu: Option<u32>) -> Result<Self> {
+        pub(crate) fn create(
+            job: &str,
+            me: u32,
+            len: usize,
+            gpu: Option<u32>,
+            local_rank: u32,
+        ) -> Result<Self> {
             let hip = Hip::load().map_err(|e| gpu_err(format!("PE {me}: GPU heap"), &e))?;
             let gpus = hip
                 .gpus()
@@ -296,7 +306,7 @@ mod gpu {
                         gpus.len()
                     )));
                 }
-                None => me % gpus.len() as u32,
+                None => local_rank % gpus.len() as u32,
             };
             hip.set_device(index)
                 .map_err(|e| gpu_err(format!("PE {me}: GPU {index}"), &e))?;

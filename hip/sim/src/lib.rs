@@ -190,6 +190,7 @@ pub extern "C" fn hipSetDevice(dev: c_int) -> c_int {
     let r = device_ok(dev);
     if r == code::SUCCESS {
         CURRENT.with(|c| c.set(dev));
+        trace(format_args!("hipSetDevice {dev}"));
     }
     r
 }

@@ -1,12 +1,15 @@
 //! What launchers put in the environment.
 //!
-//! | launcher | rank / size | rendezvous | job id |
-//! |---|---|---|---|
-//! | `gdarun` | `GDA_SHMEM_RANK` / `GDA_SHMEM_SIZE` | `GDA_SHMEM_BOOT` | `GDA_SHMEM_JOB` |
-//! | Open MPI `mpirun` | `OMPI_COMM_WORLD_RANK` / `_SIZE` | see below | `OMPI_MCA_ess_base_jobid` |
-//! | PMI (MPICH, Hydra) | `PMI_RANK` / `PMI_SIZE` | see below | `PMI_KVSNAME` |
-//! | Slurm `srun` | `SLURM_PROCID` / `SLURM_NTASKS` | see below | `SLURM_JOB_ID`.`SLURM_STEP_ID` |
-//! | `torchrun` | `RANK` / `WORLD_SIZE` | `MASTER_ADDR`:`MASTER_PORT` + 1 | `TORCHELASTIC_RUN_ID` |
+//! | launcher | rank / size | local rank / size | rendezvous | job id |
+//! |---|---|---|---|---|
+//! | `gdarun` | `GDA_SHMEM_RANK` / `GDA_SHMEM_SIZE` | `GDA_SHMEM_LOCAL_RANK` / `_SIZE` | `GDA_SHMEM_BOOT` | `GDA_SHMEM_JOB` |
+//! | Open MPI `mpirun` | `OMPI_COMM_WORLD_RANK` / `_SIZE` | `OMPI_COMM_WORLD_LOCAL_RANK` / `_SIZE` | see below | `OMPI_MCA_ess_base_jobid` |
+//! | PMI (MPICH, Hydra) | `PMI_RANK` / `PMI_SIZE` | `MPI_LOCALRANKID` / `MPI_LOCALNRANKS` | see below | `PMI_KVSNAME` |
+//! | Slurm `srun` | `SLURM_PROCID` / `SLURM_NTASKS` | `SLURM_LOCALID` / `SLURM_TASKS_PER_NODE` at `SLURM_NODEID` | see below | `SLURM_JOB_ID`.`SLURM_STEP_ID` |
+//! | `torchrun` | `RANK` / `WORLD_SIZE` | `LOCAL_RANK` / `LOCAL_WORLD_SIZE` | `MASTER_ADDR`:`MASTER_PORT` + 1 | `TORCHELASTIC_RUN_ID` |
+//!
+//! Without a local rank the job is taken to be one node (local rank = rank); a local rank
+//! without its size means at least that many PEs on the node.
 //!
 //! The rendezvous address is `GDA_SHMEM_BOOT` when set (any launcher); otherwise torchrun's
 //! master address with the port after `MASTER_PORT` (torchrun's own store holds that one), else
@@ -40,6 +43,41 @@ pub struct Launch {
     pub secret: Option<Vec<u8>>,
     /// Which launcher the variables came from.
     pub launcher: &'static str,
+    /// This PE among the PEs of its node (what picks its GPU and NICs): the launcher's local
+    /// rank ([`local_vars`]), else `rank` (one node).
+    pub local_rank: u32,
+    /// PEs on this node: the launcher's local size, else `size`.
+    pub local_size: u32,
+}
+
+/// Each launcher's local rank and local size variables: `gdarun`'s own, Open MPI's, MPICH
+/// Hydra's, Slurm's (the size from `SLURM_TASKS_PER_NODE` and `SLURM_NODEID`) and torchrun's.
+const fn local_vars(launcher: &str) -> (&'static str, &'static str) {
+    match launcher.as_bytes() {
+        b"gdarun" => ("GDA_SHMEM_LOCAL_RANK", "GDA_SHMEM_LOCAL_SIZE"),
+        b"mpirun" => ("OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"),
+        b"pmi" => ("MPI_LOCALRANKID", "MPI_LOCALNRANKS"),
+        b"srun" => ("SLURM_LOCALID", "SLURM_TASKS_PER_NODE"),
+        _ => ("LOCAL_RANK", "LOCAL_WORLD_SIZE"),
+    }
+}
+
+/// Slurm's `SLURM_TASKS_PER_NODE` (`4(x2),3`: tasks on each node of the step, runs
+/// compressed) at node `node`.
+fn slurm_tasks_on(v: &str, node: u32) -> Option<u32> {
+    let mut i = 0u32;
+    for part in v.split(',').map(str::trim) {
+        let (n, times) = match part.split_once("(x") {
+            Some((n, t)) => (n, t.strip_suffix(')')?.parse::<u32>().ok()?),
+            None => (part, 1),
+        };
+        let n: u32 = n.parse().ok()?;
+        if node < i.checked_add(times)? {
+            return Some(n);
+        }
+        i += times;
+    }
+    None
 }
 
 fn sanitize(s: &str) -> String {
@@ -76,6 +114,8 @@ impl Launch {
             job: format!("solo{}x{}", std::process::id(), hex::encode(tag)),
             secret: Some(rand::random::<[u8; 32]>().to_vec()),
             launcher: "none",
+            local_rank: 0,
+            local_size: 1,
         }
     }
 
@@ -175,6 +215,33 @@ impl Launch {
             ),
             None => None,
         };
+        let (lrvar, lsvar) = local_vars(launcher);
+        let (local_rank, local_size) = match get(lrvar) {
+            None => (r, n),
+            Some(lv) => {
+                let lr = parse_u32(lrvar, &lv)?;
+                let ls = match get(lsvar) {
+                    Some(sv) if launcher == "srun" => {
+                        let node =
+                            get("SLURM_NODEID").map_or(Ok(0), |v| parse_u32("SLURM_NODEID", &v))?;
+                        slurm_tasks_on(&sv, node).ok_or_else(|| {
+                            ShmemError::Config(format!(
+                                "{lsvar}={sv:?} says nothing of node {node} (SLURM_NODEID)"
+                            ))
+                        })?
+                    }
+                    Some(sv) => parse_u32(lsvar, &sv)?,
+                    // The local size unknown: at least this many PEs share the node.
+                    None => lr + 1,
+                };
+                if ls == 0 || lr >= ls || ls > n {
+                    return Err(ShmemError::Config(format!(
+                        "{lrvar}={lr} with a local size of {ls} ({lsvar}) in a job of {n} PEs"
+                    )));
+                }
+                (lr, ls)
+            }
+        };
         Ok(Some(Self {
             rank: r,
             size: n,
@@ -182,6 +249,8 @@ impl Launch {
             job,
             secret,
             launcher,
+            local_rank,
+            local_size,
         }))
     }
 
@@ -297,6 +366,112 @@ mod tests {
             )
         );
         assert_eq!(launch(&[]).unwrap(), None);
+    }
+
+    /// Each launcher's local rank and size (issue 46: a PE's GPU and NICs follow its local
+    /// rank, not its global one); without them, the job is one node.
+    #[test]
+    fn every_launcher_gives_its_local_rank() {
+        type Vars<'a> = &'a [(&'a str, &'a str)];
+        let cases: [(Vars<'_>, (u32, u32)); 7] = [
+            (
+                &[
+                    ("GDA_SHMEM_RANK", "5"),
+                    ("GDA_SHMEM_SIZE", "8"),
+                    ("GDA_SHMEM_LOCAL_RANK", "1"),
+                    ("GDA_SHMEM_LOCAL_SIZE", "4"),
+                ],
+                (1, 4),
+            ),
+            (
+                &[
+                    ("OMPI_COMM_WORLD_RANK", "9"),
+                    ("OMPI_COMM_WORLD_SIZE", "16"),
+                    ("OMPI_COMM_WORLD_LOCAL_RANK", "1"),
+                    ("OMPI_COMM_WORLD_LOCAL_SIZE", "8"),
+                ],
+                (1, 8),
+            ),
+            (
+                &[
+                    ("PMI_RANK", "3"),
+                    ("PMI_SIZE", "4"),
+                    ("MPI_LOCALRANKID", "1"),
+                    ("MPI_LOCALNRANKS", "2"),
+                ],
+                (1, 2),
+            ),
+            (
+                &[
+                    ("SLURM_PROCID", "10"),
+                    ("SLURM_NTASKS", "11"),
+                    ("SLURM_LOCALID", "2"),
+                    ("SLURM_TASKS_PER_NODE", "4(x2),3"),
+                    ("SLURM_NODEID", "2"),
+                ],
+                (2, 3),
+            ),
+            (
+                &[
+                    ("RANK", "6"),
+                    ("WORLD_SIZE", "8"),
+                    ("LOCAL_RANK", "2"),
+                    ("LOCAL_WORLD_SIZE", "4"),
+                ],
+                (2, 4),
+            ),
+            // No local variables: one node.
+            (&[("PMI_RANK", "3"), ("PMI_SIZE", "4")], (3, 4)),
+            // A local rank without its size: at least that many on the node.
+            (
+                &[("RANK", "6"), ("WORLD_SIZE", "8"), ("LOCAL_RANK", "2")],
+                (2, 3),
+            ),
+        ];
+        let mut checked = 0;
+        for (vars, want) in cases {
+            let l = launch(vars).unwrap().unwrap();
+            assert_eq!((l.local_rank, l.local_size), want, "{vars:?}");
+            checked += 1;
+        }
+        assert_eq!(checked, 7);
+        for (vars, want) in [
+            (
+                &[
+                    ("RANK", "1"),
+                    ("WORLD_SIZE", "4"),
+                    ("LOCAL_RANK", "4"),
+                    ("LOCAL_WORLD_SIZE", "4"),
+                ][..],
+                "LOCAL_RANK=4 with a local size of 4",
+            ),
+            (
+                &[("RANK", "1"), ("WORLD_SIZE", "4"), ("LOCAL_RANK", "x")][..],
+                "LOCAL_RANK=\"x\" is not a number",
+            ),
+            (
+                &[
+                    ("RANK", "1"),
+                    ("WORLD_SIZE", "4"),
+                    ("LOCAL_RANK", "0"),
+                    ("LOCAL_WORLD_SIZE", "9"),
+                ][..],
+                "in a job of 4 PEs",
+            ),
+            (
+                &[
+                    ("SLURM_PROCID", "1"),
+                    ("SLURM_NTASKS", "4"),
+                    ("SLURM_LOCALID", "0"),
+                    ("SLURM_TASKS_PER_NODE", "2(x2)"),
+                    ("SLURM_NODEID", "5"),
+                ][..],
+                "says nothing of node 5",
+            ),
+        ] {
+            let e = launch(vars).unwrap_err().to_string();
+            assert!(e.contains(want), "{vars:?}: {e}");
+        }
     }
 
     #[test]

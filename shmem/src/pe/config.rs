@@ -44,9 +44,13 @@ pub struct Config {
     pub hosts: Option<u32>,
     /// Where the symmetric heap lives (`GDA_SHMEM_HEAP=host|gpu`; default host).
     pub heap: HeapPlacement,
-    /// The GPU of a GPU heap (`GDA_SHMEM_GPU`; default the PE's rank modulo the GPUs this
-    /// process sees, which is the local rank when ranks fill hosts in blocks).
+    /// The GPU of a GPU heap (`GDA_SHMEM_GPU`; default the PE's local rank — its rank among
+    /// the PEs of its node, [`Config::local_rank`] — modulo the GPUs this process sees).
     pub gpu: Option<u32>,
+    /// This PE's rank among the PEs of its node, which picks its GPU: set by the launchers
+    /// from their local-rank variables (`crate::boot::env::Launch::local_rank`), not read
+    /// from the environment here. `None`: the PE's rank (one node).
+    pub local_rank: Option<u32>,
     /// Memory of this process to make symmetric besides the heap: the program's global and
     /// static variables ([`StaticRange::executable`](crate::StaticRange::executable); the
     /// OpenSHMEM C library sets it). `None` (the default): only the heap is symmetric. Every
@@ -63,6 +67,7 @@ impl Default for Config {
             hosts: None,
             heap: HeapPlacement::Host,
             gpu: None,
+            local_rank: None,
             static_data: None,
         }
     }

@@ -165,7 +165,14 @@ impl<P: Provider> Pe<P> {
         let internal = heap_size;
         let bounce = internal + TEAM_SLOTS * TEAM_BYTES;
         let total = bounce + BOUNCE;
-        let mut seg = LocalSeg::create(cfg.heap, &keyed, me, total, cfg.gpu)?;
+        let mut seg = LocalSeg::create(
+            cfg.heap,
+            &keyed,
+            me,
+            total,
+            cfg.gpu,
+            cfg.local_rank.unwrap_or(me),
+        )?;
         // Until the names are removed below (every peer has mapped them), an init that fails
         // removes them on its way out: a thread launch has no gdarun to sweep the job.
         let mut names = Names {

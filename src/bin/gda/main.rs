@@ -323,6 +323,19 @@ fn shmem(a: ShmemArgs) -> ExitCode {
             }
         };
     }
+    // A PE started by a launcher (`gdarun -n 4 gda shmem check --domain verbs`): its own
+    // flags win over the variables it inherited, as they do for the PEs `--pes` starts.
+    for (flag, var) in [
+        (&a.transport, "GDA_SHMEM_TRANSPORT"),
+        (&a.domain, "GDA_SHMEM_DOMAIN"),
+        (&a.heap, "GDA_SHMEM_HEAP"),
+    ] {
+        if let Some(v) = flag {
+            // SAFETY: single-threaded here: nothing has started a thread yet (the PE, its
+            // rendezvous and its NIC start theirs below).
+            unsafe { std::env::set_var(var, v) };
+        }
+    }
     let domain = match gda::shmem_cli::Domain::from_env() {
         Ok(d) => d,
         Err(e) => {
