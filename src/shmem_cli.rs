@@ -55,7 +55,7 @@ impl Domain {
 /// (default: the first NIC of the table's first hardware vendor that has one).
 #[cfg(feature = "verbs")]
 pub fn with_verbs_pe<R>(f: impl FnOnce(&dyn PeOps) -> Result<R>) -> Result<R> {
-    struct On<F>(F);
+    struct On<F>(F, Option<u8>);
     impl<R, F: FnOnce(&dyn PeOps) -> Result<R>> gda_providers::host::OnDevice for On<F> {
         type Output = Result<R>;
         fn run<D>(self, d: D) -> Result<R>
@@ -63,20 +63,23 @@ pub fn with_verbs_pe<R>(f: impl FnOnce(&dyn PeOps) -> Result<R>) -> Result<R> {
             D: gda_hal::control::Device + Send + Sync + 'static,
             D::Provider: gda_rdma::Host,
         {
-            verbs_pe_on(d, self.0)
+            verbs_pe_on(d, self.1, self.0)
         }
     }
     let named = std::env::var("GDA_SHMEM_DEVICE")
         .ok()
         .filter(|s| !s.is_empty());
-    let name = match named {
-        Some(n) => Some(n),
+    let (name, port) = match named {
+        Some(n) => (Some(n), None),
         None => match gda_shmem::boot::env::Launch::from_env()? {
-            Some(launch) => Some(nearest_device(&launch)?),
-            None => None,
+            Some(launch) => {
+                let (n, p) = nearest_device(&launch)?;
+                (Some(n), p)
+            }
+            None => (None, None),
         },
     };
-    crate::devices::open_rdma(name.as_deref(), On(f))
+    crate::devices::open_rdma(name.as_deref(), On(f, port))
         .map_err(|e| ShmemError::Config(format!("verbs domain (GDA_SHMEM_DEVICE): {e}")))?
 }
 
@@ -87,7 +90,7 @@ pub fn with_verbs_pe<R>(f: impl FnOnce(&dyn PeOps) -> Result<R>) -> Result<R> {
 /// shows none of rdma-core's devices, round-robin over rdma-core's devices by local rank.
 /// With `GDA_SHMEM_REPORT_BINDINGS=1` the PE says what it took.
 #[cfg(feature = "verbs")]
-fn nearest_device(launch: &gda_shmem::boot::env::Launch) -> Result<String> {
+fn nearest_device(launch: &gda_shmem::boot::env::Launch) -> Result<(String, Option<u8>)> {
     let listed = crate::devices::list();
     if let Err(e) = &listed.library {
         return Err(ShmemError::Config(format!("verbs domain: {e}")));
@@ -95,23 +98,31 @@ fn nearest_device(launch: &gda_shmem::boot::env::Launch) -> Result<String> {
     if let Some(e) = &listed.discover_error {
         return Err(ShmemError::Config(format!("verbs domain: {e}")));
     }
-    let names: Vec<String> = listed.devices.iter().map(|d| d.name.clone()).collect();
+    // The devices gda can drive (a provider in the vendor table), as rdma-core names them.
+    let names: Vec<String> = listed
+        .devices
+        .iter()
+        .filter(|d| gda_providers::HOST_NAMES.contains(&d.provider))
+        .map(|d| d.name.clone())
+        .collect();
     if names.is_empty() {
-        return Err(ShmemError::Config(
-            "verbs domain: rdma-core lists no RDMA device (gda devices shows what it sees)".into(),
-        ));
+        return Err(ShmemError::Config(format!(
+            "verbs domain: rdma-core lists no {} device (gda devices shows what it sees)",
+            gda_providers::HOST_NAMES.join(" or ")
+        )));
     }
     let (node, how) = match gda_topo::discover(&gda_topo::Source::Host) {
         Ok(mut node) => {
             node.nics.retain(|n| names.contains(&n.name));
-            if node.nics.is_empty() {
-                (
-                    gda_topo::Node::flat(&names),
-                    "round-robin: the topology shows none of rdma-core's devices".to_string(),
-                )
+            let placed = node.nics.len();
+            // Devices hwloc does not show stay usable, with no locality.
+            node.add_unplaced(&names);
+            let how = if placed == 0 {
+                "round-robin: the topology shows none of rdma-core's devices"
             } else {
-                (node, "nearest by topology".to_string())
-            }
+                "nearest by topology"
+            };
+            (node, how.to_string())
         }
         Err(e) => (gda_topo::Node::flat(&names), format!("round-robin: {e}")),
     };
@@ -141,11 +152,11 @@ fn nearest_device(launch: &gda_shmem::boot::env::Launch) -> Result<String> {
             }
         );
     }
-    Ok(me.rails[0].nic.clone())
+    Ok((me.rails[0].nic.clone(), me.rails[0].port))
 }
 
 #[cfg(feature = "verbs")]
-fn verbs_pe_on<D, R>(dev: D, f: impl FnOnce(&dyn PeOps) -> Result<R>) -> Result<R>
+fn verbs_pe_on<D, R>(dev: D, port: Option<u8>, f: impl FnOnce(&dyn PeOps) -> Result<R>) -> Result<R>
 where
     D: gda_hal::control::Device + 'static,
 {
@@ -156,6 +167,8 @@ where
     // A GPU heap gets its QPs' rings and doorbell records in GPU memory too (`Pe::init`
     // places the queues of a GPU heap's PE there).
     let mut nic = gda_shmem::RdmaNic::new(dev);
+    // The port the device list or map named (`mlx5_0:2`); else the first active one.
+    nic.path.port = port;
     // GDA_IB_GID_INDEX: the source GID (default: RoCE v2, IPv4-mapped, never link-local).
     if let Some(v) = std::env::var("GDA_IB_GID_INDEX")
         .ok()

@@ -95,7 +95,12 @@ pub fn run(a: &Args) -> Result<String, String> {
             .join("\n"),
         (true, false) => serde_json::to_string_pretty(&json(&node, &note, &bindings))
             .unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}")),
-        (false, _) => text(&node, &note, &bindings, req.rails.max(1)),
+        (false, _) => text(
+            &node,
+            &note,
+            &bindings,
+            bindings.iter().map(|b| b.rails.len()).max().unwrap_or(0),
+        ),
     })
 }
 
@@ -205,12 +210,9 @@ fn text(node: &Node, note: &str, bindings: &[Binding], rails: usize) -> String {
         let nics = b
             .rails
             .iter()
-            .map(|r| {
-                if r.port == 1 {
-                    format!("{} ({})", r.nic, r.path)
-                } else {
-                    format!("{}:{} ({})", r.nic, r.port, r.path)
-                }
+            .map(|r| match r.port {
+                None => format!("{} ({})", r.nic, r.path),
+                Some(p) => format!("{}:{p} ({})", r.nic, r.path),
             })
             .collect::<Vec<_>>()
             .join(", ");

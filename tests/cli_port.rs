@@ -83,6 +83,9 @@ fn bad_names_and_unsafe_directories_are_refused() {
     }
     assert_eq!(refused, 5);
     assert!(std::fs::read_dir(x.0.join("gda/ports")).map_or(true, |mut r| r.next().is_none()));
+    // The state without a device.
+    let (ok, _, err) = port(&x.0, &["down"]);
+    assert!(!ok && err.contains("is a state, not a device"), "{err}");
     // An unknown state is clap's error.
     assert!(!port(&x.0, &["gda_mlx5_0", "sideways"]).0);
     // A runtime directory anyone may write into: someone else could take our ports down.

@@ -28,7 +28,7 @@ mod select;
 use std::path::PathBuf;
 
 pub use node::{Gpu, Nic, Node, Numa, Path, PciAddr, XmlError};
-pub use select::{Binding, DeviceList, NicMap, Rail, Request, SelectError, select};
+pub use select::{Binding, DeviceList, DevicePort, NicMap, Rail, Request, SelectError, select};
 
 /// Where the topology comes from.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -387,31 +387,42 @@ impl Node {
     /// A node known only by its RDMA devices' names (no hwloc): no GPU, no locality.
     #[must_use]
     pub fn flat(nics: &[String]) -> Self {
-        Self {
+        let mut n = Self {
             host: None,
             packages: 0,
             numa: Vec::new(),
             gpus: Vec::new(),
-            nics: nics
-                .iter()
-                .enumerate()
-                .map(|(i, n)| Nic {
-                    name: n.clone(),
-                    addr: PciAddr {
-                        domain: 0,
-                        bus: 0,
-                        dev: 0,
-                        func: 0,
-                    },
-                    ids: (0, 0),
-                    netdevs: Vec::new(),
-                    numa: None,
-                    cpus: Vec::new(),
-                    obj: usize::MAX - i,
-                })
-                .collect(),
+            nics: Vec::new(),
             cpus: Vec::new(),
             objs: Vec::new(),
+        };
+        n.add_unplaced(nics);
+        n
+    }
+
+    /// Adds RDMA devices the topology does not show (rdma-core lists them, hwloc does not: a
+    /// software device, or hwloc without its OpenFabrics support), with no locality: every
+    /// path to them is `SYS`.
+    pub fn add_unplaced(&mut self, names: &[String]) {
+        let start = self.nics.len();
+        for (i, n) in names.iter().enumerate() {
+            if self.nics.iter().any(|x| x.name == *n) {
+                continue;
+            }
+            self.nics.push(Nic {
+                name: n.clone(),
+                addr: PciAddr {
+                    domain: 0,
+                    bus: 0,
+                    dev: 0,
+                    func: 0,
+                },
+                ids: (0, 0),
+                netdevs: Vec::new(),
+                numa: None,
+                cpus: Vec::new(),
+                obj: usize::MAX - start - i,
+            });
         }
     }
 
@@ -449,7 +460,7 @@ impl Node {
             Kind::HostBridge => Path::Phb,
             Kind::Cpu => {
                 let (na, nb) = (&self.objs[a].nodes, &self.objs[b].nodes);
-                if !na.is_empty() && na == nb {
+                if na.len() == 1 && na == nb {
                     Path::Node
                 } else {
                     Path::Sys

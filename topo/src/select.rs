@@ -26,8 +26,9 @@ pub struct SelectError(pub String);
 pub struct Rail {
     /// The RDMA device (`mlx5_3`).
     pub nic: String,
-    /// Its port (1 unless the device list said otherwise).
-    pub port: u8,
+    /// Its port when the device list or map named one (`mlx5_0:2`); `None`: the device's first
+    /// active port.
+    pub port: Option<u8>,
     /// The PCIe path from the rank's GPU (or CPUs) to it.
     pub path: Path,
 }
@@ -77,21 +78,24 @@ pub struct DeviceList {
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Rule {
     All,
-    Only(Vec<(String, u8)>),
+    Only(Vec<DevicePort>),
     Except(Vec<String>),
 }
 
+/// A device and the port named with it (`mlx5_0:2`), if one was.
+pub type DevicePort = (String, Option<u8>);
+
 /// Reads one `name[:port]`.
-fn device_port(s: &str, what: &str) -> Result<(String, u8), SelectError> {
+fn device_port(s: &str, what: &str) -> Result<DevicePort, SelectError> {
     let (name, port) = match s.split_once(':') {
         Some((n, p)) => {
             let port =
                 p.parse::<u8>().ok().filter(|&p| p >= 1).ok_or_else(|| {
                     SelectError(format!("{what}: {s:?}: port {p:?} is not 1..=255"))
                 })?;
-            (n, port)
+            (n, Some(port))
         }
-        None => (s, 1),
+        None => (s, None),
     };
     if name.is_empty()
         || name.len() > 64
@@ -130,7 +134,7 @@ impl DeviceList {
             Some(b) => (true, b),
             None => (false, s),
         };
-        let mut v: Vec<(String, u8)> = Vec::new();
+        let mut v: Vec<DevicePort> = Vec::new();
         for e in body.split(',').map(str::trim) {
             let (n, p) = device_port(e, what)?;
             if except && e.contains(':') {
@@ -170,7 +174,7 @@ impl DeviceList {
     /// # Errors
     /// The list names a device the node does not have (the message names those it has), or
     /// keeps none.
-    pub fn apply(&self, node: &Node) -> Result<Vec<(usize, u8)>, SelectError> {
+    pub fn apply(&self, node: &Node) -> Result<Vec<(usize, Option<u8>)>, SelectError> {
         let what = &self.what;
         let have = || {
             let v: Vec<&str> = node.nics.iter().map(|n| n.name.as_str()).collect();
@@ -181,10 +185,11 @@ impl DeviceList {
             }
         };
         let find = |name: &str| node.nics.iter().position(|n| n.name == name);
-        let names = match &self.rule {
-            Rule::All => Vec::new(),
+        // A device kept must exist; one left out need not (discovery may have left it out
+        // already, or the node may not have it: either way it is not used).
+        let names: Vec<&str> = match &self.rule {
             Rule::Only(v) => v.iter().map(|(n, _)| n.as_str()).collect(),
-            Rule::Except(v) => v.iter().map(String::as_str).collect(),
+            Rule::All | Rule::Except(_) => Vec::new(),
         };
         if let Some(bad) = names.iter().find(|n| find(n).is_none()) {
             return Err(SelectError(format!(
@@ -192,10 +197,10 @@ impl DeviceList {
                 have()
             )));
         }
-        let kept: Vec<(usize, u8)> = match &self.rule {
-            Rule::All => (0..node.nics.len()).map(|i| (i, 1)).collect(),
+        let kept: Vec<(usize, Option<u8>)> = match &self.rule {
+            Rule::All => (0..node.nics.len()).map(|i| (i, None)).collect(),
             Rule::Only(v) => {
-                let mut k: Vec<(usize, u8)> = v
+                let mut k: Vec<(usize, Option<u8>)> = v
                     .iter()
                     .filter_map(|(n, p)| find(n).map(|i| (i, *p)))
                     .collect();
@@ -204,7 +209,7 @@ impl DeviceList {
             }
             Rule::Except(v) => (0..node.nics.len())
                 .filter(|&i| !v.contains(&node.nics[i].name))
-                .map(|i| (i, 1))
+                .map(|i| (i, None))
                 .collect(),
         };
         if kept.is_empty() {
@@ -224,7 +229,7 @@ pub struct NicMap {
     /// Where it came from (`GDA_NIC_MAP`), for errors.
     what: String,
     /// Each named rank and its rails.
-    pub entries: Vec<(usize, Vec<(String, u8)>)>,
+    pub entries: Vec<(usize, Vec<DevicePort>)>,
 }
 
 impl NicMap {
@@ -233,7 +238,7 @@ impl NicMap {
     /// # Errors
     /// A malformed entry (named), or a rank twice.
     pub fn parse(s: &str, what: &str) -> Result<Self, SelectError> {
-        let mut v: Vec<(usize, Vec<(String, u8)>)> = Vec::new();
+        let mut v: Vec<(usize, Vec<DevicePort>)> = Vec::new();
         for e in s.split(',').map(str::trim).filter(|e| !e.is_empty()) {
             let (r, nics) = e.split_once('=').ok_or_else(|| {
                 SelectError(format!("{what}: {e:?} is not rank=device[+device…]"))

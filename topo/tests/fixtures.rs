@@ -194,16 +194,16 @@ fn device_lists_and_maps_override_the_choice() {
         ..Request::new(8)
     };
     let t = select(&n, &req).unwrap();
-    let got: Vec<(String, u8, Path)> = t
+    let got: Vec<(String, Option<u8>, Path)> = t
         .iter()
         .map(|b| (b.rails[0].nic.clone(), b.rails[0].port, b.rails[0].path))
         .collect();
-    let want: Vec<(String, u8, Path)> = (0..8)
+    let want: Vec<(String, Option<u8>, Path)> = (0..8)
         .map(|r| match r {
-            0 => ("mlx5_0".into(), 1, Path::Pix),
-            1..=3 => ("mlx5_0".into(), 1, Path::Node),
-            4 => ("mlx5_4".into(), 2, Path::Pix),
-            _ => ("mlx5_4".into(), 2, Path::Node),
+            0 => ("mlx5_0".into(), None, Path::Pix),
+            1..=3 => ("mlx5_0".into(), None, Path::Node),
+            4 => ("mlx5_4".into(), Some(2), Path::Pix),
+            _ => ("mlx5_4".into(), Some(2), Path::Node),
         })
         .collect();
     assert_eq!(got, want);
@@ -221,6 +221,13 @@ fn device_lists_and_maps_override_the_choice() {
         ]
     );
     assert_eq!(t[2].rails[0].path, Path::Node);
+    // Leaving out a device the node does not have changes nothing (discovery may have left
+    // it out already).
+    let req = Request {
+        devices: DeviceList::parse("^mlx5_9,mlx5_2", "list").unwrap(),
+        ..Request::new(8)
+    };
+    assert_eq!(select(&n, &req).unwrap(), t);
     // A map: the ranks it names get exactly those; the others are placed as usual.
     let req = Request {
         map: NicMap::parse("0=mlx5_7, 3=mlx5_0+mlx5_1:1", "map").unwrap(),

@@ -64,17 +64,19 @@ impl Device {
     fn watch_port(&self) {
         self.port_watch.get_or_init(|| {
             let (nic, contexts) = (self.nic.clone(), self.contexts.clone());
-            let r = gda_sim::port::watch(&self.name(), move |up| {
-                nic.set_port_up(up);
-                for e in lock(&contexts).iter().filter_map(std::sync::Weak::upgrade) {
-                    e.raise(QueuedEvent::Port { up }, None);
-                }
-            });
+            let r = gda_sim::port::watch(
+                &self.name(),
+                // Under the port thread's lock: a change seen later is applied after this.
+                |up| self.nic.set_port_up(up),
+                move |up| {
+                    nic.set_port_up(up);
+                    for e in lock(&contexts).iter().filter_map(std::sync::Weak::upgrade) {
+                        e.raise(QueuedEvent::Port { up }, None);
+                    }
+                },
+            );
             match r {
-                Ok((up, w)) => {
-                    self.nic.set_port_up(up);
-                    Ok(w)
-                }
+                Ok((_, w)) => Ok(w),
                 Err(e) => {
                     abi::trace(format_args!(
                         "{}: port state not followed ({e}); the port stays up",
@@ -244,46 +246,78 @@ impl AsyncEvents {
             return;
         }
         q.push_back(ev);
-        drop(q);
         let one = 1u64;
+        // Counted under the queue's lock, so the fd's count is the queue's length and `poll`
+        // on it is readable exactly while an event waits.
         // SAFETY: writing 8 bytes to our eventfd. It can fail only at a count of 2^64-2,
         // which a queue in memory cannot reach.
         unsafe { libc::write(self.raw(), std::ptr::from_ref(&one).cast(), 8) };
     }
 
-    /// Withdraws the events about CQ `cq` not taken yet and marks it gone (`alive`), so none
-    /// is queued for it later. Their counts stay on the fd; `take` skips a count without an
-    /// event.
+    /// Takes one count off the fd if it has one, never waiting (the fd may be blocking, and
+    /// a program could have read our fd itself).
+    fn uncount(&self) {
+        let mut p = libc::pollfd {
+            fd: self.raw(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd; no waiting.
+        if unsafe { libc::poll(&raw mut p, 1, 0) } == 1 {
+            let mut v = 0u64;
+            // SAFETY: reading 8 bytes from our eventfd (semaphore mode: takes one).
+            unsafe { libc::read(self.raw(), std::ptr::from_mut(&mut v).cast(), 8) };
+        }
+    }
+
+    /// Withdraws the events about CQ `cq` not taken yet, with their counts, and marks it gone
+    /// (`alive`), so none is queued for it later.
     pub(crate) fn forget_cq(&self, cq: usize, alive: &AtomicBool) {
         let mut q = lock(&self.queue);
         alive.store(false, Ordering::Release);
+        let before = q.len();
         q.retain(|e| *e != QueuedEvent::CqErr(cq));
+        for _ in q.len()..before {
+            self.uncount();
+        }
     }
 
-    /// Waits for the next event (unless the fd is non-blocking: then `EAGAIN`).
+    /// Takes the next event, waiting for one unless the program made the fd non-blocking
+    /// (then `EAGAIN`).
     fn take(&self) -> Result<QueuedEvent, c_int> {
         loop {
-            let mut v = 0u64;
-            // SAFETY: reading 8 bytes from our eventfd into `v`.
-            let n = unsafe { libc::read(self.raw(), std::ptr::from_mut(&mut v).cast(), 8) };
-            if n < 0 {
+            {
+                let mut q = lock(&self.queue);
+                if let Some(ev) = q.pop_front() {
+                    self.uncount();
+                    return Ok(ev);
+                }
+            }
+            // SAFETY: F_GETFL on our own fd.
+            let flags = unsafe { libc::fcntl(self.raw(), libc::F_GETFL) };
+            if flags >= 0 && flags & libc::O_NONBLOCK != 0 {
+                return Err(libc::EAGAIN);
+            }
+            let mut p = libc::pollfd {
+                fd: self.raw(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: one valid pollfd; waits until an event is counted.
+            if unsafe { libc::poll(&raw mut p, 1, -1) } < 0 {
                 let e = std::io::Error::last_os_error()
                     .raw_os_error()
                     .unwrap_or(libc::EIO);
-                if e == libc::EINTR {
-                    continue;
+                if e != libc::EINTR {
+                    return Err(e);
                 }
-                return Err(e);
+                continue;
             }
-            // A count without an event: withdrawn by a CQ's destruction (or written by
-            // someone else on our fd). Wait for the next.
-            if let Some(ev) = self
-                .queue
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .pop_front()
-            {
-                return Ok(ev);
+            // Readable with nothing queued: a count someone else wrote to our fd. Take it
+            // (under the lock, so it is not a count `raise` just wrote) rather than spin.
+            let q = lock(&self.queue);
+            if q.is_empty() {
+                self.uncount();
             }
         }
     }

@@ -202,7 +202,7 @@ fn rc_conformance_between_two_processes() {
         let (out, err) = text(&o);
         println!("{dev}:\n{out}{err}");
         assert!(o.status.success(), "{dev} failed");
-        assert_eq!(tally(&out), (124, 0), "{dev}");
+        assert_eq!(tally(&out), (125, 0), "{dev}");
         devices += 1;
     }
     assert_eq!(devices, 2);
@@ -416,7 +416,7 @@ fn a_cq_overrun_raises_ibv_event_cq_err() {
         let (out, err) = text(&o);
         println!("{dev}:\n{out}{err}");
         assert!(o.status.success(), "{dev} failed");
-        assert_eq!(tally(&out), (27, 0), "{dev}");
+        assert_eq!(tally(&out), (28, 0), "{dev}");
         devices += 1;
     }
     assert_eq!(devices, 2);

@@ -157,15 +157,16 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Calls `on_change(up)` whenever port 1 of device `name` goes down or comes up on this host,
-/// on this process's port thread (so it must not block for long), and returns the state now.
-/// A change that happens while the watch is being set up is either in the state returned or
-/// called.
+/// Calls `init(up)` with the state of port 1 of device `name` now, then `on_change(up)`
+/// whenever it goes down or comes up on this host, on this process's port thread (so neither
+/// may block for long). `init` runs under the lock the port thread takes before a call, so a
+/// change made while the watch is set up is seen after `init`, never before it.
 ///
 /// # Errors
 /// A bad name; the directory cannot be used; inotify is unavailable.
 pub fn watch(
     name: &str,
+    init: impl FnOnce(bool),
     on_change: impl Fn(bool) + Send + Sync + 'static,
 ) -> Result<(bool, PortWatch), PortError> {
     check_name(name)?;
@@ -175,6 +176,7 @@ pub fn watch(
         .map_err(|e| PortError::Io(e.clone(), std::io::Error::other("port watch")))?;
     let mut ws = lock(&w.watches);
     let up = !marker(&w.dir, name).exists();
+    init(up);
     let id = w.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     ws.push(Watch {
         id,
@@ -185,23 +187,28 @@ pub fn watch(
     Ok((up, PortWatch { id }))
 }
 
+/// Watches `dir` for markers coming and going, and for itself going away.
+fn add_watch(fd: &std::os::fd::OwnedFd, dir: &std::path::Path) -> rustix::io::Result<i32> {
+    use rustix::fs::inotify::WatchFlags;
+    rustix::fs::inotify::add_watch(
+        fd,
+        dir,
+        WatchFlags::CREATE
+            | WatchFlags::DELETE
+            | WatchFlags::MOVED_FROM
+            | WatchFlags::MOVED_TO
+            | WatchFlags::DELETE_SELF
+            | WatchFlags::MOVE_SELF,
+    )
+}
+
 /// Sets up inotify on the directory and starts the port thread.
 fn start() -> Result<Watcher, String> {
     use rustix::fs::inotify;
     let dir = dir().map_err(|e| e.to_string())?;
     let fd = inotify::init(inotify::CreateFlags::CLOEXEC)
         .map_err(|e| format!("inotify for {}: {e}", dir.display()))?;
-    inotify::add_watch(
-        &fd,
-        &dir,
-        inotify::WatchFlags::CREATE
-            | inotify::WatchFlags::DELETE
-            | inotify::WatchFlags::MOVED_FROM
-            | inotify::WatchFlags::MOVED_TO
-            | inotify::WatchFlags::DELETE_SELF
-            | inotify::WatchFlags::MOVE_SELF,
-    )
-    .map_err(|e| format!("watching {}: {e}", dir.display()))?;
+    add_watch(&fd, &dir).map_err(|e| format!("watching {}: {e}", dir.display()))?;
     std::thread::Builder::new()
         .name("gda-ports".into())
         .spawn(move || run(&fd))
@@ -216,11 +223,17 @@ fn start() -> Result<Watcher, String> {
 /// The port thread: after each batch of directory events, every watch whose port changed is
 /// called (outside the lock, so a call may set up or drop watches).
 fn run(fd: &std::os::fd::OwnedFd) {
+    use rustix::fs::inotify::ReadFlags;
     let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 4096];
     let mut reader = rustix::fs::inotify::Reader::new(fd, &mut buf);
+    let mut lost = false;
     loop {
         match reader.next() {
-            Ok(_) => {}
+            Ok(e) => {
+                lost |= e
+                    .events()
+                    .intersects(ReadFlags::IGNORED | ReadFlags::DELETE_SELF | ReadFlags::MOVE_SELF);
+            }
             Err(rustix::io::Errno::INTR) => continue,
             // The fd cannot fail otherwise; if it does, ports stop being watched (their state
             // as last seen stays).
@@ -230,6 +243,14 @@ fn run(fd: &std::os::fd::OwnedFd) {
             continue;
         }
         let Some(Ok(w)) = WATCHER.get() else { continue };
+        if std::mem::take(&mut lost) {
+            // The directory was removed or moved (a tmp cleaner, logind removing the runtime
+            // directory at logout): make it again and watch the new one; every port in it is
+            // up until a marker appears.
+            if gda_os::dirs::private_dir(w.dir.clone()).is_err() || add_watch(fd, &w.dir).is_err() {
+                return;
+            }
+        }
         let calls: Vec<(OnChange, bool)> = {
             let mut ws = lock(&w.watches);
             ws.iter_mut()

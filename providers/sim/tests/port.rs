@@ -1,6 +1,7 @@
 //! `gda_sim::port`: the host-wide port state — a watch is called when another party takes the
 //! port down or brings it up (through the directory, as another process would), once per
-//! change, and not for other devices. One test: it sets `XDG_RUNTIME_DIR` for the process.
+//! change, not for other devices, and still after the directory is removed and made again.
+//! One test: it sets `XDG_RUNTIME_DIR` for the process.
 
 use std::sync::mpsc;
 use std::time::Duration;
@@ -18,10 +19,18 @@ fn a_watch_follows_its_port_and_no_other() {
     // Down before the watch: the state returned says so.
     gda_sim::port::set_up("gda_mlx5_3", false).unwrap();
     let (tx, rx) = mpsc::channel();
-    let (up, w) = gda_sim::port::watch("gda_mlx5_3", move |up| tx.send(up).unwrap()).unwrap();
+    let mut seen = None;
+    let (up, w) = gda_sim::port::watch(
+        "gda_mlx5_3",
+        |up| seen = Some(up),
+        move |up| tx.send(up).unwrap(),
+    )
+    .unwrap();
     assert!(!up, "down before the watch");
+    assert_eq!(seen, Some(false), "init told the state");
     let (tx2, rx2) = mpsc::channel();
-    let (up2, w2) = gda_sim::port::watch("gda_bnxt_0", move |up| tx2.send(up).unwrap()).unwrap();
+    let (up2, w2) =
+        gda_sim::port::watch("gda_bnxt_0", |_| (), move |up| tx2.send(up).unwrap()).unwrap();
     assert!(up2);
     let next = |rx: &mpsc::Receiver<bool>| rx.recv_timeout(Duration::from_secs(5)).ok();
     // Up, through the file another process would remove.
@@ -54,7 +63,20 @@ fn a_watch_follows_its_port_and_no_other() {
         gda_sim::port::down().unwrap(),
         vec!["gda_bnxt_0".to_string(), "gda_mlx5_3".to_string()]
     );
-    assert!(gda_sim::port::watch("no/such", |_| ()).is_err());
+    assert!(gda_sim::port::watch("no/such", |_| (), |_| ()).is_err());
+    // The directory removed under the watch (a tmp cleaner, logind at logout): its ports are
+    // up, and the watch follows the directory made again.
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(next(&rx2), Some(true), "markers gone with the directory");
+    gda_sim::port::set_up("gda_bnxt_0", false).unwrap();
+    assert_eq!(next(&rx2), Some(false), "seen in the directory made again");
     drop(w2);
-    std::fs::remove_dir_all(&xdg).unwrap();
+    // The port thread makes `ports/` again while it goes: retry until it is gone for good.
+    for _ in 0..100 {
+        if std::fs::remove_dir_all(&xdg).is_ok() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(!xdg.exists());
 }

@@ -693,6 +693,11 @@ fn port(device: Option<String>, state: Option<PortState>) -> Result<String, Stri
                     .join("\n")
             }
         }
+        (Some(d), None) if d == "up" || d == "down" => {
+            return Err(format!(
+                "{d:?} is a state, not a device: gda port <device> {d} (e.g. gda port gda_mlx5_0 {d})"
+            ));
+        }
         (Some(d), None) => format!(
             "{d}: {}",
             if port::is_up(&d).map_err(e)? {

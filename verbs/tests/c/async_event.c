@@ -214,6 +214,8 @@ int main(int argc, char **argv)
 	CHECK(poll(&pf, 1, 10000) == 1, "third CQ overran");
 	CHECK(ibv_destroy_qp(p3.req) == 0 && ibv_destroy_qp(p3.resp) == 0 && ibv_destroy_cq(small3) == 0, "destroy");
 	CHECK(nothing_queued(), "a destroyed CQ's event is not delivered");
+	pf.revents = 0;
+	CHECK(poll(&pf, 1, 0) == 0, "and the fd is not left readable by it");
 
 	/* 4. The port, host-wide: down, a WRITE fails; up, a fresh pair works. */
 	const char *xdg = getenv("XDG_RUNTIME_DIR");

@@ -20,6 +20,27 @@
 static int passed, failed;
 #define CHECK(c, ...) do { if (c) passed++; else { failed++; printf("FAIL %s:%d: ", __FILE__, __LINE__); printf(__VA_ARGS__); printf("\n"); fflush(stdout); } } while (0)
 
+/* Whether process `pid` is stopped (state T in /proc/<pid>/stat), waiting up to 5 s. */
+static int stopped(pid_t pid)
+{
+	char path[64], line[512];
+	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+	for (int i = 0; i < 5000; i++) {
+		FILE *f = fopen(path, "r");
+		if (f) {
+			size_t n = fread(line, 1, sizeof line - 1, f);
+			fclose(f);
+			line[n] = 0;
+			char *p = strrchr(line, ')');
+			if (p && p[1] == ' ' && p[2] == 'T')
+				return 1;
+		}
+		usleep(1000);
+	}
+	return 0;
+}
+
+
 #define BIG (8u << 20)
 static struct ibv_context *ctx;
 static struct ibv_pd *pd;
@@ -377,6 +398,9 @@ static void client(void)
 	struct timespec t0, t1;
 	CHECK(ask('R', 1u << 20, 74, 3 * BIG).status == 0, "stopped peer: a receive of 1 MiB");
 	CHECK(kill(server_pid, SIGSTOP) == 0, "stopped peer: SIGSTOP");
+	/* kill() returns once the signal is sent, not once the peer has stopped: on a busy machine
+	 * its engine could still take the SEND. Wait until the kernel says it is stopped. */
+	CHECK(stopped(server_pid), "stopped peer: stopped within 5 s");
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	CHECK(post_one(IBV_WR_SEND, (uint64_t)buf, 1u << 20, mr->lkey, 0, 0, IBV_SEND_SIGNALED, 13) == 0 && poll1(&wc, 20) &&
 	      wc.wr_id == 13 && wc.status == IBV_WC_RETRY_EXC_ERR, "stopped peer: RETRY_EXC_ERR (status %d)", wc.status);
