@@ -126,8 +126,25 @@ fn nearest_device(launch: &gda_shmem::boot::env::Launch) -> Result<(String, Opti
         }
         Err(e) => (gda_topo::Node::flat(&names), format!("round-robin: {e}")),
     };
-    let req = gda_topo::request_from_env(launch.local_size as usize)
+    let mut req = gda_topo::request_from_env(launch.local_size as usize)
         .map_err(|e| ShmemError::Config(e.to_string()))?;
+    // The GPU runtime's order (what a GPU heap's `local rank mod GPUs` indexes, after
+    // CUDA_VISIBLE_DEVICES/HIP_VISIBLE_DEVICES), when the topology shows every GPU it sees.
+    let mut how = how;
+    if let Ok(gpus) = crate::gpus::list().gpus {
+        let order: Vec<gda_topo::PciAddr> = gpus
+            .iter()
+            .filter_map(|(_, _, pci)| pci.parse().ok())
+            .collect();
+        if !order.is_empty() && order.len() == gpus.len() {
+            if order.iter().all(|a| node.gpus.iter().any(|g| g.addr == *a)) {
+                req.gpu_order = Some(order);
+                how.push_str(", GPUs in the runtime's order");
+            } else {
+                how.push_str(", GPUs in PCI order (the runtime's are not all in the topology)");
+            }
+        }
+    }
     let all = gda_topo::select(&node, &req).map_err(|e| ShmemError::Config(e.to_string()))?;
     let me = all
         .get(launch.local_rank as usize)

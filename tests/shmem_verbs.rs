@@ -268,3 +268,58 @@ fn the_local_rank_of_each_launcher_picks_the_nic() {
     }
     assert_eq!(jobs, 3);
 }
+
+/// With a GPU runtime, the GPUs are taken in *its* order (issue 46): HIP's stand-in shows the
+/// fixture's 8 GPUs in reverse PCI order, so local rank r's GPU (the runtime's GPU r, what a
+/// GPU heap would use) is the fixture's GPU 7 − r, and its NIC the one on that GPU's switch.
+#[cfg(feature = "hip")]
+#[test]
+fn the_gpu_runtimes_order_decides_which_gpu_and_nic_a_rank_takes() {
+    let exe = std::env::current_exe().unwrap();
+    let hip = exe
+        .parent()
+        .and_then(Path::parent)
+        .unwrap()
+        .join("hip-sim/libamdhip64.so.5");
+    let buses = ["18", "2a", "3a", "5d", "9a", "ab", "ba", "db"];
+    let reversed: Vec<String> = buses
+        .iter()
+        .rev()
+        .map(|b| format!("0000:{b}:00.0"))
+        .collect();
+    let o = Command::new(env!("CARGO_BIN_EXE_gda"))
+        .args([
+            "shmem",
+            "check",
+            "--pes",
+            "2",
+            "--transport",
+            "rdma",
+            "--domain",
+            "verbs",
+        ])
+        .env("GDA_IBVERBS_LIB", verbs_lib())
+        .env("GDA_VERBS_DEVICES", "mlx5:8")
+        .env("HWLOC_XMLFILE", fixture("sim-8gpu-8nic.xml"))
+        .env("GDA_HIP_LIB", &hip)
+        .env("GDA_HIPSIM_GPUS", "8")
+        .env("GDA_HIPSIM_PCI", reversed.join(","))
+        .env("GDA_SHMEM_REPORT_BINDINGS", "1")
+        .env("GDA_SHMEM_TIMEOUT_MS", "60000")
+        .env_remove("GDA_SHMEM_DEVICE")
+        .output()
+        .expect("run gda shmem");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    let b = bindings(&err);
+    assert_eq!(b.len(), 2, "{err}");
+    for (r, what) in &b {
+        let g = 7 - *r as usize;
+        let want = format!(
+            "gpu 0000:{}:00.0; nics gda_mlx5_{g} (PIX); near cpus 8-15 (nearest by topology, \
+             GPUs in the runtime's order)",
+            buses[g]
+        );
+        assert!(what.ends_with(&want), "PE {r}: {what}\nwant: {want}");
+    }
+}

@@ -293,7 +293,8 @@ impl Request {
     }
 }
 
-/// Chooses each local rank's GPU, NICs and CPUs ([the rules](self)).
+/// Chooses each local rank's GPU, NICs and CPUs, by the rules at the top of this file (and
+/// `docs/topology.md`).
 ///
 /// # Errors
 /// A device list or map naming a device the node lacks (or a rank outside `0..ranks`); a GPU

@@ -29,6 +29,8 @@
 //! - It also exports those entry points under the names of NVIDIA's CUDA runtime
 //!   (`cudaHostRegister`, …; module [`cuda`]), which gda-hip loads for an NVIDIA GPU, except
 //!   device allocation, which CUDA has in no host-readable form.
+//! - `GDA_HIPSIM_PCI` gives the GPUs' PCI bus ids, comma-separated in device order (default
+//!   `0000:c1:00.0`, `0000:c2:00.0`, …).
 //! - `GDA_HIPSIM_GPUS` sets how many GPUs it shows (default 1; `0` gives HIP's own "no
 //!   device" answer, so the no-GPU path can be tested with it too).
 //! - `GDA_HIPSIM_TRACE=1` prints every allocation, host registration and IPC open on stderr (`gda-hip-sim:
@@ -231,15 +233,23 @@ pub unsafe extern "C" fn hipDeviceGetName(name: *mut c_char, len: c_int, dev: c_
     }
 }
 
-/// `hipDeviceGetPCIBusId`: `0000:c1:00.0`, `0000:c2:00.0`, … by device.
+/// `hipDeviceGetPCIBusId`: the device's entry of `GDA_HIPSIM_PCI` (comma-separated bus ids,
+/// in device order: how a test lays the GPUs over a topology fixture), else `0000:c1:00.0`,
+/// `0000:c2:00.0`, … by device.
 ///
 /// # Safety
 /// `bus` is valid for `len` bytes.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn hipDeviceGetPCIBusId(bus: *mut c_char, len: c_int, dev: c_int) -> c_int {
     match device_ok(dev) {
-        // SAFETY: the caller's buffer.
-        code::SUCCESS => unsafe { put_str(bus, len, &format!("0000:{:02x}:00.0", 0xc1 + dev)) },
+        code::SUCCESS => {
+            let given = std::env::var("GDA_HIPSIM_PCI")
+                .ok()
+                .and_then(|v| v.split(',').nth(dev as usize).map(|s| s.trim().to_string()));
+            let id = given.unwrap_or_else(|| format!("0000:{:02x}:00.0", 0xc1 + dev));
+            // SAFETY: the caller's buffer.
+            unsafe { put_str(bus, len, &id) }
+        }
         r => r,
     }
 }

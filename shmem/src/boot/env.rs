@@ -44,7 +44,7 @@ pub struct Launch {
     /// Which launcher the variables came from.
     pub launcher: &'static str,
     /// This PE among the PEs of its node (what picks its GPU and NICs): the launcher's local
-    /// rank ([`local_vars`]), else `rank` (one node).
+    /// rank (each launcher's own variables, in this module's table), else `rank` (one node).
     pub local_rank: u32,
     /// PEs on this node: the launcher's local size, else `size`.
     pub local_size: u32,
