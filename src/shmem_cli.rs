@@ -29,7 +29,7 @@ pub enum Domain {
     /// The software NIC (`gda_sim`), one fabric per job.
     Sim,
     /// rdma-core loaded at run time (`GDA_IBVERBS_LIB`), ConnectX devices through
-    /// `gda_mlx5::host`; `GDA_SHMEM_DEVICE` names one (default: the first ConnectX).
+    /// `gda_mlx5::host`; `GDA_SHMEM_DEVICE` names one (default: the nearest by topology).
     Verbs,
 }
 
@@ -52,7 +52,7 @@ impl Domain {
 
 /// Runs `f` on this process's PE with its RDMA routes on a NIC through rdma-core, with the
 /// control path of the provider the vendor table names for it. `GDA_SHMEM_DEVICE` names it
-/// (default: the first NIC of the table's first hardware vendor that has one).
+/// (default: the NIC the topology gives this PE's local rank: `nearest_device`).
 #[cfg(feature = "verbs")]
 pub fn with_verbs_pe<R>(f: impl FnOnce(&dyn PeOps) -> Result<R>) -> Result<R> {
     struct On<F>(F, Option<u8>);
