@@ -341,9 +341,27 @@ pub fn select(node: &Node, req: &Request) -> Result<Vec<Binding>, SelectError> {
             (gpu, numa)
         })
         .collect();
-    let path = |rank: usize, n: usize| match placed[rank].0 {
-        Some(g) => node.gpu_nic_path(g, n),
-        None => node.numa_nic_path(placed[rank].1, n),
+    // The path from each GPU (or NUMA node) to each NIC, computed once: ranks share GPUs.
+    let nn = node.nics.len();
+    let by_gpu: Vec<Path> = (0..node.gpus.len())
+        .flat_map(|g| (0..nn).map(move |n| node.gpu_nic_path(g, n)))
+        .collect();
+    let by_numa: Vec<(Option<u32>, Vec<Path>)> = placed
+        .iter()
+        .filter(|(g, _)| g.is_none())
+        .map(|(_, numa)| *numa)
+        .fold(Vec::new(), |mut v, numa| {
+            if !v.iter().any(|(m, _)| *m == numa) {
+                v.push((numa, (0..nn).map(|n| node.numa_nic_path(numa, n)).collect()));
+            }
+            v
+        });
+    let path = |rank: usize, n: usize| match placed[rank] {
+        (Some(g), _) => by_gpu[g * nn + n],
+        (None, numa) => by_numa
+            .iter()
+            .find(|(m, _)| *m == numa)
+            .map_or(Path::Sys, |(_, v)| v[n]),
     };
     let mut load = vec![0usize; node.nics.len()];
     let mut rails_of: Vec<Vec<Rail>> = vec![Vec::new(); req.ranks];
