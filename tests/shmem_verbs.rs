@@ -110,6 +110,25 @@ fn fixture(name: &str) -> std::path::PathBuf {
         .join(name)
 }
 
+/// `gda shmem check [--pes N] --transport rdma --domain verbs` on the DGX fixture's node: the
+/// verbs library with 8 ConnectX devices (`gda_mlx5_0..7`), `HWLOC_XMLFILE` naming
+/// `sim-8gpu-8nic.xml`, no device named, and each PE reporting its bindings.
+fn check_on_the_dgx_node(pes: Option<&str>) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_gda"));
+    c.args(["shmem", "check"]);
+    if let Some(n) = pes {
+        c.args(["--pes", n]);
+    }
+    c.args(["--transport", "rdma", "--domain", "verbs"])
+        .env("GDA_IBVERBS_LIB", verbs_lib())
+        .env("GDA_VERBS_DEVICES", "mlx5:8")
+        .env("HWLOC_XMLFILE", fixture("sim-8gpu-8nic.xml"))
+        .env("GDA_SHMEM_REPORT_BINDINGS", "1")
+        .env("GDA_SHMEM_TIMEOUT_MS", "120000")
+        .env_remove("GDA_SHMEM_DEVICE");
+    c
+}
+
 /// The bindings lines (`gda shmem: PE r bindings: …`) of a job's stderr, by PE.
 fn bindings(err: &str) -> Vec<(u32, String)> {
     let mut v: Vec<(u32, String)> = err
@@ -130,23 +149,7 @@ fn bindings(err: &str) -> Vec<(u32, String)> {
 /// and `gda_mlx5_r` (PIX), PEs 0–3 socket 0's CPUs, 4–7 socket 1's — and the check passes.
 #[test]
 fn each_pe_of_a_node_takes_the_nic_next_to_its_gpu() {
-    let o = Command::new(env!("CARGO_BIN_EXE_gda"))
-        .args([
-            "shmem",
-            "check",
-            "--pes",
-            "8",
-            "--transport",
-            "rdma",
-            "--domain",
-            "verbs",
-        ])
-        .env("GDA_IBVERBS_LIB", verbs_lib())
-        .env("GDA_VERBS_DEVICES", "mlx5:8")
-        .env("HWLOC_XMLFILE", fixture("sim-8gpu-8nic.xml"))
-        .env("GDA_SHMEM_REPORT_BINDINGS", "1")
-        .env("GDA_SHMEM_TIMEOUT_MS", "120000")
-        .env_remove("GDA_SHMEM_DEVICE")
+    let o = check_on_the_dgx_node(Some("8"))
         .output()
         .expect("run gda shmem");
     let out = String::from_utf8_lossy(&o.stdout);
@@ -224,15 +227,8 @@ fn the_local_rank_of_each_launcher_picks_the_nic() {
     ] {
         let pes: Vec<_> = (0..2u32)
             .map(|r| {
-                let mut c = Command::new(env!("CARGO_BIN_EXE_gda"));
-                c.args(["shmem", "check", "--transport", "rdma", "--domain", "verbs"])
-                    .env("GDA_IBVERBS_LIB", verbs_lib())
-                    .env("GDA_VERBS_DEVICES", "mlx5:8")
-                    .env("HWLOC_XMLFILE", fixture("sim-8gpu-8nic.xml"))
-                    .env("GDA_SHMEM_REPORT_BINDINGS", "1")
-                    .env("GDA_SHMEM_TIMEOUT_MS", "60000")
-                    .env_remove("GDA_SHMEM_DEVICE")
-                    .stdout(std::process::Stdio::piped())
+                let mut c = check_on_the_dgx_node(None);
+                c.stdout(std::process::Stdio::piped())
                     .stderr(std::process::Stdio::piped());
                 for k in [
                     "GDA_SHMEM_RANK",
@@ -287,26 +283,10 @@ fn the_gpu_runtimes_order_decides_which_gpu_and_nic_a_rank_takes() {
         .rev()
         .map(|b| format!("0000:{b}:00.0"))
         .collect();
-    let o = Command::new(env!("CARGO_BIN_EXE_gda"))
-        .args([
-            "shmem",
-            "check",
-            "--pes",
-            "2",
-            "--transport",
-            "rdma",
-            "--domain",
-            "verbs",
-        ])
-        .env("GDA_IBVERBS_LIB", verbs_lib())
-        .env("GDA_VERBS_DEVICES", "mlx5:8")
-        .env("HWLOC_XMLFILE", fixture("sim-8gpu-8nic.xml"))
+    let o = check_on_the_dgx_node(Some("2"))
         .env("GDA_HIP_LIB", &hip)
         .env("GDA_HIPSIM_GPUS", "8")
         .env("GDA_HIPSIM_PCI", reversed.join(","))
-        .env("GDA_SHMEM_REPORT_BINDINGS", "1")
-        .env("GDA_SHMEM_TIMEOUT_MS", "60000")
-        .env_remove("GDA_SHMEM_DEVICE")
         .output()
         .expect("run gda shmem");
     let err = String::from_utf8_lossy(&o.stderr);

@@ -757,6 +757,7 @@ fn supervise(
             pes.codes.truncate(pes.children.len());
             break;
         }
+        let (local, local_n) = local_rank(r, job.n, job.hosts);
         let mut c = Command::new(prog);
         // Each PE leads a process group, so signals and kills reach what it starts as well.
         std::os::unix::process::CommandExt::process_group(&mut c, 0);
@@ -764,14 +765,8 @@ fn supervise(
         c.args(args)
             .env("GDA_SHMEM_RANK", r.to_string())
             .env("GDA_SHMEM_SIZE", job.n.to_string())
-            .env(
-                "GDA_SHMEM_LOCAL_RANK",
-                local_rank(r, job.n, job.hosts).0.to_string(),
-            )
-            .env(
-                "GDA_SHMEM_LOCAL_SIZE",
-                local_rank(r, job.n, job.hosts).1.to_string(),
-            )
+            .env("GDA_SHMEM_LOCAL_RANK", local.to_string())
+            .env("GDA_SHMEM_LOCAL_SIZE", local_n.to_string())
             .env("GDA_SHMEM_JOB", id)
             .env("GDA_SHMEM_BOOT", format!("127.0.0.1:{port}"))
             .env("GDA_SHMEM_SECRET", hex::encode(secret))

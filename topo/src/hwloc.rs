@@ -1,5 +1,5 @@
-//! hwloc's C library, loaded at run time (as gda loads rdma-core): gda runs without it, and
-//! then says so ([`HwlocError::Missing`]).
+//! hwloc's C library, loaded at run time, once per process (as gda loads rdma-core): gda runs
+//! without it, and then says so ([`HwlocError::Missing`]).
 //!
 //! gda asks hwloc for one thing — the topology, with its PCI devices, bridges and OS devices,
 //! exported as hwloc's XML — and reads that ([`crate::Node::from_xml`]). No hwloc structure is
@@ -11,7 +11,7 @@ use std::ffi::{CStr, CString, c_char, c_int, c_uint, c_ulong, c_void};
 use std::path::Path;
 
 /// Why hwloc gave no topology.
-#[derive(Debug, thiserror::Error)]
+#[derive(Clone, Debug, thiserror::Error)]
 pub enum HwlocError {
     /// The library is not installed (or not at `GDA_HWLOC_LIB`).
     #[error(
@@ -46,7 +46,15 @@ struct Api {
     destroy: unsafe extern "C" fn(Topology),
 }
 
+/// The library, loaded once per process and kept (hwloc's own plugins stay loaded with it).
+static API: std::sync::OnceLock<Result<Api, HwlocError>> = std::sync::OnceLock::new();
+
 impl Api {
+    /// The process's hwloc, loaded on first use.
+    fn get() -> Result<&'static Self, HwlocError> {
+        API.get_or_init(Self::open).as_ref().map_err(Clone::clone)
+    }
+
     fn open() -> Result<Self, HwlocError> {
         let name = std::env::var_os("GDA_HWLOC_LIB")
             .filter(|v| !v.is_empty())
@@ -107,7 +115,7 @@ impl Drop for Handle<'_> {
 /// # Errors
 /// hwloc is missing or unusable.
 pub fn version() -> Result<String, HwlocError> {
-    let api = Api::open()?;
+    let api = Api::get()?;
     // SAFETY: no arguments.
     let v = unsafe { (api.api_version)() };
     Ok(format!("{}.{}.{}", v >> 16, (v >> 8) & 0xff, v & 0xff))
@@ -120,13 +128,13 @@ pub fn version() -> Result<String, HwlocError> {
 /// # Errors
 /// hwloc is missing or unusable, or refused the file or the discovery.
 pub fn export(xml: Option<&Path>) -> Result<String, HwlocError> {
-    let api = Api::open()?;
+    let api = Api::get()?;
     let mut t: Topology = std::ptr::null_mut();
     // SAFETY: `t` is written by init.
     if unsafe { (api.init)(&raw mut t) } != 0 || t.is_null() {
         return Err(HwlocError::Failed("hwloc_topology_init failed".into()));
     }
-    let h = Handle { api: &api, t };
+    let h = Handle { api, t };
     // SAFETY: a live topology, before load.
     if unsafe { (api.set_io_types_filter)(h.t, KEEP_IMPORTANT) } != 0 {
         return Err(HwlocError::Failed("keeping I/O devices refused".into()));

@@ -29,6 +29,9 @@ pub enum PortError {
     /// The system refused: what was being done, and why.
     #[error("{0}: {1}")]
     Io(String, std::io::Error),
+    /// This process cannot follow port changes (inotify or its thread), and why.
+    #[error("{0}")]
+    Watch(String),
 }
 
 fn check_name(name: &str) -> Result<(), PortError> {
@@ -173,7 +176,7 @@ pub fn watch(
     let w = WATCHER
         .get_or_init(start)
         .as_ref()
-        .map_err(|e| PortError::Io(e.clone(), std::io::Error::other("port watch")))?;
+        .map_err(|e| PortError::Watch(e.clone()))?;
     let mut ws = lock(&w.watches);
     let up = !marker(&w.dir, name).exists();
     init(up);
